@@ -1,0 +1,58 @@
+"""How to merge the result streams of several route units into what one database would return.
+
+The kernel builds a `MergeSpec` from the logic SELECT while rewriting it (adding derived columns, rewriting
+pagination); `merge` executes it over the node streams. Column indexes refer to the columns each node
+returns (the rewritten select list, derived columns included).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class AggregateKind(enum.Enum):
+    COUNT = "COUNT"
+    SUM = "SUM"
+    MIN = "MIN"
+    MAX = "MAX"
+    AVG = "AVG"  # merged from derived SUM and COUNT columns
+    COUNT_DISTINCT = "COUNT_DISTINCT"
+    SUM_DISTINCT = "SUM_DISTINCT"
+    GROUP_CONCAT = "GROUP_CONCAT"
+    BIT_XOR = "BIT_XOR"
+    BIT_OR = "BIT_OR"
+    BIT_AND = "BIT_AND"
+
+
+@dataclass(frozen=True)
+class OrderItem:
+    index: int  # column index in the node rows
+    descending: bool = False
+
+
+@dataclass(frozen=True)
+class AggregateItem:
+    kind: AggregateKind
+    index: int  # the column that carries the merged value in output rows
+    sum_index: int | None = None  # AVG: derived SUM column
+    count_index: int | None = None  # AVG: derived COUNT column
+    separator: str = ","  # GROUP_CONCAT
+    distinct_index: int | None = None  # COUNT/SUM(DISTINCT x): column carrying x per distinct value
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    visible_columns: int  # columns sent to the client; the rest are derived and dropped
+    order_by: tuple[OrderItem, ...] = ()
+    group_by: tuple[int, ...] = ()  # column indexes
+    aggregates: tuple[AggregateItem, ...] = ()
+    distinct: bool = False
+    offset: int = 0
+    limit: int | None = None  # rows after offset; None = all
+    having_sql: str | None = None  # HAVING to evaluate after merging (references output columns by name)
+    groups_sorted: bool = False  # True when nodes return rows ordered by the group columns (stream merge)
+
+    @property
+    def needs_decoding(self) -> bool:
+        return bool(self.order_by or self.group_by or self.aggregates or self.distinct)

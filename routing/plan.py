@@ -1,0 +1,62 @@
+"""What the kernel hands the executor: route units (where) and execution units (what SQL, where).
+
+A route is data, not SQL strings: `RouteUnit` maps logic tables to actual tables on one data source;
+`ExecutionUnit` is the rewritten SQL for one unit. The proxy executes units and, when a statement spans
+several units, merges their results with `merge_spec` (see `merge.spec`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from merge.spec import MergeSpec
+
+
+class StatementKind(enum.Enum):
+    SELECT = "select"  # returns rows
+    INSERT = "insert"
+    UPDATE = "update"
+    DELETE = "delete"
+    DDL = "ddl"
+    OTHER = "other"  # SHOW, SET, transaction control, anything passed through
+
+
+@dataclass(frozen=True)
+class RouteUnit:
+    data_source: str
+    table_map: Mapping[str, str] = field(default_factory=dict)  # logic (lower case) -> actual
+
+
+@dataclass(frozen=True)
+class ExecutionUnit:
+    data_source: str
+    sql: str
+    params: tuple[Any, ...] | None = None  # per-unit parameters for prepared statements (split INSERTs)
+
+
+@dataclass(frozen=True)
+class SessionHints:
+    """Routing input that comes from the session rather than the SQL text."""
+
+    database_values: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # logic table or "" (all)
+    table_values: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    data_source: str | None = None
+    write_route_only: bool = False
+
+
+@dataclass(frozen=True)
+class RoutedStatement:
+    """The kernel's answer for one statement."""
+
+    kind: StatementKind
+    route_units: tuple[RouteUnit, ...]
+    execution_units: tuple[ExecutionUnit, ...]
+    merge_spec: MergeSpec | None = None  # None: single unit, or rows simply concatenated / counts summed
+    generated_keys: tuple[Any, ...] = ()  # keys generated for an INSERT, first row first
+    write: bool = False  # must go to a primary (for read/write splitting)
+    logic_tables: tuple[str, ...] = ()
+    # For DESCRIBE/SHOW CREATE TABLE answers: actual table name -> logic name to map back in the result.
+    result_table_renames: Mapping[str, str] = field(default_factory=dict)
