@@ -1,0 +1,451 @@
+"""One frozen dataclass per wire message, each with `decode(payload, capabilities)` and `encode(...)`.
+
+Capabilities are always passed in explicitly: the same bytes mean different things under different
+negotiated capabilities (DEPRECATE_EOF, PLUGIN_AUTH_LENENC_CLIENT_DATA, ...), and a codec that guessed
+would be wrong for half of the clients.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from protocol.constants import Capability, Collation, ColumnType, ServerStatus
+from protocol.wire import MalformedPacket, Reader, lenenc_int, lenenc_str
+
+OK_HEADER = 0x00
+EOF_HEADER = 0xFE
+ERR_HEADER = 0xFF
+LOCAL_INFILE_HEADER = 0xFB
+
+
+def is_err(payload: bytes) -> bool:
+    return bool(payload) and payload[0] == ERR_HEADER
+
+
+def is_eof(payload: bytes) -> bool:
+    """Classic EOF (or an OK sent with the 0xFE header under DEPRECATE_EOF): 0xFE and short."""
+    return bool(payload) and payload[0] == EOF_HEADER and len(payload) < 9
+
+
+def is_ok(payload: bytes) -> bool:
+    return bool(payload) and payload[0] == OK_HEADER
+
+
+# --- connection phase ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HandshakeV10:
+    server_version: str
+    connection_id: int
+    auth_data: bytes  # the 20-byte scramble
+    capabilities: Capability
+    character_set: int = Collation.UTF8MB4_GENERAL_CI
+    status: ServerStatus = ServerStatus.AUTOCOMMIT
+    auth_plugin: str = "mysql_native_password"
+
+    def encode(self) -> bytes:
+        caps = int(self.capabilities)
+        data = self.auth_data
+        return b"".join(
+            (
+                b"\x0a",
+                self.server_version.encode() + b"\x00",
+                struct.pack("<I", self.connection_id),
+                data[:8],
+                b"\x00",
+                struct.pack("<H", caps & 0xFFFF),
+                bytes((self.character_set & 0xFF,)),
+                struct.pack("<H", int(self.status)),
+                struct.pack("<H", (caps >> 16) & 0xFFFF),
+                bytes((len(data) + 1 if caps & Capability.PLUGIN_AUTH else 0,)),
+                b"\x00" * 10,
+                data[8:] + b"\x00",
+                self.auth_plugin.encode() + b"\x00" if caps & Capability.PLUGIN_AUTH else b"",
+            )
+        )
+
+    @classmethod
+    def decode(cls, payload: bytes) -> HandshakeV10:
+        r = Reader(payload)
+        if r.u8() != 10:
+            raise MalformedPacket("not a protocol 10 handshake")
+        version = r.nul_str().decode(errors="replace")
+        conn_id = r.u32()
+        data1 = r.fixed(8)
+        r.u8()
+        caps = r.u16()
+        charset = r.u8() if r.remaining() else 0
+        status = r.u16() if r.remaining() else 0
+        caps |= (r.u16() << 16) if r.remaining() else 0
+        data_len = r.u8() if r.remaining() else 0
+        r.fixed(10) if r.remaining() >= 10 else r.rest()
+        data2 = b""
+        if caps & Capability.SECURE_CONNECTION and r.remaining():
+            n = max(13, data_len - 8)
+            data2 = r.fixed(min(n, r.remaining())).rstrip(b"\x00")
+        plugin = ""
+        if caps & Capability.PLUGIN_AUTH and r.remaining():
+            raw = r.rest()
+            plugin = raw.split(b"\x00", 1)[0].decode()
+        return cls(version, conn_id, data1 + data2, Capability(caps), charset, ServerStatus(status), plugin)
+
+
+@dataclass(frozen=True)
+class SSLRequest:
+    """The 32-byte prefix a client sends when it wants TLS before the real handshake response."""
+
+    capabilities: Capability
+    max_packet_size: int
+    character_set: int
+
+    @staticmethod
+    def matches(payload: bytes) -> bool:
+        if len(payload) != 32:
+            return False
+        caps = struct.unpack_from("<I", payload)[0]
+        return bool(caps & Capability.SSL)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> SSLRequest:
+        r = Reader(payload)
+        return cls(Capability(r.u32()), r.u32(), r.u8())
+
+    def encode(self) -> bytes:
+        return struct.pack("<IIB", int(self.capabilities), self.max_packet_size, self.character_set) + (
+            b"\x00" * 23
+        )
+
+
+@dataclass(frozen=True)
+class HandshakeResponse41:
+    capabilities: Capability
+    max_packet_size: int
+    character_set: int
+    username: str
+    auth_response: bytes
+    database: str | None = None
+    auth_plugin: str | None = None
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> HandshakeResponse41:
+        r = Reader(payload)
+        caps = Capability(r.u32())
+        if not caps & Capability.PROTOCOL_41:
+            raise MalformedPacket("clients must speak protocol 4.1")
+        max_packet = r.u32()
+        charset = r.u8()
+        r.fixed(23)
+        username = r.nul_str().decode("utf-8", errors="replace")
+        if caps & Capability.PLUGIN_AUTH_LENENC_CLIENT_DATA:
+            auth = r.lenenc_str() or b""
+        elif caps & Capability.SECURE_CONNECTION:
+            auth = r.fixed(r.u8())
+        else:
+            auth = r.nul_str()
+        database = None
+        if caps & Capability.CONNECT_WITH_DB and r.remaining():
+            database = r.nul_str().decode("utf-8", errors="replace") or None
+        plugin = None
+        if caps & Capability.PLUGIN_AUTH and r.remaining():
+            plugin = r.nul_str().decode() if b"\x00" in r.data[r.pos :] else r.rest().decode()
+        attrs: dict[str, str] = {}
+        if caps & Capability.CONNECT_ATTRS and r.remaining():
+            total = r.lenenc_int() or 0
+            end = r.pos + total
+            while r.pos < end:
+                k = r.lenenc_str() or b""
+                v = r.lenenc_str() or b""
+                attrs[k.decode(errors="replace")] = v.decode(errors="replace")
+        return cls(caps, max_packet, charset, username, auth, database, plugin, attrs)
+
+    def encode(self) -> bytes:
+        caps = self.capabilities
+        parts = [
+            struct.pack("<IIB", int(caps), self.max_packet_size, self.character_set),
+            b"\x00" * 23,
+            self.username.encode() + b"\x00",
+        ]
+        if caps & Capability.PLUGIN_AUTH_LENENC_CLIENT_DATA:
+            parts.append(lenenc_str(self.auth_response))
+        else:
+            parts.append(bytes((len(self.auth_response),)) + self.auth_response)
+        if caps & Capability.CONNECT_WITH_DB:
+            parts.append((self.database or "").encode() + b"\x00")
+        if caps & Capability.PLUGIN_AUTH:
+            parts.append((self.auth_plugin or "").encode() + b"\x00")
+        if caps & Capability.CONNECT_ATTRS:
+            body = b"".join(lenenc_str(k.encode()) + lenenc_str(v.encode()) for k, v in self.attributes.items())
+            parts.append(lenenc_str(body))
+        return b"".join(parts)
+
+
+@dataclass(frozen=True)
+class AuthSwitchRequest:
+    plugin: str
+    auth_data: bytes
+
+    def encode(self) -> bytes:
+        return b"\xfe" + self.plugin.encode() + b"\x00" + self.auth_data + b"\x00"
+
+    @classmethod
+    def decode(cls, payload: bytes) -> AuthSwitchRequest:
+        r = Reader(payload)
+        if r.u8() != 0xFE:
+            raise MalformedPacket("not an auth switch request")
+        plugin = r.nul_str().decode()
+        return cls(plugin, r.rest().rstrip(b"\x00"))
+
+
+@dataclass(frozen=True)
+class AuthMoreData:
+    """0x01 + data: caching_sha2_password's fast-auth result or the RSA public key."""
+
+    data: bytes
+
+    def encode(self) -> bytes:
+        return b"\x01" + self.data
+
+    @classmethod
+    def decode(cls, payload: bytes) -> AuthMoreData:
+        if not payload or payload[0] != 0x01:
+            raise MalformedPacket("not an auth-more-data packet")
+        return cls(payload[1:])
+
+
+# --- generic responses --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OKPacket:
+    affected_rows: int = 0
+    last_insert_id: int = 0
+    status: ServerStatus = ServerStatus.AUTOCOMMIT
+    warnings: int = 0
+    info: bytes = b""
+    header: int = OK_HEADER  # 0xFE when it ends a result set under DEPRECATE_EOF
+
+    def encode(self, capabilities: Capability = Capability.PROTOCOL_41) -> bytes:
+        parts = [
+            bytes((self.header,)),
+            lenenc_int(self.affected_rows),
+            lenenc_int(self.last_insert_id),
+            struct.pack("<HH", int(self.status) & 0xFFFF, self.warnings),
+        ]
+        if self.info:
+            parts.append(self.info)
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, payload: bytes, capabilities: Capability = Capability.PROTOCOL_41) -> OKPacket:
+        r = Reader(payload)
+        header = r.u8()
+        if header not in (OK_HEADER, EOF_HEADER):
+            raise MalformedPacket("not an OK packet")
+        affected = r.lenenc_int() or 0
+        last_id = r.lenenc_int() or 0
+        status = r.u16() if r.remaining() >= 2 else 0
+        warnings = r.u16() if r.remaining() >= 2 else 0
+        return cls(affected, last_id, ServerStatus(status), warnings, r.rest(), header)
+
+
+@dataclass(frozen=True)
+class ERRPacket:
+    errno: int
+    message: str
+    sqlstate: str = "HY000"
+
+    def encode(self, capabilities: Capability = Capability.PROTOCOL_41) -> bytes:
+        state = b"#" + self.sqlstate.encode()[:5].ljust(5, b"0") if capabilities & Capability.PROTOCOL_41 else b""
+        return b"\xff" + struct.pack("<H", self.errno) + state + self.message.encode("utf-8", "replace")
+
+    @classmethod
+    def decode(cls, payload: bytes, capabilities: Capability = Capability.PROTOCOL_41) -> ERRPacket:
+        r = Reader(payload)
+        if r.u8() != ERR_HEADER:
+            raise MalformedPacket("not an ERR packet")
+        errno = r.u16()
+        sqlstate = "HY000"
+        if r.remaining() and r.data[r.pos] == ord("#"):
+            r.u8()
+            sqlstate = r.fixed(5).decode(errors="replace")
+        return cls(errno, r.rest().decode("utf-8", errors="replace"), sqlstate)
+
+
+@dataclass(frozen=True)
+class EOFPacket:
+    warnings: int = 0
+    status: ServerStatus = ServerStatus.AUTOCOMMIT
+
+    def encode(self, capabilities: Capability = Capability.PROTOCOL_41) -> bytes:
+        return b"\xfe" + struct.pack("<HH", self.warnings, int(self.status) & 0xFFFF)
+
+    @classmethod
+    def decode(cls, payload: bytes, capabilities: Capability = Capability.PROTOCOL_41) -> EOFPacket:
+        r = Reader(payload)
+        if r.u8() != EOF_HEADER:
+            raise MalformedPacket("not an EOF packet")
+        warnings = r.u16() if r.remaining() >= 2 else 0
+        status = r.u16() if r.remaining() >= 2 else 0
+        return cls(warnings, ServerStatus(status))
+
+
+def end_of_result(status: ServerStatus, warnings: int, capabilities: Capability) -> bytes:
+    """The packet that ends a result set's rows: an OK with 0xFE header or a classic EOF."""
+    if capabilities & Capability.DEPRECATE_EOF:
+        return OKPacket(0, 0, status, warnings, header=EOF_HEADER).encode(capabilities)
+    return EOFPacket(warnings, status).encode(capabilities)
+
+
+# --- result sets --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ColumnDefinition41:
+    name: str
+    type: ColumnType = ColumnType.VAR_STRING
+    schema: str = ""
+    table: str = ""
+    org_table: str = ""
+    org_name: str = ""
+    catalog: str = "def"
+    character_set: int = Collation.UTF8MB4_GENERAL_CI
+    column_length: int = 1024
+    flags: int = 0
+    decimals: int = 0
+    default: bytes | None = None  # only in COM_FIELD_LIST answers
+
+    def encode(self) -> bytes:
+        parts = [
+            lenenc_str(self.catalog.encode()),
+            lenenc_str(self.schema.encode()),
+            lenenc_str(self.table.encode()),
+            lenenc_str(self.org_table.encode()),
+            lenenc_str(self.name.encode()),
+            lenenc_str(self.org_name.encode()),
+            b"\x0c",
+            struct.pack("<HIBHB", self.character_set, self.column_length, int(self.type), self.flags, self.decimals),
+            b"\x00\x00",
+        ]
+        if self.default is not None:
+            parts.append(lenenc_str(self.default))
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> ColumnDefinition41:
+        r = Reader(payload)
+
+        def s() -> str:
+            return (r.lenenc_str() or b"").decode("utf-8", errors="replace")
+
+        catalog, schema, table, org_table, name, org_name = s(), s(), s(), s(), s(), s()
+        fixed_len = r.lenenc_int() or 0
+        if fixed_len < 10:
+            raise MalformedPacket("column definition too short")
+        charset, length, ctype, flags, decimals = struct.unpack("<HIBHB", r.fixed(10))
+        r.fixed(fixed_len - 10)
+        default = r.lenenc_str() if r.remaining() else None
+        try:
+            col_type = ColumnType(ctype)
+        except ValueError as exc:
+            raise MalformedPacket(f"unknown column type {ctype}") from exc
+        return cls(name, col_type, schema, table, org_table, org_name, catalog, charset, length, flags, decimals,
+                   default)
+
+
+def encode_text_row(values: tuple[bytes | None, ...] | list[bytes | None]) -> bytes:
+    return b"".join(b"\xfb" if v is None else lenenc_int(len(v)) + v for v in values)
+
+
+def decode_text_row(payload: bytes, column_count: int) -> tuple[bytes | None, ...]:
+    r = Reader(payload)
+    return tuple(r.lenenc_str() for _ in range(column_count))
+
+
+def column_count_payload(n: int) -> bytes:
+    return lenenc_int(n)
+
+
+# --- command phase: client requests -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ComQuery:
+    sql: bytes
+
+    def encode(self) -> bytes:
+        return b"\x03" + self.sql
+
+    @classmethod
+    def decode(cls, payload: bytes) -> ComQuery:
+        return cls(payload[1:])
+
+
+@dataclass(frozen=True)
+class ComInitDB:
+    database: str
+
+    def encode(self) -> bytes:
+        return b"\x02" + self.database.encode()
+
+    @classmethod
+    def decode(cls, payload: bytes) -> ComInitDB:
+        return cls(payload[1:].decode("utf-8", errors="replace"))
+
+
+@dataclass(frozen=True)
+class ComFieldList:
+    table: str
+    wildcard: bytes = b""
+
+    def encode(self) -> bytes:
+        return b"\x04" + self.table.encode() + b"\x00" + self.wildcard
+
+    @classmethod
+    def decode(cls, payload: bytes) -> ComFieldList:
+        r = Reader(payload, 1)
+        raw = r.rest()
+        table, _, wildcard = raw.partition(b"\x00")
+        return cls(table.decode("utf-8", errors="replace"), wildcard)
+
+
+@dataclass(frozen=True)
+class ComSetOption:
+    option: int
+
+    def encode(self) -> bytes:
+        return b"\x1b" + struct.pack("<H", self.option)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> ComSetOption:
+        r = Reader(payload, 1)
+        return cls(r.u16())
+
+
+@dataclass(frozen=True)
+class ComProcessKill:
+    connection_id: int
+
+    def encode(self) -> bytes:
+        return b"\x0c" + struct.pack("<I", self.connection_id)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> ComProcessKill:
+        r = Reader(payload, 1)
+        return cls(r.u32())
+
+
+@dataclass(frozen=True)
+class ComSimple:
+    """Commands that are one byte: COM_QUIT, COM_PING, COM_STATISTICS, COM_RESET_CONNECTION, ..."""
+
+    command: int
+
+    def encode(self) -> bytes:
+        return bytes((self.command,))
+
+    @classmethod
+    def decode(cls, payload: bytes) -> ComSimple:
+        return cls(payload[0])

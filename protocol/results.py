@@ -1,0 +1,315 @@
+"""Reading a backend's answer to a command, synchronously over a byte buffer.
+
+Two readers share one grammar (OK | ERR | column count, column definitions, [EOF], rows, EOF/OK, repeated
+while MORE_RESULTS_EXISTS):
+
+* `ResultRelay` is the hot path for single-node routes: it copies frames to the client's framing without
+  decoding rows, only renumbering sequence ids and converting EOF/OK framing when client and backend
+  negotiated DEPRECATE_EOF differently. No object per row.
+* `ResultParser` yields typed events for results the proxy must look into (merging, metadata rewrites).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from protocol.constants import MAX_PAYLOAD, ServerStatus
+from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
+from protocol.wire import MalformedPacket, Reader
+
+_HDR = struct.Struct("<HH")
+
+
+class _Phase(enum.Enum):
+    FIRST = 0  # expecting OK / ERR / LOCAL INFILE / column count
+    COLUMNS = 1
+    COLUMNS_EOF = 2  # classic framing: the EOF after the column definitions
+    ROWS = 3
+    DONE = 4
+
+
+@dataclass
+class ResultSummary:
+    """What the proxy needs to remember about a finished response."""
+
+    status: int = ServerStatus.AUTOCOMMIT
+    affected_rows: int = 0
+    last_insert_id: int = 0
+    warnings: int = 0
+    error: ERRPacket | None = None
+    result_sets: int = 0
+    info: bytes = b""
+
+
+def _frame(payload: bytes | memoryview, seq: int) -> bytes:
+    n = len(payload)
+    return bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, seq & 0xFF)) + payload
+
+
+class ResultRelay:
+    """Converts a backend's response frames into the client's framing, frame by frame.
+
+    `feed(data)` returns the bytes to send to the client now; `done` turns True after the last packet of
+    the last result set. `backend_deprecate_eof` / `client_deprecate_eof` are the two sides' negotiated
+    DEPRECATE_EOF capability. `first_seq` is the client-side sequence id of the first response frame.
+    """
+
+    __slots__ = (
+        "_backend_eof",
+        "_buf",
+        "_client_eof",
+        "_columns_left",
+        "_continuation",
+        "_phase",
+        "_seq",
+        "_seq_after",
+        "done",
+        "rows",
+        "summary",
+    )
+
+    def __init__(self, *, backend_deprecate_eof: bool, client_deprecate_eof: bool, first_seq: int = 1) -> None:
+        self._buf = bytearray()
+        self._backend_eof = backend_deprecate_eof
+        self._client_eof = client_deprecate_eof
+        self._phase = _Phase.FIRST
+        self._columns_left = 0
+        self._continuation = False
+        self._seq = first_seq
+        self._seq_after = first_seq
+        self.done = False
+        self.summary = ResultSummary()
+        self.rows = 0
+
+    @property
+    def next_seq(self) -> int:
+        return self._seq
+
+    def feed(self, data: bytes) -> bytes:
+        buf = self._buf
+        buf += data
+        out = bytearray()
+        pos = 0
+        end = len(buf)
+        seq = self._seq
+        try:
+            while end - pos >= 4 and not self.done:
+                length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
+                if end - pos < 4 + length:
+                    break
+                start = pos + 4
+                stop = start + length
+                pos = stop
+                if self._continuation or length == MAX_PAYLOAD:
+                    # part of a packet of 16 MB or more: always data (a row or a column definition)
+                    if not self._continuation:
+                        self._count_packet()
+                    self._continuation = length == MAX_PAYLOAD
+                    out += bytes((length & 0xFF, (length >> 8) & 0xFF, length >> 16, seq))
+                    out += buf[start:stop]
+                    seq = (seq + 1) & 0xFF
+                    continue
+                phase = self._phase
+                if phase is _Phase.ROWS:
+                    first = buf[start] if length else 0
+                    if first == 0xFE and length < 9:
+                        out += self._end_of_rows(bytes(buf[start:stop]), seq)
+                        seq = self._seq_after
+                        continue
+                    if first == 0xFF:
+                        self._error(bytes(buf[start:stop]))
+                    else:
+                        self.rows += 1
+                    out += bytes((length & 0xFF, (length >> 8) & 0xFF, length >> 16, seq))
+                    out += buf[start:stop]
+                    seq = (seq + 1) & 0xFF
+                    continue
+                payload = bytes(buf[start:stop])
+                converted, seq = self._other(phase, payload, seq)
+                out += converted
+        finally:
+            del buf[:pos]
+            self._seq = seq
+        return bytes(out)
+
+    # -- non-row packets: few per result, so clarity over speed --------------------------------------------
+
+    def _count_packet(self) -> None:
+        if self._phase is _Phase.COLUMNS:
+            self._columns_left -= 1
+            if self._columns_left == 0:
+                self._phase = _Phase.ROWS if self._backend_eof else _Phase.COLUMNS_EOF
+        elif self._phase is _Phase.ROWS:
+            self.rows += 1
+
+    def _error(self, payload: bytes) -> None:
+        try:
+            self.summary.error = ERRPacket.decode(payload)
+        except MalformedPacket:
+            self.summary.error = ERRPacket(2027, "Malformed packet", "HY000")
+        self._phase = _Phase.DONE
+        self.done = True
+
+    def _other(self, phase: _Phase, payload: bytes, seq: int) -> tuple[bytes, int]:
+        if phase is _Phase.FIRST:
+            head = payload[0] if payload else 0
+            if head == 0xFF:
+                self._error(payload)
+                return _frame(payload, seq), (seq + 1) & 0xFF
+            if head == 0x00:
+                ok = OKPacket.decode(payload)
+                self._finish(ok.status, ok.warnings, ok)
+                return _frame(payload, seq), (seq + 1) & 0xFF
+            if head == 0xFB:
+                raise MalformedPacket("LOAD DATA LOCAL INFILE is not supported through the proxy")
+            count = Reader(payload).lenenc_int() or 0
+            self._columns_left = count
+            self.summary.result_sets += 1
+            self._phase = _Phase.COLUMNS
+            return _frame(payload, seq), (seq + 1) & 0xFF
+        if phase is _Phase.COLUMNS:
+            self._columns_left -= 1
+            out = _frame(payload, seq)
+            seq = (seq + 1) & 0xFF
+            if self._columns_left == 0:
+                if self._backend_eof:
+                    self._phase = _Phase.ROWS
+                    if not self._client_eof:  # client wants the EOF the backend did not send
+                        out += _frame(struct.pack("<BHH", 0xFE, 0, int(self.summary.status) & 0xFFFF), seq)
+                        seq = (seq + 1) & 0xFF
+                else:
+                    self._phase = _Phase.COLUMNS_EOF
+            return out, seq
+        if phase is _Phase.COLUMNS_EOF:
+            self._phase = _Phase.ROWS
+            if self._client_eof:
+                return b"", seq  # the client does not expect this EOF
+            return _frame(payload, seq), (seq + 1) & 0xFF
+        raise MalformedPacket(f"unexpected packet after the end of the result ({phase.name})")
+
+    def _end_of_rows(self, payload: bytes, seq: int) -> bytes:
+        if self._backend_eof:
+            ok = OKPacket.decode(payload)
+            status, warnings = int(ok.status), ok.warnings
+        else:
+            r = Reader(payload, 1)
+            warnings = r.u16() if r.remaining() >= 2 else 0
+            status = r.u16() if r.remaining() >= 2 else 0
+            ok = None
+        self._finish(ServerStatus(status), warnings, ok)
+        if self._client_eof == self._backend_eof:
+            out = _frame(payload, seq)
+        elif self._client_eof:
+            out = _frame(b"\xfe\x00\x00" + _HDR.pack(status & 0xFFFF, warnings), seq)
+        else:
+            out = _frame(b"\xfe" + _HDR.pack(warnings, status & 0xFFFF), seq)
+        self._seq_after = (seq + 1) & 0xFF
+        return out
+
+    def _finish(self, status: int, warnings: int, ok: OKPacket | None) -> None:
+        s = self.summary
+        s.status = status
+        s.warnings = warnings
+        if ok is not None and ok.header == 0:
+            s.affected_rows += ok.affected_rows
+            s.last_insert_id = ok.last_insert_id or s.last_insert_id
+            s.info = ok.info
+        if status & ServerStatus.MORE_RESULTS_EXISTS:
+            self._phase = _Phase.FIRST
+        else:
+            self._phase = _Phase.DONE
+            self.done = True
+
+
+# --- decoding reader ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResultHeader:
+    columns: tuple[ColumnDefinition41, ...]
+
+
+@dataclass(frozen=True)
+class ResultEnd:
+    status: int
+    warnings: int
+
+
+class ResultParser:
+    """Decodes one backend response into events: OKPacket, ERRPacket, ResultHeader, row payloads (bytes),
+    ResultEnd. Rows stay raw payloads so a caller decodes only what it needs."""
+
+    def __init__(self, *, backend_deprecate_eof: bool) -> None:
+        from protocol.framing import FrameDecoder
+
+        self._frames = FrameDecoder()
+        self._backend_eof = backend_deprecate_eof
+        self._phase = _Phase.FIRST
+        self._columns: list[ColumnDefinition41] = []
+        self._columns_left = 0
+        self.done = False
+
+    def feed(self, data: bytes) -> Iterator[object]:
+        self._frames.feed(data)
+        for _first, _last, payload in self._frames.packets():
+            yield from self._packet(payload)
+            if self.done:
+                return
+
+    def _packet(self, payload: bytes) -> Iterator[object]:
+        phase = self._phase
+        head = payload[0] if payload else 0
+        if phase is _Phase.ROWS:
+            if head == 0xFE and len(payload) < 9:
+                if self._backend_eof:
+                    ok = OKPacket.decode(payload)
+                    status, warnings = int(ok.status), ok.warnings
+                else:
+                    r = Reader(payload, 1)
+                    warnings, status = r.u16(), r.u16()
+                self._end(status)
+                yield ResultEnd(status, warnings)
+            elif head == 0xFF:
+                self.done = True
+                yield ERRPacket.decode(payload)
+            else:
+                yield payload
+            return
+        if phase is _Phase.FIRST:
+            if head == 0xFF:
+                self.done = True
+                yield ERRPacket.decode(payload)
+            elif head == 0x00:
+                ok = OKPacket.decode(payload)
+                self._end(int(ok.status))
+                yield ok
+            elif head == 0xFB:
+                raise MalformedPacket("LOAD DATA LOCAL INFILE is not supported through the proxy")
+            else:
+                self._columns_left = Reader(payload).lenenc_int() or 0
+                self._columns = []
+                self._phase = _Phase.COLUMNS
+            return
+        if phase is _Phase.COLUMNS:
+            self._columns.append(ColumnDefinition41.decode(payload))
+            self._columns_left -= 1
+            if self._columns_left == 0:
+                self._phase = _Phase.ROWS if self._backend_eof else _Phase.COLUMNS_EOF
+                if self._backend_eof:
+                    yield ResultHeader(tuple(self._columns))
+            return
+        if phase is _Phase.COLUMNS_EOF:
+            self._phase = _Phase.ROWS
+            yield ResultHeader(tuple(self._columns))
+            return
+        raise MalformedPacket("packet after the end of the result")
+
+    def _end(self, status: int) -> None:
+        if status & ServerStatus.MORE_RESULTS_EXISTS:
+            self._phase = _Phase.FIRST
+        else:
+            self._phase = _Phase.DONE
+            self.done = True

@@ -1,0 +1,279 @@
+"""Backend data sources: aiomysql pools for connecting and pooling, raw frames for commands.
+
+aiomysql opens, authenticates and pools the connections; the proxy then speaks the protocol itself over
+the connection's stream (`protocol.results`), because the relay path must move frames without decoding
+rows and aiomysql's cursor API decodes every row into Python objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import aiomysql
+import pymysql
+import structlog
+
+from protocol.constants import Capability, Collation
+from protocol.framing import encode_packet
+from protocol.packets import ComQuery, ERRPacket, OKPacket
+from protocol.results import ResultHeader, ResultParser, ResultRelay, ResultSummary
+from proxy.config import DataSourceConfig
+
+log = structlog.get_logger("shardproxy.backend")
+
+READ_CHUNK = 1 << 18
+
+
+class BackendError(Exception):
+    """A backend failed in a way the client must hear about (unreachable, connection lost)."""
+
+    def __init__(self, data_source: str, message: str, *, errno: int = 2013, sqlstate: str = "HY000") -> None:
+        super().__init__(f"data source {data_source}: {message}")
+        self.data_source = data_source
+        self.errno = errno
+        self.sqlstate = sqlstate
+
+    def to_err(self) -> ERRPacket:
+        return ERRPacket(self.errno, str(self), self.sqlstate)
+
+
+# A backend connection speaks to us with the classic EOF framing: PyMySQL never asks for DEPRECATE_EOF.
+BACKEND_DEPRECATE_EOF = False
+_BASE_FLAGS = Capability.MULTI_STATEMENTS | Capability.MULTI_RESULTS | Capability.PS_MULTI_RESULTS
+
+
+class BackendConnection:
+    """One borrowed backend connection; commands go over its raw stream."""
+
+    def __init__(self, source: DataSource, raw: aiomysql.Connection, found_rows: bool) -> None:
+        self.source = source
+        self.raw = raw
+        self.found_rows = found_rows
+        self.broken = False
+        self.status = 0
+        self.charset: str = "utf8mb4"
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    @property
+    def thread_id(self) -> int:
+        return int(self.raw.server_thread_id[0])
+
+    def _send(self, payload: bytes) -> None:
+        writer = self.raw._writer
+        if writer is None:
+            self.broken = True
+            raise BackendError(self.name, "connection is closed")
+        data, _ = encode_packet(payload, 0)
+        writer.write(data)
+
+    async def _read(self) -> bytes:
+        reader = self.raw._reader
+        try:
+            data = await reader.read(READ_CHUNK)
+        except (ConnectionError, OSError) as exc:
+            self.broken = True
+            raise BackendError(self.name, f"lost connection to MySQL server during query ({exc})") from exc
+        if not data:
+            self.broken = True
+            raise BackendError(self.name, "lost connection to MySQL server during query")
+        return data
+
+    async def relay(
+        self, payload: bytes, client: asyncio.StreamWriter, *, first_seq: int, client_deprecate_eof: bool
+    ) -> ResultSummary:
+        """Send a command and copy its response to the client as it arrives (with backpressure)."""
+        relay = ResultRelay(
+            backend_deprecate_eof=BACKEND_DEPRECATE_EOF, client_deprecate_eof=client_deprecate_eof,
+            first_seq=first_seq,
+        )
+        self._send(payload)
+        try:
+            while not relay.done:
+                out = relay.feed(await self._read())
+                if out:
+                    client.write(out)
+                    await client.drain()
+        except asyncio.CancelledError:
+            self.broken = True
+            raise
+        self.status = relay.summary.status
+        self.raw.server_status = relay.summary.status
+        return relay.summary
+
+    async def events(self, payload: bytes) -> AsyncIterator[object]:
+        """Send a command and yield decoded events (ResultHeader, row payloads, OK/ERR, ResultEnd)."""
+        parser = ResultParser(backend_deprecate_eof=BACKEND_DEPRECATE_EOF)
+        self._send(payload)
+        try:
+            while not parser.done:
+                for event in parser.feed(await self._read()):
+                    if isinstance(event, OKPacket):
+                        self.status = int(event.status)
+                    yield event
+        except BaseException:
+            if not parser.done:
+                self.broken = True
+            raise
+        self.raw.server_status = self.status
+
+    async def simple_command(self, payload: bytes) -> list[bytes]:
+        """Commands answered by packets that end at the first EOF, OK or ERR: COM_FIELD_LIST,
+        COM_SET_OPTION, COM_RESET_CONNECTION, COM_PING."""
+        from protocol.framing import FrameDecoder
+
+        frames = FrameDecoder()
+        out: list[bytes] = []
+        self._send(payload)
+        try:
+            while True:
+                frames.feed(await self._read())
+                for _f, _l, p in frames.packets():
+                    out.append(p)
+                    if p and (p[0] in (0x00, 0xFF) or (p[0] == 0xFE and len(p) < 9)):
+                        return out
+        except BaseException:
+            self.broken = True
+            raise
+
+    async def execute(self, sql: str) -> OKPacket | ERRPacket | list[tuple[bytes | None, ...]]:
+        """Run one statement to completion; rows come back as raw text values."""
+        from protocol.packets import decode_text_row
+
+        rows: list[tuple[bytes | None, ...]] = []
+        result: OKPacket | ERRPacket | None = None
+        ncols = 0
+        async for ev in self.events(ComQuery(sql.encode()).encode()):
+            if isinstance(ev, ResultHeader):
+                ncols = len(ev.columns)
+            elif isinstance(ev, bytes):
+                rows.append(decode_text_row(ev, ncols))
+            elif isinstance(ev, OKPacket | ERRPacket):
+                result = ev
+        if isinstance(result, ERRPacket):
+            return result
+        return rows if ncols else (result or OKPacket())
+
+
+@dataclass
+class _PoolKey:
+    found_rows: bool
+
+
+class DataSource:
+    """One configured data source: a pool per CLIENT_FOUND_ROWS setting (created on first need)."""
+
+    def __init__(self, config: DataSourceConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self._pools: dict[bool, aiomysql.Pool] = {}
+        self._lock = asyncio.Lock()
+
+    async def _pool(self, found_rows: bool) -> aiomysql.Pool:
+        pool = self._pools.get(found_rows)
+        if pool is not None:
+            return pool
+        async with self._lock:
+            pool = self._pools.get(found_rows)
+            if pool is None:
+                pool = await self._create_pool(found_rows)
+                self._pools[found_rows] = pool
+        return pool
+
+    async def _create_pool(self, found_rows: bool) -> aiomysql.Pool:
+        c = self.config
+        flags = int(_BASE_FLAGS | (Capability.FOUND_ROWS if found_rows else 0))
+        try:
+            return await asyncio.wait_for(
+                aiomysql.create_pool(
+                    minsize=c.min_pool_size if not found_rows else min(1, c.min_pool_size),
+                    maxsize=c.max_pool_size,
+                    host=c.host,
+                    port=c.port,
+                    user=c.username,
+                    password=c.password,
+                    db=c.database,
+                    charset="utf8mb4",
+                    autocommit=True,
+                    client_flag=flags,
+                    connect_timeout=c.connect_timeout,
+                    pool_recycle=int(c.max_lifetime) if c.max_lifetime > 0 else -1,
+                ),
+                timeout=c.connect_timeout + 5,
+            )
+        except pymysql.err.OperationalError as exc:
+            errno, msg = (*exc.args, "")[:2]
+            raise BackendError(self.name, f"cannot connect to {c.describe()}: {msg}", errno=int(errno or 2003)) from exc
+        except (OSError, TimeoutError) as exc:
+            raise BackendError(self.name, f"cannot connect to {c.describe()}: {exc}", errno=2003) from exc
+
+    async def start(self) -> None:
+        await self._pool(False)
+
+    async def acquire(self, *, found_rows: bool = False) -> BackendConnection:
+        pool = await self._pool(found_rows)
+        try:
+            raw = await pool.acquire()
+        except pymysql.err.OperationalError as exc:
+            errno, msg = (*exc.args, "")[:2]
+            raise BackendError(self.name, f"cannot connect: {msg}", errno=int(errno or 2003)) from exc
+        except OSError as exc:
+            raise BackendError(self.name, f"cannot connect: {exc}", errno=2003) from exc
+        return BackendConnection(self, raw, found_rows)
+
+    async def release(self, conn: BackendConnection, *, reset: bool = True) -> None:
+        """Return a connection; session state is cleared first so no client's settings leak to another."""
+        pool = self._pools.get(conn.found_rows)
+        if pool is None:
+            conn.raw.close()
+            return
+        if not conn.broken and reset:
+            try:
+                await asyncio.wait_for(self._reset(conn), timeout=5)
+            except (BackendError, TimeoutError, OSError):
+                conn.broken = True
+        if conn.broken:
+            conn.raw.close()
+        await pool.release(conn.raw)
+
+    async def _reset(self, conn: BackendConnection) -> None:
+        # COM_RESET_CONNECTION rolls back, drops temporary tables and user variables, resets SET state.
+        answer = await conn.simple_command(b"\x1f")
+        if answer[-1][:1] == b"\xff":
+            conn.broken = True
+        elif conn.charset != "utf8mb4":
+            await conn.execute("SET NAMES utf8mb4")
+            conn.charset = "utf8mb4"
+        conn.raw.server_status = 2
+
+    async def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        for pool in self._pools.values():
+            try:
+                await asyncio.wait_for(pool.wait_closed(), timeout=5)
+            except TimeoutError:
+                pool.terminate()
+        self._pools.clear()
+
+    def stats(self) -> dict[str, int]:
+        size = sum(p.size for p in self._pools.values())
+        free = sum(p.freesize for p in self._pools.values())
+        return {"size": size, "free": free, "used": size - free}
+
+
+def charset_for_collation(collation_id: int) -> str:
+    """The character set a client's handshake collation id belongs to (for SET NAMES on backends)."""
+    if collation_id in (Collation.UTF8MB4_GENERAL_CI, Collation.UTF8MB4_BIN, 255) or 224 <= collation_id <= 247:
+        return "utf8mb4"
+    if collation_id in (33, 83) or 192 <= collation_id <= 215:
+        return "utf8mb3"
+    return {8: "latin1", 47: "latin1", 48: "latin1", 5: "latin1", 63: "binary", 28: "gbk", 87: "gbk",
+            24: "gb2312", 11: "ascii", 65: "ascii", 1: "big5", 84: "big5", 95: "cp932", 97: "eucjpms",
+            13: "sjis", 88: "sjis", 12: "ujis", 91: "ujis", 35: "ucs2", 54: "utf16", 60: "utf32",
+            9: "latin2", 57: "cp1256", 51: "cp1251", 7: "koi8r", 22: "koi8u", 19: "euckr", 36: "cp866",
+            }.get(collation_id, "utf8mb4")

@@ -1,0 +1,100 @@
+"""A logical database at run time: its data sources, its kernel and the schema metadata the kernel reads.
+
+Metadata (columns of logic tables, where unsharded tables live) is loaded from the backends'
+information_schema at start-up and reloaded after DDL, so that routing itself never does I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import structlog
+
+from protocol.packets import ERRPacket
+from proxy.backend import DataSource
+from proxy.config import DatabaseConfig
+from routing.model import DatabaseRules
+
+log = structlog.get_logger("shardproxy.runtime")
+
+
+@dataclass
+class SchemaSnapshot:
+    """Implements routing.model.SchemaMetadata from what the backends reported."""
+
+    rules: DatabaseRules
+    tables: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # ds -> table(lower) -> columns
+
+    def columns(self, logic_table: str) -> list[str] | None:
+        low = logic_table.lower()
+        sharding = self.rules.sharding
+        rule = sharding.table(low) if sharding else None
+        if rule is not None:
+            for node in rule.data_nodes:
+                cols = self.tables.get(node.data_source, {}).get(node.table.lower())
+                if cols:
+                    return cols
+            return None
+        for ds in self.rules.data_sources:
+            cols = self.tables.get(ds, {}).get(low)
+            if cols:
+                return cols
+        return None
+
+    def single_table_data_source(self, table: str) -> str | None:
+        low = table.lower()
+        for ds in self.rules.data_sources:
+            if low in self.tables.get(ds, {}):
+                return ds
+        return None
+
+    def actual_tables(self, data_source: str) -> list[str]:
+        return list(self.tables.get(data_source, {}))
+
+
+class LogicalDatabase:
+    def __init__(self, config: DatabaseConfig, sources: dict[str, DataSource]) -> None:
+        self.config = config
+        self.name = config.name
+        self.rules = config.rules
+        self.sources = sources
+        self.metadata = SchemaSnapshot(config.rules)
+        self.kernel = None
+        if not config.rules.is_pass_through:
+            from routing.kernel import ShardingKernel
+
+            size = int(config.rules.props.get("plan-cache-size", 1024)) if config.rules.props else 1024
+            self.kernel = ShardingKernel(config.rules, self.metadata, plan_cache_size=size)
+        self._reload_lock = asyncio.Lock()
+
+    @property
+    def pass_through_source(self) -> DataSource | None:
+        if self.kernel is None:
+            return next(iter(self.sources.values()))
+        return None
+
+    async def reload_metadata(self) -> None:
+        if self.kernel is None:
+            return
+        async with self._reload_lock:
+            tables: dict[str, dict[str, list[str]]] = {}
+            for name, source in self.sources.items():
+                conn = await source.acquire()
+                try:
+                    res = await conn.execute(
+                        "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS "
+                        "WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME, ORDINAL_POSITION"
+                    )
+                finally:
+                    await source.release(conn, reset=False)
+                if isinstance(res, ERRPacket) or not isinstance(res, list):
+                    log.warning("metadata_load_failed", data_source=name, error=str(res))
+                    continue
+                per: dict[str, list[str]] = {}
+                for t, c in res:
+                    per.setdefault((t or b"").decode().lower(), []).append((c or b"").decode())
+                tables[name] = per
+            self.metadata.tables = tables
+            if self.kernel is not None:
+                self.kernel.invalidate()

@@ -1,0 +1,168 @@
+"""The proxy server: data sources and logical databases at start-up, one `Session` per client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import socket
+
+import structlog
+
+from protocol.packets import ERRPacket
+from proxy.backend import BackendError, DataSource
+from proxy.config import ProxyConfig
+from proxy.handshake import Authenticator
+from proxy.runtime import LogicalDatabase
+from proxy.session import Session
+
+log = structlog.get_logger("shardproxy.server")
+
+DEFAULT_MAX_PACKET = 64 * 1024 * 1024
+
+
+class ProxyServer:
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.authenticator = Authenticator(config.users)
+        self.sources: dict[tuple[str, str], DataSource] = {}
+        self.databases_by_name: dict[str, LogicalDatabase] = {}
+        self.sessions: dict[int, Session] = {}
+        self._ids = itertools.count(1)
+        self._server: asyncio.base_events.Server | None = None
+        self.server_version = "5.7.99-shardproxy"
+        self.max_packet = DEFAULT_MAX_PACKET
+        self.started_at = 0.0
+        self.questions = 0
+        self.max_connections = config.prop_int("proxy-frontend-max-connections", 0)
+
+    # -- start and stop ---------------------------------------------------------------------------------
+
+    async def start_backends(self) -> None:
+        """Open every data source's pool (failing fast with the data source named) and load metadata."""
+        self.started_at = asyncio.get_running_loop().time()
+        try:
+            for db in self.config.databases.values():
+                sources = {}
+                for name, ds_config in db.data_sources.items():
+                    source = DataSource(ds_config)
+                    await source.start()
+                    self.sources[(db.name, name)] = source
+                    sources[name] = source
+                logical = LogicalDatabase(db, sources)
+                await logical.reload_metadata()
+                self.databases_by_name[db.name] = logical
+                log.info("database_ready", database=db.name, data_sources=list(sources),
+                         mode="pass-through" if logical.kernel is None else "sharding")
+        except BackendError as exc:
+            await self.close_backends()
+            raise BackendError(exc.data_source, f"in {self._file_of(exc.data_source)}: {exc}", errno=exc.errno) from exc
+        await self._detect_version()
+
+    def _file_of(self, data_source: str) -> str:
+        for db in self.config.databases.values():
+            if data_source in db.data_sources:
+                return db.file
+        return "?"
+
+    async def _detect_version(self) -> None:
+        override = self.config.props.get("proxy-mysql-default-version")
+        if override:
+            self.server_version = f"{override}-shardproxy"
+            return
+        for source in self.sources.values():
+            conn = await source.acquire()
+            try:
+                rows = await conn.execute("SELECT VERSION()")
+            finally:
+                await source.release(conn, reset=False)
+            if isinstance(rows, list) and rows and rows[0][0]:
+                version = rows[0][0].decode()
+                if "mariadb" in version.lower() and not version.startswith("5.5.5-"):
+                    # MariaDB's own greeting prefix, which MySQL-era clients and libraries expect
+                    version = "5.5.5-" + version
+                self.server_version = f"{version}-shardproxy" if "shardproxy" not in version else version
+            return
+
+    async def listen(self, host: str, port: int, *, reuse_port: bool = False) -> list[tuple[str, int]]:
+        self._server = await asyncio.start_server(
+            self._accept, host=host, port=port, reuse_address=True, reuse_port=reuse_port or None,
+            limit=1 << 20,
+        )
+        addrs = [s.getsockname()[:2] for s in self._server.sockets]
+        for s in self._server.sockets:
+            with contextlib.suppress(OSError):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return addrs
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for session in list(self.sessions.values()):
+            if session.task is not None:
+                session.task.cancel()
+        tasks = [s.task for s in self.sessions.values() if s.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), timeout=2)
+        await self.close_backends()
+
+    async def close_backends(self) -> None:
+        for source in self.sources.values():
+            with contextlib.suppress(Exception):
+                await source.close()
+
+    # -- sessions ---------------------------------------------------------------------------------------
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn_id = next(self._ids)
+        if self.max_connections and len(self.sessions) >= self.max_connections:
+            writer.write(_frame(ERRPacket(1040, "Too many connections", "08004").encode()))
+            with contextlib.suppress(Exception):
+                await writer.drain()
+                writer.close()
+            return
+        session = Session(self, reader, writer, conn_id)
+        self.sessions[conn_id] = session
+        session.task = asyncio.current_task()
+        await session.run()
+
+    def database(self, name: str) -> LogicalDatabase | None:
+        db = self.databases_by_name.get(name)
+        if db is None:
+            low = name.lower()
+            for n, d in self.databases_by_name.items():
+                if n.lower() == low:
+                    return d
+        return db
+
+    def default_database(self) -> LogicalDatabase | None:
+        default = self.config.props.get("proxy-default-database")
+        if default and self.database(str(default)):
+            return self.database(str(default))
+        return next(iter(self.databases_by_name.values()), None)
+
+    async def kill_backend_queries(self, target: Session) -> None:
+        """KILL QUERY on every backend connection the target session holds, over separate connections."""
+        for conn in list(target.backends.values()):
+            source = conn.source
+            try:
+                killer = await source.acquire()
+            except BackendError:
+                continue
+            try:
+                await killer.execute(f"KILL QUERY {conn.thread_id}")
+            finally:
+                await source.release(killer, reset=False)
+
+
+def _frame(payload: bytes) -> bytes:
+    from protocol.framing import encode_packet
+
+    return encode_packet(payload, 0)[0]

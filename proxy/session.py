@@ -1,0 +1,386 @@
+"""One client connection: the handshake, then one command at a time until the client leaves.
+
+The session owns the client's logical state (current logical database, status flags, capabilities) and
+the backend connections it holds: one per data source it has used, kept until the session ends, so that
+everything a client sets on its connection (SET, user variables, temporary tables, transactions) stays
+where the client put it. Connections are reset before they go back to the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+import structlog
+
+from protocol.constants import Capability, Command, ErrorCode, ServerStatus, SetOption
+from protocol.framing import PacketTooLarge
+from protocol.packets import (
+    ComFieldList,
+    ComInitDB,
+    ComProcessKill,
+    ComSetOption,
+    EOFPacket,
+    ERRPacket,
+    OKPacket,
+    end_of_result,
+)
+from protocol.wire import MalformedPacket
+from proxy.backend import BackendConnection, BackendError, charset_for_collation
+from proxy.handshake import HandshakeFailed
+from proxy.resultset import result_packets
+from proxy.statements import ProxyStatement, classify, like_to_regex
+from proxy.wire import ClientGone, ClientPackets
+from routing.errors import RoutingError
+
+if TYPE_CHECKING:
+    from proxy.runtime import LogicalDatabase
+    from proxy.server import ProxyServer
+
+log = structlog.get_logger("shardproxy.session")
+
+
+class Session:
+    def __init__(
+        self, server: ProxyServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection_id: int
+    ) -> None:
+        self.server = server
+        self.id = connection_id
+        self.writer = writer
+        self.wire = ClientPackets(reader, writer, server.max_packet)
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        self.client_host = str(peer[0]) if isinstance(peer, tuple) else "localhost"
+        self.user = ""
+        self.database: LogicalDatabase | None = None
+        self.capabilities = Capability(0)
+        self.charset = "utf8mb4"
+        self.status = int(ServerStatus.AUTOCOMMIT)
+        self.multi_statements = True
+        self.backends: dict[str, BackendConnection] = {}
+        self.log = log.bind(conn=connection_id)
+        self.task: asyncio.Task[None] | None = None
+        self.command = "Connect"
+        self.info: str | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+
+    @property
+    def deprecate_eof(self) -> bool:
+        return bool(self.capabilities & Capability.DEPRECATE_EOF)
+
+    @property
+    def found_rows(self) -> bool:
+        return bool(self.capabilities & Capability.FOUND_ROWS)
+
+    async def run(self) -> None:
+        try:
+            if not await self._handshake():
+                return
+            while True:
+                try:
+                    payload = await self.wire.read()
+                except PacketTooLarge as exc:
+                    self.wire.send_error(ErrorCode.NET_PACKET_TOO_LARGE,
+                                         f"Got a packet bigger than 'max_allowed_packet' bytes ({exc})", "08S01")
+                    await self.wire.flush()
+                    return
+                if not payload:
+                    self.wire.send_error(ErrorCode.MALFORMED_PACKET, "Malformed communication packet: empty", "HY000")
+                    await self.wire.flush()
+                    continue
+                if payload[0] == Command.QUIT:
+                    return
+                self.command = Command(payload[0]).name.title() if payload[0] in Command._value2member_map_ else "?"
+                try:
+                    await self._dispatch(payload)
+                finally:
+                    self.command = "Sleep"
+                    self.info = None
+                await self.wire.flush()
+        except ClientGone:
+            pass
+        except asyncio.CancelledError:
+            self.log.info("session_killed")
+        except Exception:
+            self.log.exception("session_failed")
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        backends, self.backends = self.backends, {}
+        for conn in backends.values():
+            with contextlib.suppress(Exception):
+                await conn.source.release(conn)
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        self.server.sessions.pop(self.id, None)
+
+    async def _handshake(self) -> bool:
+        try:
+            client = await self.server.authenticator.run(
+                self.wire,
+                connection_id=self.id,
+                server_version=self.server.server_version,
+                client_host=self.client_host,
+            )
+        except HandshakeFailed as exc:
+            self.log.info("auth_failed", reason=exc.message)
+            self.wire.send_error(exc.errno, exc.message, exc.sqlstate)
+            with contextlib.suppress(ClientGone):
+                await self.wire.flush()
+            return False
+        except (PacketTooLarge, MalformedPacket) as exc:
+            self.wire.send_error(ErrorCode.HANDSHAKE_ERROR, f"Bad handshake: {exc}", "08S01")
+            with contextlib.suppress(ClientGone):
+                await self.wire.flush()
+            return False
+        except TimeoutError:
+            return False
+        self.capabilities = client.capabilities
+        self.user = client.user.user
+        self.charset = charset_for_collation(client.response.character_set)
+        self.multi_statements = bool(client.capabilities & Capability.MULTI_STATEMENTS)
+        if client.response.database:
+            db = self.server.database(client.response.database)
+            if db is None:
+                self.wire.send_error(ErrorCode.BAD_DB_ERROR, f"Unknown database '{client.response.database}'",
+                                     "42000")
+                await self.wire.flush()
+                return False
+            self.database = db
+        self.wire.send(OKPacket(status=ServerStatus(self.status)).encode(self.capabilities))
+        await self.wire.flush()
+        self.log = self.log.bind(user=self.user)
+        self.log.debug("session_started", database=self.database.name if self.database else None)
+        return True
+
+    # -- commands ---------------------------------------------------------------------------------------
+
+    def ok(self, affected: int = 0, last_insert_id: int = 0, info: bytes = b"") -> None:
+        self.wire.send(OKPacket(affected, last_insert_id, ServerStatus(self.status), 0, info).encode(self.capabilities))
+
+    def error(self, errno: int, message: str, sqlstate: str = "HY000") -> None:
+        self.wire.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities))
+
+    def rows(self, columns: list[str], rows: list[tuple[object, ...]] | list[list[object]]) -> None:
+        self.wire.send_many(result_packets(columns, rows, capabilities=self.capabilities, status=self.status))
+
+    async def _dispatch(self, payload: bytes) -> None:
+        cmd = payload[0]
+        try:
+            if cmd == Command.QUERY:
+                await self._query(payload)
+            elif cmd == Command.PING:
+                self.ok()
+            elif cmd == Command.INIT_DB:
+                self._use(ComInitDB.decode(payload).database)
+            elif cmd == Command.FIELD_LIST:
+                await self._field_list(payload)
+            elif cmd == Command.SET_OPTION:
+                opt = ComSetOption.decode(payload).option
+                if opt not in (SetOption.MULTI_STATEMENTS_ON, SetOption.MULTI_STATEMENTS_OFF):
+                    self.error(ErrorCode.UNKNOWN_COM_ERROR, "Unknown command", "08S01")
+                    return
+                self.multi_statements = opt == SetOption.MULTI_STATEMENTS_ON
+                for conn in self.backends.values():
+                    await conn.simple_command(payload)
+                self.wire.send(EOFPacket(0, ServerStatus(self.status)).encode(self.capabilities))
+            elif cmd == Command.RESET_CONNECTION:
+                await self._reset()
+                self.ok()
+            elif cmd == Command.STATISTICS:
+                await self._statistics()
+            elif cmd == Command.PROCESS_KILL:
+                await self._kill(ComProcessKill.decode(payload).connection_id, "CONNECTION")
+            elif cmd == Command.CHANGE_USER:
+                self.error(ErrorCode.NOT_SUPPORTED_YET, "COM_CHANGE_USER is not supported yet: reconnect instead",
+                           "42000")
+            elif cmd in (Command.STMT_PREPARE,):
+                self.error(ErrorCode.NOT_SUPPORTED_YET,
+                           "Prepared statements (COM_STMT_PREPARE) are not supported by this shardproxy version; "
+                           "use client-side parameter interpolation (e.g. useServerPrepStmts=false)", "42000")
+            elif cmd in (Command.STMT_CLOSE, Command.STMT_SEND_LONG_DATA):
+                return  # no response by protocol
+            elif cmd in (Command.STMT_EXECUTE, Command.STMT_RESET, Command.STMT_FETCH):
+                self.error(ErrorCode.UNKNOWN_STMT_HANDLER, "Unknown prepared statement handler given to "
+                           "mysqld_stmt_execute", "HY000")
+            else:
+                self.error(ErrorCode.UNKNOWN_COM_ERROR, "Unknown command", "08S01")
+        except MalformedPacket as exc:
+            self.error(ErrorCode.MALFORMED_PACKET, f"Malformed communication packet: {exc}", "HY000")
+        except RoutingError as exc:
+            self.error(exc.errno, exc.message, exc.sqlstate)
+        except BackendError as exc:
+            self.log.warning("backend_error", data_source=exc.data_source, error=str(exc))
+            self._drop_broken()
+            self.error(exc.errno, str(exc), exc.sqlstate)
+
+    def _drop_broken(self) -> None:
+        for name, conn in list(self.backends.items()):
+            if conn.broken:
+                del self.backends[name]
+                asyncio.get_running_loop().create_task(conn.source.release(conn))
+
+    async def backend(self, data_source: str) -> BackendConnection:
+        """The session's connection to a data source, borrowed on first use and kept."""
+        conn = self.backends.get(data_source)
+        if conn is not None and not conn.broken:
+            return conn
+        assert self.database is not None
+        source = self.database.sources[data_source]
+        conn = await source.acquire(found_rows=self.found_rows)
+        if self.charset != conn.charset:
+            res = await conn.execute(f"SET NAMES {self.charset}")
+            if isinstance(res, ERRPacket):
+                await source.release(conn)
+                raise BackendError(data_source, f"cannot set character set {self.charset}: {res.message}")
+            conn.charset = self.charset
+        if not self.multi_statements:
+            # match the client's setting so 'a; b' fails as it would on a server
+            await conn.simple_command(ComSetOption(SetOption.MULTI_STATEMENTS_OFF).encode())
+        self.backends[data_source] = conn
+        return conn
+
+    async def _query(self, payload: bytes) -> None:
+        sql = payload[1:].decode("utf-8", errors="surrogateescape")
+        self.info = sql[:100]
+        stmt = classify(sql)
+        if stmt is not None:
+            await self._proxy_statement(stmt, sql)
+            return
+        db = self.database
+        if db is None:
+            await self._without_database(payload, sql)
+            return
+        source = db.pass_through_source
+        if source is not None:
+            await self._relay(source.name, payload)
+            return
+        from proxy.executor import execute_routed
+
+        await execute_routed(self, db, sql)
+
+    async def _relay(self, data_source: str, payload: bytes) -> None:
+        conn = await self.backend(data_source)
+        summary = await conn.relay(
+            payload, self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof
+        )
+        self.status = int(summary.status) & ~int(ServerStatus.MORE_RESULTS_EXISTS)
+
+    async def _without_database(self, payload: bytes, sql: str) -> None:
+        """No logical database chosen yet: table-less statements (SELECT @@version_comment, SET ...) run on a
+        default data source; anything naming a table needs `USE` first, as on MySQL."""
+        default = self.server.default_database()
+        if default is None or _mentions_tables(sql):
+            self.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+            return
+        saved = self.database
+        self.database = default
+        try:
+            ds = next(iter(default.sources))
+            await self._relay(ds, payload)
+        finally:
+            self.database = saved
+
+    def _use(self, name: str) -> None:
+        db = self.server.database(name)
+        if db is None:
+            self.error(ErrorCode.BAD_DB_ERROR, f"Unknown database '{name}'", "42000")
+            return
+        if self.database is not db:
+            for conn in list(self.backends.values()):
+                asyncio.get_running_loop().create_task(conn.source.release(conn))
+            self.backends.clear()
+        self.database = db
+        self.ok()
+
+    async def _proxy_statement(self, stmt: ProxyStatement, sql: str) -> None:
+        if stmt.kind == "use":
+            self._use(stmt.arg or "")
+        elif stmt.kind == "show_databases":
+            names = sorted(self.server.databases_by_name)
+            if stmt.arg is not None:
+                rx = like_to_regex(stmt.arg)
+                names = [n for n in names if rx.match(n)]
+            self.rows(["Database"], [(n,) for n in names])
+        elif stmt.kind == "select_database":
+            self.rows(["DATABASE()"], [(self.database.name if self.database else None,)])
+        elif stmt.kind == "kill":
+            await self._kill(int(stmt.arg or 0), stmt.arg2 or "CONNECTION")
+        elif stmt.kind in ("preview", "show_rules", "show_nodes", "units"):
+            from proxy.admin import admin_statement
+
+            await admin_statement(self, stmt, sql)
+        else:  # pragma: no cover - classify() only returns the kinds above
+            self.error(ErrorCode.NOT_SUPPORTED_YET, f"unsupported proxy statement {stmt.kind}", "42000")
+
+    async def _kill(self, target_id: int, scope: str) -> None:
+        target = self.server.sessions.get(target_id)
+        if target is None:
+            self.error(ErrorCode.NO_SUCH_THREAD, f"Unknown thread id: {target_id}", "HY000")
+            return
+        if scope == "QUERY":
+            await self.server.kill_backend_queries(target)
+            self.ok()
+            return
+        if target is self:
+            # MySQL answers a self-KILL with ER_QUERY_INTERRUPTED and closes the connection
+            self.error(ErrorCode.QUERY_INTERRUPTED, "Query execution was interrupted", "70100")
+            await self.wire.flush()
+            raise ClientGone("killed itself")
+        await self.server.kill_backend_queries(target)
+        if target.task is not None:
+            target.task.cancel()
+        self.ok()
+
+    async def _reset(self) -> None:
+        for name, conn in list(self.backends.items()):
+            await conn.simple_command(bytes((Command.RESET_CONNECTION,)))
+            conn.charset = "utf8mb4"
+            if self.charset != "utf8mb4":
+                await conn.execute(f"SET NAMES {self.charset}")
+                conn.charset = self.charset
+            self.backends[name] = conn
+        self.status = int(ServerStatus.AUTOCOMMIT)
+
+    async def _field_list(self, payload: bytes) -> None:
+        req = ComFieldList.decode(payload)
+        db = self.database
+        if db is None:
+            self.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+            return
+        source = db.pass_through_source
+        if source is None:
+            from proxy.executor import field_list_sharded
+
+            await field_list_sharded(self, db, req)
+            return
+        conn = await self.backend(source.name)
+        # the answer is column definitions then EOF, like a result set without a count or rows
+        out = await conn.simple_command(payload)
+        if out and out[-1][:1] == b"\xfe":
+            out[-1] = end_of_result(ServerStatus(self.status), 0, self.capabilities)
+        self.wire.send_many(out)
+
+    async def _statistics(self) -> None:
+        uptime = int(asyncio.get_running_loop().time() - self.server.started_at)
+        text = (f"Uptime: {uptime}  Threads: {len(self.server.sessions)}  Questions: {self.server.questions}  "
+                f"Slow queries: 0  Opens: 0  Open tables: 0  Queries per second avg: 0.000")
+        self.wire.send(text.encode())
+
+
+def _mentions_tables(sql: str) -> bool:
+    try:
+        import sqlglot
+        from sqlglot import exp
+
+        tree = sqlglot.parse_one(sql, read="mysql")
+    except Exception:
+        return True
+    if tree is None:
+        return False
+    return any(True for _ in tree.find_all(exp.Table))
+
+
+__all__ = ["Session"]

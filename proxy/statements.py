@@ -1,0 +1,88 @@
+"""Recognising the statements the proxy answers itself, cheaply and without sqlglot.
+
+These run before routing: `USE`, `SHOW DATABASES`, `PREVIEW`, `SHOW SHARDING ...`, `KILL`. A regex on
+the first words (after comments) is enough and keeps the common path free of parsing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_LEADING = re.compile(r"^(?:\s+|/\*(?!!|\s*SHARDINGSPHERE_HINT).*?\*/|--[ \t][^\n]*\n|#[^\n]*\n)*", re.S)
+_USE = re.compile(r"^USE\s+(`(?:[^`]|``)+`|[^\s;`]+)\s*;?\s*$", re.I | re.S)
+_SHOW_DATABASES = re.compile(r"^SHOW\s+(?:DATABASES|SCHEMAS)(?:\s+LIKE\s+'((?:[^'\\]|\\.|'')*)')?\s*;?\s*$", re.I)
+_PREVIEW = re.compile(r"^PREVIEW\s+(.+?)\s*;?\s*$", re.I | re.S)
+_SHOW_RULES = re.compile(r"^SHOW\s+SHARDING\s+TABLE\s+RULES?(?:\s+(\S+?))?(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I)
+_SHOW_NODES = re.compile(r"^SHOW\s+SHARDING\s+TABLE\s+NODES(?:\s+(\S+?))?(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I)
+_KILL = re.compile(r"^KILL\s+(?:(QUERY|CONNECTION)\s+)?(\d+)\s*;?\s*$", re.I)
+_SELECT_DATABASE = re.compile(r"^SELECT\s+(?:DATABASE|SCHEMA)\s*\(\s*\)\s*;?\s*$", re.I)
+_SHOW_STORAGE_UNITS = re.compile(r"^SHOW\s+(?:STORAGE\s+UNITS|RESOURCES)(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I)
+
+
+def strip_leading_comments(sql: str) -> str:
+    m = _LEADING.match(sql)
+    return sql[m.end() :] if m else sql
+
+
+def unquote_ident(name: str) -> str:
+    if len(name) >= 2 and name[0] == name[-1] == "`":
+        return name[1:-1].replace("``", "`")
+    return name
+
+
+@dataclass(frozen=True)
+class ProxyStatement:
+    kind: str  # use | show_databases | preview | show_rules | show_nodes | kill | select_database | units
+    arg: str | None = None
+    arg2: str | None = None
+
+
+def classify(sql: str) -> ProxyStatement | None:
+    """A statement the proxy handles itself, or None when it goes to the kernel / the backend."""
+    text = strip_leading_comments(sql)
+    if not text:
+        return None
+    first = text[:8].upper()
+    if first.startswith("USE"):
+        m = _USE.match(text)
+        if m:
+            return ProxyStatement("use", unquote_ident(m.group(1)))
+    elif first.startswith("SHOW"):
+        for pattern, kind in (
+            (_SHOW_DATABASES, "show_databases"),
+            (_SHOW_RULES, "show_rules"),
+            (_SHOW_NODES, "show_nodes"),
+            (_SHOW_STORAGE_UNITS, "units"),
+        ):
+            m = pattern.match(text)
+            if m:
+                groups = [g for g in m.groups()] + [None, None]
+                return ProxyStatement(kind, groups[0], groups[1])
+    elif first.startswith("PREVIEW"):
+        m = _PREVIEW.match(text)
+        if m:
+            return ProxyStatement("preview", m.group(1))
+    elif first.startswith("KILL"):
+        m = _KILL.match(text)
+        if m:
+            return ProxyStatement("kill", m.group(2), (m.group(1) or "CONNECTION").upper())
+    elif first.startswith("SELECT"):
+        m = _SELECT_DATABASE.match(text)
+        if m:
+            return ProxyStatement("select_database")
+    return None
+
+
+def like_to_regex(pattern: str) -> re.Pattern[str]:
+    out = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+        i += 1
+    return re.compile("^" + "".join(out) + "$", re.I | re.S)

@@ -1,0 +1,72 @@
+"""The client side of a session's socket: packets in (whole payloads), packets out (framed)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from protocol.constants import Capability
+from protocol.framing import FrameDecoder, PacketTooLarge, encode_packet
+from protocol.packets import ERRPacket
+
+READ_CHUNK = 1 << 16
+
+
+class ClientGone(Exception):
+    """The client closed the connection (or it broke)."""
+
+
+class ClientPackets:
+    """Reads whole packets from a client and writes framed responses with the right sequence ids."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_packet: int) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.frames = FrameDecoder(max_payload=max_packet)
+        self._pending: list[tuple[int, int, bytes]] = []
+        self.seq = 0  # next sequence id to send
+        self.capabilities = Capability(0)
+
+    async def read(self, timeout: float | None = None) -> bytes:
+        """The next packet's payload; sets `seq` to answer it. Raises PacketTooLarge, ClientGone."""
+        while not self._pending:
+            self._pending.extend(self.frames.packets())
+            if self._pending:
+                break
+            try:
+                if timeout is None:
+                    data = await self.reader.read(READ_CHUNK)
+                else:
+                    data = await asyncio.wait_for(self.reader.read(READ_CHUNK), timeout)
+            except (ConnectionError, OSError) as exc:
+                raise ClientGone(str(exc)) from exc
+            if not data:
+                raise ClientGone("client closed the connection")
+            self.frames.feed(data)
+        _first, last, payload = self._pending.pop(0)
+        self.seq = (last + 1) & 0xFF
+        return payload
+
+    def send(self, payload: bytes) -> None:
+        data, self.seq = encode_packet(payload, self.seq)
+        self.writer.write(data)
+
+    def send_many(self, payloads: list[bytes]) -> None:
+        out = []
+        seq = self.seq
+        for p in payloads:
+            data, seq = encode_packet(p, seq)
+            out.append(data)
+        self.seq = seq
+        self.writer.write(b"".join(out))
+
+    def send_error(self, errno: int, message: str, sqlstate: str = "HY000") -> None:
+        self.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities or Capability.PROTOCOL_41))
+
+    async def flush(self) -> None:
+        try:
+            await self.writer.drain()
+        except (ConnectionError, OSError) as exc:
+            raise ClientGone(str(exc)) from exc
+
+
+__all__ = ["ClientGone", "ClientPackets", "PacketTooLarge"]
