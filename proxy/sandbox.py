@@ -454,9 +454,7 @@ class MariaDBServer:
                 cur.execute("SET SESSION sql_log_bin = 0")
                 # mariadb-install-db also creates root@<hostname>, which --skip-name-resolve ignores
                 # (with a warning) and which ALTER USER then cannot find; drop it from the tables.
-                cur.execute(
-                    "DELETE FROM mysql.global_priv WHERE User = 'root' AND Host NOT IN %s", (_ROOT_HOSTS,)
-                )
+                cur.execute("DELETE FROM mysql.global_priv WHERE User = 'root' AND Host NOT IN %s", (_ROOT_HOSTS,))
                 cur.execute("DELETE FROM mysql.proxies_priv WHERE Host NOT IN %s", (_ROOT_HOSTS,))
                 cur.execute("FLUSH PRIVILEGES")
                 for host in _ROOT_HOSTS:
@@ -556,8 +554,11 @@ class MariaDBServer:
             **kwargs,
         )
 
-    def execute(self, sql: str, args: Any = None, database: str | None = None) -> list[tuple[Any, ...]]:
-        """Run one statement on a fresh autocommit connection and return its rows (``[]`` if none)."""
+    def execute(self, sql: str, database: str | None = None, *, args: Any = None) -> list[tuple[Any, ...]]:
+        """Run one statement on a fresh autocommit connection and return its rows (``[]`` if none).
+
+        ``args`` are PyMySQL parameters (``%s`` placeholders), so values need no quoting by hand.
+        """
         conn = self.connect(database)
         try:
             with conn.cursor() as cur:
@@ -615,9 +616,7 @@ def setup_replication(primary: MariaDBServer, replica: MariaDBServer, timeout: f
     ``binlog=True``.
     """
     if primary.server_id == replica.server_id:
-        raise SandboxError(
-            f"primary and replica share server_id {primary.server_id}; replication needs distinct ids"
-        )
+        raise SandboxError(f"primary and replica share server_id {primary.server_id}; replication needs distinct ids")
     if not primary.execute("SELECT @@log_bin")[0][0]:
         raise SandboxError(f"{primary!r} has no binary log; start it with binlog=True")
     conn = replica.connect()
@@ -639,9 +638,7 @@ def setup_replication(primary: MariaDBServer, replica: MariaDBServer, timeout: f
                 status = dict(zip((d[0] for d in cur.description), row, strict=True))
                 if status["Slave_IO_Running"] == "Yes" and status["Slave_SQL_Running"] == "Yes":
                     return
-                if status["Last_SQL_Error"] or (
-                    status["Slave_IO_Running"] == "No" and status["Last_IO_Error"]
-                ):
+                if status["Last_SQL_Error"] or (status["Slave_IO_Running"] == "No" and status["Last_IO_Error"]):
                     break
                 time.sleep(0.05)
     finally:
@@ -661,7 +658,7 @@ def wait_for_replica(primary: MariaDBServer, replica: MariaDBServer, timeout: fl
     pos = primary.execute("SELECT @@gtid_binlog_pos")[0][0]
     if not pos:
         return
-    result = replica.execute("SELECT MASTER_GTID_WAIT(%s, %s)", (pos, timeout))[0][0]
+    result = replica.execute("SELECT MASTER_GTID_WAIT(%s, %s)", args=(pos, timeout))[0][0]
     if result != 0:
         status = replica.execute("SHOW SLAVE STATUS")
         raise SandboxError(f"replica on port {replica.port} did not reach GTID {pos} in {timeout}s: {status}")
