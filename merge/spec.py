@@ -56,3 +56,19 @@ class MergeSpec:
     @property
     def needs_decoding(self) -> bool:
         return bool(self.order_by or self.group_by or self.aggregates or self.distinct)
+
+
+@dataclass(frozen=True)
+class ColumnMeta:
+    """What the merge engine needs from a column definition to compare and format values like MySQL.
+
+    `type_code` is MySQL's numeric column type (MYSQL_TYPE_*), `charset` the collation id from the column
+    definition (63 = binary), `flags` the column flags (UNSIGNED=32, BINARY=128, ...), `decimals` the
+    scale (31 = not fixed, e.g. a plain DOUBLE). Constants live in `merge.coltypes`.
+    """
+
+    name: str
+    type_code: int
+    charset: int = 45
+    flags: int = 0
+    decimals: int = 0

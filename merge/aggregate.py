@@ -1,0 +1,284 @@
+"""Per-group merging of aggregate values that each node computed over its own rows.
+
+Each aggregator turns the node's partial value(s) in a row into a running state (`start`/`add`) and
+finally into the text MySQL would have printed (`result`). States are plain Python values so a group
+is a small list; `empty_result` answers an aggregate query that matched no rows on any node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+from merge import coltypes as t
+from merge.collations import collation
+from merge.errors import MergeError, RowBudget
+from merge.keys import Row, value_key
+from merge.numfmt import DEC_CTX, format_decimal, format_double, format_int, format_number
+from merge.spec import AggregateItem, AggregateKind, ColumnMeta
+
+_UINT64_MAX = (1 << 64) - 1
+
+
+def parse_exact(v: bytes) -> int | Decimal:
+    """A node's integer/DECIMAL partial as an exact number (int when it has no fraction)."""
+    try:
+        return int(v)
+    except ValueError:
+        return Decimal(v.decode("ascii"))
+
+
+def _add(a: int | Decimal | float, b: int | Decimal | float) -> int | Decimal | float:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if isinstance(a, float) or isinstance(b, float):
+        return float(a) + float(b)
+    return DEC_CTX.add(Decimal(a), Decimal(b))
+
+
+class Aggregator:
+    """Merges one aggregate output column across the rows of a group."""
+
+    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta]) -> None:
+        self.item = item
+        self.index = item.index
+        self.column = columns[item.index]
+
+    def start(self, row: Row) -> Any:
+        return self.add(self.initial(), row)
+
+    def initial(self) -> Any:
+        return None
+
+    def add(self, state: Any, row: Row) -> Any:
+        raise NotImplementedError
+
+    def result(self, state: Any) -> bytes | None:
+        raise NotImplementedError
+
+    def empty_result(self) -> bytes | None:
+        return self.result(self.initial())
+
+
+class CountAggregator(Aggregator):
+    """COUNT: the sum of the nodes' counts."""
+
+    def initial(self) -> int:
+        return 0
+
+    def add(self, state: int, row: Row) -> int:
+        v = row[self.index]
+        return state if v is None else state + int(v)
+
+    def result(self, state: int) -> bytes:
+        return format_int(state)
+
+
+class SumAggregator(Aggregator):
+    """SUM: exact (int/Decimal) unless the result column is FLOAT/DOUBLE; NULL when every partial is."""
+
+    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta], index: int | None = None) -> None:
+        super().__init__(item, columns)
+        self.source = item.index if index is None else index
+        self.floating = columns[self.source].type_code in t.FLOAT_TYPES
+
+    def add(self, state: Any, row: Row) -> Any:
+        v = row[self.source]
+        if v is None:
+            return state
+        value: int | Decimal | float = float(v) if self.floating else parse_exact(v)
+        return value if state is None else _add(state, value)
+
+    def result(self, state: Any) -> bytes | None:
+        return None if state is None else format_number(state, self.column)
+
+
+class MinMaxAggregator(Aggregator):
+    """MIN/MAX: compared with the column's key (numeric or collation); the node's bytes pass through."""
+
+    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta]) -> None:
+        super().__init__(item, columns)
+        self.key = value_key(self.column)
+        self.is_max = item.kind is AggregateKind.MAX
+
+    def add(self, state: tuple[Any, bytes] | None, row: Row) -> tuple[Any, bytes] | None:
+        v = row[self.index]
+        if v is None:
+            return state
+        k = self.key(v)
+        if state is None or (k > state[0] if self.is_max else k < state[0]):
+            return (k, v)
+        return state
+
+    def result(self, state: tuple[Any, bytes] | None) -> bytes | None:
+        return None if state is None else state[1]
+
+
+class AvgAggregator(Aggregator):
+    """AVG = ΣSUM / ΣCOUNT from the derived columns, printed with the AVG column's type and scale."""
+
+    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta]) -> None:
+        super().__init__(item, columns)
+        if item.sum_index is None or item.count_index is None:
+            raise MergeError(f"AVG at column {item.index} needs derived SUM and COUNT columns")
+        self.sum = SumAggregator(item, columns, item.sum_index)
+        self.count_index = item.count_index
+
+    def initial(self) -> list[Any]:
+        return [None, 0]
+
+    def add(self, state: list[Any], row: Row) -> list[Any]:
+        state[0] = self.sum.add(state[0], row)
+        c = row[self.count_index]
+        if c is not None:
+            state[1] += int(c)
+        return state
+
+    def result(self, state: list[Any]) -> bytes | None:
+        total, count = state
+        if total is None or count == 0:
+            return None
+        col = self.column
+        if col.type_code in t.FLOAT_TYPES:
+            return format_double(float(total) / count, col.decimals, is_float=col.type_code == t.FLOAT)
+        if isinstance(total, float):
+            total = Decimal(repr(total))
+        quotient = DEC_CTX.divide(Decimal(total), Decimal(count))
+        if col.type_code in t.DECIMAL_TYPES:
+            return format_decimal(quotient, col.decimals)
+        return format_number(quotient, col)
+
+
+class DistinctAggregator(Aggregator):
+    """COUNT(DISTINCT x) / SUM(DISTINCT x): the union of the distinct values the nodes report.
+
+    The kernel sends one node row per (group, distinct value) with the value in `distinct_index`;
+    values are identified by the column's equality key (collation-aware), so 'a' and 'A' count once
+    under a _ci collation. Every stored value is charged to the merge's row budget.
+    """
+
+    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta], budget: RowBudget) -> None:
+        super().__init__(item, columns)
+        if item.distinct_index is None:
+            raise MergeError(f"{item.kind.value} at column {item.index} needs distinct_index")
+        self.source = item.distinct_index
+        self.key = value_key(columns[self.source])
+        self.floating = columns[self.source].type_code in t.FLOAT_TYPES
+        self.is_sum = item.kind is AggregateKind.SUM_DISTINCT
+        self.budget = budget
+
+    def initial(self) -> dict[Any, bytes]:
+        return {}
+
+    def add(self, state: dict[Any, bytes], row: Row) -> dict[Any, bytes]:
+        v = row[self.source]
+        if v is not None:
+            k = self.key(v)
+            if k not in state:
+                self.budget.charge("distinct aggregate values")
+                state[k] = v
+        return state
+
+    def result(self, state: dict[Any, bytes]) -> bytes | None:
+        if not self.is_sum:
+            return format_int(len(state))
+        if not state:
+            return None
+        total: int | Decimal | float = 0.0 if self.floating else 0
+        for v in state.values():
+            total = _add(total, float(v) if self.floating else parse_exact(v))
+        return format_number(total, self.column)
+
+
+class GroupConcatAggregator(Aggregator):
+    """GROUP_CONCAT: node strings joined with the separator in merge order (node-internal ORDER BY and
+    DISTINCT are not re-applied across nodes; group_concat_max_len truncation is not applied)."""
+
+    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta]) -> None:
+        super().__init__(item, columns)
+        cid = self.column.charset
+        codec = "utf_8" if cid == t.BINARY_COLLATION else (collation(cid).codec or "utf_8")
+        self.separator = item.separator.encode(codec, "surrogateescape")
+
+    def add(self, state: list[bytes] | None, row: Row) -> list[bytes] | None:
+        v = row[self.index]
+        if v is None:
+            return state
+        if state is None:
+            return [v]
+        state.append(v)
+        return state
+
+    def result(self, state: list[bytes] | None) -> bytes | None:
+        return None if state is None else self.separator.join(state)
+
+
+class BitAggregator(Aggregator):
+    """BIT_AND / BIT_OR / BIT_XOR over unsigned 64-bit partials (identity values for empty sets)."""
+
+    def initial(self) -> int:
+        return _UINT64_MAX if self.item.kind is AggregateKind.BIT_AND else 0
+
+    def add(self, state: int, row: Row) -> int:
+        v = row[self.index]
+        if v is None:
+            return state
+        n = int(v) & _UINT64_MAX
+        kind = self.item.kind
+        if kind is AggregateKind.BIT_AND:
+            return state & n
+        if kind is AggregateKind.BIT_OR:
+            return state | n
+        return state ^ n
+
+    def result(self, state: int) -> bytes:
+        return format_int(state)
+
+
+def make_aggregator(item: AggregateItem, columns: Sequence[ColumnMeta], budget: RowBudget) -> Aggregator:
+    kind = item.kind
+    if kind is AggregateKind.COUNT:
+        return CountAggregator(item, columns)
+    if kind is AggregateKind.SUM:
+        return SumAggregator(item, columns)
+    if kind in (AggregateKind.MIN, AggregateKind.MAX):
+        return MinMaxAggregator(item, columns)
+    if kind is AggregateKind.AVG:
+        return AvgAggregator(item, columns)
+    if kind in (AggregateKind.COUNT_DISTINCT, AggregateKind.SUM_DISTINCT):
+        return DistinctAggregator(item, columns, budget)
+    if kind is AggregateKind.GROUP_CONCAT:
+        return GroupConcatAggregator(item, columns)
+    return BitAggregator(item, columns)
+
+
+class GroupAccumulator:
+    """Folds the rows of one group into one output row: the first row's values, with every aggregate
+    column replaced by its merged value (other columns keep the first row's value, as MySQL would
+    return some row's value for a non-aggregated column)."""
+
+    __slots__ = ("aggregators",)
+
+    def __init__(self, aggregators: Sequence[Aggregator]) -> None:
+        self.aggregators = tuple(aggregators)
+
+    def start(self, row: Row) -> list[Any]:
+        return [list(row), *(agg.start(row) for agg in self.aggregators)]
+
+    def add(self, group: list[Any], row: Row) -> None:
+        for i, agg in enumerate(self.aggregators, 1):
+            group[i] = agg.add(group[i], row)
+
+    def finish(self, group: list[Any]) -> list[bytes | None]:
+        out: list[bytes | None] = group[0]
+        for i, agg in enumerate(self.aggregators, 1):
+            out[agg.index] = agg.result(group[i])
+        return out
+
+    def empty_row(self, width: int) -> list[bytes | None]:
+        """The single row of an aggregate query without GROUP BY when no node returned a row."""
+        out: list[bytes | None] = [None] * width
+        for agg in self.aggregators:
+            out[agg.index] = agg.empty_result()
+        return out

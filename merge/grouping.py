@@ -1,0 +1,87 @@
+"""GROUP BY / aggregate merges: one output row per group, aggregates merged across nodes.
+
+`GroupByStreamMerger` needs rows clustered by group (a k-way merge of node streams sorted by the group
+columns) and releases each group as soon as the next one starts: O(1) memory, LIMIT stops early.
+`GroupByMemoryMerger` accepts rows in any order and holds every group until the end, bounded by the
+merge's row budget. Groups are identified by the collation-aware equality key of the group columns, so
+under a _ci collation 'a' and 'A' are one group (showing the first value seen, as MySQL does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from merge.aggregate import GroupAccumulator
+from merge.errors import RowBudget
+from merge.keys import Row, RowKey
+from merge.stages import NOTHING
+
+_NO_GROUP = object()
+
+
+class GroupByStreamMerger:
+    """Merges consecutive rows with the same group key. With `always_one_row` (aggregates without
+    GROUP BY: every row is one group) an empty input still yields one row, as MySQL returns for
+    ``SELECT COUNT(*) ... WHERE <nothing matches>``."""
+
+    def __init__(
+        self, key: RowKey, accumulator: GroupAccumulator, width: int, *, always_one_row: bool = False
+    ) -> None:
+        self.key = key
+        self.acc = accumulator
+        self.width = width
+        self.always_one_row = always_one_row
+        self._current_key: Any = _NO_GROUP
+        self._group: list[Any] | None = None
+        self._emitted = False
+
+    def push(self, row: Row) -> Sequence[Row]:
+        k = self.key(row)
+        if self._group is not None and k == self._current_key:
+            self.acc.add(self._group, row)
+            return NOTHING
+        done = self._group
+        self._current_key = k
+        self._group = self.acc.start(row)
+        if done is None:
+            return NOTHING
+        self._emitted = True
+        return (self.acc.finish(done),)
+
+    def finish(self) -> Iterable[Row]:
+        if self._group is not None:
+            group, self._group = self._group, None
+            self._emitted = True
+            return (self.acc.finish(group),)
+        if self.always_one_row and not self._emitted:
+            self._emitted = True
+            return (self.acc.empty_row(self.width),)
+        return NOTHING
+
+
+class GroupByMemoryMerger:
+    """Merges rows of the same group wherever they appear; releases groups (in first-seen order) at the
+    end — the sort stage after it puts them in ORDER BY / GROUP BY order."""
+
+    def __init__(self, key: RowKey, accumulator: GroupAccumulator, budget: RowBudget) -> None:
+        self.key = key
+        self.acc = accumulator
+        self.budget = budget
+        self._groups: dict[Any, list[Any]] = {}
+
+    def push(self, row: Row) -> Sequence[Row]:
+        k = self.key(row)
+        group = self._groups.get(k)
+        if group is None:
+            self.budget.charge("groups")
+            self._groups[k] = self.acc.start(row)
+        else:
+            self.acc.add(group, row)
+        return NOTHING
+
+    def finish(self) -> Iterable[Row]:
+        groups, self._groups = self._groups, {}
+        self.budget.release(len(groups))
+        for group in groups.values():
+            yield self.acc.finish(group)

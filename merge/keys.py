@@ -1,0 +1,130 @@
+"""Sort and equality keys for raw text-protocol values, computed once per row.
+
+MySQL compares numbers numerically (``'10' > '9'``), strings by collation and NULL below every value;
+the node rows carry only text, so each column gets a key function chosen from its type once, and every
+row gets its key tuple once — the heap merge then compares plain Python tuples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+from merge import coltypes as t
+from merge.collations import collation, string_key
+from merge.spec import ColumnMeta, OrderItem
+
+Value = bytes | None
+Row = Sequence[Value]
+ValueKey = Callable[[bytes], Any]
+RowKey = Callable[[Row], tuple[Any, ...]]
+
+NULL_KEY: tuple[int] = (0,)  # sorts before every (1, value) key: NULLs first ASC, last DESC
+
+
+def _decimal_key(v: bytes) -> Decimal:
+    return Decimal(v.decode("ascii"))
+
+
+def _bit_key(v: bytes) -> int:
+    return int.from_bytes(v, "big")
+
+
+def time_key(v: bytes) -> int:
+    """TIME text ('-838:59:59.5') as signed microseconds: its text does not sort (sign, >99 hours)."""
+    text = v.decode("ascii").strip()
+    negative = text.startswith("-")
+    if negative:
+        text = text[1:]
+    days = 0
+    if " " in text:  # 'D hh:mm:ss' is accepted on input; servers print hours, but be lenient
+        day_text, text = text.split(" ", 1)
+        days = int(day_text)
+    whole, _, frac = text.partition(".")
+    parts = [int(p) for p in whole.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    hours, minutes, seconds = parts[-3], parts[-2], parts[-1]
+    micros = int((frac + "000000")[:6]) if frac else 0
+    total = (((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1_000_000 + micros
+    return -total if negative else total
+
+
+def value_key(col: ColumnMeta) -> ValueKey:
+    """The key function for non-NULL values of `col` (see module docstring)."""
+    code = col.type_code
+    if code in t.INTEGER_TYPES:
+        return int
+    if code in t.DECIMAL_TYPES:
+        return _decimal_key
+    if code in t.FLOAT_TYPES:
+        return float
+    if code == t.BIT:
+        return _bit_key
+    if code in t.TIME_TYPES:
+        return time_key
+    if code in t.TEXT_ORDERED_TEMPORAL_TYPES:
+        return bytes
+    if code in t.STRING_TYPES:
+        if col.charset == t.BINARY_COLLATION:
+            return bytes
+        return string_key(collation(col.charset))
+    return bytes  # JSON, GEOMETRY, NULL: byte order (JSON's own ordering is not modelled)
+
+
+class Desc:
+    """Inverts the order of a key component, for DESC items whose values cannot simply be negated."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: Any) -> None:
+        self.k = k
+
+    def __lt__(self, other: Desc) -> bool:
+        return bool(other.k < self.k)
+
+    def __gt__(self, other: Desc) -> bool:
+        return bool(other.k > self.k)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Desc) and bool(self.k == other.k)
+
+    def __hash__(self) -> int:
+        return hash(self.k)
+
+    def __repr__(self) -> str:
+        return f"Desc({self.k!r})"
+
+
+def order_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta]) -> RowKey:
+    """Row -> key tuple ordering rows like ``ORDER BY items`` (NULLs first ASC, last DESC)."""
+    parts = [(item.index, value_key(columns[item.index]), item.descending) for item in items]
+    if len(parts) == 1 and not parts[0][2]:
+        index, vk, _ = parts[0]
+
+        def single(row: Row) -> tuple[Any, ...]:
+            v = row[index]
+            return (NULL_KEY if v is None else (1, vk(v)),)
+
+        return single
+
+    def multi(row: Row) -> tuple[Any, ...]:
+        out: list[Any] = []
+        for index, vk, descending in parts:
+            v = row[index]
+            k = NULL_KEY if v is None else (1, vk(v))
+            out.append(Desc(k) if descending else k)
+        return tuple(out)
+
+    return multi
+
+
+def equality_key(indexes: Sequence[int], columns: Sequence[ColumnMeta]) -> RowKey:
+    """Row -> hashable key equal for rows MySQL puts in the same group / treats as DISTINCT duplicates."""
+    parts = [(index, value_key(columns[index])) for index in indexes]
+
+    def key(row: Row) -> tuple[Any, ...]:
+        return tuple(None if row[i] is None else vk(row[i]) for i, vk in parts)  # type: ignore[arg-type]
+
+    return key

@@ -1,0 +1,175 @@
+"""Plans a merge from a `MergeSpec` and drives it over async (proxy) or sync (tests, tools) streams.
+
+Plan = one source (how node streams combine) + push stages (how merged rows are transformed):
+
+* no GROUP BY / aggregates: ORDER BY -> k-way `OrderByMerger`, else `IteratorMerger`.
+* aggregates without GROUP BY: concatenate, fold everything into exactly one row.
+* GROUP BY, stream: when `groups_sorted` and ORDER BY is empty or names exactly the group columns, the
+  nodes' rows are ordered by the group columns — by ORDER BY's directions if given, else ascending (the
+  kernel adds ``ORDER BY <group cols>``) — so a k-way merge brings each group's rows together.
+* GROUP BY, memory: any other case; groups held in a dict, then sorted by ORDER BY, or by the group
+  columns ascending when there is no ORDER BY (MariaDB's implicit GROUP BY order).
+* then HAVING, DISTINCT (streaming, first occurrence wins), a final sort if the order is not already
+  produced, pagination, and trimming to the visible columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from merge.aggregate import GroupAccumulator, make_aggregator
+from merge.errors import MergeError, RowBudget
+from merge.filters import DistinctFilter, SortStage
+from merge.grouping import GroupByMemoryMerger, GroupByStreamMerger
+from merge.having import HavingFilter
+from merge.keys import Row, equality_key, order_key
+from merge.paginate import Paginator
+from merge.sources import IteratorMerger, OrderByMerger, Source
+from merge.spec import ColumnMeta, MergeSpec, OrderItem
+from merge.stages import Stage, finish_through, push_through
+
+OutRow = tuple[bytes | None, ...]
+DEFAULT_MEMORY_ROW_BUDGET = 1_000_000
+
+
+@dataclass
+class MergePlan:
+    """One merge's source, stages, paginator and output width (single use: holds merge state)."""
+
+    source: Source
+    stages: list[Stage]
+    paginator: Paginator
+    visible_columns: int
+
+    def output(self, row: Row) -> OutRow:
+        if isinstance(row, tuple) and len(row) == self.visible_columns:
+            return row
+        return tuple(row[: self.visible_columns])
+
+
+def _validate(spec: MergeSpec, columns: Sequence[ColumnMeta]) -> None:
+    width = len(columns)
+    indexes = [o.index for o in spec.order_by] + list(spec.group_by)
+    for agg in spec.aggregates:
+        indexes += [i for i in (agg.index, agg.sum_index, agg.count_index, agg.distinct_index) if i is not None]
+    bad = [i for i in indexes if not 0 <= i < width]
+    if bad or not 0 <= spec.visible_columns <= width:
+        raise MergeError(
+            f"merge spec refers to columns {bad or [spec.visible_columns]} but the nodes return {width} columns"
+        )
+
+
+def plan_merge(
+    stream_count: int,
+    spec: MergeSpec,
+    columns: Sequence[ColumnMeta],
+    *,
+    memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
+) -> MergePlan:
+    """Build the source and stages executing `spec` over `stream_count` node streams."""
+    _validate(spec, columns)
+    budget = RowBudget(memory_row_budget)
+    stages: list[Stage] = []
+    source: Source
+    final_order: tuple[OrderItem, ...] = ()  # order a final SortStage must establish
+
+    if spec.group_by or spec.aggregates:
+        acc = GroupAccumulator([make_aggregator(a, columns, budget) for a in spec.aggregates])
+        group_set = set(spec.group_by)
+        group_asc = tuple(OrderItem(i) for i in spec.group_by)
+        if not spec.group_by:
+            source = IteratorMerger(stream_count)
+            stages.append(GroupByStreamMerger(lambda row: (), acc, len(columns), always_one_row=True))
+        elif spec.groups_sorted and (not spec.order_by or {o.index for o in spec.order_by} == group_set):
+            merge_order = spec.order_by or group_asc
+            source = OrderByMerger(stream_count, order_key(merge_order, columns))
+            stages.append(GroupByStreamMerger(equality_key(spec.group_by, columns), acc, len(columns)))
+        else:
+            source = IteratorMerger(stream_count)
+            stages.append(GroupByMemoryMerger(equality_key(spec.group_by, columns), acc, budget))
+            final_order = spec.order_by or group_asc
+    elif spec.order_by:
+        source = OrderByMerger(stream_count, order_key(spec.order_by, columns))
+    else:
+        source = IteratorMerger(stream_count)
+
+    if spec.having_sql:
+        stages.append(HavingFilter(spec.having_sql, columns))
+    if spec.distinct:
+        stages.append(DistinctFilter(equality_key(range(spec.visible_columns), columns), budget))
+    if final_order:
+        stages.append(SortStage(order_key(final_order, columns), budget))
+    return MergePlan(source, stages, Paginator(spec.offset, spec.limit), spec.visible_columns)
+
+
+def _emit(plan: MergePlan, rows: Iterable[Row]) -> Iterator[OutRow]:
+    paginator = plan.paginator
+    for row in rows:
+        if paginator.done:
+            return
+        if paginator.admit(row):
+            yield plan.output(row)
+
+
+def merge_rows_sync(
+    streams: Sequence[Iterable[Row]],
+    spec: MergeSpec,
+    columns: Sequence[ColumnMeta],
+    *,
+    memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
+) -> Iterator[OutRow]:
+    """Synchronous twin of `merge_rows` over iterables of node rows (same plan, same semantics)."""
+    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget)
+    iterators = [iter(s) for s in streams]
+    source, stages, paginator = plan.source, plan.stages, plan.paginator
+    exhausted = False
+    while not paginator.done:
+        stream = source.need()
+        if stream is not None:
+            source.feed(stream, next(iterators[stream], None))
+            continue
+        row = source.next_row()
+        if row is None:
+            exhausted = True
+            break
+        yield from _emit(plan, push_through(stages, row))
+    if exhausted:
+        yield from _emit(plan, finish_through(stages))
+
+
+async def merge_rows(
+    streams: Sequence[AsyncIterator[Sequence[bytes | None]]],
+    spec: MergeSpec,
+    columns: Sequence[ColumnMeta],
+    *,
+    memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
+) -> AsyncIterator[OutRow]:
+    """Merge the node result streams into what one unsharded server would return for the query.
+
+    Rows are pulled lazily: a stream is read only when the merge cannot proceed without its next row
+    (at most one buffered row per stream for ORDER BY), and only as fast as the consumer takes output.
+    Once ``offset + limit`` rows are out the generator returns without reading further; the streams
+    are NOT closed or drained here — the caller owns them and must cancel/close/drain what is left
+    (e.g. ``aclose()`` the node generators or discard the rest of each node's result set).
+
+    Raises `MergeError` (errno/sqlstate attached) for an inconsistent spec, an unsupported HAVING, or
+    `MergeMemoryError` when groups/sort/DISTINCT state exceeds `memory_row_budget` rows.
+    """
+    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget)
+    source, stages, paginator = plan.source, plan.stages, plan.paginator
+    exhausted = False
+    while not paginator.done:
+        stream = source.need()
+        if stream is not None:
+            source.feed(stream, await anext(streams[stream], None))
+            continue
+        row = source.next_row()
+        if row is None:
+            exhausted = True
+            break
+        for out in _emit(plan, push_through(stages, row)):
+            yield out
+    if exhausted:
+        for out in _emit(plan, finish_through(stages)):
+            yield out
