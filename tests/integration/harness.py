@@ -1,0 +1,127 @@
+"""Running the real proxy inside the test process, on its own event loop thread, so that ordinary
+blocking drivers (PyMySQL, mysqlclient, the mariadb CLI) can talk to it from the test body."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import yaml
+
+from proxy.cli import serve
+from proxy.config import load_config
+from proxy.sandbox import MariaDBServer
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_conf(
+    conf_dir: Path,
+    databases: Mapping[str, Mapping[str, Any]],
+    *,
+    users: Sequence[Mapping[str, Any]] = ({"user": "root@%", "password": "root", "admin": True},),
+    props: Mapping[str, Any] | None = None,
+    rules_yaml: Mapping[str, str] | None = None,
+) -> Path:
+    """`databases`: logical name -> {data source name: (server, physical database)}; `rules_yaml`: logical
+    name -> the YAML text of its `rules:` list (with ShardingSphere tags), appended verbatim."""
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    (conf_dir / "global.yaml").write_text(
+        yaml.safe_dump({"authority": {"users": [dict(u) for u in users]}, "props": dict(props or {})})
+    )
+    for name, sources in databases.items():
+        doc = {
+            "databaseName": name,
+            "dataSources": {
+                ds: {
+                    "url": f"jdbc:mysql://{server.host}:{server.port}/{physical}?useSSL=false",
+                    "username": server.user,
+                    "password": server.password,
+                    "maxPoolSize": 20,
+                    "minPoolSize": 1,
+                }
+                for ds, (server, physical) in sources.items()
+            },
+        }
+        text = yaml.safe_dump(doc, sort_keys=False)
+        if rules_yaml and name in rules_yaml:
+            text += "rules:\n" + rules_yaml[name]
+        (conf_dir / f"database-{name}.yaml").write_text(text)
+    return conf_dir
+
+
+class RunningProxy:
+    def __init__(self, conf_dir: Path) -> None:
+        self.conf_dir = conf_dir
+        self.host = "127.0.0.1"
+        self.port = free_port()
+        self._loop = asyncio.new_event_loop()
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="shardproxy-test", daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+
+        async def main() -> None:
+            self._stop = asyncio.Event()
+            ready = asyncio.Event()
+            task = asyncio.create_task(serve(load_config(self.conf_dir), self.host, self.port, ready=ready,
+                                             stop=self._stop))
+            waiter = asyncio.create_task(ready.wait())
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            self._ready.set()
+            await task
+
+        try:
+            self._loop.run_until_complete(main())
+        except BaseException as exc:  # reported to the test through start()
+            self._error = exc
+            self._ready.set()
+        finally:
+            self._loop.close()
+
+    def start(self, timeout: float = 60) -> RunningProxy:
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError("proxy did not start")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        if self._stop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+
+    @property
+    def server(self) -> Any:
+        """The ProxyServer (for white-box assertions only)."""
+        return None
+
+    def connect(self, database: str | None = None, user: str = "root", password: str = "root",
+                **kw: Any) -> pymysql.connections.Connection[Any]:
+        return pymysql.connect(host=self.host, port=self.port, user=user, password=password, database=database,
+                               **kw)
+
+    def query(self, sql: str, database: str | None = None) -> list[tuple[Any, ...]]:
+        with self.connect(database) as conn, conn.cursor() as cur:
+            cur.execute(sql)
+            return list(cur.fetchall())
+
+
+def start_proxy(conf_dir: Path) -> RunningProxy:
+    return RunningProxy(conf_dir).start()
+
+
+__all__ = ["MariaDBServer", "RunningProxy", "free_port", "start_proxy", "write_conf"]
