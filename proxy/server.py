@@ -35,6 +35,8 @@ class ProxyServer:
         self.started_at = 0.0
         self.questions = 0
         self.max_connections = config.prop_int("proxy-frontend-max-connections", 0)
+        self.sql_show = config.prop_bool("sql-show")
+        self.merge_memory_rows = config.prop_int("proxy-merge-memory-rows", 1_000_000)
 
     # -- start and stop ---------------------------------------------------------------------------------
 

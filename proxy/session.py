@@ -31,8 +31,10 @@ from proxy.backend import BackendConnection, BackendError, charset_for_collation
 from proxy.handshake import HandshakeFailed
 from proxy.resultset import result_packets
 from proxy.statements import ProxyStatement, classify, like_to_regex
+from proxy.txn import SessionStatement, TransactionState, classify_session_statement
 from proxy.wire import ClientGone, ClientPackets
 from routing.errors import RoutingError
+from routing.plan import SessionHints
 
 if TYPE_CHECKING:
     from proxy.runtime import LogicalDatabase
@@ -58,6 +60,7 @@ class Session:
         self.status = int(ServerStatus.AUTOCOMMIT)
         self.multi_statements = True
         self.backends: dict[str, BackendConnection] = {}
+        self.txn = TransactionState()
         self.log = log.bind(conn=connection_id)
         self.task: asyncio.Task[None] | None = None
         self.command = "Connect"
@@ -213,10 +216,10 @@ class Session:
             self.error(exc.errno, exc.message, exc.sqlstate)
         except BackendError as exc:
             self.log.warning("backend_error", data_source=exc.data_source, error=str(exc))
-            self._drop_broken()
+            self.drop_broken()
             self.error(exc.errno, str(exc), exc.sqlstate)
 
-    def _drop_broken(self) -> None:
+    def drop_broken(self) -> None:
         for name, conn in list(self.backends.items()):
             if conn.broken:
                 del self.backends[name]
@@ -226,19 +229,21 @@ class Session:
         """The session's connection to a data source, borrowed on first use and kept."""
         conn = self.backends.get(data_source)
         if conn is not None and not conn.broken:
+            if self.txn.active and data_source not in self.txn.joined and self.database is not None \
+                    and self.database.kernel is not None:
+                await self._join(conn)
             return conn
         assert self.database is not None
         source = self.database.sources[data_source]
+        if conn is not None:
+            self.backends.pop(data_source, None)
+            await source.release(conn)
         conn = await source.acquire(found_rows=self.found_rows)
-        if self.charset != conn.charset:
-            res = await conn.execute(f"SET NAMES {self.charset}")
-            if isinstance(res, ERRPacket):
-                await source.release(conn)
-                raise BackendError(data_source, f"cannot set character set {self.charset}: {res.message}")
-            conn.charset = self.charset
-        if not self.multi_statements:
-            # match the client's setting so 'a; b' fails as it would on a server
-            await conn.simple_command(ComSetOption(SetOption.MULTI_STATEMENTS_OFF).encode())
+        try:
+            await self._prepare_connection(conn, join_transaction=True)
+        except BaseException:
+            await source.release(conn)
+            raise
         self.backends[data_source] = conn
         return conn
 
@@ -255,18 +260,161 @@ class Session:
             return
         source = db.pass_through_source
         if source is not None:
-            await self._relay(source.name, payload)
+            await self.relay(source.name, payload)
+            return
+        session_stmt = classify_session_statement(sql)
+        if session_stmt is not None:
+            await self._session_statement(session_stmt, sql)
             return
         from proxy.executor import execute_routed
 
         await execute_routed(self, db, sql)
 
-    async def _relay(self, data_source: str, payload: bytes) -> None:
+    async def _join(self, conn: BackendConnection) -> None:
+        """An already held connection enters the session's open transaction."""
+        for sql in self.txn.next_tx_sets:
+            await self._must(conn, sql)
+        if not self.txn.autocommit:
+            await self._must(conn, "SET autocommit=0")
+        if self.txn.begin_sql is not None:
+            await self._must(conn, self.txn.begin_sql)
+        self.txn.joined.append(conn.name)
+
+    async def _session_statement(self, stmt: SessionStatement, sql: str) -> None:
+        """Transactions and SET on a sharded database, fanned out over the data sources (see proxy.txn)."""
+        txn = self.txn
+        if stmt.kind == "begin":
+            if txn.active and txn.joined:
+                await self._end_transaction("COMMIT")  # implicit commit, as MySQL does
+            txn.begin_sql = sql
+            txn.joined = []
+            self.update_status(0)
+            self.ok()
+        elif stmt.kind in ("commit", "rollback"):
+            failed = await self._end_transaction(stmt.kind.upper())
+            if failed:
+                self.error(ErrorCode.UNKNOWN_ERROR, failed, "HY000")
+            else:
+                self.ok()
+        elif stmt.kind == "savepoint":
+            for name in list(txn.joined):
+                await self._must(self.backends[name], sql)
+            self.ok()
+        elif stmt.kind == "autocommit":
+            on = stmt.value == "1"
+            if on and not txn.autocommit:
+                await self._end_transaction("COMMIT")  # SET autocommit=1 commits, as MySQL does
+            txn.autocommit = on
+            if not on:
+                txn.joined = []
+                for conn in list(self.backends.values()):
+                    await self._join(conn)
+            self.update_status(0)
+            self.ok()
+        elif stmt.kind == "next_tx":
+            txn.next_tx_sets.append(sql)
+            for conn in list(self.backends.values()):
+                await self._must(conn, sql)
+            self.ok()
+        else:  # plain SET: every connection now, and every one borrowed later
+            for conn in list(self.backends.values()):
+                await self._must(conn, sql)
+            if stmt.value:
+                self.charset = stmt.value if stmt.value != "utf8" else "utf8mb3"
+                for conn in self.backends.values():
+                    conn.charset = self.charset
+            else:
+                txn.session_sets.append(sql)
+            self.ok()
+
+    async def _end_transaction(self, verb: str) -> str | None:
+        """COMMIT or ROLLBACK on every data source the transaction touched; says plainly which did what."""
+        txn = self.txn
+        done: list[str] = []
+        failed: list[str] = []
+        for name in txn.joined:
+            conn = self.backends.get(name)
+            if conn is None:
+                failed.append(f"{name} (connection lost)")
+                continue
+            res = await conn.execute(verb)
+            if isinstance(res, ERRPacket):
+                failed.append(f"{name} ({res.errno}: {res.message})")
+            else:
+                done.append(name)
+        txn.begin_sql = None
+        txn.joined = []
+        txn.next_tx_sets = []
+        if not txn.autocommit:
+            for conn in self.backends.values():
+                txn.joined.append(conn.name)
+        self.update_status(0)
+        if failed:
+            return (f"{verb} failed on {', '.join(failed)}; "
+                    f"{'committed' if verb == 'COMMIT' else 'rolled back'} on {', '.join(done) or 'none'}")
+        return None
+
+    async def relay(self, data_source: str, payload: bytes) -> None:
         conn = await self.backend(data_source)
         summary = await conn.relay(
             payload, self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof
         )
-        self.status = int(summary.status) & ~int(ServerStatus.MORE_RESULTS_EXISTS)
+        self.update_status(summary.status)
+
+    def update_status(self, backend_status: int) -> None:
+        """Take the transaction flags from a backend's answer (pass-through), or from the proxy's own
+        transaction state (sharded databases, where no single backend knows the whole picture)."""
+        if self.database is not None and self.database.kernel is not None:
+            status = int(ServerStatus.AUTOCOMMIT) if self.txn.autocommit else 0
+            if self.txn.active and (self.txn.joined or self.txn.begin_sql is not None):
+                status |= int(ServerStatus.IN_TRANS)
+            self.status = status
+        else:
+            self.status = int(backend_status) & ~int(ServerStatus.MORE_RESULTS_EXISTS)
+
+    def hints(self) -> SessionHints | None:
+        return None
+
+    async def extra_backend(self, data_source: str) -> BackendConnection:
+        """A pooled connection for one statement (a second unit on a data source), with the session's
+        character set and SET state applied."""
+        assert self.database is not None
+        source = self.database.sources[data_source]
+        conn = await source.acquire(found_rows=self.found_rows)
+        try:
+            await self._prepare_connection(conn, join_transaction=False)
+        except BaseException:
+            await source.release(conn)
+            raise
+        return conn
+
+    async def return_extra_backend(self, conn: BackendConnection, *, broken: bool = False) -> None:
+        if broken:
+            conn.broken = True
+        await conn.source.release(conn)
+
+    async def _prepare_connection(self, conn: BackendConnection, *, join_transaction: bool) -> None:
+        if self.charset != conn.charset:
+            await self._must(conn, f"SET NAMES {self.charset}")
+            conn.charset = self.charset
+        if not self.multi_statements:
+            # match the client's setting so 'a; b' fails as it would on a server
+            await conn.simple_command(ComSetOption(SetOption.MULTI_STATEMENTS_OFF).encode())
+        for sql in self.txn.session_sets:
+            await self._must(conn, sql)
+        if join_transaction and self.txn.active:
+            for sql in self.txn.next_tx_sets:
+                await self._must(conn, sql)
+            if not self.txn.autocommit:
+                await self._must(conn, "SET autocommit=0")
+            if self.txn.begin_sql is not None:
+                await self._must(conn, self.txn.begin_sql)
+            self.txn.joined.append(conn.name)
+
+    async def _must(self, conn: BackendConnection, sql: str) -> None:
+        res = await conn.execute(sql)
+        if isinstance(res, ERRPacket):
+            raise BackendError(conn.name, f"{sql!r} failed: {res.message}", errno=res.errno, sqlstate=res.sqlstate)
 
     async def _without_database(self, payload: bytes, sql: str) -> None:
         """No logical database chosen yet: table-less statements (SELECT @@version_comment, SET ...) run on a
@@ -279,7 +427,7 @@ class Session:
         self.database = default
         try:
             ds = next(iter(default.sources))
-            await self._relay(ds, payload)
+            await self.relay(ds, payload)
         finally:
             self.database = saved
 
@@ -292,6 +440,7 @@ class Session:
             for conn in list(self.backends.values()):
                 asyncio.get_running_loop().create_task(conn.source.release(conn))
             self.backends.clear()
+            self.txn = TransactionState()
         self.database = db
         self.ok()
 
@@ -342,6 +491,7 @@ class Session:
                 await conn.execute(f"SET NAMES {self.charset}")
                 conn.charset = self.charset
             self.backends[name] = conn
+        self.txn = TransactionState()
         self.status = int(ServerStatus.AUTOCOMMIT)
 
     async def _field_list(self, payload: bytes) -> None:
