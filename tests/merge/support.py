@@ -72,11 +72,15 @@ def run(streams: Sequence[Iterable[tuple[bytes | None, ...]]], spec: MergeSpec, 
     ]
 
 
+def _text(v: str | bytes | int) -> str:
+    return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
+
+
 def expect(*items: Sequence[Cell] | Cell) -> list[tuple[str | None, ...]]:
     out = []
     for item in items:
         seq = item if isinstance(item, list | tuple) else (item,)
-        out.append(tuple(None if v is None else (v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)) for v in seq))
+        out.append(tuple(None if v is None else _text(v) for v in seq))
     return out
 
 
