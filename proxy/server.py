@@ -58,7 +58,10 @@ class ProxyServer:
                          mode="pass-through" if logical.kernel is None else "sharding")
         except BackendError as exc:
             await self.close_backends()
-            raise BackendError(exc.data_source, f"in {self._file_of(exc.data_source)}: {exc}", errno=exc.errno) from exc
+            reason = str(exc).removeprefix(f"data source {exc.data_source}: ")
+            raise BackendError(
+                exc.data_source, f"{reason} (configured in {self._file_of(exc.data_source)})", errno=exc.errno
+            ) from exc
         await self._detect_version()
 
     def _file_of(self, data_source: str) -> str:

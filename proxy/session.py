@@ -218,6 +218,13 @@ class Session:
             self.log.warning("backend_error", data_source=exc.data_source, error=str(exc))
             self.drop_broken()
             self.error(exc.errno, str(exc), exc.sqlstate)
+        except (ClientGone, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            # a bug must cost one statement, not the session: report it and keep serving
+            self.log.exception("command_failed")
+            self.drop_broken()
+            self.error(ErrorCode.UNKNOWN_ERROR, f"shardproxy internal error: {type(exc).__name__}: {exc}", "HY000")
 
     def drop_broken(self) -> None:
         for name, conn in list(self.backends.items()):
