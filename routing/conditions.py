@@ -1,0 +1,385 @@
+"""Sharding conditions: what WHERE / JOIN ON say about sharding columns, compiled once, evaluated per call.
+
+A compiled condition refers to values by *slot* (the k-th value token of the statement) so one cached plan
+serves every statement of the same shape. Evaluation turns the tree into a disjunction of groups (DNF): each
+group maps a sharding column to a `Constraint` (exact values and/or a range). Anything the kernel cannot
+evaluate becomes `TRUE` (no restriction): routing may widen, it must never narrow wrongly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from routing.model import RangeBound
+from routing.parse import UNKNOWN, literal_value, node_start
+
+# --- values ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """The value of the statement's k-th value token (literal or ``?``), negated for ``-5``."""
+
+    index: int
+    negate: bool = False
+
+
+ValueRef = Const | Slot
+
+# --- condition tree ----------------------------------------------------------------------------------
+
+ColumnRef = tuple[int, str]  # (occurrence index, lower-case column name)
+
+
+@dataclass(frozen=True, slots=True)
+class Eq:
+    """``col = v`` or ``col IN (v, ...)``."""
+
+    column: ColumnRef
+    values: tuple[ValueRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    column: ColumnRef
+    lower: ValueRef | None = None
+    lower_inclusive: bool = True
+    upper: ValueRef | None = None
+    upper_inclusive: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnEq:
+    """``a.x = b.y``: used to carry conditions across joins, not evaluated itself."""
+
+    left: ColumnRef
+    right: ColumnRef
+
+
+@dataclass(frozen=True, slots=True)
+class And:
+    children: tuple[Cond, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    children: tuple[Cond, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _True:
+    """No restriction (also what anything unevaluable compiles to)."""
+
+
+TRUE = _True()
+Cond = Eq | Range | ColumnEq | And | Or | _True
+
+Resolver = Callable[[exp.Column], list[ColumnRef]]
+SlotFinder = Callable[[int], int | None]
+
+
+def value_ref(node: exp.Expression, slot_at: SlotFinder) -> ValueRef | None:
+    """A literal, ``?`` (already turned into a literal by `parse_statement`) or negated literal."""
+    negate = False
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Neg):
+        negate = True
+        node = node.this
+    if isinstance(node, exp.Literal):
+        start = node_start(node)
+        slot = slot_at(start) if start is not None else None
+        if slot is not None:
+            return Slot(slot, negate)
+        if node.is_string:
+            return None if negate else Const(node.this)
+        try:
+            value = literal_value(node.this, "n")
+        except (ValueError, ArithmeticError):
+            return None
+        return Const(-value if negate else value)
+    return None
+
+
+def extract(node: exp.Expression | None, resolve: Resolver, slot_at: SlotFinder) -> Cond:
+    """Compile a WHERE / ON expression into a condition tree."""
+    if node is None:
+        return TRUE
+    if isinstance(node, exp.Paren):
+        return extract(node.this, resolve, slot_at)
+    if isinstance(node, exp.And):
+        return make_and([extract(node.left, resolve, slot_at), extract(node.right, resolve, slot_at)])
+    if isinstance(node, exp.Or):
+        return make_or([extract(node.left, resolve, slot_at), extract(node.right, resolve, slot_at)])
+    if isinstance(node, exp.EQ | exp.NullSafeEQ):
+        return _comparison(node.left, node.right, "=", resolve, slot_at)
+    if isinstance(node, exp.GT | exp.GTE | exp.LT | exp.LTE):
+        op = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}[type(node)]
+        return _comparison(node.left, node.right, op, resolve, slot_at)
+    if isinstance(node, exp.In):
+        if node.args.get("query") is not None or node.args.get("unnest") is not None:
+            return TRUE
+        if not isinstance(node.this, exp.Column):
+            return TRUE
+        refs = [value_ref(v, slot_at) for v in node.expressions]
+        if not refs or any(r is None for r in refs):
+            return TRUE
+        values = tuple(r for r in refs if r is not None)
+        return make_or([Eq(col, values) for col in resolve(node.this)]) if resolve(node.this) else TRUE
+    if isinstance(node, exp.Between):
+        if not isinstance(node.this, exp.Column):
+            return TRUE
+        low = value_ref(node.args["low"], slot_at)
+        high = value_ref(node.args["high"], slot_at)
+        if low is None or high is None:
+            return TRUE
+        cols = resolve(node.this)
+        return make_and([Range(c, low, True, high, True) for c in cols]) if cols else TRUE
+    return TRUE  # NOT, functions, LIKE, subqueries, IS NULL ...: unevaluable, widen
+
+
+_FLIP = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
+
+
+def _comparison(left: exp.Expression, right: exp.Expression, op: str, resolve: Resolver, slot_at: SlotFinder) -> Cond:
+    if isinstance(left, exp.Column) and isinstance(right, exp.Column):
+        if op != "=":
+            return TRUE
+        lcols, rcols = resolve(left), resolve(right)
+        if len(lcols) == 1 and len(rcols) == 1:
+            return ColumnEq(lcols[0], rcols[0])
+        return TRUE
+    if not isinstance(left, exp.Column):
+        if not isinstance(right, exp.Column):
+            return TRUE
+        left, right, op = right, left, _FLIP[op]
+    value = value_ref(right, slot_at)
+    if value is None:
+        return TRUE
+    cols = resolve(left)  # type: ignore[arg-type]
+    if not cols:
+        return TRUE
+    leaves: list[Cond] = []
+    for col in cols:
+        if op == "=":
+            leaves.append(Eq(col, (value,)))
+        elif op in (">", ">="):
+            leaves.append(Range(col, lower=value, lower_inclusive=op == ">="))
+        else:
+            leaves.append(Range(col, upper=value, upper_inclusive=op == "<="))
+    return make_and(leaves)
+
+
+def make_and(children: Sequence[Cond]) -> Cond:
+    flat: list[Cond] = []
+    for c in children:
+        if c is TRUE:
+            continue
+        if isinstance(c, And):
+            flat.extend(c.children)
+        else:
+            flat.append(c)
+    if not flat:
+        return TRUE
+    return flat[0] if len(flat) == 1 else And(tuple(flat))
+
+
+def make_or(children: Sequence[Cond]) -> Cond:
+    flat: list[Cond] = []
+    for c in children:
+        if c is TRUE:
+            return TRUE  # one branch without the column: no restriction at all
+        if isinstance(c, Or):
+            flat.extend(c.children)
+        else:
+            flat.append(c)
+    if not flat:
+        return TRUE
+    return flat[0] if len(flat) == 1 else Or(tuple(flat))
+
+
+def conjuncts(cond: Cond) -> tuple[Cond, ...]:
+    return cond.children if isinstance(cond, And) else (cond,)
+
+
+def project(cond: Cond, targets: dict[ColumnRef, str]) -> Cond:
+    """Keep only leaves on ``targets`` (column ref → sharding column it stands for), renamed; the rest is TRUE.
+
+    ``targets`` already includes columns equal to a sharding column through join equalities.
+    """
+    if isinstance(cond, Eq):
+        col = targets.get(cond.column)
+        return Eq((0, col), cond.values) if col else TRUE
+    if isinstance(cond, Range):
+        col = targets.get(cond.column)
+        if not col:
+            return TRUE
+        return Range((0, col), cond.lower, cond.lower_inclusive, cond.upper, cond.upper_inclusive)
+    if isinstance(cond, And):
+        return make_and([project(c, targets) for c in cond.children])
+    if isinstance(cond, Or):
+        return make_or([project(c, targets) for c in cond.children])
+    return TRUE
+
+
+def equivalent_columns(cond: Cond, start: ColumnRef) -> set[ColumnRef]:
+    """Columns equal to ``start`` through ``a = b`` conjuncts (join conditions)."""
+    pairs = [c for c in conjuncts(cond) if isinstance(c, ColumnEq)]
+    found = {start}
+    changed = True
+    while changed:
+        changed = False
+        for pair in pairs:
+            if pair.left in found and pair.right not in found:
+                found.add(pair.right)
+                changed = True
+            elif pair.right in found and pair.left not in found:
+                found.add(pair.left)
+                changed = True
+    return found
+
+
+# --- evaluation --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Constraint:
+    """What one DNF group knows about one column: exact values (None = any) and range bounds."""
+
+    values: tuple[Any, ...] | None = None
+    lower: Any = None
+    lower_inclusive: bool = True
+    upper: Any = None
+    upper_inclusive: bool = True
+
+    @property
+    def has_range(self) -> bool:
+        return self.lower is not None or self.upper is not None
+
+    def bound(self) -> RangeBound:
+        return RangeBound(self.lower, self.lower_inclusive, self.upper, self.upper_inclusive)
+
+    def copy(self) -> Constraint:
+        return Constraint(self.values, self.lower, self.lower_inclusive, self.upper, self.upper_inclusive)
+
+    def admits(self, value: Any) -> bool:
+        try:
+            if self.lower is not None:
+                if value < self.lower or (value == self.lower and not self.lower_inclusive):
+                    return False
+            if self.upper is not None:
+                if value > self.upper or (value == self.upper and not self.upper_inclusive):
+                    return False
+        except TypeError:
+            return True
+        return True
+
+
+Group = dict[str, Constraint]
+MAX_GROUPS = 256
+
+
+def resolve_value(ref: ValueRef, values: Sequence[Any]) -> Any:
+    if isinstance(ref, Const):
+        return ref.value
+    value = values[ref.index]
+    if value is UNKNOWN or value is None:
+        return UNKNOWN
+    if ref.negate:
+        try:
+            return -value
+        except TypeError:
+            return UNKNOWN
+    return value
+
+
+def evaluate(cond: Cond, values: Sequence[Any]) -> list[Group] | None:
+    """DNF groups of a projected condition; None means unrestricted (full route)."""
+    groups = _eval(cond, values)
+    if groups is None or any(not g for g in groups):
+        return None
+    return groups
+
+
+def _eval(cond: Cond, values: Sequence[Any]) -> list[Group] | None:
+    if isinstance(cond, Eq):
+        vals: list[Any] = []
+        for ref in cond.values:
+            v = resolve_value(ref, values)
+            if v is UNKNOWN:
+                return None
+            if v not in vals:
+                vals.append(v)
+        return [{cond.column[1]: Constraint(values=tuple(vals))}]
+    if isinstance(cond, Range):
+        lower = resolve_value(cond.lower, values) if cond.lower is not None else None
+        upper = resolve_value(cond.upper, values) if cond.upper is not None else None
+        lower = None if lower is UNKNOWN else lower
+        upper = None if upper is UNKNOWN else upper
+        if lower is None and upper is None:
+            return None
+        return [{cond.column[1]: Constraint(None, lower, cond.lower_inclusive, upper, cond.upper_inclusive)}]
+    if isinstance(cond, Or):
+        out: list[Group] = []
+        for child in cond.children:
+            sub = _eval(child, values)
+            if sub is None:
+                return None
+            out.extend(sub)
+            if len(out) > MAX_GROUPS:
+                return None
+        return out
+    if isinstance(cond, And):
+        acc: list[Group] = [{}]
+        for child in cond.children:
+            sub = _eval(child, values)
+            if sub is None:
+                continue
+            acc = [merged for a in acc for b in sub if (merged := _intersect(a, b)) is not None]
+            if len(acc) > MAX_GROUPS:
+                return None
+            if not acc:
+                return []
+        return acc
+    return None
+
+
+def _intersect(a: Group, b: Group) -> Group | None:
+    """Both groups at once; None when they contradict (no row can match)."""
+    out = {k: v.copy() for k, v in a.items()}
+    for col, con in b.items():
+        mine = out.get(col)
+        if mine is None:
+            out[col] = con.copy()
+            continue
+        if con.values is not None:
+            mine.values = con.values if mine.values is None else tuple(v for v in mine.values if v in con.values)
+        _tighten(mine, con)
+        if mine.values is not None:
+            mine.values = tuple(v for v in mine.values if mine.admits(v))
+            if not mine.values:
+                return None
+    return out
+
+
+def _tighten(mine: Constraint, other: Constraint) -> None:
+    try:
+        if other.lower is not None and (
+            mine.lower is None or other.lower > mine.lower or (other.lower == mine.lower and not other.lower_inclusive)
+        ):
+            mine.lower, mine.lower_inclusive = other.lower, other.lower_inclusive
+        if other.upper is not None and (
+            mine.upper is None or other.upper < mine.upper or (other.upper == mine.upper and not other.upper_inclusive)
+        ):
+            mine.upper, mine.upper_inclusive = other.upper, other.upper_inclusive
+    except TypeError:
+        pass  # incomparable bounds: keep the ones we had (wider, never narrower)

@@ -1,0 +1,791 @@
+"""The SQL kernel's entry point: statement in, `RoutedStatement` out.
+
+``ShardingKernel.route`` scans the statement's shape (cheap, no sqlglot), looks the shape up in the plan
+cache and, on a miss, compiles a plan: sqlglot classifies the statement and finds its tables and
+conditions, `routing.rewrite` turns the original text into templates. Executing a plan only resolves the
+current values, evaluates the sharding algorithms (`routing.route`) and renders the templates, so repeated
+shapes never touch the parser. Everything here is a pure function of (SQL, params, rules, metadata, hints).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import replace as dc_replace
+from typing import Any
+
+from sqlglot import exp
+
+from routing.cache import PlanCache
+from routing.conditions import (
+    TRUE,
+    ColumnRef,
+    Cond,
+    Eq,
+    conjuncts,
+    equivalent_columns,
+    extract,
+    make_and,
+    project,
+    value_ref,
+)
+from routing.errors import RoutingError
+from routing.hints import CommentHints, merge_hints, parse_comment_hints, parse_hint_comments
+from routing.model import DatabaseRules, DataNode, SchemaMetadata, TableRule
+from routing.parse import Shape, Token, node_span, parse_statement, scan_shape, tokenize
+from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
+from routing.rewrite import Edit, KeySlot, TableSlot, Template, build_template
+from routing.route import (
+    FixedPlan,
+    InsertPlan,
+    InsertRow,
+    NodesPlan,
+    Plan,
+    SetCheck,
+    ShardedPlan,
+    build_units,
+    param_indexes,
+)
+
+__all__ = ["ShardingKernel", "parse_comment_hints"]
+
+_FIRST_WORD = re.compile(r"\s*(?:(?:/\*.*?\*/|--[^\n]*\n|#[^\n]*\n)\s*)*(\w+)", re.S)
+_KINDS = {
+    "SELECT": StatementKind.SELECT,
+    "WITH": StatementKind.SELECT,
+    "INSERT": StatementKind.INSERT,
+    "REPLACE": StatementKind.INSERT,
+    "UPDATE": StatementKind.UPDATE,
+    "DELETE": StatementKind.DELETE,
+    "CREATE": StatementKind.DDL,
+    "ALTER": StatementKind.DDL,
+    "DROP": StatementKind.DDL,
+    "TRUNCATE": StatementKind.DDL,
+    "RENAME": StatementKind.DDL,
+}
+
+
+def first_word_kind(sql: str) -> StatementKind:
+    """Classify without parsing (direct routes must work even for SQL sqlglot cannot read)."""
+    m = _FIRST_WORD.match(sql)
+    return _KINDS.get(m.group(1).upper(), StatementKind.OTHER) if m else StatementKind.OTHER
+
+
+class ShardingKernel:
+    """Routes and rewrites statements of one logical database; thread-compatible, no I/O."""
+
+    def __init__(self, rules: DatabaseRules, metadata: SchemaMetadata, *, plan_cache_size: int = 1024) -> None:
+        self.rules = rules
+        self.metadata = metadata
+        self._cache: PlanCache[Plan] = PlanCache(plan_cache_size)
+
+    @property
+    def cache(self) -> PlanCache[Plan]:
+        return self._cache
+
+    def invalidate(self) -> None:
+        """Drop every cached plan (rules or metadata changed)."""
+        self._cache.clear()
+
+    def route(
+        self, sql: str, params: Sequence[Any] | None = None, hints: SessionHints | None = None
+    ) -> RoutedStatement:
+        comment: CommentHints | None = None
+        if "/*" in sql:
+            comment = parse_hint_comments(sql)
+            if comment.present:
+                hints = merge_hints(hints, comment.hints)
+        if hints is not None and hints.data_source:
+            return self._direct(sql, params, hints)
+        shape = scan_shape(sql)
+        plan = self._cache.get(shape.key)
+        if plan is None or not plan.accepts(shape):
+            plan = compile_plan(shape, self.rules, self.metadata)
+            self._cache.put(shape.key, plan)
+        routed = plan.execute(shape, params, hints)
+        if comment is not None and comment.skip_sql_rewrite:
+            routed = _unrewritten(routed, sql, params)
+        return routed
+
+    def _direct(self, sql: str, params: Sequence[Any] | None, hints: SessionHints) -> RoutedStatement:
+        ds = hints.data_source or ""
+        if ds not in self.rules.data_sources:
+            raise RoutingError(
+                f"hint DATA_SOURCE_NAME={ds} names no data source of database {self.rules.name} "
+                f"(known: {', '.join(self.rules.data_sources)})",
+                errno=1049,
+                sqlstate="42000",
+            )
+        kind = first_word_kind(sql)
+        upper = sql.upper()
+        write = (
+            kind is not StatementKind.SELECT
+            or hints.write_route_only
+            or "FOR UPDATE" in upper
+            or "LOCK IN SHARE MODE" in upper
+            or "FOR SHARE" in upper
+        )
+        return RoutedStatement(
+            kind=kind,
+            route_units=(RouteUnit(ds, {}),),
+            execution_units=(ExecutionUnit(ds, sql, tuple(params) if params is not None else None),),
+            write=write,
+        )
+
+
+def _unrewritten(routed: RoutedStatement, sql: str, params: Sequence[Any] | None) -> RoutedStatement:
+    """SKIP_SQL_REWRITE: keep the route, send the user's text as is to every unit."""
+    units = tuple(
+        ExecutionUnit(u.data_source, sql, tuple(params) if params is not None else None) for u in routed.route_units
+    )
+    return dc_replace(routed, execution_units=units, merge_spec=None if len(units) == 1 else routed.merge_spec)
+
+
+def shape_of(sql: str) -> Shape:
+    """The cache key machinery, exposed for tests and the proxy's statement statistics."""
+    return scan_shape(sql)
+
+
+# --- compiling a statement shape into a plan ---------------------------------------------------------
+
+_SCOPES = (exp.Select, exp.Update, exp.Delete, exp.Insert)
+_INNER_JOIN_KINDS = ("", "INNER", "CROSS", "STRAIGHT_JOIN")
+_UNICAST_SHOWS = {"COLUMNS", "FIELDS", "INDEX", "INDEXES", "KEYS", "CREATE TABLE"}
+
+
+@dataclass
+class Occurrence:
+    """One table reference in the statement (a table joined with itself occurs twice)."""
+
+    index: int
+    name: str  # lower-case table name
+    alias: str | None  # lower-case alias
+    table: exp.Table
+    scope: exp.Expression
+    nested: bool  # inside a subquery, derived table, CTE or the SELECT of INSERT ... SELECT
+    category: str  # sharded | broadcast | single | foreign
+
+    @property
+    def ref(self) -> str:
+        return self.alias or self.name
+
+
+def compile_plan(shape: Shape, rules: DatabaseRules, metadata: SchemaMetadata) -> Plan:
+    """Compile one statement shape (the only place sqlglot's parser runs)."""
+    return _Compiler(shape, rules, metadata).compile()
+
+
+def _scope_of(node: exp.Expression, root: exp.Expression) -> exp.Expression:
+    parent = node.parent
+    while parent is not None and not isinstance(parent, _SCOPES):
+        parent = parent.parent
+    return parent if parent is not None else root
+
+
+class _Compiler:
+    def __init__(self, shape: Shape, rules: DatabaseRules, metadata: SchemaMetadata) -> None:
+        self.shape = shape
+        self.sql = shape.sql
+        self.rules = rules
+        self.metadata = metadata
+        self.sharding = rules.sharding
+        self.db_name = rules.name.lower()
+        self.first_ds = rules.data_sources[0]
+        self.param_index = param_indexes(shape)
+        self._slots = {start: k for k, (start, _, _) in enumerate(shape.spans)}
+        self._tokens: list[Token] | None = None
+        self.occurrences: list[Occurrence] = []
+        self.root: exp.Expression | None = None
+
+    # -- small helpers --
+
+    @property
+    def tokens(self) -> list[Token]:
+        if self._tokens is None:
+            self._tokens = tokenize(self.sql)
+        return self._tokens
+
+    def slot_at(self, start: int) -> int | None:
+        return self._slots.get(start)
+
+    def table_rule(self, name: str) -> TableRule | None:
+        return self.sharding.table(name) if self.sharding is not None else None
+
+    def single_ds(self, name: str) -> str | None:
+        return self.metadata.single_table_data_source(name)
+
+    def full_template(self, edits: list[Edit]) -> Template:
+        return build_template(self.shape, 0, len(self.sql), edits)
+
+    def base(self, kind: StatementKind, write: bool, tables: list[str]) -> dict[str, Any]:
+        return {
+            "kind": kind,
+            "write": write,
+            "param_index": self.param_index,
+            "logic_tables": tuple(dict.fromkeys(tables)),
+        }
+
+    def fixed(
+        self, kind: StatementKind, write: bool, data_sources: list[str], edits: list[Edit], tables: list[str]
+    ) -> FixedPlan:
+        template = self.full_template(edits)
+        return FixedPlan(
+            **self.base(kind, write, tables),
+            units=tuple(RouteUnit(ds, {}) for ds in data_sources),
+            template=template,
+            untouched=not edits,
+        )
+
+    # -- entry --
+
+    def compile(self) -> Plan:
+        ast = parse_statement(self.shape)
+        if ast is None or isinstance(ast, exp.Command):
+            return self.unparsed()
+        self.root = ast
+        kind, write = self.classify(ast)
+        if isinstance(ast, exp.Describe):
+            return self.describe(ast)
+        if isinstance(ast, exp.Show):
+            return self.show(ast, kind, write)
+        self.collect_occurrences(ast)
+        ours = [o for o in self.occurrences if o.category != "foreign"]
+        edits = self.table_edits(ast)
+        names = [o.name for o in ours]
+        if kind is StatementKind.DDL:
+            return self.ddl(kind, write, edits, names)
+        if isinstance(ast, exp.Insert) and isinstance(ast.expression, exp.Values):
+            target = next((o for o in ours if not o.nested), None)
+            if target is not None and target.category == "sharded":
+                return self.insert_values(ast, target, edits)
+        if not any(o.category == "sharded" for o in ours):
+            return self.unsharded(kind, write, edits, ours)
+        return self.sharded(ast, kind, write, edits, ours)
+
+    def classify(self, ast: exp.Expression) -> tuple[StatementKind, bool]:
+        if isinstance(ast, exp.Select | exp.SetOperation):
+            return StatementKind.SELECT, ast.find(exp.Lock) is not None
+        if isinstance(ast, exp.Insert):
+            return StatementKind.INSERT, True
+        if isinstance(ast, exp.Update):
+            return StatementKind.UPDATE, True
+        if isinstance(ast, exp.Delete):
+            return StatementKind.DELETE, True
+        if isinstance(ast, exp.Create | exp.Drop | exp.Alter | exp.TruncateTable):
+            return StatementKind.DDL, True
+        return StatementKind.OTHER, True
+
+    # -- statements sqlglot cannot parse --
+
+    def unparsed(self) -> Plan:
+        kind = first_word_kind(self.sql)
+        write = kind is not StatementKind.SELECT
+        names = [t.name for t in self.tokens if t.kind in ("w", "b")]
+        for name in names:
+            if self.table_rule(name) is not None:
+                raise RoutingError(
+                    f"the proxy cannot parse this statement, and it names sharded table {name}; "
+                    "rewrite it in plain MySQL syntax the proxy understands, or send it to one data "
+                    "source with the hint /* SHARDINGSPHERE_HINT: DATA_SOURCE_NAME=<ds> */"
+                )
+        broadcast = [n for n in names if n in self.rules.broadcast]
+        if broadcast:
+            targets = list(self.rules.data_sources) if write else [self.first_ds]
+            return self.fixed(kind, write, targets, [], broadcast)
+        for name in dict.fromkeys(names):
+            ds = self.single_ds(name)
+            if ds is not None:
+                return self.fixed(kind, write, [ds], [], [name])
+        return self.fixed(kind, write, [self.first_ds], [], [])
+
+    # -- tables and their text spans --
+
+    def collect_occurrences(self, ast: exp.Expression) -> None:
+        skip: set[int] = set()
+        if isinstance(ast, exp.Delete):
+            skip.update(id(t) for t in ast.args.get("tables") or ())
+        if isinstance(ast, exp.Drop) and str(ast.args.get("kind", "")).upper() == "INDEX":
+            if isinstance(ast.this, exp.Table):
+                skip.add(id(ast.this))
+        ctes = {c.alias_or_name.lower() for c in ast.find_all(exp.CTE)}
+        for table in ast.find_all(exp.Table):
+            if id(table) in skip or not isinstance(table.this, exp.Identifier):
+                continue
+            name = table.name.lower()
+            db_ident = table.args.get("db")
+            db = db_ident.name.lower() if isinstance(db_ident, exp.Identifier) else None
+            if db is None and (name in ctes or name == "dual"):
+                continue
+            if table.args.get("catalog") is not None or (db is not None and db != self.db_name):
+                category = "foreign"
+            elif self.table_rule(name) is not None:
+                category = "sharded"
+            elif name in self.rules.broadcast:
+                category = "broadcast"
+            else:
+                category = "single"
+            scope = _scope_of(table, ast)
+            nested = any(isinstance(p, exp.Subquery | exp.CTE) for p in _ancestors(table)) or (
+                isinstance(ast, exp.Insert) and scope is not ast
+            )
+            alias = table.alias.lower() if table.alias else None
+            self.occurrences.append(Occurrence(len(self.occurrences), name, alias, table, scope, nested, category))
+
+    def table_edits(self, ast: exp.Expression) -> list[Edit]:
+        """Spans to rewrite: sharded table identifiers, their use as qualifiers, the logic schema prefix."""
+        edits: list[Edit] = []
+        for occ in self.occurrences:
+            if occ.category == "foreign":
+                continue
+            edits.extend(self._identifier_edits(occ.table.this, occ.table.args.get("db"), occ.category == "sharded"))
+        aliases = {o.alias for o in self.occurrences if o.alias}
+        unaliased = {o.name for o in self.occurrences if o.category == "sharded" and not o.alias}
+        qualifiers: list[tuple[exp.Expression, exp.Expression | None]] = []
+        for column in ast.find_all(exp.Column):
+            ident = column.args.get("table")
+            if isinstance(ident, exp.Identifier):
+                qualifiers.append((ident, column.args.get("db")))
+        if isinstance(ast, exp.Delete):
+            for target in ast.args.get("tables") or ():
+                if isinstance(target, exp.Table) and isinstance(target.this, exp.Identifier):
+                    qualifiers.append((target.this, target.args.get("db")))
+        for ident, db in qualifiers:
+            name = ident.name.lower()
+            sharded = name in unaliased and name not in aliases
+            if sharded or (isinstance(db, exp.Identifier) and db.name.lower() == self.db_name):
+                edits.extend(self._identifier_edits(ident, db, sharded))
+        return edits
+
+    def _identifier_edits(self, ident: exp.Expression, db: Any, sharded: bool) -> list[Edit]:
+        span = node_span(ident)
+        if span is None:
+            return []
+        edits: list[Edit] = []
+        text = self.sql[span[0] : span[1]]
+        if sharded:
+            quote = "`" if text.startswith("`") else ""
+            edits.append(Edit(span[0], span[1], (TableSlot(ident.name.lower(), quote, text),)))
+        if isinstance(db, exp.Identifier) and db.name.lower() == self.db_name:
+            db_span = node_span(db)
+            if db_span is not None:
+                edits.append(Edit(db_span[0], span[0], ()))
+        return edits
+
+    # -- statements without sharded tables --
+
+    def unsharded(self, kind: StatementKind, write: bool, edits: list[Edit], ours: list[Occurrence]) -> Plan:
+        names = [o.name for o in ours]
+        singles = [o for o in ours if o.category == "single"]
+        broadcast = [o for o in ours if o.category == "broadcast"]
+        single_sources = list(dict.fromkeys(self.single_ds(o.name) or self.first_ds for o in singles))
+        if len(single_sources) > 1:
+            raise RoutingError(
+                f"single tables {', '.join(o.name for o in singles)} live on different data sources "
+                f"({', '.join(single_sources)}); a statement can only combine tables of one data source"
+            )
+        writes_broadcast = kind in (StatementKind.INSERT, StatementKind.UPDATE, StatementKind.DELETE) and any(
+            not o.nested for o in broadcast
+        )
+        if singles:
+            if writes_broadcast and broadcast and not broadcast[0].nested and ours[0].category == "broadcast":
+                raise RoutingError(
+                    f"this statement modifies broadcast table {broadcast[0].name} using single table(s) "
+                    f"{', '.join(o.name for o in singles)} that exist on one data source only; the copies "
+                    "of the broadcast table would diverge"
+                )
+            return self.fixed(kind, write, single_sources, edits, names)
+        if broadcast and (writes_broadcast or kind is StatementKind.OTHER):
+            return self.fixed(kind, write, list(self.rules.data_sources), edits, names)
+        return self.fixed(kind, write, [self.first_ds], edits, names)
+
+    # -- DDL --
+
+    def ddl(self, kind: StatementKind, write: bool, edits: list[Edit], names: list[str]) -> Plan:
+        ours = [o for o in self.occurrences if o.category != "foreign"]
+        sharded = list(dict.fromkeys(o.name for o in ours if o.category == "sharded"))
+        if not sharded:
+            if any(o.category == "broadcast" for o in ours):
+                if any(o.category == "single" for o in ours):
+                    raise RoutingError("this DDL mixes broadcast and single tables; run one statement per table kind")
+                return self.fixed(kind, write, list(self.rules.data_sources), edits, names)
+            sources: list[str] = []
+            for o in ours:
+                ds = self.single_ds(o.name)
+                if ds is None and isinstance(self.root, exp.Create):
+                    ds = self.rules.single.default_data_source or self.first_ds
+                sources.append(ds or self.first_ds)
+            sources = list(dict.fromkeys(sources)) or [self.first_ds]
+            if len(sources) > 1:
+                raise RoutingError(
+                    f"this DDL names single tables on different data sources ({', '.join(sources)}); "
+                    "run one statement per data source"
+                )
+            return self.fixed(kind, write, sources, edits, names)
+        assert self.sharding is not None
+        others = [o.name for o in ours if o.category != "sharded"]
+        if others:
+            raise RoutingError(
+                f"this DDL mixes sharded table(s) {', '.join(sharded)} with unsharded table(s) "
+                f"{', '.join(others)}; run one statement per table"
+            )
+        if not self.sharding.are_bound(sharded):
+            raise RoutingError(
+                f"this DDL names sharded tables {', '.join(sharded)} that are not binding tables; "
+                "run one statement per table"
+            )
+        routed = {name: list(self.sharding.tables[name].data_nodes) for name in sharded}
+        units = build_units(self.sharding, routed, sharded)
+        return NodesPlan(**self.base(kind, write, names), units=tuple(units), template=self.full_template(edits))
+
+    # -- DESCRIBE / SHOW COLUMNS / SHOW CREATE TABLE / SHOW INDEX --
+
+    def describe(self, ast: exp.Describe) -> Plan:
+        table = ast.this
+        if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
+            return self.fixed(StatementKind.OTHER, False, [self.first_ds], [], [])
+        return self.unicast(table.this, table.args.get("db"), [])
+
+    def show(self, ast: exp.Show, kind: StatementKind, write: bool) -> Plan:
+        what = str(ast.this or "").upper()
+        target = ast.args.get("target")
+        if what not in _UNICAST_SHOWS or not isinstance(target, exp.Identifier):
+            return self.fixed(StatementKind.OTHER, False, [self.first_ds], [], [])
+        db = ast.args.get("db")
+        extra: list[Edit] = []
+        if isinstance(db, exp.Identifier) and db.name.lower() == self.db_name:
+            db_span, t_span = node_span(db), node_span(target)
+            if db_span is not None and t_span is not None and db_span[0] > t_span[0]:
+                # SHOW COLUMNS FROM t FROM sharding_db: drop the "FROM sharding_db" part
+                prev = [t for t in self.tokens if t.end <= db_span[0]]
+                cut = prev[-1].start if prev and prev[-1].upper in ("FROM", "IN") else db_span[0]
+                extra.append(Edit(cut, db_span[1], ()))
+                db = None
+        return self.unicast(target, db, extra)
+
+    def unicast(self, ident: exp.Identifier, db: Any, extra: list[Edit]) -> Plan:
+        name = ident.name.lower()
+        if isinstance(db, exp.Identifier) and db.name.lower() != self.db_name:
+            return self.fixed(StatementKind.OTHER, False, [self.first_ds], [], [])
+        rule = self.table_rule(name)
+        edits = self._identifier_edits(ident, db, rule is not None) + extra
+        base = self.base(StatementKind.OTHER, False, [name])
+        if rule is not None:
+            node = rule.data_nodes[0]
+            return NodesPlan(
+                **base,
+                units=(RouteUnit(node.data_source, {name: node.table}),),
+                template=self.full_template(edits),
+                renames={node.table: rule.logic_table},
+            )
+        ds = self.first_ds if name in self.rules.broadcast else (self.single_ds(name) or self.first_ds)
+        return self.fixed(StatementKind.OTHER, False, [ds], edits, [name])
+
+    # -- SELECT / UPDATE / DELETE / INSERT ... SELECT on sharded tables --
+
+    def sharded(
+        self, ast: exp.Expression, kind: StatementKind, write: bool, edits: list[Edit], ours: list[Occurrence]
+    ) -> Plan:
+        assert self.sharding is not None
+        names = [o.name for o in ours]
+        sharded = [o for o in ours if o.category == "sharded"]
+        singles = [o for o in ours if o.category == "single"]
+        single_sources = list(dict.fromkeys(self.single_ds(o.name) or self.first_ds for o in singles))
+        if len(single_sources) > 1:
+            raise RoutingError(
+                f"single tables {', '.join(o.name for o in singles)} live on different data sources "
+                f"({', '.join(single_sources)}); a statement can only combine tables of one data source"
+            )
+        if kind in (StatementKind.UPDATE, StatementKind.DELETE, StatementKind.INSERT):
+            target = ours[0]
+            if target.category == "broadcast":
+                raise RoutingError(
+                    f"this statement modifies broadcast table {target.name} using sharded table(s) "
+                    f"{', '.join(dict.fromkeys(o.name for o in sharded))}; the copies of the broadcast "
+                    "table would diverge"
+                )
+            if target.category == "single" and kind is StatementKind.INSERT:
+                raise RoutingError(
+                    f"INSERT ... SELECT into single table {target.name} reads sharded table(s) "
+                    f"{', '.join(dict.fromkeys(o.name for o in sharded))} from several data nodes; "
+                    "the proxy cannot move rows between data sources"
+                )
+        conditions = self.conditions(ast, sharded)
+        refuse = self.multi_unit_refusal(ast, kind, sharded)
+        set_checks = self.set_checks(ast, sharded) if isinstance(ast, exp.Update) else ()
+        single_template = self.full_template(edits)
+        multi_template, merge = single_template, None
+        if kind is StatementKind.SELECT and isinstance(ast, exp.Select) and refuse is None:
+            from routing.rewrite import select_rewrite
+
+            multi_template, merge, pins, refusal = select_rewrite(
+                self.shape, self.tokens, ast, edits, self.metadata, sharded
+            )
+            refuse = refusal
+            self.pins = pins
+        return ShardedPlan(
+            **self.base(kind, write, names),
+            pins=getattr(self, "pins", ()),
+            sharding=self.sharding,
+            conditions=tuple(conditions),
+            order=tuple(dict.fromkeys(o.name for o in sharded)),
+            single_data_source=single_sources[0] if single_sources else None,
+            single_tables=tuple(dict.fromkeys(o.name for o in singles)),
+            single_template=single_template,
+            multi_template=multi_template,
+            merge=merge,
+            refuse_multi=refuse,
+            set_checks=set_checks,
+        )
+
+    def multi_unit_refusal(self, ast: exp.Expression, kind: StatementKind, sharded: list[Occurrence]) -> str | None:
+        tables = ", ".join(dict.fromkeys(o.name for o in sharded))
+        if kind is StatementKind.INSERT:
+            return (
+                f"INSERT ... SELECT on sharded table(s) {tables} routes to several data nodes; the proxy "
+                "only runs INSERT ... SELECT when both parts route to the same single data node (add "
+                "sharding conditions) or both tables are single tables on one data source"
+            )
+        if isinstance(ast, exp.SetOperation):
+            return (
+                f"UNION / INTERSECT / EXCEPT over sharded table(s) {tables} routes to several data nodes, "
+                "which the proxy cannot merge; add sharding conditions that route to one data node or run "
+                "the parts separately"
+            )
+        nested = [o.name for o in sharded if o.nested]
+        if nested:
+            return (
+                f"the subquery on sharded table {nested[0]} routes to several data nodes, which the proxy "
+                "cannot evaluate correctly; add sharding conditions that route the whole statement to one "
+                "data node, or use a join"
+            )
+        if kind in (StatementKind.UPDATE, StatementKind.DELETE) and (
+            ast.args.get("order") is not None or ast.args.get("limit") is not None
+        ):
+            return (
+                f"{kind.name} with ORDER BY or LIMIT on sharded table {tables} routes to several data "
+                "nodes, where ORDER BY/LIMIT would apply per node; add sharding conditions that route it "
+                "to one data node, or remove ORDER BY/LIMIT"
+            )
+        return None
+
+    def conditions(self, ast: exp.Expression, sharded: list[Occurrence]) -> list[tuple[str, Cond]]:
+        assert self.sharding is not None
+        by_scope: dict[int, list[Occurrence]] = {}
+        for occ in self.occurrences:
+            by_scope.setdefault(id(occ.scope), []).append(occ)
+        root = ast
+
+        def resolve(column: exp.Column) -> list[ColumnRef]:
+            scope = _scope_of(column, root)
+            name = column.name.lower()
+            qualifier = column.table.lower() if column.table else ""
+            if qualifier:
+                current: exp.Expression | None = scope
+                while current is not None:
+                    for occ in by_scope.get(id(current), ()):
+                        if occ.ref == qualifier:
+                            return [(occ.index, name)]
+                    current = None if current is root else _scope_of(current, root)
+                return []
+            local = by_scope.get(id(scope), [])
+            candidates = []
+            for occ in local:
+                rule = self.table_rule(occ.name) if occ.category == "sharded" else None
+                if rule is not None and name in rule.sharding_columns:
+                    candidates.append((occ.index, name))
+            if candidates:
+                return candidates
+            return [(local[0].index, name)] if len(local) == 1 else []
+
+        scope_conditions: dict[int, Cond] = {}
+        for occ in sharded:
+            key = id(occ.scope)
+            if key not in scope_conditions:
+                scope_conditions[key] = self._scope_condition(occ.scope, root, resolve)
+        out: list[tuple[str, Cond]] = []
+        for occ in sharded:
+            rule = self.sharding.tables[occ.name]
+            cond = scope_conditions[id(occ.scope)]
+            targets: dict[ColumnRef, str] = {}
+            for column in rule.sharding_columns:
+                for ref in equivalent_columns(cond, (occ.index, column)):
+                    targets[ref] = column
+            out.append((occ.name, project(cond, targets)))
+        return out
+
+    def _scope_condition(self, scope: exp.Expression, root: exp.Expression, resolve: Any) -> Cond:
+        parts: list[Cond] = []
+        where = scope.args.get("where")
+        if isinstance(where, exp.Where):
+            parts.append(extract(where.this, resolve, self.slot_at))
+        for join in scope.find_all(exp.Join):
+            if _scope_of(join, root) is not scope:
+                continue
+            side = str(join.args.get("side") or "").upper()
+            join_kind = str(join.args.get("kind") or "").upper()
+            if side or join_kind not in _INNER_JOIN_KINDS:
+                continue  # outer joins: ON does not filter the preserved side, so it cannot narrow
+            parts.append(extract(join.args.get("on"), resolve, self.slot_at))
+        return make_and(parts)
+
+    def set_checks(self, ast: exp.Update, sharded: list[Occurrence]) -> tuple[SetCheck, ...]:
+        assert self.sharding is not None
+        checks: list[SetCheck] = []
+        where = ast.args.get("where")
+        where_cond: Cond = TRUE
+        conditions = dict(self.conditions(ast, sharded)) if where is not None else {}
+        for assignment in ast.expressions:
+            if not isinstance(assignment, exp.EQ) or not isinstance(assignment.this, exp.Column):
+                continue
+            column = assignment.this
+            qualifier = column.table.lower() if column.table else ""
+            name = column.name.lower()
+            for occ in sharded:
+                if qualifier and qualifier != occ.ref:
+                    continue
+                rule = self.sharding.tables[occ.name]
+                if name not in rule.sharding_columns:
+                    continue
+                where_cond = conditions.get(occ.name, TRUE)
+                pinned = None
+                for c in conjuncts(where_cond):
+                    if isinstance(c, Eq) and c.column[1] == name and len(c.values) == 1:
+                        pinned = c.values[0]
+                assigned = value_ref(assignment.expression, self.slot_at)
+                checks.append(SetCheck(rule.logic_table, name, assigned, pinned))
+        return tuple(checks)
+
+    # -- INSERT ... VALUES / SET into a sharded table --
+
+    def insert_values(self, ast: exp.Insert, target: Occurrence, edits: list[Edit]) -> Plan:
+        rule = self.table_rule(target.name)
+        assert rule is not None
+        schema = ast.this if isinstance(ast.this, exp.Schema) else None
+        columns = [c.name.lower() for c in schema.expressions] if schema is not None else None
+        if columns is None:
+            known = self.metadata.columns(target.name)
+            if not known:
+                raise RoutingError(
+                    f"INSERT into sharded table {target.name} without a column list: the proxy does not "
+                    "know the table's columns; list the columns explicitly, e.g. INSERT INTO "
+                    f"{target.name} (col1, col2) VALUES (...)",
+                    errno=1136,
+                    sqlstate="21S01",
+                )
+            columns = [c.lower() for c in known]
+        conflict = ast.args.get("conflict")
+        if conflict is not None:
+            for assignment in conflict.expressions or ():
+                col = assignment.this if isinstance(assignment, exp.EQ) else None
+                if isinstance(col, exp.Column) and col.name.lower() in rule.sharding_columns:
+                    raise RoutingError(
+                        f"INSERT ... ON DUPLICATE KEY UPDATE assigns sharding column {col.name} of "
+                        f"{target.name}; the row would have to move to another data node. Leave the "
+                        "sharding column out of the UPDATE part"
+                    )
+        tuples = list(ast.expression.expressions)
+        key_column = None
+        if rule.key_generate is not None and schema is not None:
+            key = rule.key_generate.column.lower()
+            if key not in columns:
+                key_column = key
+        rows: list[InsertRow] = []
+        for i, row in enumerate(tuples):
+            values = row.expressions if isinstance(row, exp.Tuple) else [row]
+            if len(values) != len(columns):
+                raise RoutingError(
+                    f"INSERT into {target.name}: row {i + 1} has {len(values)} values for {len(columns)} columns",
+                    errno=1136,
+                    sqlstate="21S01",
+                )
+            sharding_values = tuple(
+                (col, value_ref(values[columns.index(col)], self.slot_at))
+                for col in sorted(rule.sharding_columns)
+                if col in columns
+            )
+            rows.append(InsertRow(sharding_values))
+        base = self.base(StatementKind.INSERT, True, [target.name])
+        head, row_templates, tail = self.insert_templates(target, edits, len(tuples), key_column)
+        return InsertPlan(
+            **base,
+            rule=rule,
+            rows=tuple(rows),
+            head=head,
+            row_templates=row_templates,
+            tail=tail,
+            key_column=key_column,
+        )
+
+    def insert_templates(
+        self, target: Occurrence, edits: list[Edit], row_count: int, key_column: str | None
+    ) -> tuple[Template, tuple[Template, ...], Template]:
+        tokens = self.tokens
+        span = node_span(target.table.this)
+        assert span is not None
+        i = next(k for k, t in enumerate(tokens) if t.start >= span[1])
+        end = len(self.sql)
+        if tokens[i].upper == "SET":
+            stop = next(
+                (t for t in tokens[i:] if t.depth == 0 and t.upper == "ON"),
+                None,
+            )
+            tail_tokens = [t for t in tokens[i:] if (stop is None or t.start < stop.start) and t.text != ";"]
+            pos = tail_tokens[-1].end
+            row_edits = [Edit(pos, pos, (KeySlot(f", {key_column} = "),))] if key_column else []
+            return (
+                build_template(self.shape, 0, pos, edits),
+                (build_template(self.shape, pos, pos, row_edits),),
+                build_template(self.shape, pos, end, edits),
+            )
+        extra = list(edits)
+        if tokens[i].text == "(":
+            close = _matching(tokens, i)
+            if key_column:
+                extra.append(Edit(tokens[close].start, tokens[close].start, (f", {key_column}",)))
+            i = close + 1
+        while i < len(tokens) and not (tokens[i].depth == 0 and tokens[i].upper in ("VALUES", "VALUE")):
+            i += 1
+        i += 1
+        spans: list[tuple[int, int]] = []
+        while i < len(tokens) and tokens[i].text == "(":
+            close = _matching(tokens, i)
+            spans.append((tokens[i].start, tokens[close].end))
+            i = close + 1
+            if i < len(tokens) and tokens[i].text == ",":
+                i += 1
+            else:
+                break
+        if len(spans) != row_count:
+            raise RoutingError("the proxy could not locate the VALUES rows of this INSERT; simplify its syntax")
+        rows = []
+        for start, stop in spans:
+            row_edits = list(edits)
+            if key_column:
+                row_edits.append(Edit(stop - 1, stop - 1, (KeySlot(", "),)))
+            rows.append(build_template(self.shape, start, stop, row_edits))
+        return (
+            build_template(self.shape, 0, spans[0][0], extra),
+            tuple(rows),
+            build_template(self.shape, spans[-1][1], end, edits),
+        )
+
+
+def _matching(tokens: list[Token], i: int) -> int:
+    depth = tokens[i].depth
+    for j in range(i + 1, len(tokens)):
+        if tokens[j].text == ")" and tokens[j].depth == depth:
+            return j
+    raise RoutingError("unbalanced parentheses in the statement")
+
+
+def _ancestors(node: exp.Expression) -> list[exp.Expression]:
+    out = []
+    parent = node.parent
+    while parent is not None:
+        out.append(parent)
+        parent = parent.parent
+    return out
+
+
+_UNUSED = (DataNode,)

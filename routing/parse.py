@@ -1,0 +1,247 @@
+"""Lexing and parsing of one statement, kept apart from routing so both can be cached.
+
+Two lexers live here, on purpose:
+
+* `scan_shape` is the hot path. It finds only the value tokens (literals and ``?``) with one sparse regex
+  and builds the statement's *shape* (the text with every value replaced by a marker), which is the plan
+  cache key. It must stay cheap: it runs for every statement.
+* `tokenize` produces every token with its character span. It runs only when a plan is compiled, to find
+  clause boundaries (select list end, ORDER BY items, LIMIT) and to check raw identifiers of statements
+  sqlglot cannot parse.
+
+`parse_statement` hands sqlglot a text of *identical length* (``?`` → ``0``, ``REPLACE`` → ``INSERT ``) so
+that the ``start``/``end`` offsets sqlglot records on identifiers and literals point into the user's text.
+The AST is only ever used to classify and find things; SQL sent to the backends is always spliced from the
+original text (see `routing.rewrite`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+# sqlglot logs a warning each time it falls back to exp.Command (CALL, LOCK TABLES...); those statements
+# are expected here and handled, so the warning is noise for the proxy's log.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
+
+class _Unknown:
+    """The value of a ``?`` whose parameter was not supplied: routing widens on it."""
+
+    _instance: _Unknown | None = None
+
+    def __new__(cls) -> _Unknown:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN: Any = _Unknown()
+
+LITERAL_MARK = "\x01"  # stands for a literal in a shape key ("?" stays "?")
+
+_VALUE_RE = re.compile(
+    r"""
+    (?P<c>/\*.*?\*/|--(?=[ \t\r\n]|$)[^\n]*|\#[^\n]*)
+    |(?P<b>`(?:[^`]|``)*`)
+    |(?P<s>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+    |(?P<n>(?<![\w$.])(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)(?![\w$]))
+    |(?P<p>\?)
+    """,
+    re.S | re.X,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The statement text split around its value tokens.
+
+    ``key`` is the cache key; ``spans`` holds ``(start, end, kind)`` per value token in text order
+    (kind ``n`` number, ``s`` string, ``p`` parameter; ``end`` exclusive).
+    """
+
+    sql: str
+    key: str
+    spans: tuple[tuple[int, int, str], ...]
+
+    def text(self, k: int) -> str:
+        start, end, _ = self.spans[k]
+        return self.sql[start:end]
+
+
+def scan_shape(sql: str) -> Shape:
+    """Split ``sql`` into its shape key and value tokens (one regex pass, no sqlglot)."""
+    parts: list[str] = []
+    spans: list[tuple[int, int, str]] = []
+    pos = 0
+    for m in _VALUE_RE.finditer(sql):
+        kind = m.lastgroup
+        if kind == "c" or kind == "b":
+            continue
+        start, end = m.span()
+        parts.append(sql[pos:start])
+        parts.append("?" if kind == "p" else LITERAL_MARK)
+        spans.append((start, end, kind))  # type: ignore[arg-type]
+        pos = end
+    if not spans:
+        return Shape(sql, sql, ())
+    parts.append(sql[pos:])
+    return Shape(sql, "".join(parts), tuple(spans))
+
+
+_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
+
+
+def literal_value(text: str, kind: str) -> Any:
+    """The Python value of a literal token as MySQL reads it (ints stay exact, decimals are Decimal)."""
+    if kind == "n":
+        if "e" in text or "E" in text:
+            return float(text)
+        if "." in text:
+            return Decimal(text)
+        return int(text)
+    quote = text[0]
+    body = text[1:-1]
+    if "\\" not in body and quote * 2 not in body:
+        return body
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+        elif ch == quote and i + 1 < len(body) and body[i + 1] == quote:
+            out.append(quote)
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def format_literal(value: Any) -> str:
+    """SQL text for a generated value (key generation), quoted and escaped when it is not a number."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int | Decimal | float):
+        return str(value)
+    if value is None:
+        return "NULL"
+    text = str(value).replace("\\", "\\\\").replace("'", "''")
+    return f"'{text}'"
+
+
+# --- full tokenizer (compile time only) --------------------------------------------------------------
+
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<ws>\s+)
+    |(?P<c>/\*.*?\*/|--(?=[ \t\r\n]|$)[^\n]*|\#[^\n]*)
+    |(?P<b>`(?:[^`]|``)*`)
+    |(?P<s>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+    |(?P<n>(?<![\w$.])(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)(?![\w$]))
+    |(?P<w>[\w$]+)
+    |(?P<p>\?)
+    |(?P<o><=>|<=|>=|<>|!=|:=|\|\||&&|<<|>>|.)
+    """,
+    re.S | re.X,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One token: kind is ``w`` word, ``b`` backquoted identifier, ``s``/``n``/``p`` values, ``o`` other."""
+
+    kind: str
+    text: str
+    start: int
+    end: int  # exclusive
+    depth: int  # parenthesis depth before the token
+
+    @property
+    def upper(self) -> str:
+        return self.text.upper() if self.kind == "w" else self.text
+
+    @property
+    def name(self) -> str:
+        """Identifier text without backquotes, lower case (for comparing with logic table names)."""
+        if self.kind == "b":
+            return self.text[1:-1].replace("``", "`").lower()
+        return self.text.lower()
+
+
+def tokenize(sql: str) -> list[Token]:
+    """Every token except whitespace and comments, with spans and parenthesis depth."""
+    tokens: list[Token] = []
+    depth = 0
+    for m in _TOKEN_RE.finditer(sql):
+        kind = m.lastgroup or "o"
+        if kind in ("ws", "c"):
+            continue
+        text = m.group()
+        if text == ")":
+            depth = max(0, depth - 1)
+        tokens.append(Token(kind, text, m.start(), m.end(), depth))
+        if text == "(":
+            depth += 1
+    return tokens
+
+
+# --- sqlglot -----------------------------------------------------------------------------------------
+
+_REPLACE_RE = re.compile(r"\A(\s*(?:/\*.*?\*/\s*)*)(REPLACE)\b", re.I | re.S)
+
+
+def is_replace(sql: str) -> bool:
+    return _REPLACE_RE.match(sql) is not None
+
+
+def parse_statement(shape: Shape) -> exp.Expression | None:
+    """Parse ``shape.sql`` with sqlglot (MySQL), offsets preserved; None when sqlglot cannot parse it.
+
+    ``?`` becomes ``0`` and a leading ``REPLACE`` becomes ``INSERT `` (same lengths), so every literal in
+    the tree carries ``meta['start']`` pointing at the user's value token.
+    """
+    sql = shape.sql
+    if any(kind == "p" for _, _, kind in shape.spans):
+        chars = list(sql)
+        for start, _, kind in shape.spans:
+            if kind == "p":
+                chars[start] = "0"
+        sql = "".join(chars)
+    m = _REPLACE_RE.match(sql)
+    if m:
+        sql = sql[: m.start(2)] + "INSERT " + sql[m.end(2) :]
+    try:
+        statements = sqlglot.parse(sql, read="mysql")
+    except Exception:  # sqlglot raises ParseError/TokenError and sometimes others on odd input
+        return None
+    statements = [s for s in statements if s is not None]
+    if len(statements) != 1:
+        return None
+    return statements[0]
+
+
+def node_start(node: exp.Expression) -> int | None:
+    """The text offset sqlglot recorded for an identifier or literal."""
+    start = node.meta.get("start") if node.meta else None
+    return start if isinstance(start, int) else None
+
+
+def node_span(node: exp.Expression) -> tuple[int, int] | None:
+    """``(start, end_exclusive)`` of an identifier or literal in the original text."""
+    meta = node.meta
+    if not meta or "start" not in meta:
+        return None
+    return meta["start"], meta["end"] + 1

@@ -1,0 +1,461 @@
+"""From sharding conditions to data nodes, and from data nodes to route units.
+
+`route_table` applies one table's database and table strategies to the DNF groups produced by
+`routing.conditions`; `build_units` combines the routed tables of a statement: binding tables pair 1:1 by
+their position in the data node lists, unrelated sharded tables combine within one data source (cartesian)
+and anything that would need rows from two data sources at once is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import product
+from typing import Any
+
+from routing.conditions import Cond, Constraint, Group, ValueRef, evaluate, resolve_value
+from routing.errors import RoutingError
+from routing.model import (
+    ComplexStrategy,
+    DataNode,
+    HintStrategy,
+    NoneStrategy,
+    ShardingRule,
+    ShardingStrategy,
+    StandardStrategy,
+    TableRule,
+)
+from routing.parse import UNKNOWN, Shape, literal_value
+from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
+from routing.rewrite import EMPTY_TEMPLATE, RenderContext, Template, render, render_sql
+
+
+def hint_values(hints: SessionHints | None, table: str, database: bool) -> tuple[Any, ...]:
+    if hints is None:
+        return ()
+    source = hints.database_values if database else hints.table_values
+    return tuple(source.get(table, ()) or source.get("", ()))
+
+
+def shard_targets(
+    strategy: ShardingStrategy,
+    targets: Sequence[str],
+    group: Group,
+    hinted: tuple[Any, ...],
+    table: str,
+    level: str,
+) -> list[str]:
+    """The targets (data sources or tables) one strategy keeps for one DNF group."""
+    if isinstance(strategy, NoneStrategy):
+        return list(targets)
+    try:
+        if isinstance(strategy, StandardStrategy):
+            con = group.get(strategy.column.lower())
+            if con is None:
+                return list(targets)
+            if con.values is not None:
+                out: list[str] = []
+                for value in con.values:
+                    target = strategy.algorithm.shard_precise(targets, strategy.column, value)
+                    if target is None or target not in targets:
+                        raise RoutingError(
+                            f"sharding value {value!r} of {table}.{strategy.column} routes to "
+                            f"{level} {target!r}, which is not among the configured {level}s "
+                            f"{list(targets)} of table {table} (algorithm {strategy.algorithm_name}); "
+                            "check the value or the rule's actualDataNodes"
+                        )
+                    if target not in out:
+                        out.append(target)
+                return _in_order(targets, out)
+            chosen = strategy.algorithm.shard_range(targets, strategy.column, con.bound())
+            return _in_order(targets, chosen)
+        if isinstance(strategy, ComplexStrategy):
+            values: dict[str, Sequence[Any]] = {}
+            ranges = {}
+            for column in strategy.columns:
+                con = group.get(column.lower())
+                if con is None:
+                    continue
+                if con.values is not None:
+                    values[column] = con.values
+                elif con.has_range:
+                    ranges[column] = con.bound()
+            if not values and not ranges:
+                return list(targets)
+            return _in_order(targets, strategy.algorithm.shard(targets, values, ranges))
+        if isinstance(strategy, HintStrategy):
+            if not hinted:
+                return list(targets)
+            return _in_order(targets, strategy.algorithm.shard(targets, hinted))
+    except RoutingError:
+        raise
+    except Exception as exc:  # an algorithm refusing a value (e.g. INLINE on a range) must not crash
+        name = getattr(strategy, "algorithm_name", "?")
+        raise RoutingError(f"sharding algorithm {name} of table {table} failed on this statement: {exc}") from exc
+    return list(targets)
+
+
+def _in_order(targets: Sequence[str], chosen: Sequence[str]) -> list[str]:
+    wanted = set(chosen)
+    return [t for t in targets if t in wanted]
+
+
+def route_table(rule: TableRule, groups: list[Group] | None, hints: SessionHints | None = None) -> list[DataNode]:
+    """Data nodes of ``rule`` that rows matching any group may live on, in data node order."""
+    name = rule.logic_table
+    low = name.lower()
+    db_hint = hint_values(hints, low, True)
+    table_hint = hint_values(hints, low, False)
+    chosen: set[DataNode] = set()
+    for group in groups if groups is not None else [{}]:
+        if rule.auto:
+            tables = shard_targets(
+                rule.table_strategy, [n.table for n in rule.data_nodes], group, table_hint, name, "table"
+            )
+            wanted = set(tables)
+            chosen.update(n for n in rule.data_nodes if n.table in wanted)
+            continue
+        for ds in shard_targets(rule.database_strategy, rule.data_sources, group, db_hint, name, "data source"):
+            for table in shard_targets(rule.table_strategy, rule.tables_in(ds), group, table_hint, name, "table"):
+                chosen.add(DataNode(ds, table))
+    return [n for n in rule.data_nodes if n in chosen]
+
+
+def precise_group(values: Mapping[str, Any]) -> Group:
+    """A DNF group for one INSERT row: column → its single value."""
+    return {col: Constraint(values=(value,)) for col, value in values.items()}
+
+
+def build_units(sharding: ShardingRule, routed: Mapping[str, list[DataNode]], order: Sequence[str]) -> list[RouteUnit]:
+    """Combine the routed sharded tables of one statement into route units.
+
+    ``routed`` maps each logic table (lower case) to its nodes; ``order`` is the tables' first appearance.
+    """
+    entities: list[list[RouteUnit]] = []
+    names: list[list[str]] = []
+    done: set[str] = set()
+    for table in order:
+        if table in done:
+            continue
+        group = sharding.binding_group(table)
+        members = [t for t in order if t not in done and (t == table or (group is not None and t in group))]
+        members = list(dict.fromkeys(members))
+        done.update(members)
+        entities.append(_binding_units(sharding, routed, members))
+        names.append(members)
+    if len(entities) == 1:
+        return entities[0]
+    ds_sets = [[u.data_source for u in e] for e in entities]
+    first = set(ds_sets[0])
+    for other, members in zip(ds_sets[1:], names[1:], strict=True):
+        if set(other) != first:
+            raise RoutingError(
+                f"the join of {', '.join(names[0])} with {', '.join(members)} needs rows from different "
+                "data sources (the tables are not binding tables and their routes differ); add sharding "
+                "conditions that route both to the same data source, or declare them as bindingTables"
+            )
+    units: list[RouteUnit] = []
+    for ds in dict.fromkeys(u.data_source for u in entities[0]):
+        per_entity = [[u for u in e if u.data_source == ds] for e in entities]
+        for combo in product(*per_entity):
+            table_map: dict[str, str] = {}
+            for unit in combo:
+                table_map.update(unit.table_map)
+            units.append(RouteUnit(ds, table_map))
+    return units
+
+
+def _binding_units(sharding: ShardingRule, routed: Mapping[str, list[DataNode]], members: list[str]) -> list[RouteUnit]:
+    primary = sharding.tables[members[0]]
+    if len(members) == 1:
+        return [RouteUnit(n.data_source, {members[0]: n.table}) for n in routed[members[0]]]
+    positions: set[int] | None = None
+    rules = [sharding.tables[m] for m in members]
+    for member, rule in zip(members, rules, strict=True):
+        if len(rule.data_nodes) != len(primary.data_nodes):
+            raise RoutingError(
+                f"binding tables {primary.logic_table} and {rule.logic_table} have different numbers of "
+                "data nodes; binding tables must have the same layout"
+            )
+        index = {node: i for i, node in enumerate(rule.data_nodes)}
+        mine = {index[n] for n in routed[member]}
+        positions = mine if positions is None else positions & mine
+    chosen = sorted(positions or ()) or [0]  # contradictory conditions: any one node answers "no rows"
+    units = []
+    for i in chosen:
+        ds = primary.data_nodes[i].data_source
+        units.append(RouteUnit(ds, {m: r.data_nodes[i].table for m, r in zip(members, rules, strict=True)}))
+    return units
+
+
+# --- plans: what a cached statement shape needs to be routed again -----------------------------------
+
+
+def statement_values(shape: Shape, params: Sequence[Any] | None) -> list[Any]:
+    """Python values of the statement's value tokens (``?`` → its parameter, UNKNOWN when missing)."""
+    out: list[Any] = []
+    sql = shape.sql
+    p = 0
+    for start, end, kind in shape.spans:
+        if kind == "p":
+            out.append(params[p] if params is not None and p < len(params) else UNKNOWN)
+            p += 1
+        else:
+            try:
+                out.append(literal_value(sql[start:end], kind))
+            except (ValueError, ArithmeticError):
+                out.append(UNKNOWN)
+    return out
+
+
+def param_indexes(shape: Shape) -> tuple[int | None, ...]:
+    out: list[int | None] = []
+    p = 0
+    for _, _, kind in shape.spans:
+        if kind == "p":
+            out.append(p)
+            p += 1
+        else:
+            out.append(None)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Common part of every plan: statement class and the literal values the plan was compiled for.
+
+    ``pins`` are value tokens the plan's structure depends on (``ORDER BY 2``); a statement of the same
+    shape with other pinned values is compiled again instead of reusing this plan.
+    """
+
+    kind: StatementKind
+    write: bool
+    param_index: tuple[int | None, ...]
+    logic_tables: tuple[str, ...] = ()
+    pins: tuple[tuple[int, str], ...] = ()
+
+    def accepts(self, shape: Shape) -> bool:
+        return all(shape.text(k) == text for k, text in self.pins)
+
+    def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
+        raise NotImplementedError
+
+    def _write(self, hints: SessionHints | None) -> bool:
+        return self.write or (hints is not None and hints.write_route_only)
+
+    def _ctx(self, shape: Shape, params: Sequence[Any] | None, values: Sequence[Any] | None = None) -> RenderContext:
+        return RenderContext(shape, params, values if values is not None else (), self.param_index)
+
+
+@dataclass(frozen=True)
+class FixedPlan(Plan):
+    """A route known at compile time (no sharded table): single tables, broadcast tables, no table."""
+
+    units: tuple[RouteUnit, ...] = ()
+    template: Template = EMPTY_TEMPLATE
+    untouched: bool = True  # template renders the original text: skip rendering
+    renames: Mapping[str, str] = field(default_factory=dict)
+
+    def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
+        p = tuple(params) if params is not None else None
+        if self.untouched:
+            execution = tuple(ExecutionUnit(u.data_source, shape.sql, p) for u in self.units)
+        else:
+            ctx = self._ctx(shape, params)
+            execution = tuple(
+                ExecutionUnit(u.data_source, *render_sql(self.template, u.table_map, ctx)) for u in self.units
+            )
+        return RoutedStatement(
+            kind=self.kind,
+            route_units=self.units,
+            execution_units=execution,
+            write=self._write(hints),
+            logic_tables=self.logic_tables,
+            result_table_renames=self.renames,
+        )
+
+
+@dataclass(frozen=True)
+class SetCheck:
+    """UPDATE ... SET <sharding column> = value: allowed only when WHERE pins the column to that value."""
+
+    table: str
+    column: str
+    assigned: ValueRef | None  # None: an expression the kernel cannot evaluate
+    where_value: ValueRef | None
+
+
+@dataclass(frozen=True)
+class ShardedPlan(Plan):
+    """SELECT / UPDATE / DELETE / INSERT ... SELECT touching sharded tables: routed per call."""
+
+    sharding: ShardingRule | None = None
+    conditions: tuple[tuple[str, Cond], ...] = ()  # one per sharded table occurrence
+    order: tuple[str, ...] = ()
+    single_data_source: str | None = None
+    single_tables: tuple[str, ...] = ()
+    single_template: Template = EMPTY_TEMPLATE
+    multi_template: Template = EMPTY_TEMPLATE
+    merge: Any = None  # rewrite.MergeTemplate | None
+    refuse_multi: str | None = None  # why this statement cannot run on several units
+    set_checks: tuple[SetCheck, ...] = ()
+
+    def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
+        assert self.sharding is not None
+        values = statement_values(shape, params)
+        routed: dict[str, list[DataNode]] = {}
+        for logic, cond in self.conditions:
+            rule = self.sharding.tables[logic]
+            nodes = route_table(rule, evaluate(cond, values), hints)
+            previous = routed.get(logic)
+            if previous is None:
+                routed[logic] = nodes
+            else:
+                merged = set(previous) | set(nodes)
+                routed[logic] = [n for n in rule.data_nodes if n in merged]
+        for logic, nodes in routed.items():
+            if not nodes:  # contradictory conditions: one node answers "no rows"
+                routed[logic] = [self.sharding.tables[logic].data_nodes[0]]
+        units = build_units(self.sharding, routed, self.order)
+        if self.single_data_source is not None:
+            stray = sorted({u.data_source for u in units} - {self.single_data_source})
+            if stray:
+                raise RoutingError(
+                    f"single table(s) {', '.join(self.single_tables)} live on {self.single_data_source} but "
+                    f"the sharded tables {', '.join(self.order)} route to {', '.join(stray)} as well; "
+                    "add sharding conditions that keep them on one data source"
+                )
+        if len(units) > 1 and self.refuse_multi:
+            raise RoutingError(self.refuse_multi)
+        for check in self.set_checks:
+            _check_set(check, values)
+        ctx = self._ctx(shape, params, values)
+        multi = len(units) > 1
+        template = self.multi_template if multi else self.single_template
+        execution = tuple(ExecutionUnit(u.data_source, *render_sql(template, u.table_map, ctx)) for u in units)
+        spec = self.merge.spec(values) if multi and self.merge is not None else None
+        return RoutedStatement(
+            kind=self.kind,
+            route_units=tuple(units),
+            execution_units=execution,
+            merge_spec=spec,
+            write=self._write(hints),
+            logic_tables=self.logic_tables,
+        )
+
+
+def _check_set(check: SetCheck, values: Sequence[Any]) -> None:
+    message = (
+        f"UPDATE of {check.table} changes sharding column {check.column}; the row would have to move to "
+        "another data node. Delete and re-insert the row instead (setting the column to the value the "
+        "WHERE clause pins it to is allowed)"
+    )
+    if check.assigned is None or check.where_value is None:
+        raise RoutingError(message)
+    a = resolve_value(check.assigned, values)
+    w = resolve_value(check.where_value, values)
+    if a is UNKNOWN or w is UNKNOWN or a != w:
+        raise RoutingError(message)
+
+
+@dataclass(frozen=True)
+class InsertRow:
+    """The values one VALUES tuple gives to each sharding column (None: not a plain value)."""
+
+    sharding_values: tuple[tuple[str, ValueRef | None], ...]
+
+
+@dataclass(frozen=True)
+class InsertPlan(Plan):
+    """INSERT / REPLACE into a sharded table: each row routed on its own values, rows split per unit."""
+
+    rule: TableRule | None = None
+    rows: tuple[InsertRow, ...] = ()
+    head: Template = EMPTY_TEMPLATE
+    row_templates: tuple[Template, ...] = ()
+    tail: Template = EMPTY_TEMPLATE
+    key_column: str | None = None  # generate this column's value per row
+    row_separator: str = ", "
+
+    def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
+        rule = self.rule
+        assert rule is not None
+        values = statement_values(shape, params)
+        keys: list[Any] = []
+        by_node: dict[DataNode, list[int]] = {}
+        sharding_columns = rule.sharding_columns
+        for i, row in enumerate(self.rows):
+            row_values: dict[str, Any] = {}
+            for column, ref in row.sharding_values:
+                value = resolve_value(ref, values) if ref is not None else UNKNOWN
+                if value is UNKNOWN:
+                    raise RoutingError(
+                        f"INSERT into {rule.logic_table}: row {i + 1} gives sharding column {column} a value "
+                        "the proxy cannot evaluate (an expression or a missing parameter); give a literal "
+                        "value or a parameter"
+                    )
+                row_values[column] = value
+            if self.key_column is not None:
+                key = rule.key_generate.generator.generate() if rule.key_generate else None
+                keys.append(key)
+                if self.key_column in sharding_columns:
+                    row_values[self.key_column] = key
+            nodes = route_table(rule, [precise_group(row_values)], hints)
+            if len(nodes) != 1:
+                missing = sorted(sharding_columns - set(row_values))
+                detail = f"it lacks sharding column(s) {', '.join(missing)}" if missing else "its values"
+                raise RoutingError(
+                    f"INSERT into {rule.logic_table}: row {i + 1} routes to {len(nodes)} data nodes because "
+                    f"of {detail}; every row must route to exactly one data node, so give each row "
+                    "values for the sharding columns"
+                )
+            by_node.setdefault(nodes[0], []).append(i)
+        ctx = self._ctx(shape, params, values)
+        units: list[RouteUnit] = []
+        execution: list[ExecutionUnit] = []
+        logic = rule.logic_table.lower()
+        for node in [n for n in rule.data_nodes if n in by_node]:
+            table_map = {logic: node.table}
+            out: list[str] = []
+            out_params: list[Any] | None = [] if params is not None else None
+            render(self.head, table_map, ctx, out, out_params)
+            for j, i in enumerate(by_node[node]):
+                if j:
+                    out.append(self.row_separator)
+                render(self.row_templates[i], table_map, ctx, out, out_params, keys[i] if keys else None)
+            render(self.tail, table_map, ctx, out, out_params)
+            units.append(RouteUnit(node.data_source, table_map))
+            execution.append(
+                ExecutionUnit(node.data_source, "".join(out), tuple(out_params) if out_params is not None else None)
+            )
+        return RoutedStatement(
+            kind=self.kind,
+            route_units=tuple(units),
+            execution_units=tuple(execution),
+            generated_keys=tuple(keys),
+            write=True,
+            logic_tables=self.logic_tables,
+        )
+
+
+@dataclass(frozen=True)
+class NodesPlan(Plan):
+    """DDL on sharded tables (every data node) and DESCRIBE-like unicasts (first data node)."""
+
+    units: tuple[RouteUnit, ...] = ()
+    template: Template = EMPTY_TEMPLATE
+    renames: Mapping[str, str] = field(default_factory=dict)
+
+    def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
+        ctx = self._ctx(shape, params)
+        execution = tuple(
+            ExecutionUnit(u.data_source, *render_sql(self.template, u.table_map, ctx)) for u in self.units
+        )
+        return RoutedStatement(
+            kind=self.kind,
+            route_units=self.units,
+            execution_units=execution,
+            write=self._write(hints),
+            logic_tables=self.logic_tables,
+            result_table_renames=self.renames,
+        )
