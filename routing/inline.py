@@ -898,14 +898,14 @@ class InlineExpression:
         self.text = text
         body, offset = text, 0
         self.literal = False
-        for prefix in ("<LITERAL>", "<GROOVY>"):
-            if text.lstrip().startswith(prefix):
-                offset = text.index(prefix) + len(prefix)
+        stripped = text.lstrip()
+        if stripped.startswith("<") and ">" in stripped:
+            head = stripped.split(">", 1)[0] + ">"
+            if head in ("<LITERAL>", "<GROOVY>"):
+                offset = text.index(head) + len(head)
                 body = text[offset:]
-                self.literal = prefix == "<LITERAL>"
-        if not self.literal and text.lstrip().startswith("<") and ">" in text:
-            head = text.lstrip().split(">", 1)[0] + ">"
-            if head[1:-1].isalpha() and head[1:-1].isupper():
+                self.literal = head == "<LITERAL>"
+            elif head[1:-1].isalpha() and head[1:-1].isupper():
                 raise ConfigError(f"inline expression {text!r}: unsupported expression type {head} at position 0")
         self.uses_modulo = False
         variables: set[str] = set()
