@@ -181,6 +181,7 @@ class DistinctAggregator(Aggregator):
         return state
 
     def result(self, state: dict[Any, bytes]) -> bytes | None:
+        self.budget.release(len(state))  # the group is finished: its values no longer count
         if not self.is_sum:
             return format_int(len(state))
         if not state:

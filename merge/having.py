@@ -160,6 +160,8 @@ class HavingCompiler:
             tree = sqlglot.parse_one(sql, read="mysql")
         except (ParseError, ValueError) as exc:
             raise MergeError(f"cannot parse HAVING expression {sql!r}: {exc}") from exc
+        if not isinstance(tree, exp.Expression):
+            raise MergeError(f"cannot parse HAVING expression {sql!r}")
         return self._compile(tree)
 
     def _column_index(self, node: exp.Expression) -> int | None:

@@ -97,24 +97,44 @@ class Desc:
         return f"Desc({self.k!r})"
 
 
+_NUMERIC_KEY_TYPES = t.NUMERIC_TYPES | t.TIME_TYPES | {t.BIT}
+_NULL_LAST_KEY: tuple[int] = (2,)  # after every (1, -value): NULLs last for a negated DESC item
+
+
+def _negated(vk: ValueKey) -> ValueKey:
+    return lambda v: -vk(v)
+
+
 def order_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta]) -> RowKey:
-    """Row -> key tuple ordering rows like ``ORDER BY items`` (NULLs first ASC, last DESC)."""
-    parts = [(item.index, value_key(columns[item.index]), item.descending) for item in items]
-    if len(parts) == 1 and not parts[0][2]:
-        index, vk, _ = parts[0]
+    """Row -> key tuple ordering rows like ``ORDER BY items`` (NULLs first ASC, last DESC).
+
+    DESC numeric items are negated (cheap); other DESC items are wrapped in `Desc`.
+    """
+    parts: list[tuple[int, ValueKey, Any, bool]] = []  # (index, value key, NULL key, wrap in Desc)
+    for item in items:
+        column = columns[item.index]
+        vk = value_key(column)
+        if not item.descending:
+            parts.append((item.index, vk, NULL_KEY, False))
+        elif column.type_code in _NUMERIC_KEY_TYPES:
+            parts.append((item.index, _negated(vk), _NULL_LAST_KEY, False))
+        else:
+            parts.append((item.index, vk, NULL_KEY, True))
+    if len(parts) == 1 and not parts[0][3]:
+        index, vk, null_key, _ = parts[0]
 
         def single(row: Row) -> tuple[Any, ...]:
             v = row[index]
-            return (NULL_KEY if v is None else (1, vk(v)),)
+            return (null_key if v is None else (1, vk(v)),)
 
         return single
 
     def multi(row: Row) -> tuple[Any, ...]:
         out: list[Any] = []
-        for index, vk, descending in parts:
+        for index, vk, null_key, wrap in parts:
             v = row[index]
-            k = NULL_KEY if v is None else (1, vk(v))
-            out.append(Desc(k) if descending else k)
+            k = null_key if v is None else (1, vk(v))
+            out.append(Desc(k) if wrap else k)
         return tuple(out)
 
     return multi
@@ -125,6 +145,10 @@ def equality_key(indexes: Sequence[int], columns: Sequence[ColumnMeta]) -> RowKe
     parts = [(index, value_key(columns[index])) for index in indexes]
 
     def key(row: Row) -> tuple[Any, ...]:
-        return tuple(None if row[i] is None else vk(row[i]) for i, vk in parts)  # type: ignore[arg-type]
+        out: list[Any] = []
+        for index, vk in parts:
+            v = row[index]
+            out.append(None if v is None else vk(v))
+        return tuple(out)
 
     return key

@@ -15,7 +15,7 @@ Plan = one source (how node streams combine) + push stages (how merged rows are 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from merge.aggregate import GroupAccumulator, make_aggregator
@@ -43,9 +43,7 @@ class MergePlan:
     visible_columns: int
 
     def output(self, row: Row) -> OutRow:
-        if isinstance(row, tuple) and len(row) == self.visible_columns:
-            return row
-        return tuple(row[: self.visible_columns])
+        return tuple(row[: self.visible_columns]) if len(row) > self.visible_columns else tuple(row)
 
 
 def _validate(spec: MergeSpec, columns: Sequence[ColumnMeta]) -> None:
@@ -122,7 +120,7 @@ def merge_rows_sync(
     """Synchronous twin of `merge_rows` over iterables of node rows (same plan, same semantics)."""
     plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget)
     iterators = [iter(s) for s in streams]
-    source, stages, paginator = plan.source, plan.stages, plan.paginator
+    source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
     exhausted = False
     while not paginator.done:
         stream = source.need()
@@ -133,6 +131,10 @@ def merge_rows_sync(
         if row is None:
             exhausted = True
             break
+        if not stages:
+            if paginator.admit(row):
+                yield output(row)
+            continue
         yield from _emit(plan, push_through(stages, row))
     if exhausted:
         yield from _emit(plan, finish_through(stages))
@@ -144,7 +146,7 @@ async def merge_rows(
     columns: Sequence[ColumnMeta],
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
-) -> AsyncIterator[OutRow]:
+) -> AsyncGenerator[OutRow, None]:
     """Merge the node result streams into what one unsharded server would return for the query.
 
     Rows are pulled lazily: a stream is read only when the merge cannot proceed without its next row
@@ -157,7 +159,7 @@ async def merge_rows(
     `MergeMemoryError` when groups/sort/DISTINCT state exceeds `memory_row_budget` rows.
     """
     plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget)
-    source, stages, paginator = plan.source, plan.stages, plan.paginator
+    source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
     exhausted = False
     while not paginator.done:
         stream = source.need()
@@ -168,6 +170,10 @@ async def merge_rows(
         if row is None:
             exhausted = True
             break
+        if not stages:
+            if paginator.admit(row):
+                yield output(row)
+            continue
         for out in _emit(plan, push_through(stages, row)):
             yield out
     if exhausted:

@@ -127,3 +127,14 @@ def test_distinct(kinds: list[str], spec: MergeSpec, streams: list, expected: li
 def test_distinct_budget() -> None:
     with pytest.raises(MergeMemoryError):
         run([node(*range(10))], MergeSpec(1, distinct=True), cols("int"), memory_row_budget=3)
+
+
+def test_count_distinct_budget_released_per_finished_group() -> None:
+    # 4 groups x 3 distinct values = 12 values overall, but a stream merge holds one group at a time.
+    columns = cols("int", "bigint", "int")
+    spec = MergeSpec(2, group_by=(0,), aggregates=(AggregateItem(K.COUNT_DISTINCT, 1, distinct_index=2),),
+                     groups_sorted=True)
+    stream = node(*[(g, 1, v) for g in range(4) for v in range(3)])
+    assert run([stream], spec, columns, memory_row_budget=3) == expect(*[(g, 3) for g in range(4)])
+    with pytest.raises(MergeMemoryError):
+        run([stream], spec, columns, memory_row_budget=2)
