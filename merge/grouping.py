@@ -41,13 +41,13 @@ class GroupByStreamMerger:
         if self._group is not None and k == self._current_key:
             self.acc.add(self._group, row)
             return NOTHING
-        done = self._group
+        finished = None if self._group is None else self.acc.finish(self._group)  # before the next starts
         self._current_key = k
         self._group = self.acc.start(row)
-        if done is None:
+        if finished is None:
             return NOTHING
         self._emitted = True
-        return (self.acc.finish(done),)
+        return (finished,)
 
     def finish(self) -> Iterable[Row]:
         if self._group is not None:
