@@ -78,7 +78,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from proxy.demo import run_demo
 
     _install_loop()
-    return run_demo(host=args.host, port=args.port)
+    return run_demo(host=args.host, port=args.port, conf_dir=args.conf)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     p_demo = sub.add_parser("demo", help="start throwaway local MariaDB shards and serve a demo config")
     p_demo.add_argument("--host", default="127.0.0.1")
     p_demo.add_argument("--port", type=int, default=3307)
+    p_demo.add_argument("--conf", type=Path, default=None,
+                        help="configuration to demo (default: the repository's conf/)")
     p_demo.set_defaults(func=_cmd_demo)
     args = parser.parse_args(argv)
     configure(args.log_level, json=args.log_json)

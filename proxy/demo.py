@@ -1,9 +1,9 @@
 """`shardproxy demo`: a working proxy in one command, on throwaway local MariaDB servers.
 
-Two MariaDB servers act as the data sources `ds_0` and `ds_1`. The proxy serves two logical
-databases: `sharding_db`, the ShardingSphere example (t_order / t_order_item sharded 2 databases x 2
-tables, t_address broadcast), and `demo_db`, passed through untouched to one database. Everything is
-removed again on Ctrl-C.
+The shipped `conf/` is served as it is, except that its data sources are moved onto two local MariaDB
+servers started for the demo: `sharding_db`, the ShardingSphere example (t_order / t_order_item sharded
+2 databases x 2 tables, t_address broadcast), and `demo_db`, passed through untouched to one database.
+Everything is removed again on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -18,74 +18,10 @@ from pathlib import Path
 import pymysql
 import structlog
 
-from proxy.config import load_config
+from proxy.config import load_config, load_yaml_file, parse_data_source_url
 from proxy.sandbox import MariaDBServer, SandboxError, start_servers
 
 log = structlog.get_logger("shardproxy.demo")
-
-GLOBAL_YAML = """\
-# Users the proxy accepts (ShardingSphere-Proxy 5.x format).
-authority:
-  users:
-    - user: root@%
-      password: root
-      admin: true
-    - user: demo@%
-      password: demo
-props:
-  sql-show: false
-"""
-
-SHARDING_RULES = """\
-rules:
-- !SHARDING
-  tables:
-    t_order:
-      actualDataNodes: ds_${0..1}.t_order_${0..1}
-      tableStrategy:
-        standard:
-          shardingColumn: order_id
-          shardingAlgorithmName: t_order_inline
-      keyGenerateStrategy:
-        column: order_id
-        keyGeneratorName: snowflake
-    t_order_item:
-      actualDataNodes: ds_${0..1}.t_order_item_${0..1}
-      tableStrategy:
-        standard:
-          shardingColumn: order_id
-          shardingAlgorithmName: t_order_item_inline
-      keyGenerateStrategy:
-        column: order_item_id
-        keyGeneratorName: snowflake
-  bindingTables:
-    - t_order,t_order_item
-  defaultDatabaseStrategy:
-    standard:
-      shardingColumn: user_id
-      shardingAlgorithmName: database_inline
-  defaultTableStrategy:
-    none:
-  shardingAlgorithms:
-    database_inline:
-      type: INLINE
-      props:
-        algorithm-expression: ds_${user_id % 2}
-    t_order_inline:
-      type: INLINE
-      props:
-        algorithm-expression: t_order_${order_id % 2}
-    t_order_item_inline:
-      type: INLINE
-      props:
-        algorithm-expression: t_order_item_${order_id % 2}
-  keyGenerators:
-    snowflake:
-      type: SNOWFLAKE
-- !BROADCAST
-  tables:
-    - t_address
-"""
 
 SHARDING_SCHEMA = [
     "CREATE TABLE IF NOT EXISTS t_order (order_id BIGINT NOT NULL, user_id INT NOT NULL, "
@@ -107,25 +43,61 @@ PASSTHROUGH_SCHEMA = [
 ]
 
 
-def write_demo_conf(conf: Path, servers: list[MariaDBServer]) -> None:
-    conf.mkdir(parents=True, exist_ok=True)
-    (conf / "global.yaml").write_text(GLOBAL_YAML)
-    sources = "".join(
-        f"  ds_{i}:\n    url: jdbc:mysql://{s.host}:{s.port}/demo_ds_{i}?useSSL=false\n"
-        f"    username: {s.user}\n    password: {s.password}\n    maxPoolSize: 50\n    minPoolSize: 1\n"
-        for i, s in enumerate(servers)
-    )
-    (conf / "database-sharding.yaml").write_text(f"databaseName: sharding_db\ndataSources:\n{sources}{SHARDING_RULES}")
-    s0 = servers[0]
-    (conf / "database-demo.yaml").write_text(
-        f"databaseName: demo_db\ndataSources:\n  ds_0:\n    url: jdbc:mysql://{s0.host}:{s0.port}/demo_db\n"
-        f"    username: {s0.user}\n    password: {s0.password}\n"
-    )
+def bundled_conf_dir() -> Path | None:
+    """The repository's `conf/` (the demo's configuration), when running from a checkout."""
+    for candidate in (Path.cwd() / "conf", Path(__file__).resolve().parent.parent / "conf"):
+        if (candidate / "database-sharding.yaml").exists():
+            return candidate
+    return None
 
 
-def _load_schema(host: str, port: int) -> None:
+def write_demo_conf(src: Path, dst: Path, servers: list[MariaDBServer]) -> None:
+    """Copy `src` to `dst`, pointing the k-th data source of every logical database at servers[k % n] and
+    creating its database and user there, so the shipped configuration runs unchanged otherwise."""
+    dst.mkdir(parents=True, exist_ok=True)
+    if (src / "global.yaml").exists():
+        shutil.copy(src / "global.yaml", dst / "global.yaml")
+    for path in sorted(src.glob("database-*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        doc = load_yaml_file(path)
+        for k, (name, ds) in enumerate((doc.get("dataSources") or {}).items()):
+            server = servers[k % len(servers)]
+            url = str(ds.get("url") or ds.get("jdbcUrl"))
+            _host, _port, database, _user, _pw = parse_data_source_url(url, str(path), f"dataSources.{name}.url")
+            authority = url.split("//", 1)[1].split("/", 1)[0]
+            target = authority.rsplit("@", 1)[0] + "@" if "@" in authority else ""
+            text = text.replace(url, url.replace(authority, f"{target}{server.host}:{server.port}", 1), 1)
+            server.execute(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+            user = str(ds.get("username") or "root")
+            password = "" if ds.get("password") is None else str(ds.get("password"))
+            if user == "root":
+                if password != server.password:
+                    conn = server.connect()
+                    try:
+                        with conn.cursor() as cur:
+                            for h in ("127.0.0.1", "localhost", "%"):
+                                cur.execute("ALTER USER IF EXISTS 'root'@%s IDENTIFIED BY %s", (h, password))
+                    finally:
+                        conn.close()
+                    server.password = password
+            else:
+                quoted = pymysql.converters.escape_string(password)
+                server.execute(f"CREATE USER IF NOT EXISTS '{user}'@'%' IDENTIFIED BY '{quoted}'")
+                server.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{user}'@'%'")
+        (dst / path.name).write_text(text, encoding="utf-8")
+
+
+def _first_user(conf: Path) -> tuple[str, str]:
+    config = load_config(conf)
+    user = config.users[0]
+    return user.user, user.password
+
+
+def _load_schema(host: str, port: int, user: str, password: str, databases: list[str]) -> None:
     for database, statements in (("sharding_db", SHARDING_SCHEMA), ("demo_db", PASSTHROUGH_SCHEMA)):
-        conn = pymysql.connect(host=host, port=port, user="root", password="root", database=database)
+        if database not in databases:
+            continue
+        conn = pymysql.connect(host=host, port=port, user=user, password=password, database=database)
         try:
             with conn.cursor() as cur:
                 for sql in statements:
@@ -135,8 +107,14 @@ def _load_schema(host: str, port: int) -> None:
             conn.close()
 
 
-def run_demo(host: str = "127.0.0.1", port: int = 3307) -> int:
+def run_demo(host: str = "127.0.0.1", port: int = 3307, conf_dir: Path | None = None) -> int:
     from proxy.cli import serve
+
+    src = conf_dir or bundled_conf_dir()
+    if src is None:
+        print("shardproxy demo: no configuration found: run it from the repository or pass --conf conf",
+              file=sys.stderr)
+        return 2
 
     print("shardproxy demo: starting two throwaway MariaDB servers ...", file=sys.stderr, flush=True)
     try:
@@ -147,22 +125,20 @@ def run_demo(host: str = "127.0.0.1", port: int = 3307) -> int:
         return 3
     conf = Path(tempfile.mkdtemp(prefix="shardproxy-demo-conf-"))
     try:
-        for i, server in enumerate(servers):
-            server.execute(f"CREATE DATABASE demo_ds_{i}")
-        servers[0].execute("CREATE DATABASE demo_db")
-        write_demo_conf(conf, servers)
+        write_demo_conf(src, conf, servers)
         config = load_config(conf)
+        user, password = _first_user(conf)
 
         async def main() -> None:
             ready = asyncio.Event()
             task = asyncio.create_task(serve(config, host, port, ready=ready))
             await ready.wait()
-            await asyncio.to_thread(_load_schema, host, port)
+            await asyncio.to_thread(_load_schema, host, port, user, password, list(config.databases))
             print(
                 f"\nshardproxy demo is ready. Connect with:\n"
-                f"  mysql -h{host} -P{port} -uroot -proot sharding_db\n"
-                f"Logical databases: sharding_db (t_order, t_order_item sharded over ds_0/ds_1; t_address "
-                f"broadcast), demo_db (pass-through).\nConfiguration: {conf}\nPress Ctrl-C to stop.\n",
+                f"  mysql -h{host} -P{port} -u{user} -p{password} sharding_db\n"
+                f"Logical databases: {', '.join(config.databases)} (from {src}; data sources moved to local "
+                f"throwaway MariaDB servers).\nConfiguration in use: {conf}\nPress Ctrl-C to stop.\n",
                 file=sys.stderr,
                 flush=True,
             )
