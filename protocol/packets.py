@@ -153,12 +153,17 @@ class HandshakeResponse41:
             plugin = r.nul_str().decode() if b"\x00" in r.data[r.pos :] else r.rest().decode()
         attrs: dict[str, str] = {}
         if caps & Capability.CONNECT_ATTRS and r.remaining():
-            total = r.lenenc_int() or 0
-            end = r.pos + total
-            while r.pos < end:
-                k = r.lenenc_str() or b""
-                v = r.lenenc_str() or b""
-                attrs[k.decode(errors="replace")] = v.decode(errors="replace")
+            # Informational only, and not always well formed: mysql-connector-python writes the length of
+            # a non-ASCII value in characters, not bytes. Like the server, keep what parses and go on.
+            try:
+                total = r.lenenc_int() or 0
+                a = Reader(r.fixed(min(total, r.remaining())))
+                while a.remaining():
+                    k = a.lenenc_str() or b""
+                    v = a.lenenc_str() or b""
+                    attrs[k.decode(errors="replace")] = v.decode(errors="replace")
+            except MalformedPacket:
+                pass
         return cls(caps, max_packet, charset, username, auth, database, plugin, attrs)
 
     def encode(self) -> bytes:
@@ -235,7 +240,7 @@ class OKPacket:
             struct.pack("<HH", int(self.status) & 0xFFFF, self.warnings),
         ]
         if self.info:
-            parts.append(self.info)
+            parts.append(lenenc_str(self.info))  # length-encoded, as servers send it and clients read it
         return b"".join(parts)
 
     @classmethod
@@ -248,7 +253,24 @@ class OKPacket:
         last_id = r.lenenc_int() or 0
         status = r.u16() if r.remaining() >= 2 else 0
         warnings = r.u16() if r.remaining() >= 2 else 0
-        return cls(affected, last_id, ServerStatus(status), warnings, r.rest(), header)
+        return cls(affected, last_id, ServerStatus(status), warnings, _ok_info(r), header)
+
+
+def _ok_info(r: Reader) -> bytes:
+    """The human-readable info of an OK packet ("Rows matched: 1  Changed: 0  Warnings: 0"): a
+    length-encoded string (MySQL and MariaDB write it so, libmysql/libmariadb and Connector/Python read it
+    so); a bare string that does not parse as one is kept whole."""
+    if not r.remaining():
+        return b""
+    start = r.pos
+    try:
+        info = r.lenenc_str()
+    except MalformedPacket:
+        info = None
+    if info is None or r.remaining():
+        r.pos = start
+        return r.rest()
+    return info
 
 
 @dataclass(frozen=True)
@@ -316,6 +338,7 @@ class ColumnDefinition41:
     flags: int = 0
     decimals: int = 0
     default: bytes | None = None  # only in COM_FIELD_LIST answers
+    has_default: bool = False  # the default field is present (COM_FIELD_LIST), even as NULL (0xFB)
 
     def encode(self) -> bytes:
         parts = [
@@ -331,6 +354,8 @@ class ColumnDefinition41:
         ]
         if self.default is not None:
             parts.append(lenenc_str(self.default))
+        elif self.has_default:
+            parts.append(b"\xfb")
         return b"".join(parts)
 
     @classmethod
@@ -346,13 +371,14 @@ class ColumnDefinition41:
             raise MalformedPacket("column definition too short")
         charset, length, ctype, flags, decimals = struct.unpack("<HIBHB", r.fixed(10))
         r.fixed(fixed_len - 10)
-        default = r.lenenc_str() if r.remaining() else None
+        has_default = r.remaining() > 0
+        default = r.lenenc_str() if has_default else None
         try:
             col_type = ColumnType(ctype)
         except ValueError as exc:
             raise MalformedPacket(f"unknown column type {ctype}") from exc
         return cls(name, col_type, schema, table, org_table, org_name, catalog, charset, length, flags, decimals,
-                   default)
+                   default, has_default)
 
 
 def encode_text_row(values: tuple[bytes | None, ...] | list[bytes | None]) -> bytes:
