@@ -514,7 +514,7 @@ class _Compiler:
         refuse = self.multi_unit_refusal(ast, kind, sharded)
         set_checks = self.set_checks(ast, sharded) if isinstance(ast, exp.Update) else ()
         single_template = self.full_template(edits)
-        multi_template, merge = single_template, None
+        multi_template, merge, pins = single_template, None, ()
         if kind is StatementKind.SELECT and isinstance(ast, exp.Select) and refuse is None:
             from routing.rewrite import select_rewrite
 

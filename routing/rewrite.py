@@ -13,8 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlglot import exp
+
+from merge.spec import AggregateItem, AggregateKind, MergeSpec, OrderItem
 from routing.errors import RoutingError
-from routing.parse import UNKNOWN, Shape, format_literal
+from routing.parse import UNKNOWN, Shape, Token, format_literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,8 +202,437 @@ def render_sql(
     return "".join(out), (tuple(out_params) if out_params is not None else None)
 
 
+# --- multi-unit SELECT: derived columns, pagination and the merge spec ------------------------------
+
+
+@dataclass(frozen=True)
+class MergeTemplate:
+    """A `MergeSpec` whose pagination values come from the statement's value slots."""
+
+    visible_columns: int
+    order_by: tuple[OrderItem, ...] = ()
+    group_by: tuple[int, ...] = ()
+    aggregates: tuple[AggregateItem, ...] = ()
+    distinct: bool = False
+    having_sql: str | None = None
+    groups_sorted: bool = False
+    offset_slot: int | None = None
+    limit_slot: int | None = None
+
+    def spec(self, values: Sequence[Any]) -> MergeSpec:
+        offset = values[self.offset_slot] if self.offset_slot is not None else 0
+        limit = values[self.limit_slot] if self.limit_slot is not None else None
+        if offset is UNKNOWN or limit is UNKNOWN:
+            raise RoutingError("LIMIT parameters must be supplied to route a multi-node query")
+        return MergeSpec(
+            visible_columns=self.visible_columns,
+            order_by=self.order_by,
+            group_by=self.group_by,
+            aggregates=self.aggregates,
+            distinct=self.distinct,
+            offset=int(offset),
+            limit=int(limit) if limit is not None else None,
+            having_sql=self.having_sql,
+            groups_sorted=self.groups_sorted,
+        )
+
+
+_AGGREGATES: dict[type, AggregateKind] = {
+    exp.Count: AggregateKind.COUNT,
+    exp.Sum: AggregateKind.SUM,
+    exp.Min: AggregateKind.MIN,
+    exp.Max: AggregateKind.MAX,
+    exp.Avg: AggregateKind.AVG,
+    exp.GroupConcat: AggregateKind.GROUP_CONCAT,
+    exp.BitwiseXorAgg: AggregateKind.BIT_XOR,
+    exp.BitwiseOrAgg: AggregateKind.BIT_OR,
+    exp.BitwiseAndAgg: AggregateKind.BIT_AND,
+}
+_CLAUSES = {"GROUP": "BY", "HAVING": None, "ORDER": "BY", "LIMIT": None, "FOR": None, "LOCK": None, "WINDOW": None}
+_SELECT_MODIFIERS = {
+    "ALL",
+    "DISTINCT",
+    "DISTINCTROW",
+    "HIGH_PRIORITY",
+    "STRAIGHT_JOIN",
+    "SQL_SMALL_RESULT",
+    "SQL_BIG_RESULT",
+    "SQL_BUFFER_RESULT",
+    "SQL_NO_CACHE",
+    "SQL_CACHE",
+    "SQL_CALC_FOUND_ROWS",
+}
+
+
+class _Refuse(Exception):
+    pass
+
+
+def _norm(node: exp.Expression) -> str:
+    return node.sql(dialect="mysql").lower()
+
+
+def _split_items(tokens: Sequence[Token], start: int, stop: int) -> list[tuple[int, int]]:
+    """Token index ranges of the comma-separated items in tokens[start:stop] (depth 0 commas)."""
+    items: list[tuple[int, int]] = []
+    first = start
+    for i in range(start, stop):
+        if tokens[i].text == "," and tokens[i].depth == 0:
+            items.append((first, i))
+            first = i + 1
+    if first < stop:
+        items.append((first, stop))
+    return items
+
+
+class _SelectRewriter:
+    def __init__(
+        self, shape: Shape, tokens: Sequence[Token], ast: exp.Select, edits: Sequence[Edit], metadata: Any, tables: Any
+    ) -> None:
+        self.shape = shape
+        self.sql = shape.sql
+        self.tokens = tokens
+        self.ast = ast
+        self.edits = list(edits)
+        self.metadata = metadata
+        self.tables = [t for t in tables if not t.nested]
+        self.slots = {start: k for k, (start, _, _) in enumerate(shape.spans)}
+        self.pins: list[tuple[int, str]] = []
+        self.derived: list[Piece] = []
+        self.derived_count = 0
+        self.extra: list[Edit] = []
+
+    # token helpers
+    def clause(self, word: str, after: int) -> int | None:
+        follow = _CLAUSES.get(word)
+        for i in range(after, len(self.tokens)):
+            t = self.tokens[i]
+            if t.depth == 0 and t.upper == word:
+                if follow is None or (i + 1 < len(self.tokens) and self.tokens[i + 1].upper == follow):
+                    return i
+        return None
+
+    def pieces(self, first: int, last: int) -> tuple[Piece, ...]:
+        """The template pieces of tokens[first:last] (table names and values still slotted)."""
+        start, end = self.tokens[first].start, self.tokens[last - 1].end
+        return build_template(self.shape, start, end, self.edits).pieces
+
+    def add_derived(self, body: Sequence[Piece], prefix: str) -> int:
+        index = self.visible + self.derived_count
+        self.derived.extend([", ", *body, f" AS {prefix}_{self.derived_count}"])
+        self.derived_count += 1
+        return index
+
+    def run(self) -> tuple[Template, MergeTemplate | None, tuple[tuple[int, str], ...], str | None]:
+        ast = self.ast
+        tokens = self.tokens
+        order = ast.args.get("order")
+        group = ast.args.get("group")
+        having = ast.args.get("having")
+        distinct = ast.args.get("distinct") is not None
+        has_limit = ast.args.get("limit") is not None
+        items = list(ast.expressions)
+        aggregates_present = any(isinstance(i.unalias(), exp.AggFunc) for i in items) or any(
+            True for i in items for _ in i.find_all(exp.AggFunc)
+        )
+        full = build_template(self.shape, 0, len(self.sql), self.edits)
+        if not (order or group or having or distinct or has_limit or aggregates_present):
+            return full, None, (), None
+        if group is not None and group.args.get("rollup"):
+            raise _Refuse("GROUP BY ... WITH ROLLUP over several data nodes is not supported")
+        select_i = next(i for i, t in enumerate(tokens) if t.depth == 0 and t.upper == "SELECT")
+        from_i = self.clause("FROM", select_i)
+        if from_i is None:
+            raise _Refuse("the proxy could not find the FROM clause")
+        first_item = select_i + 1
+        while first_item < from_i and tokens[first_item].upper in _SELECT_MODIFIERS:
+            first_item += 1
+        spans = _split_items(tokens, first_item, from_i)
+        if len(spans) != len(items):
+            raise _Refuse("the proxy could not split the select list")
+        select_end = tokens[from_i - 1].end
+
+        # column indexes of the select items (stars expanded with metadata when known)
+        self.visible = 0
+        known = True
+        item_index: list[int] = []
+        star_names: dict[str, int] = {}
+        for item in items:
+            inner = item.unalias()
+            if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
+                qualifier = inner.table.lower() if isinstance(inner, exp.Column) else ""
+                owners = [t for t in self.tables if not qualifier or t.ref == qualifier]
+                columns = self.metadata.columns(owners[0].name) if len(owners) == 1 else None
+                if not columns:
+                    known = False
+                    item_index.append(self.visible)
+                    continue
+                for j, name in enumerate(columns):
+                    star_names.setdefault(name.lower(), self.visible + j)
+                item_index.append(self.visible)
+                self.visible += len(columns)
+            else:
+                item_index.append(self.visible)
+                self.visible += 1
+
+        def needs_known() -> None:
+            if not known:
+                raise _Refuse(
+                    "SELECT * over several data nodes with ORDER BY / GROUP BY / aggregates / LIMIT needs the "
+                    "table's columns, which the proxy does not know; list the columns explicitly"
+                )
+
+        needs_known()
+
+        def find(node: exp.Expression) -> int | None:
+            if isinstance(node, exp.Literal) and not node.is_string:
+                start = node.meta.get("start") if node.meta else None
+                k = self.slots.get(start) if isinstance(start, int) else None
+                if k is not None:
+                    self.pins.append((k, self.shape.text(k)))
+                position = int(node.this)
+                if not 1 <= position <= self.visible:
+                    raise _Refuse(f"ORDER BY / GROUP BY position {position} is not in the select list")
+                return position - 1
+            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+                name, qualifier = node.name.lower(), node.table.lower()
+                for item, index in zip(items, item_index, strict=True):
+                    inner = item.unalias()
+                    if isinstance(item, exp.Alias) and not qualifier and item.alias.lower() == name:
+                        return index
+                    if isinstance(inner, exp.Column) and inner.name.lower() == name:
+                        if not qualifier or not inner.table or inner.table.lower() == qualifier:
+                            return index
+                if name in star_names:
+                    return star_names[name]
+                return None
+            text = _norm(node)
+            for item, index in zip(items, item_index, strict=True):
+                if _norm(item.unalias()) == text:
+                    return index
+            return None
+
+        # aggregates of the select list
+        aggregates: list[AggregateItem] = []
+        distinct_source: int | None = None
+        distinct_group: tuple[Piece, ...] | None = None
+        for item, index, (a, b) in zip(items, item_index, spans, strict=True):
+            inner = item.unalias()
+            kind = _AGGREGATES.get(type(inner))
+            if kind is None:
+                if any(True for _ in inner.find_all(exp.AggFunc)):
+                    raise _Refuse(
+                        f"the select item {self.sql[tokens[a].start : tokens[b - 1].end]} computes with an "
+                        "aggregate; over several data nodes select the aggregate itself and compute in the client"
+                    )
+                continue
+            open_i = next(i for i in range(a, b) if tokens[i].text == "(")
+            close_i = max(i for i in range(a, b) if tokens[i].text == ")" and tokens[i].depth == tokens[open_i].depth)
+            arg = self.pieces(open_i + 1, close_i) if close_i > open_i + 1 else ()
+            is_distinct = isinstance(inner.this, exp.Distinct)
+            if kind is AggregateKind.AVG:
+                if is_distinct:
+                    raise _Refuse("AVG(DISTINCT ...) over several data nodes is not supported")
+                count_i = self.add_derived(("COUNT(", *arg, ")"), "AVG_DERIVED_COUNT")
+                sum_i = self.add_derived(("SUM(", *arg, ")"), "AVG_DERIVED_SUM")
+                aggregates.append(AggregateItem(kind, index, sum_index=sum_i, count_index=count_i))
+            elif kind is AggregateKind.GROUP_CONCAT:
+                if is_distinct or inner.find(exp.Order) is not None:
+                    raise _Refuse("GROUP_CONCAT with DISTINCT or ORDER BY over several data nodes is not supported")
+                sep = inner.args.get("separator")
+                separator = sep.this if isinstance(sep, exp.Literal) else ","
+                aggregates.append(AggregateItem(kind, index, separator=separator))
+            elif is_distinct and kind in (AggregateKind.COUNT, AggregateKind.SUM):
+                inner_args = inner.this.expressions
+                if len(inner_args) != 1:
+                    raise _Refuse("COUNT(DISTINCT a, b) over several data nodes is not supported")
+                body = _strip_distinct(arg)
+                if distinct_group is not None and distinct_group != body:
+                    raise _Refuse("several different DISTINCT aggregates over several data nodes are not supported")
+                if distinct_source is None:
+                    distinct_source = self.add_derived(body, "AGGREGATION_DISTINCT_DERIVED")
+                    distinct_group = body
+                dkind = AggregateKind.COUNT_DISTINCT if kind is AggregateKind.COUNT else AggregateKind.SUM_DISTINCT
+                aggregates.append(AggregateItem(dkind, index, distinct_index=distinct_source))
+            elif is_distinct:
+                aggregates.append(AggregateItem(kind, index))  # MIN/MAX(DISTINCT x) == MIN/MAX(x)
+            else:
+                aggregates.append(AggregateItem(kind, index))
+
+        # GROUP BY
+        group_by: list[int] = []
+        group_texts: list[tuple[Piece, ...]] = []
+        group_i = self.clause("GROUP", from_i)
+        if group is not None and group_i is not None:
+            stop = min(
+                (
+                    i
+                    for w in ("HAVING", "ORDER", "LIMIT", "FOR", "LOCK", "WINDOW")
+                    if (i := self.clause(w, group_i)) is not None
+                ),
+                default=len(tokens),
+            )
+            g_spans = _split_items(tokens, group_i + 2, stop)
+            if len(g_spans) != len(group.expressions):
+                raise _Refuse("the proxy could not split the GROUP BY list")
+            for node, (a, b) in zip(group.expressions, g_spans, strict=True):
+                text = self.pieces(a, b)
+                index = find(node)
+                if index is None:
+                    index = self.add_derived(text, "GROUP_BY_DERIVED")
+                group_by.append(index)
+                group_texts.append(text)
+
+        # HAVING: evaluated after merging
+        having_sql = None
+        having_i = self.clause("HAVING", from_i)
+        if having is not None and having_i is not None:
+            stop_i = min(
+                (i for w in ("ORDER", "LIMIT", "FOR", "LOCK", "WINDOW") if (i := self.clause(w, having_i)) is not None),
+                default=None,
+            )
+            end = tokens[stop_i].start if stop_i is not None else self._end()
+            having_sql = self.sql[tokens[having_i].end : end].strip()
+            for agg in having.this.find_all(exp.AggFunc):
+                kind = _AGGREGATES.get(type(agg))
+                if kind is None or isinstance(agg.this, exp.Distinct) or kind is AggregateKind.AVG:
+                    raise _Refuse("this HAVING aggregate cannot be merged over several data nodes")
+                text = agg.sql(dialect="mysql")
+                if any(not isinstance(i, exp.Alias) and _norm(i) == text.lower() for i in items):
+                    continue
+                if agg.find(exp.Column) is not None and any(c.table for c in agg.find_all(exp.Column)):
+                    raise _Refuse("qualified columns in HAVING aggregates are not supported over several data nodes")
+                index = self.add_derived((text,), "HAVING_DERIVED")
+                self.derived[-1] = f" AS `{text.replace('`', '``')}`"
+                aggregates.append(AggregateItem(kind, index))
+            self.extra.append(Edit(tokens[having_i].start, end, ()))
+
+        # ORDER BY
+        order_by: list[OrderItem] = []
+        order_i = self.clause("ORDER", from_i)
+        if order is not None and order_i is not None:
+            stop = min(
+                (i for w in ("LIMIT", "FOR", "LOCK") if (i := self.clause(w, order_i)) is not None), default=len(tokens)
+            )
+            o_spans = _split_items(tokens, order_i + 2, stop)
+            if len(o_spans) != len(order.expressions):
+                raise _Refuse("the proxy could not split the ORDER BY list")
+            for ordered, (a, b) in zip(order.expressions, o_spans, strict=True):
+                node = ordered.this
+                if tokens[b - 1].upper in ("ASC", "DESC"):
+                    b -= 1
+                index = find(node)
+                if index is None:
+                    index = self.add_derived(self.pieces(a, b), "ORDER_BY_DERIVED")
+                    kind = _AGGREGATES.get(type(node))
+                    if kind is not None and kind not in (AggregateKind.AVG, AggregateKind.GROUP_CONCAT):
+                        if isinstance(node.this, exp.Distinct):
+                            raise _Refuse("ORDER BY a DISTINCT aggregate over several data nodes is not supported")
+                        aggregates.append(AggregateItem(kind, index))
+                    elif kind is not None:
+                        raise _Refuse(
+                            "ORDER BY AVG/GROUP_CONCAT not in the select list is not supported over several data nodes"
+                        )
+                order_by.append(OrderItem(index, bool(ordered.args.get("desc"))))
+        groups_sorted = False
+        if distinct_group is not None:
+            # one node row per (group, distinct value)
+            if group_i is not None:
+                last = max(i for i in range(group_i, len(tokens)) if i < (self._group_stop(group_i)))
+                self.extra.append(Edit(tokens[last].end, tokens[last].end, (", ", *distinct_group)))
+            else:
+                pos = self._clause_insert_point(from_i, ("HAVING", "ORDER", "LIMIT", "FOR", "LOCK", "WINDOW"))
+                self.extra.append(Edit(pos, pos, (" GROUP BY ", *distinct_group)))
+        if group_by and not order_by:
+            pos = self._clause_insert_point(from_i, ("LIMIT", "FOR", "LOCK"))
+            joined: list[Piece] = [" ORDER BY "]
+            for j, text in enumerate(group_texts):
+                if j:
+                    joined.append(", ")
+                joined.extend(text)
+            self.extra.append(Edit(pos, pos, tuple(joined)))
+            groups_sorted = True
+        elif group_by and [o.index for o in order_by] == group_by:
+            groups_sorted = True
+
+        # LIMIT: every node returns offset + count rows from row 0
+        offset_slot = limit_slot = None
+        limit_i = self.clause("LIMIT", from_i)
+        if has_limit and limit_i is not None:
+            values = [t for t in tokens[limit_i + 1 : limit_i + 4]]
+            first = values[0] if values else None
+            k1 = self.slots.get(first.start) if first is not None else None
+            if k1 is None:
+                raise _Refuse("LIMIT must use numbers or ? over several data nodes")
+            if len(values) >= 3 and values[1].text == "," and (k2 := self.slots.get(values[2].start)) is not None:
+                offset_slot, limit_slot = k1, k2
+                offset_token, count_token = values[0], values[2]
+            elif (
+                len(values) >= 3 and values[1].upper == "OFFSET" and (k2 := self.slots.get(values[2].start)) is not None
+            ):
+                offset_slot, limit_slot = k2, k1
+                offset_token, count_token = values[2], values[0]
+            else:
+                limit_slot, offset_token, count_token = k1, None, None
+            if offset_token is not None and count_token is not None and offset_slot is not None:
+                self.extra.append(Edit(offset_token.start, offset_token.end, (LimitOffsetSlot(offset_slot),)))
+                self.extra.append(
+                    Edit(count_token.start, count_token.end, (LimitCountSlot(limit_slot, offset_slot),))  # type: ignore[arg-type]
+                )
+        if self.derived:
+            self.extra.append(Edit(select_end, select_end, tuple(self.derived)))
+        template = build_template(self.shape, 0, len(self.sql), [*self.edits, *self.extra])
+        merge = MergeTemplate(
+            visible_columns=self.visible,
+            order_by=tuple(order_by),
+            group_by=tuple(group_by),
+            aggregates=tuple(aggregates),
+            distinct=distinct,
+            having_sql=having_sql,
+            groups_sorted=groups_sorted,
+            offset_slot=offset_slot,
+            limit_slot=limit_slot,
+        )
+        return template, merge, tuple(self.pins), None
+
+    def _end(self) -> int:
+        toks = [t for t in self.tokens if t.text != ";"]
+        return toks[-1].end if toks else len(self.sql)
+
+    def _group_stop(self, group_i: int) -> int:
+        return min(
+            (
+                i
+                for w in ("HAVING", "ORDER", "LIMIT", "FOR", "LOCK", "WINDOW")
+                if (i := self.clause(w, group_i)) is not None
+            ),
+            default=len(self.tokens),
+        )
+
+    def _clause_insert_point(self, from_i: int, words: Sequence[str]) -> int:
+        found = [i for w in words if (i := self.clause(w, from_i)) is not None]
+        if found:
+            return self.tokens[min(found) - 1].end
+        return self._end()
+
+
+def _strip_distinct(arg: Sequence[Piece]) -> tuple[Piece, ...]:
+    """``DISTINCT x`` pieces → ``x`` pieces."""
+    out = list(arg)
+    if out and type(out[0]) is str:
+        head = out[0].lstrip()  # type: ignore[union-attr]
+        if head[:8].upper() == "DISTINCT":
+            out[0] = head[8:].lstrip()
+    return tuple(p for p in out if p != "")
+
+
 def select_rewrite(
-    shape: Shape, tokens: Any, ast: Any, edits: Sequence[Edit], metadata: Any, sharded: Any
-) -> tuple[Template, Any, tuple[tuple[int, str], ...], str | None]:
-    """Multi-unit SELECT rewrite (derived columns, pagination) and its merge spec. Stub."""
-    return build_template(shape, 0, len(shape.sql), edits), None, (), None
+    shape: Shape, tokens: Sequence[Token], ast: exp.Select, edits: Sequence[Edit], metadata: Any, tables: Any
+) -> tuple[Template, MergeTemplate | None, tuple[tuple[int, str], ...], str | None]:
+    """The multi-unit template and merge template of a SELECT, or the reason it cannot run on several units."""
+    try:
+        return _SelectRewriter(shape, tokens, ast, edits, metadata, tables).run()
+    except _Refuse as refusal:
+        full = build_template(shape, 0, len(shape.sql), edits)
+        names = ", ".join(dict.fromkeys(t.name for t in tables))
+        return full, None, (), f"{refusal} (query on sharded table(s) {names} routes to several data nodes)"

@@ -1,0 +1,167 @@
+# ruff: noqa: E501  (table-driven: one case per line)
+"""Multi-node SELECT rewrite: derived columns, pagination and the MergeSpec handed to the merge engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from merge.spec import AggregateItem, AggregateKind, MergeSpec, OrderItem
+from routing.errors import RoutingError
+from routing.kernel import ShardingKernel
+
+A = AggregateKind
+
+
+@pytest.mark.parametrize(
+    ("sql", "params", "node_sql", "node_params", "spec"),
+    [
+        (
+            "SELECT * FROM t_order ORDER BY order_id DESC LIMIT 10, 5",
+            None,
+            "SELECT * FROM t_order_0 ORDER BY order_id DESC LIMIT 0, 15",
+            None,
+            MergeSpec(4, order_by=(OrderItem(0, True),), offset=10, limit=5),
+        ),
+        (
+            "SELECT status FROM t_order ORDER BY amount LIMIT ?, ?",
+            [1, 20],
+            "SELECT status, amount AS ORDER_BY_DERIVED_0 FROM t_order_0 ORDER BY amount LIMIT ?, ?",
+            (0, 21),
+            MergeSpec(1, order_by=(OrderItem(1),), offset=1, limit=20),
+        ),
+        (
+            "SELECT status FROM t_order LIMIT ? OFFSET ?",
+            [5, 7],
+            "SELECT status FROM t_order_0 LIMIT ? OFFSET ?",
+            (12, 0),
+            MergeSpec(1, offset=7, limit=5),
+        ),
+        (
+            "SELECT status FROM t_order LIMIT 3",
+            None,
+            "SELECT status FROM t_order_0 LIMIT 3",
+            None,
+            MergeSpec(1, limit=3),
+        ),
+        (
+            "SELECT user_id, COUNT(*) AS c, AVG(amount) FROM t_order GROUP BY user_id",
+            None,
+            "SELECT user_id, COUNT(*) AS c, AVG(amount), COUNT(amount) AS AVG_DERIVED_COUNT_0, SUM(amount) AS AVG_DERIVED_SUM_1 FROM t_order_0 GROUP BY user_id ORDER BY user_id",
+            None,
+            MergeSpec(
+                3,
+                group_by=(0,),
+                aggregates=(AggregateItem(A.COUNT, 1), AggregateItem(A.AVG, 2, sum_index=4, count_index=3)),
+                groups_sorted=True,
+            ),
+        ),
+        (
+            "SELECT COUNT(*) FROM t_order",
+            None,
+            "SELECT COUNT(*) FROM t_order_0",
+            None,
+            MergeSpec(1, aggregates=(AggregateItem(A.COUNT, 0),)),
+        ),
+        (
+            "SELECT MIN(amount), MAX(amount), SUM(amount) FROM t_order",
+            None,
+            "SELECT MIN(amount), MAX(amount), SUM(amount) FROM t_order_0",
+            None,
+            MergeSpec(3, aggregates=(AggregateItem(A.MIN, 0), AggregateItem(A.MAX, 1), AggregateItem(A.SUM, 2))),
+        ),
+        (
+            "SELECT SUM(amount) FROM t_order GROUP BY status",
+            None,
+            "SELECT SUM(amount), status AS GROUP_BY_DERIVED_0 FROM t_order_0 GROUP BY status ORDER BY status",
+            None,
+            MergeSpec(1, group_by=(1,), aggregates=(AggregateItem(A.SUM, 0),), groups_sorted=True),
+        ),
+        (
+            "SELECT COUNT(DISTINCT status), SUM(amount) FROM t_order",
+            None,
+            "SELECT COUNT(DISTINCT status), SUM(amount), status AS AGGREGATION_DISTINCT_DERIVED_0 FROM t_order_0 GROUP BY status",
+            None,
+            MergeSpec(2, aggregates=(AggregateItem(A.COUNT_DISTINCT, 0, distinct_index=2), AggregateItem(A.SUM, 1))),
+        ),
+        (
+            "SELECT status, COUNT(*) FROM t_order GROUP BY status HAVING COUNT(*) > 1 AND MAX(amount) > 3 ORDER BY 2 DESC",
+            None,
+            "SELECT status, COUNT(*), MAX(amount) AS `MAX(amount)` FROM t_order_0 GROUP BY status ORDER BY 2 DESC",
+            None,
+            MergeSpec(
+                2,
+                order_by=(OrderItem(1, True),),
+                group_by=(0,),
+                aggregates=(AggregateItem(A.COUNT, 1), AggregateItem(A.MAX, 2)),
+                having_sql="COUNT(*) > 1 AND MAX(amount) > 3",
+            ),
+        ),
+        (
+            "SELECT DISTINCT status FROM t_order",
+            None,
+            "SELECT DISTINCT status FROM t_order_0",
+            None,
+            MergeSpec(1, distinct=True),
+        ),
+        (
+            "SELECT t_order.status FROM t_order ORDER BY t_order.amount",
+            None,
+            "SELECT t_order_0.status, t_order_0.amount AS ORDER_BY_DERIVED_0 FROM t_order_0 ORDER BY t_order_0.amount",
+            None,
+            MergeSpec(1, order_by=(OrderItem(1),)),
+        ),
+        (
+            "SELECT status AS s FROM t_order ORDER BY s",
+            None,
+            "SELECT status AS s FROM t_order_0 ORDER BY s",
+            None,
+            MergeSpec(1, order_by=(OrderItem(0),)),
+        ),
+        ("SELECT status FROM t_order", None, "SELECT status FROM t_order_0", None, None),
+    ],
+)
+def test_multi_node_select(
+    kernel: ShardingKernel, sql: str, params: list[Any] | None, node_sql: str, node_params: Any, spec: MergeSpec | None
+) -> None:
+    routed = kernel.route(sql, params)
+    assert len(routed.execution_units) == 4
+    first = routed.execution_units[0]
+    assert (first.sql, first.params) == (node_sql, node_params)
+    assert routed.merge_spec == spec
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM t_order WHERE user_id = 1 AND order_id = 1 ORDER BY amount LIMIT 10, 5",
+        "SELECT COUNT(*) FROM t_order WHERE user_id = 1 AND order_id = 1",
+    ],
+)
+def test_single_unit_select_is_untouched(kernel: ShardingKernel, sql: str) -> None:
+    routed = kernel.route(sql)
+    assert [u.sql for u in routed.execution_units] == [sql.replace("t_order ", "t_order_1 ")]
+    assert routed.merge_spec is None
+
+
+@pytest.mark.parametrize(
+    ("sql", "fragment"),
+    [
+        ("SELECT COUNT(*) + 1 FROM t_order", "computes with an aggregate"),
+        ("SELECT * FROM t_log ORDER BY id", "list the columns"),
+        ("SELECT status FROM t_order GROUP BY status WITH ROLLUP", "ROLLUP"),
+        ("SELECT COUNT(DISTINCT status), COUNT(DISTINCT amount) FROM t_order", "several different DISTINCT"),
+    ],
+)
+def test_multi_node_select_refusals(kernel: ShardingKernel, sql: str, fragment: str) -> None:
+    with pytest.raises(RoutingError, match=fragment):
+        kernel.route(sql)
+
+
+def test_backquotes_comments_and_hints_survive(kernel: ShardingKernel) -> None:
+    sql = "SELECT /*+ MAX_EXECUTION_TIME(10) */ `t_order`.`status` FROM `t_order` # c\nWHERE `user_id` = 2 AND `order_id` = 3"
+    routed = kernel.route(sql)
+    assert [u.sql for u in routed.execution_units] == [
+        "SELECT /*+ MAX_EXECUTION_TIME(10) */ `t_order_1`.`status` FROM `t_order_1` # c\nWHERE `user_id` = 2 AND `order_id` = 3"
+    ]
