@@ -178,7 +178,10 @@ class ResultRelay:
                 if self._backend_eof:
                     self._phase = _Phase.ROWS
                     if not self._client_eof:  # client wants the EOF the backend did not send
-                        out += _frame(struct.pack("<BHH", 0xFE, 0, int(self.summary.status) & 0xFFFF), seq)
+                        # the status of this result is not known yet: the last one's, less the previous
+                        # result's MORE_RESULTS_EXISTS (a stale one would say more follow after the last)
+                        status = int(self.summary.status) & ~ServerStatus.MORE_RESULTS_EXISTS & 0xFFFF
+                        out += _frame(struct.pack("<BHH", 0xFE, 0, status), seq)
                         seq = (seq + 1) & 0xFF
                 else:
                     self._phase = _Phase.COLUMNS_EOF
