@@ -54,6 +54,7 @@ class BackendConnection:
         self.broken = False
         self.status = 0
         self.charset: str = "utf8mb4"
+        self.busy = False  # a command is on the wire and its answer not fully read
 
     @property
     def name(self) -> str:
@@ -70,6 +71,7 @@ class BackendConnection:
             raise BackendError(self.name, "connection is closed")
         data, _ = encode_packet(payload, 0)
         writer.write(data)
+        self.busy = True
 
     async def _read(self) -> bytes:
         reader = self.raw._reader
@@ -101,6 +103,7 @@ class BackendConnection:
         except asyncio.CancelledError:
             self.broken = True
             raise
+        self.busy = False
         self.status = relay.summary.status
         self.raw.server_status = relay.summary.status
         return relay.summary
@@ -119,6 +122,7 @@ class BackendConnection:
             if not parser.done:
                 self.broken = True
             raise
+        self.busy = False
         self.raw.server_status = self.status
 
     async def simple_command(self, payload: bytes) -> list[bytes]:
@@ -135,6 +139,7 @@ class BackendConnection:
                 for _f, _l, p in frames.packets():
                     out.append(p)
                     if p and (p[0] in (0x00, 0xFF) or (p[0] == 0xFE and len(p) < 9)):
+                        self.busy = False
                         return out
         except BaseException:
             self.broken = True
@@ -172,6 +177,8 @@ class DataSource:
         self.name = config.name
         self._pools: dict[bool, aiomysql.Pool] = {}
         self._lock = asyncio.Lock()
+        self._admin: BackendConnection | None = None
+        self._admin_lock = asyncio.Lock()
 
     async def _pool(self, found_rows: bool) -> aiomysql.Pool:
         pool = self._pools.get(found_rows)
@@ -250,7 +257,31 @@ class DataSource:
             conn.charset = "utf8mb4"
         conn.raw.server_status = 2
 
+    async def kill_query(self, thread_id: int) -> None:
+        """KILL QUERY over a connection of its own (outside the pool, so a full pool cannot block it)."""
+        async with self._admin_lock:
+            for _attempt in (1, 2):
+                admin = self._admin
+                if admin is None or admin.broken:
+                    c = self.config
+                    try:
+                        raw = await aiomysql.connect(host=c.host, port=c.port, user=c.username, password=c.password,
+                                                     db=c.database, autocommit=True, connect_timeout=c.connect_timeout)
+                    except (pymysql.err.OperationalError, OSError) as exc:
+                        log.warning("kill_query_failed", data_source=self.name, error=str(exc))
+                        return
+                    admin = self._admin = BackendConnection(self, raw, False)
+                try:
+                    await asyncio.wait_for(admin.execute(f"KILL QUERY {int(thread_id)}"), timeout=5)
+                    return
+                except (BackendError, TimeoutError):
+                    admin.broken = True
+                    admin.raw.close()
+
     async def close(self) -> None:
+        if self._admin is not None:
+            self._admin.raw.close()
+            self._admin = None
         for pool in self._pools.values():
             pool.close()
         for pool in self._pools.values():

@@ -38,7 +38,7 @@ from protocol.packets import (
     end_of_result,
 )
 from protocol.results import ResultEnd, ResultHeader
-from proxy.backend import BackendConnection, BackendError
+from proxy.backend import BackendConnection
 from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
 
 if TYPE_CHECKING:
@@ -156,12 +156,14 @@ class _UnitStream:
         self.borrowed = borrowed
         self._events = conn.events(_encode(unit.sql))
         self.columns: tuple[ColumnDefinition41, ...] = ()
+        self.started = False
         self.finished = False
         self.status = 0
         self.warnings = 0
 
     async def start(self) -> None:
         """Read up to the column definitions (or the OK/ERR of a statement without a result set)."""
+        self.started = True
         async for ev in self._events:
             if isinstance(ev, ResultHeader):
                 self.columns = ev.columns
@@ -193,71 +195,123 @@ class _UnitStream:
             yield decode_text_row(payload, ncols)
 
     async def drain(self) -> None:
+        if not self.started:
+            self.finished = True
+            return
         if not self.finished:
-            async for _ in self.payloads():
-                pass
+            with contextlib.suppress(UnitFailed):
+                async for _ in self.payloads():
+                    pass
 
 
-async def _open_streams(session: Session, routed: RoutedStatement) -> list[_UnitStream]:
-    streams: list[_UnitStream] = []
-    used: set[str] = set()
-    in_trans = bool(session.status & ServerStatus.IN_TRANS)
-    for unit in routed.execution_units:
-        if unit.data_source not in used:
-            conn = await session.backend(unit.data_source)
-            used.add(unit.data_source)
-            streams.append(_UnitStream(conn, unit, borrowed=False))
-        elif in_trans:
-            streams.append(_BufferedLater(session, unit))  # type: ignore[arg-type]
-        else:
-            conn = await session.extra_backend(unit.data_source)
-            streams.append(_UnitStream(conn, unit, borrowed=True))
-    return streams
+class _BufferedUnit:
+    """A unit whose rows were read into memory before the merge started: used when a data source has
+    more units than `max-connections-size-per-query` allows to stream at once (or inside a transaction,
+    where only the session's own connection may run them). Bounded by the merge row budget."""
 
-
-class _BufferedLater:
-    """Inside a transaction, a second unit on a data source waits for the session's connection, then its
-    rows are read into memory (bounded by the merge row budget) so the first unit can keep streaming."""
-
-    def __init__(self, session: Session, unit: ExecutionUnit) -> None:
-        self.session = session
+    def __init__(self, unit: ExecutionUnit) -> None:
         self.unit = unit
         self.borrowed = False
         self.columns: tuple[ColumnDefinition41, ...] = ()
+        self.started = True
         self.finished = True
         self.status = 0
         self.warnings = 0
-        self._rows: list[bytes] | None = None
+        self._rows: list[bytes] = []
+
+    async def load(self, conn: BackendConnection, budget: int) -> None:
+        stream = _UnitStream(conn, self.unit, borrowed=False)
+        await stream.start()
+        rows = self._rows
+        async for p in stream.payloads():
+            rows.append(p)
+            if len(rows) > budget:
+                await stream.drain()
+                raise MergeError(
+                    f"more than {budget} rows of data source {self.unit.data_source} had to be held in memory "
+                    f"because it has more route units than max-connections-size-per-query connections; raise "
+                    f"props.max-connections-size-per-query or props.proxy-merge-memory-rows"
+                )
+        self.columns, self.status, self.warnings = stream.columns, stream.status, stream.warnings
 
     async def start(self) -> None:
         return None
 
     async def payloads(self) -> AsyncIterator[bytes]:
-        if self._rows is None:
-            return
-        for p in self._rows:
+        rows, self._rows = self._rows, []
+        for p in rows:
             yield p
-
-    async def load(self, budget: int) -> None:
-        conn = await self.session.backend(self.unit.data_source)
-        stream = _UnitStream(conn, self.unit, borrowed=False)
-        await stream.start()
-        rows: list[bytes] = []
-        async for p in stream.payloads():
-            rows.append(p)
-            if len(rows) > budget:
-                raise MergeError(
-                    f"a transaction's second query on data source {self.unit.data_source} returned more than "
-                    f"{budget} rows to hold in memory; raise props.proxy-merge-memory-rows"
-                )
-        self.columns, self._rows = stream.columns, rows
 
     async def rows(self, ncols: int) -> AsyncIterator[tuple[bytes | None, ...]]:
         async for payload in self.payloads():
             yield decode_text_row(payload, ncols)
 
     async def drain(self) -> None:
-        return None
+        self._rows = []
+
+
+_Reader = _UnitStream | _BufferedUnit
+
+
+def _by_source(units: Sequence[ExecutionUnit]) -> dict[str, list[ExecutionUnit]]:
+    groups: dict[str, list[ExecutionUnit]] = {}
+    for unit in units:
+        groups.setdefault(unit.data_source, []).append(unit)
+    return groups
+
+
+async def _open_merge_readers(session: Session, routed: RoutedStatement) -> list[_Reader]:
+    """Readers for a merge, which needs every unit's stream open at once. Per data source: up to
+    `max-connections-size-per-query` units stream (the session's connection plus borrowed ones); the
+    rest are read into memory first, on the session's connection, before its own unit starts."""
+    limit = max(1, session.server.max_connections_per_query)
+    if session.txn.active:
+        limit = 1  # uncommitted rows are visible on the session's connection only
+    budget = session.server.merge_memory_rows
+    readers: dict[int, _Reader] = {}
+    index = {id(u): i for i, u in enumerate(routed.execution_units)}
+
+    async def prepare(ds: str, units: list[ExecutionUnit]) -> None:
+        conn = await session.backend(ds)
+        streaming, buffered = units[:limit], units[limit:]
+        for unit in buffered:
+            reader = _BufferedUnit(unit)
+            readers[index[id(unit)]] = reader
+            await reader.load(conn, budget)
+        readers[index[id(streaming[0])]] = _UnitStream(conn, streaming[0], borrowed=False)
+        for unit in streaming[1:]:
+            extra = await session.extra_backend(ds)
+            readers[index[id(unit)]] = _UnitStream(extra, unit, borrowed=True)
+
+    results = await asyncio.gather(
+        *(prepare(ds, us) for ds, us in _by_source(routed.execution_units).items()), return_exceptions=True
+    )
+    ordered = [readers[i] for i in sorted(readers)]
+    failure = next((r for r in results if isinstance(r, BaseException)), None)
+    if failure is not None:
+        await _finish_readers(session, ordered)
+        raise failure
+    return ordered
+
+
+async def _finish_readers(session: Session, readers: Sequence[_Reader]) -> None:
+    """Leave every connection clean after a failure, an early end or a timeout: KILL QUERY what still
+    runs, drain what it answers, return borrowed connections; drop what cannot be cleaned."""
+    running = [r for r in readers if isinstance(r, _UnitStream) and r.started and not r.finished]
+    for r in running:
+        await r.conn.source.kill_query(r.conn.thread_id)
+
+    async def drain(r: _UnitStream) -> None:
+        try:
+            await asyncio.wait_for(r.drain(), timeout=10)
+        except Exception:
+            r.conn.broken = True
+
+    await asyncio.gather(*(drain(r) for r in running))
+    for r in readers:
+        if isinstance(r, _UnitStream) and r.borrowed:
+            await session.return_extra_backend(r.conn, broken=r.started and not r.finished)
+    session.drop_broken()
 
 
 def _logic_column(col: ColumnDefinition41, renames: dict[str, str], schema: str) -> ColumnDefinition41:
@@ -278,79 +332,106 @@ def _renames(routed: RoutedStatement) -> dict[str, str]:
 
 
 async def _select(session: Session, routed: RoutedStatement) -> None:
-    streams = await _open_streams(session, routed)
-    budget = session.server.merge_memory_rows
+    if routed.merge_spec is None and not routed.result_table_renames:
+        await _select_concatenated(session, routed)
+        return
+    readers = await _open_merge_readers(session, routed)
     try:
-        # start every unit concurrently: the queries run on the backends in parallel
-        await asyncio.gather(*(s.start() for s in streams))
-        for s in streams:
-            if isinstance(s, _BufferedLater):
-                await s.load(budget)
-        header = next((s for s in streams if s.columns), None)
+        await _start_all(readers)
+        await _answer_merged(session, routed, readers)
+    finally:
+        await _finish_readers(session, readers)
+
+
+async def _start_all(readers: Sequence[_Reader]) -> None:
+    """Send every unit's query at once (they run in parallel on the backends) and read their headers."""
+    results = await asyncio.gather(*(r.start() for r in readers), return_exceptions=True)
+    failure = next((r for r in results if isinstance(r, BaseException)), None)
+    if failure is not None:
+        raise failure
+
+
+def _send_header(session: Session, columns: Sequence[ColumnDefinition41]) -> None:
+    head = [column_count_payload(len(columns))] + [c.encode() for c in columns]
+    if not session.capabilities & Capability.DEPRECATE_EOF:
+        head.append(EOFPacket(0, ServerStatus(session.status)).encode())
+    session.wire.send_many(head)
+
+
+def _send_end(session: Session, status: int, warnings: int) -> None:
+    session.update_status(status or session.status)
+    session.wire.send(end_of_result(ServerStatus(session.status), min(warnings, 0xFFFF), session.capabilities))
+
+
+async def _select_concatenated(session: Session, routed: RoutedStatement) -> None:
+    """Rows need no merging: one connection per data source, its units one after another, raw row
+    payloads relayed as they come. The first unit of every data source starts at once."""
+    groups = _by_source(routed.execution_units)
+    conns = {ds: await session.backend(ds) for ds in groups}
+    firsts = [_UnitStream(conns[ds], units[0], borrowed=False) for ds, units in groups.items()]
+    active: list[_Reader] = list(firsts)
+    try:
+        await _start_all(firsts)
+        header = next((r for r in firsts if r.columns), None)
         if header is None:
-            # no unit returned a result set (e.g. DDL-like statements routed as reads): answer OK
-            session.update_status(streams[-1].status if streams else session.status)
+            session.update_status(firsts[-1].status)
             session.ok()
             return
-        spec = routed.merge_spec
         renames = _renames(routed)
         schema = session.database.name if session.database else ""
-        visible = spec.visible_columns if spec is not None else len(header.columns)
-        columns = [_logic_column(c, renames, schema) for c in header.columns[:visible]]
-        if renames and routed.result_table_renames:
-            await _renamed_rows(session, streams, columns, renames)
-            return
-        wire = session.wire
-        caps = session.capabilities
-        head = [column_count_payload(len(columns))] + [c.encode() for c in columns]
-        if not caps & Capability.DEPRECATE_EOF:
-            head.append(EOFPacket(0, ServerStatus(session.status)).encode())
-        wire.send_many(head)
-        if spec is None or not _needs_merge(spec, len(header.columns)):
-            for s in streams:
-                await _relay_payloads(session, s.payloads())
-        else:
-            metas = [_meta(c) for c in header.columns]
-            row_streams = [s.rows(len(header.columns)) for s in streams]
-            out: list[bytes] = []
-            async for row in merge_rows(row_streams, spec, metas, memory_row_budget=budget):
-                out.append(encode_text_row(row))
-                if len(out) >= 256:
-                    wire.send_many(out)
-                    out = []
-                    await wire.flush()
-            if out:
-                wire.send_many(out)
-            for rs in row_streams:
-                with contextlib.suppress(Exception):
-                    await rs.aclose()  # type: ignore[attr-defined]
-            for s in streams:
-                await s.drain()
-        status = streams[-1].status or session.status
-        session.update_status(status)
-        warnings = sum(s.warnings for s in streams)
-        wire.send(end_of_result(ServerStatus(session.status), min(warnings, 0xFFFF), caps))
-    except UnitFailed:
-        await _abandon(session, streams)
-        raise
-    except (BackendError, MergeError):
-        await _abandon(session, streams)
-        raise
+        _send_header(session, [_logic_column(c, renames, schema) for c in header.columns])
+        status = warnings = 0
+        for first, (ds, units) in zip(firsts, groups.items(), strict=True):
+            reader: _UnitStream = first
+            for i in range(len(units)):
+                if i:
+                    reader = _UnitStream(conns[ds], units[i], borrowed=False)
+                    active.append(reader)
+                    await reader.start()
+                await _relay_payloads(session, reader.payloads())
+                status, warnings = reader.status, warnings + reader.warnings
+        _send_end(session, status, warnings)
     finally:
-        for s in streams:
-            if isinstance(s, _UnitStream) and s.borrowed:
-                await session.return_extra_backend(s.conn, broken=not s.finished)
+        await _finish_readers(session, active)
 
 
-async def _abandon(session: Session, streams: Sequence[object]) -> None:
-    """After a failure, leave every connection clean: drain what can be drained, drop the rest."""
-    for s in streams:
-        if isinstance(s, _UnitStream) and not s.finished:
-            try:
-                await asyncio.wait_for(s.drain(), timeout=5)
-            except Exception:
-                s.conn.broken = True
-    session.drop_broken()
+async def _answer_merged(session: Session, routed: RoutedStatement, readers: Sequence[_Reader]) -> None:
+    header = next((r for r in readers if r.columns), None)
+    if header is None:
+        # no unit returned a result set: answer OK
+        session.update_status(readers[-1].status if readers else session.status)
+        session.ok()
+        return
+    spec = routed.merge_spec
+    renames = _renames(routed)
+    schema = session.database.name if session.database else ""
+    ncols = len(header.columns)
+    visible = spec.visible_columns if spec is not None else ncols
+    columns = [_logic_column(c, renames, schema) for c in header.columns[:visible]]
+    if routed.result_table_renames:
+        await _renamed_rows(session, readers, columns, renames)
+        return
+    _send_header(session, columns)
+    wire = session.wire
+    if spec is None or not _needs_merge(spec, ncols):
+        for r in readers:
+            await _relay_payloads(session, r.payloads())
+    else:
+        metas = [_meta(c) for c in header.columns]
+        row_streams = [r.rows(ncols) for r in readers]
+        out: list[bytes] = []
+        async for row in merge_rows(row_streams, spec, metas, memory_row_budget=session.server.merge_memory_rows):
+            out.append(encode_text_row(row))
+            if len(out) >= 256:
+                wire.send_many(out)
+                out = []
+                await wire.flush()
+        if out:
+            wire.send_many(out)
+        for rs in row_streams:
+            with contextlib.suppress(Exception):
+                await rs.aclose()  # type: ignore[attr-defined]
+    _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
 
 
 def _needs_merge(spec: MergeSpec, node_columns: int) -> bool:
@@ -383,7 +464,7 @@ async def _relay_payloads(session: Session, payloads: AsyncIterator[bytes]) -> N
 
 
 async def _renamed_rows(
-    session: Session, streams: Sequence[_UnitStream], columns: list[ColumnDefinition41], renames: dict[str, str]
+    session: Session, streams: Sequence[_Reader], columns: list[ColumnDefinition41], renames: dict[str, str]
 ) -> None:
     """DESCRIBE / SHOW CREATE TABLE / SHOW INDEX of a logic table: map actual table names in the values back."""
     rows: list[tuple[bytes | None, ...]] = []

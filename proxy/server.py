@@ -37,6 +37,8 @@ class ProxyServer:
         self.max_connections = config.prop_int("proxy-frontend-max-connections", 0)
         self.sql_show = config.prop_bool("sql-show")
         self.merge_memory_rows = config.prop_int("proxy-merge-memory-rows", 1_000_000)
+        self.max_connections_per_query = config.prop_int("max-connections-size-per-query", 4)
+        self.statement_timeout = float(config.props.get("proxy-statement-timeout-seconds") or 0)
 
     # -- start and stop ---------------------------------------------------------------------------------
 
@@ -155,16 +157,9 @@ class ProxyServer:
 
     async def kill_backend_queries(self, target: Session) -> None:
         """KILL QUERY on every backend connection the target session holds, over separate connections."""
-        for conn in list(target.backends.values()):
-            source = conn.source
-            try:
-                killer = await source.acquire()
-            except BackendError:
-                continue
-            try:
-                await killer.execute(f"KILL QUERY {conn.thread_id}")
-            finally:
-                await source.release(killer, reset=False)
+        for conn in list(target.backends.values()) + list(target.borrowed):
+            if conn.busy:
+                await conn.source.kill_query(conn.thread_id)
 
 
 def _frame(payload: bytes) -> bytes:

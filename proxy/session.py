@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -61,6 +62,7 @@ class Session:
         self.multi_statements = True
         self.backends: dict[str, BackendConnection] = {}
         self.txn = TransactionState()
+        self.borrowed: set[BackendConnection] = set()  # pooled connections lent for one statement
         self.log = log.bind(conn=connection_id)
         self.task: asyncio.Task[None] | None = None
         self.command = "Connect"
@@ -173,7 +175,7 @@ class Session:
         cmd = payload[0]
         try:
             if cmd == Command.QUERY:
-                await self._query(payload)
+                await self._with_timeout(self._query(payload))
             elif cmd == Command.PING:
                 self.ok()
             elif cmd == Command.INIT_DB:
@@ -225,6 +227,26 @@ class Session:
             self.log.exception("command_failed")
             self.drop_broken()
             self.error(ErrorCode.UNKNOWN_ERROR, f"shardproxy internal error: {type(exc).__name__}: {exc}", "HY000")
+
+    async def _with_timeout(self, work: Coroutine[Any, Any, None]) -> None:
+        """props.proxy-statement-timeout-seconds: past it, KILL QUERY whatever the statement still runs on
+        the backends; the backends then end the statement with an error the client receives."""
+        timeout = self.server.statement_timeout
+        if timeout <= 0:
+            await work
+            return
+        loop = asyncio.get_running_loop()
+        killer: list[asyncio.Task[None]] = []
+        handle = loop.call_later(
+            timeout, lambda: killer.append(loop.create_task(self.server.kill_backend_queries(self)))
+        )
+        try:
+            await work
+        finally:
+            handle.cancel()
+            if killer:
+                self.log.info("statement_timeout", seconds=timeout)
+                await asyncio.gather(*killer, return_exceptions=True)
 
     def drop_broken(self) -> None:
         for name, conn in list(self.backends.items()):
@@ -393,11 +415,13 @@ class Session:
         except BaseException:
             await source.release(conn)
             raise
+        self.borrowed.add(conn)
         return conn
 
     async def return_extra_backend(self, conn: BackendConnection, *, broken: bool = False) -> None:
         if broken:
             conn.broken = True
+        self.borrowed.discard(conn)
         await conn.source.release(conn)
 
     async def _prepare_connection(self, conn: BackendConnection, *, join_transaction: bool) -> None:
