@@ -28,9 +28,8 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from merge import coltypes as t
-from merge.collations import collation
 from merge.errors import MergeError
-from merge.keys import Row, value_key
+from merge.keys import Row, column_collation, value_key
 from merge.numfmt import DEC_CTX
 from merge.spec import ColumnMeta
 from merge.stages import NOTHING
@@ -359,7 +358,7 @@ class HavingCompiler:
         index = self._column_index(node.this)
         if index is not None:
             col = self.columns[index]
-            ci = col.charset != t.BINARY_COLLATION and collation(col.charset).sensitivity == "ci"
+            ci = col.type_code in t.STRING_TYPES and column_collation(col).sensitivity == "ci"
         cache: dict[bytes, re.Pattern[bytes]] = {}
 
         def like(row: Row) -> bool | None:

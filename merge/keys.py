@@ -8,11 +8,12 @@ row gets its key tuple once — the heap merge then compares plain Python tuples
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
 from merge import coltypes as t
-from merge.collations import collation, string_key
+from merge.collations import Collation, collation, string_key
 from merge.spec import ColumnMeta, OrderItem
 
 Value = bytes | None
@@ -51,6 +52,21 @@ def time_key(v: bytes) -> int:
     return -total if negative else total
 
 
+def column_collation(col: ColumnMeta) -> Collation:
+    """The collation to compare a text column with.
+
+    A column definition carries the *result* character set's default collation (character_set_results,
+    e.g. 45 for a utf8mb4 connection on MariaDB, 255 on MySQL 8), not the column's own collation; the
+    column's ``_bin``-ness shows only as BINARY_FLAG. So: charset 63 -> binary; BINARY_FLAG -> the
+    ``_bin`` collation of that charset; otherwise the id as given (a caller that knows the real
+    collation id from the schema may put it in `ColumnMeta.charset` for a closer match).
+    """
+    coll = collation(col.charset)
+    if col.flags & t.BINARY_FLAG and coll.sensitivity not in ("bin", "binary"):
+        return replace(coll, sensitivity="bin", accent_insensitive=False)
+    return coll
+
+
 def value_key(col: ColumnMeta) -> ValueKey:
     """The key function for non-NULL values of `col` (see module docstring)."""
     code = col.type_code
@@ -67,9 +83,7 @@ def value_key(col: ColumnMeta) -> ValueKey:
     if code in t.TEXT_ORDERED_TEMPORAL_TYPES:
         return bytes
     if code in t.STRING_TYPES:
-        if col.charset == t.BINARY_COLLATION:
-            return bytes
-        return string_key(collation(col.charset))
+        return string_key(column_collation(col))
     return bytes  # JSON, GEOMETRY, NULL: byte order (JSON's own ordering is not modelled)
 
 

@@ -6,11 +6,12 @@ Only values the merge computes (COUNT, SUM, AVG, BIT_*) are formatted; values ta
 * integer types: plain digits.
 * DECIMAL: the column's scale, rounded half up (MySQL's decimal rounding).
 * FLOAT/DOUBLE with a fixed scale (``decimals`` < 31): ``%.{scale}f``.
-* FLOAT/DOUBLE without one: a port of MySQL's ``my_gcvt`` (strings/dtoa.cc), which is what
-  ``Protocol_text`` uses: the shortest round-trip digits (dtoa mode 4 with ``DBL_DIG + 7`` = 22
-  characters; FLOAT: 12 characters, at most 6 digits), 'f' notation unless the exponent is above 15
-  or below -14 (MAX_DECPT_FOR_F_FORMAT) or 'f' would not fit, then ``1.5e20`` / ``1e-16`` style (no
-  '+', no zero padding). MariaDB prints doubles the same way for these cases.
+* FLOAT/DOUBLE without one: a port of ``my_gcvt`` (strings/dtoa.c) as ``String::set_real`` calls it
+  for the text protocol: the shortest round-trip digits (FLOAT: at most FLT_DIG = 6 digits), 'f'
+  notation while the decimal exponent stays within MAX_DECPT_FOR_F_FORMAT (15: ``1e14`` prints
+  ``100000000000000``, ``1e15`` prints ``1e15``, ``1e-15`` prints ``0.000000000000001``), otherwise
+  ``1.5e20`` / ``1e-16`` style (no '+', no zero padding). Checked against MariaDB 10.11; MySQL 8
+  prints the same for the values tested.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from merge.spec import ColumnMeta
 # Exact arithmetic for sums of DECIMAL(65, 30) values over many rows.
 DEC_CTX = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_UP, Emax=999999, Emin=-999999)
 
-_DOUBLE_WIDTH = 15 + 7  # MAX_DOUBLE_STR_LENGTH = DBL_DIG + 7
-_FLOAT_WIDTH = 6 + 6  # MAX_FLOAT_STR_LENGTH = FLT_DIG + 6
+# String::set_real() calls my_gcvt with its whole FLOATING_POINT_BUFFER (311 + 31) as the width, so for
+# protocol output the width never truncates and only MAX_DECPT_FOR_F_FORMAT decides 'f' versus 'e'
+# (checked against MariaDB 10.11: -1.2345678901234567e-5 prints as -0.000012345678901234568).
+_DOUBLE_WIDTH = 311 + 31 - 1
+_FLOAT_WIDTH = _DOUBLE_WIDTH
 _FLT_DIG = 6
 _MAX_DECPT_FOR_F_FORMAT = 15  # DBL_DIG
 
