@@ -1,0 +1,59 @@
+"""Shape keys, value tokens and the offset-preserving parse."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from routing.admin import preview_rows, table_node_rows, table_rule_rows
+from routing.kernel import ShardingKernel
+from routing.parse import LITERAL_MARK, literal_value, parse_statement, scan_shape
+
+M = LITERAL_MARK
+
+
+@pytest.mark.parametrize(
+    ("sql", "key", "values"),
+    [
+        ("SELECT * FROM t_order_1 WHERE a = 12", f"SELECT * FROM t_order_1 WHERE a = {M}", ["12"]),
+        ("SELECT 'it''s', \"x\\\"y\", ?, 1.5e3", f"SELECT {M}, {M}, ?, {M}", ["'it''s'", '"x\\"y"', "?", "1.5e3"]),
+        ("SELECT `a 1` /* 2 */ -- 3\n# 4\n FROM t", "SELECT `a 1` /* 2 */ -- 3\n# 4\n FROM t", []),
+        ("SELECT -5, x1, 1x", f"SELECT -{M}, x1, 1x", ["5"]),
+    ],
+)
+def test_scan_shape(sql: str, key: str, values: list[str]) -> None:
+    shape = scan_shape(sql)
+    assert shape.key == key
+    assert [shape.text(k) for k in range(len(shape.spans))] == values
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "value"),
+    [
+        ("12", "n", 12),
+        ("1.50", "n", Decimal("1.50")),
+        ("'a''b'", "s", "a'b"),
+        ("'a\\nb'", "s", "a\nb"),
+        ('"x"', "s", "x"),
+    ],
+)
+def test_literal_value(text: str, kind: str, value: object) -> None:
+    assert literal_value(text, kind) == value
+
+
+def test_parse_keeps_offsets_for_placeholders_and_replace() -> None:
+    sql = "REPLACE INTO t (a) VALUES (?)"
+    ast = parse_statement(scan_shape(sql))
+    assert ast is not None
+    literal = ast.expression.expressions[0].expressions[0]
+    assert literal.meta["start"] == sql.index("?")
+
+
+def test_admin_rows(kernel: ShardingKernel) -> None:
+    routed = kernel.route("SELECT * FROM t_order WHERE user_id = 1 AND order_id = 1")
+    assert preview_rows(routed) == [("ds_1", "SELECT * FROM t_order_1 WHERE user_id = 1 AND order_id = 1")]
+    nodes = dict(table_node_rows(kernel.rules))
+    assert nodes["t_order"] == "ds_0.t_order_0, ds_0.t_order_1, ds_1.t_order_0, ds_1.t_order_1"
+    rule = table_rule_rows(kernel.rules, "t_order")[0]
+    assert rule[0] == "t_order" and rule[3:6] == ("STANDARD", "user_id", "db_mod")
