@@ -6,6 +6,8 @@ these to build rows, so PREVIEW shows exactly what the kernel would execute.
 
 from __future__ import annotations
 
+import json
+
 from routing.model import ComplexStrategy, DatabaseRules, HintStrategy, ShardingStrategy, StandardStrategy
 from routing.plan import RoutedStatement
 
@@ -17,9 +19,11 @@ TABLE_RULE_COLUMNS = (
     "database_strategy_type",
     "database_sharding_column",
     "database_sharding_algorithm_type",
+    "database_sharding_algorithm_props",
     "table_strategy_type",
     "table_sharding_column",
     "table_sharding_algorithm_type",
+    "table_sharding_algorithm_props",
     "key_generate_column",
     "key_generator_type",
 )
@@ -31,14 +35,24 @@ def preview_rows(routed: RoutedStatement) -> list[tuple[str, str]]:
     return [(u.data_source, u.sql) for u in routed.execution_units]
 
 
-def _strategy(strategy: ShardingStrategy) -> tuple[str, str, str]:
+def _algorithm_type(algorithm: object, fallback_suffix: str = "") -> str:
+    return str(getattr(algorithm, "type_name", "") or type(algorithm).__name__.removesuffix(fallback_suffix).upper())
+
+
+def _props(algorithm: object) -> str:
+    props = getattr(algorithm, "props", None) or {}
+    return json.dumps(props, default=str) if props else ""
+
+
+def _strategy(strategy: ShardingStrategy) -> tuple[str, str, str, str]:
+    """(type, sharding column, algorithm type, algorithm props) as ShardingSphere prints them."""
     if isinstance(strategy, StandardStrategy):
-        return "STANDARD", strategy.column, strategy.algorithm_name
+        return "STANDARD", strategy.column, _algorithm_type(strategy.algorithm), _props(strategy.algorithm)
     if isinstance(strategy, ComplexStrategy):
-        return "COMPLEX", ",".join(strategy.columns), strategy.algorithm_name
+        return "COMPLEX", ",".join(strategy.columns), _algorithm_type(strategy.algorithm), _props(strategy.algorithm)
     if isinstance(strategy, HintStrategy):
-        return "HINT", "", strategy.algorithm_name
-    return "NONE", "", ""
+        return "HINT", "", _algorithm_type(strategy.algorithm), _props(strategy.algorithm)
+    return "NONE", "", "", ""
 
 
 def table_rule_rows(rules: DatabaseRules, table: str | None = None) -> list[tuple[str, ...]]:
@@ -49,18 +63,16 @@ def table_rule_rows(rules: DatabaseRules, table: str | None = None) -> list[tupl
     for name, rule in rules.sharding.tables.items():
         if table is not None and name != table.lower():
             continue
-        db = _strategy(rule.database_strategy)
-        tb = _strategy(rule.table_strategy)
         key = rule.key_generate
         rows.append(
             (
                 rule.logic_table,
-                "" if rule.auto else ",".join(str(n) for n in rule.data_nodes),
-                ",".join(rule.data_sources) if rule.auto else "",
-                *db,
-                *tb,
+                "" if rule.auto else ", ".join(str(n) for n in rule.data_nodes),
+                ", ".join(rule.data_sources),
+                *_strategy(rule.database_strategy),
+                *_strategy(rule.table_strategy),
                 key.column if key else "",
-                key.generator_name if key else "",
+                _algorithm_type(key.generator, "KeyGenerator") if key else "",
             )
         )
     return rows
