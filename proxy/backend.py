@@ -54,6 +54,8 @@ class BackendConnection:
         self.broken = False
         self.status = 0
         self.charset: str = "utf8mb4"
+        # COM_SET_OPTION outlives COM_RESET_CONNECTION: remember it so the pool can undo it
+        self.multi_statements = True
         self.busy = False  # a command is on the wire and its answer not fully read
 
     @property
@@ -132,6 +134,8 @@ class BackendConnection:
 
         frames = FrameDecoder()
         out: list[bytes] = []
+        if payload[:1] == b"\x1b" and len(payload) >= 3:  # COM_SET_OPTION
+            self.multi_statements = payload[1:3] == b"\x00\x00"
         self._send(payload)
         try:
             while True:
@@ -252,7 +256,13 @@ class DataSource:
         answer = await conn.simple_command(b"\x1f")
         if answer[-1][:1] == b"\xff":
             conn.broken = True
-        elif conn.charset != "utf8mb4":
+            return
+        if not conn.multi_statements:  # the next borrower may want 'a; b' (the pool opened it with the flag)
+            answer = await conn.simple_command(b"\x1b\x00\x00")
+            if answer[-1][:1] == b"\xff":
+                conn.broken = True
+                return
+        if conn.charset != "utf8mb4":
             await conn.execute("SET NAMES utf8mb4")
             conn.charset = "utf8mb4"
         conn.raw.server_status = 2
