@@ -22,7 +22,6 @@ from protocol.packets import (
     ComInitDB,
     ComProcessKill,
     ComSetOption,
-    EOFPacket,
     ERRPacket,
     OKPacket,
     end_of_result,
@@ -190,7 +189,8 @@ class Session:
                 self.multi_statements = opt == SetOption.MULTI_STATEMENTS_ON
                 for conn in self.backends.values():
                     await conn.simple_command(payload)
-                self.wire.send(EOFPacket(0, ServerStatus(self.status)).encode(self.capabilities))
+                # an EOF, or under DEPRECATE_EOF the OK with 0xFE header that servers send instead
+                self.wire.send(end_of_result(ServerStatus(self.status), 0, self.capabilities))
             elif cmd == Command.RESET_CONNECTION:
                 await self._reset()
                 self.ok()
