@@ -12,7 +12,14 @@ from protocol.constants import MAX_PAYLOAD
 
 
 class PacketTooLarge(ValueError):
-    """A payload exceeds the configured maximum (max_allowed_packet)."""
+    """A payload exceeds the configured maximum (max_allowed_packet).
+
+    `next_seq` is the sequence id after the frame whose header gave it away: the one an error reply
+    carries (as a server's does), so the client reads the error instead of a sequence mismatch."""
+
+    def __init__(self, message: str, next_seq: int = 0) -> None:
+        super().__init__(message)
+        self.next_seq = next_seq
 
 
 def encode_packet(payload: bytes, seq: int) -> tuple[bytes, int]:
@@ -58,7 +65,8 @@ class FrameDecoder:
                 length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
                 seq = buf[pos + 3]
                 if length + sum(len(p) for p in self._partial) > self.max_payload:
-                    raise PacketTooLarge(f"packet of {length} bytes exceeds the limit of {self.max_payload}")
+                    raise PacketTooLarge(f"packet of {length} bytes exceeds the limit of {self.max_payload}",
+                                         (seq + 1) & 0xFF)
                 if len(buf) - pos < 4 + length:
                     break
                 payload = bytes(buf[pos + 4 : pos + 4 + length])

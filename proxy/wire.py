@@ -29,7 +29,11 @@ class ClientPackets:
     async def read(self, timeout: float | None = None) -> bytes:
         """The next packet's payload; sets `seq` to answer it. Raises PacketTooLarge, ClientGone."""
         while not self._pending:
-            self._pending.extend(self.frames.packets())
+            try:
+                self._pending.extend(self.frames.packets())
+            except PacketTooLarge as exc:
+                self.seq = exc.next_seq  # answer after the frame that was too much
+                raise
             if self._pending:
                 break
             try:
