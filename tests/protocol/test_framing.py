@@ -89,9 +89,10 @@ def test_large_packet_then_small_packet_in_one_feed() -> None:
 
 def test_too_large_is_refused_on_the_header_alone() -> None:
     dec = FrameDecoder(max_payload=1 << 20)
-    dec.feed(b"\xff\xff\xff\x00")  # declares 16 MB, sends nothing more
-    with pytest.raises(PacketTooLarge):
+    dec.feed(b"\xff\xff\xff\x07")  # declares 16 MB, sends nothing more
+    with pytest.raises(PacketTooLarge) as exc:
         list(dec.packets())
+    assert exc.value.next_seq == 8  # an error reply follows the offending frame
 
 
 def test_too_large_counts_continuation_frames() -> None:
