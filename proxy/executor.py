@@ -344,9 +344,20 @@ async def _select(session: Session, routed: RoutedStatement) -> None:
 
 
 async def _start_all(readers: Sequence[_Reader]) -> None:
-    """Send every unit's query at once (they run in parallel on the backends) and read their headers."""
-    results = await asyncio.gather(*(r.start() for r in readers), return_exceptions=True)
-    failure = next((r for r in results if isinstance(r, BaseException)), None)
+    """Send every unit's query at once (they run in parallel on the backends) and read their headers.
+    The first failure stops the rest: KILL QUERY on what is still running, instead of waiting for it."""
+    tasks = {asyncio.ensure_future(r.start()): r for r in readers}
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    failure = next((t.exception() for t in done if t.exception() is not None), None)
+    if failure is not None and pending:
+        for task in pending:
+            reader = tasks[task]
+            if isinstance(reader, _UnitStream):
+                await reader.conn.source.kill_query(reader.conn.thread_id)
+        await asyncio.wait(pending)
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            failure = failure or task.exception()
     if failure is not None:
         raise failure
 

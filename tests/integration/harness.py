@@ -111,6 +111,7 @@ class RunningProxy:
 
     def connect(self, database: str | None = None, user: str = "root", password: str = "root",
                 **kw: Any) -> pymysql.connections.Connection[Any]:
+        kw.setdefault("autocommit", True)  # PyMySQL's default (False) would leave every test in a transaction
         return pymysql.connect(host=self.host, port=self.port, user=user, password=password, database=database,
                                **kw)
 
