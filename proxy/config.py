@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import yaml
-
 from routing.errors import ConfigError
 from routing.model import DatabaseRules
 
@@ -114,29 +112,15 @@ class ProxyConfig:
 # --- YAML -----------------------------------------------------------------------------------------------
 
 
-class _Loader(yaml.SafeLoader):
-    """Safe loading, with ShardingSphere's rule tags (`!SHARDING`, ...) turned into `__rule__` keys."""
-
-
-def _tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
-    if isinstance(node, yaml.MappingNode):
-        value = loader.construct_mapping(node, deep=True)
-        return {"__rule__": suffix, **value}
-    if isinstance(node, yaml.SequenceNode):
-        return {"__rule__": suffix, "items": loader.construct_sequence(node, deep=True)}
-    return {"__rule__": suffix, "value": loader.construct_scalar(node)}  # type: ignore[arg-type]
-
-
-_Loader.add_multi_constructor("!", _tagged)
-
-
 def load_yaml_file(path: Path) -> Any:
+    """Safe YAML with ShardingSphere's rule tags (`!SHARDING`, ...) kept as `__rule__` keys."""
+    from routing.config import load_yaml
+
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", file=str(path)) from exc
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from exc
+    return load_yaml(text, str(path))
 
 
 # --- pieces ---------------------------------------------------------------------------------------------
