@@ -146,7 +146,7 @@ def test_ping_and_reconnect(proxy: RunningProxy) -> None:
     c = proxy.connect("demo")
     c.ping(reconnect=False)
     c.close()
-    c.ping(reconnect=True)  # opens a new session
+    c.connect()  # the same client object opens a new session
     with c.cursor() as cur:
         cur.execute("SELECT 41 + 1")
         assert cur.fetchone() == (42,)
