@@ -127,9 +127,13 @@ async def _write(session: Session, routed: RoutedStatement) -> None:
         if isinstance(first, UnitFailed):
             raise first
         raise first
-    oks = [ok for r in results if not isinstance(r, BaseException) for ok in r]
-    affected = sum(ok.affected_rows for ok in oks)
-    warnings = sum(ok.warnings for ok in oks)
+    per_source = [r for r in results if not isinstance(r, BaseException)]
+    oks = [ok for r in per_source for ok in r]
+    # Every data source holds a full copy of a broadcast table: the client changed its rows once, so the
+    # count is one copy's (as ShardingSphere does: no accumulation when all tables are broadcast tables).
+    counted = per_source[:1] if _only_broadcast_tables(session, routed) else per_source
+    affected = sum(ok.affected_rows for r in counted for ok in r)
+    warnings = sum(ok.warnings for r in counted for ok in r)
     last_id = 0
     if routed.generated_keys and isinstance(routed.generated_keys[0], int):
         last_id = routed.generated_keys[0]
@@ -142,6 +146,13 @@ async def _write(session: Session, routed: RoutedStatement) -> None:
             session.capabilities
         )
     )
+
+
+def _only_broadcast_tables(session: Session, routed: RoutedStatement) -> bool:
+    db = session.database
+    if db is None or not routed.logic_tables:
+        return False
+    return all(table in db.rules.broadcast for table in routed.logic_tables)
 
 
 # --- reads ------------------------------------------------------------------------------------------------
