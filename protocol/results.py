@@ -71,11 +71,14 @@ class ResultRelay:
         "summary",
     )
 
-    def __init__(self, *, backend_deprecate_eof: bool, client_deprecate_eof: bool, first_seq: int = 1) -> None:
+    def __init__(
+        self, *, backend_deprecate_eof: bool, client_deprecate_eof: bool, first_seq: int = 1, rows_only: bool = False
+    ) -> None:
+        """`rows_only`: the answer has no header (COM_STMT_FETCH: rows, then EOF)."""
         self._buf = bytearray()
         self._backend_eof = backend_deprecate_eof
         self._client_eof = client_deprecate_eof
-        self._phase = _Phase.FIRST
+        self._phase = _Phase.ROWS if rows_only else _Phase.FIRST
         self._columns_left = 0
         self._continuation = False
         self._seq = first_seq
@@ -188,6 +191,15 @@ class ResultRelay:
             return out, seq
         if phase is _Phase.COLUMNS_EOF:
             self._phase = _Phase.ROWS
+            r = Reader(payload, 1)
+            warnings = r.u16() if r.remaining() >= 2 else 0
+            status = r.u16() if r.remaining() >= 2 else 0
+            if status & ServerStatus.CURSOR_EXISTS:
+                # COM_STMT_EXECUTE opened a cursor: the answer ends here, rows come with COM_STMT_FETCH
+                self._finish(ServerStatus(status), warnings, None)
+                if self._client_eof:
+                    return _frame(b"\xfe\x00\x00" + _HDR.pack(status & 0xFFFF, warnings), seq), (seq + 1) & 0xFF
+                return _frame(payload, seq), (seq + 1) & 0xFF
             if self._client_eof:
                 return b"", seq  # the client does not expect this EOF
             return _frame(payload, seq), (seq + 1) & 0xFF

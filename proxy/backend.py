@@ -15,6 +15,7 @@ import aiomysql
 import pymysql
 import structlog
 
+from protocol.binary import ComStmtClose, ComStmtPrepare, PrepareResponse, StmtPrepareOK
 from protocol.constants import Capability, Collation
 from protocol.framing import encode_packet
 from protocol.packets import ComQuery, ERRPacket, OKPacket
@@ -24,6 +25,7 @@ from proxy.config import DataSourceConfig
 log = structlog.get_logger("shardproxy.backend")
 
 READ_CHUNK = 1 << 18
+MAX_STATEMENTS_PER_CONNECTION = 256
 
 
 class BackendError(Exception):
@@ -57,6 +59,8 @@ class BackendConnection:
         # COM_SET_OPTION outlives COM_RESET_CONNECTION: remember it so the pool can undo it
         self.multi_statements = True
         self.busy = False  # a command is on the wire and its answer not fully read
+        # statements prepared on this connection, by SQL text (COM_RESET_CONNECTION forgets them all)
+        self.statements: dict[str, PrepareResponse] = {}
 
     @property
     def name(self) -> str:
@@ -148,6 +152,49 @@ class BackendConnection:
         except BaseException:
             self.broken = True
             raise
+
+    async def prepare(self, sql: str) -> PrepareResponse | ERRPacket:
+        """COM_STMT_PREPARE: the whole answer (the backend uses the classic EOF framing)."""
+        from protocol.framing import FrameDecoder
+
+        frames = FrameDecoder()
+        self._send(ComStmtPrepare(sql.encode("utf-8", errors="surrogateescape")).encode())
+        payloads: list[bytes] = []
+        expected: int | None = None
+        try:
+            while expected is None or len(payloads) < expected:
+                frames.feed(await self._read())
+                for _f, _l, p in frames.packets():
+                    payloads.append(p)
+                    if expected is None:
+                        if p[:1] == b"\xff":
+                            self.busy = False
+                            return ERRPacket.decode(p)
+                        expected = 1 + StmtPrepareOK.decode(p).following_packets(BACKEND_DEPRECATE_EOF)
+        except BaseException:
+            self.broken = True
+            raise
+        self.busy = False
+        return PrepareResponse.decode(payloads, BACKEND_DEPRECATE_EOF)
+
+    async def prepared(self, sql: str) -> PrepareResponse | ERRPacket:
+        """The statement prepared on this connection, preparing it on first use (bounded cache)."""
+        known = self.statements.get(sql)
+        if known is not None:
+            return known
+        answer = await self.prepare(sql)
+        if isinstance(answer, PrepareResponse):
+            if len(self.statements) >= MAX_STATEMENTS_PER_CONNECTION:
+                old_sql = next(iter(self.statements))
+                old = self.statements.pop(old_sql)
+                self.send_only(ComStmtClose(old.ok.statement_id).encode())
+            self.statements[sql] = answer
+        return answer
+
+    def send_only(self, payload: bytes) -> None:
+        """Commands the server does not answer (COM_STMT_CLOSE, COM_STMT_SEND_LONG_DATA)."""
+        self._send(payload)
+        self.busy = False
 
     async def execute(self, sql: str) -> OKPacket | ERRPacket | list[tuple[bytes | None, ...]]:
         """Run one statement to completion; rows come back as raw text values."""
@@ -253,6 +300,7 @@ class DataSource:
 
     async def _reset(self, conn: BackendConnection) -> None:
         # COM_RESET_CONNECTION rolls back, drops temporary tables and user variables, resets SET state.
+        conn.statements.clear()
         answer = await conn.simple_command(b"\x1f")
         if answer[-1][:1] == b"\xff":
             conn.broken = True

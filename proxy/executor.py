@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -28,17 +29,15 @@ from protocol.framing import encode_packet
 from protocol.packets import (
     ColumnDefinition41,
     ComFieldList,
-    ComQuery,
     EOFPacket,
     ERRPacket,
     OKPacket,
     column_count_payload,
-    decode_text_row,
-    encode_text_row,
     end_of_result,
 )
 from protocol.results import ResultEnd, ResultHeader
 from proxy.backend import BackendConnection
+from proxy.codec import TEXT, StatementCodec, StatementFailed
 from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
 
 if TYPE_CHECKING:
@@ -57,10 +56,6 @@ class UnitFailed(Exception):
         self.err = err
 
 
-def _encode(sql: str) -> bytes:
-    return ComQuery(sql.encode("utf-8", errors="surrogateescape")).encode()
-
-
 async def execute_routed(session: Session, db: LogicalDatabase, sql: str) -> None:
     assert db.kernel is not None
     routed = db.kernel.route(sql, None, session.hints())
@@ -71,16 +66,23 @@ async def execute_routed(session: Session, db: LogicalDatabase, sql: str) -> Non
     await execute_plan(session, db, routed)
 
 
-async def execute_plan(session: Session, db: LogicalDatabase, routed: RoutedStatement) -> None:
+async def execute_plan(
+    session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT
+) -> None:
     units = routed.execution_units
     try:
         if len(units) == 1 and not routed.result_table_renames and not routed.generated_keys:
             unit = units[0]
-            await session.relay(unit.data_source, _encode(unit.sql))
+            conn = await session.backend(unit.data_source)
+            try:
+                payload = await codec.command(conn, unit)
+            except StatementFailed as exc:
+                raise UnitFailed(unit.data_source, exc.err) from exc
+            await session.relay_on(conn, payload)
         elif routed.kind is StatementKind.SELECT or routed.result_table_renames:
-            await _select(session, routed)
+            await _select(session, routed, codec)
         else:
-            await _write(session, routed)
+            await _write(session, routed, codec)
     except UnitFailed as exc:
         err = exc.err
         prefix = "" if len(units) == 1 else f"[{exc.data_source}] "
@@ -94,9 +96,13 @@ async def execute_plan(session: Session, db: LogicalDatabase, routed: RoutedStat
 # --- writes -----------------------------------------------------------------------------------------------
 
 
-async def _run_unit_to_ok(conn: BackendConnection, unit: ExecutionUnit) -> OKPacket:
+async def _run_unit_to_ok(conn: BackendConnection, unit: ExecutionUnit, codec: StatementCodec) -> OKPacket:
     result: OKPacket | None = None
-    async for ev in conn.events(_encode(unit.sql)):
+    try:
+        payload = await codec.command(conn, unit)
+    except StatementFailed as exc:
+        raise UnitFailed(unit.data_source, exc.err) from exc
+    async for ev in conn.events(payload):
         if isinstance(ev, ERRPacket):
             raise UnitFailed(unit.data_source, ev)
         if isinstance(ev, OKPacket):
@@ -107,14 +113,14 @@ async def _run_unit_to_ok(conn: BackendConnection, unit: ExecutionUnit) -> OKPac
     return result or OKPacket()
 
 
-async def _write(session: Session, routed: RoutedStatement) -> None:
+async def _write(session: Session, routed: RoutedStatement, codec: StatementCodec) -> None:
     by_source: dict[str, list[ExecutionUnit]] = {}
     for unit in routed.execution_units:
         by_source.setdefault(unit.data_source, []).append(unit)
 
     async def run_source(name: str, units: list[ExecutionUnit]) -> list[OKPacket]:
         conn = await session.backend(name)
-        return [await _run_unit_to_ok(conn, u) for u in units]
+        return [await _run_unit_to_ok(conn, u, codec) for u in units]
 
     tasks = [asyncio.create_task(run_source(n, us)) for n, us in by_source.items()]
     results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -140,7 +146,7 @@ async def _write(session: Session, routed: RoutedStatement) -> None:
     else:
         last_id = next((ok.last_insert_id for ok in oks if ok.last_insert_id), 0)
     session.update_status(oks[-1].status if oks else session.status)
-    info = oks[0].info if len(oks) == 1 else b""
+    info = _merged_info([ok.info for r in counted for ok in r])
     session.wire.send(
         OKPacket(affected, last_id, ServerStatus(session.status), min(warnings, 0xFFFF), info).encode(
             session.capabilities
@@ -155,17 +161,35 @@ def _only_broadcast_tables(session: Session, routed: RoutedStatement) -> bool:
     return all(table in db.rules.broadcast for table in routed.logic_tables)
 
 
+_INFO_NUMBER = re.compile(rb"\d+")
+
+
+def _merged_info(infos: list[bytes]) -> bytes:
+    """One OK info for several units, the counts summed: 'Rows matched: 3  Changed: 3  Warnings: 0' of an
+    UPDATE, 'Records: 4  Duplicates: 1  Warnings: 0' of a multi-row INSERT, as one server would report them.
+    Infos that do not share one shape (or have none) give none."""
+    if len(infos) <= 1:
+        return infos[0] if infos else b""
+    shape = _INFO_NUMBER.sub(b"#", infos[0])
+    if not infos[0] or any(_INFO_NUMBER.sub(b"#", info) != shape for info in infos[1:]):
+        return b""
+    totals = [sum(n) for n in zip(*([int(m) for m in _INFO_NUMBER.findall(info)] for info in infos), strict=True)]
+    numbers = iter(totals)
+    return _INFO_NUMBER.sub(lambda _m: str(next(numbers)).encode(), infos[0])
+
+
 # --- reads ------------------------------------------------------------------------------------------------
 
 
 class _UnitStream:
     """One unit's result: header first (column definitions), then row payloads, pulled lazily."""
 
-    def __init__(self, conn: BackendConnection, unit: ExecutionUnit, *, borrowed: bool) -> None:
+    def __init__(self, conn: BackendConnection, unit: ExecutionUnit, codec: StatementCodec, *, borrowed: bool) -> None:
         self.conn = conn
         self.unit = unit
+        self.codec = codec
         self.borrowed = borrowed
-        self._events = conn.events(_encode(unit.sql))
+        self._events: AsyncIterator[object] = _no_events()
         self.columns: tuple[ColumnDefinition41, ...] = ()
         self.started = False
         self.finished = False
@@ -175,6 +199,12 @@ class _UnitStream:
     async def start(self) -> None:
         """Read up to the column definitions (or the OK/ERR of a statement without a result set)."""
         self.started = True
+        try:
+            payload = await self.codec.command(self.conn, self.unit)
+        except StatementFailed as exc:
+            self.finished = True
+            raise UnitFailed(self.unit.data_source, exc.err) from exc
+        self._events = self.conn.events(payload)
         async for ev in self._events:
             if isinstance(ev, ResultHeader):
                 self.columns = ev.columns
@@ -201,9 +231,10 @@ class _UnitStream:
                 raise UnitFailed(self.unit.data_source, ev)
         self.finished = True
 
-    async def rows(self, ncols: int) -> AsyncIterator[tuple[bytes | None, ...]]:
+    async def rows(self, columns: Sequence[ColumnDefinition41]) -> AsyncIterator[tuple[bytes | None, ...]]:
+        decode = self.codec.decode_row
         async for payload in self.payloads():
-            yield decode_text_row(payload, ncols)
+            yield decode(payload, columns)
 
     async def drain(self) -> None:
         if not self.started:
@@ -220,8 +251,9 @@ class _BufferedUnit:
     more units than `max-connections-size-per-query` allows to stream at once (or inside a transaction,
     where only the session's own connection may run them). Bounded by the merge row budget."""
 
-    def __init__(self, unit: ExecutionUnit) -> None:
+    def __init__(self, unit: ExecutionUnit, codec: StatementCodec) -> None:
         self.unit = unit
+        self.codec = codec
         self.borrowed = False
         self.columns: tuple[ColumnDefinition41, ...] = ()
         self.started = True
@@ -231,7 +263,7 @@ class _BufferedUnit:
         self._rows: list[bytes] = []
 
     async def load(self, conn: BackendConnection, budget: int) -> None:
-        stream = _UnitStream(conn, self.unit, borrowed=False)
+        stream = _UnitStream(conn, self.unit, self.codec, borrowed=False)
         await stream.start()
         rows = self._rows
         async for p in stream.payloads():
@@ -253,9 +285,10 @@ class _BufferedUnit:
         for p in rows:
             yield p
 
-    async def rows(self, ncols: int) -> AsyncIterator[tuple[bytes | None, ...]]:
+    async def rows(self, columns: Sequence[ColumnDefinition41]) -> AsyncIterator[tuple[bytes | None, ...]]:
+        decode = self.codec.decode_row
         async for payload in self.payloads():
-            yield decode_text_row(payload, ncols)
+            yield decode(payload, columns)
 
     async def drain(self) -> None:
         self._rows = []
@@ -271,7 +304,7 @@ def _by_source(units: Sequence[ExecutionUnit]) -> dict[str, list[ExecutionUnit]]
     return groups
 
 
-async def _open_merge_readers(session: Session, routed: RoutedStatement) -> list[_Reader]:
+async def _open_merge_readers(session: Session, routed: RoutedStatement, codec: StatementCodec) -> list[_Reader]:
     """Readers for a merge, which needs every unit's stream open at once. Per data source: up to
     `max-connections-size-per-query` units stream (the session's connection plus borrowed ones); the
     rest are read into memory first, on the session's connection, before its own unit starts."""
@@ -286,13 +319,13 @@ async def _open_merge_readers(session: Session, routed: RoutedStatement) -> list
         conn = await session.backend(ds)
         streaming, buffered = units[:limit], units[limit:]
         for unit in buffered:
-            reader = _BufferedUnit(unit)
+            reader = _BufferedUnit(unit, codec)
             readers[index[id(unit)]] = reader
             await reader.load(conn, budget)
-        readers[index[id(streaming[0])]] = _UnitStream(conn, streaming[0], borrowed=False)
+        readers[index[id(streaming[0])]] = _UnitStream(conn, streaming[0], codec, borrowed=False)
         for unit in streaming[1:]:
             extra = await session.extra_backend(ds)
-            readers[index[id(unit)]] = _UnitStream(extra, unit, borrowed=True)
+            readers[index[id(unit)]] = _UnitStream(extra, unit, codec, borrowed=True)
 
     results = await asyncio.gather(
         *(prepare(ds, us) for ds, us in _by_source(routed.execution_units).items()), return_exceptions=True
@@ -342,14 +375,14 @@ def _renames(routed: RoutedStatement) -> dict[str, str]:
     return out
 
 
-async def _select(session: Session, routed: RoutedStatement) -> None:
+async def _select(session: Session, routed: RoutedStatement, codec: StatementCodec) -> None:
     if routed.merge_spec is None and not routed.result_table_renames:
-        await _select_concatenated(session, routed)
+        await _select_concatenated(session, routed, codec)
         return
-    readers = await _open_merge_readers(session, routed)
+    readers = await _open_merge_readers(session, routed, codec)
     try:
         await _start_all(readers)
-        await _answer_merged(session, routed, readers)
+        await _answer_merged(session, routed, readers, codec)
     finally:
         await _finish_readers(session, readers)
 
@@ -385,12 +418,12 @@ def _send_end(session: Session, status: int, warnings: int) -> None:
     session.wire.send(end_of_result(ServerStatus(session.status), min(warnings, 0xFFFF), session.capabilities))
 
 
-async def _select_concatenated(session: Session, routed: RoutedStatement) -> None:
+async def _select_concatenated(session: Session, routed: RoutedStatement, codec: StatementCodec) -> None:
     """Rows need no merging: one connection per data source, its units one after another, raw row
     payloads relayed as they come. The first unit of every data source starts at once."""
     groups = _by_source(routed.execution_units)
     conns = {ds: await session.backend(ds) for ds in groups}
-    firsts = [_UnitStream(conns[ds], units[0], borrowed=False) for ds, units in groups.items()]
+    firsts = [_UnitStream(conns[ds], units[0], codec, borrowed=False) for ds, units in groups.items()]
     active: list[_Reader] = list(firsts)
     try:
         await _start_all(firsts)
@@ -407,7 +440,7 @@ async def _select_concatenated(session: Session, routed: RoutedStatement) -> Non
             reader: _UnitStream = first
             for i in range(len(units)):
                 if i:
-                    reader = _UnitStream(conns[ds], units[i], borrowed=False)
+                    reader = _UnitStream(conns[ds], units[i], codec, borrowed=False)
                     active.append(reader)
                     await reader.start()
                 await _relay_payloads(session, reader.payloads())
@@ -417,7 +450,9 @@ async def _select_concatenated(session: Session, routed: RoutedStatement) -> Non
         await _finish_readers(session, active)
 
 
-async def _answer_merged(session: Session, routed: RoutedStatement, readers: Sequence[_Reader]) -> None:
+async def _answer_merged(
+    session: Session, routed: RoutedStatement, readers: Sequence[_Reader], codec: StatementCodec
+) -> None:
     header = next((r for r in readers if r.columns), None)
     if header is None:
         # no unit returned a result set: answer OK
@@ -440,10 +475,11 @@ async def _answer_merged(session: Session, routed: RoutedStatement, readers: Seq
             await _relay_payloads(session, r.payloads())
     else:
         metas = [_meta(c) for c in header.columns]
-        row_streams = [r.rows(ncols) for r in readers]
+        row_streams = [r.rows(header.columns) for r in readers]
         out: list[bytes] = []
+        encode = codec.encode_row
         async for row in merge_rows(row_streams, spec, metas, memory_row_budget=session.server.merge_memory_rows):
-            out.append(encode_text_row(row))
+            out.append(encode(row, columns))
             if len(out) >= 256:
                 wire.send_many(out)
                 out = []
@@ -491,7 +527,7 @@ async def _renamed_rows(
     """DESCRIBE / SHOW CREATE TABLE / SHOW INDEX of a logic table: map actual table names in the values back."""
     rows: list[tuple[bytes | None, ...]] = []
     for s in streams:
-        async for row in s.rows(len(s.columns)):
+        async for row in s.rows(s.columns):
             rows.append(tuple(_rename_value(v, renames) for v in row))
     from proxy.resultset import result_packets
 
@@ -540,6 +576,11 @@ async def field_list_sharded(session: Session, db: LogicalDatabase, req: ComFiel
         col = ColumnDefinition41.decode(p)
         result.append(replace(col, table=req.table, org_table=req.table, schema=db.name).encode())
     session.wire.send_many(result)
+
+
+async def _no_events() -> AsyncIterator[object]:
+    return
+    yield
 
 
 __all__ = ["execute_plan", "execute_routed", "field_list_sharded"]

@@ -384,7 +384,9 @@ class Session:
         return None
 
     async def relay(self, data_source: str, payload: bytes) -> None:
-        conn = await self.backend(data_source)
+        await self.relay_on(await self.backend(data_source), payload)
+
+    async def relay_on(self, conn: BackendConnection, payload: bytes) -> None:
         summary = await conn.relay(
             payload, self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof
         )

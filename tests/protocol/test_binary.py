@@ -426,13 +426,26 @@ def test_relay_ends_a_cursor_open_answer_under_deprecate_eof() -> None:
     assert relay.done and relay.rows == 0 and relay.summary.status & ServerStatus.CURSOR_EXISTS
 
 
-@pytest.mark.xfail(strict=True, reason="classic framing: a cursor-open answer ends at the column EOF "
-                   "(CURSOR_EXISTS) and ResultRelay waits for rows; the caller must know it asked for a cursor")
-def test_relay_ends_a_cursor_open_answer_with_classic_eof() -> None:
+@pytest.mark.parametrize("client", FRAMINGS)
+def test_relay_ends_a_cursor_open_answer_with_classic_eof(client: str) -> None:
+    """The column EOF carrying CURSOR_EXISTS ends the answer; a DEPRECATE_EOF client gets it as the
+    OK-with-0xFE that MariaDB itself sends there."""
     ex = exchange("stmt_corners_eof", "execute with CURSOR_TYPE_READ_ONLY")
-    relay = ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=False)
-    relay.feed(_stream(ex))
-    assert relay.done
+    relay = ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=client == "deof")
+    out = relay.feed(_stream(ex))
+    assert relay.done and relay.rows == 0 and relay.summary.status & ServerStatus.CURSOR_EXISTS
+    expected = exchange(f"stmt_corners_{client}", "execute with CURSOR_TYPE_READ_ONLY").answer
+    assert [p[:1] for p in _payloads(out)] == [p[:1] for p in expected]
+
+
+@pytest.mark.parametrize(("backend", "client"), [(b, c) for b in FRAMINGS for c in FRAMINGS])
+def test_relay_of_a_fetch_answer(backend: str, client: str) -> None:
+    src = exchange(f"stmt_corners_{backend}", "COM_STMT_FETCH 5")
+    relay = ResultRelay(backend_deprecate_eof=backend == "deof", client_deprecate_eof=client == "deof",
+                        rows_only=True)
+    out = relay.feed(_stream(src))
+    assert relay.done and relay.summary.status & ServerStatus.LAST_ROW_SENT
+    assert _payloads(out)[:-1] == src.answer[:-1]
 
 
 @pytest.mark.parametrize("framing", FRAMINGS)

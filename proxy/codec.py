@@ -1,0 +1,70 @@
+"""How a route unit is sent to its backend and how its rows are read and written back.
+
+The same executor serves COM_QUERY (text protocol: the unit's SQL as a query, text rows) and
+COM_STMT_EXECUTE (binary protocol: the unit's SQL prepared once per backend connection and executed with
+the unit's parameters, binary rows). Merging works on text values either way, so binary rows are turned
+into the text values the server would have sent for them and back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from protocol.binary import ComStmtExecute, binary_row_to_text, text_row_to_binary
+from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row, encode_text_row
+from proxy.backend import BackendConnection
+from routing.plan import ExecutionUnit
+
+Row = tuple[bytes | None, ...]
+
+
+class StatementFailed(Exception):
+    """The backend refused to prepare a unit's statement."""
+
+    def __init__(self, err: ERRPacket) -> None:
+        super().__init__(err.message)
+        self.err = err
+
+
+class StatementCodec(Protocol):
+    binary: bool
+
+    async def command(self, conn: BackendConnection, unit: ExecutionUnit) -> bytes: ...
+
+    def decode_row(self, payload: bytes, columns: Sequence[ColumnDefinition41]) -> Row: ...
+
+    def encode_row(self, row: Sequence[bytes | None], columns: Sequence[ColumnDefinition41]) -> bytes: ...
+
+
+class TextCodec:
+    binary = False
+
+    async def command(self, conn: BackendConnection, unit: ExecutionUnit) -> bytes:
+        return ComQuery(unit.sql.encode("utf-8", errors="surrogateescape")).encode()
+
+    def decode_row(self, payload: bytes, columns: Sequence[ColumnDefinition41]) -> Row:
+        return decode_text_row(payload, len(columns))
+
+    def encode_row(self, row: Sequence[bytes | None], columns: Sequence[ColumnDefinition41]) -> bytes:
+        return encode_text_row(list(row))
+
+
+class BinaryCodec:
+    binary = True
+
+    async def command(self, conn: BackendConnection, unit: ExecutionUnit) -> bytes:
+        answer = await conn.prepared(unit.sql)
+        if isinstance(answer, ERRPacket):
+            raise StatementFailed(answer)
+        return ComStmtExecute(answer.ok.statement_id, 0, 1, tuple(unit.params or ()), (), True).encode()
+
+    def decode_row(self, payload: bytes, columns: Sequence[ColumnDefinition41]) -> Row:
+        return binary_row_to_text(payload, columns)
+
+    def encode_row(self, row: Sequence[bytes | None], columns: Sequence[ColumnDefinition41]) -> bytes:
+        return text_row_to_binary(row, columns)
+
+
+TEXT = TextCodec()
+BINARY = BinaryCodec()
