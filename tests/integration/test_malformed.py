@@ -242,6 +242,14 @@ def test_packet_over_the_limit_after_auth(passthrough_proxy: RunningProxy, sessi
     assert session.closed()
 
 
+@pytest.mark.parametrize("data", [b"\x64\x00\x00\x00\x03SELECT", b"\xff\xff\xff\x00", b"\x05\x00"],
+                         ids=["truncated-query", "16mb-header-only", "half-a-header"])
+def test_truncated_command_then_close(passthrough_proxy: RunningProxy, session: RawClient, data: bytes) -> None:
+    session.send_raw(data)
+    session.sock.shutdown(socket.SHUT_WR)
+    assert session.closed()
+
+
 def test_quit_closes(session: RawClient) -> None:
     session.send(b"\x01", 0)
     assert session.closed()
