@@ -49,6 +49,16 @@ def insert_orders(env: ShardedEnv, rows: list[tuple[int, int, str | None]]) -> N
     env.run(f"INSERT INTO t_order (order_id, user_id, status) VALUES {values}")
 
 
+def mariadb_cli(env: ShardedEnv, *args: str, db: str = "sharding_db") -> str:
+    """The mariadb command-line client against the proxy; its stdout."""
+    cli = shutil.which("mariadb") or shutil.which("mysql")
+    assert cli is not None, "the mariadb client is not installed"
+    return subprocess.run(
+        [cli, "--protocol=TCP", "-h", env.proxy.host, "-P", str(env.proxy.port), "-uroot", "-proot", db, *args],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout
+
+
 # --- DDL -------------------------------------------------------------------------------------------------------
 
 
@@ -215,6 +225,19 @@ def test_insert_affected_rows_are_summed_over_nodes(sharded_env: ShardedEnv) -> 
     # MySQL counts an upsert that updates as 2 rows: one row per node updated, one inserted -> 2 + 2 + 1
     assert env.run("INSERT INTO t_order (order_id, user_id, status) VALUES (1, 1, 'x'), (2, 2, 'x'), (9, 9, 'n') "
                    "ON DUPLICATE KEY UPDATE status = 'u'")[0] == 5
+
+
+def test_ok_info_of_multi_node_writes_is_summed(sharded_env: ShardedEnv) -> None:
+    """The info text of the OK packet (what `mysql` prints under 'Query OK') covers the whole statement."""
+    env = sharded_env
+    env.clean("t_order")
+    out = mariadb_cli(env, "-vvv", "-e", "INSERT INTO t_order (order_id, user_id, status) VALUES "
+                      + ", ".join(f"({o}, {u}, 'seed')" for o, u in GRID))  # two rows per actual table
+    assert "8 rows affected" in out and "Records: 8  Duplicates: 0  Warnings: 0" in out, out
+    out = mariadb_cli(env, "-vvv", "-e", "UPDATE t_order SET status = 'i' WHERE user_id = 1 OR order_id = 100")
+    assert "5 rows affected" in out and "Rows matched: 5  Changed: 5  Warnings: 0" in out, out
+    out = mariadb_cli(env, "-vvv", "-e", "UPDATE t_order SET status = 'i'")
+    assert "3 rows affected" in out and "Rows matched: 8  Changed: 3  Warnings: 0" in out, out
 
 
 def test_insert_without_key_generates_snowflake_ids(sharded_env: ShardedEnv) -> None:
@@ -524,13 +547,13 @@ def test_data_source_hint_goes_to_that_data_source_untouched(orders: ShardedEnv)
     refusal = env.refusal("/* SHARDINGSPHERE_HINT: DATA_SOURCE_NAME=ds_0 */ SELECT * FROM t_order")
     assert refusal.errno == 1146 and "t_order" in refusal.message
 
-    cli = shutil.which("mariadb") or shutil.which("mysql")
-    assert cli is not None
-    out = subprocess.run(
-        [cli, "--protocol=TCP", "-h", env.proxy.host, "-P", str(env.proxy.port), "-uroot", "-proot", "-c", "-N", "-B",
-         "sharding_db", "-e", sql + " ORDER BY order_id"],
-        capture_output=True, text=True, timeout=30, check=True,
-    ).stdout
+    # a write with the hint goes to that data source only, into the table it names
+    write = ("/* SHARDINGSPHERE_HINT: DATA_SOURCE_NAME=ds_0 */ INSERT INTO t_order_1 (order_id, user_id, status) "
+             "VALUES (99, 1, 'hinted')")
+    assert env.run(write)[0] == 1
+    assert env.where_is("t_order", "order_id", 99) == [("ds_0", "t_order_1")]  # not where the rules would put it
+
+    out = mariadb_cli(env, "-c", "-N", "-B", "-e", sql + " ORDER BY order_id")  # -c: keep the comment
     assert [tuple(line.split("\t")) for line in out.splitlines()] == [
         (str(o), str(u), str(s)) for o, u, s in sorted(direct)]
 
@@ -607,6 +630,36 @@ def test_local_transaction_across_two_shards(sharded_env: ShardedEnv, begin: str
         cur.execute("INSERT INTO t_order (order_id, user_id, status) VALUES (9, 1, 'after'), (10, 2, 'after')")
         cur.execute("COMMIT")
     assert [r for r in all_rows(env, "t_order") if r[2] == "after"] == [(9, 1, "after"), (10, 2, "after")]
+
+
+def test_failing_unit_in_a_transaction_rolls_back_everywhere(sharded_env: ShardedEnv) -> None:
+    """A multi-node INSERT whose ds_1 part fails: the client gets the backend's ERR naming the data source, the
+    transaction stays usable, and ROLLBACK removes the part that did run on ds_0."""
+    env = sharded_env
+    env.clean("t_order")
+    insert_orders(env, [(1, 1, "old")])  # ds_1.t_order_1
+    with env.connect(autocommit=False) as conn, conn.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute("INSERT INTO t_order (order_id, user_id, status) VALUES (2, 2, 'tx')")
+        with pytest.raises(pymysql.MySQLError) as info:
+            cur.execute("INSERT INTO t_order (order_id, user_id, status) VALUES (4, 2, 'tx'), (1, 1, 'dup')")
+        errno, message = info.value.args[:2]
+        assert errno == 1062 and "[ds_1]" in message and "Duplicate entry" in message
+        with pytest.raises(pymysql.MySQLError) as info:  # a refusal does not end the transaction either
+            cur.execute("UPDATE t_order SET user_id = 3 WHERE order_id = 2")
+        assert info.value.args[0] == 1235
+        cur.execute("SELECT order_id FROM t_order ORDER BY order_id")
+        assert [r[0] for r in cur.fetchall()] == [1, 2, 4]
+        cur.execute("ROLLBACK")
+    assert all_rows(env, "t_order") == [(1, 1, "old")]
+
+
+def test_backend_errors_of_multi_node_statements_reach_the_client(sharded_env: ShardedEnv) -> None:
+    env = sharded_env
+    refusal = env.refusal("SELECT no_such_column FROM t_order ORDER BY order_id")
+    assert (refusal.errno, refusal.sqlstate) == (1054, "42S22") and "no_such_column" in refusal.message
+    refusal = env.refusal("UPDATE t_order SET no_such_column = 1")
+    assert (refusal.errno, refusal.sqlstate) == (1054, "42S22") and "no_such_column" in refusal.message
 
 
 # --- shipped configuration and the demo ---------------------------------------------------------------------------
