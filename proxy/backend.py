@@ -92,12 +92,13 @@ class BackendConnection:
         return data
 
     async def relay(
-        self, payload: bytes, client: asyncio.StreamWriter, *, first_seq: int, client_deprecate_eof: bool
+        self, payload: bytes, client: asyncio.StreamWriter, *, first_seq: int, client_deprecate_eof: bool,
+        rows_only: bool = False,
     ) -> ResultSummary:
         """Send a command and copy its response to the client as it arrives (with backpressure)."""
         relay = ResultRelay(
             backend_deprecate_eof=BACKEND_DEPRECATE_EOF, client_deprecate_eof=client_deprecate_eof,
-            first_seq=first_seq,
+            first_seq=first_seq, rows_only=rows_only,
         )
         self._send(payload)
         try:

@@ -59,11 +59,18 @@ class UnitFailed(Exception):
 async def execute_routed(session: Session, db: LogicalDatabase, sql: str) -> None:
     assert db.kernel is not None
     routed = db.kernel.route(sql, None, session.hints())
-    if session.server.sql_show:
-        log.info("logic_sql", conn=session.id, sql=sql)
-        for unit in routed.execution_units:
-            log.info("actual_sql", conn=session.id, data_source=unit.data_source, sql=unit.sql)
+    log_statement(session, sql, routed)
     await execute_plan(session, db, routed)
+
+
+def log_statement(session: Session, sql: str, routed: RoutedStatement, params: Sequence[object] = ()) -> None:
+    """props.sql-show: the logic statement and every actual statement with its data source."""
+    if not session.server.sql_show:
+        return
+    log.info("logic_sql", conn=session.id, sql=sql, params=list(params) if params else None)
+    for unit in routed.execution_units:
+        log.info("actual_sql", conn=session.id, data_source=unit.data_source, sql=unit.sql,
+                 params=list(unit.params) if unit.params else None)
 
 
 async def execute_plan(

@@ -27,6 +27,7 @@ from protocol.packets import (
     end_of_result,
 )
 from protocol.wire import MalformedPacket
+from proxy import prepared
 from proxy.backend import BackendConnection, BackendError, charset_for_collation
 from proxy.handshake import HandshakeFailed
 from proxy.resultset import result_packets
@@ -61,6 +62,7 @@ class Session:
         self.multi_statements = True
         self.backends: dict[str, BackendConnection] = {}
         self.txn = TransactionState()
+        self.statements = prepared.StatementRegistry()
         self.borrowed: set[BackendConnection] = set()  # pooled connections lent for one statement
         self.log = log.bind(conn=connection_id)
         self.task: asyncio.Task[None] | None = None
@@ -201,15 +203,23 @@ class Session:
             elif cmd == Command.CHANGE_USER:
                 self.error(ErrorCode.NOT_SUPPORTED_YET, "COM_CHANGE_USER is not supported yet: reconnect instead",
                            "42000")
-            elif cmd in (Command.STMT_PREPARE,):
-                self.error(ErrorCode.NOT_SUPPORTED_YET,
-                           "Prepared statements (COM_STMT_PREPARE) are not supported by this shardproxy version; "
-                           "use client-side parameter interpolation (e.g. useServerPrepStmts=false)", "42000")
-            elif cmd in (Command.STMT_CLOSE, Command.STMT_SEND_LONG_DATA):
-                return  # no response by protocol
-            elif cmd in (Command.STMT_EXECUTE, Command.STMT_RESET, Command.STMT_FETCH):
-                self.error(ErrorCode.UNKNOWN_STMT_HANDLER, "Unknown prepared statement handler given to "
-                           "mysqld_stmt_execute", "HY000")
+            elif cmd == Command.STMT_PREPARE:
+                await prepared.prepare(self, payload)
+            elif cmd == Command.STMT_EXECUTE:
+                await self._with_timeout(prepared.execute(self, payload))
+            elif cmd in (Command.STMT_SEND_LONG_DATA, Command.STMT_CLOSE):
+                # no answer by protocol, so not even an error: a failure surfaces at the next EXECUTE
+                try:
+                    if cmd == Command.STMT_CLOSE:
+                        await prepared.close(self, payload)
+                    else:
+                        await prepared.send_long_data(self, payload)
+                except (MalformedPacket, BackendError) as exc:
+                    self.log.info("unanswered_command_failed", command=cmd, error=str(exc))
+            elif cmd == Command.STMT_RESET:
+                await prepared.reset(self, payload)
+            elif cmd == Command.STMT_FETCH:
+                await prepared.fetch(self, payload)
             else:
                 self.error(ErrorCode.UNKNOWN_COM_ERROR, "Unknown command", "08S01")
         except MalformedPacket as exc:
@@ -474,6 +484,7 @@ class Session:
                 asyncio.get_running_loop().create_task(conn.source.release(conn))
             self.backends.clear()
             self.txn = TransactionState()
+            self.statements.clear()
         self.database = db
         self.ok()
 
@@ -525,6 +536,7 @@ class Session:
                 conn.charset = self.charset
             self.backends[name] = conn
         self.txn = TransactionState()
+        self.statements.clear()
         self.status = int(ServerStatus.AUTOCOMMIT)
 
     async def _field_list(self, payload: bytes) -> None:
