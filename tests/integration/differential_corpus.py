@@ -500,6 +500,25 @@ _CASES += [
     Q("SELECT MAX(amount) FROM t_order WHERE user_id = 7 AND order_id IN (" + OIDS_IN + ")"),
     Q("SELECT * FROM t_order ORDER BY created DESC, order_id LIMIT 10"),
     Q("SELECT order_id FROM t_order WHERE status = 'paid' ORDER BY order_id LIMIT 5"),
+    # -- bound tables joined without the table sharding key (order_id) ---------------------------------------
+    Q("SELECT COUNT(*) FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id WHERE o.user_id = 3"),
+    Q("SELECT o.order_id, i.order_item_id FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id "
+      "WHERE o.user_id = 3 ORDER BY o.order_id, i.order_item_id"),
+    Q("SELECT o.user_id, COUNT(*) FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id "
+      "WHERE o.user_id IN (4, 5) GROUP BY o.user_id"),
+    Q("SELECT COUNT(*) FROM t_order o JOIN t_order_item i ON o.order_id = i.order_id AND o.user_id = i.user_id"),
+    Q("SELECT COUNT(*) FROM t_order o JOIN t_order_item i ON o.order_id = i.order_id WHERE i.user_id = 3"),
+    # -- subqueries on broadcast / bound tables -------------------------------------------------------------
+    Q("SELECT order_id FROM t_order WHERE user_id IN (SELECT user_id FROM t_address WHERE city = 'paris') "
+      "ORDER BY order_id"),
+    R("SELECT COUNT(*) FROM (SELECT user_id, COUNT(*) AS n FROM t_order WHERE user_id = 9 GROUP BY user_id) x",
+      "subquery on sharded table t_order routes to several data nodes"),
+    Q(f"SELECT COUNT(*), MAX(a) FROM (SELECT amount AS a FROM t_order WHERE user_id = {ROWS['t_order'][1234][1]} "
+      f"AND order_id = {Bo}) x"),
+    # -- broadcast table alone ------------------------------------------------------------------------------
+    Q("SELECT city, COUNT(*) AS n FROM t_address GROUP BY city ORDER BY n DESC, city LIMIT 2", ci=(0,)),
+    Q("SELECT a.city, COUNT(*) AS n FROM t_order o JOIN t_address a ON o.user_id = a.user_id "
+      "GROUP BY a.city ORDER BY n DESC LIMIT 2", ci=(0,)),
 ]
 
 
@@ -516,6 +535,10 @@ LIMIT_PUSHED = (
     "routing: GROUP BY whose ORDER BY is not the group columns keeps LIMIT on every node, so groups are cut "
     "before they are merged (partial aggregates win); nodes must return every group"
 )
+BOUND_1_TO_1 = (
+    "routing: bound tables joined on a condition without the table sharding column (order_id) are still "
+    "routed 1:1 (t_order_0 with t_order_item_0 only), silently dropping t_order_0 x t_order_item_1 rows"
+)
 # Known bugs, keyed by the case's SQL: "<component>: <what is wrong>".
 KNOWN_BUGS: dict[str, str] = {
     "SELECT * FROM t_order WHERE user_id = '7'":
@@ -531,6 +554,11 @@ KNOWN_BUGS: dict[str, str] = {
     "SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id ORDER BY n DESC, user_id LIMIT 3": LIMIT_PUSHED,
     "SELECT user_id FROM t_order GROUP BY user_id ORDER BY SUM(amount) DESC, user_id LIMIT 5": LIMIT_PUSHED,
     "SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id ORDER BY n, user_id LIMIT 2, 3": LIMIT_PUSHED,
+    "SELECT COUNT(*) FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id WHERE o.user_id = 3": BOUND_1_TO_1,
+    "SELECT o.order_id, i.order_item_id FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id "
+    "WHERE o.user_id = 3 ORDER BY o.order_id, i.order_item_id": BOUND_1_TO_1,
+    "SELECT o.user_id, COUNT(*) FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id "
+    "WHERE o.user_id IN (4, 5) GROUP BY o.user_id": BOUND_1_TO_1,
 }
 
 CASES = [
