@@ -12,8 +12,11 @@ connection), relaying binary rows for a single unit and merging them for several
 
 from __future__ import annotations
 
+import re
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from protocol.binary import (
@@ -28,9 +31,11 @@ from protocol.binary import (
     ParamType,
     PrepareResponse,
     StmtPrepareOK,
+    value_to_sql_literal,
 )
 from protocol.constants import Collation, ColumnFlag, ColumnType, ErrorCode
-from protocol.packets import ColumnDefinition41, ERRPacket
+from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row
+from protocol.results import ResultHeader
 from proxy.backend import BackendConnection
 from routing.errors import RoutingError
 from routing.parse import scan_shape
@@ -258,3 +263,117 @@ async def fetch(session: Session, payload: bytes) -> None:
         client_deprecate_eof=session.deprecate_eof, rows_only=True,
     )
     session.update_status(summary.status)
+
+
+# --- SQL-level PREPARE / EXECUTE / DEALLOCATE on sharded databases --------------------------------------
+
+_SQL_PREPARE = re.compile(
+    r"^\s*PREPARE\s+(?P<name>`[^`]+`|\w+)\s+FROM\s+(?P<src>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|@\w+)"
+    r"\s*;?\s*$", re.I | re.S)
+_SQL_EXECUTE = re.compile(r"^\s*EXECUTE\s+(?P<name>`[^`]+`|\w+)(?:\s+USING\s+(?P<vars>@\w+(?:\s*,\s*@\w+)*))?\s*;?\s*$",
+                          re.I | re.S)
+_SQL_DEALLOCATE = re.compile(r"^\s*(?:DEALLOCATE|DROP)\s+PREPARE\s+(?P<name>`[^`]+`|\w+)\s*;?\s*$", re.I | re.S)
+
+
+def classify_sql_prepared(sql: str) -> tuple[str, re.Match[str]] | None:
+    head = sql.lstrip()[:10].upper()
+    if not head.startswith(("PREPARE", "EXECUTE", "DEALLOCATE", "DROP")):
+        return None
+    for kind, pattern in (("prepare", _SQL_PREPARE), ("execute", _SQL_EXECUTE), ("deallocate", _SQL_DEALLOCATE)):
+        m = pattern.match(sql)
+        if m:
+            return kind, m
+    return None
+
+
+def _name(raw: str) -> str:
+    return raw[1:-1].lower() if raw.startswith("`") else raw.lower()
+
+
+def _unquote(literal: str) -> str:
+    q = literal[0]
+    body = literal[1:-1].replace(q + q, q)
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}.get(m.group(1), m.group(1)), body)
+
+
+async def _user_variables(session: Session, names: list[str]) -> list[object]:
+    """The values of user variables, read from a backend connection (SET statements reach every one)."""
+    db = session.database
+    assert db is not None
+    conn = await session.backend(next(iter(db.sources)))
+    types: list[int] = []
+    row: tuple[bytes | None, ...] = ()
+    async for ev in conn.events(ComQuery(("SELECT " + ", ".join(names)).encode()).encode()):
+        if isinstance(ev, ResultHeader):
+            types = [int(c.type) for c in ev.columns]
+        elif isinstance(ev, bytes):
+            row = decode_text_row(ev, len(types))
+        elif isinstance(ev, ERRPacket):
+            raise RoutingError(ev.message, errno=ev.errno, sqlstate=ev.sqlstate)
+    return [_typed(v, t) for v, t in zip(row, types, strict=True)]
+
+
+def _typed(value: bytes | None, column_type: int) -> object:
+    if value is None:
+        return None
+    if column_type in (ColumnType.TINY, ColumnType.SHORT, ColumnType.LONG, ColumnType.LONGLONG, ColumnType.INT24):
+        return int(value)
+    if column_type in (ColumnType.DECIMAL, ColumnType.NEWDECIMAL):
+        return Decimal(value.decode())
+    if column_type in (ColumnType.FLOAT, ColumnType.DOUBLE):
+        return float(value)
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value
+
+
+def interpolate(sql: str, params: Sequence[object]) -> str:
+    """The unit's SQL with its `?` placeholders replaced by literals (text protocol)."""
+    spans = [(s, e) for s, e, kind in scan_shape(sql).spans if kind == "p"]
+    if len(spans) != len(params):
+        raise RoutingError(f"statement has {len(spans)} parameters but {len(params)} values were given",
+                           errno=ErrorCode.WRONG_ARGUMENTS, sqlstate="HY000")
+    out: list[str] = []
+    pos = 0
+    for (start, end), value in zip(spans, params, strict=True):
+        out.append(sql[pos:start])
+        out.append(value_to_sql_literal(value))
+        pos = end
+    out.append(sql[pos:])
+    return "".join(out)
+
+
+async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
+    """PREPARE / EXECUTE / DEALLOCATE PREPARE as SQL on a sharded database: the statement text is kept by
+    the proxy; EXECUTE routes it with the values of its user variables and runs the units as text."""
+    name = _name(m.group("name"))
+    if kind == "prepare":
+        src = m.group("src")
+        text = str((await _user_variables(session, [src]))[0] or "") if src.startswith("@") else _unquote(src)
+        session.sql_statements[name] = text
+        session.ok(info=b"Statement prepared")
+        return
+    if kind == "deallocate":
+        if session.sql_statements.pop(name, None) is None:
+            session.error(ErrorCode.UNKNOWN_STMT_HANDLER,
+                          f"Unknown prepared statement handler ({name}) given to DEALLOCATE PREPARE", "HY000")
+            return
+        session.ok()
+        return
+    text = session.sql_statements.get(name)
+    if text is None:
+        session.error(ErrorCode.UNKNOWN_STMT_HANDLER, f"Unknown prepared statement handler ({name}) given to EXECUTE",
+                      "HY000")
+        return
+    names = [v.strip() for v in (m.group("vars") or "").split(",") if v.strip()]
+    values = await _user_variables(session, names) if names else []
+    db = session.database
+    assert db is not None and db.kernel is not None
+    routed = db.kernel.route(text, values, session.hints())
+    units = tuple(replace(u, sql=interpolate(u.sql, u.params or ()), params=None) for u in routed.execution_units)
+    routed = replace(routed, execution_units=units)
+    from proxy.executor import execute_plan, log_statement
+
+    log_statement(session, text, routed, values)
+    await execute_plan(session, db, routed)

@@ -30,6 +30,7 @@ from protocol.wire import MalformedPacket
 from proxy import prepared
 from proxy.backend import BackendConnection, BackendError, charset_for_collation
 from proxy.handshake import HandshakeFailed
+from proxy.readwrite import GroupSessionState, ReadWriteGroup, group_backend, relay_pass_through
 from proxy.resultset import result_packets
 from proxy.statements import ProxyStatement, classify, like_to_regex
 from proxy.txn import SessionStatement, TransactionState, classify_session_statement
@@ -63,7 +64,11 @@ class Session:
         self.backends: dict[str, BackendConnection] = {}
         self.txn = TransactionState()
         self.statements = prepared.StatementRegistry()
+        self.sql_statements: dict[str, str] = {}  # PREPARE name FROM ... on sharded databases
         self.borrowed: set[BackendConnection] = set()  # pooled connections lent for one statement
+        # read/write splitting: replica connections (by replica name) and read-after-write state per group
+        self.read_backends: dict[str, BackendConnection] = {}
+        self.read_state: dict[str, GroupSessionState] = {}
         self.log = log.bind(conn=connection_id)
         self.task: asyncio.Task[None] | None = None
         self.command = "Connect"
@@ -115,6 +120,8 @@ class Session:
 
     async def close(self) -> None:
         backends, self.backends = self.backends, {}
+        backends.update(self.read_backends)
+        self.read_backends = {}
         for conn in backends.values():
             with contextlib.suppress(Exception):
                 await conn.source.release(conn)
@@ -263,9 +270,30 @@ class Session:
             if conn.broken:
                 del self.backends[name]
                 asyncio.get_running_loop().create_task(conn.source.release(conn))
+        for name, conn in list(self.read_backends.items()):
+            if conn.broken:
+                del self.read_backends[name]
+                asyncio.get_running_loop().create_task(conn.source.release(conn))
 
-    async def backend(self, data_source: str) -> BackendConnection:
-        """The session's connection to a data source, borrowed on first use and kept."""
+    def release_read_backends(self) -> None:
+        """Replica connections go back to their pools (USE, RESET, SET): the next read prepares a fresh
+        one with the session's state, instead of replaying every change on every replica connection."""
+        conns, self.read_backends = self.read_backends, {}
+        for conn in conns.values():
+            asyncio.get_running_loop().create_task(conn.source.release(conn))
+
+    async def backend(self, data_source: str, *, read: bool = False, record_write: bool = True) -> BackendConnection:
+        """The session's connection to a data source, borrowed on first use and kept.
+
+        For a read/write splitting group, a `read` that may use a replica gets the session's connection to
+        the replica the load balancer picks (see proxy.readwrite); everything else gets the primary, and a
+        `record_write` counts for the group's read-after-write consistency."""
+        if self.database is not None:
+            group = self.database.sources.get(data_source)
+            if isinstance(group, ReadWriteGroup):
+                replica = await group_backend(self, group, read=read, record_write=record_write)
+                if replica is not None:
+                    return replica
         conn = self.backends.get(data_source)
         if conn is not None and not conn.broken:
             if self.txn.active and data_source not in self.txn.joined and self.database is not None \
@@ -299,11 +327,15 @@ class Session:
             return
         source = db.pass_through_source
         if source is not None:
-            await self.relay(source.name, payload)
+            await relay_pass_through(self, source, payload, sql)
             return
         session_stmt = classify_session_statement(sql)
         if session_stmt is not None:
             await self._session_statement(session_stmt, sql)
+            return
+        sql_prepared = prepared.classify_sql_prepared(sql)
+        if sql_prepared is not None:
+            await prepared.sql_statement(self, *sql_prepared)
             return
         from proxy.executor import execute_routed
 
@@ -356,6 +388,7 @@ class Session:
                 await self._must(conn, sql)
             self.ok()
         else:  # plain SET: every connection now, and every one borrowed later
+            self.release_read_backends()
             for conn in list(self.backends.values()):
                 await self._must(conn, sql)
             if stmt.value:
@@ -416,11 +449,12 @@ class Session:
     def hints(self) -> SessionHints | None:
         return None
 
-    async def extra_backend(self, data_source: str) -> BackendConnection:
+    async def extra_backend(self, data_source: str, *, like: BackendConnection | None = None) -> BackendConnection:
         """A pooled connection for one statement (a second unit on a data source), with the session's
-        character set and SET state applied."""
+        character set and SET state applied; `like`: from the same source as that connection (the replica
+        a read/write splitting group chose for the statement)."""
         assert self.database is not None
-        source = self.database.sources[data_source]
+        source = like.source if like is not None else self.database.sources[data_source]
         conn = await source.acquire(found_rows=self.found_rows)
         try:
             await self._prepare_connection(conn, join_transaction=False)
@@ -483,8 +517,11 @@ class Session:
             for conn in list(self.backends.values()):
                 asyncio.get_running_loop().create_task(conn.source.release(conn))
             self.backends.clear()
+            self.release_read_backends()
+            self.read_state = {}
             self.txn = TransactionState()
             self.statements.clear()
+            self.sql_statements.clear()
         self.database = db
         self.ok()
 
@@ -501,7 +538,7 @@ class Session:
             self.rows(["DATABASE()"], [(self.database.name if self.database else None,)])
         elif stmt.kind == "kill":
             await self._kill(int(stmt.arg or 0), stmt.arg2 or "CONNECTION")
-        elif stmt.kind in ("preview", "show_rules", "show_nodes", "units"):
+        elif stmt.kind in ("preview", "show_rules", "show_nodes", "units", "show_rw_rules"):
             from proxy.admin import admin_statement
 
             await admin_statement(self, stmt, sql)
@@ -535,8 +572,11 @@ class Session:
                 await conn.execute(f"SET NAMES {self.charset}")
                 conn.charset = self.charset
             self.backends[name] = conn
+        self.release_read_backends()
+        self.read_state = {}
         self.txn = TransactionState()
         self.statements.clear()
+        self.sql_statements.clear()
         self.status = int(ServerStatus.AUTOCOMMIT)
 
     async def _field_list(self, payload: bytes) -> None:
@@ -551,7 +591,7 @@ class Session:
 
             await field_list_sharded(self, db, req)
             return
-        conn = await self.backend(source.name)
+        conn = await self.backend(source.name, record_write=False)
         # the answer is column definitions then EOF, like a result set without a count or rows
         out = await conn.simple_command(payload)
         if out and out[-1][:1] == b"\xfe":
