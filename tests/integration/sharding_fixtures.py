@@ -18,9 +18,11 @@ Tests read the rows back directly from the backends (``ShardedEnv.backend``), ne
 
 from __future__ import annotations
 
+import contextlib
 import re
+import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -140,24 +142,36 @@ class ShardedEnv:
     servers: list[MariaDBServer]
     physical: dict[str, dict[str, str]]  # logical db -> data source -> physical database
     oracle_db: str = ORACLE_DB
+    _direct: dict[tuple[str, str], pymysql.connections.Connection[Any]] = field(default_factory=dict)
+    _proxied: dict[str, pymysql.connections.Connection[Any]] = field(default_factory=dict)
+
+    def close(self) -> None:
+        for conn in [*self._direct.values(), *self._proxied.values()]:
+            with contextlib.suppress(Exception):
+                conn.close()
+        self._direct.clear()
+        self._proxied.clear()
 
     # -- the backends, read directly --
 
     def server(self, ds: str) -> MariaDBServer:
         return self.servers[DATA_SOURCES.index(ds)]
 
-    def backend(self, ds: str, sql: str, db: str = "sharding_db") -> list[tuple[Any, ...]]:
-        return self.server(ds).execute(sql, self.physical[db][ds])
+    def backend(self, ds: str, sql: str, db: str = "sharding_db", args: Any = None) -> list[tuple[Any, ...]]:
+        """Run one statement directly on a backend (autocommit: each read sees what is committed now)."""
+        physical = db if db == self.oracle_db else self.physical[db][ds]
+        conn = self._direct.get((ds, physical))
+        if conn is None:
+            conn = self._direct[(ds, physical)] = self.server(ds).connect(physical)
+        with conn.cursor() as cur:
+            cur.execute(sql, args)
+            return list(cur.fetchall()) if cur.description else []
 
     def oracle(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-        conn = self.servers[0].connect(self.oracle_db)
-        try:
-            with conn.cursor() as cur:
-                cur.execute(sql)
-                names = [d[0] for d in cur.description or ()]
-                return names, list(cur.fetchall())
-        finally:
-            conn.close()
+        """The same statement on the plain, unsharded database."""
+        with self.servers[0].connect(self.oracle_db) as conn, conn.cursor() as cur:
+            cur.execute(sql)
+            return [d[0] for d in cur.description or ()], list(cur.fetchall())
 
     def tables_on(self, ds: str, db: str = "sharding_db") -> set[str]:
         return {str(r[0]) for r in self.backend(ds, "SHOW TABLES", db)}
@@ -176,9 +190,7 @@ class ShardedEnv:
         found = []
         for ds, tables in ACTUAL_TABLES[logic].items():
             for table in tables:
-                rows = self.server(ds).execute(
-                    f"SELECT COUNT(*) FROM {table} WHERE {key_column} = %(k)s", self.physical[db][ds], args={"k": key}
-                )
+                rows = self.backend(ds, f"SELECT COUNT(*) FROM {table} WHERE {key_column} = %(k)s", db, {"k": key})
                 found.extend([(ds, table)] * int(rows[0][0]))
         return sorted(found)
 
@@ -194,14 +206,21 @@ class ShardedEnv:
         kw.setdefault("autocommit", True)
         return self.proxy.connect(db, **kw)
 
+    def _session(self, db: str) -> pymysql.connections.Connection[Any]:
+        """One autocommit proxy session per logical database, kept for the test session."""
+        conn = self._proxied.get(db)
+        if conn is None or not conn.open:
+            conn = self._proxied[db] = self.connect(db)
+        return conn
+
     def run(self, sql: str, db: str = "sharding_db") -> tuple[int, int | None, list[tuple[Any, ...]]]:
         """(affected or row count, lastrowid, rows) of one statement through the proxy."""
-        with self.connect(db) as conn, conn.cursor() as cur:
+        with self._session(db).cursor() as cur:
             count = cur.execute(sql)
             return count, cur.lastrowid, list(cur.fetchall())
 
     def query(self, sql: str, db: str = "sharding_db") -> tuple[list[str], list[tuple[Any, ...]]]:
-        with self.connect(db) as conn, conn.cursor() as cur:
+        with self._session(db).cursor() as cur:
             cur.execute(sql)
             return [d[0] for d in cur.description or ()], list(cur.fetchall())
 
@@ -265,6 +284,11 @@ def start_sharded_env(servers: Sequence[MariaDBServer], conf_dir: Path) -> Shard
 def sharded_env(mariadb_shards: list[MariaDBServer], tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShardedEnv]:
     env = start_sharded_env(mariadb_shards, tmp_path_factory.mktemp("sharding-conf"))
     yield env
+    env.close()
+    # let the proxy finish those sessions (returning their backend connections) before it shuts down: a
+    # session cancelled halfway through its release keeps its connections, and closing the pools then waits
+    # 5 s per data source for them
+    time.sleep(0.3)
     env.proxy.stop()
 
 

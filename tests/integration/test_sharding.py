@@ -616,7 +616,7 @@ def test_local_transaction_across_two_shards(sharded_env: ShardedEnv, begin: str
     env = sharded_env
     env.clean("t_order")
     rows = [(1, 1, "tx"), (2, 2, "tx"), (3, 1, "tx"), (4, 2, "tx")]
-    with env.connect(autocommit=False) as conn, conn.cursor() as cur:
+    with env.connect(autocommit=True) as conn, conn.cursor() as cur:  # the client's own autocommit stays on
         cur.execute(begin)
         cur.execute("INSERT INTO t_order (order_id, user_id, status) VALUES (1, 1, 'tx')")  # ds_1
         cur.execute("INSERT INTO t_order (order_id, user_id, status) VALUES (2, 2, 'tx')")  # ds_0
@@ -626,8 +626,11 @@ def test_local_transaction_across_two_shards(sharded_env: ShardedEnv, begin: str
         assert all_rows(env, "t_order") == []  # nobody else does yet
         cur.execute(end)
         assert all_rows(env, "t_order") == (rows if end == "COMMIT" else [])
-        # the session goes on normally afterwards (autocommit=0 keeps a new transaction open)
+        # the session goes on normally afterwards: autocommit again after BEGIN, a new transaction under
+        # autocommit=0 (only visible once committed)
         cur.execute("INSERT INTO t_order (order_id, user_id, status) VALUES (9, 1, 'after'), (10, 2, 'after')")
+        after = [r for r in all_rows(env, "t_order") if r[2] == "after"]
+        assert after == ([] if begin == "SET autocommit=0" else [(9, 1, "after"), (10, 2, "after")])
         cur.execute("COMMIT")
     assert [r for r in all_rows(env, "t_order") if r[2] == "after"] == [(9, 1, "after"), (10, 2, "after")]
 
@@ -738,13 +741,12 @@ def merge_data(sharded_env: ShardedEnv) -> Iterator[ShardedEnv]:
     insert_orders(env, MERGE_ORDERS)
     items = ", ".join(f"({i}, {o}, {u}, '{s}')" for i, o, u, s in MERGE_ITEMS)
     env.run(f"INSERT INTO t_order_item (order_item_id, order_id, user_id, status) VALUES {items}")
-    server = env.servers[0]
-    server.execute("DELETE FROM t_order", env.oracle_db)
-    server.execute("DELETE FROM t_order_item", env.oracle_db)
+    oracle = env.oracle_db  # on ds_0's server
+    env.backend("ds_0", "DELETE FROM t_order", oracle)
+    env.backend("ds_0", "DELETE FROM t_order_item", oracle)
     values = ", ".join(f"({o}, {u}, {'NULL' if s is None else repr(s)})" for o, u, s in MERGE_ORDERS)
-    server.execute(f"INSERT INTO t_order (order_id, user_id, status) VALUES {values}", env.oracle_db)
-    server.execute(f"INSERT INTO t_order_item (order_item_id, order_id, user_id, status) VALUES {items}",
-                   env.oracle_db)
+    env.backend("ds_0", f"INSERT INTO t_order (order_id, user_id, status) VALUES {values}", oracle)
+    env.backend("ds_0", f"INSERT INTO t_order_item (order_item_id, order_id, user_id, status) VALUES {items}", oracle)
     yield env
 
 
