@@ -255,7 +255,7 @@ def test_insert_without_key_generates_snowflake_ids(sharded_env: ShardedEnv) -> 
         assert env.where_is("t_order", "order_id", order_id) == [order_node(user_id, order_id)]
 
     affected, last_id, _ = env.run("INSERT INTO t_order SET user_id = 6, status = 'kset'")
-    assert affected == 1
+    assert affected == 1 and last_id is not None
     assert env.where_is("t_order", "order_id", last_id) == [order_node(6, last_id)]
 
 
@@ -675,6 +675,8 @@ def test_shipped_conf_loads_and_demo_flow_works(mariadb_factory: ServerFactory, 
     copied = (conf / "database-sharding.yaml").read_text(encoding="utf-8")
     assert copied.split("\nrules:", 1)[1] == shipped.split("\nrules:", 1)[1]  # only the URLs were moved
 
+    shipped_rules = load_config(REPO / "conf").databases["sharding_db"].rules  # as shipped: loading connects to nothing
+    assert shipped_rules.sharding is not None and sorted(shipped_rules.sharding.tables) == ["t_order", "t_order_item"]
     config = load_config(conf)
     assert {"sharding_db", "demo_db"} <= set(config.databases)
     rules = config.databases["sharding_db"].rules
