@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from protocol.constants import MAX_PAYLOAD, ServerStatus
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
@@ -42,6 +42,7 @@ class ResultSummary:
     error: ERRPacket | None = None
     result_sets: int = 0
     info: bytes = b""
+    next_seq: int = 0  # the client-side sequence id after the relayed answer
 
 
 def _frame(payload: bytes | memoryview, seq: int) -> bytes:
@@ -63,6 +64,7 @@ class ResultRelay:
         "_client_eof",
         "_columns_left",
         "_continuation",
+        "_more",
         "_phase",
         "_seq",
         "_seq_after",
@@ -72,9 +74,13 @@ class ResultRelay:
     )
 
     def __init__(
-        self, *, backend_deprecate_eof: bool, client_deprecate_eof: bool, first_seq: int = 1, rows_only: bool = False
+        self, *, backend_deprecate_eof: bool, client_deprecate_eof: bool, first_seq: int = 1, rows_only: bool = False,
+        more_results: bool = False,
     ) -> None:
-        """`rows_only`: the answer has no header (COM_STMT_FETCH: rows, then EOF)."""
+        """`rows_only`: the answer has no header (COM_STMT_FETCH: rows, then EOF). `more_results`: the
+        client's query has more statements after this one (the proxy splits multi-statement queries), so
+        the answer's last packet must say MORE_RESULTS_EXISTS."""
+        self._more = more_results
         self._buf = bytearray()
         self._backend_eof = backend_deprecate_eof
         self._client_eof = client_deprecate_eof
@@ -136,6 +142,7 @@ class ResultRelay:
         finally:
             del buf[:pos]
             self._seq = seq
+            self.summary.next_seq = seq
         return bytes(out)
 
     # -- non-row packets: few per result, so clarity over speed --------------------------------------------
@@ -165,6 +172,8 @@ class ResultRelay:
             if head == 0x00:
                 ok = OKPacket.decode(payload)
                 self._finish(ok.status, ok.warnings, ok)
+                if self.done and self._more:
+                    payload = replace(ok, status=ok.status | ServerStatus.MORE_RESULTS_EXISTS).encode()
                 return _frame(payload, seq), (seq + 1) & 0xFF
             if head == 0xFB:
                 raise MalformedPacket("LOAD DATA LOCAL INFILE is not supported through the proxy")
@@ -215,6 +224,12 @@ class ResultRelay:
             status = r.u16() if r.remaining() >= 2 else 0
             ok = None
         self._finish(ServerStatus(status), warnings, ok)
+        if self.done and self._more:
+            status |= ServerStatus.MORE_RESULTS_EXISTS
+            if ok is not None:
+                payload = replace(ok, status=ServerStatus(status)).encode()
+            else:
+                payload = b"\xfe" + _HDR.pack(warnings, status & 0xFFFF)
         if self._client_eof == self._backend_eof:
             out = _frame(payload, seq)
         elif self._client_eof:

@@ -93,12 +93,12 @@ class BackendConnection:
 
     async def relay(
         self, payload: bytes, client: asyncio.StreamWriter, *, first_seq: int, client_deprecate_eof: bool,
-        rows_only: bool = False,
+        rows_only: bool = False, more_results: bool = False,
     ) -> ResultSummary:
         """Send a command and copy its response to the client as it arrives (with backpressure)."""
         relay = ResultRelay(
             backend_deprecate_eof=BACKEND_DEPRECATE_EOF, client_deprecate_eof=client_deprecate_eof,
-            first_seq=first_seq, rows_only=rows_only,
+            first_seq=first_seq, rows_only=rows_only, more_results=more_results,
         )
         self._send(payload)
         try:

@@ -37,6 +37,7 @@ from proxy.txn import SessionStatement, TransactionState, classify_session_state
 from proxy.wire import ClientGone, ClientPackets
 from routing.errors import RoutingError
 from routing.plan import SessionHints
+from routing.split import split_statements
 
 if TYPE_CHECKING:
     from proxy.runtime import LogicalDatabase
@@ -59,7 +60,9 @@ class Session:
         self.database: LogicalDatabase | None = None
         self.capabilities = Capability(0)
         self.charset = "utf8mb4"
-        self.status = int(ServerStatus.AUTOCOMMIT)
+        self._status = int(ServerStatus.AUTOCOMMIT)
+        self.more_results = False  # a multi-statement query has statements after the current one
+        self.errored = False  # the current statement's answer was an ERR
         self.multi_statements = True
         self.backends: dict[str, BackendConnection] = {}
         self.txn = TransactionState()
@@ -75,6 +78,18 @@ class Session:
         self.info: str | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------------
+
+    @property
+    def status(self) -> int:
+        """The status flags for the packet that ends the current answer (with MORE_RESULTS_EXISTS while a
+        multi-statement query has statements left)."""
+        if self.more_results:
+            return self._status | int(ServerStatus.MORE_RESULTS_EXISTS)
+        return self._status
+
+    @status.setter
+    def status(self, value: int) -> None:
+        self._status = int(value) & ~int(ServerStatus.MORE_RESULTS_EXISTS)
 
     @property
     def deprecate_eof(self) -> bool:
@@ -174,6 +189,7 @@ class Session:
         self.wire.send(OKPacket(affected, last_insert_id, ServerStatus(self.status), 0, info).encode(self.capabilities))
 
     def error(self, errno: int, message: str, sqlstate: str = "HY000") -> None:
+        self.errored = True
         self.wire.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities))
 
     def rows(self, columns: list[str], rows: list[tuple[object, ...]] | list[list[object]]) -> None:
@@ -329,6 +345,31 @@ class Session:
         if source is not None:
             await relay_pass_through(self, source, payload, sql)
             return
+        if self.multi_statements and ";" in sql:
+            statements = split_statements(sql)
+            if len(statements) > 1:
+                await self._multi(db, statements)
+                return
+        await self._routed_query(db, sql)
+
+    async def _multi(self, db: LogicalDatabase, statements: list[str]) -> None:
+        """Several statements in one COM_QUERY on a sharded database: each routed on its own, answered as
+        consecutive results flagged MORE_RESULTS_EXISTS; the first error ends the sequence, as on MySQL."""
+        for i, statement in enumerate(statements):
+            self.more_results = i < len(statements) - 1
+            self.errored = False
+            try:
+                stmt = classify(statement)
+                if stmt is not None:
+                    await self._proxy_statement(stmt, statement)
+                else:
+                    await self._routed_query(self.database or db, statement)
+            finally:
+                self.more_results = False
+            if self.errored:
+                return
+
+    async def _routed_query(self, db: LogicalDatabase, sql: str) -> None:
         session_stmt = classify_session_statement(sql)
         if session_stmt is not None:
             await self._session_statement(session_stmt, sql)
@@ -431,8 +472,12 @@ class Session:
 
     async def relay_on(self, conn: BackendConnection, payload: bytes) -> None:
         summary = await conn.relay(
-            payload, self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof
+            payload, self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
+            more_results=self.more_results,
         )
+        self.wire.seq = summary.next_seq
+        if summary.error is not None:
+            self.errored = True
         self.update_status(summary.status)
 
     def update_status(self, backend_status: int) -> None:
