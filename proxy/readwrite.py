@@ -1,0 +1,792 @@
+"""Read/write splitting: a `!READWRITE_SPLITTING` data source group is one primary and its replicas.
+
+ShardingSphere's rule (seed 002): writes, locking reads, hinted reads and reads inside a transaction (per
+`transactionalReadQueryStrategy`) go to the primary; other reads are balanced over the replicas. The
+seed's per-thread "DML flag" becomes per session (the client connection is the proxy's thread), per group,
+and is configurable with the group key `readAfterWrite`:
+
+* ``SESSION`` (default, the seed's behaviour): after a write, every later read of the session goes to the
+  primary;
+* ``TRANSACTION``: reads go to the primary while the transaction that wrote is open, and back to the
+  replicas once it has ended (an autocommit write is a transaction of its own);
+* ``GTID``: after a write, the primary's GTID position is remembered for the session; a later read uses a
+  replica only once the replica has applied it (MariaDB ``MASTER_GTID_WAIT``, MySQL
+  ``WAIT_FOR_EXECUTED_GTID_SET``, with a short bounded wait), else the primary. Read-your-writes without
+  pinning the session to the primary.
+
+Whatever the mode, a read after a write in a still open transaction goes to the primary: the write is
+visible nowhere else yet.
+
+Replica health: a replica whose connections fail is taken out of rotation; a background task probes every
+replica (``SHOW SLAVE STATUS``) and puts it back once it answers. A replica whose SQL or IO thread is
+stopped (``Seconds_Behind_Master`` NULL), or that lags more than ``maxReplicationLagSeconds``, is skipped.
+With no usable replica, reads go to the primary (logged once per change of state).
+
+`ReadWriteGroup` stands in for a `DataSource` under the group's name (so the kernel, the pass-through path,
+metadata loading and transactions keep working with the primary); replicas are reached only through
+`group_backend`, which `Session.backend(..., read=True)` calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import random
+import re
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import aiomysql
+import pymysql
+import structlog
+
+from protocol.constants import ServerStatus
+from protocol.results import ResultSummary
+from proxy.backend import BackendConnection, BackendError, DataSource
+from routing.errors import ConfigError
+
+if TYPE_CHECKING:
+    from proxy.config import DatabaseConfig
+    from proxy.session import Session
+
+log = structlog.get_logger("shardproxy.readwrite")
+
+LOAD_BALANCER_TYPES = ("ROUND_ROBIN", "RANDOM", "WEIGHT")
+TRANSACTIONAL_STRATEGIES = ("PRIMARY", "FIXED", "DYNAMIC")
+READ_AFTER_WRITE_MODES = ("SESSION", "TRANSACTION", "GTID")
+
+_GROUP_KEYS = {
+    "writeDataSourceName", "readDataSourceNames", "transactionalReadQueryStrategy", "loadBalancerName",
+    "readAfterWrite", "maxReplicationLagSeconds", "healthCheckIntervalMilliseconds", "gtidWaitTimeoutMilliseconds",
+    "staticStrategy",
+}  # fmt: skip
+_RULE_KEYS = {"dataSourceGroups", "dataSources", "loadBalancers", "__rule__"}
+
+DEFAULT_HEALTH_INTERVAL = 1.0
+DEFAULT_GTID_WAIT = 0.5
+
+Warn = Callable[[str], None]
+
+
+# --- configuration --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """One `dataSourceGroups` entry, checked. Durations in seconds; None = take the global prop / default."""
+
+    name: str
+    write: str
+    reads: tuple[str, ...]
+    load_balancer_type: str = "ROUND_ROBIN"
+    load_balancer_props: Mapping[str, Any] = field(default_factory=dict)
+    weights: Mapping[str, float] = field(default_factory=dict)
+    transactional_read_query_strategy: str = "PRIMARY"
+    read_after_write: str = "SESSION"
+    max_lag_seconds: float | None = None
+    health_interval: float | None = None
+    gtid_wait: float | None = None
+
+
+def _seconds(value: Any, scale: float, file: str, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ConfigError(f"expected a number, got {value!r}", file=file, key=key)
+    try:
+        number = float(value)
+    except ValueError as exc:
+        raise ConfigError(f"expected a number, got {value!r}", file=file, key=key) from exc
+    if number < 0:
+        raise ConfigError(f"must not be negative, got {value!r}", file=file, key=key)
+    return number * scale
+
+
+def _choice(value: Any, allowed: Sequence[str], default: str, file: str, key: str) -> str:
+    if value is None:
+        return default
+    text = str(value).strip().upper()
+    if text not in allowed:
+        raise ConfigError(f"expected one of {', '.join(allowed)}, got {value!r}", file=file, key=key)
+    return text
+
+
+def parse_groups(
+    rules: Sequence[Mapping[str, Any]], data_sources: Sequence[str], file: str, warn: Warn
+) -> list[GroupConfig]:
+    """The read/write splitting groups of one logical database; `ConfigError` names the key at fault."""
+    groups: list[GroupConfig] = []
+    seen: dict[str, str] = {}
+    for index, rule in enumerate(rules):
+        if str(rule.get("__rule__", "")).upper() != "READWRITE_SPLITTING":
+            continue
+        key = f"rules[{index}]"
+        for k in rule:
+            if k not in _RULE_KEYS:
+                warn(f"{file}: {key}.{k}: unknown key, ignored")
+        raw_groups = rule.get("dataSourceGroups", rule.get("dataSources")) or {}
+        if not isinstance(raw_groups, Mapping):
+            raise ConfigError("expected a mapping of group name to group", file=file, key=f"{key}.dataSourceGroups")
+        balancers = rule.get("loadBalancers") or {}
+        if not isinstance(balancers, Mapping):
+            raise ConfigError("expected a mapping of name to load balancer", file=file, key=f"{key}.loadBalancers")
+        for name, raw in raw_groups.items():
+            gkey = f"{key}.dataSourceGroups.{name}"
+            if not isinstance(raw, Mapping):
+                raise ConfigError("expected a mapping", file=file, key=gkey)
+            g: Mapping[str, Any] = raw.get("staticStrategy") if isinstance(raw.get("staticStrategy"), Mapping) else raw
+            for k in raw:
+                if k not in _GROUP_KEYS:
+                    warn(f"{file}: {gkey}.{k}: unknown key, ignored")
+            write = g.get("writeDataSourceName")
+            if not isinstance(write, str) or not write:
+                raise ConfigError("needs writeDataSourceName", file=file, key=f"{gkey}.writeDataSourceName")
+            reads_raw = g.get("readDataSourceNames") or []
+            if isinstance(reads_raw, str):
+                reads = tuple(p.strip() for p in reads_raw.split(",") if p.strip())
+            elif isinstance(reads_raw, list):
+                reads = tuple(str(r) for r in reads_raw)
+            else:
+                raise ConfigError("expected a list of data source names", file=file, key=f"{gkey}.readDataSourceNames")
+            for member in (write, *reads):
+                if member not in data_sources:
+                    raise ConfigError(f"data source {member!r} is not defined in dataSources", file=file, key=gkey)
+                if member in seen:
+                    raise ConfigError(f"data source {member!r} is already a member of group {seen[member]}",
+                                      file=file, key=gkey)
+                seen[member] = str(name)
+            if str(name) in data_sources:
+                raise ConfigError(f"group name {name!r} is also the name of a data source", file=file, key=gkey)
+            if not reads:
+                warn(f"{file}: {gkey}: no readDataSourceNames; every statement goes to {write}")
+            lb_type, lb_props, weights = "ROUND_ROBIN", {}, {}
+            lb_name = g.get("loadBalancerName")
+            if lb_name is not None:
+                lb = balancers.get(lb_name)
+                if not isinstance(lb, Mapping):
+                    raise ConfigError(f"load balancer {lb_name!r} is not defined in loadBalancers", file=file,
+                                      key=f"{gkey}.loadBalancerName")
+                lb_type = _choice(lb.get("type"), LOAD_BALANCER_TYPES, "ROUND_ROBIN", file,
+                                  f"{key}.loadBalancers.{lb_name}.type")
+                lb_props = dict(lb.get("props") or {})
+                if lb_type == "WEIGHT":
+                    for r in reads:
+                        if r not in lb_props:
+                            raise ConfigError(f"WEIGHT needs a weight for read data source {r!r} in props",
+                                              file=file, key=f"{key}.loadBalancers.{lb_name}.props")
+                        weights[r] = _seconds(lb_props[r], 1, file, f"{key}.loadBalancers.{lb_name}.props.{r}")
+            max_lag = g.get("maxReplicationLagSeconds")
+            interval = g.get("healthCheckIntervalMilliseconds")
+            wait = g.get("gtidWaitTimeoutMilliseconds")
+            groups.append(GroupConfig(
+                name=str(name),
+                write=write,
+                reads=reads,
+                load_balancer_type=lb_type,
+                load_balancer_props=lb_props,
+                weights=weights,
+                transactional_read_query_strategy=_choice(
+                    g.get("transactionalReadQueryStrategy"), TRANSACTIONAL_STRATEGIES, "PRIMARY", file,
+                    f"{gkey}.transactionalReadQueryStrategy"),
+                read_after_write=_choice(g.get("readAfterWrite"), READ_AFTER_WRITE_MODES, "SESSION", file,
+                                         f"{gkey}.readAfterWrite"),
+                max_lag_seconds=None if max_lag is None else _seconds(max_lag, 1, file,
+                                                                      f"{gkey}.maxReplicationLagSeconds"),
+                health_interval=None if interval is None else _seconds(
+                    interval, 0.001, file, f"{gkey}.healthCheckIntervalMilliseconds"),
+                gtid_wait=None if wait is None else _seconds(wait, 0.001, file, f"{gkey}.gtidWaitTimeoutMilliseconds"),
+            ))
+    return groups
+
+
+# --- which statements are reads (pass-through path) ------------------------------------------------------
+
+
+class Access(enum.Enum):
+    READ = "read"  # may use a replica
+    WRITE = "write"  # primary; counts as the session's write
+    SESSION = "session"  # primary, not a write: SET, transaction control, locking / hinted reads, SHOW WARNINGS
+
+
+_MASK = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|`(?:[^`]|``)*`", re.S)
+_COMMENTS = re.compile(r"/\*(?!!).*?\*/|--[ \t][^\n]*(?:\n|$)|#[^\n]*(?:\n|$)", re.S)
+_WRITE_HINT = re.compile(r"SHARDINGSPHERE_HINT:[^*]*\bWRITE_ROUTE_ONLY\s*=\s*true", re.I)
+_FIRST_WORD = re.compile(r"^[\s(]*([A-Za-z_]+)")
+_LOCKING = re.compile(r"\bFOR\s+UPDATE\b|\bLOCK\s+IN\s+SHARE\s+MODE\b|\bFOR\s+SHARE\b|\bINTO\b", re.I)
+# functions whose answer lives in the session of the connection that ran the previous statements
+_SESSION_FUNCTIONS = re.compile(
+    r"\b(?:LAST_INSERT_ID|FOUND_ROWS|ROW_COUNT|GET_LOCK|RELEASE_LOCK|RELEASE_ALL_LOCKS|IS_FREE_LOCK|IS_USED_LOCK"
+    r"|NEXTVAL|SETVAL|LASTVAL|MASTER_POS_WAIT|MASTER_GTID_WAIT|WAIT_FOR_EXECUTED_GTID_SET)\s*\(|"
+    r"\bNEXT\s+VALUE\s+FOR\b|\bPREVIOUS\s+VALUE\s+FOR\b|@@(?:SESSION\.)?(?:last_insert_id|identity|last_gtid"
+    r"|warning_count|error_count|in_transaction)\b",
+    re.I,
+)
+_DML_IN_CTE = re.compile(r"\b(?:INSERT|UPDATE|DELETE|REPLACE)\b", re.I)
+_SHOW_READS = re.compile(
+    r"^\s*SHOW\s+(?:FULL\s+|EXTENDED\s+)*(?:TABLES|COLUMNS|FIELDS|INDEX|INDEXES|KEYS|CREATE|TABLE\s+STATUS|"
+    r"DATABASES|SCHEMAS|TRIGGERS|EVENTS|FUNCTION|PROCEDURE|CHARACTER\s+SET|CHARSET|COLLATION|ENGINES|PLUGINS)\b",
+    re.I,
+)
+_SESSION_WORDS = {"SET", "BEGIN", "START", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "SHOW"}
+_READ_WORDS = {"SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXPLAIN"}
+
+
+def classify_access(sql: str) -> Access:
+    """Cheap classification of a client's statement text for the pass-through path (no parsing).
+
+    Anything unsure counts as a write: a wrong "write" costs a replica read, a wrong "read" could run a
+    write on a replica or read stale data."""
+    if "/*" in sql and _WRITE_HINT.search(sql):
+        return Access.SESSION
+    masked = _COMMENTS.sub(" ", _MASK.sub("''", sql))
+    body = masked.strip().rstrip(";").rstrip()
+    if ";" in body:  # several statements in one COM_QUERY
+        return Access.WRITE
+    m = _FIRST_WORD.match(body)
+    if m is None:
+        return Access.WRITE
+    word = m.group(1).upper()
+    if word == "SHOW":
+        return Access.READ if _SHOW_READS.match(body) else Access.SESSION
+    if word in _READ_WORDS:
+        if word == "WITH" and _DML_IN_CTE.search(body):
+            return Access.WRITE
+        if _LOCKING.search(body) or _SESSION_FUNCTIONS.search(body):
+            return Access.SESSION
+        return Access.READ
+    if word in _SESSION_WORDS:
+        return Access.SESSION
+    return Access.WRITE
+
+
+def is_read(sql: str) -> bool:
+    """True when `sql` may be answered by a replica (a plain read, no lock, no write hint)."""
+    return classify_access(sql) is Access.READ
+
+
+# --- the group ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReplicaState:
+    """A read member: whether it answers, how far behind it is, and why it is out of rotation."""
+
+    name: str
+    source: DataSource
+    weight: float = 1.0
+    reachable: bool = True
+    lag: float | None = None  # Seconds_Behind_Master at the last probe
+    replicating: bool | None = None  # False: SQL or IO thread stopped; None: not known / not a replica
+    reason: str = ""
+
+    def usable(self, max_lag: float | None) -> bool:
+        if not self.reachable or self.replicating is False:
+            return False
+        return max_lag is None or self.lag is None or self.lag <= max_lag
+
+    def status(self, max_lag: float | None) -> tuple[str, str]:
+        """(enabled | disabled, why) for SHOW STORAGE UNITS / SHOW READWRITE_SPLITTING RULES."""
+        if not self.reachable:
+            return "disabled", self.reason or "unreachable"
+        if self.replicating is False:
+            return "disabled", self.reason or "replication stopped"
+        if max_lag is not None and self.lag is not None and self.lag > max_lag:
+            return "disabled", f"lag {self.lag:g}s > maxReplicationLagSeconds {max_lag:g}"
+        return "enabled", ""
+
+
+def _prop_float(props: Mapping[str, Any], name: str) -> float | None:
+    value = props.get(name)
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        log.warning("bad_prop", prop=name, value=value)
+        return None
+
+
+class ReadWriteGroup(DataSource):
+    """A primary and its replicas under one data source name.
+
+    As a `DataSource` it is the primary (acquire/release/kill_query/stats/config), so every path that does
+    not know about replicas keeps working; connections it lends carry the group as their source (their
+    `name` is the group's, as the transaction bookkeeping expects). Replica connections come from
+    `acquire_read` / `pick_replica`."""
+
+    def __init__(
+        self, config: GroupConfig, primary: DataSource, replicas: Sequence[DataSource], props: Mapping[str, Any]
+    ) -> None:
+        # no super().__init__: the group has no pool of its own, every method below delegates
+        self.group_config = config
+        self.name = config.name
+        self.primary = primary
+        self.config = primary.config
+        self.replicas = [ReplicaState(r.name, r, config.weights.get(r.name, 1.0)) for r in replicas]
+        self.max_lag = config.max_lag_seconds if config.max_lag_seconds is not None else _prop_float(
+            props, "max-replication-lag-seconds")
+        interval = config.health_interval
+        if interval is None:
+            ms = _prop_float(props, "replica-health-check-interval-milliseconds")
+            interval = ms / 1000 if ms is not None else DEFAULT_HEALTH_INTERVAL
+        self.health_interval = max(0.05, interval)
+        wait = config.gtid_wait
+        if wait is None:
+            ms = _prop_float(props, "gtid-wait-timeout-milliseconds")
+            wait = ms / 1000 if ms is not None else DEFAULT_GTID_WAIT
+        self.gtid_wait = wait
+        self.mariadb = True
+        self._rr = 0
+        self._rng = random.Random()
+        self._monitor: asyncio.Task[None] | None = None
+        self._monitor_conns: dict[str, aiomysql.Connection] = {}
+        self._all_down_logged = False
+        self.log = log.bind(group=self.name, primary=primary.name)
+
+    # -- DataSource protocol (the primary) ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        """The primary must answer (as any data source at start-up); a replica that does not is started
+        out of rotation and probed until it answers, so one dead replica does not keep the proxy down."""
+        await self.primary.start()
+        for r in self.replicas:
+            try:
+                await r.source.start()
+            except BackendError as exc:
+                self.mark_down(r.name, str(exc))
+        conn = await self.primary.acquire()
+        try:
+            rows = await conn.execute("SELECT VERSION()")
+        finally:
+            await self.primary.release(conn, reset=False)
+        if isinstance(rows, list) and rows and rows[0][0]:
+            self.mariadb = "mariadb" in rows[0][0].decode().lower()
+        if self.replicas:
+            await self._probe_all()
+            self._monitor = asyncio.get_running_loop().create_task(self._monitor_loop(), name=f"rw-{self.name}")
+        self.log.info("readwrite_group_ready", replicas=[r.name for r in self.replicas],
+                      read_after_write=self.group_config.read_after_write,
+                      transactional=self.group_config.transactional_read_query_strategy,
+                      load_balancer=self.group_config.load_balancer_type)
+
+    async def acquire(self, *, found_rows: bool = False) -> BackendConnection:
+        conn = await self.primary.acquire(found_rows=found_rows)
+        conn.source = self
+        return conn
+
+    async def release(self, conn: BackendConnection, *, reset: bool = True) -> None:
+        if conn.source is self:
+            conn.source = self.primary
+        await conn.source.release(conn, reset=reset)
+
+    async def kill_query(self, thread_id: int) -> None:
+        await self.primary.kill_query(thread_id)
+
+    async def close(self) -> None:
+        if self._monitor is not None:
+            self._monitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._monitor
+            self._monitor = None
+        for conn in self._monitor_conns.values():
+            conn.close()
+        self._monitor_conns.clear()
+        await self.primary.close()
+        for r in self.replicas:
+            await r.source.close()
+
+    def stats(self) -> dict[str, int]:
+        return self.primary.stats()
+
+    # -- choosing a replica --------------------------------------------------------------------------------
+
+    @property
+    def gtid_position_sql(self) -> str:
+        return "SELECT @@gtid_current_pos" if self.mariadb else "SELECT @@global.gtid_executed"
+
+    def gtid_wait_sql(self, position: str) -> str:
+        pos = position.replace("\\", "\\\\").replace("'", "\\'")
+        if self.mariadb:
+            return f"SELECT MASTER_GTID_WAIT('{pos}', {self.gtid_wait:g})"
+        return f"SELECT WAIT_FOR_EXECUTED_GTID_SET('{pos}', {self.gtid_wait:g})"
+
+    def usable_replicas(self) -> list[ReplicaState]:
+        return [r for r in self.replicas if r.usable(self.max_lag)]
+
+    def pick_replica(self, exclude: Sequence[str] = (), prefer: str | None = None) -> ReplicaState | None:
+        """The replica the load balancer picks among the usable ones (`prefer` first when usable), or None:
+        then reads go to the primary, which is logged once until a replica is usable again."""
+        candidates = [r for r in self.usable_replicas() if r.name not in exclude]
+        if not candidates:
+            if self.replicas and not self._all_down_logged and not exclude:
+                self._all_down_logged = True
+                self.log.warning("no_usable_replica", detail="reads go to the primary",
+                                 replicas={r.name: r.status(self.max_lag)[1] for r in self.replicas})
+            return None
+        if self._all_down_logged and not exclude:
+            self._all_down_logged = False
+            self.log.info("replicas_usable_again", replicas=[r.name for r in candidates])
+        if prefer is not None:
+            for r in candidates:
+                if r.name == prefer:
+                    return r
+        kind = self.group_config.load_balancer_type
+        if kind == "RANDOM":
+            return self._rng.choice(candidates)
+        if kind == "WEIGHT":
+            weights = [max(r.weight, 0.0) for r in candidates]
+            if sum(weights) <= 0:
+                return candidates[0]
+            return self._rng.choices(candidates, weights=weights, k=1)[0]
+        self._rr += 1
+        return candidates[(self._rr - 1) % len(candidates)]
+
+    async def acquire_read(self, *, found_rows: bool = False, exclude: Sequence[str] = ()) -> BackendConnection | None:
+        """A pooled connection to a usable replica (the load balancer's pick), or None when none answers.
+        A replica whose connection fails is taken out of rotation before the next one is tried."""
+        tried = list(exclude)
+        while (replica := self.pick_replica(tried)) is not None:
+            try:
+                return await replica.source.acquire(found_rows=found_rows)
+            except BackendError as exc:
+                self.mark_down(replica.name, str(exc))
+                tried.append(replica.name)
+        return None
+
+    def replica(self, name: str) -> ReplicaState | None:
+        return next((r for r in self.replicas if r.name == name), None)
+
+    # -- health ----------------------------------------------------------------------------------------------
+
+    def mark_down(self, name: str, reason: str) -> None:
+        """Out of rotation until the monitor's probe answers again."""
+        r = self.replica(name)
+        if r is None:
+            return
+        if r.reachable:
+            self.log.warning("replica_down", data_source=name, reason=reason)
+        r.reachable = False
+        r.reason = reason
+
+    async def _monitor_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.health_interval)
+            try:
+                await self._probe_all()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug in a probe must not end the monitoring
+                self.log.exception("replica_probe_failed")
+
+    async def _probe_all(self) -> None:
+        await asyncio.gather(*(self._probe(r) for r in self.replicas))
+
+    async def _probe(self, r: ReplicaState) -> None:
+        """Connect (a connection of the monitor's own, outside the pool) and read SHOW SLAVE STATUS."""
+        timeout = max(1.0, min(5.0, self.health_interval * 5))
+        try:
+            status = await asyncio.wait_for(self._slave_status(r), timeout=timeout)
+        except (pymysql.err.MySQLError, OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            conn = self._monitor_conns.pop(r.name, None)
+            if conn is not None:
+                conn.close()
+            self.mark_down(r.name, f"probe failed: {exc}")
+            return
+        was = r.usable(self.max_lag)
+        if not r.reachable:
+            self.log.info("replica_answers_again", data_source=r.name)
+        r.reachable = True
+        r.reason = ""
+        if status is None:  # not a replica (or no privilege to ask): lag unknown, used as is
+            r.replicating, r.lag = None, None
+        else:
+            running = status.get("Slave_SQL_Running", status.get("Replica_SQL_Running")) == "Yes" and status.get(
+                "Slave_IO_Running", status.get("Replica_IO_Running")) == "Yes"
+            lag = status.get("Seconds_Behind_Master", status.get("Seconds_Behind_Source"))
+            r.replicating = running and lag is not None
+            r.lag = float(lag) if lag is not None else None
+            if not r.replicating:
+                r.reason = (f"replication stopped (SQL thread {status.get('Slave_SQL_Running')}, IO thread "
+                            f"{status.get('Slave_IO_Running')}, Seconds_Behind_Master NULL)")
+        now = r.usable(self.max_lag)
+        if now != was:
+            _state, why = r.status(self.max_lag)
+            (self.log.info if now else self.log.warning)(
+                "replica_enabled" if now else "replica_disabled", data_source=r.name, reason=why, lag=r.lag)
+
+    async def _slave_status(self, r: ReplicaState) -> dict[str, Any] | None:
+        conn = self._monitor_conns.get(r.name)
+        if conn is None or conn.closed:
+            c = r.source.config
+            conn = await aiomysql.connect(host=c.host, port=c.port, user=c.username, password=c.password,
+                                          autocommit=True, connect_timeout=min(c.connect_timeout, 5.0))
+            self._monitor_conns[r.name] = conn
+        async with conn.cursor(aiomysql.DictCursor) as cur:
+            try:
+                await cur.execute("SHOW SLAVE STATUS")
+            except pymysql.err.ProgrammingError:  # MySQL 8.4 dropped the old name
+                await cur.execute("SHOW REPLICA STATUS")
+            except pymysql.err.OperationalError as exc:
+                if exc.args and exc.args[0] in (1227, 1045, 1142):  # no REPLICATION CLIENT privilege
+                    return None
+                raise
+            row = await cur.fetchone()
+        return dict(row) if row else None
+
+    # -- admin rows --------------------------------------------------------------------------------------
+
+    def member_status(self, name: str) -> tuple[str, str, float | None]:
+        """(enabled | disabled, detail, lag seconds) of a member, for SHOW STORAGE UNITS."""
+        r = self.replica(name)
+        if r is None:
+            return "enabled", "primary", None
+        state, why = r.status(self.max_lag)
+        return state, why or "replica", r.lag
+
+    def rule_row(self) -> tuple[object, ...]:
+        c = self.group_config
+        props = ",".join(f"{k}={v}" for k, v in c.load_balancer_props.items())
+        states = ",".join(f"{r.name}:{r.status(self.max_lag)[0]}" for r in self.replicas)
+        return (c.name, c.write, ",".join(c.reads), c.transactional_read_query_strategy, c.load_balancer_type,
+                props, c.read_after_write, states)
+
+
+RULE_COLUMNS = (
+    "name", "write_storage_unit_name", "read_storage_unit_names", "transactional_read_query_strategy",
+    "load_balancer_type", "load_balancer_props", "read_after_write", "read_storage_unit_status",
+)
+
+
+async def open_data_sources(
+    db: DatabaseConfig, props: Mapping[str, Any], opened: MutableMapping[tuple[str, str], DataSource]
+) -> dict[str, DataSource]:
+    """The logical database's routable data sources (groups under their group name, in the order the
+    rules list them), opening every pool. Each opened source is put in `opened` (keyed by database and
+    name) as soon as it is open, so that a failure later on can still close it."""
+    groups = {g.name: g for g in parse_groups(db.other_rules, list(db.data_sources), db.file, log.warning)}
+    members = {m for g in groups.values() for m in (g.write, *g.reads)}
+    physical = {name: DataSource(cfg) for name, cfg in db.data_sources.items()}
+    for name, source in physical.items():
+        if name not in members:
+            await source.start()
+            opened[(db.name, name)] = source
+    result: dict[str, DataSource] = {}
+    for name in db.rules.data_sources:
+        if name in groups:
+            g = groups[name]
+            group = ReadWriteGroup(g, physical[g.write], [physical[r] for r in g.reads], props)
+            opened[(db.name, name)] = group  # closing the group closes its members and stops its monitor
+            await group.start()
+            result[name] = group
+        else:
+            result[name] = physical[name]
+    return result
+
+
+# --- per session ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class GroupSessionState:
+    """What one session did on one group, for its read-after-write consistency."""
+
+    wrote: bool = False  # SESSION: pinned to the primary from the first write on
+    txn_wrote: bool = False  # a write in the transaction still open
+    gtid_pending: bool = False  # GTID: wrote since the position was last read
+    gtid: str = ""  # GTID: the primary's position after the session's last write
+    caught_up: set[str] = field(default_factory=set)  # replicas known to have applied `gtid`
+    fixed_replica: str | None = None  # FIXED: the replica of the open transaction
+
+
+def in_transaction(session: Session) -> bool:
+    db = session.database
+    if db is not None and db.kernel is not None:
+        return session.txn.active
+    return bool(session.status & ServerStatus.IN_TRANS) or not session.status & ServerStatus.AUTOCOMMIT
+
+
+def _stale(conn: BackendConnection) -> bool:
+    """The server closed this idle connection (shut down, killed, wait_timeout): seen without a round trip."""
+    reader = conn.raw._reader
+    if reader is None:
+        return True
+    return bool(reader.at_eof() or reader.exception() or getattr(reader, "eof_received", False))
+
+
+async def group_backend(
+    session: Session, group: ReadWriteGroup, *, read: bool, record_write: bool
+) -> BackendConnection | None:
+    """The session's replica connection for a read that may use one, else None (the caller then uses the
+    session's primary connection). Records writes for the group's `readAfterWrite` mode."""
+    state = session.read_state.setdefault(group.name, GroupSessionState())
+    in_txn = in_transaction(session)
+    if not in_txn:
+        state.txn_wrote = False
+        state.fixed_replica = None
+    if not read:
+        if record_write:
+            state.wrote = state.txn_wrote = state.gtid_pending = True
+            state.caught_up.clear()
+        return None
+    config = group.group_config
+    if in_txn and (state.txn_wrote or config.transactional_read_query_strategy == "PRIMARY"):
+        return None
+    if config.read_after_write == "SESSION" and state.wrote:
+        return None
+    fixed = in_txn and config.transactional_read_query_strategy == "FIXED"
+    tried: list[str] = []
+    while (replica := group.pick_replica(tried, state.fixed_replica if fixed else None)) is not None:
+        conn = await _replica_connection(session, group, replica)
+        if conn is None:
+            tried.append(replica.name)
+            continue
+        if config.read_after_write == "GTID" and not await _caught_up(session, group, state, replica, conn):
+            return None
+        if fixed:
+            state.fixed_replica = replica.name
+        return conn
+    return None
+
+
+async def _replica_connection(
+    session: Session, group: ReadWriteGroup, replica: ReplicaState
+) -> BackendConnection | None:
+    conn = session.read_backends.get(replica.name)
+    if conn is not None and (conn.broken or _stale(conn)):
+        del session.read_backends[replica.name]
+        conn.broken = True
+        await replica.source.release(conn)
+        conn = None
+    if conn is not None:
+        return conn
+    try:
+        conn = await replica.source.acquire(found_rows=session.found_rows)
+    except BackendError as exc:
+        group.mark_down(replica.name, str(exc))
+        return None
+    try:
+        await session._prepare_connection(conn, join_transaction=False)
+    except BackendError as exc:
+        conn.broken = True
+        await replica.source.release(conn)
+        group.mark_down(replica.name, str(exc))
+        return None
+    session.read_backends[replica.name] = conn
+    return conn
+
+
+async def _caught_up(
+    session: Session, group: ReadWriteGroup, state: GroupSessionState, replica: ReplicaState,
+    conn: BackendConnection,
+) -> bool:
+    """GTID mode: has this replica applied the session's last write? Asked once per replica and position;
+    the position is read from the primary lazily, at the first read after writes (after their commit)."""
+    if state.gtid_pending:
+        primary = await session.backend(group.name, record_write=False)
+        rows = await primary.execute(group.gtid_position_sql)
+        if not isinstance(rows, list) or not rows:
+            return False
+        state.gtid = (rows[0][0] or b"").decode()
+        state.gtid_pending = False
+        state.caught_up.clear()
+    if not state.gtid or replica.name in state.caught_up:
+        return True
+    answer = await conn.execute(group.gtid_wait_sql(state.gtid))
+    if isinstance(answer, list) and answer and answer[0][0] == b"0":
+        state.caught_up.add(replica.name)
+        return True
+    group.log.info("replica_not_caught_up", data_source=replica.name, gtid=state.gtid, waited=group.gtid_wait,
+                   conn=session.id, answer=str(answer))
+    return False
+
+
+async def _relay_primary(session: Session, group: ReadWriteGroup, payload: bytes, *, record_write: bool
+                         ) -> ResultSummary:
+    conn = await session.backend(group.name, record_write=record_write)
+    summary = await conn.relay(payload, session.writer, first_seq=session.wire.seq,
+                               client_deprecate_eof=session.deprecate_eof)
+    session.update_status(summary.status)
+    return summary
+
+
+class _TrackingWriter:
+    """The client's writer, remembering whether anything was sent (a failed read can then be retried)."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+        self.written = False
+
+    def write(self, data: bytes) -> None:
+        self.written = True
+        self.writer.write(data)
+
+    async def drain(self) -> None:
+        await self.writer.drain()
+
+
+async def relay_read(session: Session, group: ReadWriteGroup, payload: bytes) -> ResultSummary:
+    """Relay a read; when a replica connection dies before any byte reached the client, the replica goes
+    out of rotation and the read is retried on another member (the client sees no error)."""
+    for _attempt in range(len(group.replicas) + 1):
+        conn = await group_backend(session, group, read=True, record_write=False)
+        if conn is None:
+            return await _relay_primary(session, group, payload, record_write=False)
+        tracker = _TrackingWriter(session.writer)
+        try:
+            return await conn.relay(payload, tracker, first_seq=session.wire.seq,  # type: ignore[arg-type]
+                                    client_deprecate_eof=session.deprecate_eof)
+        except BackendError as exc:
+            if tracker.written:
+                raise
+            session.read_backends.pop(conn.name, None)
+            conn.broken = True
+            await conn.source.release(conn)
+            group.mark_down(conn.name, str(exc))
+    return await _relay_primary(session, group, payload, record_write=False)
+
+
+async def relay_pass_through(session: Session, source: DataSource, payload: bytes, sql: str) -> None:
+    """The pass-through path: a read/write splitting group classifies the text; a plain data source
+    relays as before. SET statements that reach the primary are remembered for replica connections."""
+    if not isinstance(source, ReadWriteGroup):
+        await session.relay(source.name, payload)
+        return
+    access = classify_access(sql)
+    if access is Access.READ:
+        await relay_read(session, source, payload)
+        return
+    summary = await _relay_primary(session, source, payload, record_write=access is Access.WRITE)
+    if access is Access.SESSION and summary.error is None and sql.lstrip()[:3].upper() == "SET":
+        from proxy.txn import classify_session_statement
+
+        stmt = classify_session_statement(sql)
+        if stmt is not None and stmt.kind == "set":
+            if stmt.value:
+                session.charset = stmt.value if stmt.value != "utf8" else "utf8mb3"
+            else:
+                session.txn.session_sets.append(sql)
+            session.release_read_backends()
+
+
+def storage_unit_rows(group: ReadWriteGroup) -> list[tuple[str, DataSource, tuple[str, str, float | None]]]:
+    """(name, data source, status) of every member, primary first."""
+    out = [(group.primary.name, group.primary, group.member_status(group.primary.name))]
+    for r in group.replicas:
+        out.append((r.name, r.source, group.member_status(r.name)))
+    return out
+
+
+__all__ = [
+    "RULE_COLUMNS",
+    "Access",
+    "GroupConfig",
+    "GroupSessionState",
+    "ReadWriteGroup",
+    "classify_access",
+    "group_backend",
+    "is_read",
+    "open_data_sources",
+    "parse_groups",
+    "relay_pass_through",
+    "relay_read",
+]
