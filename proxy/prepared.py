@@ -84,6 +84,12 @@ class StatementRegistry:
             sid = self.last_id
         return self.by_id.get(sid)
 
+    def remove(self, sid: int) -> ClientStatement | None:
+        """COM_STMT_CLOSE: MariaDB's last-statement id closes the statement prepared last, too."""
+        if sid == LAST_STATEMENT_ID and self.last_id is not None:
+            sid = self.last_id
+        return self.by_id.pop(sid, None)
+
     def clear(self) -> None:
         self.by_id.clear()
         self.last_id = None
@@ -221,7 +227,7 @@ async def send_long_data(session: Session, payload: bytes) -> None:
 async def close(session: Session, payload: bytes) -> None:
     """No answer, by protocol."""
     req = ComStmtClose.decode(payload)
-    stmt = session.statements.by_id.pop(req.statement_id, None)
+    stmt = session.statements.remove(req.statement_id)
     if stmt is not None and stmt.backend is not None and not stmt.backend.broken \
             and stmt.backend in session.backends.values():
         stmt.backend.send_only(ComStmtClose(stmt.backend_id).encode())
