@@ -1032,3 +1032,75 @@ def test_codec_types_byte_for_byte(ps: PsEnv, logical: str) -> None:
     assert via[6] == [tuple(_codec_stored(CODEC_COLUMNS[n], v) for n, v in enumerate(row)) for row in CODEC_ROWS]
     assert [r[1] for r in via[4]] == [b"-838:59:59.000000", b"-00:00:01.500000", b"-76:00:00.000007",
                                       b"-00:00:00.000001", b"838:59:59.999999"]
+
+
+# --- SQL-level PREPARE / EXECUTE / DEALLOCATE ---------------------------------------------------------------
+
+SQL_PREPARED_SCRIPT: list[str] = [
+    "PREPARE s FROM 'SELECT k, v FROM t_kv WHERE k IN (?, ?) ORDER BY k'",
+    "SET @a = 3, @b = 4",
+    "EXECUTE s USING @a, @b",
+    "SET @a = 9",
+    "EXECUTE s USING @b, @a",
+    "PREPARE s FROM 'SELECT k, v FROM t_kv WHERE k = ?'",  # re-prepared under the same name
+    "EXECUTE s USING @a",
+    "SET @sql = 'SELECT COUNT(*), MAX(v) FROM t_kv WHERE k > ?'",
+    "PREPARE `c 1` FROM @sql",
+    "SET @lo = 2",
+    "EXECUTE `c 1` USING @lo",
+    "PREPARE ins FROM \"INSERT INTO t_kv (k, v) VALUES (?, ?)\"",
+    "SET @k = 21, @v = 'ü😀''x'",
+    "EXECUTE ins USING @k, @v",
+    "SET @k = 22, @v = NULL",
+    "EXECUTE ins USING @k, @v",
+    "SELECT k, v FROM t_kv WHERE k IN (21, 22) ORDER BY k",
+    "PREPARE upd FROM 'UPDATE t_kv SET v = CONCAT(COALESCE(v, ?), ?) WHERE k IN (?, ?)'",
+    "SET @p = '-', @q = '+'",
+    "EXECUTE upd USING @p, @q, @k, @a",
+    "SELECT k, v FROM t_kv WHERE k IN (9, 21, 22) ORDER BY k",
+    "PREPARE del FROM 'DELETE FROM t_kv WHERE k IN (?, ?)'",
+    "SET @x = 21",
+    "EXECUTE del USING @x, @k",
+    "UPDATE t_kv SET v = 'v9' WHERE k = 9",
+    "DEALLOCATE PREPARE s",
+    "EXECUTE s USING @a",
+    "DROP PREPARE `c 1`",
+    "EXECUTE `c 1` USING @lo",
+    "DEALLOCATE PREPARE nothing",
+    "SELECT COUNT(*) FROM t_kv",
+]
+
+
+def _sql_outcome(cur: Any, sql: str) -> Any:
+    try:
+        cur.execute(sql)
+        if cur.description:
+            return [tuple(_norm(v) for v in row) for row in cur.fetchall()]
+        return ("affected", cur.rowcount)
+    except mysql.connector.Error as exc:
+        return ("error", exc.errno)
+
+
+@pytest.mark.parametrize("logical", ["ps_types", "ps_pass"])
+def test_sql_level_prepare(ps: PsEnv, logical: str) -> None:
+    """PREPARE name FROM '...' / @var, EXECUTE name USING @vars, DEALLOCATE | DROP PREPARE as SQL: on the
+    pass-through database they simply pass; on the sharded one the statement routes with the variables'
+    values (here to one or both data sources). Every answer equals MariaDB's own on the same rows."""
+    conn, oracle = ps.connector(logical), ps.oracle()
+    try:
+        cur, ocur = conn.cursor(), oracle.cursor()
+        transcript = [(sql, _sql_outcome(cur, sql)) for sql in SQL_PREPARED_SCRIPT]
+        expected = [(sql, _sql_outcome(ocur, sql)) for sql in SQL_PREPARED_SCRIPT]
+        assert transcript == expected
+        assert dict(transcript)["EXECUTE s USING @a, @b"] == [(3, "v3"), (4, "v4")]
+        assert dict(transcript)["SELECT k, v FROM t_kv WHERE k IN (21, 22) ORDER BY k"] == [(21, "ü😀'x"), (22, None)]
+        other = ps.connector(logical)  # statements belong to their session
+        try:
+            assert _sql_outcome(other.cursor(), "EXECUTE ins USING @k, @v") == ("error", 1243)
+        finally:
+            other.close()
+        assert sorted(r for ds in DATA_SOURCES for r in ps.backend("ps_types", ds, "SELECT k, v FROM t_kv")) \
+            == KV_ROWS
+    finally:
+        conn.close()
+        oracle.close()
