@@ -151,6 +151,7 @@ def shape_of(sql: str) -> Shape:
 
 _SCOPES = (exp.Select, exp.Update, exp.Delete, exp.Insert)
 _INNER_JOIN_KINDS = ("", "INNER", "CROSS", "STRAIGHT_JOIN")
+_DROPPED_NON_TABLES = {"INDEX", "KEY", "FOREIGN KEY", "CONSTRAINT", "PRIMARY KEY", "CHECK", "PARTITION"}
 _UNICAST_SHOWS = {"COLUMNS", "FIELDS", "INDEX", "INDEXES", "KEYS", "CREATE TABLE"}
 
 
@@ -305,9 +306,10 @@ class _Compiler:
         skip: set[int] = set()
         if isinstance(ast, exp.Delete):
             skip.update(id(t) for t in ast.args.get("tables") or ())
-        if isinstance(ast, exp.Drop) and str(ast.args.get("kind", "")).upper() == "INDEX":
-            if isinstance(ast.this, exp.Table):
-                skip.add(id(ast.this))
+        for drop in ast.find_all(exp.Drop):
+            # DROP INDEX i ON t / ALTER TABLE t DROP INDEX i: sqlglot holds the index name as a Table
+            if str(drop.args.get("kind") or "").upper() in _DROPPED_NON_TABLES:
+                skip.update(id(t) for t in (drop.this, *(drop.args.get("tables") or ())) if isinstance(t, exp.Table))
         ctes = {c.alias_or_name.lower() for c in ast.find_all(exp.CTE)}
         for table in ast.find_all(exp.Table):
             if id(table) in skip or not isinstance(table.this, exp.Identifier):

@@ -8,8 +8,10 @@ and anything that would need rows from two data sources at once is refused.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from itertools import product
 from typing import Any
 
@@ -37,6 +39,36 @@ def hint_values(hints: SessionHints | None, table: str, database: bool) -> tuple
     return tuple(source.get(table, ()) or source.get("", ()))
 
 
+def sharding_value(value: Any) -> Any:
+    """A SQL value as the sharding algorithms should see it: an integral number is an int.
+
+    ``7.0`` and ``7e0`` equal the INT 7 in MySQL, but an inline expression would render them as
+    ``ds_1.0``; exact integral Decimals and floats become ints, everything else is left alone.
+    """
+    tv = type(value)
+    if tv is int or tv is str:
+        return value
+    if tv is Decimal:
+        if value.is_finite() and value == value.to_integral_value():
+            return int(value)
+    elif tv is float:
+        if math.isfinite(value) and value.is_integer():
+            return int(value)
+    return value
+
+
+def _computed_target(strategy: StandardStrategy, column: str, value: Any) -> str | None:
+    """What the algorithm computed for a value that matched no target (INLINE can tell), for the message."""
+    evaluate = getattr(strategy.algorithm, "evaluate", None)
+    if evaluate is None:
+        return None
+    try:
+        result = evaluate(column, value)
+    except Exception:  # only used to word an error
+        return None
+    return result if isinstance(result, str) else None
+
+
 def shard_targets(
     strategy: ShardingStrategy,
     targets: Sequence[str],
@@ -55,13 +87,19 @@ def shard_targets(
                 return list(targets)
             if con.values is not None:
                 out: list[str] = []
-                for value in con.values:
+                for raw in con.values:
+                    value = sharding_value(raw)
                     target = strategy.algorithm.shard_precise(targets, strategy.column, value)
                     if target is None or target not in targets:
-                        raise RoutingError(
-                            f"sharding value {value!r} of {table}.{strategy.column} routes to "
-                            f"{level} {target!r}, which is not among the configured {level}s "
-                            f"{list(targets)} of table {table} (algorithm {strategy.algorithm_name}); "
+                        computed = target if target is not None else _computed_target(strategy, strategy.column, value)
+                        where = (
+                            f"routes to {level} {computed!r}, which is not among"
+                            if computed is not None
+                            else "maps to none of"
+                        )
+                        raise _NoTarget(
+                            f"sharding value {raw!r} of {table}.{strategy.column} {where} the configured "
+                            f"{level}s {list(targets)} of table {table} (algorithm {strategy.algorithm_name}); "
                             "check the value or the rule's actualDataNodes"
                         )
                     if target not in out:
@@ -77,7 +115,7 @@ def shard_targets(
                 if con is None:
                     continue
                 if con.values is not None:
-                    values[column] = con.values
+                    values[column] = tuple(sharding_value(v) for v in con.values)
                 elif con.has_range:
                     ranges[column] = con.bound()
             if not values and not ranges:
@@ -86,13 +124,29 @@ def shard_targets(
         if isinstance(strategy, HintStrategy):
             if not hinted:
                 return list(targets)
+            hinted = tuple(sharding_value(v) for v in hinted)
             return _in_order(targets, strategy.algorithm.shard(targets, hinted))
-    except RoutingError:
-        raise
+    except _NoTarget as exc:
+        raise RoutingError(exc.message) from None
     except Exception as exc:  # an algorithm refusing a value (e.g. INLINE on a range) must not crash
         name = getattr(strategy, "algorithm_name", "?")
-        raise RoutingError(f"sharding algorithm {name} of table {table} failed on this statement: {exc}") from exc
+        raise RoutingError(
+            f"sharding algorithm {name} of table {table} failed on this statement: {exc}; check the "
+            f"values given to the table's sharding columns ({', '.join(_strategy_columns(strategy))})"
+        ) from exc
     return list(targets)
+
+
+class _NoTarget(RoutingError):
+    """A precise value that maps to no configured target (worded by `shard_targets`)."""
+
+
+def _strategy_columns(strategy: ShardingStrategy) -> list[str]:
+    if isinstance(strategy, StandardStrategy):
+        return [strategy.column]
+    if isinstance(strategy, ComplexStrategy):
+        return list(strategy.columns)
+    return ["hint values"]
 
 
 def _in_order(targets: Sequence[str], chosen: Sequence[str]) -> list[str]:

@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from routing.algorithms.base import Algorithm
+from routing.algorithms.base import Algorithm, to_number
 from routing.errors import ConfigError, RoutingError
 from routing.inline import InlineExpression
 from routing.model import RangeBound
@@ -67,7 +67,15 @@ class InlineShardingAlgorithm(_ExpressionAlgorithm):
         names = self._binds.get(column)
         if names is None:
             names = self._binds[column] = self._variables_for(column)
-        return self.expression.evaluate(dict.fromkeys(names, value))
+        try:
+            return self.expression.evaluate(dict.fromkeys(names, value))
+        except RoutingError:
+            # MySQL compares a numeric column with '7' as the number 7: text that reads as a number is
+            # retried as that number when the expression cannot use it as text ('%' on a str, say).
+            number = to_number(value) if isinstance(value, str | bytes) else None
+            if number is None:
+                raise
+            return self.expression.evaluate(dict.fromkeys(names, number))
 
     def shard_precise(self, targets: Sequence[str], column: str, value: Any) -> str | None:
         return _pick(targets, self.evaluate(column, value))

@@ -541,10 +541,6 @@ BOUND_1_TO_1 = (
 )
 # Known bugs, keyed by the case's SQL: "<component>: <what is wrong>".
 KNOWN_BUGS: dict[str, str] = {
-    "SELECT * FROM t_order WHERE user_id = '7'":
-        "routing: a quoted number for an INT sharding column is not coerced (INLINE: cannot apply '%' to str)",
-    "SELECT * FROM t_order WHERE user_id = 7.0":
-        "routing: sharding value 7.0 evaluates to 'ds_1.0', refused as 'routes to data source None'",
     "SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id HAVING n > 70": CACHED_HAVING,
     "SELECT user_id FROM t_order GROUP BY user_id HAVING SUM(amount) < 0": CACHED_HAVING,
     "SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id HAVING user_id < 2": CACHED_HAVING,

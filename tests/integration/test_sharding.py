@@ -97,9 +97,6 @@ SEED_ORDERS = ("INSERT INTO t_order (order_id, user_id, status) VALUES (1, 1, 'a
 CREATE_ITEM = ("CREATE TABLE t_order_item (order_item_id BIGINT NOT NULL, order_id BIGINT NOT NULL, "
                "user_id INT NOT NULL, status VARCHAR(45) NULL, PRIMARY KEY (order_item_id))")
 
-DROP_INDEX_XFAIL = pytest.mark.xfail(
-    strict=True, reason="kernel: dropping an index of a sharded table is refused: the index name idx_user is "
-    "taken for an unsharded table ('this DDL mixes sharded table(s) t_order with unsharded table(s) idx_user')")
 Probe = Callable[[ShardedEnv, str, str, str], Any]
 DDL_CASES: list[Any] = [
     # (statements through the proxy, logical db, logic table, probe, value every actual table must show)
@@ -110,9 +107,9 @@ DDL_CASES: list[Any] = [
                  id="CREATE INDEX"),
     pytest.param([ADD_INDEX], "sharding_db", "t_order", _has_index, True, id="ALTER ADD INDEX"),
     pytest.param([ADD_INDEX, "ALTER TABLE t_order DROP INDEX idx_user"], "sharding_db", "t_order", _has_index,
-                 False, id="ALTER DROP INDEX", marks=DROP_INDEX_XFAIL),
+                 False, id="ALTER DROP INDEX"),
     pytest.param([ADD_INDEX, "DROP INDEX idx_user ON t_order"], "sharding_db", "t_order", _has_index, False,
-                 id="DROP INDEX ON", marks=DROP_INDEX_XFAIL),
+                 id="DROP INDEX ON"),
     pytest.param([SEED_ORDERS, "TRUNCATE TABLE t_order"], "sharding_db", "t_order", _row_count, 0, id="TRUNCATE"),
     pytest.param(["DROP TABLE t_order_item"], "sharding_db", "t_order_item", _exists, False, id="DROP TABLE"),
     pytest.param(["DROP TABLE t_order_item", CREATE_ITEM], "sharding_db", "t_order_item", _exists, True,
@@ -510,8 +507,6 @@ def test_refused_statements_write_nothing(sharded_env: ShardedEnv) -> None:
     assert env.where_is("t_bad", "id", 1, "extra_db") == [("ds_1", "t_bad_1")]
 
 
-@pytest.mark.xfail(strict=True, reason="kernel: a value that routes outside actualDataNodes is reported as "
-                                       "'routes to table None' instead of the computed table name (t_bad_5)")
 def test_refusal_names_the_missing_table(sharded_env: ShardedEnv) -> None:
     refusal = sharded_env.refusal("INSERT INTO t_bad (id, user_id, v) VALUES (5, 0, 'c')", "extra_db")
     assert "t_bad_5" in refusal.message, refusal.message

@@ -1,0 +1,133 @@
+"""Regression tests for kernel bugs found by the integration suites (one table per bug)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from routing.algorithms import create_algorithm
+from routing.errors import RoutingError
+from routing.kernel import ShardingKernel
+from routing.model import DatabaseRules, DataNode, ShardingRule, StandardStrategy, TableRule
+from tests.routing.conftest import METADATA, nodes
+
+
+def _inline_kernel() -> ShardingKernel:
+    """t_order as in the shipped config: INLINE expressions (they fail on a str operand of '%')."""
+    def inline(name: str, expression: str) -> Any:
+        return create_algorithm(name, "INLINE", {"algorithm-expression": expression})
+
+    db = StandardStrategy("user_id", "db_inline", inline("db_inline", "ds_${user_id % 2}"))
+    tbl = StandardStrategy("order_id", "t_inline", inline("t_inline", "t_order_${order_id % 2}"))
+    bad = StandardStrategy("id", "bad_inline", inline("bad_inline", "t_bad_${id}"))
+    rules = ShardingRule(
+        tables={
+            "t_order": TableRule("t_order", nodes("t_order"), db, tbl),
+            "t_bad": TableRule("t_bad", nodes("t_bad"), db, bad),
+        }
+    )
+    return ShardingKernel(DatabaseRules("sharding_db", ("ds_0", "ds_1"), rules), METADATA)
+
+
+# --- bug 6: quoted numbers and integral decimals as sharding values ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sql", "params", "expected"),
+    [
+        ("SELECT * FROM t_order WHERE user_id = '7' AND order_id = 2", None, [("ds_1", "t_order_0")]),
+        ("SELECT * FROM t_order WHERE user_id = ' 8' AND order_id = '3'", None, [("ds_0", "t_order_1")]),
+        ("SELECT * FROM t_order WHERE user_id = 7.0 AND order_id = 2", None, [("ds_1", "t_order_0")]),
+        ("SELECT * FROM t_order WHERE user_id = 7e0 AND order_id = 2.00", None, [("ds_1", "t_order_0")]),
+        ("SELECT * FROM t_order WHERE user_id IN ('6', 8.0) AND order_id = 2", None, [("ds_0", "t_order_0")]),
+        ("SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", ["7", Decimal("2.0")], [("ds_1", "t_order_0")]),
+        ("INSERT INTO t_order (order_id, user_id) VALUES ('3', '7')", None, [("ds_1", "t_order_1")]),
+        ("INSERT INTO t_order (order_id, user_id) VALUES (3.0, 7.0)", None, [("ds_1", "t_order_1")]),
+    ],
+)
+def test_numeric_text_and_integral_decimals_route_like_integers(
+    sql: str, params: list[Any] | None, expected: list[tuple[str, str]]
+) -> None:
+    routed = _inline_kernel().route(sql, params)
+    assert [(u.data_source, u.table_map["t_order"]) for u in routed.route_units] == expected
+
+
+@pytest.mark.parametrize("value", ["'abc'", "'7x'", "7.5"])
+def test_non_numeric_values_are_still_refused(value: str) -> None:
+    with pytest.raises(RoutingError, match="t_order"):
+        _inline_kernel().route(f"SELECT * FROM t_order WHERE user_id = {value} AND order_id = 1")
+
+
+@pytest.mark.parametrize(
+    ("expression", "value", "expected"),
+    [
+        ("ds_${user_id % 2}", "7", "ds_1"),
+        ("ds_${user_id % 2}", "-8", "ds_0"),
+        ("ds_${user_id % 2}", b"9", "ds_1"),
+        ("ds_${user_id}", "1", "ds_1"),  # no arithmetic: the text is used as is
+    ],
+)
+def test_inline_coerces_numeric_text(expression: str, value: Any, expected: str) -> None:
+    algorithm = create_algorithm("a", "INLINE", {"algorithm-expression": expression})
+    assert algorithm.shard_precise(["ds_0", "ds_1"], "user_id", value) == expected
+
+
+# --- bug 8: a value that routes outside actualDataNodes names the computed target ----------------------
+
+
+@pytest.mark.parametrize(
+    ("sql", "fragments"),
+    [
+        ("INSERT INTO t_bad (id, user_id) VALUES (5, 0)", ("'t_bad_5'", "t_bad", "bad_inline", "actualDataNodes")),
+        ("SELECT * FROM t_bad WHERE id = 7 AND user_id = 1", ("'t_bad_7'", "bad_inline")),
+    ],
+)
+def test_value_outside_data_nodes_names_the_computed_target(sql: str, fragments: tuple[str, ...]) -> None:
+    with pytest.raises(RoutingError) as info:
+        _inline_kernel().route(sql)
+    for fragment in fragments:
+        assert fragment in info.value.message, info.value.message
+    assert "None" not in info.value.message
+
+
+class _Nowhere:
+    def shard_precise(self, targets: Any, column: str, value: Any) -> None:
+        return None
+
+    def shard_range(self, targets: Any, column: str, bound: Any) -> list[str]:
+        return list(targets)
+
+
+def test_value_mapping_to_no_target_says_so() -> None:
+    rule = TableRule("t_x", (DataNode("ds_0", "t_x"),), StandardStrategy("id", "nowhere", _Nowhere()),
+                     StandardStrategy("id", "nowhere", _Nowhere()))
+    kernel = ShardingKernel(DatabaseRules("sharding_db", ("ds_0",), ShardingRule({"t_x": rule})), METADATA)
+    with pytest.raises(RoutingError) as info:
+        kernel.route("SELECT * FROM t_x WHERE id = 1")
+    assert "None" not in info.value.message and "t_x.id" in info.value.message
+
+
+# --- bug 7: index names of a sharded table's DDL are not tables -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("ALTER TABLE t_order DROP INDEX idx_user", "ALTER TABLE {t} DROP INDEX idx_user"),
+        ("ALTER TABLE t_order DROP KEY idx_user", "ALTER TABLE {t} DROP KEY idx_user"),
+        ("DROP INDEX idx_user ON t_order", "DROP INDEX idx_user ON {t}"),
+        ("DROP INDEX `idx_user` ON `t_order`", "DROP INDEX `idx_user` ON `{t}`"),
+        ("ALTER TABLE t_order DROP INDEX idx_user, ADD INDEX idx_user (user_id, status)",
+         "ALTER TABLE {t} DROP INDEX idx_user, ADD INDEX idx_user (user_id, status)"),
+        ("ALTER TABLE t_order DROP FOREIGN KEY fk_user", "ALTER TABLE {t} DROP FOREIGN KEY fk_user"),
+        ("ALTER TABLE t_order DROP CONSTRAINT chk_user", "ALTER TABLE {t} DROP CONSTRAINT chk_user"),
+        # an index named like a sharded table is still an index
+        ("DROP INDEX t_order_item ON t_order", "DROP INDEX t_order_item ON {t}"),
+    ],
+)
+def test_drop_index_of_sharded_table_reaches_every_node(kernel: ShardingKernel, sql: str, expected: str) -> None:
+    routed = kernel.route(sql)
+    want = [(n.data_source, expected.format(t=n.table)) for n in nodes("t_order")]
+    assert [(u.data_source, u.sql) for u in routed.execution_units] == want
