@@ -39,6 +39,8 @@ KNOWN_PROPS = {
     "system-log-level", "proxy-meta-data-collector-enabled", "cdc-server-port",
     "proxy-frontend-database-protocol-type", "proxy-merge-memory-rows", "plan-cache-size",
     "proxy-statement-timeout-seconds", "proxy-version-comment",
+    # read/write splitting (proxy.readwrite); a group's own keys win
+    "max-replication-lag-seconds", "replica-health-check-interval-milliseconds", "gtid-wait-timeout-milliseconds",
 }
 
 
@@ -258,13 +260,19 @@ def _load_rules(
 ) -> tuple[DatabaseRules, tuple[Mapping[str, Any], ...]]:
     rule_docs = [r for r in doc.get("rules") or [] if isinstance(r, dict)]
     if not any(r.get("__rule__") in ("SHARDING", "BROADCAST", "SINGLE") for r in rule_docs):
-        rules = DatabaseRules(str(doc.get("databaseName")), tuple(data_source_names))
+        from routing.config import logical_data_sources
+
+        # a read/write splitting group stands for its members: one group alone is a pass-through database
+        rules = DatabaseRules(str(doc.get("databaseName")), tuple(logical_data_sources(doc, data_source_names)))
     else:
         from routing import config as rule_config
 
         rules = rule_config.load_database_rules(dict(doc), data_source_names, file, warn=warn)
     other = tuple(r for r in doc.get("rules") or [] if isinstance(r, dict)
                   and r.get("__rule__") not in ("SHARDING", "BROADCAST", "SINGLE"))
+    from proxy.readwrite import parse_groups
+
+    parse_groups(other, data_source_names, file, warn)  # configuration errors at load time, with the key
     return rules, other
 
 

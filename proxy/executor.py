@@ -80,7 +80,7 @@ async def execute_plan(
     try:
         if len(units) == 1 and not routed.result_table_renames and not routed.generated_keys:
             unit = units[0]
-            conn = await session.backend(unit.data_source)
+            conn = await session.backend(unit.data_source, **_access(routed))
             try:
                 payload = await codec.command(conn, unit)
             except StatementFailed as exc:
@@ -98,6 +98,13 @@ async def execute_plan(
         session.error(getattr(exc, "errno", ErrorCode.UNKNOWN_ERROR), str(exc), getattr(exc, "sqlstate", "HY000"))
     if routed.kind is StatementKind.DDL:
         await db.reload_metadata()
+
+
+def _access(routed: RoutedStatement) -> dict[str, bool]:
+    """Read/write splitting: a plain SELECT may use a replica; locking or hinted SELECTs go to the primary
+    without counting as writes; every other statement is a write."""
+    select = routed.kind is StatementKind.SELECT
+    return {"read": select and not routed.write, "record_write": not select}
 
 
 # --- writes -----------------------------------------------------------------------------------------------
@@ -323,7 +330,7 @@ async def _open_merge_readers(session: Session, routed: RoutedStatement, codec: 
     index = {id(u): i for i, u in enumerate(routed.execution_units)}
 
     async def prepare(ds: str, units: list[ExecutionUnit]) -> None:
-        conn = await session.backend(ds)
+        conn = await session.backend(ds, **_access(routed))
         streaming, buffered = units[:limit], units[limit:]
         for unit in buffered:
             reader = _BufferedUnit(unit, codec)
@@ -331,7 +338,7 @@ async def _open_merge_readers(session: Session, routed: RoutedStatement, codec: 
             await reader.load(conn, budget)
         readers[index[id(streaming[0])]] = _UnitStream(conn, streaming[0], codec, borrowed=False)
         for unit in streaming[1:]:
-            extra = await session.extra_backend(ds)
+            extra = await session.extra_backend(ds, like=conn)
             readers[index[id(unit)]] = _UnitStream(extra, unit, codec, borrowed=True)
 
     results = await asyncio.gather(
@@ -429,7 +436,7 @@ async def _select_concatenated(session: Session, routed: RoutedStatement, codec:
     """Rows need no merging: one connection per data source, its units one after another, raw row
     payloads relayed as they come. The first unit of every data source starts at once."""
     groups = _by_source(routed.execution_units)
-    conns = {ds: await session.backend(ds) for ds in groups}
+    conns = {ds: await session.backend(ds, **_access(routed)) for ds in groups}
     firsts = [_UnitStream(conns[ds], units[0], codec, borrowed=False) for ds, units in groups.items()]
     active: list[_Reader] = list(firsts)
     try:
@@ -567,7 +574,7 @@ async def field_list_sharded(session: Session, db: LogicalDatabase, req: ComFiel
     assert db.kernel is not None
     routed = db.kernel.route(f"SELECT * FROM `{req.table}` LIMIT 0")
     unit = routed.execution_units[0]
-    conn = await session.backend(unit.data_source)
+    conn = await session.backend(unit.data_source, record_write=False)
     table_map = routed.route_units[0].table_map if routed.route_units else {}
     actual = table_map.get(req.table.lower(), req.table)
     payload = ComFieldList(actual, req.wildcard).encode()

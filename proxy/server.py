@@ -13,6 +13,7 @@ from protocol.packets import ERRPacket
 from proxy.backend import BackendError, DataSource
 from proxy.config import ProxyConfig
 from proxy.handshake import Authenticator
+from proxy.readwrite import open_data_sources
 from proxy.runtime import LogicalDatabase
 from proxy.session import Session
 
@@ -47,12 +48,7 @@ class ProxyServer:
         self.started_at = asyncio.get_running_loop().time()
         try:
             for db in self.config.databases.values():
-                sources = {}
-                for name, ds_config in db.data_sources.items():
-                    source = DataSource(ds_config)
-                    await source.start()
-                    self.sources[(db.name, name)] = source
-                    sources[name] = source
+                sources = await open_data_sources(db, self.config.props, self.sources)
                 logical = LogicalDatabase(db, sources)
                 await logical.reload_metadata()
                 self.databases_by_name[db.name] = logical
@@ -157,7 +153,7 @@ class ProxyServer:
 
     async def kill_backend_queries(self, target: Session) -> None:
         """KILL QUERY on every backend connection the target session holds, over separate connections."""
-        for conn in list(target.backends.values()) + list(target.borrowed):
+        for conn in [*target.backends.values(), *target.read_backends.values(), *target.borrowed]:
             if conn.busy:
                 await conn.source.kill_query(conn.thread_id)
 
