@@ -17,6 +17,9 @@ _SHOW_RULES = re.compile(r"^SHOW\s+SHARDING\s+TABLE\s+RULES?(?:\s+(\S+?))?(?:\s+
 _SHOW_NODES = re.compile(r"^SHOW\s+SHARDING\s+TABLE\s+NODES(?:\s+(\S+?))?(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I)
 _KILL = re.compile(r"^KILL\s+(?:(QUERY|CONNECTION)\s+)?(\d+)\s*;?\s*$", re.I)
 _SELECT_DATABASE = re.compile(r"^SELECT\s+(?:DATABASE|SCHEMA)\s*\(\s*\)\s*;?\s*$", re.I)
+_SHOW_RW_RULES = re.compile(
+    r"^SHOW\s+READWRITE_SPLITTING\s+RULES?(?:\s+(?!FROM\b)(\S+?))?(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I
+)
 _SHOW_STORAGE_UNITS = re.compile(r"^SHOW\s+(?:STORAGE\s+UNITS|RESOURCES)(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I)
 
 
@@ -34,6 +37,7 @@ def unquote_ident(name: str) -> str:
 @dataclass(frozen=True)
 class ProxyStatement:
     kind: str  # use | show_databases | preview | show_rules | show_nodes | kill | select_database | units
+    # | show_rw_rules
     arg: str | None = None
     arg2: str | None = None
 
@@ -54,6 +58,7 @@ def classify(sql: str) -> ProxyStatement | None:
             (_SHOW_RULES, "show_rules"),
             (_SHOW_NODES, "show_nodes"),
             (_SHOW_STORAGE_UNITS, "units"),
+            (_SHOW_RW_RULES, "show_rw_rules"),
         ):
             m = pattern.match(text)
             if m:
