@@ -1,9 +1,10 @@
 """`shardproxy demo`: a working proxy in one command, on throwaway local MariaDB servers.
 
 The shipped `conf/` is served as it is, except that its data sources are moved onto two local MariaDB
-servers started for the demo: `sharding_db`, the ShardingSphere example (t_order / t_order_item sharded
-2 databases x 2 tables, t_address broadcast), and `demo_db`, passed through untouched to one database.
-Everything is removed again on Ctrl-C.
+servers started for the demo, plus a third one replicating from the first (GTID replication):
+`sharding_db`, the ShardingSphere example (t_order / t_order_item sharded 2 databases x 2 tables,
+t_address broadcast), `demo_db`, passed through untouched to one database, and `readwrite_db`, a primary
+and its replica behind read/write splitting. Everything is removed again on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -13,13 +14,17 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pymysql
 import structlog
 
 from proxy.config import load_config, load_yaml_file, parse_data_source_url
-from proxy.sandbox import MariaDBServer, SandboxError, start_servers
+from proxy.readwrite import parse_groups
+from proxy.sandbox import MariaDBServer, SandboxError, setup_replication, start_servers
 
 log = structlog.get_logger("shardproxy.demo")
 
@@ -37,6 +42,11 @@ SHARDING_SCHEMA = [
     "(2, 2, 1, 'PAID'), (3, 3, 2, 'INIT'), (4, 4, 2, 'SHIPPED')",
 ]
 
+READWRITE_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS t_user (user_id INT PRIMARY KEY, user_name VARCHAR(50) NOT NULL)",
+    "INSERT IGNORE INTO t_user VALUES (1, 'alice'), (2, 'bob')",
+]
+
 PASSTHROUGH_SCHEMA = [
     "CREATE TABLE IF NOT EXISTS t_user (user_id INT PRIMARY KEY, user_name VARCHAR(50) NOT NULL)",
     "INSERT IGNORE INTO t_user VALUES (1, 'alice'), (2, 'bob')",
@@ -51,22 +61,44 @@ def bundled_conf_dir() -> Path | None:
     return None
 
 
-def write_demo_conf(src: Path, dst: Path, servers: list[MariaDBServer]) -> None:
+def _placement(path: Path, doc: dict[str, Any], servers: list[MariaDBServer],
+               replicas: Mapping[int, MariaDBServer]) -> dict[str, MariaDBServer]:
+    """Data source -> server: the k-th data source on servers[k % n]; a read data source of a read/write
+    splitting group on the replica of its write data source's server (that server itself without one)."""
+    names = list(doc.get("dataSources") or {})
+    placed = {name: servers[k % len(servers)] for k, name in enumerate(names)}
+    rules = [r for r in doc.get("rules") or [] if isinstance(r, dict)]
+    for group in parse_groups(rules, names, str(path), lambda _warning: None):
+        primary = placed[group.write]
+        replica = replicas.get(servers.index(primary))
+        for read in group.reads:
+            placed[read] = replica or primary
+    return placed
+
+
+def write_demo_conf(src: Path, dst: Path, servers: list[MariaDBServer],
+                    replicas: Mapping[int, MariaDBServer] | None = None) -> None:
     """Copy `src` to `dst`, pointing the k-th data source of every logical database at servers[k % n] and
-    creating its database and user there, so the shipped configuration runs unchanged otherwise."""
+    creating its database and user there, so the shipped configuration runs unchanged otherwise.
+    `replicas`: server index -> a server replicating from it, for the read data sources of read/write
+    splitting groups (databases and users reach it by replication, so nothing is created on it)."""
+    replicas = replicas or {}
     dst.mkdir(parents=True, exist_ok=True)
     if (src / "global.yaml").exists():
         shutil.copy(src / "global.yaml", dst / "global.yaml")
     for path in sorted(src.glob("database-*.yaml")):
         text = path.read_text(encoding="utf-8")
         doc = load_yaml_file(path)
-        for k, (name, ds) in enumerate((doc.get("dataSources") or {}).items()):
-            server = servers[k % len(servers)]
+        placed = _placement(path, doc, servers, replicas)
+        for name, ds in (doc.get("dataSources") or {}).items():
+            server = placed[name]
             url = str(ds.get("url") or ds.get("jdbcUrl"))
             _host, _port, database, _user, _pw = parse_data_source_url(url, str(path), f"dataSources.{name}.url")
             authority = url.split("//", 1)[1].split("/", 1)[0]
             target = authority.rsplit("@", 1)[0] + "@" if "@" in authority else ""
             text = text.replace(url, url.replace(authority, f"{target}{server.host}:{server.port}", 1), 1)
+            if server not in servers:
+                continue  # a replica: its primary's databases and users arrive by replication
             server.execute(f"CREATE DATABASE IF NOT EXISTS `{database}`")
             user = str(ds.get("username") or "root")
             password = "" if ds.get("password") is None else str(ds.get("password"))
@@ -80,6 +112,9 @@ def write_demo_conf(src: Path, dst: Path, servers: list[MariaDBServer]) -> None:
                     finally:
                         conn.close()
                     server.password = password
+                    for k, replica in replicas.items():  # ALTER USER replicates
+                        if servers[k] is server:
+                            replica.password = password
             else:
                 quoted = pymysql.converters.escape_string(password)
                 server.execute(f"CREATE USER IF NOT EXISTS '{user}'@'%' IDENTIFIED BY '{quoted}'")
@@ -94,7 +129,8 @@ def _first_user(conf: Path) -> tuple[str, str]:
 
 
 def _load_schema(host: str, port: int, user: str, password: str, databases: list[str]) -> None:
-    for database, statements in (("sharding_db", SHARDING_SCHEMA), ("demo_db", PASSTHROUGH_SCHEMA)):
+    for database, statements in (("sharding_db", SHARDING_SCHEMA), ("demo_db", PASSTHROUGH_SCHEMA),
+                                 ("readwrite_db", READWRITE_SCHEMA)):
         if database not in databases:
             continue
         conn = pymysql.connect(host=host, port=port, user=user, password=password, database=database)
@@ -107,6 +143,20 @@ def _load_schema(host: str, port: int, user: str, password: str, databases: list
             conn.close()
 
 
+def _wait_for_replica(primary: MariaDBServer, replica: MariaDBServer, timeout: float = 30) -> None:
+    """Until the replica applied what the primary has now (databases, users), so the proxy finds them."""
+    position = primary.execute("SELECT @@gtid_binlog_pos")[0][0]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:  # the root password may be changing under us by replication: try it as it was and as it is
+            if replica.execute("SELECT MASTER_GTID_WAIT(%s, 1)", args=(position,))[0][0] == 0:
+                return
+        except pymysql.err.OperationalError:
+            replica.password = primary.password if replica.password != primary.password else "root"
+        time.sleep(0.1)
+    raise SandboxError(f"the demo replica did not reach GTID {position} within {timeout:.0f}s")
+
+
 def run_demo(host: str = "127.0.0.1", port: int = 3307, conf_dir: Path | None = None) -> int:
     from proxy.cli import serve
 
@@ -116,16 +166,22 @@ def run_demo(host: str = "127.0.0.1", port: int = 3307, conf_dir: Path | None = 
               file=sys.stderr)
         return 2
 
-    print("shardproxy demo: starting two throwaway MariaDB servers ...", file=sys.stderr, flush=True)
+    print("shardproxy demo: starting three throwaway MariaDB servers (the third replicates from the first) ...",
+          file=sys.stderr, flush=True)
+    servers: list[MariaDBServer] = []
     try:
-        servers = start_servers(2)
+        servers = start_servers(3, binlog=True)
+        setup_replication(servers[0], servers[2])
     except SandboxError as exc:
+        for server in servers:
+            server.cleanup()
         print(f"shardproxy demo: cannot start MariaDB: {exc}\n"
               "Install it with: sudo apt-get install -y mariadb-server", file=sys.stderr)
         return 3
     conf = Path(tempfile.mkdtemp(prefix="shardproxy-demo-conf-"))
     try:
-        write_demo_conf(src, conf, servers)
+        write_demo_conf(src, conf, servers[:2], replicas={0: servers[2]})
+        _wait_for_replica(servers[0], servers[2])
         config = load_config(conf)
         user, password = _first_user(conf)
 
@@ -137,6 +193,8 @@ def run_demo(host: str = "127.0.0.1", port: int = 3307, conf_dir: Path | None = 
             print(
                 f"\nshardproxy demo is ready. Connect with:\n"
                 f"  mysql -h{host} -P{port} -u{user} -p{password} sharding_db\n"
+                f"Read/write splitting: in readwrite_db, SELECT @@server_id answers from the replica "
+                f"({servers[2].server_id}), writes go to the primary ({servers[0].server_id}).\n"
                 f"Logical databases: {', '.join(config.databases)} (from {src}; data sources moved to local "
                 f"throwaway MariaDB servers).\nConfiguration in use: {conf}\nPress Ctrl-C to stop.\n",
                 file=sys.stderr,
