@@ -10,7 +10,8 @@ quoting of everything else stay exactly as the user wrote them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Any
 
 from sqlglot import exp
@@ -207,34 +208,79 @@ def render_sql(
 
 @dataclass(frozen=True)
 class MergeTemplate:
-    """A `MergeSpec` whose pagination values come from the statement's value slots."""
+    """A `MergeSpec` whose statement-dependent parts come from the statement's value slots.
+
+    A plan serves every statement of its shape, so nothing taken from a literal may be frozen here:
+    pagination, the HAVING text and GROUP_CONCAT separators are rendered per execution.
+    """
 
     visible_columns: int
     order_by: tuple[OrderItem, ...] = ()
     group_by: tuple[int, ...] = ()
     aggregates: tuple[AggregateItem, ...] = ()
     distinct: bool = False
-    having_sql: str | None = None
+    having: Template | None = None  # the HAVING expression (no keyword), values slotted
     groups_sorted: bool = False
     offset_slot: int | None = None
     limit_slot: int | None = None
+    separator_slots: tuple[tuple[int, int], ...] = ()  # (index in aggregates, value slot of SEPARATOR '...')
 
-    def spec(self, values: Sequence[Any]) -> MergeSpec:
+    def spec(self, values: Sequence[Any], shape: Shape | None = None) -> MergeSpec:
         offset = values[self.offset_slot] if self.offset_slot is not None else 0
         limit = values[self.limit_slot] if self.limit_slot is not None else None
         if offset is UNKNOWN or limit is UNKNOWN:
             raise RoutingError("LIMIT parameters must be supplied to route a multi-node query")
+        aggregates = self.aggregates
+        if self.separator_slots:
+            items = list(aggregates)
+            for position, slot in self.separator_slots:
+                items[position] = replace(items[position], separator=_text_value(values[slot], "SEPARATOR"))
+            aggregates = tuple(items)
+        having_sql = None
+        if self.having is not None:
+            assert shape is not None, "a HAVING template needs the statement's shape"
+            having_sql = render_having(self.having, shape, values)
         return MergeSpec(
             visible_columns=self.visible_columns,
             order_by=self.order_by,
             group_by=self.group_by,
-            aggregates=self.aggregates,
+            aggregates=aggregates,
             distinct=self.distinct,
             offset=int(offset),
             limit=int(limit) if limit is not None else None,
-            having_sql=self.having_sql,
+            having_sql=having_sql,
             groups_sorted=self.groups_sorted,
         )
+
+
+def _text_value(value: Any, what: str) -> str:
+    if value is UNKNOWN or value is None:
+        raise RoutingError(f"the {what} parameter must be supplied to route a multi-node query")
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
+
+
+def render_having(template: Template, shape: Shape, values: Sequence[Any]) -> str:
+    """The HAVING text with the current statement's literals; a ``?`` becomes its parameter as a literal."""
+    out: list[str] = []
+    for p in template.pieces:
+        if type(p) is str:
+            out.append(p)  # type: ignore[arg-type]
+        elif type(p) is ValueSlot:
+            k = p.index  # type: ignore[union-attr]
+            start, end, kind = shape.spans[k]
+            if kind != "p":
+                out.append(shape.sql[start:end])
+                continue
+            value = values[k]
+            if value is UNKNOWN:
+                raise RoutingError("the HAVING parameters must be supplied to route a multi-node query")
+            if isinstance(value, bytes | bytearray):
+                value = bytes(value).decode("utf-8", "replace")
+            out.append(format_literal(value) if isinstance(value, int | float | Decimal | str | None) else
+                       format_literal(str(value)))
+    return "".join(out)
 
 
 _AGGREGATES: dict[type, AggregateKind] = {
@@ -272,6 +318,16 @@ def _norm(node: exp.Expression) -> str:
     return node.sql(dialect="mysql").lower()
 
 
+def _masked(node: exp.Expression) -> str:
+    """The normalized SQL of ``node`` with every literal replaced by a marker."""
+    copy = node.copy()
+    for lit in list(copy.find_all(exp.Literal)):
+        if lit is copy:
+            return "?"
+        lit.replace(exp.Placeholder())
+    return _norm(copy)
+
+
 def _split_items(tokens: Sequence[Token], start: int, stop: int) -> list[tuple[int, int]]:
     """Token index ranges of the comma-separated items in tokens[start:stop] (depth 0 commas)."""
     items: list[tuple[int, int]] = []
@@ -298,9 +354,34 @@ class _SelectRewriter:
         self.tables = [t for t in tables if not t.nested]
         self.slots = {start: k for k, (start, _, _) in enumerate(shape.spans)}
         self.pins: list[tuple[int, str]] = []
+        self.separator_slots: list[tuple[int, int]] = []
         self.derived: list[Piece] = []
         self.derived_count = 0
         self.extra: list[Edit] = []
+
+    # literal helpers: a plan serves every statement of its shape, so a decision taken by comparing SQL
+    # text that contains literals (ORDER BY a + 1 is the select item a + 1) must pin those literals
+
+    def slot_of(self, node: exp.Expression) -> int | None:
+        start = node.meta.get("start") if node.meta else None
+        return self.slots.get(start) if isinstance(start, int) else None
+
+    def literal_slots(self, node: exp.Expression) -> list[int]:
+        return [k for lit in node.find_all(exp.Literal) if (k := self.slot_of(lit)) is not None]
+
+    def pin_matches(self, node: exp.Expression, candidates: Sequence[exp.Expression], force: bool = False) -> None:
+        """Pin the literals of ``node`` and of every candidate that differs from it only by literals."""
+        mine = self.literal_slots(node)
+        if not mine and not force:
+            return
+        masked = _masked(node)
+        slots = list(mine)
+        for other in candidates:
+            theirs = self.literal_slots(other)
+            if theirs and _masked(other) == masked:
+                slots.extend(theirs)
+        for k in dict.fromkeys(slots):
+            self.pins.append((k, self.shape.text(k)))
 
     # token helpers
     def clause(self, word: str, after: int) -> int | None:
@@ -407,6 +488,7 @@ class _SelectRewriter:
                     return star_names[name]
                 return None
             text = _norm(node)
+            self.pin_matches(node, [item.unalias() for item in items])
             for item, index in zip(items, item_index, strict=True):
                 if _norm(item.unalias()) == text:
                     return index
@@ -441,6 +523,9 @@ class _SelectRewriter:
                     raise _Refuse("GROUP_CONCAT with DISTINCT or ORDER BY over several data nodes is not supported")
                 sep = inner.args.get("separator")
                 separator = sep.this if isinstance(sep, exp.Literal) else ","
+                sep_slot = self.slot_of(sep) if isinstance(sep, exp.Literal) else None
+                if sep_slot is not None:
+                    self.separator_slots.append((len(aggregates), sep_slot))
                 aggregates.append(AggregateItem(kind, index, separator=separator))
             elif is_distinct and kind in (AggregateKind.COUNT, AggregateKind.SUM):
                 inner_args = inner.this.expressions
@@ -484,7 +569,7 @@ class _SelectRewriter:
                 group_texts.append(text)
 
         # HAVING: evaluated after merging
-        having_sql = None
+        having_template: Template | None = None
         having_i = self.clause("HAVING", from_i)
         if having is not None and having_i is not None:
             stop_i = min(
@@ -492,11 +577,17 @@ class _SelectRewriter:
                 default=None,
             )
             end = tokens[stop_i].start if stop_i is not None else self._end()
-            having_sql = self.sql[tokens[having_i].end : end].strip()
+            body = self.sql[tokens[having_i].end : end]
+            lead = len(body) - len(body.lstrip())
+            h_start, h_end = tokens[having_i].end + lead, tokens[having_i].end + len(body.rstrip())
+            having_template = build_template(self.shape, h_start, h_end, ())
             for agg in having.this.find_all(exp.AggFunc):
                 kind = _AGGREGATES.get(type(agg))
                 if kind is None or isinstance(agg.this, exp.Distinct) or kind is AggregateKind.AVG:
                     raise _Refuse("this HAVING aggregate cannot be merged over several data nodes")
+                if any(self.shape.spans[k][2] == "p" for k in self.literal_slots(agg)):
+                    raise _Refuse("a parameter inside a HAVING aggregate is not supported over several data nodes")
+                self.pin_matches(agg, [i for i in items if not isinstance(i, exp.Alias)], force=True)
                 text = agg.sql(dialect="mysql")
                 if any(not isinstance(i, exp.Alias) and _norm(i) == text.lower() for i in items):
                     continue
@@ -588,10 +679,11 @@ class _SelectRewriter:
             group_by=tuple(group_by),
             aggregates=tuple(aggregates),
             distinct=distinct,
-            having_sql=having_sql,
+            having=having_template,
             groups_sorted=groups_sorted,
             offset_slot=offset_slot,
             limit_slot=limit_slot,
+            separator_slots=tuple(self.separator_slots),
         )
         return template, merge, tuple(self.pins), None
 

@@ -387,7 +387,7 @@ class ShardedPlan(Plan):
         multi = len(units) > 1
         template = self.multi_template if multi else self.single_template
         execution = tuple(ExecutionUnit(u.data_source, *render_sql(template, u.table_map, ctx)) for u in units)
-        spec = self.merge.spec(values) if multi and self.merge is not None else None
+        spec = self.merge.spec(values, shape) if multi and self.merge is not None else None
         return RoutedStatement(
             kind=self.kind,
             route_units=tuple(units),

@@ -527,10 +527,6 @@ def xfail(case: Case, reason: str) -> Any:
     return pytest.param(case, id=case.id, marks=pytest.mark.xfail(strict=True, reason=reason))
 
 
-CACHED_HAVING = (
-    "routing: the plan cache reuses the HAVING text (MergeSpec.having_sql, literal included) of the first "
-    "statement of a shape for later statements of that shape with other literals"
-)
 LIMIT_PUSHED = (
     "routing: GROUP BY whose ORDER BY is not the group columns keeps LIMIT on every node, so groups are cut "
     "before they are merged (partial aggregates win); nodes must return every group"
@@ -541,12 +537,6 @@ BOUND_1_TO_1 = (
 )
 # Known bugs, keyed by the case's SQL: "<component>: <what is wrong>".
 KNOWN_BUGS: dict[str, str] = {
-    "SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id HAVING n > 70": CACHED_HAVING,
-    "SELECT user_id FROM t_order GROUP BY user_id HAVING SUM(amount) < 0": CACHED_HAVING,
-    "SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id HAVING user_id < 2": CACHED_HAVING,
-    "SELECT GROUP_CONCAT(order_id SEPARATOR '#') FROM t_order WHERE user_id IN (5, 6)":
-        "routing: the plan cache reuses the GROUP_CONCAT separator (AggregateItem.separator) of the first "
-        "statement of a shape: node results are joined with '|' although the query says '#'",
     "SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id ORDER BY n DESC, user_id LIMIT 3": LIMIT_PUSHED,
     "SELECT user_id FROM t_order GROUP BY user_id ORDER BY SUM(amount) DESC, user_id LIMIT 5": LIMIT_PUSHED,
     "SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id ORDER BY n, user_id LIMIT 2, 3": LIMIT_PUSHED,

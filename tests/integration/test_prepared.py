@@ -445,14 +445,6 @@ def test_rows_sit_where_the_rules_demand(ps: PsEnv) -> None:
     assert _actual(ps, "ps_prep", "t_order_item") == _actual(ps, "ps_text", "t_order_item")
 
 
-HAVING_PARAM = (
-    "merge/routing: a `?` in HAVING reaches the merge unbound (MergeSpec.having_sql is the logic text with "
-    "its placeholder), so every prepared GROUP BY ... HAVING n > ? is refused with 1105 \"HAVING expression "
-    "'?' is not supported by the merge\"; its literal form works"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=HAVING_PARAM)
 def test_having_parameter(ps: PsEnv) -> None:
     conn, oracle = ps.connector("ps_prep"), ps.oracle()
     try:
@@ -466,13 +458,6 @@ def test_having_parameter(ps: PsEnv) -> None:
         oracle.close()
 
 
-STRING_KEY = (
-    "routing: a sharding value bound as a string ('3' for INT user_id, as PHP PDO and other drivers bind by "
-    "default) is not coerced: INLINE cannot apply '%' to str (the text protocol's user_id = '7' has the same bug)"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=STRING_KEY)
 def test_sharding_value_bound_as_string(ps: PsEnv) -> None:
     conn = ps.connector("ps_types")
     try:

@@ -131,3 +131,101 @@ def test_drop_index_of_sharded_table_reaches_every_node(kernel: ShardingKernel, 
     routed = kernel.route(sql)
     want = [(n.data_source, expected.format(t=n.table)) for n in nodes("t_order")]
     assert [(u.data_source, u.sql) for u in routed.execution_units] == want
+
+
+# --- bugs 1 and 2: nothing taken from a literal is frozen into a cached plan's MergeSpec -----------------
+
+
+def _spec_after(kernel: ShardingKernel, steps: list[tuple[str, list[Any] | None]]) -> Any:
+    """Route every step through one kernel (one plan cache); the last step's merge spec."""
+    routed = None
+    for sql, params in steps:
+        routed = kernel.route(sql, params)
+    assert routed is not None and routed.merge_spec is not None
+    return routed.merge_spec
+
+
+HAVING_N = "SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id HAVING n > {}"
+
+
+@pytest.mark.parametrize(
+    ("steps", "having"),
+    [
+        ([(HAVING_N.format(1000), None), (HAVING_N.format(70), None)], "n > 70"),
+        ([(HAVING_N.format(70), None), (HAVING_N.format(1000), None)], "n > 1000"),
+        ([(HAVING_N.format("?"), [1000]), (HAVING_N.format("?"), [70])], "n > 70"),
+        ([(HAVING_N.format("?"), [Decimal("1.5")])], "n > 1.5"),
+        ([("SELECT status, COUNT(*) FROM t_order GROUP BY status HAVING status <> ?", ["it's"])],
+         "status <> 'it''s'"),
+        ([("SELECT user_id FROM t_order GROUP BY user_id HAVING SUM(amount) < 5", None),
+          ("SELECT user_id FROM t_order GROUP BY user_id HAVING SUM(amount) < -2", None)], "SUM(amount) < -2"),
+        ([("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id HAVING user_id < 9 AND COUNT(*) > 1", None),
+          ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id HAVING user_id < 2 AND COUNT(*) > 0", None)],
+         "user_id < 2 AND COUNT(*) > 0"),
+        ([("SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id HAVING n > 'x' ORDER BY user_id LIMIT 3",
+           None),
+          ("SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id HAVING n > '5' ORDER BY user_id LIMIT 4",
+           None)], "n > '5'"),
+    ],
+)
+def test_having_is_rendered_per_statement(
+    kernel: ShardingKernel, steps: list[tuple[str, list[Any] | None]], having: str
+) -> None:
+    assert _spec_after(kernel, steps).having_sql == having
+
+
+def test_having_parameter_must_be_supplied(kernel: ShardingKernel) -> None:
+    with pytest.raises(RoutingError, match="HAVING"):
+        kernel.route(HAVING_N.format("?"), [])
+
+
+@pytest.mark.parametrize(
+    ("steps", "separators"),
+    [
+        ([("SELECT GROUP_CONCAT(order_id SEPARATOR '|') FROM t_order WHERE user_id IN (5, 6)", None),
+          ("SELECT GROUP_CONCAT(order_id SEPARATOR '#') FROM t_order WHERE user_id IN (5, 6)", None)], ["#"]),
+        ([("SELECT GROUP_CONCAT(order_id SEPARATOR '') FROM t_order", None),
+          ("SELECT GROUP_CONCAT(order_id SEPARATOR ', ') FROM t_order", None)], [", "]),
+        ([("SELECT GROUP_CONCAT(order_id SEPARATOR 'a'), GROUP_CONCAT(status SEPARATOR 'b') FROM t_order", None),
+          ("SELECT GROUP_CONCAT(order_id SEPARATOR 'c'), GROUP_CONCAT(status SEPARATOR 'd') FROM t_order", None)],
+         ["c", "d"]),
+        ([("SELECT GROUP_CONCAT(order_id) FROM t_order", None)], [","]),
+    ],
+)
+def test_group_concat_separator_is_per_statement(
+    kernel: ShardingKernel, steps: list[tuple[str, list[Any] | None]], separators: list[str]
+) -> None:
+    spec = _spec_after(kernel, steps)
+    assert [a.separator for a in spec.aggregates] == separators
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # ORDER BY an expression that matches a select item only for some literals
+        ("SELECT amount + 1 FROM t_order ORDER BY amount + 1", "SELECT amount + 1 FROM t_order ORDER BY amount + 2"),
+        ("SELECT amount + 1 FROM t_order ORDER BY amount + 2", "SELECT amount + 1 FROM t_order ORDER BY amount + 1"),
+        ("SELECT amount + 1 FROM t_order ORDER BY amount + 2", "SELECT amount + 2 FROM t_order ORDER BY amount + 2"),
+        # GROUP BY expressions likewise
+        ("SELECT user_id % 3, COUNT(*) FROM t_order GROUP BY user_id % 3",
+         "SELECT user_id % 3, COUNT(*) FROM t_order GROUP BY user_id % 4"),
+        # a HAVING aggregate is a derived column named by its text, or the select item of the same text
+        ("SELECT user_id FROM t_order GROUP BY user_id HAVING SUM(amount * 2) > 0",
+         "SELECT user_id FROM t_order GROUP BY user_id HAVING SUM(amount * 3) > 0"),
+        ("SELECT user_id, SUM(amount * 2) FROM t_order GROUP BY user_id HAVING SUM(amount * 2) > 0",
+         "SELECT user_id, SUM(amount * 3) FROM t_order GROUP BY user_id HAVING SUM(amount * 2) > 0"),
+        # ORDER BY position
+        ("SELECT status, amount FROM t_order ORDER BY 1", "SELECT status, amount FROM t_order ORDER BY 2"),
+    ],
+)
+def test_cached_plan_equals_a_fresh_plan(kernel: ShardingKernel, first: str, second: str) -> None:
+    kernel.route(first)
+    cached = kernel.route(second)
+    fresh = ShardingKernel(kernel.rules, kernel.metadata).route(second)
+    assert cached.merge_spec == fresh.merge_spec
+    assert [u.sql for u in cached.execution_units] == [u.sql for u in fresh.execution_units]
+
+
+def test_parameter_inside_having_aggregate_is_refused(kernel: ShardingKernel) -> None:
+    with pytest.raises(RoutingError, match="HAVING aggregate"):
+        kernel.route("SELECT user_id FROM t_order GROUP BY user_id HAVING SUM(amount * ?) > 0", [2])
