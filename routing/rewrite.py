@@ -665,7 +665,16 @@ class _SelectRewriter:
                 offset_token, count_token = values[2], values[0]
             else:
                 limit_slot, offset_token, count_token = k1, None, None
-            if offset_token is not None and count_token is not None and offset_slot is not None:
+            # Groups are only complete after merging: a node's LIMIT may cut a group that another node
+            # also holds, or a group HAVING would drop. Nodes keep LIMIT only when they return groups in
+            # the order of the merge (ORDER BY = GROUP BY, nothing filtered or split after merging): then
+            # every global top-n group is among each node's top-n groups, complete.
+            grouped = bool(group_by or aggregates)
+            keep = groups_sorted and having_template is None and distinct_group is None
+            if grouped and not keep:
+                last = values[2] if offset_token is not None else values[0]
+                self.extra.append(Edit(tokens[limit_i].start, last.end, ()))
+            elif offset_token is not None and count_token is not None and offset_slot is not None:
                 self.extra.append(Edit(offset_token.start, offset_token.end, (LimitOffsetSlot(offset_slot),)))
                 self.extra.append(
                     Edit(count_token.start, count_token.end, (LimitCountSlot(limit_slot, offset_slot),))  # type: ignore[arg-type]

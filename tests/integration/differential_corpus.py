@@ -527,19 +527,12 @@ def xfail(case: Case, reason: str) -> Any:
     return pytest.param(case, id=case.id, marks=pytest.mark.xfail(strict=True, reason=reason))
 
 
-LIMIT_PUSHED = (
-    "routing: GROUP BY whose ORDER BY is not the group columns keeps LIMIT on every node, so groups are cut "
-    "before they are merged (partial aggregates win); nodes must return every group"
-)
 BOUND_1_TO_1 = (
     "routing: bound tables joined on a condition without the table sharding column (order_id) are still "
     "routed 1:1 (t_order_0 with t_order_item_0 only), silently dropping t_order_0 x t_order_item_1 rows"
 )
 # Known bugs, keyed by the case's SQL: "<component>: <what is wrong>".
 KNOWN_BUGS: dict[str, str] = {
-    "SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id ORDER BY n DESC, user_id LIMIT 3": LIMIT_PUSHED,
-    "SELECT user_id FROM t_order GROUP BY user_id ORDER BY SUM(amount) DESC, user_id LIMIT 5": LIMIT_PUSHED,
-    "SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id ORDER BY n, user_id LIMIT 2, 3": LIMIT_PUSHED,
     "SELECT COUNT(*) FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id WHERE o.user_id = 3": BOUND_1_TO_1,
     "SELECT o.order_id, i.order_item_id FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id "
     "WHERE o.user_id = 3 ORDER BY o.order_id, i.order_item_id": BOUND_1_TO_1,

@@ -229,3 +229,56 @@ def test_cached_plan_equals_a_fresh_plan(kernel: ShardingKernel, first: str, sec
 def test_parameter_inside_having_aggregate_is_refused(kernel: ShardingKernel) -> None:
     with pytest.raises(RoutingError, match="HAVING aggregate"):
         kernel.route("SELECT user_id FROM t_order GROUP BY user_id HAVING SUM(amount * ?) > 0", [2])
+
+
+# --- bug 3: grouped queries over several nodes: every node returns every group, LIMIT after merging --------
+
+
+@pytest.mark.parametrize(
+    ("sql", "params", "node_sql", "node_params", "offset", "limit"),
+    [
+        ("SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id ORDER BY n DESC, user_id LIMIT 3", None,
+         "SELECT user_id, COUNT(*) AS n FROM t_order_0 GROUP BY user_id ORDER BY n DESC, user_id ", None, 0, 3),
+        ("SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id ORDER BY n, user_id LIMIT 2, 3", None,
+         "SELECT user_id, COUNT(*) AS n FROM t_order_0 GROUP BY user_id ORDER BY n, user_id ", None, 2, 3),
+        ("SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id ORDER BY n LIMIT 3 OFFSET 2", None,
+         "SELECT user_id, COUNT(*) AS n FROM t_order_0 GROUP BY user_id ORDER BY n ", None, 2, 3),
+        ("SELECT user_id, COUNT(*) AS n FROM t_order WHERE status = ? GROUP BY user_id ORDER BY n LIMIT ?, ?",
+         ["a", 1, 2],
+         "SELECT user_id, COUNT(*) AS n FROM t_order_0 WHERE status = ? GROUP BY user_id ORDER BY n ", ("a",), 1, 2),
+        ("SELECT user_id FROM t_order GROUP BY user_id ORDER BY SUM(amount) DESC LIMIT 5", None,
+         "SELECT user_id, SUM(amount) AS ORDER_BY_DERIVED_0 FROM t_order_0 GROUP BY user_id "
+         "ORDER BY SUM(amount) DESC ", None, 0, 5),
+        # HAVING is applied after merging: a node's first groups may all be filtered out
+        ("SELECT user_id, COUNT(*) AS n FROM t_order GROUP BY user_id HAVING n > 60 ORDER BY user_id LIMIT 3", None,
+         "SELECT user_id, COUNT(*) AS n FROM t_order_0 GROUP BY user_id ORDER BY user_id ", None, 0, 3),
+        # aggregates without GROUP BY, COUNT(DISTINCT) (one node row per distinct value)
+        ("SELECT COUNT(*) FROM t_order LIMIT 1", None, "SELECT COUNT(*) FROM t_order_0 ", None, 0, 1),
+        ("SELECT user_id, COUNT(DISTINCT status) FROM t_order GROUP BY user_id ORDER BY user_id LIMIT 2", None,
+         "SELECT user_id, COUNT(DISTINCT status), status AS AGGREGATION_DISTINCT_DERIVED_0 FROM t_order_0 "
+         "GROUP BY user_id, status ORDER BY user_id ", None, 0, 2),
+        # ORDER BY the group columns: each node's first groups hold every global first group, complete
+        ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id ORDER BY user_id DESC LIMIT 1, 5", None,
+         "SELECT user_id, COUNT(*) FROM t_order_0 GROUP BY user_id ORDER BY user_id DESC LIMIT 0, 6", None, 1, 5),
+        ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id LIMIT 5", None,
+         "SELECT user_id, COUNT(*) FROM t_order_0 GROUP BY user_id ORDER BY user_id LIMIT 5", None, 0, 5),
+        # no grouping: every node returns offset + count rows
+        ("SELECT order_id FROM t_order ORDER BY order_id LIMIT 2, 3", None,
+         "SELECT order_id FROM t_order_0 ORDER BY order_id LIMIT 0, 5", None, 2, 3),
+    ],
+)
+def test_grouped_limit_applies_after_merging(
+    kernel: ShardingKernel,
+    sql: str,
+    params: list[Any] | None,
+    node_sql: str,
+    node_params: tuple[Any, ...] | None,
+    offset: int,
+    limit: int,
+) -> None:
+    routed = kernel.route(sql, params)
+    first = routed.execution_units[0]
+    assert len(routed.execution_units) == 4
+    assert (first.sql, first.params) == (node_sql, node_params)
+    assert routed.merge_spec is not None
+    assert (routed.merge_spec.offset, routed.merge_spec.limit) == (offset, limit)
