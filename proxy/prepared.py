@@ -37,6 +37,7 @@ from protocol.constants import Collation, ColumnFlag, ColumnType, ErrorCode
 from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row
 from protocol.results import ResultHeader
 from proxy.backend import BackendConnection
+from proxy.txn import classify_session_statement
 from routing.errors import RoutingError
 from routing.parse import scan_shape
 
@@ -129,7 +130,8 @@ async def prepare(session: Session, payload: bytes) -> None:
         return
     assert db.kernel is not None
     num_params = sum(1 for _s, _e, kind in scan_shape(sql).spans if kind == "p")
-    columns = await _describe(session, sql, num_params)
+    # BEGIN / COMMIT / SET ... are the session's (proxy.txn), prepared or not: nothing to describe
+    columns = () if classify_session_statement(sql) else await _describe(session, sql, num_params)
     stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns)
     session.statements.add(stmt)
     _prepare_answer(session, stmt)
@@ -184,6 +186,13 @@ async def execute(session: Session, payload: bytes) -> None:
         session.log.debug("cursor_ignored", statement=stmt.id)  # rows are sent at once, without a cursor
     db = session.database
     assert db is not None and db.kernel is not None
+    session_stmt = classify_session_statement(stmt.sql)
+    if session_stmt is not None:
+        # a prepared BEGIN / COMMIT / ROLLBACK / SET (sysbench --db-ps-mode=auto prepares BEGIN and COMMIT):
+        # the proxy's LOCAL transaction and SET fan-out, exactly as for the text form
+        sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
+        await session._session_statement(session_stmt, sql)
+        return
     routed = db.kernel.route(stmt.sql, list(request.values), session.hints())
     from proxy.codec import BINARY
     from proxy.executor import execute_plan, log_statement
