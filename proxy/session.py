@@ -416,6 +416,9 @@ class Session:
             on = stmt.value == "1"
             if on and not txn.autocommit:
                 await self._end_transaction("COMMIT")  # SET autocommit=1 commits, as MySQL does
+                txn.joined = []
+                for conn in list(self.backends.values()):  # _join left them at autocommit=0
+                    await self._must(conn, "SET autocommit=1")
             txn.autocommit = on
             if not on:
                 txn.joined = []
