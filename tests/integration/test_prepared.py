@@ -1089,3 +1089,48 @@ def test_sql_level_prepare(ps: PsEnv, logical: str) -> None:
     finally:
         conn.close()
         oracle.close()
+
+
+# --- transactions controlled through prepared statements ---------------------------------------------------
+
+
+@pytest.mark.parametrize("logical", ["ps_types", "ps_pass"])
+def test_prepared_begin_commit_rollback(ps: PsEnv, logical: str) -> None:
+    """BEGIN / ROLLBACK / COMMIT / SET autocommit sent as prepared statements (sysbench --db-ps-mode=auto
+    prepares BEGIN and COMMIT) open and end the transaction on every data source the statements touch:
+    a rolled-back INSERT on both data sources leaves nothing, uncommitted rows stay invisible to others."""
+    conn, other = ps.connector(logical), ps.connector(logical)
+    try:
+        cur, ocur = conn.cursor(prepared=True), other.cursor(prepared=True)
+        insert = "INSERT INTO t_kv (k, v) VALUES (%s, %s), (%s, %s)"
+        count = "SELECT COUNT(*) FROM t_kv WHERE k IN (%s, %s)"
+        cur.execute("BEGIN")
+        cur.execute(insert, (31, "tx", 32, "tx"))  # one row on each data source
+        ocur.execute(count, (31, 32))
+        assert ocur.fetchall() == [(0,)]
+        cur.execute(count, (31, 32))
+        assert cur.fetchall() == [(2,)]
+        cur.execute("ROLLBACK")
+        ocur.execute(count, (31, 32))
+        assert ocur.fetchall() == [(0,)]
+        cur.execute("START TRANSACTION")
+        cur.execute(insert, (33, "tx", 34, "tx"))
+        cur.execute("COMMIT")
+        ocur.execute(count, (33, 34))
+        assert ocur.fetchall() == [(2,)]
+        cur.execute("SET autocommit = 0")
+        cur.execute("DELETE FROM t_kv WHERE k IN (%s, %s)", (33, 34))
+        ocur.execute(count, (33, 34))
+        assert ocur.fetchall() == [(2,)]
+        cur.execute("ROLLBACK")
+        cur.execute("SET autocommit = 1")
+        ocur.execute(count, (33, 34))
+        assert ocur.fetchall() == [(2,)]
+        cur.execute("DELETE FROM t_kv WHERE k IN (%s, %s)", (33, 34))
+        assert cur.rowcount == 2
+        rows = sorted(r for ds in DATA_SOURCES for r in ps.backend("ps_types", ds, "SELECT k, v FROM t_kv")) \
+            if logical == "ps_types" else sorted(ps.servers[0].execute("SELECT k, v FROM t_kv", PASS_PHYSICAL))
+        assert rows == KV_ROWS
+    finally:
+        conn.close()
+        other.close()
