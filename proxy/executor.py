@@ -160,6 +160,9 @@ async def _write(session: Session, routed: RoutedStatement, codec: StatementCode
     else:
         last_id = next((ok.last_insert_id for ok in oks if ok.last_insert_id), 0)
     session.update_status(oks[-1].status if oks else session.status)
+    session.row_count = affected
+    if last_id:
+        session.last_insert_id = last_id
     info = _merged_info([ok.info for r in counted for ok in r])
     session.wire.send(
         OKPacket(affected, last_id, ServerStatus(session.status), min(warnings, 0xFFFF), info).encode(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -18,17 +19,20 @@ import structlog
 from protocol.constants import Capability, Command, ErrorCode, ServerStatus, SetOption
 from protocol.framing import PacketTooLarge
 from protocol.packets import (
+    ColumnDefinition41,
     ComFieldList,
     ComInitDB,
     ComProcessKill,
+    ComQuery,
     ComSetOption,
     ERRPacket,
     OKPacket,
     end_of_result,
 )
 from protocol.wire import MalformedPacket
-from proxy import prepared
+from proxy import metadata, prepared
 from proxy.backend import BackendConnection, BackendError, charset_for_collation
+from proxy.config import UserConfig
 from proxy.handshake import HandshakeFailed
 from proxy.readwrite import GroupSessionState, ReadWriteGroup, group_backend, relay_pass_through
 from proxy.resultset import result_packets
@@ -63,6 +67,10 @@ class Session:
         self._status = int(ServerStatus.AUTOCOMMIT)
         self.more_results = False  # a multi-statement query has statements after the current one
         self.errored = False  # the current statement's answer was an ERR
+        self.user_config: UserConfig | None = None
+        self.command_started = time.monotonic()
+        self.last_insert_id = 0  # sharded databases: the session's, across data sources
+        self.row_count = -1
         self.multi_statements = True
         self.backends: dict[str, BackendConnection] = {}
         self.txn = TransactionState()
@@ -118,6 +126,7 @@ class Session:
                 if payload[0] == Command.QUIT:
                     return
                 self.command = Command(payload[0]).name.title() if payload[0] in Command._value2member_map_ else "?"
+                self.command_started = time.monotonic()
                 try:
                     await self._dispatch(payload)
                 finally:
@@ -167,6 +176,7 @@ class Session:
             return False
         self.capabilities = client.capabilities
         self.user = client.user.user
+        self.user_config = client.user
         self.charset = charset_for_collation(client.response.character_set)
         self.multi_statements = bool(client.capabilities & Capability.MULTI_STATEMENTS)
         if client.response.database:
@@ -192,7 +202,9 @@ class Session:
         self.errored = True
         self.wire.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities))
 
-    def rows(self, columns: list[str], rows: list[tuple[object, ...]] | list[list[object]]) -> None:
+    def rows(
+        self, columns: list[str | ColumnDefinition41], rows: list[tuple[object, ...]] | list[list[object]]
+    ) -> None:
         self.wire.send_many(result_packets(columns, rows, capabilities=self.capabilities, status=self.status))
 
     async def _dispatch(self, payload: bytes) -> None:
@@ -337,7 +349,13 @@ class Session:
         if stmt is not None:
             await self._proxy_statement(stmt, sql)
             return
+        rewritten = metadata.substitute(self, sql)
+        if rewritten is not None:
+            sql = rewritten
+            payload = ComQuery(sql.encode("utf-8", errors="surrogateescape")).encode()
         db = self.database
+        if await metadata.answer(self, db, sql):
+            return
         if db is None:
             await self._without_database(payload, sql)
             return
@@ -362,7 +380,9 @@ class Session:
                 stmt = classify(statement)
                 if stmt is not None:
                     await self._proxy_statement(stmt, statement)
-                else:
+                    continue
+                statement = metadata.substitute(self, statement) or statement
+                if not await metadata.answer(self, self.database or db, statement):
                     await self._routed_query(self.database or db, statement)
             finally:
                 self.more_results = False
@@ -584,6 +604,8 @@ class Session:
             self.rows(["Database"], [(n,) for n in names])
         elif stmt.kind == "select_database":
             self.rows(["DATABASE()"], [(self.database.name if self.database else None,)])
+        elif stmt.kind == "processlist":
+            await metadata.processlist(self, stmt.arg == "FULL")
         elif stmt.kind == "kill":
             await self._kill(int(stmt.arg or 0), stmt.arg2 or "CONNECTION")
         elif stmt.kind in ("preview", "show_rules", "show_nodes", "units", "show_rw_rules"):

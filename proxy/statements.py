@@ -20,6 +20,7 @@ _SELECT_DATABASE = re.compile(r"^SELECT\s+(?:DATABASE|SCHEMA)\s*\(\s*\)\s*;?\s*$
 _SHOW_RW_RULES = re.compile(
     r"^SHOW\s+READWRITE_SPLITTING\s+RULES?(?:\s+(?!FROM\b)(\S+?))?(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I
 )
+_SHOW_PROCESSLIST = re.compile(r"^SHOW\s+(FULL\s+)?PROCESSLIST\s*;?\s*$", re.I)
 _SHOW_STORAGE_UNITS = re.compile(r"^SHOW\s+(?:STORAGE\s+UNITS|RESOURCES)(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I)
 
 
@@ -53,6 +54,9 @@ def classify(sql: str) -> ProxyStatement | None:
         if m:
             return ProxyStatement("use", unquote_ident(m.group(1)))
     elif first.startswith("SHOW"):
+        m = _SHOW_PROCESSLIST.match(text)
+        if m:
+            return ProxyStatement("processlist", "FULL" if m.group(1) else None)
         for pattern, kind in (
             (_SHOW_DATABASES, "show_databases"),
             (_SHOW_RULES, "show_rules"),

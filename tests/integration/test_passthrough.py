@@ -106,8 +106,6 @@ def test_login(proxy: RunningProxy, user: str, password: str, database: str | No
         assert f"Access denied for user '{user}'@" in exc.value.args[1]
 
 
-@pytest.mark.xfail(strict=True, reason="only a bare `SELECT DATABASE()` is answered by the proxy; DATABASE() "
-                   "inside another SELECT is passed through and returns the physical name (demo_ds)")
 def test_database_function_inside_a_select_is_logical(conn: pymysql.connections.Connection[Any]) -> None:
     assert _proxied(conn, "SELECT DATABASE(), 1")[1] == (("demo", 1),)
 

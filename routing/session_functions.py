@@ -1,0 +1,57 @@
+"""Functions whose answer belongs to the proxy's session, not to a backend connection: DATABASE() is
+the logical database, CONNECTION_ID() the proxy's id (the one KILL takes), USER() the proxy user, and on
+sharded databases LAST_INSERT_ID(), ROW_COUNT() and FOUND_ROWS() of the session's last statement.
+
+They are replaced by literals in the user's text (outside strings and comments); a bare select-list
+item keeps its column name with an alias, as `SELECT DATABASE()` names its column `DATABASE()`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from routing.split import _TOKEN
+
+CALL = re.compile(
+    r"\b(database|schema|connection_id|current_user|session_user|system_user|user|last_insert_id|row_count"
+    r"|found_rows)\s*\(\s*\)",
+    re.I,
+)
+_BEFORE_ITEM = re.compile(r"(?:\bSELECT|\bDISTINCT|,)\s*$", re.I)
+_AFTER_ITEM = re.compile(r"\s*(?:,|\bFROM\b|\bLIMIT\b|\bINTO\b|\bUNION\b|;|$)", re.I)
+
+
+def substitute_session_functions(sql: str, values: Mapping[str, str]) -> str | None:
+    """`values`: lower-case function name -> SQL literal. None when nothing was replaced."""
+    if "(" not in sql or not CALL.search(sql):
+        return None
+    text = sql
+    changed = False
+    result: list[str] = []
+    pos = 0
+    for seg in _TOKEN.finditer(text):
+        piece = seg.group()
+        if piece[:1] in ("'", '"', "`") or piece.startswith(("/*", "--", "#")):
+            continue
+        for call in CALL.finditer(piece):
+            name = call.group(1).lower()
+            literal = values.get(name)
+            if literal is None:
+                continue
+            start = seg.start() + call.start()
+            end = seg.start() + call.end()
+            result.append(text[pos:start])
+            before = text[:start]
+            after = text[end:]
+            if _BEFORE_ITEM.search(before) and _AFTER_ITEM.match(after):
+                alias = call.group().replace("`", "``")
+                result.append(f"{literal} AS `{alias}`")
+            else:
+                result.append(literal)
+            pos = end
+            changed = True
+    if not changed:
+        return None
+    result.append(text[pos:])
+    return "".join(result)

@@ -1,0 +1,36 @@
+import pytest
+
+from routing.session_functions import substitute_session_functions
+
+VALUES = {
+    "database": "'sharding_db'", "schema": "'sharding_db'", "connection_id": "7", "user": "'root@127.0.0.1'",
+    "current_user": "'root@%'", "last_insert_id": "42", "row_count": "3", "found_rows": "10",
+}
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("select database()", "select 'sharding_db' AS `database()`"),
+        ("SELECT DATABASE(), 1", "SELECT 'sharding_db' AS `DATABASE()`, 1"),
+        ("SELECT DATABASE() AS db", "SELECT 'sharding_db' AS db"),
+        ("SELECT * FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()",
+         "SELECT * FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'sharding_db'"),
+        ("select 'database()'", None),
+        ("select `database()` from t", None),
+        ("select 1 /* database() */", None),
+        ("SELECT CONNECTION_ID()", "SELECT 7 AS `CONNECTION_ID()`"),
+        ("select user(), current_user()", "select 'root@127.0.0.1' AS `user()`, 'root@%' AS `current_user()`"),
+        ("SELECT LAST_INSERT_ID()", "SELECT 42 AS `LAST_INSERT_ID()`"),
+        ("SELECT LAST_INSERT_ID(5)", None),
+        ("SELECT ROW_COUNT(), FOUND_ROWS()", "SELECT 3 AS `ROW_COUNT()`, 10 AS `FOUND_ROWS()`"),
+        ("select 1", None),
+        ("SELECT schema ( )", "SELECT 'sharding_db' AS `schema ( )`"),
+    ],
+)
+def test_substitute_session_functions(sql: str, expected: str | None) -> None:
+    assert substitute_session_functions(sql, VALUES) == expected
+
+
+def test_functions_without_a_value_are_left_to_the_backend() -> None:
+    assert substitute_session_functions("SELECT LAST_INSERT_ID()", {"database": "'x'"}) is None
