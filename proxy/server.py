@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import itertools
 import socket
+from collections.abc import Coroutine
+from typing import Any
 
 import structlog
 
@@ -29,6 +31,7 @@ class ProxyServer:
         self.sources: dict[tuple[str, str], DataSource] = {}
         self.databases_by_name: dict[str, LogicalDatabase] = {}
         self.sessions: dict[int, Session] = {}
+        self._background: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
         self._server: asyncio.base_events.Server | None = None
         self.server_version = "5.7.99-shardproxy"
@@ -98,6 +101,13 @@ class ProxyServer:
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return addrs
 
+    def track(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run background work (returning connections) that shutdown must wait for."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
@@ -107,6 +117,8 @@ class ProxyServer:
         tasks = [s.task for s in self.sessions.values() if s.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=5)
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=5)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), timeout=2)

@@ -146,12 +146,19 @@ class Session:
         backends, self.backends = self.backends, {}
         backends.update(self.read_backends)
         self.read_backends = {}
-        for conn in backends.values():
-            with contextlib.suppress(Exception):
-                await conn.source.release(conn)
+        self.server.sessions.pop(self.id, None)
         with contextlib.suppress(Exception):
             self.writer.close()
-        self.server.sessions.pop(self.id, None)
+
+        async def release_all() -> None:
+            for conn in backends.values():
+                with contextlib.suppress(Exception):
+                    await conn.source.release(conn)
+
+        # shielded: a shutdown cancelling this session must not strand its connections as "in use", or
+        # closing the pools would wait for them
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(self.server.track(release_all()))
 
     async def _handshake(self) -> bool:
         try:
@@ -297,18 +304,18 @@ class Session:
         for name, conn in list(self.backends.items()):
             if conn.broken:
                 del self.backends[name]
-                asyncio.get_running_loop().create_task(conn.source.release(conn))
+                self.server.track(conn.source.release(conn))
         for name, conn in list(self.read_backends.items()):
             if conn.broken:
                 del self.read_backends[name]
-                asyncio.get_running_loop().create_task(conn.source.release(conn))
+                self.server.track(conn.source.release(conn))
 
     def release_read_backends(self) -> None:
         """Replica connections go back to their pools (USE, RESET, SET): the next read prepares a fresh
         one with the session's state, instead of replaying every change on every replica connection."""
         conns, self.read_backends = self.read_backends, {}
         for conn in conns.values():
-            asyncio.get_running_loop().create_task(conn.source.release(conn))
+            self.server.track(conn.source.release(conn))
 
     async def backend(self, data_source: str, *, read: bool = False, record_write: bool = True) -> BackendConnection:
         """The session's connection to a data source, borrowed on first use and kept.
@@ -583,7 +590,7 @@ class Session:
             return
         if self.database is not db:
             for conn in list(self.backends.values()):
-                asyncio.get_running_loop().create_task(conn.source.release(conn))
+                self.server.track(conn.source.release(conn))
             self.backends.clear()
             self.release_read_backends()
             self.read_state = {}
