@@ -10,7 +10,7 @@ shapes never touch the parser. Everything here is a pure function of (SQL, param
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import Any
@@ -20,6 +20,7 @@ from sqlglot import exp
 from routing.cache import PlanCache
 from routing.conditions import (
     TRUE,
+    ColumnEq,
     ColumnRef,
     Cond,
     Eq,
@@ -32,14 +33,27 @@ from routing.conditions import (
 )
 from routing.errors import RoutingError
 from routing.hints import CommentHints, merge_hints, parse_comment_hints, parse_hint_comments
-from routing.model import DatabaseRules, DataNode, SchemaMetadata, TableRule
+from routing.model import (
+    ComplexStrategy,
+    DatabaseRules,
+    DataNode,
+    HintStrategy,
+    NoneStrategy,
+    SchemaMetadata,
+    ShardingStrategy,
+    StandardStrategy,
+    TableRule,
+)
 from routing.parse import Shape, Token, node_span, parse_statement, scan_shape, tokenize
 from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
 from routing.rewrite import Edit, KeySlot, TableSlot, Template, build_template
 from routing.route import (
+    NODE,
+    SOURCE,
     FixedPlan,
     InsertPlan,
     InsertRow,
+    JoinLayout,
     NodesPlan,
     Plan,
     SetCheck,
@@ -538,6 +552,7 @@ class _Compiler:
             merge=merge,
             refuse_multi=refuse,
             set_checks=set_checks,
+            layout=self.join_layout(ast, sharded) if len(sharded) > 1 else None,
         )
 
     def multi_unit_refusal(self, ast: exp.Expression, kind: StatementKind, sharded: list[Occurrence]) -> str | None:
@@ -571,12 +586,11 @@ class _Compiler:
             )
         return None
 
-    def conditions(self, ast: exp.Expression, sharded: list[Occurrence]) -> list[tuple[str, Cond]]:
-        assert self.sharding is not None
+    def resolver(self, root: exp.Expression) -> Any:
+        """Column → the occurrence columns it may denote (qualified: the nearest scope's table)."""
         by_scope: dict[int, list[Occurrence]] = {}
         for occ in self.occurrences:
             by_scope.setdefault(id(occ.scope), []).append(occ)
-        root = ast
 
         def resolve(column: exp.Column) -> list[ColumnRef]:
             scope = _scope_of(column, root)
@@ -600,6 +614,12 @@ class _Compiler:
                 return candidates
             return [(local[0].index, name)] if len(local) == 1 else []
 
+        return resolve
+
+    def conditions(self, ast: exp.Expression, sharded: list[Occurrence]) -> list[tuple[str, Cond]]:
+        assert self.sharding is not None
+        root = ast
+        resolve = self.resolver(root)
         scope_conditions: dict[int, Cond] = {}
         for occ in sharded:
             key = id(occ.scope)
@@ -615,6 +635,84 @@ class _Compiler:
                     targets[ref] = column
             out.append((occ.name, project(cond, targets)))
         return out
+
+    def join_layout(self, ast: exp.Expression, sharded: list[Occurrence]) -> JoinLayout:
+        """What the statement's equalities between columns prove about co-located rows (see JoinLayout)."""
+        assert self.sharding is not None
+        resolve = self.resolver(ast)
+        parent: dict[ColumnRef, ColumnRef] = {}
+
+        def find(ref: ColumnRef) -> ColumnRef:
+            while parent.get(ref, ref) != ref:
+                ref = parent[ref]
+            return ref
+
+        def union(a: ColumnRef, b: ColumnRef) -> None:
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[ra] = rb
+
+        outer = False
+        for scope in dict.fromkeys(o.scope for o in self.occurrences):
+            parts: list[Cond] = []
+            where = scope.args.get("where")
+            if isinstance(where, exp.Where):
+                parts.append(extract(where.this, resolve, self.slot_at))
+            local = [o for o in self.occurrences if o.scope is scope]
+            for join in scope.find_all(exp.Join):
+                if _scope_of(join, ast) is not scope:
+                    continue
+                side = str(join.args.get("side") or "").upper()
+                if side or str(join.args.get("kind") or "").upper() not in _INNER_JOIN_KINDS:
+                    outer = True
+                # matched pairs satisfy ON even for an outer join: its equalities prove co-location
+                parts.append(extract(join.args.get("on"), resolve, self.slot_at))
+                self._using_equalities(join, local, union)
+            for c in conjuncts(make_and(parts)):
+                if isinstance(c, ColumnEq):
+                    union(c.left, c.right)
+
+        def same(a: ColumnRef, b: ColumnRef) -> bool:
+            return find(a) == find(b)
+
+        pairs: dict[tuple[str, str], int] = {}
+        unaligned: list[str] = []
+        for i, a in enumerate(sharded):
+            for b in sharded[i + 1 :]:
+                ra, rb = self.sharding.tables[a.name], self.sharding.tables[b.name]
+                if a.name == b.name:
+                    if not _node_aligned(ra, a.index, rb, b.index, same, trust_database=False):
+                        unaligned.append(a.name)
+                    continue
+                if self.sharding.are_bound([a.name, b.name]) and _node_aligned(
+                    ra, a.index, rb, b.index, same, trust_database=True
+                ):
+                    level = NODE
+                elif _source_aligned(ra, a.index, rb, b.index, same, self.sharding.are_bound([a.name, b.name])):
+                    level = SOURCE
+                else:
+                    continue
+                key = (a.name, b.name) if a.name <= b.name else (b.name, a.name)
+                pairs[key] = max(pairs.get(key, 0), level)
+        return JoinLayout(pairs, tuple(dict.fromkeys(unaligned)), outer)
+
+    def _using_equalities(self, join: exp.Join, local: list[Occurrence], union: Any) -> None:
+        """JOIN t USING (c): t.c equals c of the one table before it that has c as a sharding column (or the
+        only table before it)."""
+        using = join.args.get("using") or ()
+        right = next((o for o in local if o.table is join.this), None)
+        if not using or right is None:
+            return
+        before = [o for o in local if o.index < right.index]
+        for ident in using:
+            name = ident.name.lower() if isinstance(ident, exp.Expression) else str(ident).lower()
+            owners = [
+                o for o in before if (rule := self.table_rule(o.name)) is not None and name in rule.sharding_columns
+            ]
+            if len(owners) != 1 and len(before) == 1:
+                owners = before
+            if len(owners) == 1:
+                union((owners[0].index, name), (right.index, name))
 
     def _scope_condition(self, scope: exp.Expression, root: exp.Expression, resolve: Any) -> Cond:
         parts: list[Cond] = []
@@ -771,6 +869,72 @@ class _Compiler:
             tuple(rows),
             build_template(self.shape, spans[-1][1], end, edits),
         )
+
+
+def _levels_equated(
+    sa: ShardingStrategy,
+    a: int,
+    sb: ShardingStrategy,
+    b: int,
+    same: Callable[[ColumnRef, ColumnRef], bool],
+    bound: bool,
+) -> bool:
+    """Do equal values reach both strategies: the statement equates their columns, and the algorithms agree
+    (the same algorithm, or binding tables, whose algorithms are declared equivalent by position)?"""
+    if not bound and getattr(sa, "algorithm_name", None) != getattr(sb, "algorithm_name", None):
+        return False
+    if isinstance(sa, StandardStrategy) and isinstance(sb, StandardStrategy):
+        return same((a, sa.column.lower()), (b, sb.column.lower()))
+    if isinstance(sa, ComplexStrategy) and isinstance(sb, ComplexStrategy):
+        return (
+            len(sa.columns) == len(sb.columns)
+            and all(same((a, x.lower()), (b, y.lower())) for x, y in zip(sa.columns, sb.columns, strict=True))
+        )
+    if isinstance(sa, HintStrategy) and isinstance(sb, HintStrategy):
+        return True  # placed by the same hints
+    return False
+
+
+def _source_aligned(
+    ra: TableRule, a: int, rb: TableRule, b: int, same: Callable[[ColumnRef, ColumnRef], bool], bound: bool
+) -> bool:
+    """Joined rows of the two tables always share a data source."""
+    if ra.auto or rb.auto:
+        return (
+            ra.auto
+            and rb.auto
+            and [n.data_source for n in ra.data_nodes] == [n.data_source for n in rb.data_nodes]
+            and _levels_equated(ra.table_strategy, a, rb.table_strategy, b, same, bound)
+        )
+    if ra.data_sources != rb.data_sources:
+        return False
+    if len(ra.data_sources) == 1:
+        return True
+    return _levels_equated(ra.database_strategy, a, rb.database_strategy, b, same, bound)
+
+
+def _node_aligned(
+    ra: TableRule,
+    a: int,
+    rb: TableRule,
+    b: int,
+    same: Callable[[ColumnRef, ColumnRef], bool],
+    *,
+    trust_database: bool,
+) -> bool:
+    """Joined rows sit at the same data node position (1:1 route).
+
+    Binding tables joined on their table sharding columns trust the binding declaration for the database
+    level (ShardingSphere's contract: a child row joined on the parent's key carries the parent's database
+    sharding value); joined only on the database columns they share a data source, not a table.
+    """
+    if ra.auto or rb.auto:
+        return ra.auto and rb.auto and _levels_equated(ra.table_strategy, a, rb.table_strategy, b, same, True)
+    database = _source_aligned(ra, a, rb, b, same, True)
+    if isinstance(ra.table_strategy, NoneStrategy) and isinstance(rb.table_strategy, NoneStrategy):
+        return database
+    table = _levels_equated(ra.table_strategy, a, rb.table_strategy, b, same, True)
+    return table and (database or trust_database)
 
 
 def _matching(tokens: list[Token], i: int) -> int:

@@ -180,11 +180,52 @@ def precise_group(values: Mapping[str, Any]) -> Group:
     return {col: Constraint(values=(value,)) for col, value in values.items()}
 
 
-def build_units(sharding: ShardingRule, routed: Mapping[str, list[DataNode]], order: Sequence[str]) -> list[RouteUnit]:
+@dataclass(frozen=True)
+class JoinLayout:
+    """What a statement's join conditions prove about where matching rows of its sharded tables live.
+
+    ``pairs`` maps a sorted pair of logic tables to ``NODE`` (binding tables joined on their table sharding
+    columns: matching rows sit at the same position, route 1:1) or ``SOURCE`` (joined on equal database
+    sharding columns under the same algorithm: matching rows share a data source, route as a cartesian
+    product within each data source); a missing pair proves nothing. ``unaligned_self`` lists tables
+    that occur several times without their occurrences being equated on every sharding column; ``outer``
+    says the statement has an outer join (a cartesian product would then invent unmatched rows).
+    """
+
+    pairs: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    unaligned_self: tuple[str, ...] = ()
+    outer: bool = False
+
+    def level(self, a: str, b: str) -> int:
+        return self.pairs.get((a, b) if a <= b else (b, a), 0)
+
+
+SOURCE = 1
+NODE = 2
+
+
+def build_units(
+    sharding: ShardingRule,
+    routed: Mapping[str, list[DataNode]],
+    order: Sequence[str],
+    layout: JoinLayout | None = None,
+) -> list[RouteUnit]:
     """Combine the routed sharded tables of one statement into route units.
 
     ``routed`` maps each logic table (lower case) to its nodes; ``order`` is the tables' first appearance.
+    Without a ``layout`` (DDL naming binding tables) binding tables always pair 1:1.
     """
+    if layout is not None:
+        for table in layout.unaligned_self:
+            if len(routed[table]) > 1:
+                rule = sharding.tables[table]
+                raise RoutingError(
+                    f"this statement joins sharded table {rule.logic_table} with itself on a condition that "
+                    f"does not equate its sharding columns ({', '.join(sorted(rule.sharding_columns))}), and it "
+                    f"routes to {len(routed[table])} data nodes: pairs of rows on different nodes would be "
+                    "lost. Equate the sharding columns of both references, or add sharding conditions that "
+                    "route the table to one data node"
+                )
     entities: list[list[RouteUnit]] = []
     names: list[list[str]] = []
     done: set[str] = set()
@@ -192,8 +233,19 @@ def build_units(sharding: ShardingRule, routed: Mapping[str, list[DataNode]], or
         if table in done:
             continue
         group = sharding.binding_group(table)
-        members = [t for t in order if t not in done and (t == table or (group is not None and t in group))]
-        members = list(dict.fromkeys(members))
+        members = [table]
+        if group is not None:
+            # binding tables pair 1:1 only when the statement joins them on their sharding columns
+            pending = [table]
+            while pending:
+                current = pending.pop()
+                for other in order:
+                    if other in done or other in members or other not in group:
+                        continue
+                    if layout is None or layout.level(current, other) == NODE:
+                        members.append(other)
+                        pending.append(other)
+            members = [t for t in dict.fromkeys(order) if t in members]
         done.update(members)
         entities.append(_binding_units(sharding, routed, members))
         names.append(members)
@@ -205,18 +257,65 @@ def build_units(sharding: ShardingRule, routed: Mapping[str, list[DataNode]], or
         if set(other) != first:
             raise RoutingError(
                 f"the join of {', '.join(names[0])} with {', '.join(members)} needs rows from different "
-                "data sources (the tables are not binding tables and their routes differ); add sharding "
-                "conditions that route both to the same data source, or declare them as bindingTables"
+                "data sources (they are not binding tables joined on their sharding columns, and their routes "
+                "differ); add sharding conditions that route both to the same data source, join binding tables "
+                "on their sharding columns, or declare them as bindingTables"
             )
+    if layout is not None and len(first) > 1:
+        _check_colocated(sharding, names, layout)
     units: list[RouteUnit] = []
     for ds in dict.fromkeys(u.data_source for u in entities[0]):
         per_entity = [[u for u in e if u.data_source == ds] for e in entities]
-        for combo in product(*per_entity):
+        combos = list(product(*per_entity))
+        if layout is not None and layout.outer and len(combos) > 1:
+            tables = ", ".join(t for members in names for t in members)
+            raise RoutingError(
+                f"this outer join of sharded tables {tables} would run as a cartesian product of their actual "
+                f"tables on {ds}, which invents unmatched rows; join binding tables on their sharding columns, "
+                "add sharding conditions that route each table to one data node, or use an inner join"
+            )
+        for combo in combos:
             table_map: dict[str, str] = {}
             for unit in combo:
                 table_map.update(unit.table_map)
             units.append(RouteUnit(ds, table_map))
     return units
+
+
+def _check_colocated(sharding: ShardingRule, names: list[list[str]], layout: JoinLayout) -> None:
+    """Running per data source is right only if joined rows share a data source: the entities must be
+    connected by joins on equal database sharding columns."""
+    reached = {0}
+    pending = [0]
+    while pending:
+        i = pending.pop()
+        for j in range(len(names)):
+            if j not in reached and any(layout.level(a, b) >= SOURCE for a in names[i] for b in names[j]):
+                reached.add(j)
+                pending.append(j)
+    if len(reached) == len(names):
+        return
+    apart = next(j for j in range(len(names)) if j not in reached)
+    a, b = names[0][0], names[apart][0]
+    raise RoutingError(
+        f"the join of {', '.join(names[0])} with {', '.join(names[apart])} runs on several data sources, but "
+        f"its conditions do not equate their database sharding columns ({_describe(sharding, a)}; "
+        f"{_describe(sharding, b)}), so matching rows may live on different data sources and would be lost; "
+        "join them on their database sharding columns, add sharding conditions that route them to one data "
+        "source, or declare them as bindingTables"
+    )
+
+
+def _describe(sharding: ShardingRule, table: str) -> str:
+    rule = sharding.tables[table]
+    strategy = rule.table_strategy if rule.auto else rule.database_strategy
+    if isinstance(strategy, StandardStrategy):
+        return f"{rule.logic_table} by {strategy.column} ({strategy.algorithm_name})"
+    if isinstance(strategy, ComplexStrategy):
+        return f"{rule.logic_table} by {', '.join(strategy.columns)} ({strategy.algorithm_name})"
+    if isinstance(strategy, HintStrategy):
+        return f"{rule.logic_table} by hint ({strategy.algorithm_name})"
+    return f"{rule.logic_table} unsharded across data sources"
 
 
 def _binding_units(sharding: ShardingRule, routed: Mapping[str, list[DataNode]], members: list[str]) -> list[RouteUnit]:
@@ -353,6 +452,7 @@ class ShardedPlan(Plan):
     merge: Any = None  # rewrite.MergeTemplate | None
     refuse_multi: str | None = None  # why this statement cannot run on several units
     set_checks: tuple[SetCheck, ...] = ()
+    layout: JoinLayout | None = None
 
     def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
         assert self.sharding is not None
@@ -370,7 +470,12 @@ class ShardedPlan(Plan):
         for logic, nodes in routed.items():
             if not nodes:  # contradictory conditions: one node answers "no rows"
                 routed[logic] = [self.sharding.tables[logic].data_nodes[0]]
-        units = build_units(self.sharding, routed, self.order)
+        try:
+            units = build_units(self.sharding, routed, self.order, self.layout)
+        except RoutingError:
+            if self.refuse_multi:  # the statement's own multi-node limit is the clearer reason
+                raise RoutingError(self.refuse_multi) from None
+            raise
         if self.single_data_source is not None:
             stray = sorted({u.data_source for u in units} - {self.single_data_source})
             if stray:

@@ -527,17 +527,8 @@ def xfail(case: Case, reason: str) -> Any:
     return pytest.param(case, id=case.id, marks=pytest.mark.xfail(strict=True, reason=reason))
 
 
-BOUND_1_TO_1 = (
-    "routing: bound tables joined on a condition without the table sharding column (order_id) are still "
-    "routed 1:1 (t_order_0 with t_order_item_0 only), silently dropping t_order_0 x t_order_item_1 rows"
-)
 # Known bugs, keyed by the case's SQL: "<component>: <what is wrong>".
 KNOWN_BUGS: dict[str, str] = {
-    "SELECT COUNT(*) FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id WHERE o.user_id = 3": BOUND_1_TO_1,
-    "SELECT o.order_id, i.order_item_id FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id "
-    "WHERE o.user_id = 3 ORDER BY o.order_id, i.order_item_id": BOUND_1_TO_1,
-    "SELECT o.user_id, COUNT(*) FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id "
-    "WHERE o.user_id IN (4, 5) GROUP BY o.user_id": BOUND_1_TO_1,
 }
 
 CASES = [

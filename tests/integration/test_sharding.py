@@ -512,9 +512,6 @@ def test_refusal_names_the_missing_table(sharded_env: ShardedEnv) -> None:
     assert "t_bad_5" in refusal.message, refusal.message
 
 
-@pytest.mark.xfail(strict=True, reason="kernel: a full-route join of unbound tables sharded by different database "
-                                       "columns runs per data source and silently drops pairs whose rows live on "
-                                       "different data sources, instead of refusing")
 def test_unbound_join_without_conditions_is_correct_or_refused(sharded_env: ShardedEnv) -> None:
     env = sharded_env
     env.clean("t_user", "t_acct", db="extra_db")

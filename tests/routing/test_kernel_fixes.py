@@ -10,7 +10,7 @@ import pytest
 from routing.algorithms import create_algorithm
 from routing.errors import RoutingError
 from routing.kernel import ShardingKernel
-from routing.model import DatabaseRules, DataNode, ShardingRule, StandardStrategy, TableRule
+from routing.model import DatabaseRules, DataNode, NoneStrategy, ShardingRule, StandardStrategy, TableRule
 from tests.routing.conftest import METADATA, nodes
 
 
@@ -282,3 +282,125 @@ def test_grouped_limit_applies_after_merging(
     assert (first.sql, first.params) == (node_sql, node_params)
     assert routed.merge_spec is not None
     assert (routed.merge_spec.offset, routed.merge_spec.limit) == (offset, limit)
+
+
+# --- bugs 4 and 5: joins route 1:1 / per data source only when their conditions prove it ---------------
+
+
+def _join_kernel() -> ShardingKernel:
+    """The conftest rules plus t_acct (database by acct_id) and t_member (database by user_id), one table each."""
+    from tests.routing.conftest import Mod, build_rules
+
+    base = build_rules()
+    assert base.sharding is not None
+    mod = Mod()
+    by_user = StandardStrategy("user_id", "db_mod", mod)
+    by_acct = StandardStrategy("acct_id", "acct_mod", mod)
+    tables = dict(base.sharding.tables)
+    for name, strategy in (("t_member", by_user), ("t_acct", by_acct)):
+        tables[name] = TableRule(name, (DataNode("ds_0", name), DataNode("ds_1", name)), strategy, NoneStrategy())
+    sharding = ShardingRule(tables, base.sharding.binding_groups)
+    return ShardingKernel(DatabaseRules(base.name, base.data_sources, sharding, base.broadcast, base.single), METADATA)
+
+
+def _routes(sql: str) -> list[tuple[str, tuple[str, ...]]]:
+    routed = _join_kernel().route(sql)
+    return [(u.data_source, tuple(sorted(u.table_map.values()))) for u in routed.route_units]
+
+
+def _cartesian(ds: str, a: str, b: str) -> list[tuple[str, tuple[str, ...]]]:
+    return [(ds, (f"{a}_{x}", f"{b}_{y}")) for x in (0, 1) for y in (0, 1)]
+
+
+ONE_TO_ONE_DS1 = [("ds_1", ("t_order_0", "t_order_item_0")), ("ds_1", ("t_order_1", "t_order_item_1"))]
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        # joined on the database column only: same data source, any table: cartesian within ds_1
+        ("SELECT COUNT(*) FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id WHERE o.user_id = 3",
+         _cartesian("ds_1", "t_order", "t_order_item")),
+        ("SELECT * FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id",
+         _cartesian("ds_0", "t_order", "t_order_item") + _cartesian("ds_1", "t_order", "t_order_item")),
+        ("SELECT * FROM t_order o JOIN t_order_item i ON i.user_id = o.user_id AND o.status = i.status "
+         "WHERE i.user_id IN (1, 3)", _cartesian("ds_1", "t_order", "t_order_item")),
+        # joined on the table sharding column (and the database one): 1:1
+        ("SELECT * FROM t_order o JOIN t_order_item i ON o.order_id = i.order_id WHERE o.user_id = 3",
+         ONE_TO_ONE_DS1),
+        ("SELECT * FROM t_order o JOIN t_order_item i ON o.order_id = i.order_id AND o.user_id = i.user_id "
+         "WHERE o.user_id = 3", ONE_TO_ONE_DS1),
+        ("SELECT * FROM t_order o JOIN t_order_item i USING (order_id, user_id) WHERE o.user_id = 3",
+         ONE_TO_ONE_DS1),
+        ("SELECT * FROM t_order o, t_order_item i WHERE o.order_id = i.order_id AND o.user_id = 3",
+         ONE_TO_ONE_DS1),
+        ("SELECT * FROM t_order o LEFT JOIN t_order_item i ON o.order_id = i.order_id WHERE o.user_id = 3",
+         ONE_TO_ONE_DS1),
+        # nothing equated, but every row that can match lives on ds_1
+        ("SELECT * FROM t_order o, t_order_item i WHERE o.user_id = 3 AND i.user_id = 1",
+         _cartesian("ds_1", "t_order", "t_order_item")),
+        # unbound tables: same database algorithm and column equated
+        ("SELECT * FROM t_order o JOIN t_member m ON o.user_id = m.user_id",
+         [(ds, ("t_member", f"t_order_{t}")) for ds in ("ds_0", "ds_1") for t in (0, 1)]),
+        ("SELECT * FROM t_member m JOIN t_acct a ON m.user_id = a.user_id WHERE m.user_id = 1 AND a.acct_id = 3",
+         [("ds_1", ("t_acct", "t_member"))]),
+        # a self-join equated on every sharding column
+        ("SELECT * FROM t_order a JOIN t_order b ON a.order_id = b.order_id AND a.user_id = b.user_id "
+         "WHERE a.user_id = 1", [("ds_1", ("t_order_0",)), ("ds_1", ("t_order_1",))]),
+    ],
+)
+def test_join_routes_follow_what_the_conditions_prove(sql: str, expected: list[tuple[str, tuple[str, ...]]]) -> None:
+    assert _routes(sql) == expected
+
+
+@pytest.mark.parametrize(
+    ("sql", "fragments"),
+    [
+        # different database columns / algorithms: matching rows may sit on different data sources
+        ("SELECT * FROM t_member m JOIN t_acct a ON m.user_id = a.user_id",
+         ("t_member", "t_acct", "user_id", "acct_id", "database sharding columns")),
+        ("SELECT * FROM t_member m JOIN t_acct a ON m.user_id = a.acct_id",
+         ("t_member", "t_acct", "acct_mod", "db_mod")),
+        ("SELECT * FROM t_order o JOIN t_order_item i ON o.status = i.status",
+         ("t_order", "t_order_item", "user_id")),
+        ("SELECT * FROM t_order o, t_order_item i WHERE o.user_id = 3", ("t_order", "t_order_item")),
+        # an outer join as a cartesian product would invent unmatched rows
+        ("SELECT * FROM t_order o LEFT JOIN t_order_item i ON o.user_id = i.user_id WHERE o.user_id = 3 "
+         "AND i.user_id = 3", ("outer join", "t_order", "t_order_item")),
+        ("SELECT * FROM t_order o LEFT JOIN t_order_item i ON o.user_id = i.user_id WHERE o.user_id = 3",
+         ("t_order", "t_order_item", "different data sources")),
+        # a self-join on other columns: rows of different nodes would never meet
+        ("SELECT * FROM t_order a JOIN t_order b ON a.status = b.status WHERE a.user_id = 1 AND b.user_id = 1",
+         ("t_order with itself", "order_id", "user_id")),
+    ],
+)
+def test_joins_that_cannot_run_per_node_are_refused(sql: str, fragments: tuple[str, ...]) -> None:
+    with pytest.raises(RoutingError) as info:
+        _join_kernel().route(sql)
+    for fragment in fragments:
+        assert fragment in info.value.message, info.value.message
+
+
+@pytest.mark.parametrize(
+    ("on", "expected"),
+    [
+        ("o.order_id = i.order_id", ONE_TO_ONE_DS1),
+        ("o.user_id = i.user_id", _cartesian("ds_1", "t_order", "t_order_item")),
+    ],
+)
+def test_binding_tables_with_their_own_algorithm_names(on: str, expected: list[tuple[str, tuple[str, ...]]]) -> None:
+    """As in the shipped config (t_order_inline / t_order_item_inline): binding declares them equivalent."""
+    from tests.routing.conftest import Mod
+
+    mod = Mod()
+    rules = ShardingRule(
+        tables={
+            name: TableRule(name, nodes(name), StandardStrategy("user_id", f"{name}_db", mod),
+                            StandardStrategy("order_id", f"{name}_inline", mod))
+            for name in ("t_order", "t_order_item")
+        },
+        binding_groups=(("t_order", "t_order_item"),),
+    )
+    kernel = ShardingKernel(DatabaseRules("sharding_db", ("ds_0", "ds_1"), rules), METADATA)
+    routed = kernel.route(f"SELECT * FROM t_order o JOIN t_order_item i ON {on} WHERE o.user_id = 3")
+    assert [(u.data_source, tuple(sorted(u.table_map.values()))) for u in routed.route_units] == expected
