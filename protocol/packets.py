@@ -475,3 +475,54 @@ class ComSimple:
     @classmethod
     def decode(cls, payload: bytes) -> ComSimple:
         return cls(payload[0])
+
+
+@dataclass(frozen=True)
+class ComChangeUser:
+    """COM_CHANGE_USER: log in again as another user on the same connection (Connector/J's pools)."""
+
+    username: str
+    auth_response: bytes
+    database: str | None = None
+    character_set: int | None = None
+    auth_plugin: str | None = None
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def decode(cls, payload: bytes, capabilities: Capability) -> ComChangeUser:
+        r = Reader(payload, 1)
+        username = r.nul_str().decode("utf-8", errors="replace")
+        if capabilities & Capability.SECURE_CONNECTION:
+            auth = r.fixed(r.u8())
+        else:
+            auth = r.nul_str()
+        database = r.nul_str().decode("utf-8", errors="replace") or None if r.remaining() else None
+        charset = r.u16() if r.remaining() >= 2 else None
+        plugin = None
+        if capabilities & Capability.PLUGIN_AUTH and r.remaining():
+            raw = r.rest() if b"\x00" not in r.data[r.pos :] else r.nul_str()
+            plugin = raw.decode(errors="replace") or None
+        attrs: dict[str, str] = {}
+        if capabilities & Capability.CONNECT_ATTRS and r.remaining():
+            try:
+                total = r.lenenc_int() or 0
+                end = r.pos + total
+                while r.pos < end:
+                    k = r.lenenc_str() or b""
+                    v = r.lenenc_str() or b""
+                    attrs[k.decode(errors="replace")] = v.decode(errors="replace")
+            except MalformedPacket:
+                pass
+        return cls(username, auth, database, charset, plugin, attrs)
+
+    def encode(self, capabilities: Capability) -> bytes:
+        parts = [b"\x11", self.username.encode() + b"\x00"]
+        if capabilities & Capability.SECURE_CONNECTION:
+            parts.append(bytes((len(self.auth_response),)) + self.auth_response)
+        else:
+            parts.append(self.auth_response + b"\x00")
+        parts.append((self.database or "").encode() + b"\x00")
+        parts.append(struct.pack("<H", self.character_set or Collation.UTF8MB4_GENERAL_CI))
+        if capabilities & Capability.PLUGIN_AUTH:
+            parts.append((self.auth_plugin or "").encode() + b"\x00")
+        return b"".join(parts)

@@ -12,7 +12,14 @@ from dataclasses import dataclass
 
 from protocol import auth
 from protocol.constants import SERVER_CAPABILITIES, Capability, Collation, ErrorCode, ServerStatus
-from protocol.packets import AuthMoreData, AuthSwitchRequest, HandshakeResponse41, HandshakeV10, SSLRequest
+from protocol.packets import (
+    AuthMoreData,
+    AuthSwitchRequest,
+    ComChangeUser,
+    HandshakeResponse41,
+    HandshakeV10,
+    SSLRequest,
+)
 from protocol.wire import MalformedPacket
 from proxy.config import UserConfig
 from proxy.wire import ClientPackets
@@ -145,6 +152,24 @@ class Authenticator:
         if password != user.password:
             raise self._denied(user.user, host, used)
         self._sha2_cache.add(key)
+
+    async def change_user(self, wire: ClientPackets, request: ComChangeUser, client_host: str) -> UserConfig:
+        """Authenticate COM_CHANGE_USER: the client is switched to its user's plugin with a fresh scramble
+        (the answer it sent was made with the old one), then checked like a new login."""
+        user = self.find_user(request.username, client_host)
+        if user is None:
+            raise self._denied(request.username, client_host, "YES" if request.auth_response else "NO")
+        plugin = user.auth_plugin if user.auth_plugin != auth.CLEAR_PASSWORD else auth.NATIVE_PASSWORD
+        scramble = auth.new_scramble()
+        wire.send(AuthSwitchRequest(plugin, scramble).encode())
+        await wire.flush()
+        data = await wire.read(HANDSHAKE_TIMEOUT)
+        used = "YES" if data and data != b"\x00" else "NO"
+        if plugin == auth.CACHING_SHA2_PASSWORD:
+            await self._caching_sha2(wire, user, scramble, data, client_host, used)
+        elif not self.check(user, plugin, scramble, data):
+            raise self._denied(user.user, client_host, used)
+        return user
 
     @staticmethod
     def _denied(user: str, host: str, used_password: str) -> HandshakeFailed:

@@ -20,6 +20,7 @@ from protocol.constants import Capability, Command, ErrorCode, ServerStatus, Set
 from protocol.framing import PacketTooLarge
 from protocol.packets import (
     ColumnDefinition41,
+    ComChangeUser,
     ComFieldList,
     ComInitDB,
     ComProcessKill,
@@ -243,8 +244,7 @@ class Session:
             elif cmd == Command.PROCESS_KILL:
                 await self._kill(ComProcessKill.decode(payload).connection_id, "CONNECTION")
             elif cmd == Command.CHANGE_USER:
-                self.error(ErrorCode.NOT_SUPPORTED_YET, "COM_CHANGE_USER is not supported yet: reconnect instead",
-                           "42000")
+                await self._change_user(payload)
             elif cmd == Command.STMT_PREPARE:
                 await prepared.prepare(self, payload)
             elif cmd == Command.STMT_EXECUTE:
@@ -639,6 +639,37 @@ class Session:
         await self.server.kill_backend_queries(target)
         if target.task is not None:
             target.task.cancel()
+        self.ok()
+
+    async def _change_user(self, payload: bytes) -> None:
+        """COM_CHANGE_USER: authenticate again, then start over as a fresh session of that user."""
+        request = ComChangeUser.decode(payload, self.capabilities)
+        try:
+            user = await self.server.authenticator.change_user(self.wire, request, self.client_host)
+        except HandshakeFailed as exc:
+            # MySQL closes the connection after a failed change-user
+            self.error(exc.errno, exc.message, exc.sqlstate)
+            await self.wire.flush()
+            raise ClientGone("change user failed") from exc
+        database = None
+        if request.database:
+            database = self.server.database(request.database)
+            if database is None:
+                self.error(ErrorCode.BAD_DB_ERROR, f"Unknown database '{request.database}'", "42000")
+                await self.wire.flush()
+                raise ClientGone("change user to an unknown database")
+        for conn in list(self.backends.values()) + list(self.read_backends.values()):
+            self.server.track(conn.source.release(conn))
+        self.backends.clear()
+        self.read_backends.clear()
+        self.txn = TransactionState()
+        self.statements.clear()
+        self.sql_statements.clear()
+        self.user, self.user_config, self.database = user.user, user, database
+        if request.character_set:
+            self.charset = charset_for_collation(request.character_set)
+        self.status = int(ServerStatus.AUTOCOMMIT)
+        self.log = self.log.bind(user=self.user)
         self.ok()
 
     async def _reset(self) -> None:
