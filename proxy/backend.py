@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import aiomysql
 import pymysql
@@ -41,6 +42,15 @@ class BackendError(Exception):
         return ERRPacket(self.errno, str(self), self.sqlstate)
 
 
+CLEAN_STATE: tuple[str, bool, tuple[str, ...]] = ("utf8mb4", True, ())
+
+
+class Holder(Protocol):
+    """A session holding a connection between its commands; it may give an idle one back for another."""
+
+    def give_up(self, conn: BackendConnection) -> bool: ...
+
+
 # A backend connection speaks to us with the classic EOF framing: PyMySQL never asks for DEPRECATE_EOF.
 BACKEND_DEPRECATE_EOF = False
 _BASE_FLAGS = Capability.MULTI_STATEMENTS | Capability.MULTI_RESULTS | Capability.PS_MULTI_RESULTS
@@ -54,13 +64,27 @@ class BackendConnection:
         self.raw = raw
         self.found_rows = found_rows
         self.broken = False
-        self.status = 0
+        self.status = 2  # SERVER_STATUS_AUTOCOMMIT: the pools open connections in autocommit mode
         self.charset: str = "utf8mb4"
         # COM_SET_OPTION outlives COM_RESET_CONNECTION: remember it so the pool can undo it
         self.multi_statements = True
         self.busy = False  # a command is on the wire and its answer not fully read
         # statements prepared on this connection, by SQL text (COM_RESET_CONNECTION forgets them all)
         self.statements: dict[str, PrepareResponse] = {}
+        # session SET statements applied on this connection (part of its state, with charset and
+        # multi_statements): a borrower whose state differs resets and re-applies
+        self.session_sets: tuple[str, ...] = ()
+        # the last statement left per-connection results a client may ask for next (LAST_INSERT_ID(),
+        # ROW_COUNT(), FOUND_ROWS()): the connection is not lent to another session until the next command
+        self.keep_for_next = False
+
+    @property
+    def state(self) -> tuple[str, bool, tuple[str, ...]]:
+        return (self.charset, self.multi_statements, self.session_sets)
+
+    @property
+    def clean(self) -> bool:
+        return self.state == CLEAN_STATE
 
     @property
     def name(self) -> str:
@@ -231,6 +255,12 @@ class DataSource:
         self._lock = asyncio.Lock()
         self._admin: BackendConnection | None = None
         self._admin_lock = asyncio.Lock()
+        # sessions holding connections between commands, so an exhausted pool can take back an idle one
+        self.holders: dict[BackendConnection, Holder] = {}
+        self.waiters = 0
+        # our wrapper per pooled aiomysql connection, so its state (charset, SETs, prepared statements)
+        # is known when it is borrowed again
+        self._known: dict[int, BackendConnection] = {}
 
     async def _pool(self, found_rows: bool) -> aiomysql.Pool:
         pool = self._pools.get(found_rows)
@@ -273,8 +303,41 @@ class DataSource:
     async def start(self) -> None:
         await self._pool(False)
 
-    async def acquire(self, *, found_rows: bool = False) -> BackendConnection:
+    def exhausted(self, found_rows: bool) -> bool:
+        pool = self._pools.get(found_rows)
+        return pool is not None and pool.freesize == 0 and pool.size >= pool.maxsize
+
+    def _reclaim(self, found_rows: bool) -> BackendConnection | None:
+        """Take an idle connection back from a session that holds it between commands (synchronous: no
+        other task runs between the check and the hand-over)."""
+        for conn, holder in list(self.holders.items()):
+            if conn.found_rows == found_rows and holder.give_up(conn):
+                self.holders.pop(conn, None)
+                return conn
+        return None
+
+    async def try_acquire(self, *, found_rows: bool = False, holder: Holder | None = None) -> BackendConnection | None:
+        """Like `acquire`, but None instead of waiting when the pool is exhausted and nothing is idle."""
+        await self._pool(found_rows)
+        if self.exhausted(found_rows):
+            conn = self._reclaim(found_rows)
+            if conn is not None and holder is not None:
+                self.holders[conn] = holder
+            return conn
+        return await self.acquire(found_rows=found_rows, holder=holder)
+
+    async def acquire(self, *, found_rows: bool = False, holder: Holder | None = None) -> BackendConnection:
+        """A connection from the pool; when the pool is exhausted, an idle one taken back from another
+        session, else the next one returned. `holder` registers the borrower as able to give the
+        connection back between its commands."""
         pool = await self._pool(found_rows)
+        if self.exhausted(found_rows):
+            conn = self._reclaim(found_rows)
+            if conn is not None:
+                if holder is not None:
+                    self.holders[conn] = holder
+                return conn
+        self.waiters += 1
         try:
             raw = await pool.acquire()
         except pymysql.err.OperationalError as exc:
@@ -282,10 +345,22 @@ class DataSource:
             raise BackendError(self.name, f"cannot connect: {msg}", errno=int(errno or 2003)) from exc
         except OSError as exc:
             raise BackendError(self.name, f"cannot connect: {exc}", errno=2003) from exc
-        return BackendConnection(self, raw, found_rows)
+        finally:
+            self.waiters -= 1
+        conn = self._known.get(id(raw))
+        if conn is None or conn.raw is not raw:
+            conn = BackendConnection(self, raw, found_rows)
+            self._known[id(raw)] = conn
+        conn.broken = False
+        conn.keep_for_next = False
+        if holder is not None:
+            self.holders[conn] = holder
+        return conn
 
     async def release(self, conn: BackendConnection, *, reset: bool = True) -> None:
-        """Return a connection; session state is cleared first so no client's settings leak to another."""
+        """Return a connection. With `reset`, its session state is cleared first; without, it keeps its
+        state (recorded in `conn.state`) and the next borrower resets it only if its own state differs."""
+        self.holders.pop(conn, None)
         pool = self._pools.get(conn.found_rows)
         if pool is None:
             conn.raw.close()
@@ -297,6 +372,7 @@ class DataSource:
                 conn.broken = True
         if conn.broken:
             conn.raw.close()
+            self._known.pop(id(conn.raw), None)
         await pool.release(conn.raw)
 
     async def _reset(self, conn: BackendConnection) -> None:
@@ -314,10 +390,20 @@ class DataSource:
         if conn.charset != "utf8mb4":
             await conn.execute("SET NAMES utf8mb4")
             conn.charset = "utf8mb4"
+        conn.session_sets = ()
+        conn.status = 2
         conn.raw.server_status = 2
 
-    async def kill_query(self, thread_id: int) -> None:
-        """KILL QUERY over a connection of its own (outside the pool, so a full pool cannot block it)."""
+    async def reset(self, conn: BackendConnection) -> None:
+        """Clear a borrowed connection's session state (before applying another session's)."""
+        await self._reset(conn)
+        if conn.broken:
+            raise BackendError(self.name, "could not reset a pooled connection")
+
+    async def admin_execute(self, sql: str) -> OKPacket | ERRPacket | list[tuple[bytes | None, ...]] | None:
+        """Run a statement over the data source's own admin connection, outside the pool: KILL QUERY and
+        metadata reloads must work even when every pooled connection is taken (possibly by the very
+        session that needs them). None when the data source cannot be reached."""
         async with self._admin_lock:
             for _attempt in (1, 2):
                 admin = self._admin
@@ -325,17 +411,22 @@ class DataSource:
                     c = self.config
                     try:
                         raw = await aiomysql.connect(host=c.host, port=c.port, user=c.username, password=c.password,
-                                                     db=c.database, autocommit=True, connect_timeout=c.connect_timeout)
+                                                     db=c.database, autocommit=True, connect_timeout=c.connect_timeout,
+                                                     charset="utf8mb4")
                     except (pymysql.err.OperationalError, OSError) as exc:
-                        log.warning("kill_query_failed", data_source=self.name, error=str(exc))
-                        return
+                        log.warning("admin_connection_failed", data_source=self.name, error=str(exc))
+                        return None
                     admin = self._admin = BackendConnection(self, raw, False)
                 try:
-                    await asyncio.wait_for(admin.execute(f"KILL QUERY {int(thread_id)}"), timeout=5)
-                    return
+                    return await asyncio.wait_for(admin.execute(sql), timeout=10)
                 except (BackendError, TimeoutError):
                     admin.broken = True
                     admin.raw.close()
+        return None
+
+    async def kill_query(self, thread_id: int) -> None:
+        """KILL QUERY over the admin connection (a full pool cannot block it)."""
+        await self.admin_execute(f"KILL QUERY {int(thread_id)}")
 
     async def close(self) -> None:
         if self._admin is not None:

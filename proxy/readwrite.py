@@ -43,8 +43,9 @@ import pymysql
 import structlog
 
 from protocol.constants import ServerStatus
+from protocol.packets import ERRPacket, OKPacket
 from protocol.results import ResultSummary
-from proxy.backend import BackendConnection, BackendError, DataSource
+from proxy.backend import BackendConnection, BackendError, DataSource, Holder
 from routing.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -369,10 +370,23 @@ class ReadWriteGroup(DataSource):
                       transactional=self.group_config.transactional_read_query_strategy,
                       load_balancer=self.group_config.load_balancer_type)
 
-    async def acquire(self, *, found_rows: bool = False) -> BackendConnection:
-        conn = await self.primary.acquire(found_rows=found_rows)
+    async def acquire(self, *, found_rows: bool = False, holder: Holder | None = None) -> BackendConnection:
+        conn = await self.primary.acquire(found_rows=found_rows, holder=holder)
         conn.source = self
         return conn
+
+    async def try_acquire(self, *, found_rows: bool = False, holder: Holder | None = None) -> BackendConnection | None:
+        conn = await self.primary.try_acquire(found_rows=found_rows, holder=holder)
+        if conn is not None:
+            conn.source = self
+        return conn
+
+    @property
+    def waiters(self) -> int:
+        return self.primary.waiters
+
+    async def admin_execute(self, sql: str) -> OKPacket | ERRPacket | list[tuple[bytes | None, ...]] | None:
+        return await self.primary.admin_execute(sql)
 
     async def release(self, conn: BackendConnection, *, reset: bool = True) -> None:
         if conn.source is self:
@@ -660,7 +674,7 @@ async def _replica_connection(
     if conn is not None:
         return conn
     try:
-        conn = await replica.source.acquire(found_rows=session.found_rows)
+        conn = await replica.source.acquire(found_rows=session.found_rows, holder=session)
     except BackendError as exc:
         group.mark_down(replica.name, str(exc))
         return None

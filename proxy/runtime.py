@@ -80,14 +80,10 @@ class LogicalDatabase:
         async with self._reload_lock:
             tables: dict[str, dict[str, list[str]]] = {}
             for name, source in self.sources.items():
-                conn = await source.acquire()
-                try:
-                    res = await conn.execute(
-                        "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS "
-                        "WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME, ORDINAL_POSITION"
-                    )
-                finally:
-                    await source.release(conn, reset=False)
+                res = await source.admin_execute(
+                    "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME, ORDINAL_POSITION"
+                )
                 if isinstance(res, ERRPacket) or not isinstance(res, list):
                     log.warning("metadata_load_failed", data_source=name, error=str(res))
                     continue

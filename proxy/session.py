@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,7 @@ from protocol.packets import (
 )
 from protocol.wire import MalformedPacket
 from proxy import metadata, prepared
-from proxy.backend import BackendConnection, BackendError, charset_for_collation
+from proxy.backend import BackendConnection, BackendError, DataSource, charset_for_collation
 from proxy.config import UserConfig
 from proxy.handshake import HandshakeFailed
 from proxy.readwrite import GroupSessionState, ReadWriteGroup, group_backend, relay_pass_through
@@ -49,6 +50,14 @@ if TYPE_CHECKING:
     from proxy.server import ProxyServer
 
 log = structlog.get_logger("shardproxy.session")
+
+# statements that leave state on a backend connection the proxy cannot re-create elsewhere: the session
+# keeps its connections to itself from then on (as ProxySQL disables multiplexing)
+STICKY = re.compile(
+    r"\bTEMPORARY\b|\bGET_LOCK\s*\(|\bLOCK\s+TABLES?\b|:=|\bINTO\s+@|\bSQL_CALC_FOUND_ROWS\b|^\s*(?:PREPARE|"
+    r"HANDLER|XA)\b|\bFOUND_ROWS\s*\(|\bLAST_INSERT_ID\s*\(\s*\S",
+    re.I,
+)
 
 
 class Session:
@@ -68,6 +77,8 @@ class Session:
         self._status = int(ServerStatus.AUTOCOMMIT)
         self.more_results = False  # a multi-statement query has statements after the current one
         self.errored = False  # the current statement's answer was an ERR
+        self.busy = False  # a command is being answered: held connections may not be taken back
+        self.sticky = False  # the session put state on its connections that cannot be re-created
         self.user_config: UserConfig | None = None
         self.command_started = time.monotonic()
         self.last_insert_id = 0  # sharded databases: the session's, across data sources
@@ -128,11 +139,16 @@ class Session:
                     return
                 self.command = Command(payload[0]).name.title() if payload[0] in Command._value2member_map_ else "?"
                 self.command_started = time.monotonic()
+                self.busy = True
+                for conn in self.backends.values():
+                    conn.keep_for_next = False
                 try:
                     await self._dispatch(payload)
                 finally:
                     self.command = "Sleep"
                     self.info = None
+                    self.busy = False
+                    self._lend_idle()
                 await self.wire.flush()
         except ClientGone:
             pass
@@ -340,7 +356,7 @@ class Session:
         if conn is not None:
             self.backends.pop(data_source, None)
             await source.release(conn)
-        conn = await source.acquire(found_rows=self.found_rows)
+        conn = await source.acquire(found_rows=self.found_rows, holder=self)
         try:
             await self._prepare_connection(conn, join_transaction=True)
         except BaseException:
@@ -348,6 +364,62 @@ class Session:
             raise
         self.backends[data_source] = conn
         return conn
+
+    # -- sharing backend connections between sessions ----------------------------------------------------
+
+    def _lendable(self, conn: BackendConnection) -> bool:
+        """May this held connection serve another session between our commands? Only when nothing of
+        ours lives on it beyond the state `_fit` can re-create: no transaction, no statement results a
+        client may ask for next, no prepared statements, no temporary tables or locks (`sticky`)."""
+        status = conn.status
+        return not (
+            conn.broken
+            or conn.busy
+            or conn.keep_for_next
+            or self.sticky
+            or status & ServerStatus.IN_TRANS
+            or not status & ServerStatus.AUTOCOMMIT
+            or self.txn.active
+            or conn in self.borrowed
+            or any(stmt.backend is conn for stmt in self.statements.by_id.values())
+        )
+
+    def give_up(self, conn: BackendConnection) -> bool:
+        """Called (synchronously) by a data source whose pool is exhausted: hand over an idle connection."""
+        if self.busy or not self._lendable(conn):
+            return False
+        for held in (self.backends, self.read_backends):
+            for name, c in list(held.items()):
+                if c is conn:
+                    del held[name]
+        return True
+
+    def _lend_idle(self) -> None:
+        """Between commands: connections other sessions are waiting for go back to the pool now."""
+        for held in (self.backends, self.read_backends):
+            for name, conn in list(held.items()):
+                if conn.source.waiters > 0 and self._lendable(conn):
+                    del held[name]
+                    self.server.track(conn.source.release(conn, reset=False))
+
+    async def _fit(self, conn: BackendConnection) -> None:
+        """Give a borrowed connection this session's state (character set, multi-statement option, SET
+        statements); a connection left with another session's state is reset first. A connection that
+        already has this state costs nothing."""
+        wanted = (self.charset, self.multi_statements, tuple(self.txn.session_sets))
+        if conn.state == wanted:
+            return
+        if not conn.clean:
+            await conn.source.reset(conn)
+        if self.charset != conn.charset:
+            await self._must(conn, f"SET NAMES {self.charset}")
+            conn.charset = self.charset
+        if not self.multi_statements:
+            # match the client's setting so 'a; b' fails as it would on a server
+            await conn.simple_command(ComSetOption(SetOption.MULTI_STATEMENTS_OFF).encode())
+        for sql in self.txn.session_sets:
+            await self._must(conn, sql)
+        conn.session_sets = tuple(self.txn.session_sets)
 
     async def _query(self, payload: bytes) -> None:
         sql = payload[1:].decode("utf-8", errors="surrogateescape")
@@ -366,9 +438,12 @@ class Session:
         if db is None:
             await self._without_database(payload, sql)
             return
+        if not self.sticky and STICKY.search(sql):
+            self.sticky = True
         source = db.pass_through_source
         if source is not None:
             await relay_pass_through(self, source, payload, sql)
+            self._after_pass_through(source, sql)
             return
         if self.multi_statements and ";" in sql:
             statements = split_statements(sql)
@@ -376,6 +451,26 @@ class Session:
                 await self._multi(db, statements)
                 return
         await self._routed_query(db, sql)
+
+    def _after_pass_through(self, source: DataSource, sql: str) -> None:
+        """What a passed-through statement leaves on its connection that the proxy must know: SET state to
+        re-create on another connection, and results the client may ask for next (LAST_INSERT_ID() ...)."""
+        conn = self.backends.get(source.name)
+        if conn is None or self.errored:
+            return
+        head = sql.lstrip()[:7].upper()
+        if head.startswith(("INSERT", "REPLACE", "UPDATE", "DELETE", "CALL", "LOAD")):
+            conn.keep_for_next = True  # LAST_INSERT_ID(), ROW_COUNT() of this statement may come next
+        if head.startswith("SET") and not isinstance(source, ReadWriteGroup):
+            stmt = classify_session_statement(sql)
+            if stmt is not None and stmt.kind == "set":
+                if stmt.value:
+                    self.charset = conn.charset = stmt.value if stmt.value != "utf8" else "utf8mb3"
+                else:
+                    self.txn.session_sets.append(sql)
+                    conn.session_sets = tuple(self.txn.session_sets)
+            elif stmt is not None and stmt.kind in ("next_tx", "savepoint"):
+                self.sticky = True
 
     async def _multi(self, db: LogicalDatabase, statements: list[str]) -> None:
         """Several statements in one COM_QUERY on a sharded database: each routed on its own, answered as
@@ -468,6 +563,8 @@ class Session:
                     conn.charset = self.charset
             else:
                 txn.session_sets.append(sql)
+                for conn in self.backends.values():
+                    conn.session_sets = tuple(txn.session_sets)
             self.ok()
 
     async def _end_transaction(self, verb: str) -> str | None:
@@ -531,6 +628,17 @@ class Session:
         assert self.database is not None
         source = like.source if like is not None else self.database.sources[data_source]
         conn = await source.acquire(found_rows=self.found_rows)
+        return await self._lend_extra(conn)
+
+    async def try_extra_backend(self, data_source: str) -> BackendConnection | None:
+        """`extra_backend` without waiting: None when the pool has nothing free now (the caller then runs
+        the unit on a connection it already has)."""
+        assert self.database is not None
+        conn = await self.database.sources[data_source].try_acquire(found_rows=self.found_rows)
+        return None if conn is None else await self._lend_extra(conn)
+
+    async def _lend_extra(self, conn: BackendConnection) -> BackendConnection:
+        source = conn.source
         try:
             await self._prepare_connection(conn, join_transaction=False)
         except BaseException:
@@ -543,17 +651,10 @@ class Session:
         if broken:
             conn.broken = True
         self.borrowed.discard(conn)
-        await conn.source.release(conn)
+        await conn.source.release(conn, reset=False)
 
     async def _prepare_connection(self, conn: BackendConnection, *, join_transaction: bool) -> None:
-        if self.charset != conn.charset:
-            await self._must(conn, f"SET NAMES {self.charset}")
-            conn.charset = self.charset
-        if not self.multi_statements:
-            # match the client's setting so 'a; b' fails as it would on a server
-            await conn.simple_command(ComSetOption(SetOption.MULTI_STATEMENTS_OFF).encode())
-        for sql in self.txn.session_sets:
-            await self._must(conn, sql)
+        await self._fit(conn)
         if join_transaction and self.txn.active:
             for sql in self.txn.next_tx_sets:
                 await self._must(conn, sql)

@@ -31,6 +31,7 @@ def write_conf(
     users: Sequence[Mapping[str, Any]] = ({"user": "root@%", "password": "root", "admin": True},),
     props: Mapping[str, Any] | None = None,
     rules_yaml: Mapping[str, str] | None = None,
+    max_pool_size: int = 20,
 ) -> Path:
     """`databases`: logical name -> {data source name: (server, physical database)}; `rules_yaml`: logical
     name -> the YAML text of its `rules:` list (with ShardingSphere tags), appended verbatim."""
@@ -46,7 +47,7 @@ def write_conf(
                     "url": f"jdbc:mysql://{server.host}:{server.port}/{physical}?useSSL=false",
                     "username": server.user,
                     "password": server.password,
-                    "maxPoolSize": 20,
+                    "maxPoolSize": max_pool_size,
                     "minPoolSize": 1,
                 }
                 for ds, (server, physical) in sources.items()

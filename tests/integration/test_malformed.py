@@ -201,7 +201,7 @@ BAD_COMMANDS: list[Any] = [
     pytest.param(b"\x0c\x01", 1835, "HY000", id="process-kill-short"),
     pytest.param(b"\x1b\x00", 1835, "HY000", id="set-option-short"),
     pytest.param(b"\x1b\x07\x00", 1047, "08S01", id="set-option-unknown"),
-    pytest.param(b"\x11root\x00", 1235, "42000", id="change-user"),
+    pytest.param(b"\x11root\x00", 1835, "HY000", id="change-user-truncated"),
     pytest.param(b"\x17\x01\x00\x00\x00\x00\x01\x00\x00\x00", 1243, "HY000", id="stmt-execute-unknown"),
 ]
 
