@@ -20,7 +20,7 @@ from protocol.binary import ComStmtClose, ComStmtPrepare, PrepareResponse, StmtP
 from protocol.constants import Capability, Collation
 from protocol.framing import encode_packet
 from protocol.packets import ComQuery, ERRPacket, OKPacket
-from protocol.results import ResultHeader, ResultParser, ResultRelay, ResultSummary
+from protocol.results import ResultEnd, ResultHeader, ResultParser, ResultRelay, ResultSummary
 from proxy.config import DataSourceConfig
 
 log = structlog.get_logger("shardproxy.backend")
@@ -146,7 +146,7 @@ class BackendConnection:
         try:
             while not parser.done:
                 for event in parser.feed(await self._read()):
-                    if isinstance(event, OKPacket):
+                    if isinstance(event, OKPacket | ResultEnd):  # a result set's end carries IN_TRANS too
                         self.status = int(event.status)
                     yield event
         except BaseException:

@@ -612,7 +612,12 @@ class Session:
         transaction state (sharded databases, where no single backend knows the whole picture)."""
         if self.database is not None and self.database.kernel is not None:
             status = int(ServerStatus.AUTOCOMMIT) if self.txn.autocommit else 0
-            if self.txn.active and (self.txn.joined or self.txn.begin_sql is not None):
+            # IN_TRANS after BEGIN, and under autocommit=0 once a statement opened the implicit transaction
+            # on a joined connection (not right after COMMIT/ROLLBACK: connectors check it, e.g.
+            # mysql-connector's start_transaction())
+            if self.txn.begin_sql is not None or (self.txn.active and any(
+                    (c := self.backends.get(n)) is not None and c.status & ServerStatus.IN_TRANS
+                    for n in self.txn.joined)):
                 status |= int(ServerStatus.IN_TRANS)
             self.status = status
         else:
