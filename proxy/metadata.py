@@ -29,7 +29,30 @@ if TYPE_CHECKING:
 
 _SHOW_TABLES = re.compile(
     r"^\s*SHOW\s+(?P<full>FULL\s+)?TABLES(?:\s+(?:FROM|IN)\s+(?P<db>`[^`]+`|\w+))?"
-    r"(?:\s+LIKE\s+'(?P<like>(?:[^'\\]|\\.|'')*)')?\s*;?\s*$",
+    r"(?:\s+LIKE\s+'(?P<like>(?:[^'\\]|\\.|'')*)'|\s+WHERE\s+(?P<where>.+?))?\s*;?\s*$",
+    re.I | re.S,
+)
+_SHOW_TABLE_STATUS = re.compile(
+    r"^\s*SHOW\s+TABLE\s+STATUS(?:\s+(?:FROM|IN)\s+(?P<db>`[^`]+`|\w+))?"
+    r"(?:\s+LIKE\s+'(?P<like>(?:[^'\\]|\\.|'')*)'|\s+WHERE\s+(?P<where>.+?))?\s*;?\s*$",
+    re.I | re.S,
+)
+# the spellings of SHOW INDEX the kernel does not parse: INDEXES / KEYS, IN, EXTENDED
+_SHOW_INDEX = re.compile(
+    r"^\s*SHOW\s+(?P<extended>EXTENDED\s+)?(?P<word>INDEX|INDEXES|KEYS)\s+(?P<prep>FROM|IN)\s+"
+    r"(?P<table>(?:(?:`[^`]+`|\w+)\.)?(?:`[^`]+`|\w+))(?:\s+(?:FROM|IN)\s+(?P<db>`[^`]+`|\w+))?"
+    r"(?P<where>\s+WHERE\s+.+?)?\s*;?\s*$",
+    re.I | re.S,
+)
+# DESCRIBE t col / DESC t 'pattern': the kernel parses only the form without a column
+_DESCRIBE_COLUMN = re.compile(
+    r"^\s*(?:DESCRIBE|DESC)\s+(?!(?:SELECT|INSERT|UPDATE|DELETE|REPLACE|WITH|TABLE|EXTENDED|PARTITIONS|FORMAT|"
+    r"ANALYZE|FOR)\b)(?P<table>(?:(?:`[^`]+`|\w+)\.)?(?:`[^`]+`|\w+))\s+"
+    r"(?P<column>`[^`]+`|\w+|'(?:[^'\\]|\\.|'')*')\s*;?\s*$",
+    re.I | re.S,
+)
+_SHOW_CREATE_DATABASE = re.compile(
+    r"^\s*SHOW\s+CREATE\s+(?:DATABASE|SCHEMA)\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?(?P<db>`[^`]+`|\w+)\s*;?\s*$",
     re.I,
 )
 _SYSTEM_SCHEMAS = {"information_schema", "performance_schema", "mysql", "sys"}
@@ -71,11 +94,32 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
     """Answer `sql` here when it is a metadata statement that needs logical names; False otherwise."""
     head = sql.lstrip()[:20].upper()
     if head.startswith("SHOW"):
+        m = _SHOW_CREATE_DATABASE.match(sql)
+        if m:
+            await _show_create_database(session, m)
+            return True
         if db is not None and db.kernel is not None:
             m = _SHOW_TABLES.match(sql)
             if m:
                 await _show_tables(session, db, m)
                 return True
+            m = _SHOW_TABLE_STATUS.match(sql)
+            if m:
+                await _show_table_status(session, db, m)
+                return True
+            m = _SHOW_INDEX.match(sql)
+            if m and (m.group("extended") or m.group("word").upper() != "INDEX" or m.group("prep").upper() != "FROM"):
+                return await _show_index(session, db, m)
+        return False
+    if head.startswith("DESC") and db is not None and db.kernel is not None:
+        m = _DESCRIBE_COLUMN.match(sql)
+        if m:
+            column = m.group("column")
+            pattern = column[1:-1] if column[0] == "'" else unquote_ident(column).replace("'", "''")
+            from proxy.executor import execute_routed
+
+            await execute_routed(session, db, f"SHOW COLUMNS FROM {m.group('table')} LIKE '{pattern}'")
+            return True
         return False
     if db is not None and "information_schema" in sql.lower() and head.startswith(("SELECT", "WITH", "(")):
         await _information_schema(session, db, sql)
@@ -96,15 +140,181 @@ async def _show_tables(session: Session, db: LogicalDatabase, m: re.Match[str]) 
                                                                   .encode()).encode())
         return
     await target.reload_metadata()  # tables may have been created behind the proxy's back
-    names = logical_names(target).tables
+    names = existing_tables(target)
     if m.group("like") is not None:
         rx = like_to_regex(m.group("like"))
         names = [n for n in names if rx.match(n)]
     column = f"Tables_in_{target.name}" + (f" ({m.group('like')})" if m.group("like") is not None else "")
-    if m.group("full"):
-        session.rows([column, "Table_type"], [(n, "BASE TABLE") for n in names])
-    else:
-        session.rows([column], [(n,) for n in names])
+    columns = [column, "Table_type"] if m.group("full") else [column]
+    rows: list[tuple[object, ...]] = [(n, "BASE TABLE") if m.group("full") else (n,) for n in names]
+    if m.group("where"):
+        filtered = await _filter_where(session, db, columns, rows, m.group("where"))
+        if filtered is None:
+            return
+        rows = list(filtered)
+    session.rows(list(columns), rows)
+
+
+def existing_tables(db: LogicalDatabase) -> list[str]:
+    """The logical tables that exist on the backends: a sharded table when one of its actual tables does,
+    a broadcast table when one of its copies does, single tables as found (not every configured rule
+    names a table somebody created: a listing that shows one makes ORMs skip creating it)."""
+    names = logical_names(db)
+    present = {(ds, t.lower()) for ds in db.sources for t in db.metadata.actual_tables(ds)}
+    sharding = db.rules.sharding
+    out: list[str] = []
+    for name in names.tables:
+        rule = sharding.table(name.lower()) if sharding is not None else None
+        if rule is not None:
+            if any((n.data_source, n.table.lower()) in present for n in rule.data_nodes):
+                out.append(name)
+        elif name in db.rules.broadcast:
+            if any((ds, name.lower()) in present for ds in db.sources):
+                out.append(name)
+        else:
+            out.append(name)
+    return out
+
+
+def _actual_to_logic(db: LogicalDatabase) -> dict[tuple[str, str], str]:
+    """(data source, actual table lower-case) -> logic table, for every node of every sharded table."""
+    out: dict[tuple[str, str], str] = {}
+    sharding = db.rules.sharding
+    if sharding is not None:
+        for rule in sharding.tables.values():
+            for node in rule.data_nodes:
+                out[(node.data_source, node.table.lower())] = rule.logic_table
+    return out
+
+
+async def _filter_where(session: Session, db: LogicalDatabase, columns: list[str], rows: list[tuple[object, ...]],
+                        where: str) -> list[tuple[bytes | None, ...]] | None:
+    """Evaluate a SHOW statement's WHERE over rows the proxy built, by MySQL itself: the rows go to a
+    backend as a derived table (values as text, so that `Rows > 0` compares as MySQL would). None after
+    an error was sent to the client."""
+    def lit(v: object) -> str:
+        if v is None:
+            return "NULL"
+        return _quote(v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v))
+
+    first = rows[0] if rows else tuple(None for _ in columns)
+    head = "SELECT " + ", ".join(f"{lit(v)} AS `{c.replace('`', '``')}`" for v, c in zip(first, columns, strict=True))
+    selects = " UNION ALL ".join([head, *("SELECT " + ", ".join(lit(v) for v in r) for r in rows[1:])])
+    empty = "" if rows else " AND FALSE"
+    sql = f"SELECT * FROM ({selects}) AS t WHERE ({where}){empty}"
+    conn = await session.backend(next(iter(db.sources)), record_write=False)
+    res = await conn.execute(sql)
+    if isinstance(res, ERRPacket):
+        session.error(res.errno, res.message, res.sqlstate)
+        return None
+    return res if isinstance(res, list) else []
+
+
+_TABLE_STATUS_COLUMNS = (
+    ("Name", None), ("Engine", None), ("Version", ColumnType.LONGLONG), ("Row_format", None),
+    ("Rows", ColumnType.LONGLONG), ("Avg_row_length", ColumnType.LONGLONG), ("Data_length", ColumnType.LONGLONG),
+    ("Max_data_length", ColumnType.LONGLONG), ("Index_length", ColumnType.LONGLONG),
+    ("Data_free", ColumnType.LONGLONG), ("Auto_increment", ColumnType.LONGLONG), ("Create_time", ColumnType.DATETIME),
+    ("Update_time", ColumnType.DATETIME), ("Check_time", ColumnType.DATETIME), ("Collation", None),
+    ("Checksum", ColumnType.LONGLONG), ("Create_options", None), ("Comment", None),
+    ("Max_index_length", ColumnType.LONGLONG), ("Temporary", None),
+)
+_SUMMED = {"Rows", "Data_length", "Index_length", "Data_free"}
+
+
+async def _show_table_status(session: Session, db: LogicalDatabase, m: re.Match[str]) -> None:
+    """SHOW TABLE STATUS of logical tables: one row per logic table, its sizes summed over its actual tables."""
+    target = db
+    if m.group("db"):
+        found = session.server.database(unquote_ident(m.group("db")))
+        if found is None:
+            session.error(1049, f"Unknown database '{unquote_ident(m.group('db'))}'", "42000")
+            return
+        target = found
+    names = logical_names(target)
+    logic_of = _actual_to_logic(target)
+    merged: dict[str, list[bytes | None]] = {}
+    width = 0
+    for ds, source in target.sources.items():
+        physical = source.config.database
+        res = await source.admin_execute(f"SHOW TABLE STATUS FROM `{physical.replace('`', '``')}`")
+        if isinstance(res, ERRPacket):
+            session.error(res.errno, res.message, res.sqlstate)
+            return
+        if not isinstance(res, list):
+            session.error(2013, f"data source {ds} cannot be reached", "HY000")
+            return
+        for raw in res:
+            row = list(raw)
+            width = max(width, len(row))
+            actual = (row[0] or b"").decode("utf-8", "surrogateescape")
+            logic = logic_of.get((ds, actual.lower()))
+            if logic is None:
+                shown = names.view(ds, actual)
+                if shown is None:
+                    continue  # a copy of a broadcast table on another data source
+                logic = shown
+            row[0] = logic.encode()
+            have = merged.get(logic.lower())
+            if have is None:
+                merged[logic.lower()] = row
+                continue
+            for i, (label, _type) in enumerate(_TABLE_STATUS_COLUMNS[: len(row)]):
+                if label in _SUMMED and row[i] is not None:
+                    have[i] = str(int(have[i] or 0) + int(row[i] or 0)).encode()
+    rows: list[tuple[object, ...]] = []
+    for row in sorted(merged.values(), key=lambda r: (r[0] or b"").lower()):
+        if row[4] and row[6] is not None:
+            row[5] = str(int(row[6]) // max(1, int(row[4]))).encode()  # Avg_row_length over the summed rows
+        rows.append(tuple(row))
+    if m.group("like") is not None:
+        rx = like_to_regex(m.group("like"))
+        rows = [r for r in rows if rx.match((r[0] or b"").decode() if isinstance(r[0], bytes) else str(r[0]))]
+    labels = [label for label, _t in _TABLE_STATUS_COLUMNS[: width or 18]]
+    if m.group("where"):
+        filtered = await _filter_where(session, target if target is db else db, labels, rows, m.group("where"))
+        if filtered is None:
+            return
+        rows = list(filtered)
+    columns: list[str | ColumnDefinition41] = [
+        label if kind is None else ColumnDefinition41(label, kind, column_length=21 if kind != ColumnType.DATETIME
+                                                      else 19, flags=ColumnFlag.NUM if kind != ColumnType.DATETIME
+                                                      else ColumnFlag(0))
+        for label, kind in _TABLE_STATUS_COLUMNS[: width or 18]
+    ]
+    session.rows(columns, rows)
+
+
+async def _show_index(session: Session, db: LogicalDatabase, m: re.Match[str]) -> bool:
+    """SHOW INDEXES / KEYS / IN / EXTENDED: the same statement in the spelling the kernel routes."""
+    other = m.group("db")
+    if other is not None and unquote_ident(other).lower() != db.name.lower():
+        return False
+    from proxy.executor import execute_routed
+
+    await execute_routed(session, db, f"SHOW INDEX FROM {m.group('table')}{m.group('where') or ''}")
+    return True
+
+
+async def _show_create_database(session: Session, m: re.Match[str]) -> None:
+    name = unquote_ident(m.group("db"))
+    target = session.server.database(name)
+    if target is None:
+        session.error(1049, f"Unknown database '{name}'", "42000")
+        return
+    source = next(iter(target.sources.values()))
+    physical = source.config.database
+    res = await source.admin_execute(
+        f"SHOW CREATE DATABASE {m.group('ine') or ''}`{physical.replace('`', '``')}`")
+    if isinstance(res, ERRPacket):
+        session.error(res.errno, res.message, res.sqlstate)
+        return
+    if not isinstance(res, list) or not res:
+        session.error(2013, f"data source {source.name} cannot be reached", "HY000")
+        return
+    text = (res[0][1] or b"").decode("utf-8", "surrogateescape")
+    text = text.replace(f"`{physical.replace('`', '``')}`", f"`{target.name.replace('`', '``')}`", 1)
+    session.rows(["Database", "Create Database"], [(target.name, text)])
 
 
 def _rewrite_literals(sql: str, mapping: dict[str, str]) -> str:
