@@ -12,6 +12,7 @@ import platform
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -59,12 +60,15 @@ def write_passthrough_conf(conf: Path, server: MariaDBServer, physical: str, nam
 
 
 @contextmanager
-def proxy_process(conf: Path, port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`python -m proxy serve` on 127.0.0.1:port until the block ends; its output goes to `log`."""
+def proxy_process(conf: Path, port: int, log: Path, extra: Sequence[str] = ()) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m proxy serve` on 127.0.0.1:port until the block ends; its output goes to `log`.
+
+    `extra` are further `serve` options (e.g. ``["--workers", "2"]``).
+    """
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "proxy", "--log-level", "WARNING", "serve", "--conf", str(conf), "--port",
-             str(port)],
+             str(port), *extra],
             cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
         )
     try:
@@ -115,6 +119,17 @@ class SysbenchResult:
     latency_avg_ms: float = 0.0
     latency_p95_ms: float = 0.0
     fatal: list[str] = field(default_factory=list)
+    interval_qps: list[float] = field(default_factory=list)
+    """QPS of each `--report-interval` line (empty without --report-interval)."""
+    interval_errors: float = 0.0
+    """Sum of the intervals' err/s (errors sysbench ignored and retried)."""
+    ignored_by_code: dict[str, int] = field(default_factory=dict)
+    """`CODE message` -> count, from the `Ignoring error` lines sysbench prints at --verbosity=5."""
+
+    @property
+    def median_qps(self) -> float:
+        """Median of the per-interval QPS (the summary's QPS if there were no interval reports)."""
+        return statistics.median(self.interval_qps) if self.interval_qps else self.qps
 
     @property
     def ok(self) -> bool:
@@ -125,6 +140,8 @@ class SysbenchResult:
 
 
 _NUM = r"([\d.]+)"
+_IGNORING = re.compile(r"Ignoring error (\d+) ([^,\n]*)")
+_INTERVAL = re.compile(r"(?m)^\[ *[\d.]+s \] thds: \d+ tps: [\d.]+ qps: ([\d.]+) .* err/s: ([\d.]+)")
 
 
 def run_sysbench(args: Sequence[str], *, timeout: float = 600) -> SysbenchResult:
@@ -148,8 +165,41 @@ def run_sysbench(args: Sequence[str], *, timeout: float = 600) -> SysbenchResult
         result.latency_avg_ms = float(m.group(1))
     if m := grab(rf"95th percentile:\s+{_NUM}"):
         result.latency_p95_ms = float(m.group(1))
-    result.fatal = [ln for ln in out.splitlines() if "FATAL" in ln or ("error" in ln.lower() and "ignored" not in ln)]
+    for m in _INTERVAL.finditer(out):
+        result.interval_qps.append(float(m.group(1)))
+        result.interval_errors += float(m.group(2))
+    for m in _IGNORING.finditer(out):  # printed with --verbosity=5
+        key = f"{m.group(1)} {m.group(2).strip()}"
+        result.ignored_by_code[key] = result.ignored_by_code.get(key, 0) + 1
+    result.fatal = [ln for ln in out.splitlines()
+                    if "FATAL" in ln or ("error" in ln.lower() and "ignored" not in ln and "Ignoring error" not in ln)]
     return result
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and all its descendants (from /proc/PID/task/TID/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+            except OSError:
+                pass
+    return out
+
+
+def cpu_seconds(pid: int, *, tree: bool = True) -> float:
+    """utime + stime of `pid` (and, with `tree`, of its live descendants: `--workers` processes)."""
+    total = 0
+    for p in process_tree(pid) if tree else [pid]:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def machine() -> str:
