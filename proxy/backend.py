@@ -26,6 +26,7 @@ from proxy.config import DataSourceConfig
 log = structlog.get_logger("shardproxy.backend")
 
 READ_CHUNK = 1 << 18
+CLIENT_BUFFER_LIMIT = 1 << 18  # bytes queued for a client before the relay waits for it to read
 MAX_STATEMENTS_PER_CONNECTION = 256
 
 
@@ -99,8 +100,11 @@ class BackendConnection:
         if writer is None:
             self.broken = True
             raise BackendError(self.name, "connection is closed")
-        data, _ = encode_packet(payload, 0)
-        writer.write(data)
+        if len(payload) < 0xFFFFFF:
+            n = len(payload)
+            writer.transport.write(bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, 0)) + payload)
+        else:
+            writer.write(encode_packet(payload, 0)[0])
         self.busy = True
 
     async def _read(self) -> bytes:
@@ -125,12 +129,14 @@ class BackendConnection:
             first_seq=first_seq, rows_only=rows_only, more_results=more_results,
         )
         self._send(payload)
+        transport = client.transport
         try:
             while not relay.done:
                 out = relay.feed(await self._read())
                 if out:
-                    client.write(out)
-                    await client.drain()
+                    transport.write(out)
+                    if transport.get_write_buffer_size() > CLIENT_BUFFER_LIMIT:
+                        await client.drain()  # the client reads slowly: stop reading the backend
         except asyncio.CancelledError:
             self.broken = True
             raise

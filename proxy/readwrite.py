@@ -734,6 +734,13 @@ class _TrackingWriter:
         self.written = True
         self.writer.write(data)
 
+    @property
+    def transport(self) -> _TrackingWriter:
+        return self  # the relay writes to the transport directly; this one records that it did
+
+    def get_write_buffer_size(self) -> int:
+        return int(self.writer.transport.get_write_buffer_size())
+
     async def drain(self) -> None:
         await self.writer.drain()
 

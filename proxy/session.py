@@ -51,6 +51,11 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("shardproxy.session")
 
+_COMMAND_NAMES = {int(c): c.name.title() for c in Command}
+_IN_TRANS = int(ServerStatus.IN_TRANS)
+_AUTOCOMMIT = int(ServerStatus.AUTOCOMMIT)
+_MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
+
 # statements that leave state on a backend connection the proxy cannot re-create elsewhere: the session
 # keeps its connections to itself from then on (as ProxySQL disables multiplexing)
 STICKY = re.compile(
@@ -73,6 +78,7 @@ class Session:
         self.user = ""
         self.database: LogicalDatabase | None = None
         self.capabilities = Capability(0)
+        self._deprecate_eof = False
         self.charset = "utf8mb4"
         self._status = int(ServerStatus.AUTOCOMMIT)
         self.more_results = False  # a multi-statement query has statements after the current one
@@ -104,16 +110,16 @@ class Session:
         """The status flags for the packet that ends the current answer (with MORE_RESULTS_EXISTS while a
         multi-statement query has statements left)."""
         if self.more_results:
-            return self._status | int(ServerStatus.MORE_RESULTS_EXISTS)
+            return self._status | _MORE_RESULTS
         return self._status
 
     @status.setter
     def status(self, value: int) -> None:
-        self._status = int(value) & ~int(ServerStatus.MORE_RESULTS_EXISTS)
+        self._status = int(value) & ~_MORE_RESULTS
 
     @property
     def deprecate_eof(self) -> bool:
-        return bool(self.capabilities & Capability.DEPRECATE_EOF)
+        return self._deprecate_eof
 
     @property
     def found_rows(self) -> bool:
@@ -137,7 +143,7 @@ class Session:
                     continue
                 if payload[0] == Command.QUIT:
                     return
-                self.command = Command(payload[0]).name.title() if payload[0] in Command._value2member_map_ else "?"
+                self.command = _COMMAND_NAMES.get(payload[0], "?")
                 self.command_started = time.monotonic()
                 self.busy = True
                 for conn in self.backends.values():
@@ -199,6 +205,7 @@ class Session:
         except TimeoutError:
             return False
         self.capabilities = client.capabilities
+        self._deprecate_eof = bool(client.capabilities & Capability.DEPRECATE_EOF)
         self.user = client.user.user
         self.user_config = client.user
         self.charset = charset_for_collation(client.response.character_set)
@@ -235,7 +242,10 @@ class Session:
         cmd = payload[0]
         try:
             if cmd == Command.QUERY:
-                await self._with_timeout(self._query(payload))
+                if self.server.statement_timeout > 0:
+                    await self._with_timeout(self._query(payload))
+                else:
+                    await self._query(payload)
             elif cmd == Command.PING:
                 self.ok()
             elif cmd == Command.INIT_DB:
@@ -264,7 +274,10 @@ class Session:
             elif cmd == Command.STMT_PREPARE:
                 await prepared.prepare(self, payload)
             elif cmd == Command.STMT_EXECUTE:
-                await self._with_timeout(prepared.execute(self, payload))
+                if self.server.statement_timeout > 0:
+                    await self._with_timeout(prepared.execute(self, payload))
+                else:
+                    await prepared.execute(self, payload)
             elif cmd in (Command.STMT_SEND_LONG_DATA, Command.STMT_CLOSE):
                 # no answer by protocol, so not even an error: a failure surfaces at the next EXECUTE
                 try:
@@ -611,17 +624,17 @@ class Session:
         """Take the transaction flags from a backend's answer (pass-through), or from the proxy's own
         transaction state (sharded databases, where no single backend knows the whole picture)."""
         if self.database is not None and self.database.kernel is not None:
-            status = int(ServerStatus.AUTOCOMMIT) if self.txn.autocommit else 0
+            status = _AUTOCOMMIT if self.txn.autocommit else 0
             # IN_TRANS after BEGIN, and under autocommit=0 once a statement opened the implicit transaction
             # on a joined connection (not right after COMMIT/ROLLBACK: connectors check it, e.g.
             # mysql-connector's start_transaction())
             if self.txn.begin_sql is not None or (self.txn.active and any(
                     (c := self.backends.get(n)) is not None and c.status & ServerStatus.IN_TRANS
                     for n in self.txn.joined)):
-                status |= int(ServerStatus.IN_TRANS)
-            self.status = status
+                status |= _IN_TRANS
+            self._status = status
         else:
-            self.status = int(backend_status) & ~int(ServerStatus.MORE_RESULTS_EXISTS)
+            self._status = int(backend_status) & ~_MORE_RESULTS
 
     def hints(self) -> SessionHints | None:
         return None

@@ -67,6 +67,8 @@ class ClientPackets:
         self.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities or Capability.PROTOCOL_41))
 
     async def flush(self) -> None:
+        if self.writer.transport.get_write_buffer_size() < 1 << 16 and not self.writer.transport.is_closing():
+            return  # nothing waits in our buffer: the kernel has it (drain() would only cost time)
         try:
             await self.writer.drain()
         except (ConnectionError, OSError) as exc:
