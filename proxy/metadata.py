@@ -116,9 +116,7 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
         if m:
             column = m.group("column")
             pattern = column[1:-1] if column[0] == "'" else unquote_ident(column).replace("'", "''")
-            from proxy.executor import execute_routed
-
-            await execute_routed(session, db, f"SHOW COLUMNS FROM {m.group('table')} LIKE '{pattern}'")
+            await _route(session, db, f"SHOW COLUMNS FROM {m.group('table')} LIKE '{pattern}'")
             return True
         return False
     if db is not None and "information_schema" in sql.lower() and head.startswith(("SELECT", "WITH", "(")):
@@ -290,10 +288,24 @@ async def _show_index(session: Session, db: LogicalDatabase, m: re.Match[str]) -
     other = m.group("db")
     if other is not None and unquote_ident(other).lower() != db.name.lower():
         return False
-    from proxy.executor import execute_routed
-
-    await execute_routed(session, db, f"SHOW INDEX FROM {m.group('table')}{m.group('where') or ''}")
+    await _route(session, db, f"SHOW INDEX FROM {m.group('table')}{m.group('where') or ''}")
     return True
+
+
+async def _route(session: Session, db: LogicalDatabase, sql: str) -> None:
+    """Run a statement the kernel routes, in the protocol of the client's command (text or binary rows)."""
+    from proxy.executor import execute_plan, log_statement
+    from proxy.resultset import BINARY_ROWS
+
+    assert db.kernel is not None
+    routed = db.kernel.route(sql, [] if BINARY_ROWS.get() else None, session.hints())
+    log_statement(session, sql, routed)
+    if BINARY_ROWS.get():
+        from proxy.codec import BINARY
+
+        await execute_plan(session, db, routed, BINARY)
+    else:
+        await execute_plan(session, db, routed)
 
 
 async def _show_create_database(session: Session, m: re.Match[str]) -> None:
