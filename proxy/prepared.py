@@ -193,25 +193,26 @@ async def execute(session: Session, payload: bytes) -> None:
         sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
         await session._session_statement(session_stmt, sql)
         return
-    if _METADATA_HINT.search(stmt.sql):
-        # SHOW ... / DESCRIBE / information_schema: the proxy's logical answer (proxy.metadata), in binary rows
-        from proxy import metadata
-        from proxy.resultset import BINARY_ROWS
-
-        sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
-        sql = metadata.substitute(session, sql) or sql
-        token = BINARY_ROWS.set(True)
-        try:
-            if await metadata.answer(session, db, sql):
-                return
-        finally:
-            BINARY_ROWS.reset(token)
-    routed = db.kernel.route(stmt.sql, list(request.values), session.hints())
+    from proxy import metadata
     from proxy.codec import BINARY
     from proxy.executor import execute_plan, log_statement
+    from proxy.resultset import BINARY_ROWS
 
-    log_statement(session, stmt.sql, routed, request.values)
-    await execute_plan(session, db, routed, BINARY)
+    # results the proxy builds itself (metadata, SHOW INDEX / SHOW CREATE TABLE in logic names) in binary rows
+    token = BINARY_ROWS.set(True)
+    try:
+        if _METADATA_HINT.search(stmt.sql):
+            # SHOW ... / DESCRIBE / information_schema: the proxy's logical answer (proxy.metadata)
+            sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
+            if await metadata.answer(session, db, metadata.substitute(session, sql) or sql):
+                return
+        # DATABASE(), CONNECTION_ID(), LAST_INSERT_ID() ... are the session's, as in the text protocol
+        sql = metadata.substitute(session, stmt.sql) or stmt.sql
+        routed = db.kernel.route(sql, list(request.values), session.hints())
+        log_statement(session, sql, routed, request.values)
+        await execute_plan(session, db, routed, BINARY)
+    finally:
+        BINARY_ROWS.reset(token)
 
 
 _METADATA_HINT = re.compile(r"^\s*(?:SHOW|DESC)|information_schema", re.I)
