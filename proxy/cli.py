@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,13 +28,13 @@ def _install_loop() -> None:
 
 
 async def serve(config: ProxyConfig, host: str, port: int, *, ready: asyncio.Event | None = None,
-                stop: asyncio.Event | None = None) -> None:
+                stop: asyncio.Event | None = None, worker: int = 0, workers: int = 1) -> None:
     """Run the proxy until SIGTERM/SIGINT (or `stop` is set); closes sessions and drains pools."""
     from proxy.server import ProxyServer
 
-    server = ProxyServer(config)
+    server = ProxyServer(config, worker=worker, workers=workers)
     await server.start_backends()
-    addrs = await server.listen(host, port)
+    addrs = await server.listen(host, port, reuse_port=workers > 1)
     log.info("accepting_connections", address=[f"{h}:{p}" for h, p in addrs], version=server.server_version,
              databases=list(server.databases_by_name))
     stop = stop or asyncio.Event()
@@ -62,16 +63,33 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     for warning in config.warnings:
         log.warning("config_warning", detail=warning)
     port = args.port if args.port is not None else config.port
+    workers = max(1, int(args.workers))
+    index = int(args.worker_index)
+    children = [_spawn_worker(args, k, workers) for k in range(1, workers)] if index == 0 else []
     _install_loop()
     try:
-        asyncio.run(serve(config, args.host, port))
+        asyncio.run(serve(config, args.host, port, worker=index, workers=workers))
     except BackendError as exc:
         print(f"shardproxy: cannot start: {exc}", file=sys.stderr)
         return 3
     except OSError as exc:
         print(f"shardproxy: cannot listen on {args.host}:{port}: {exc.strerror}", file=sys.stderr)
         return 4
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.wait(timeout=15)
     return 0
+
+
+def _spawn_worker(args: argparse.Namespace, worker: int, workers: int) -> subprocess.Popen[bytes]:
+    """Another process serving the same port (SO_REUSEPORT): the kernel spreads new connections."""
+    cmd = [sys.executable, "-m", "proxy", "--log-level", args.log_level, "serve", "--conf", str(args.conf),
+           "--host", args.host, "--worker-index", str(worker), "--workers", str(workers)]
+    if args.port is not None:
+        cmd += ["--port", str(args.port)]
+    return subprocess.Popen(cmd)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -91,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     p_serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p_serve.add_argument("--port", type=int, default=None,
                          help="port (default: props.proxy-default-port, else 3307)")
+    p_serve.add_argument("--workers", type=int, default=1,
+                         help="processes serving the port together (SO_REUSEPORT; default 1)")
+    p_serve.add_argument("--worker-index", type=int, default=0, help=argparse.SUPPRESS)
     p_serve.set_defaults(func=_cmd_serve)
     p_demo = sub.add_parser("demo", help="start throwaway local MariaDB shards and serve a demo config")
     p_demo.add_argument("--host", default="127.0.0.1")

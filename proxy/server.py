@@ -25,14 +25,15 @@ DEFAULT_MAX_PACKET = 64 * 1024 * 1024
 
 
 class ProxyServer:
-    def __init__(self, config: ProxyConfig) -> None:
+    def __init__(self, config: ProxyConfig, *, worker: int = 0, workers: int = 1) -> None:
         self.config = config
         self.authenticator = Authenticator(config.users)
         self.sources: dict[tuple[str, str], DataSource] = {}
         self.databases_by_name: dict[str, LogicalDatabase] = {}
         self.sessions: dict[int, Session] = {}
         self._background: set[asyncio.Task[None]] = set()
-        self._ids = itertools.count(1)
+        # connection ids stay unique across --workers processes: worker k of n hands out k+1, k+1+n, ...
+        self._ids = itertools.count(worker + 1, workers)
         self._server: asyncio.base_events.Server | None = None
         self.server_version = "5.7.99-shardproxy"
         self.max_packet = DEFAULT_MAX_PACKET
