@@ -355,12 +355,15 @@ async def _open_merge_readers(session: Session, routed: RoutedStatement, codec: 
     return ordered
 
 
-async def _finish_readers(session: Session, readers: Sequence[_Reader]) -> None:
-    """Leave every connection clean after a failure, an early end or a timeout: KILL QUERY what still
-    runs, drain what it answers, return borrowed connections; drop what cannot be cleaned."""
+async def _finish_readers(session: Session, readers: Sequence[_Reader], *, failed: bool = True) -> None:
+    """Leave every connection clean after a failure, an early end or a timeout: after a failure, KILL
+    QUERY what still runs; drain what is left (after an early end, e.g. a merged LIMIT, that is at most
+    the rows each node's rewritten LIMIT allows); return borrowed connections; drop what cannot be
+    cleaned."""
     running = [r for r in readers if isinstance(r, _UnitStream) and r.started and not r.finished]
-    for r in running:
-        await r.conn.source.kill_query(r.conn.thread_id)
+    if failed:
+        for r in running:
+            await r.conn.source.kill_query(r.conn.thread_id)
 
     async def drain(r: _UnitStream) -> None:
         try:
@@ -397,11 +400,13 @@ async def _select(session: Session, routed: RoutedStatement, codec: StatementCod
         await _select_concatenated(session, routed, codec)
         return
     readers = await _open_merge_readers(session, routed, codec)
+    answered = False
     try:
         await _start_all(readers)
         await _answer_merged(session, routed, readers, codec)
+        answered = True
     finally:
-        await _finish_readers(session, readers)
+        await _finish_readers(session, readers, failed=not answered)
 
 
 async def _start_all(readers: Sequence[_Reader]) -> None:
