@@ -125,14 +125,20 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
     return False
 
 
+def _target(session: Session, db: LogicalDatabase, named: str | None) -> LogicalDatabase | None:
+    """The database a `SHOW ... FROM db` names (the current one without FROM); None after an error."""
+    if not named:
+        return db
+    found = session.server.database(unquote_ident(named))
+    if found is None:
+        session.error(1049, f"Unknown database '{unquote_ident(named)}'", "42000")
+    return found
+
+
 async def _show_tables(session: Session, db: LogicalDatabase, m: re.Match[str]) -> None:
-    target = db
-    if m.group("db"):
-        found = session.server.database(unquote_ident(m.group("db")))
-        if found is None:
-            session.error(1049, f"Unknown database '{unquote_ident(m.group('db'))}'", "42000")
-            return
-        target = found
+    target = _target(session, db, m.group("db"))
+    if target is None:
+        return
     if target.kernel is None:
         await session.relay(next(iter(target.sources)), ComQuery(("SHOW " + (m.group("full") or "") + "TABLES")
                                                                   .encode()).encode())
@@ -222,13 +228,9 @@ _SUMMED = {"Rows", "Data_length", "Index_length", "Data_free"}
 
 async def _show_table_status(session: Session, db: LogicalDatabase, m: re.Match[str]) -> None:
     """SHOW TABLE STATUS of logical tables: one row per logic table, its sizes summed over its actual tables."""
-    target = db
-    if m.group("db"):
-        found = session.server.database(unquote_ident(m.group("db")))
-        if found is None:
-            session.error(1049, f"Unknown database '{unquote_ident(m.group('db'))}'", "42000")
-            return
-        target = found
+    target = _target(session, db, m.group("db"))
+    if target is None:
+        return
     names = logical_names(target)
     logic_of = _actual_to_logic(target)
     merged: dict[str, list[bytes | None]] = {}

@@ -674,13 +674,7 @@ class Session:
     async def _prepare_connection(self, conn: BackendConnection, *, join_transaction: bool) -> None:
         await self._fit(conn)
         if join_transaction and self.txn.active:
-            for sql in self.txn.next_tx_sets:
-                await self._must(conn, sql)
-            if not self.txn.autocommit:
-                await self._must(conn, "SET autocommit=0")
-            if self.txn.begin_sql is not None:
-                await self._must(conn, self.txn.begin_sql)
-            self.txn.joined.append(conn.name)
+            await self._join(conn)
 
     async def _must(self, conn: BackendConnection, sql: str) -> None:
         res = await conn.execute(sql)
