@@ -97,6 +97,7 @@ async def execute_plan(
     except MergeError as exc:
         session.error(getattr(exc, "errno", ErrorCode.UNKNOWN_ERROR), str(exc), getattr(exc, "sqlstate", "HY000"))
     if routed.kind is StatementKind.DDL:
+        await session.implicit_commit()
         await db.reload_metadata()
 
 

@@ -580,6 +580,22 @@ class Session:
                     conn.session_sets = tuple(txn.session_sets)
             self.ok()
 
+    async def implicit_commit(self) -> None:
+        """DDL commits the open transaction on every connection it ran on, as in MySQL; the transaction's
+        other data sources are committed by the proxy, so the session ends up outside a transaction."""
+        txn = self.txn
+        if txn.begin_sql is None:
+            return
+        others = [self.backends[n] for n in txn.joined if n in self.backends]
+        txn.begin_sql = None
+        txn.joined = []
+        txn.next_tx_sets = []
+        for conn in others:
+            res = await conn.execute("COMMIT")
+            if isinstance(res, ERRPacket):
+                self.log.warning("implicit_commit_failed", data_source=conn.name, error=res.message)
+        self.update_status(0)
+
     async def _end_transaction(self, verb: str) -> str | None:
         """COMMIT or ROLLBACK on every data source the transaction touched; says plainly which did what."""
         txn = self.txn

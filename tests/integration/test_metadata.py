@@ -8,7 +8,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from pymysql.constants import CLIENT
+from pymysql.constants import CLIENT, SERVER_STATUS
 
 from proxy.sandbox import MariaDBServer
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
@@ -93,3 +93,17 @@ def test_multi_statement_on_a_sharded_database(proxy: RunningProxy) -> None:
         cur.execute("SELECT 3")
         assert cur.fetchall() == ((3,),)
     conn.close()
+
+
+def test_ddl_commits_an_open_transaction_as_mysql_does(
+    proxy: RunningProxy, mariadb_shards: list[MariaDBServer]
+) -> None:
+    with proxy.connect("meta_db") as conn, conn.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute("INSERT INTO t_order (order_id, user_id, status) VALUES (501, 1, 'x'), (502, 2, 'y')")
+        cur.execute("CREATE TABLE t_after_ddl (id INT PRIMARY KEY)")  # implicit commit
+        assert not conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS
+        cur.execute("ROLLBACK")  # nothing left to roll back
+    rows = [server.execute(f"SELECT COUNT(*) FROM meta_ds_{i}.t_order_{t} WHERE order_id IN (501, 502)")[0][0]
+            for i, server in enumerate(mariadb_shards) for t in (0, 1)]
+    assert sum(rows) == 2
