@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from protocol.constants import MAX_PAYLOAD, ServerStatus
@@ -66,6 +66,7 @@ class ResultRelay:
         "_continuation",
         "_more",
         "_phase",
+        "_rewrite_error",
         "_seq",
         "_seq_after",
         "done",
@@ -75,12 +76,13 @@ class ResultRelay:
 
     def __init__(
         self, *, backend_deprecate_eof: bool, client_deprecate_eof: bool, first_seq: int = 1, rows_only: bool = False,
-        more_results: bool = False,
+        more_results: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None,
     ) -> None:
         """`rows_only`: the answer has no header (COM_STMT_FETCH: rows, then EOF). `more_results`: the
         client's query has more statements after this one (the proxy splits multi-statement queries), so
         the answer's last packet must say MORE_RESULTS_EXISTS."""
         self._more = more_results
+        self._rewrite_error = error_rewriter  # e.g. actual table names back to logic names
         self._buf = bytearray()
         self._backend_eof = backend_deprecate_eof
         self._client_eof = client_deprecate_eof
@@ -129,9 +131,11 @@ class ResultRelay:
                         seq = self._seq_after
                         continue
                     if first == 0xFF:
-                        self._error(bytes(buf[start:stop]))
-                    else:
-                        self.rows += 1
+                        payload = self._error(bytes(buf[start:stop]))
+                        out += _frame(payload, seq)
+                        seq = (seq + 1) & 0xFF
+                        continue
+                    self.rows += 1
                     out += bytes((length & 0xFF, (length >> 8) & 0xFF, length >> 16, seq))
                     out += buf[start:stop]
                     seq = (seq + 1) & 0xFF
@@ -155,19 +159,23 @@ class ResultRelay:
         elif self._phase is _Phase.ROWS:
             self.rows += 1
 
-    def _error(self, payload: bytes) -> None:
+    def _error(self, payload: bytes) -> bytes:
+        """Record the backend's ERR; returns the payload to send (rewritten by `error_rewriter`)."""
+        if self._rewrite_error is not None:
+            payload = self._rewrite_error(payload)
         try:
             self.summary.error = ERRPacket.decode(payload)
         except MalformedPacket:
             self.summary.error = ERRPacket(2027, "Malformed packet", "HY000")
         self._phase = _Phase.DONE
         self.done = True
+        return payload
 
     def _other(self, phase: _Phase, payload: bytes, seq: int) -> tuple[bytes, int]:
         if phase is _Phase.FIRST:
             head = payload[0] if payload else 0
             if head == 0xFF:
-                self._error(payload)
+                payload = self._error(payload)
                 return _frame(payload, seq), (seq + 1) & 0xFF
             if head == 0x00:
                 ok = OKPacket.decode(payload)

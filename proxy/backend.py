@@ -8,7 +8,7 @@ rows and aiomysql's cursor API decodes every row into Python objects.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -122,11 +122,12 @@ class BackendConnection:
     async def relay(
         self, payload: bytes, client: asyncio.StreamWriter, *, first_seq: int, client_deprecate_eof: bool,
         rows_only: bool = False, more_results: bool = False,
+        error_rewriter: Callable[[bytes], bytes] | None = None,
     ) -> ResultSummary:
         """Send a command and copy its response to the client as it arrives (with backpressure)."""
         relay = ResultRelay(
             backend_deprecate_eof=BACKEND_DEPRECATE_EOF, client_deprecate_eof=client_deprecate_eof,
-            first_seq=first_seq, rows_only=rows_only, more_results=more_results,
+            first_seq=first_seq, rows_only=rows_only, more_results=more_results, error_rewriter=error_rewriter,
         )
         self._send(payload)
         transport = client.transport

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -63,6 +63,37 @@ async def execute_routed(session: Session, db: LogicalDatabase, sql: str) -> Non
     await execute_plan(session, db, routed)
 
 
+def _logical_message(db: LogicalDatabase, routed: RoutedStatement, message: str) -> str:
+    """A backend's error text in the client's names: actual tables -> logic tables, physical databases ->
+    the logical database (`Table 'demo_ds_0.t_order_1' doesn't exist` -> `Table 'sharding_db.t_order' ...`)."""
+    names = {actual: logic for actual, logic in _renames(routed).items()}
+    for source in db.sources.values():
+        config = getattr(source, "config", None)
+        if config is not None and config.database != db.name:
+            names[config.database.lower()] = db.name
+    if not names:
+        return message
+    pattern = re.compile(r"(?<![\w$])(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+                         + r")(?![\w$])", re.I)
+    return pattern.sub(lambda m: names[m.group(1).lower()], message)
+
+
+def _error_renamer(db: LogicalDatabase, routed: RoutedStatement) -> Callable[[bytes], bytes] | None:
+    """For relayed answers: the same renaming applied to an ERR packet, if there is anything to rename."""
+    if not _renames(routed) and all(getattr(s, "config", None) is None or s.config.database == db.name
+                                    for s in db.sources.values()):
+        return None
+
+    def rename(payload: bytes) -> bytes:
+        try:
+            err = ERRPacket.decode(payload)
+        except Exception:
+            return payload
+        return replace(err, message=_logical_message(db, routed, err.message)).encode()
+
+    return rename
+
+
 def log_statement(session: Session, sql: str, routed: RoutedStatement, params: Sequence[object] = ()) -> None:
     """props.sql-show: the logic statement and every actual statement with its data source."""
     if not session.server.sql_show:
@@ -85,7 +116,7 @@ async def execute_plan(
                 payload = await codec.command(conn, unit)
             except StatementFailed as exc:
                 raise UnitFailed(unit.data_source, exc.err) from exc
-            await session.relay_on(conn, payload)
+            await session.relay_on(conn, payload, _error_renamer(db, routed))
         elif routed.kind is StatementKind.SELECT or routed.result_table_renames:
             await _select(session, routed, codec)
         else:
@@ -93,7 +124,7 @@ async def execute_plan(
     except UnitFailed as exc:
         err = exc.err
         prefix = "" if len(units) == 1 else f"[{exc.data_source}] "
-        session.error(err.errno, prefix + err.message, err.sqlstate)
+        session.error(err.errno, prefix + _logical_message(db, routed, err.message), err.sqlstate)
     except MergeError as exc:
         session.error(getattr(exc, "errno", ErrorCode.UNKNOWN_ERROR), str(exc), getattr(exc, "sqlstate", "HY000"))
     if routed.kind is StatementKind.DDL:

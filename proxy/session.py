@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -626,10 +626,12 @@ class Session:
     async def relay(self, data_source: str, payload: bytes) -> None:
         await self.relay_on(await self.backend(data_source), payload)
 
-    async def relay_on(self, conn: BackendConnection, payload: bytes) -> None:
+    async def relay_on(
+        self, conn: BackendConnection, payload: bytes, error_rewriter: Callable[[bytes], bytes] | None = None
+    ) -> None:
         summary = await conn.relay(
             payload, self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
-            more_results=self.more_results,
+            more_results=self.more_results, error_rewriter=error_rewriter,
         )
         self.wire.seq = summary.next_seq
         if summary.error is not None:
