@@ -107,3 +107,17 @@ def test_ddl_commits_an_open_transaction_as_mysql_does(
     rows = [server.execute(f"SELECT COUNT(*) FROM meta_ds_{i}.t_order_{t} WHERE order_id IN (501, 502)")[0][0]
             for i, server in enumerate(mariadb_shards) for t in (0, 1)]
     assert sum(rows) == 2
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SELECT t_order.nosuch FROM t_order WHERE user_id = 1 AND order_id = 1", "Unknown column 't_order.nosuch'"),
+        ("SELECT t_order.nosuch FROM t_order", "Unknown column 't_order.nosuch'"),
+    ],
+)
+def test_backend_errors_name_logical_tables(proxy: RunningProxy, sql: str, expected: str) -> None:
+    with proxy.connect("meta_db") as conn, conn.cursor() as cur, pytest.raises(pymysql.err.OperationalError) as info:
+        cur.execute(sql)
+    message = str(info.value.args[1])
+    assert expected in message and "t_order_" not in message and "meta_ds_" not in message, message
