@@ -108,6 +108,27 @@ class ResultRelay:
         seq = self._seq
         try:
             while end - pos >= 4 and not self.done:
+                if self._phase is _Phase.ROWS and not self._continuation:
+                    # hot loop: a run of complete row frames is copied in one piece, sequence ids
+                    # patched in place in our own buffer (no object per row)
+                    run_start = pos
+                    rows = 0
+                    while end - pos >= 4:
+                        length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
+                        if end - pos < 4 + length or length == MAX_PAYLOAD:
+                            break
+                        first = buf[pos + 4] if length else 0
+                        if first == 0xFF or (first == 0xFE and length < 9):
+                            break
+                        buf[pos + 3] = seq
+                        pos += 4 + length
+                        seq = (seq + 1) & 0xFF
+                        rows += 1
+                    if rows:
+                        out += buf[run_start:pos]
+                        self.rows += rows
+                    if end - pos < 4:
+                        break
                 length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
                 if end - pos < 4 + length:
                     break
