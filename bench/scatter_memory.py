@@ -22,13 +22,10 @@ import argparse
 import os
 import platform
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +36,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from proxy.sandbox import MariaDBServer, start_servers  # noqa: E402
+
+sys.path.insert(0, str(REPO / "bench" / "sysbench"))
+from harness import proxy_process  # noqa: E402
 
 PHYSICAL = ("bench_ds_0", "bench_ds_1")
 USERS = 100
@@ -179,36 +179,6 @@ def read_all(conn: pymysql.connections.Connection, sql: str) -> int:  # type: ig
         while batch := cur.fetchmany(5000):
             n += len(batch)
     return n
-
-
-@contextmanager
-def proxy_process(conf: Path, port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "--log-level", "WARNING", "serve", "--conf", str(conf), "--port",
-             str(port)],
-            cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"proxy exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("proxy did not start listening within 60 s") from None
-                time.sleep(0.1)
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def write_conf(conf: Path, servers: list[MariaDBServer]) -> None:

@@ -107,17 +107,24 @@ class Authenticator:
             plugin != user.auth_plugin and user.auth_plugin == auth.CLEAR_PASSWORD
         ):
             # switch the client to the plugin this user is configured for
-            plugin = user.auth_plugin
-            scramble = auth.new_scramble()
-            wire.send(AuthSwitchRequest(plugin, scramble).encode())
-            await wire.flush()
-            data = await wire.read(HANDSHAKE_TIMEOUT)
-            used_password = "YES" if data and data != b"\x00" else "NO"
-        if plugin == auth.CACHING_SHA2_PASSWORD:
+            await self._switch_and_check(wire, user, user.auth_plugin, client_host)
+        elif plugin == auth.CACHING_SHA2_PASSWORD:
             await self._caching_sha2(wire, user, scramble, data, client_host, used_password)
         elif not self.check(user, plugin, scramble, data):
             raise self._denied(user.user, client_host, used_password)
         return AuthenticatedClient(user, response, caps)
+
+    async def _switch_and_check(self, wire: ClientPackets, user: UserConfig, plugin: str, client_host: str) -> None:
+        """AuthSwitchRequest to `plugin` with a fresh scramble, then check the answer."""
+        scramble = auth.new_scramble()
+        wire.send(AuthSwitchRequest(plugin, scramble).encode())
+        await wire.flush()
+        data = await wire.read(HANDSHAKE_TIMEOUT)
+        used = "YES" if data and data != b"\x00" else "NO"
+        if plugin == auth.CACHING_SHA2_PASSWORD:
+            await self._caching_sha2(wire, user, scramble, data, client_host, used)
+        elif not self.check(user, plugin, scramble, data):
+            raise self._denied(user.user, client_host, used)
 
     async def _caching_sha2(
         self, wire: ClientPackets, user: UserConfig, scramble: bytes, data: bytes, host: str, used: str
@@ -160,15 +167,7 @@ class Authenticator:
         if user is None:
             raise self._denied(request.username, client_host, "YES" if request.auth_response else "NO")
         plugin = user.auth_plugin if user.auth_plugin != auth.CLEAR_PASSWORD else auth.NATIVE_PASSWORD
-        scramble = auth.new_scramble()
-        wire.send(AuthSwitchRequest(plugin, scramble).encode())
-        await wire.flush()
-        data = await wire.read(HANDSHAKE_TIMEOUT)
-        used = "YES" if data and data != b"\x00" else "NO"
-        if plugin == auth.CACHING_SHA2_PASSWORD:
-            await self._caching_sha2(wire, user, scramble, data, client_host, used)
-        elif not self.check(user, plugin, scramble, data):
-            raise self._denied(user.user, client_host, used)
+        await self._switch_and_check(wire, user, plugin, client_host)
         return user
 
     @staticmethod
