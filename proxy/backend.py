@@ -368,6 +368,8 @@ class DataSource:
         """Return a connection. With `reset`, its session state is cleared first; without, it keeps its
         state (recorded in `conn.state`) and the next borrower resets it only if its own state differs."""
         self.holders.pop(conn, None)
+        if conn.busy:
+            conn.broken = True  # an answer is still on its way: the connection cannot be reused safely
         pool = self._pools.get(conn.found_rows)
         if pool is None:
             conn.raw.close()
