@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -33,13 +34,16 @@ from protocol.binary import (
     StmtPrepareOK,
     value_to_sql_literal,
 )
-from protocol.constants import Collation, ColumnFlag, ColumnType, ErrorCode
-from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row
+from protocol.constants import Collation, ColumnFlag, ColumnType, ErrorCode, ServerStatus
+from protocol.framing import FrameDecoder
+from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row, end_of_result
 from protocol.results import ResultHeader
+from protocol.wire import Reader
 from proxy.backend import BackendConnection
 from proxy.txn import classify_session_statement
 from routing.errors import RoutingError
 from routing.parse import scan_shape
+from routing.session_functions import CALL
 
 if TYPE_CHECKING:
     from proxy.session import Session
@@ -61,6 +65,11 @@ class ClientStatement:
     # pass-through: the statement on the session's backend connection
     backend: BackendConnection | None = None
     backend_id: int = 0
+    # sharded: facts about the text, found once at PREPARE instead of at every EXECUTE
+    metadata_statement: bool = False
+    session_functions: bool = False
+    # sharded, CURSOR_TYPE_READ_ONLY: the rows of the open cursor (binary row payloads), and its columns
+    cursor_rows: deque[bytes] | None = None
 
 
 class StatementRegistry:
@@ -132,7 +141,9 @@ async def prepare(session: Session, payload: bytes) -> None:
     num_params = sum(1 for _s, _e, kind in scan_shape(sql).spans if kind == "p")
     # BEGIN / COMMIT / SET ... are the session's (proxy.txn), prepared or not: nothing to describe
     columns = () if classify_session_statement(sql) else await _describe(session, sql, num_params)
-    stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns)
+    stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns,
+                           metadata_statement=bool(_METADATA_HINT.search(sql)),
+                           session_functions=bool(CALL.search(sql)))
     session.statements.add(stmt)
     _prepare_answer(session, stmt)
 
@@ -183,7 +194,12 @@ async def execute(session: Session, payload: bytes) -> None:
     stmt.types = request.types
     stmt.long_data.clear()
     if request.flags & CURSOR_TYPE_READ_ONLY:
-        session.log.debug("cursor_ignored", statement=stmt.id)  # rows are sent at once, without a cursor
+        await _open_cursor(session, stmt, payload)
+        return
+    await _execute_sharded(session, stmt, request)
+
+
+async def _execute_sharded(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
     db = session.database
     assert db is not None and db.kernel is not None
     session_stmt = classify_session_statement(stmt.sql)
@@ -201,13 +217,13 @@ async def execute(session: Session, payload: bytes) -> None:
     # results the proxy builds itself (metadata, SHOW INDEX / SHOW CREATE TABLE in logic names) in binary rows
     token = BINARY_ROWS.set(True)
     try:
-        if _METADATA_HINT.search(stmt.sql):
+        if stmt.metadata_statement:
             # SHOW ... / DESCRIBE / information_schema: the proxy's logical answer (proxy.metadata)
             sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
             if await metadata.answer(session, db, metadata.substitute(session, sql) or sql):
                 return
         # DATABASE(), CONNECTION_ID(), LAST_INSERT_ID() ... are the session's, as in the text protocol
-        sql = metadata.substitute(session, stmt.sql) or stmt.sql
+        sql = (metadata.substitute(session, stmt.sql) or stmt.sql) if stmt.session_functions else stmt.sql
         routed = db.kernel.route(sql, list(request.values), session.hints())
         log_statement(session, sql, routed, request.values)
         await execute_plan(session, db, routed, BINARY)
@@ -266,6 +282,7 @@ async def reset(session: Session, payload: bytes) -> None:
         _unknown(session, req.statement_id, "mysqld_stmt_reset")
         return
     stmt.long_data.clear()
+    stmt.cursor_rows = None  # COM_STMT_RESET closes the statement's cursor
     if stmt.backend is not None:
         conn = await _pass_through_conn(session, stmt)
         if conn is None:
@@ -283,9 +300,17 @@ async def fetch(session: Session, payload: bytes) -> None:
         _unknown(session, req.statement_id, "mysqld_stmt_fetch")
         return
     if stmt.backend is None:
-        session.error(ErrorCode.UNKNOWN_STMT_HANDLER,
-                      f"statement {stmt.id} has no open cursor (cursors on sharded tables are not supported; "
-                      "results are sent in full at execute)", "HY000")
+        rows = stmt.cursor_rows
+        if rows is None:
+            session.error(ER_STMT_HAS_NO_OPEN_CURSOR, f"The statement ({stmt.id}) has no open cursor", "HY000")
+            return
+        out = [rows.popleft() for _ in range(min(req.num_rows, len(rows)))]
+        status = session.status | _CURSOR_EXISTS
+        if not rows:  # the last page: the cursor is closed, as MariaDB says it
+            status = session.status | _LAST_ROW_SENT
+            stmt.cursor_rows = None
+        out.append(end_of_result(ServerStatus(status), 0, session.capabilities))
+        session.wire.send_many(out)
         return
     conn = await _pass_through_conn(session, stmt)
     if conn is None:
@@ -295,6 +320,68 @@ async def fetch(session: Session, payload: bytes) -> None:
         client_deprecate_eof=session.deprecate_eof, rows_only=True,
     )
     session.update_status(summary.status)
+
+
+# --- read-only cursors on sharded databases ---------------------------------------------------------------
+
+_CURSOR_EXISTS = int(ServerStatus.CURSOR_EXISTS)
+ER_STMT_HAS_NO_OPEN_CURSOR = 1421
+_LAST_ROW_SENT = int(ServerStatus.LAST_ROW_SENT)
+
+
+class _Capture:
+    """Stands in for the client's writer while a cursor's result is produced: keeps the frames."""
+
+    def __init__(self) -> None:
+        self.frames = FrameDecoder()
+
+    def write(self, data: bytes) -> None:
+        self.frames.feed(data)
+
+    @property
+    def transport(self) -> _Capture:
+        return self
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return False
+
+    async def drain(self) -> None:
+        return None
+
+
+async def _open_cursor(session: Session, stmt: ClientStatement, payload: bytes) -> None:
+    """COM_STMT_EXECUTE with CURSOR_TYPE_READ_ONLY on a sharded database: the statement runs (and merges)
+    as usual, its rows are kept for COM_STMT_FETCH (within props.proxy-merge-memory-rows), and the client
+    gets the columns and a status saying a cursor is open, as from MySQL."""
+    request = ComStmtExecute.decode(payload, stmt.num_params, stmt.types, stmt.long_data)
+    stmt.types = request.types
+    stmt.long_data.clear()
+    capture = _Capture()
+    saved = session.writer, session.wire.writer, session.wire.seq
+    session.writer = session.wire.writer = capture  # type: ignore[assignment]
+    try:
+        await _execute_sharded(session, stmt, request)
+    finally:
+        session.writer, session.wire.writer, session.wire.seq = saved
+    answer = [p for _f, _l, p in capture.frames.packets()]
+    if not answer or answer[0][:1] in (b"\x00", b"\xff"):
+        session.wire.send_many(answer)  # OK or ERR: no result set, no cursor
+        return
+    count = Reader(answer[0]).lenenc_int() or 0
+    head = answer[: 1 + count]
+    rows_start = 1 + count + (0 if session.deprecate_eof else 1)
+    rows = answer[rows_start:-1]
+    if len(rows) > session.server.merge_memory_rows:
+        session.error(ErrorCode.NOT_SUPPORTED_YET,
+                      f"a cursor over {len(rows)} rows exceeds props.proxy-merge-memory-rows "
+                      f"({session.server.merge_memory_rows}); raise it or read without a cursor", "HY000")
+        return
+    stmt.cursor_rows = deque(rows)
+    status = session.status | _CURSOR_EXISTS
+    session.wire.send_many([*head, end_of_result(ServerStatus(status), 0, session.capabilities)])
 
 
 # --- SQL-level PREPARE / EXECUTE / DEALLOCATE on sharded databases --------------------------------------

@@ -912,46 +912,30 @@ def test_long_data_and_reset(ps: PsEnv, logical: str, kv_columns: Any) -> None:
     assert via[3][1] == [(1, "v1"), (9, "v9")] and via[4] == [(6, "v6"), (8, "v8")] and via[5][0] == 1243
 
 
-def test_read_only_cursor_pass_through(ps: PsEnv, kv_columns: Any) -> None:
-    """CURSOR_TYPE_READ_ONLY on a pass-through database: EXECUTE answers the columns with CURSOR_EXISTS and
-    no rows; COM_STMT_FETCH pages through them until LAST_ROW_SENT — exactly as MariaDB does."""
+def _cursor_scenario(client: Any) -> list[Any]:
+    c = client()
+    sid = _prepared(c, "SELECT k, v FROM t_kv WHERE k > ? ORDER BY k").ok.statement_id
+    opened = _raw_execute(c, sid, (0,), flags=CURSOR_TYPE_READ_ONLY)
+    out: list[Any] = [(opened.columns, opened.rows, opened.status)]
+    for _ in range(4):
+        page = _raw_fetch(c, sid, 4)
+        out.append((_kv(page), page.status, page.err))
+    out.append(_raw_simple(c, ComStmtReset(sid).encode()))  # closes the cursor
+    out.append(_raw_fetch(c, sid, 1).err)
+    out.append(_kv_rows(c, sid, 8))  # and the statement still runs without one
+    return out
 
-    def scenario(client: Any) -> list[Any]:
-        c = client()
-        sid = _prepared(c, "SELECT k, v FROM t_kv WHERE k > ? ORDER BY k").ok.statement_id
-        opened = _raw_execute(c, sid, (0,), flags=CURSOR_TYPE_READ_ONLY)
-        out: list[Any] = [(opened.columns, opened.rows, opened.status)]
-        for _ in range(4):
-            page = _raw_fetch(c, sid, 4)
-            out.append((_kv(page), page.status, page.err))
-        out.append(_raw_simple(c, ComStmtReset(sid).encode()))  # closes the cursor
-        out.append(_raw_fetch(c, sid, 1).err)
-        out.append(_kv_rows(c, sid, 8))  # and the statement still runs without one
-        return out
 
-    via, direct = _both(ps, "ps_pass", scenario)
+@pytest.mark.parametrize("logical", ["ps_pass", "ps_types"])
+def test_read_only_cursor(ps: PsEnv, kv_columns: Any, logical: str) -> None:
+    """CURSOR_TYPE_READ_ONLY, pass-through and sharded: EXECUTE answers the columns with CURSOR_EXISTS and
+    no rows; COM_STMT_FETCH pages through them until LAST_ROW_SENT — exactly as MariaDB does. (On a sharded
+    table the proxy runs and merges the statement at EXECUTE and keeps the rows for the fetches.)"""
+    via, direct = _both(ps, logical, _cursor_scenario)
     assert via == direct
     assert via[0] == (["k", "v"], [], int(ServerStatus.CURSOR_EXISTS))
     assert [len(p[0]) for p in via[1:4]] == [4, 4, 2]
     assert via[3][1] & ServerStatus.LAST_ROW_SENT
-
-
-def test_read_only_cursor_sharded(ps: PsEnv, kv_columns: Any) -> None:
-    """On a sharded table the proxy opens no cursor: EXECUTE answers every row at once, without
-    CURSOR_EXISTS (clients then read the rows as a plain result, as with a server that declines a
-    cursor); a later COM_STMT_FETCH is refused, never left hanging."""
-    c = ps.raw("ps_types")
-    try:
-        sid = _prepared(c, "SELECT k, v FROM t_kv WHERE k > ? ORDER BY k").ok.statement_id
-        r = _raw_execute(c, sid, (0,), flags=CURSOR_TYPE_READ_ONLY)
-        assert r.err is None and r.status == 0
-        assert _kv(r) == KV_ROWS
-        fetch = _raw_fetch(c, sid, 4)
-        assert fetch.err is not None and fetch.rows == []
-        assert _raw_simple(c, b"\x0e") == "OK"
-        assert _kv_rows(c, sid, 8)[1] == [(9, "v9"), (10, "v10")]
-    finally:
-        c.close()
 
 
 # negative TIMEs, YEAR and friends with the project's codec (mysql-connector cannot: see TYPE_COLUMNS)
