@@ -78,18 +78,16 @@ def _logical_message(db: LogicalDatabase, routed: RoutedStatement, message: str)
     return pattern.sub(lambda m: names[m.group(1).lower()], message)
 
 
-def _error_renamer(db: LogicalDatabase, routed: RoutedStatement) -> Callable[[bytes], bytes] | None:
-    """For relayed answers: the same renaming applied to an ERR packet, if there is anything to rename."""
-    if not _renames(routed) and all(getattr(s, "config", None) is None or s.config.database == db.name
-                                    for s in db.sources.values()):
-        return None
+def _error_renamer(db: LogicalDatabase, routed: RoutedStatement) -> Callable[[bytes], bytes]:
+    """For relayed answers: the same renaming applied to an ERR packet (worked out only if one comes)."""
 
     def rename(payload: bytes) -> bytes:
         try:
             err = ERRPacket.decode(payload)
         except Exception:
             return payload
-        return replace(err, message=_logical_message(db, routed, err.message)).encode()
+        message = _logical_message(db, routed, err.message)
+        return payload if message == err.message else replace(err, message=message).encode()
 
     return rename
 

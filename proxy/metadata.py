@@ -20,7 +20,7 @@ from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_tex
 from protocol.results import ResultHeader
 from proxy.statements import like_to_regex, unquote_ident
 from routing.logical_names import LogicalNames
-from routing.session_functions import substitute_session_functions
+from routing.session_functions import CALL, substitute_session_functions
 from routing.split import _TOKEN
 
 if TYPE_CHECKING:
@@ -82,6 +82,8 @@ def function_values(session: Session) -> dict[str, str]:
 
 
 def substitute(session: Session, sql: str) -> str | None:
+    if "(" not in sql or not CALL.search(sql):
+        return None  # the common case, decided before building the session's values
     return substitute_session_functions(sql, function_values(session))
 
 

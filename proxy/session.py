@@ -51,6 +51,16 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("shardproxy.session")
 
+_STICKY_MARKERS = ("temporary", "get_lock", "lock", ":=", "into", "sql_calc_found_rows", "prepare", "handler",
+                   "xa", "found_rows", "last_insert_id")
+
+
+def _may_be_sticky(sql: str) -> bool:
+    """STICKY, with a cheap substring test first: most statements contain none of its words."""
+    low = sql.lower()
+    return any(marker in low for marker in _STICKY_MARKERS) and STICKY.search(sql) is not None
+
+
 _COMMAND_NAMES = {int(c): c.name.title() for c in Command}
 _IN_TRANS = int(ServerStatus.IN_TRANS)
 _AUTOCOMMIT = int(ServerStatus.AUTOCOMMIT)
@@ -451,7 +461,7 @@ class Session:
         if db is None:
             await self._without_database(payload, sql)
             return
-        if not self.sticky and STICKY.search(sql):
+        if not self.sticky and _may_be_sticky(sql):
             self.sticky = True
         source = db.pass_through_source
         if source is not None:
