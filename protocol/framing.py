@@ -64,7 +64,9 @@ class FrameDecoder:
             while len(buf) - pos >= 4:
                 length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
                 seq = buf[pos + 3]
-                if length + sum(len(p) for p in self._partial) > self.max_payload:
+                if length > self.max_payload or (
+                    self._partial and length + sum(len(p) for p in self._partial) > self.max_payload
+                ):
                     raise PacketTooLarge(f"packet of {length} bytes exceeds the limit of {self.max_payload}",
                                          (seq + 1) & 0xFF)
                 if len(buf) - pos < 4 + length:

@@ -20,6 +20,10 @@ from protocol.constants import MAX_PAYLOAD, ServerStatus
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.wire import MalformedPacket, Reader
 
+# plain ints: flag enums cost an object per operation on the per-statement path
+_MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
+_CURSOR_EXISTS = int(ServerStatus.CURSOR_EXISTS)
+
 _HDR = struct.Struct("<HH")
 
 
@@ -206,7 +210,7 @@ class ResultRelay:
                 return _frame(payload, seq), (seq + 1) & 0xFF
             if head == 0xFB:
                 raise MalformedPacket("LOAD DATA LOCAL INFILE is not supported through the proxy")
-            count = Reader(payload).lenenc_int() or 0
+            count = head if head < 0xFB else (Reader(payload).lenenc_int() or 0)
             self._columns_left = count
             self.summary.result_sets += 1
             self._phase = _Phase.COLUMNS
@@ -229,12 +233,10 @@ class ResultRelay:
             return out, seq
         if phase is _Phase.COLUMNS_EOF:
             self._phase = _Phase.ROWS
-            r = Reader(payload, 1)
-            warnings = r.u16() if r.remaining() >= 2 else 0
-            status = r.u16() if r.remaining() >= 2 else 0
-            if status & ServerStatus.CURSOR_EXISTS:
+            warnings, status = _HDR.unpack_from(payload, 1) if len(payload) >= 5 else (0, 0)
+            if status & _CURSOR_EXISTS:
                 # COM_STMT_EXECUTE opened a cursor: the answer ends here, rows come with COM_STMT_FETCH
-                self._finish(ServerStatus(status), warnings, None)
+                self._finish(status, warnings, None)
                 if self._client_eof:
                     return _frame(b"\xfe\x00\x00" + _HDR.pack(status & 0xFFFF, warnings), seq), (seq + 1) & 0xFF
                 return _frame(payload, seq), (seq + 1) & 0xFF
@@ -248,13 +250,11 @@ class ResultRelay:
             ok = OKPacket.decode(payload)
             status, warnings = int(ok.status), ok.warnings
         else:
-            r = Reader(payload, 1)
-            warnings = r.u16() if r.remaining() >= 2 else 0
-            status = r.u16() if r.remaining() >= 2 else 0
+            warnings, status = _HDR.unpack_from(payload, 1) if len(payload) >= 5 else (0, 0)
             ok = None
-        self._finish(ServerStatus(status), warnings, ok)
+        self._finish(status, warnings, ok)
         if self.done and self._more:
-            status |= ServerStatus.MORE_RESULTS_EXISTS
+            status |= _MORE_RESULTS
             if ok is not None:
                 payload = replace(ok, status=ServerStatus(status)).encode()
             else:
@@ -276,7 +276,7 @@ class ResultRelay:
             s.affected_rows += ok.affected_rows
             s.last_insert_id = ok.last_insert_id or s.last_insert_id
             s.info = ok.info
-        if status & ServerStatus.MORE_RESULTS_EXISTS:
+        if status & _MORE_RESULTS:
             self._phase = _Phase.FIRST
         else:
             self._phase = _Phase.DONE
