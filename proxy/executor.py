@@ -36,6 +36,7 @@ from protocol.packets import (
     end_of_result,
 )
 from protocol.results import ResultEnd, ResultHeader
+from proxy import txn
 from proxy.backend import BackendConnection
 from proxy.codec import TEXT, StatementCodec, StatementFailed
 from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
@@ -126,7 +127,7 @@ async def execute_plan(
     except MergeError as exc:
         session.error(getattr(exc, "errno", ErrorCode.UNKNOWN_ERROR), str(exc), getattr(exc, "sqlstate", "HY000"))
     if routed.kind is StatementKind.DDL:
-        await session.implicit_commit()
+        await txn.implicit_commit(session)
         await db.reload_metadata()
 
 

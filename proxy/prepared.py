@@ -39,6 +39,7 @@ from protocol.framing import FrameDecoder
 from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row, end_of_result
 from protocol.results import ResultHeader
 from protocol.wire import Reader
+from proxy import txn
 from proxy.backend import BackendConnection
 from proxy.txn import classify_session_statement
 from routing.errors import RoutingError
@@ -207,7 +208,7 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
         # a prepared BEGIN / COMMIT / ROLLBACK / SET (sysbench --db-ps-mode=auto prepares BEGIN and COMMIT):
         # the proxy's LOCAL transaction and SET fan-out, exactly as for the text form
         sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
-        await session._session_statement(session_stmt, sql)
+        await txn.session_statement(session, session_stmt, sql)
         return
     from proxy import metadata
     from proxy.codec import BINARY

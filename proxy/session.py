@@ -32,14 +32,14 @@ from protocol.packets import (
     end_of_result,
 )
 from protocol.wire import MalformedPacket
-from proxy import metadata, prepared
+from proxy import metadata, prepared, txn
 from proxy.backend import BackendConnection, BackendError, DataSource, charset_for_collation
 from proxy.config import UserConfig
 from proxy.handshake import HandshakeFailed
 from proxy.readwrite import GroupSessionState, ReadWriteGroup, group_backend, relay_pass_through
 from proxy.resultset import result_packets
 from proxy.statements import ProxyStatement, classify, like_to_regex
-from proxy.txn import SessionStatement, TransactionState, classify_session_statement
+from proxy.txn import TransactionState, classify_session_statement
 from proxy.wire import ClientGone, ClientPackets
 from routing.errors import RoutingError
 from routing.plan import SessionHints
@@ -372,7 +372,7 @@ class Session:
         if conn is not None and not conn.broken:
             if self.txn.active and data_source not in self.txn.joined and self.database is not None \
                     and self.database.kernel is not None:
-                await self._join(conn)
+                await txn.join(self, conn)
             return conn
         assert self.database is not None
         source = self.database.sources[data_source]
@@ -517,7 +517,7 @@ class Session:
     async def _routed_query(self, db: LogicalDatabase, sql: str) -> None:
         session_stmt = classify_session_statement(sql)
         if session_stmt is not None:
-            await self._session_statement(session_stmt, sql)
+            await txn.session_statement(self, session_stmt, sql)
             return
         sql_prepared = prepared.classify_sql_prepared(sql)
         if sql_prepared is not None:
@@ -526,112 +526,6 @@ class Session:
         from proxy.executor import execute_routed
 
         await execute_routed(self, db, sql)
-
-    async def _join(self, conn: BackendConnection) -> None:
-        """An already held connection enters the session's open transaction."""
-        for sql in self.txn.next_tx_sets:
-            await self._must(conn, sql)
-        if not self.txn.autocommit:
-            await self._must(conn, "SET autocommit=0")
-        if self.txn.begin_sql is not None:
-            await self._must(conn, self.txn.begin_sql)
-        self.txn.joined.append(conn.name)
-
-    async def _session_statement(self, stmt: SessionStatement, sql: str) -> None:
-        """Transactions and SET on a sharded database, fanned out over the data sources (see proxy.txn)."""
-        txn = self.txn
-        if stmt.kind == "begin":
-            if txn.active and txn.joined:
-                await self._end_transaction("COMMIT")  # implicit commit, as MySQL does
-            txn.begin_sql = sql
-            txn.joined = []
-            self.update_status(0)
-            self.ok()
-        elif stmt.kind in ("commit", "rollback"):
-            failed = await self._end_transaction(stmt.kind.upper())
-            if failed:
-                self.error(ErrorCode.UNKNOWN_ERROR, failed, "HY000")
-            else:
-                self.ok()
-        elif stmt.kind == "savepoint":
-            for name in list(txn.joined):
-                await self._must(self.backends[name], sql)
-            self.ok()
-        elif stmt.kind == "autocommit":
-            on = stmt.value == "1"
-            if on and not txn.autocommit:
-                await self._end_transaction("COMMIT")  # SET autocommit=1 commits, as MySQL does
-                txn.joined = []
-                for conn in list(self.backends.values()):  # _join left them at autocommit=0
-                    await self._must(conn, "SET autocommit=1")
-            txn.autocommit = on
-            if not on:
-                txn.joined = []
-                for conn in list(self.backends.values()):
-                    await self._join(conn)
-            self.update_status(0)
-            self.ok()
-        elif stmt.kind == "next_tx":
-            txn.next_tx_sets.append(sql)
-            for conn in list(self.backends.values()):
-                await self._must(conn, sql)
-            self.ok()
-        else:  # plain SET: every connection now, and every one borrowed later
-            self.release_read_backends()
-            for conn in list(self.backends.values()):
-                await self._must(conn, sql)
-            if stmt.value:
-                self.charset = stmt.value if stmt.value != "utf8" else "utf8mb3"
-                for conn in self.backends.values():
-                    conn.charset = self.charset
-            else:
-                txn.session_sets.append(sql)
-                for conn in self.backends.values():
-                    conn.session_sets = tuple(txn.session_sets)
-            self.ok()
-
-    async def implicit_commit(self) -> None:
-        """DDL commits the open transaction on every connection it ran on, as in MySQL; the transaction's
-        other data sources are committed by the proxy, so the session ends up outside a transaction."""
-        txn = self.txn
-        if txn.begin_sql is None:
-            return
-        others = [self.backends[n] for n in txn.joined if n in self.backends]
-        txn.begin_sql = None
-        txn.joined = []
-        txn.next_tx_sets = []
-        for conn in others:
-            res = await conn.execute("COMMIT")
-            if isinstance(res, ERRPacket):
-                self.log.warning("implicit_commit_failed", data_source=conn.name, error=res.message)
-        self.update_status(0)
-
-    async def _end_transaction(self, verb: str) -> str | None:
-        """COMMIT or ROLLBACK on every data source the transaction touched; says plainly which did what."""
-        txn = self.txn
-        done: list[str] = []
-        failed: list[str] = []
-        for name in txn.joined:
-            conn = self.backends.get(name)
-            if conn is None:
-                failed.append(f"{name} (connection lost)")
-                continue
-            res = await conn.execute(verb)
-            if isinstance(res, ERRPacket):
-                failed.append(f"{name} ({res.errno}: {res.message})")
-            else:
-                done.append(name)
-        txn.begin_sql = None
-        txn.joined = []
-        txn.next_tx_sets = []
-        if not txn.autocommit:
-            for conn in self.backends.values():
-                txn.joined.append(conn.name)
-        self.update_status(0)
-        if failed:
-            return (f"{verb} failed on {', '.join(failed)}; "
-                    f"{'committed' if verb == 'COMMIT' else 'rolled back'} on {', '.join(done) or 'none'}")
-        return None
 
     async def relay(self, data_source: str, payload: bytes) -> None:
         await self.relay_on(await self.backend(data_source), payload)
@@ -702,7 +596,7 @@ class Session:
     async def _prepare_connection(self, conn: BackendConnection, *, join_transaction: bool) -> None:
         await self._fit(conn)
         if join_transaction and self.txn.active:
-            await self._join(conn)
+            await txn.join(self, conn)
 
     async def _must(self, conn: BackendConnection, sql: str) -> None:
         res = await conn.execute(sql)
