@@ -717,10 +717,7 @@ async def _caught_up(
 async def _relay_primary(session: Session, group: ReadWriteGroup, payload: bytes, *, record_write: bool
                          ) -> ResultSummary:
     conn = await session.backend(group.name, record_write=record_write)
-    summary = await conn.relay(payload, session.writer, first_seq=session.wire.seq,
-                               client_deprecate_eof=session.deprecate_eof)
-    session.update_status(summary.status)
-    return summary
+    return await session.relay_on(conn, payload)
 
 
 class _TrackingWriter:
@@ -754,8 +751,7 @@ async def relay_read(session: Session, group: ReadWriteGroup, payload: bytes) ->
             return await _relay_primary(session, group, payload, record_write=False)
         tracker = _TrackingWriter(session.writer)
         try:
-            return await conn.relay(payload, tracker, first_seq=session.wire.seq,  # type: ignore[arg-type]
-                                    client_deprecate_eof=session.deprecate_eof)
+            return await session.relay_on(conn, payload, writer=tracker, replica=True)
         except BackendError as exc:
             if tracker.written:
                 raise
@@ -768,7 +764,7 @@ async def relay_read(session: Session, group: ReadWriteGroup, payload: bytes) ->
 
 async def relay_pass_through(session: Session, source: DataSource, payload: bytes, sql: str) -> None:
     """The pass-through path: a read/write splitting group classifies the text; a plain data source
-    relays as before. SET statements that reach the primary are remembered for replica connections."""
+    relays as before."""
     if not isinstance(source, ReadWriteGroup):
         await session.relay(source.name, payload)
         return
@@ -776,17 +772,8 @@ async def relay_pass_through(session: Session, source: DataSource, payload: byte
     if access is Access.READ:
         await relay_read(session, source, payload)
         return
-    summary = await _relay_primary(session, source, payload, record_write=access is Access.WRITE)
-    if access is Access.SESSION and summary.error is None and sql.lstrip()[:3].upper() == "SET":
-        from proxy.txn import classify_session_statement
-
-        stmt = classify_session_statement(sql)
-        if stmt is not None and stmt.kind == "set":
-            if stmt.value:
-                session.charset = stmt.value if stmt.value != "utf8" else "utf8mb3"
-            else:
-                session.txn.session_sets.append(sql)
-            session.release_read_backends()
+    # SET statements are remembered (for replica and re-borrowed connections) by Session._after_pass_through
+    await _relay_primary(session, source, payload, record_write=access is Access.WRITE)
 
 
 def storage_unit_rows(group: ReadWriteGroup) -> list[tuple[str, DataSource, tuple[str, str, float | None]]]:

@@ -31,6 +31,7 @@ from protocol.packets import (
     OKPacket,
     end_of_result,
 )
+from protocol.results import ResultSummary
 from protocol.wire import MalformedPacket
 from proxy import metadata, prepared, txn
 from proxy.backend import BackendConnection, BackendError, DataSource, charset_for_collation
@@ -156,6 +157,7 @@ class Session:
                 self.command = _COMMAND_NAMES.get(payload[0], "?")
                 self.command_started = time.monotonic()
                 self.busy = True
+                self.errored = False
                 for conn in self.backends.values():
                     conn.keep_for_next = False
                 try:
@@ -484,7 +486,7 @@ class Session:
         head = sql.lstrip()[:7].upper()
         if head.startswith(("INSERT", "REPLACE", "UPDATE", "DELETE", "CALL", "LOAD")):
             conn.keep_for_next = True  # LAST_INSERT_ID(), ROW_COUNT() of this statement may come next
-        if head.startswith("SET") and not isinstance(source, ReadWriteGroup):
+        if head.startswith("SET"):
             stmt = classify_session_statement(sql)
             if stmt is not None and stmt.kind == "set":
                 if stmt.value:
@@ -492,6 +494,8 @@ class Session:
                 else:
                     self.txn.session_sets.append(sql)
                     conn.session_sets = tuple(self.txn.session_sets)
+                if isinstance(source, ReadWriteGroup):
+                    self.release_read_backends()  # the next read borrows a replica connection with it
             elif stmt is not None and stmt.kind in ("next_tx", "savepoint"):
                 self.sticky = True
 
@@ -531,16 +535,21 @@ class Session:
         await self.relay_on(await self.backend(data_source), payload)
 
     async def relay_on(
-        self, conn: BackendConnection, payload: bytes, error_rewriter: Callable[[bytes], bytes] | None = None
-    ) -> None:
+        self, conn: BackendConnection, payload: bytes, error_rewriter: Callable[[bytes], bytes] | None = None,
+        *, writer: Any = None, replica: bool = False,
+    ) -> ResultSummary:
+        """Send a command on `conn` and relay its answer to the client (or to `writer`, standing in for it).
+        A `replica`'s status flags say nothing of the session's transaction, which lives on the primary."""
         summary = await conn.relay(
-            payload, self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
+            payload, writer or self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
             more_results=self.more_results, error_rewriter=error_rewriter,
         )
         self.wire.seq = summary.next_seq
         if summary.error is not None:
             self.errored = True
-        self.update_status(summary.status)
+        if not replica:
+            self.update_status(summary.status)
+        return summary
 
     def update_status(self, backend_status: int) -> None:
         """Take the transaction flags from a backend's answer (pass-through), or from the proxy's own

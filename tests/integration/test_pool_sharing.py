@@ -112,3 +112,17 @@ def test_temporary_tables_keep_the_connection(proxy: RunningProxy) -> None:
     a.close()  # releasing it lets b run
     worker.join(10)
     assert b_result == [(1,)]
+
+
+def test_a_set_after_an_error_is_still_carried_to_the_next_connection(proxy: RunningProxy) -> None:
+    """The SET state a session re-applies on a re-borrowed connection includes SETs sent after a failed
+    statement (the failure must not stick to the session)."""
+    a = proxy.connect("pool_plain")
+    b = proxy.connect("pool_plain")
+    with pytest.raises(pymysql.err.ProgrammingError):
+        _one(a, "SELECT * FROM no_such_table")
+    _one(a, "SET @after_error = 7")
+    assert _one(b, "SELECT @after_error") == (None,)  # b takes the only connection, resetting it
+    assert _one(a, "SELECT @after_error") == (7,)  # a's SET is re-applied on the connection it gets back
+    a.close()
+    b.close()
