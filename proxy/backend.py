@@ -146,22 +146,31 @@ class BackendConnection:
         self.raw.server_status = relay.summary.status
         return relay.summary
 
-    async def events(self, payload: bytes) -> AsyncIterator[object]:
-        """Send a command and yield decoded events (ResultHeader, row payloads, OK/ERR, ResultEnd)."""
+    async def event_batches(self, payload: bytes) -> AsyncIterator[list[object]]:
+        """Send a command and yield its decoded events (ResultHeader, row payloads, OK/ERR, ResultEnd), one
+        list per read from the backend: consumers that relay rows await once per chunk, not per row."""
         parser = ResultParser(backend_deprecate_eof=BACKEND_DEPRECATE_EOF)
         self._send(payload)
         try:
             while not parser.done:
-                for event in parser.feed(await self._read()):
+                batch = list(parser.feed(await self._read()))
+                for event in batch:
                     if isinstance(event, OKPacket | ResultEnd):  # a result set's end carries IN_TRANS too
                         self.status = int(event.status)
-                    yield event
+                if batch:
+                    yield batch
         except BaseException:
             if not parser.done:
                 self.broken = True
             raise
         self.busy = False
         self.raw.server_status = self.status
+
+    async def events(self, payload: bytes) -> AsyncIterator[object]:
+        """`event_batches`, one event at a time (for answers the proxy reads itself)."""
+        async for batch in self.event_batches(payload):
+            for event in batch:
+                yield event
 
     async def simple_command(self, payload: bytes) -> list[bytes]:
         """Commands answered by packets that end at the first EOF, OK or ERR: COM_FIELD_LIST,

@@ -230,19 +230,27 @@ def _merged_info(infos: list[bytes]) -> bytes:
 
 
 class _UnitStream:
-    """One unit's result: header first (column definitions), then row payloads, pulled lazily."""
+    """One unit's result: header first (column definitions), then row payloads, pulled lazily and in the
+    batches the backend's reads deliver (the relay awaits per chunk, not per row)."""
 
     def __init__(self, conn: BackendConnection, unit: ExecutionUnit, codec: StatementCodec, *, borrowed: bool) -> None:
         self.conn = conn
         self.unit = unit
         self.codec = codec
         self.borrowed = borrowed
-        self._events: AsyncIterator[object] = _no_events()
+        self._batches: AsyncIterator[list[object]] = _no_batches()
+        self._pending: list[object] = []  # events of a read batch not consumed yet
         self.columns: tuple[ColumnDefinition41, ...] = ()
         self.started = False
         self.finished = False
         self.status = 0
         self.warnings = 0
+
+    async def _next_batch(self) -> list[object] | None:
+        if self._pending:
+            batch, self._pending = self._pending, []
+            return batch
+        return await anext(self._batches, None)
 
     async def start(self) -> None:
         """Read up to the column definitions (or the OK/ERR of a statement without a result set)."""
@@ -252,32 +260,45 @@ class _UnitStream:
         except StatementFailed as exc:
             self.finished = True
             raise UnitFailed(self.unit.data_source, exc.err) from exc
-        self._events = self.conn.events(payload)
-        async for ev in self._events:
-            if isinstance(ev, ResultHeader):
-                self.columns = ev.columns
-                return
-            if isinstance(ev, ERRPacket):
-                self.finished = True
-                raise UnitFailed(self.unit.data_source, ev)
-            if isinstance(ev, OKPacket):
-                self.finished = True
-                self.status = int(ev.status)
-                return
+        self._batches = self.conn.event_batches(payload)
+        while (batch := await self._next_batch()) is not None:
+            for i, ev in enumerate(batch):
+                if isinstance(ev, ResultHeader):
+                    self.columns = ev.columns
+                    self._pending = batch[i + 1 :]
+                    return
+                if isinstance(ev, ERRPacket):
+                    self.finished = True
+                    raise UnitFailed(self.unit.data_source, ev)
+                if isinstance(ev, OKPacket):
+                    self.finished = True
+                    self.status = int(ev.status)
+                    return
+        self.finished = True
+
+    async def payload_batches(self) -> AsyncIterator[list[bytes]]:
+        if self.finished:
+            return
+        while (batch := await self._next_batch()) is not None:
+            rows: list[bytes] = []
+            for ev in batch:
+                if isinstance(ev, bytes):
+                    rows.append(ev)
+                elif isinstance(ev, ResultEnd):
+                    self.status, self.warnings = ev.status, ev.warnings
+                elif isinstance(ev, ERRPacket):
+                    self.finished = True
+                    if rows:
+                        yield rows
+                    raise UnitFailed(self.unit.data_source, ev)
+            if rows:
+                yield rows
         self.finished = True
 
     async def payloads(self) -> AsyncIterator[bytes]:
-        if self.finished:
-            return
-        async for ev in self._events:
-            if isinstance(ev, bytes):
-                yield ev
-            elif isinstance(ev, ResultEnd):
-                self.status, self.warnings = ev.status, ev.warnings
-            elif isinstance(ev, ERRPacket):
-                self.finished = True
-                raise UnitFailed(self.unit.data_source, ev)
-        self.finished = True
+        async for batch in self.payload_batches():
+            for payload in batch:
+                yield payload
 
     async def rows(self, columns: Sequence[ColumnDefinition41]) -> AsyncIterator[tuple[bytes | None, ...]]:
         decode = self.codec.decode_row
@@ -290,7 +311,7 @@ class _UnitStream:
             return
         if not self.finished:
             with contextlib.suppress(UnitFailed):
-                async for _ in self.payloads():
+                async for _ in self.payload_batches():
                     pass
 
 
@@ -314,8 +335,8 @@ class _BufferedUnit:
         stream = _UnitStream(conn, self.unit, self.codec, borrowed=False)
         await stream.start()
         rows = self._rows
-        async for p in stream.payloads():
-            rows.append(p)
+        async for batch in stream.payload_batches():
+            rows.extend(batch)
             if len(rows) > budget:
                 await stream.drain()
                 raise MergeError(
@@ -328,10 +349,15 @@ class _BufferedUnit:
     async def start(self) -> None:
         return None
 
-    async def payloads(self) -> AsyncIterator[bytes]:
+    async def payload_batches(self) -> AsyncIterator[list[bytes]]:
         rows, self._rows = self._rows, []
-        for p in rows:
-            yield p
+        if rows:
+            yield rows
+
+    async def payloads(self) -> AsyncIterator[bytes]:
+        async for batch in self.payload_batches():
+            for p in batch:
+                yield p
 
     async def rows(self, columns: Sequence[ColumnDefinition41]) -> AsyncIterator[tuple[bytes | None, ...]]:
         decode = self.codec.decode_row
@@ -496,7 +522,7 @@ async def _select_concatenated(session: Session, routed: RoutedStatement, codec:
                     reader = _UnitStream(conns[ds], units[i], codec, borrowed=False)
                     active.append(reader)
                     await reader.start()
-                await _relay_payloads(session, reader.payloads())
+                await _relay_payloads(session, reader.payload_batches())
                 status, warnings = reader.status, warnings + reader.warnings
         _send_end(session, status, warnings)
     finally:
@@ -525,7 +551,7 @@ async def _answer_merged(
     wire = session.wire
     if spec is None or not _needs_merge(spec, ncols):
         for r in readers:
-            await _relay_payloads(session, r.payloads())
+            await _relay_payloads(session, r.payload_batches())
     else:
         metas = [_meta(c) for c in header.columns]
         row_streams = [r.rows(header.columns) for r in readers]
@@ -555,22 +581,24 @@ def _needs_merge(spec: MergeSpec, node_columns: int) -> bool:
     )
 
 
-async def _relay_payloads(session: Session, payloads: AsyncIterator[bytes]) -> None:
+async def _relay_payloads(session: Session, batches: AsyncIterator[list[bytes]]) -> None:
+    """Rows that need no merging, framed with the client's sequence ids a read batch at a time."""
     wire = session.wire
     writer = wire.writer
     seq = wire.seq
-    chunk: list[bytes] = []
-    size = 0
-    async for p in payloads:
-        data, seq = encode_packet(p, seq)
-        chunk.append(data)
-        size += len(data)
-        if size >= 1 << 16:
-            writer.write(b"".join(chunk))
-            chunk, size = [], 0
-            await wire.flush()
-    if chunk:
-        writer.write(b"".join(chunk))
+    async for batch in batches:
+        out = bytearray()
+        for p in batch:
+            n = len(p)
+            if n < 0xFFFFFF:
+                out += bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, seq))
+                out += p
+                seq = (seq + 1) & 0xFF
+            else:
+                data, seq = encode_packet(p, seq)
+                out += data
+        writer.write(out)
+        await wire.flush()
     wire.seq = seq
 
 
@@ -631,7 +659,7 @@ async def field_list_sharded(session: Session, db: LogicalDatabase, req: ComFiel
     session.wire.send_many(result)
 
 
-async def _no_events() -> AsyncIterator[object]:
+async def _no_batches() -> AsyncIterator[list[object]]:
     return
     yield
 
