@@ -17,6 +17,7 @@ from merge.errors import MergeError, RowBudget
 from merge.keys import Row, value_key
 from merge.numfmt import DEC_CTX, format_decimal, format_double, format_int, format_number
 from merge.spec import AggregateItem, AggregateKind, ColumnMeta
+from protocol.constants import ColumnType
 
 _UINT64_MAX = (1 << 64) - 1
 
@@ -141,7 +142,7 @@ class AvgAggregator(Aggregator):
             return None
         col = self.column
         if col.type_code in t.FLOAT_TYPES:
-            return format_double(float(total) / count, col.decimals, is_float=col.type_code == t.FLOAT)
+            return format_double(float(total) / count, col.decimals, is_float=col.type_code == ColumnType.FLOAT)
         if isinstance(total, float):
             total = Decimal(repr(total))
         quotient = DEC_CTX.divide(Decimal(total), Decimal(count))

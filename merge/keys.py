@@ -15,6 +15,7 @@ from typing import Any
 from merge import coltypes as t
 from merge.collations import Collation, collation, string_key
 from merge.spec import ColumnMeta, OrderItem
+from protocol.constants import ColumnType
 
 Value = bytes | None
 Row = Sequence[Value]
@@ -76,7 +77,7 @@ def value_key(col: ColumnMeta) -> ValueKey:
         return _decimal_key
     if code in t.FLOAT_TYPES:
         return float
-    if code == t.BIT:
+    if code == ColumnType.BIT:
         return _bit_key
     if code in t.TIME_TYPES:
         return time_key
@@ -111,7 +112,7 @@ class Desc:
         return f"Desc({self.k!r})"
 
 
-_NUMERIC_KEY_TYPES = t.NUMERIC_TYPES | t.TIME_TYPES | {t.BIT}
+_NUMERIC_KEY_TYPES = t.NUMERIC_TYPES | t.TIME_TYPES | {ColumnType.BIT}
 _NULL_LAST_KEY: tuple[int] = (2,)  # after every (1, -value): NULLs last for a negated DESC item
 
 

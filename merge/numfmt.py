@@ -22,6 +22,7 @@ from decimal import Decimal
 
 from merge import coltypes as t
 from merge.spec import ColumnMeta
+from protocol.constants import ColumnType
 
 # Exact arithmetic for sums of DECIMAL(65, 30) values over many rows.
 DEC_CTX = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_UP, Emax=999999, Emin=-999999)
@@ -154,7 +155,7 @@ def format_number(value: int | Decimal | float, col: ColumnMeta) -> bytes:
     """`value` as the text MySQL sends for a column described by `col`."""
     code = col.type_code
     if code in t.FLOAT_TYPES:
-        return format_double(float(value), col.decimals, is_float=code == t.FLOAT)
+        return format_double(float(value), col.decimals, is_float=code == ColumnType.FLOAT)
     if code in t.DECIMAL_TYPES:
         return format_decimal(value if not isinstance(value, float) else Decimal(repr(value)), col.decimals)
     if isinstance(value, int):

@@ -64,10 +64,10 @@ class ColumnMeta:
 
     `type_code` is MySQL's numeric column type (MYSQL_TYPE_*), `charset` the collation id from the column
     definition (63 = binary), `flags` the column flags (UNSIGNED=32, BINARY=128, ...), `decimals` the
-    scale (31 = not fixed, e.g. a plain DOUBLE). Constants live in `merge.coltypes`. Servers put the
-    result character set's default collation in the column definition, not the column's own; a text
-    column with a ``_bin`` collation is recognised by BINARY=128. A caller that knows the column's real
-    collation id may put it in `charset` for closer ordering.
+    scale (31 = not fixed, e.g. a plain DOUBLE); the codes are `protocol.constants.ColumnType` and
+    `ColumnFlag`. Servers put the result character set's default collation in the column definition,
+    not the column's own; a text column with a ``_bin`` collation is recognised by BINARY=128. A caller
+    that knows the column's real collation id may put it in `charset` for closer ordering.
     """
 
     name: str

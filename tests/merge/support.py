@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from merge import coltypes as t
 from merge.pipeline import merge_rows_sync
 from merge.spec import ColumnMeta, MergeSpec
+from protocol.constants import ColumnType
 
 Cell = str | bytes | int | None
 
@@ -30,23 +31,23 @@ def col(kind: str, name: str = "c", decimals: int | None = None) -> ColumnMeta:
     """Column shorthands: int, uint, bigint, dec, double, float, ci, bin, binary, cs, date, datetime,
     time, bit, 0900, uca1400, latin1."""
     table: dict[str, tuple[int, int, int, int]] = {
-        "int": (t.LONG, 63, 0, 0),
-        "uint": (t.LONGLONG, 63, t.UNSIGNED_FLAG, 0),
-        "bigint": (t.LONGLONG, 63, 0, 0),
-        "dec": (t.NEWDECIMAL, 63, 0, 2),
-        "double": (t.DOUBLE, 63, 0, t.NOT_FIXED_DEC),
-        "float": (t.FLOAT, 63, 0, t.NOT_FIXED_DEC),
-        "ci": (t.VAR_STRING, 45, 0, 0),
-        "bin": (t.VAR_STRING, 46, 0, 0),
-        "binary": (t.VAR_STRING, 63, t.BINARY_FLAG, 0),
-        "cs": (t.VAR_STRING, 278, 0, 0),
-        "0900": (t.VAR_STRING, 255, 0, 0),
-        "uca1400": (t.VAR_STRING, 2304, 0, 0),
-        "latin1": (t.STRING, 8, 0, 0),
-        "date": (t.DATE, 63, t.BINARY_FLAG, 0),
-        "datetime": (t.DATETIME, 63, t.BINARY_FLAG, 0),
-        "time": (t.TIME, 63, t.BINARY_FLAG, 0),
-        "bit": (t.BIT, 63, t.UNSIGNED_FLAG, 0),
+        "int": (ColumnType.LONG, 63, 0, 0),
+        "uint": (ColumnType.LONGLONG, 63, t.UNSIGNED_FLAG, 0),
+        "bigint": (ColumnType.LONGLONG, 63, 0, 0),
+        "dec": (ColumnType.NEWDECIMAL, 63, 0, 2),
+        "double": (ColumnType.DOUBLE, 63, 0, t.NOT_FIXED_DEC),
+        "float": (ColumnType.FLOAT, 63, 0, t.NOT_FIXED_DEC),
+        "ci": (ColumnType.VAR_STRING, 45, 0, 0),
+        "bin": (ColumnType.VAR_STRING, 46, 0, 0),
+        "binary": (ColumnType.VAR_STRING, 63, t.BINARY_FLAG, 0),
+        "cs": (ColumnType.VAR_STRING, 278, 0, 0),
+        "0900": (ColumnType.VAR_STRING, 255, 0, 0),
+        "uca1400": (ColumnType.VAR_STRING, 2304, 0, 0),
+        "latin1": (ColumnType.STRING, 8, 0, 0),
+        "date": (ColumnType.DATE, 63, t.BINARY_FLAG, 0),
+        "datetime": (ColumnType.DATETIME, 63, t.BINARY_FLAG, 0),
+        "time": (ColumnType.TIME, 63, t.BINARY_FLAG, 0),
+        "bit": (ColumnType.BIT, 63, t.UNSIGNED_FLAG, 0),
     }
     code, charset, flags, dec = table[kind]
     return ColumnMeta(name, code, charset, flags, dec if decimals is None else decimals)
