@@ -130,18 +130,6 @@ def literal_value(text: str, kind: str) -> Any:
     return "".join(out)
 
 
-def format_literal(value: Any) -> str:
-    """SQL text for a generated value (key generation), quoted and escaped when it is not a number."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int | Decimal | float):
-        return str(value)
-    if value is None:
-        return "NULL"
-    text = str(value).replace("\\", "\\\\").replace("'", "''")
-    return f"'{text}'"
-
-
 # --- full tokenizer (compile time only) --------------------------------------------------------------
 
 _TOKEN_RE = re.compile(

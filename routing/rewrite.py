@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from decimal import Decimal
 from typing import Any
 
 from sqlglot import exp
 
 from merge.spec import AggregateItem, AggregateKind, MergeSpec, OrderItem
+from protocol.binary import value_to_sql_literal
 from routing.errors import RoutingError
-from routing.parse import UNKNOWN, Shape, Token, format_literal
+from routing.parse import UNKNOWN, Shape, Token
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +174,7 @@ def render(
                 raise RoutingError("LIMIT parameters must be supplied to route a multi-node query")
             _emit_number(ctx, p.index, int(offset) + int(count), out, out_params)  # type: ignore[union-attr]
         elif tp is KeySlot:
-            out.append(p.prefix + format_literal(key) + p.suffix)  # type: ignore[union-attr]
+            out.append(p.prefix + value_to_sql_literal(key) + p.suffix)  # type: ignore[union-attr]
 
 
 def _param(ctx: RenderContext, k: int) -> Any:
@@ -276,10 +276,7 @@ def render_having(template: Template, shape: Shape, values: Sequence[Any]) -> st
             value = values[k]
             if value is UNKNOWN:
                 raise RoutingError("the HAVING parameters must be supplied to route a multi-node query")
-            if isinstance(value, bytes | bytearray):
-                value = bytes(value).decode("utf-8", "replace")
-            out.append(format_literal(value) if isinstance(value, int | float | Decimal | str | None) else
-                       format_literal(str(value)))
+            out.append(value_to_sql_literal(value, no_backslash_escapes=True))  # read by merge.having, not MySQL
     return "".join(out)
 
 
