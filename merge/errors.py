@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
+from protocol.errors import ServerError
 
-class MergeError(Exception):
+
+class MergeError(ServerError):
     """A merge the engine cannot finish correctly (resource budget exceeded, inconsistent spec)."""
 
     errno = 1105  # ER_UNKNOWN_ERROR
     sqlstate = "HY000"
-
-    def __init__(self, message: str, *, errno: int | None = None, sqlstate: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        if errno is not None:
-            self.errno = errno
-        if sqlstate is not None:
-            self.sqlstate = sqlstate
 
 
 class MergeMemoryError(MergeError):

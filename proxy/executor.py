@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from merge import ColumnMeta, MergeError, MergeSpec, merge_rows
-from protocol.constants import Capability, ErrorCode, ServerStatus
+from protocol.constants import Capability, ServerStatus
 from protocol.framing import encode_packet
 from protocol.packets import (
     ColumnDefinition41,
@@ -125,7 +125,7 @@ async def execute_plan(
         prefix = "" if len(units) == 1 else f"[{exc.data_source}] "
         session.error(err.errno, prefix + _logical_message(db, routed, err.message), err.sqlstate)
     except MergeError as exc:
-        session.error(getattr(exc, "errno", ErrorCode.UNKNOWN_ERROR), str(exc), getattr(exc, "sqlstate", "HY000"))
+        session.error(exc.errno, exc.message, exc.sqlstate)
     if routed.kind is StatementKind.DDL:
         await txn.implicit_commit(session)
         await db.reload_metadata()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from protocol.constants import Capability, Command, ErrorCode, ServerStatus, SetOption
+from protocol.errors import ServerError
 from protocol.framing import PacketTooLarge
 from protocol.packets import (
     ColumnDefinition41,
@@ -42,7 +43,6 @@ from proxy.resultset import result_packets
 from proxy.statements import ProxyStatement, classify, like_to_regex
 from proxy.txn import TransactionState, classify_session_statement
 from proxy.wire import ClientGone, ClientPackets
-from routing.errors import RoutingError
 from routing.plan import SessionHints
 from routing.split import split_statements
 
@@ -307,7 +307,7 @@ class Session:
                 self.error(ErrorCode.UNKNOWN_COM_ERROR, "Unknown command", "08S01")
         except MalformedPacket as exc:
             self.error(ErrorCode.MALFORMED_PACKET, f"Malformed communication packet: {exc}", "HY000")
-        except RoutingError as exc:
+        except ServerError as exc:  # the kernel's refusals, the merge's limits: their own errno and SQLSTATE
             self.error(exc.errno, exc.message, exc.sqlstate)
         except BackendError as exc:
             self.log.warning("backend_error", data_source=exc.data_source, error=str(exc))

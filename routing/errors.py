@@ -3,20 +3,14 @@ a message that names the table, the rule and what the user can do."""
 
 from __future__ import annotations
 
+from protocol.errors import ServerError
 
-class RoutingError(Exception):
+
+class RoutingError(ServerError):
     """A statement the kernel refuses to route (it would otherwise route wrong)."""
 
     errno = 1235  # ER_NOT_SUPPORTED_YET
     sqlstate = "42000"
-
-    def __init__(self, message: str, *, errno: int | None = None, sqlstate: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        if errno is not None:
-            self.errno = errno
-        if sqlstate is not None:
-            self.sqlstate = sqlstate
 
 
 class ConfigError(Exception):
