@@ -142,8 +142,10 @@ async def _show_tables(session: Session, db: LogicalDatabase, m: re.Match[str]) 
     if target is None:
         return
     if target.kernel is None:
-        await session.relay(next(iter(target.sources)), ComQuery(("SHOW " + (m.group("full") or "") + "TABLES")
-                                                                  .encode()).encode())
+        # a pass-through database lists its own tables; only the logical FROM name must not reach it
+        text = m.string[: m.start("db")] + "`" + target.sources[next(iter(target.sources))].config.database \
+            + "`" + m.string[m.end("db") :] if m.group("db") else m.string
+        await session.relay(next(iter(target.sources)), ComQuery(text.encode("utf-8", "surrogateescape")).encode())
         return
     await target.reload_metadata()  # tables may have been created behind the proxy's back
     names = existing_tables(target)

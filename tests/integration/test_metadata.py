@@ -20,9 +20,15 @@ RULES = (Path(__file__).resolve().parents[2] / "conf" / "database-sharding.yaml"
 def proxy(mariadb_shards: list[MariaDBServer], tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProxy]:
     for i, server in enumerate(mariadb_shards):
         server.execute(f"CREATE DATABASE IF NOT EXISTS meta_ds_{i}")
+    mariadb_shards[0].execute("CREATE DATABASE IF NOT EXISTS meta_plain_ds")
+    mariadb_shards[0].execute("CREATE TABLE meta_plain_ds.p_one (id INT)")
+    mariadb_shards[0].execute("CREATE TABLE meta_plain_ds.q_two (id INT)")
     conf = write_conf(
         tmp_path_factory.mktemp("meta-conf"),
-        {"meta_db": {f"ds_{i}": (s, f"meta_ds_{i}") for i, s in enumerate(mariadb_shards)}},
+        {
+            "meta_db": {f"ds_{i}": (s, f"meta_ds_{i}") for i, s in enumerate(mariadb_shards)},
+            "meta_plain": {"ds_0": (mariadb_shards[0], "meta_plain_ds")},
+        },
         rules_yaml={"meta_db": RULES},
     )
     running = start_proxy(conf)
@@ -46,6 +52,7 @@ def _q(conn: pymysql.connections.Connection[Any], sql: str) -> list[tuple[Any, .
     [
         ("SHOW TABLES", [("t_address",), ("t_order",), ("t_order_item",), ("t_single",)]),
         ("SHOW FULL TABLES LIKE 't_order%'", [("t_order", "BASE TABLE"), ("t_order_item", "BASE TABLE")]),
+        ("SHOW TABLES FROM meta_plain LIKE 'p%'", [("p_one",)]),
         ("SELECT DATABASE()", [("meta_db",)]),
         ("SELECT DATABASE(), 1", [("meta_db", 1)]),
         ("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
