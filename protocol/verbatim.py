@@ -1,0 +1,203 @@
+"""Relaying an answer whose bytes the client can take unchanged.
+
+When client and backend negotiated the same EOF framing and the answer's sequence ids already are the
+client's (a command the client sent with id 0, forwarded as is), `ResultRelay`'s copying and renumbering
+is work for nothing: the bytes read from the backend are the bytes to write. `VerbatimRelay` only reads
+frame headers, the first byte of each row, and the few control packets (first packet, EOF/OK/ERR), to know
+where the answer ends and what status it ends with. Rows are skipped by length, across reads, without
+being buffered; only an incomplete control packet is kept until its rest arrives.
+
+Same interface as `ResultRelay` (`feed`, `done`, `summary`, `rows`, `next_seq`); `relay_for` picks one.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from protocol.constants import MAX_PAYLOAD, ServerStatus
+from protocol.packets import ERRPacket, OKPacket
+from protocol.results import ResultRelay, ResultSummary
+from protocol.wire import MalformedPacket, Reader
+
+_MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
+_CURSOR_EXISTS = int(ServerStatus.CURSOR_EXISTS)
+_HDR = struct.Struct("<HH")
+
+# phases (plain ints: this runs once per frame)
+_FIRST, _COLUMNS, _COLUMNS_EOF, _ROWS, _DONE = range(5)
+
+
+class VerbatimRelay:
+    """Finds the end of an answer in the classic (EOF) framing, or in the DEPRECATE_EOF framing when
+    `deprecate_eof`, and passes every byte through."""
+
+    __slots__ = ("_columns_left", "_continuation", "_deprecate_eof", "_phase", "_seq", "_skip", "_tail",
+                 "done", "rows", "summary")
+
+    def __init__(self, *, deprecate_eof: bool = False) -> None:
+        self._deprecate_eof = deprecate_eof
+        self._phase = _FIRST
+        self._columns_left = 0
+        self._continuation = False  # the current frame continues a packet of 16 MB or more
+        self._skip = 0  # bytes of the current frame still to come (rows and column definitions)
+        self._tail = b""  # the start of a control packet whose rest has not arrived
+        self._seq = 1
+        self.done = False
+        self.rows = 0
+        self.summary = ResultSummary()
+
+    @property
+    def next_seq(self) -> int:
+        return self._seq
+
+    def feed(self, data: bytes) -> bytes:
+        """`data` itself (everything read belongs to the answer); `done` turns True at its end."""
+        if self.done:
+            raise MalformedPacket("data after the end of the answer")
+        skip = self._skip
+        if skip:
+            if skip >= len(data):
+                self._skip = skip - len(data)
+                return data
+            self._skip = 0
+            buf = data
+            pos = skip
+        elif self._tail:
+            buf = self._tail + data
+            self._tail = b""
+            pos = 0
+        else:
+            buf = data
+            pos = 0
+        end = len(buf)
+        phase = self._phase
+        try:
+            while end - pos >= 4:
+                length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
+                self._seq = (buf[pos + 3] + 1) & 0xFF
+                if self._continuation or length == MAX_PAYLOAD:
+                    # part of a packet of 16 MB or more: always data (a row or a column definition)
+                    if not self._continuation:
+                        if phase == _COLUMNS:
+                            self._columns_left -= 1
+                        else:
+                            self.rows += 1
+                    self._continuation = length == MAX_PAYLOAD
+                    pos += 4 + length
+                    if phase == _COLUMNS and self._columns_left == 0 and not self._continuation:
+                        phase = _ROWS if self._deprecate_eof else _COLUMNS_EOF
+                    continue
+                if phase == _ROWS:
+                    if length == 0:  # not a row any server sends; skipped as one
+                        self.rows += 1
+                        pos += 4
+                        continue
+                    if end - pos < 5:
+                        break
+                    first = buf[pos + 4]
+                    if first == 0xFF or (first == 0xFE and length < 9):
+                        if end - pos < 4 + length:
+                            break
+                        phase = self._end_of_rows(bytes(buf[pos + 4 : pos + 4 + length]))
+                        pos += 4 + length
+                        if phase == _DONE:
+                            break
+                        continue
+                    self.rows += 1
+                    pos += 4 + length
+                    continue
+                if phase == _COLUMNS:
+                    pos += 4 + length
+                    self._columns_left -= 1
+                    if self._columns_left == 0:
+                        phase = _ROWS if self._deprecate_eof else _COLUMNS_EOF
+                    continue
+                if end - pos < 4 + length:
+                    break
+                payload = bytes(buf[pos + 4 : pos + 4 + length])
+                pos += 4 + length
+                phase = self._first(payload) if phase == _FIRST else self._columns_eof(payload, phase)
+                if phase == _DONE:
+                    break
+        finally:
+            self._phase = phase
+        if phase == _DONE:
+            if pos < end:
+                raise MalformedPacket("data after the end of the answer")
+        elif pos > end:
+            self._skip = pos - end
+        elif pos < end:
+            self._tail = bytes(buf[pos:])
+        self.summary.next_seq = self._seq
+        return data
+
+    def _first(self, payload: bytes) -> int:
+        head = payload[0] if payload else 0
+        if head == 0xFF:
+            return self._error(payload)
+        if head == 0x00:
+            ok = OKPacket.decode(payload)
+            s = self.summary
+            s.affected_rows += ok.affected_rows
+            s.last_insert_id = ok.last_insert_id or s.last_insert_id
+            s.info = ok.info
+            return self._end(int(ok.status), ok.warnings)
+        if head == 0xFB:
+            raise MalformedPacket("LOAD DATA LOCAL INFILE is not supported through the proxy")
+        count = head if head < 0xFB else (Reader(payload).lenenc_int() or 0)
+        self._columns_left = count
+        self.summary.result_sets += 1
+        return _COLUMNS if count else (_ROWS if self._deprecate_eof else _COLUMNS_EOF)
+
+    def _columns_eof(self, payload: bytes, phase: int) -> int:
+        if phase != _COLUMNS_EOF:
+            raise MalformedPacket("unexpected packet after the end of the result")
+        warnings, status = _HDR.unpack_from(payload, 1) if len(payload) >= 5 else (0, 0)
+        if status & _CURSOR_EXISTS:
+            # COM_STMT_EXECUTE opened a cursor: the answer ends here, rows come with COM_STMT_FETCH
+            return self._end(status, warnings)
+        return _ROWS
+
+    def _end_of_rows(self, payload: bytes) -> int:
+        if payload[0] == 0xFF:
+            return self._error(payload)
+        if self._deprecate_eof:
+            ok = OKPacket.decode(payload)
+            return self._end(int(ok.status), ok.warnings)
+        warnings, status = _HDR.unpack_from(payload, 1) if len(payload) >= 5 else (0, 0)
+        return self._end(status, warnings)
+
+    def _error(self, payload: bytes) -> int:
+        try:
+            self.summary.error = ERRPacket.decode(payload)
+        except MalformedPacket:
+            self.summary.error = ERRPacket(2027, "Malformed packet", "HY000")
+        self.done = True
+        return _DONE
+
+    def _end(self, status: int, warnings: int) -> int:
+        s = self.summary
+        s.status = status
+        s.warnings = warnings
+        if status & _MORE_RESULTS and not status & _CURSOR_EXISTS:
+            return _FIRST
+        self.done = True
+        return _DONE
+
+
+def relay_for(
+    *, backend_deprecate_eof: bool, client_deprecate_eof: bool, first_seq: int = 1, rows_only: bool = False,
+    more_results: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None,
+) -> ResultRelay | VerbatimRelay:
+    """A `VerbatimRelay` when the answer needs no change (same framing, sequence ids from 1, nothing to
+    rewrite), else a `ResultRelay`."""
+    if (backend_deprecate_eof == client_deprecate_eof and first_seq == 1 and not rows_only and not more_results
+            and error_rewriter is None):
+        return VerbatimRelay(deprecate_eof=backend_deprecate_eof)
+    return ResultRelay(backend_deprecate_eof=backend_deprecate_eof, client_deprecate_eof=client_deprecate_eof,
+                       first_seq=first_seq, rows_only=rows_only, more_results=more_results,
+                       error_rewriter=error_rewriter)
+
+
+__all__ = ["VerbatimRelay", "relay_for"]
