@@ -20,8 +20,10 @@ from protocol.binary import ComStmtClose, ComStmtPrepare, PrepareResponse, StmtP
 from protocol.constants import Capability, Collation
 from protocol.framing import encode_packet
 from protocol.packets import ComQuery, ERRPacket, OKPacket
-from protocol.results import ResultEnd, ResultHeader, ResultParser, ResultRelay, ResultSummary
+from protocol.results import ResultEnd, ResultHeader, ResultParser, ResultSummary
+from protocol.verbatim import relay_for
 from proxy.config import DataSourceConfig
+from proxy.fastpath import install_tap
 
 log = structlog.get_logger("shardproxy.backend")
 
@@ -78,6 +80,8 @@ class BackendConnection:
         # the last statement left per-connection results a client may ask for next (LAST_INSERT_ID(),
         # ROW_COUNT(), FOUND_ROWS()): the connection is not lent to another session until the next command
         self.keep_for_next = False
+        # answers to fast-path commands are read by this, in the socket's callback (proxy.fastpath)
+        self.tap = install_tap(raw._writer.transport if raw._writer is not None else None, self)
 
     @property
     def state(self) -> tuple[str, bool, tuple[str, ...]]:
@@ -125,7 +129,7 @@ class BackendConnection:
         error_rewriter: Callable[[bytes], bytes] | None = None,
     ) -> ResultSummary:
         """Send a command and copy its response to the client as it arrives (with backpressure)."""
-        relay = ResultRelay(
+        relay = relay_for(
             backend_deprecate_eof=BACKEND_DEPRECATE_EOF, client_deprecate_eof=client_deprecate_eof,
             first_seq=first_seq, rows_only=rows_only, more_results=more_results, error_rewriter=error_rewriter,
         )
@@ -263,6 +267,8 @@ class _PoolKey:
 
 class DataSource:
     """One configured data source: a pool per CLIENT_FOUND_ROWS setting (created on first need)."""
+
+    fast_relay = True  # pass-through commands may be relayed by proxy.fastpath (not a read/write group)
 
     def __init__(self, config: DataSourceConfig) -> None:
         self.config = config

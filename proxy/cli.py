@@ -40,7 +40,7 @@ async def serve(config: ProxyConfig, host: str, port: int, *, ready: asyncio.Eve
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
             loop.add_signal_handler(sig, stop.set)
     if ready is not None:
         ready.set()
@@ -50,7 +50,7 @@ async def serve(config: ProxyConfig, host: str, port: int, *, ready: asyncio.Eve
         log.info("shutting_down", sessions=len(server.sessions))
         await server.close()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 loop.remove_signal_handler(sig)
 
 

@@ -315,6 +315,8 @@ class ReadWriteGroup(DataSource):
     `name` is the group's, as the transaction bookkeeping expects). Replica connections come from
     `acquire_read` / `pick_replica`."""
 
+    fast_relay = False  # every statement is classified read or write first (no proxy.fastpath)
+
     def __init__(
         self, config: GroupConfig, primary: DataSource, replicas: Sequence[DataSource], props: Mapping[str, Any]
     ) -> None:

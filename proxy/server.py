@@ -14,6 +14,7 @@ import structlog
 from protocol.packets import ERRPacket
 from proxy.backend import BackendError, DataSource
 from proxy.config import ProxyConfig
+from proxy.fastpath import ClientProtocol
 from proxy.handshake import Authenticator
 from proxy.readwrite import open_data_sources
 from proxy.runtime import LogicalDatabase
@@ -92,9 +93,14 @@ class ProxyServer:
             return
 
     async def listen(self, host: str, port: int, *, reuse_port: bool = False) -> list[tuple[str, int]]:
-        self._server = await asyncio.start_server(
-            self._accept, host=host, port=port, reuse_address=True, reuse_port=reuse_port or None,
-            limit=1 << 20,
+        loop = asyncio.get_running_loop()
+
+        def client_protocol() -> ClientProtocol:
+            # what asyncio.start_server builds, with the protocol that offers chunks to the fast path
+            return ClientProtocol(asyncio.StreamReader(limit=1 << 20, loop=loop), self._accept, loop=loop)
+
+        self._server = await loop.create_server(
+            client_protocol, host=host, port=port, reuse_address=True, reuse_port=reuse_port or None,
         )
         addrs = [s.getsockname()[:2] for s in self._server.sockets]
         for s in self._server.sockets:

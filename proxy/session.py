@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -37,10 +36,12 @@ from protocol.wire import MalformedPacket
 from proxy import metadata, prepared, txn
 from proxy.backend import BackendConnection, BackendError, DataSource, charset_for_collation
 from proxy.config import UserConfig
+from proxy.fastpath import ClientProtocol, FastPath
 from proxy.handshake import HandshakeFailed
 from proxy.readwrite import GroupSessionState, ReadWriteGroup, group_backend, relay_pass_through
 from proxy.resultset import result_packets
 from proxy.statements import ProxyStatement, classify, like_to_regex
+from proxy.sticky import may_be_sticky
 from proxy.txn import TransactionState, classify_session_statement
 from proxy.wire import ClientGone, ClientPackets
 from routing.plan import SessionHints
@@ -52,29 +53,10 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("shardproxy.session")
 
-_STICKY_MARKERS = ("temporary", "get_lock", "lock", ":=", "into", "sql_calc_found_rows", "prepare", "handler",
-                   "xa", "found_rows", "last_insert_id")
-
-
-def _may_be_sticky(sql: str) -> bool:
-    """STICKY, with a cheap substring test first: most statements contain none of its words."""
-    low = sql.lower()
-    return any(marker in low for marker in _STICKY_MARKERS) and STICKY.search(sql) is not None
-
-
 _COMMAND_NAMES = {int(c): c.name.title() for c in Command}
 _IN_TRANS = int(ServerStatus.IN_TRANS)
 _AUTOCOMMIT = int(ServerStatus.AUTOCOMMIT)
 _MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
-
-# statements that leave state on a backend connection the proxy cannot re-create elsewhere: the session
-# keeps its connections to itself from then on (as ProxySQL disables multiplexing)
-STICKY = re.compile(
-    r"\bTEMPORARY\b|\bGET_LOCK\s*\(|\bLOCK\s+TABLES?\b|:=|\bINTO\s+@|\bSQL_CALC_FOUND_ROWS\b|^\s*(?:PREPARE|"
-    r"HANDLER|XA)\b|\bFOUND_ROWS\s*\(|\bLAST_INSERT_ID\s*\(\s*\S",
-    re.I,
-)
-
 
 class Session:
     def __init__(
@@ -84,6 +66,10 @@ class Session:
         self.id = connection_id
         self.writer = writer
         self.wire = ClientPackets(reader, writer, server.max_packet)
+        protocol = writer.transport.get_protocol()
+        self.fast: FastPath | None = None
+        if isinstance(protocol, ClientProtocol):
+            self.fast = protocol.fast = self.wire.fast = FastPath(self, protocol, writer.transport)
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.client_host = str(peer[0]) if isinstance(peer, tuple) else "localhost"
         self.user = ""
@@ -142,7 +128,7 @@ class Session:
                 return
             while True:
                 try:
-                    payload = await self.wire.read()
+                    payload = await self.wire.read(idle=True)
                 except PacketTooLarge as exc:
                     self.wire.send_error(ErrorCode.NET_PACKET_TOO_LARGE,
                                          f"Got a packet bigger than 'max_allowed_packet' bytes ({exc})", "08S01")
@@ -178,6 +164,8 @@ class Session:
             await self.close()
 
     async def close(self) -> None:
+        if self.fast is not None:
+            self.fast.abort()
         backends, self.backends = self.backends, {}
         backends.update(self.read_backends)
         self.read_backends = {}
@@ -421,6 +409,8 @@ class Session:
 
     def _lend_idle(self) -> None:
         """Between commands: connections other sessions are waiting for go back to the pool now."""
+        if not any(c.source.waiters for c in self.backends.values()) and not self.read_backends:
+            return
         for held in (self.backends, self.read_backends):
             for name, conn in list(held.items()):
                 if conn.source.waiters > 0 and self._lendable(conn):
@@ -463,7 +453,7 @@ class Session:
         if db is None:
             await self._without_database(payload, sql)
             return
-        if not self.sticky and _may_be_sticky(sql):
+        if not self.sticky and may_be_sticky(sql):
             self.sticky = True
         source = db.pass_through_source
         if source is not None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from protocol.constants import Capability
 from protocol.framing import FrameDecoder, PacketTooLarge, encode_packet
 from protocol.packets import ERRPacket
+
+if TYPE_CHECKING:
+    from proxy.fastpath import FastPath
 
 READ_CHUNK = 1 << 16
 
@@ -25,9 +29,11 @@ class ClientPackets:
         self._pending: list[tuple[int, int, bytes]] = []
         self.seq = 0  # next sequence id to send
         self.capabilities = Capability(0)
+        self.fast: FastPath | None = None  # proxy.fastpath, armed while `read(idle=True)` waits
 
-    async def read(self, timeout: float | None = None) -> bytes:
-        """The next packet's payload; sets `seq` to answer it. Raises PacketTooLarge, ClientGone."""
+    async def read(self, timeout: float | None = None, *, idle: bool = False) -> bytes:
+        """The next packet's payload; sets `seq` to answer it. Raises PacketTooLarge, ClientGone.
+        `idle`: the session waits between commands, so the fast path may answer what comes meanwhile."""
         while not self._pending:
             try:
                 self._pending.extend(self.frames.packets())
@@ -36,6 +42,9 @@ class ClientPackets:
                 raise
             if self._pending:
                 break
+            fast = self.fast
+            if idle and fast is not None and not self.frames.buffered and not self.reader._buffer:  # type: ignore[attr-defined]
+                fast.armed = True
             try:
                 if timeout is None:
                     data = await self.reader.read(READ_CHUNK)
@@ -43,6 +52,9 @@ class ClientPackets:
                     data = await asyncio.wait_for(self.reader.read(READ_CHUNK), timeout)
             except (ConnectionError, OSError) as exc:
                 raise ClientGone(str(exc)) from exc
+            finally:
+                if fast is not None:
+                    fast.armed = False
             if not data:
                 raise ClientGone("client closed the connection")
             self.frames.feed(data)

@@ -61,11 +61,18 @@ def write_conf(
 
 
 class RunningProxy:
-    def __init__(self, conf_dir: Path) -> None:
+    def __init__(self, conf_dir: Path, *, use_uvloop: bool = False) -> None:
+        """`use_uvloop`: the event loop `shardproxy serve` runs on (its transports differ from asyncio's in
+        how they end and flow-control); by default asyncio's own."""
         self.conf_dir = conf_dir
         self.host = "127.0.0.1"
         self.port = free_port()
-        self._loop = asyncio.new_event_loop()
+        if use_uvloop:
+            import uvloop
+
+            self._loop = uvloop.new_event_loop()
+        else:
+            self._loop = asyncio.new_event_loop()
         self._stop: asyncio.Event | None = None
         self._error: BaseException | None = None
         self._ready = threading.Event()
@@ -122,8 +129,8 @@ class RunningProxy:
             return list(cur.fetchall())
 
 
-def start_proxy(conf_dir: Path) -> RunningProxy:
-    return RunningProxy(conf_dir).start()
+def start_proxy(conf_dir: Path, *, use_uvloop: bool = False) -> RunningProxy:
+    return RunningProxy(conf_dir, use_uvloop=use_uvloop).start()
 
 
 __all__ = ["MariaDBServer", "RunningProxy", "free_port", "start_proxy", "write_conf"]

@@ -1,0 +1,304 @@
+"""The synchronous relay: pass-through commands answered inside the socket callbacks.
+
+Why: on a point select the proxy's own work is small next to what asyncio streams cost around it: a
+StreamReader future and a Task step to wake the session for the command, another pair to wake it for the
+backend's answer, and the coroutine frames in between (about 20 us of a 50 us query, measured in
+bench/RESULTS.md). Here the client's packet is checked and written to the backend inside the client
+socket's `data_received`, and the backend's answer is relayed to the client inside the backend socket's
+`data_received`: two reads and two writes per query and no coroutine switch.
+
+The session's coroutine stays the one place where behaviour is defined. The fast path takes only a
+command whose slow-path handling would be exactly "relay to the connection the session already holds"
+(`fast_forward`); everything else, and anything that arrives while the fast path is not armed, goes to
+the coroutine in arrival order. The coroutine arms it only while it waits for the next command with
+nothing buffered (`ClientPackets.read(idle=True)`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from typing import TYPE_CHECKING, Any
+
+from protocol.packets import ERRPacket
+from protocol.results import ResultRelay
+from protocol.verbatim import VerbatimRelay, relay_for
+from proxy.sticky import may_be_sticky
+from routing.session_functions import CALL
+
+if TYPE_CHECKING:
+    from proxy.backend import BackendConnection
+    from proxy.session import Session
+
+CLIENT_BUFFER_LIMIT = 1 << 18  # bytes queued for a client before the backend socket stops being read
+_QUERY = 0x03
+_STMT_EXECUTE = 0x17
+_MAX_FRAME = 0xFFFFFF
+
+
+class ClientProtocol(asyncio.StreamReaderProtocol):
+    """The client socket's protocol: a StreamReaderProtocol (the session's coroutine reads through it)
+    that first offers each chunk to the session's fast path."""
+
+    fast: FastPath | None = None
+
+    def data_received(self, data: bytes) -> None:
+        fast = self.fast
+        if fast is not None and fast.take(data):
+            return
+        super().data_received(data)
+
+    def eof_received(self) -> bool | None:
+        fast = self.fast
+        if fast is not None and fast.relay is not None:
+            fast.eof_pending = True  # after the answer in flight and the commands that came before the EOF
+            return True
+        return super().eof_received()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self.fast is not None:
+            self.fast.client_drained()
+
+
+class BackendTap(asyncio.Protocol):
+    """Sits in front of a backend socket's own protocol (aiomysql's StreamReaderProtocol): while a fast
+    command is answered the bytes go to the fast path, otherwise everything goes through unchanged."""
+
+    __slots__ = ("conn", "inner", "relay")
+
+    def __init__(self, inner: Any, conn: Any) -> None:
+        self.inner = inner
+        self.conn = conn  # the BackendConnection: marked broken when its socket closes
+        self.relay: FastPath | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # pragma: no cover - installed later
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        relay = self.relay
+        if relay is not None:
+            relay.backend_data(data)
+        else:
+            self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        self._lost()
+        result: bool | None = self.inner.eof_received()
+        return result
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost()
+        self.inner.connection_lost(exc)
+
+    def _lost(self) -> None:
+        # killed, timed out or restarted between commands: the session's next command borrows another
+        # connection instead of failing on this one
+        self.conn.broken = True
+        relay = self.relay
+        if relay is not None:
+            relay.backend_lost()
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+
+def install_tap(transport: asyncio.BaseTransport | None, conn: Any) -> BackendTap | None:
+    """Put a BackendTap in front of a backend connection's protocol (None when the transport cannot)."""
+    if transport is None or not hasattr(transport, "set_protocol"):
+        return None
+    inner = transport.get_protocol()
+    if isinstance(inner, BackendTap):
+        inner.conn = conn
+        return inner
+    tap = BackendTap(inner, conn)
+    transport.set_protocol(tap)
+    return tap
+
+
+def plain_select(sql: str) -> bool:
+    """Would the session's `_query` do nothing to this text but relay it to the pass-through connection?
+    A SELECT with no leading comment or hint, no session function the proxy answers itself (DATABASE(),
+    LAST_INSERT_ID() ...), no information_schema (logical names), nothing that makes the session sticky,
+    and a single statement."""
+    if sql[:6].upper() != "SELECT" or ";" in sql:
+        return False
+    if "(" in sql and CALL.search(sql) is not None:
+        return False
+    low = sql.lower()
+    return "information_schema" not in low and not may_be_sticky(sql, low)
+
+
+class FastPath:
+    """One session's synchronous relay state."""
+
+    taken = 0  # commands answered by fast paths in this process (for tests and benchmarks)
+
+    __slots__ = ("armed", "backend_transport", "client", "conn", "eof_pending", "first_seq", "paused", "pending",
+                 "relay", "session", "tap", "transport")
+
+    def __init__(self, session: Session, client: ClientProtocol, transport: asyncio.WriteTransport) -> None:
+        self.session = session
+        self.client = client
+        self.transport = transport
+        self.armed = False  # the session's coroutine waits for a command and holds no buffered bytes
+        self.relay: ResultRelay | VerbatimRelay | None = None  # the answer being relayed
+        self.conn: BackendConnection | None = None
+        self.tap: BackendTap | None = None
+        self.backend_transport: Any = None
+        self.first_seq = 1
+        self.pending: list[bytes] = []  # client bytes that arrived while an answer was relayed
+        self.paused = False  # the backend socket is not read until the client drains
+        self.eof_pending = False  # the client half-closed while an answer was relayed
+
+    # -- client side --------------------------------------------------------------------------------------
+
+    def take(self, data: bytes) -> bool:
+        """Handle `data` here (True), or leave it to the session's coroutine (False, and disarm so that
+        everything after it goes there too, in order)."""
+        if self.relay is not None:
+            self.pending.append(data)
+            return True
+        if not self.armed:
+            return False
+        n = len(data) - 4
+        if n < 1 or n >= _MAX_FRAME or data[0] | (data[1] << 8) | (data[2] << 16) != n or data[3] != 0:
+            self.armed = False  # not exactly one whole command packet
+            return False
+        target = fast_forward(self.session, data)
+        if target is None:
+            self.armed = False
+            return False
+        conn, tap, forward = target
+        self._start(conn, tap, forward, data[4])
+        return True
+
+    def _start(self, conn: BackendConnection, tap: BackendTap, forward: bytes, command: int) -> None:
+        FastPath.taken += 1
+        session = self.session
+        session.command = "Execute" if command == _STMT_EXECUTE else "Query"
+        session.command_started = time.monotonic()
+        session.busy = True
+        session.errored = False
+        for held in session.backends.values():
+            held.keep_for_next = False
+        transport = conn.raw._writer.transport
+        self.conn, self.tap, self.backend_transport = conn, tap, transport
+        self.relay = relay_for(backend_deprecate_eof=False, client_deprecate_eof=session.deprecate_eof)
+        self.first_seq = 1
+        tap.relay = self
+        conn.busy = True
+        transport.write(forward)
+
+    def client_drained(self) -> None:
+        if self.paused:
+            self.paused = False
+            if self.backend_transport is not None:
+                self.backend_transport.resume_reading()
+
+    # -- backend side -------------------------------------------------------------------------------------
+
+    def backend_data(self, data: bytes) -> None:
+        relay = self.relay
+        if relay is None:  # pragma: no cover - the tap is cleared with the relay
+            return
+        out = relay.feed(data)
+        transport = self.transport
+        if out and not transport.is_closing():
+            transport.write(out)
+        if relay.done:
+            self._finish()
+        elif not self.paused and transport.get_write_buffer_size() > CLIENT_BUFFER_LIMIT:
+            self.paused = True  # the client reads slowly: stop reading the backend until it drains
+            self.backend_transport.pause_reading()
+
+    def backend_lost(self) -> None:
+        """The backend connection broke mid-answer: the client hears 2013, as from the slow path."""
+        conn = self.conn
+        if conn is None or self.relay is None:
+            return
+        conn.broken = True
+        err = ERRPacket(2013, f"data source {conn.name}: lost connection to MySQL server during query", "HY000")
+        payload = err.encode(self.session.capabilities)
+        n = len(payload)
+        if not self.transport.is_closing():
+            self.transport.write(bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, self.first_seq)) + payload)
+        self.session.log.warning("backend_error", data_source=conn.name, error="connection lost")
+        self._finish(lost=True)
+
+    def _finish(self, *, lost: bool = False) -> None:
+        relay, conn, tap = self.relay, self.conn, self.tap
+        assert relay is not None and conn is not None and tap is not None
+        self.relay = self.conn = self.tap = self.backend_transport = None
+        tap.relay = None
+        if self.paused:
+            self.paused = False
+        session = self.session
+        if lost:
+            session.drop_broken()
+        else:
+            status = relay.summary.status
+            conn.busy = False
+            conn.status = status
+            conn.raw.server_status = status
+            session.update_status(status)
+            session.errored = relay.summary.error is not None
+        session.command = "Sleep"
+        session.busy = False
+        session._lend_idle()
+        pending, self.pending = self.pending, []
+        for data in pending:
+            self.client.data_received(data)
+        if self.eof_pending and self.relay is None:
+            self.eof_pending = False
+            asyncio.StreamReaderProtocol.eof_received(self.client)
+
+    def abort(self) -> None:
+        """The session ends: stop relaying (the connection, still busy, is closed by its release)."""
+        self.armed = False
+        if self.tap is not None:
+            self.tap.relay = None
+        if self.paused and self.backend_transport is not None:
+            self.backend_transport.resume_reading()
+        self.relay = self.conn = self.tap = self.backend_transport = None
+        self.pending = []
+
+
+def fast_forward(session: Session, packet: bytes) -> tuple[BackendConnection, BackendTap, bytes] | None:
+    """The held connection, its tap and the bytes to send it, when the session's slow path would only relay
+    this command there: a pass-through database on a plain data source (read/write splitting groups choose
+    per statement), a connection already held and idle, no statement timeout to arm, and a COM_STMT_EXECUTE
+    of a statement prepared on that connection or a `plain_select`."""
+    db = session.database
+    if db is None or session.server.statement_timeout > 0:
+        return None
+    source = db.pass_through_source
+    if source is None or not source.fast_relay:
+        return None
+    conn = session.backends.get(source.name)
+    if conn is None or conn.broken or conn.busy or conn.tap is None:
+        return None
+    command = packet[4]
+    if command == _STMT_EXECUTE:
+        if len(packet) < 9:
+            return None
+        stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
+        if stmt is None or stmt.backend is not conn:
+            return None
+        return conn, conn.tap, packet[:5] + struct.pack("<I", stmt.backend_id) + packet[9:]
+    if command == _QUERY:
+        if len(packet) > 4096:
+            return None
+        sql = packet[5:].decode("utf-8", errors="surrogateescape")
+        if not plain_select(sql):
+            return None
+        session.info = sql[:100]
+        return conn, conn.tap, packet
+    return None
+
+
+__all__ = ["BackendTap", "ClientProtocol", "FastPath", "fast_forward", "install_tap", "plain_select"]

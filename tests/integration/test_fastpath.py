@@ -1,0 +1,233 @@
+"""The synchronous pass-through relay (proxy.fastpath) against a real MariaDB: it answers what it takes
+exactly as the session's coroutine would, leaves everything else to it, keeps commands in order, stops
+reading the backend for a slow client, and survives a backend that dies mid-answer."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pymysql
+import pytest
+
+from protocol.framing import encode_packet
+from protocol.packets import is_err
+from proxy.fastpath import FastPath, plain_select
+from proxy.sandbox import MariaDBServer
+from tests.integration.harness import RunningProxy, start_proxy
+from tests.integration.test_malformed import RawClient, assert_serving, err_of
+
+pytestmark = pytest.mark.integration
+
+PLAIN_SELECT = [
+    # (SQL, the fast path may relay it without the session's coroutine)
+    ("SELECT c FROM fp_t WHERE id=5", True),
+    ("SELECT SLEEP(0)", True),
+    ("SELECT COUNT(*) FROM fp_t", True),
+    ("select id from fp_t", True),
+    ("SELECT DATABASE()", False),  # the logical database name: the proxy answers
+    ("SELECT LAST_INSERT_ID()", False),
+    ("SELECT * FROM information_schema.TABLES", False),  # logical names
+    ("SELECT GET_LOCK('a', 0)", False),  # sticky: the session keeps its connection
+    ("SELECT @x := 1", False),
+    ("SELECT 1 INTO @y", False),
+    ("SELECT 1; SELECT 2", False),
+    (" SELECT 1", False),
+    ("/* c */ SELECT 1", False),
+    ("/*+ SHARDINGSPHERE_HINT: WRITE_ROUTE_ONLY=true */ SELECT 1", False),
+    ("INSERT INTO fp_t VALUES (1, 'x')", False),
+    ("SHOW TABLES", False),
+    ("SET @a = 1", False),
+]
+
+
+@pytest.mark.parametrize(("sql", "plain"), PLAIN_SELECT)
+def test_plain_select(sql: str, plain: bool) -> None:
+    assert plain_select(sql) is plain
+
+
+@pytest.fixture(scope="module", params=["asyncio", "uvloop"])
+def proxy(request: pytest.FixtureRequest, passthrough_proxy: RunningProxy, mariadb: MariaDBServer,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProxy]:
+    """The pass-through proxy on asyncio's loop (the shared fixture), and the same configuration served on
+    uvloop, as `shardproxy serve` runs: the fast path installs protocols on both kinds of transport."""
+    mariadb.execute("CREATE TABLE IF NOT EXISTS demo_ds.fp_t (id INT PRIMARY KEY, c VARCHAR(120))")
+    mariadb.execute("DELETE FROM demo_ds.fp_t")
+    mariadb.execute("INSERT INTO demo_ds.fp_t SELECT seq, CONCAT('row-', seq) FROM demo_ds.seq_1_to_200")
+    if request.param == "asyncio":
+        yield passthrough_proxy
+        return
+    on_uvloop = start_proxy(passthrough_proxy.conf_dir, use_uvloop=True)
+    yield on_uvloop
+    on_uvloop.stop()
+
+
+def _direct(mariadb: MariaDBServer, sql: str, args: Any = None) -> Any:
+    with pymysql.connect(host=mariadb.host, port=mariadb.port, user="root", password=mariadb.password,
+                         database="demo_ds", autocommit=True) as c, c.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchall()
+
+
+def test_text_selects_are_taken_and_answer_like_the_server(proxy: RunningProxy, mariadb: MariaDBServer) -> None:
+    queries = [f"SELECT c FROM fp_t WHERE id={i}" for i in range(1, 60)] + ["SELECT id, c FROM fp_t ORDER BY id"]
+    before = FastPath.taken
+    with proxy.connect("demo") as conn, conn.cursor() as cur:
+        for sql in queries:
+            cur.execute(sql)
+            assert cur.fetchall() == _direct(mariadb, sql), sql
+    # the first statement borrows the connection (the coroutine's path); the others are relayed in callbacks
+    assert FastPath.taken - before >= len(queries) - 1
+
+
+def test_prepared_executes_are_taken(proxy: RunningProxy, mariadb: MariaDBServer) -> None:
+    raw = RawClient(proxy.host, proxy.port)
+    try:
+        assert raw.login()[:1] == b"\x00"
+        raw.send(b"\x16SELECT c FROM fp_t WHERE id=?")
+        ok = raw.read()[1]
+        assert ok[:1] == b"\x00", ok
+        sid = struct.unpack_from("<I", ok, 1)[0]
+        for _ in range(ok[7] + ok[5] + 2):  # parameter and column definitions, each followed by an EOF
+            raw.read()
+        before = FastPath.taken
+        for i in (3, 9, 150, 999):
+            execute = b"\x17" + struct.pack("<IBI", sid, 0, 1) + b"\x00\x01" + b"\x03\x00" + struct.pack("<i", i)
+            answer = raw.command(execute)
+            expected = _direct(mariadb, "SELECT c FROM fp_t WHERE id=%s", (i,))
+            rows = [p for _s, p in answer[3:-1]]  # after column count, definition and EOF; before the EOF
+            assert len(rows) == len(expected)
+            if expected:
+                assert rows[0][2:].endswith(expected[0][0].encode())
+        assert FastPath.taken - before == 4
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize("sql", [s for s, plain in PLAIN_SELECT if not plain and "fp_t" not in s and "@" not in s
+                                 and "GET_LOCK" not in s])
+def test_what_is_not_taken_still_gets_the_proxys_answer(proxy: RunningProxy, sql: str) -> None:
+    with proxy.connect("demo", client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS) as conn, conn.cursor() as cur:
+        cur.execute("SELECT 1")  # hold the connection, so a taken statement could be taken
+        before = FastPath.taken
+        cur.execute(sql)
+        rows = cur.fetchall()
+        assert FastPath.taken == before
+        if sql == "SELECT DATABASE()":
+            assert rows == (("demo",),)  # the logical name, not the backend's demo_ds
+
+
+def test_commands_sent_during_an_answer_are_answered_in_order(proxy: RunningProxy) -> None:
+    raw = RawClient(proxy.host, proxy.port)
+    try:
+        assert raw.login()[:1] == b"\x00"
+        raw.command(b"\x03SELECT 1")  # now the session holds its connection
+        before = FastPath.taken
+        raw.send(b"\x03SELECT SLEEP(0.3), 'first'")
+        time.sleep(0.05)  # the first answer is on its way when the next commands arrive
+        for command in (b"\x03SELECT 'second'", b"\x0e", b"\x03SELECT 'third'"):  # COM_PING: the coroutine's
+            raw.send(command)
+            time.sleep(0.02)  # separate reads on the proxy's side
+        answers = []
+        for _ in range(2):
+            *_, row, _eof = _read_result(raw)
+            answers.append(row)
+        assert raw.read()[1][:1] == b"\x00"  # the ping's OK, after the second answer
+        *_, row, _eof = _read_result(raw)
+        answers.append(row)
+        assert [a[-6:].lstrip(b"\x00\x01\x02\x03\x04\x05\x06") for a in answers] == [b"first", b"second", b"third"]
+        assert FastPath.taken - before >= 2
+    finally:
+        raw.close()
+
+
+def _read_result(raw: RawClient) -> list[bytes]:
+    """One text result set's packets (classic EOF framing)."""
+    out = [raw.read()[1]]
+    eofs = 0
+    while eofs < 2:
+        p = raw.read()[1]
+        out.append(p)
+        if p[:1] == b"\xfe" and len(p) < 9:
+            eofs += 1
+    return out
+
+
+def test_a_slow_client_stops_the_backend_instead_of_filling_memory(proxy: RunningProxy, mariadb: MariaDBServer) -> None:
+    raw = RawClient(proxy.host, proxy.port)
+    raw.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+    marker = f"slow{time.monotonic_ns()}"
+    try:
+        assert raw.login()[:1] == b"\x00"
+        raw.command(b"\x03SELECT 1")
+        before = FastPath.taken
+        # ~60 MB: far more than the socket buffers on both sides and the proxy's 256 KB client limit
+        raw.send(f"\x03SELECT '{marker}', REPEAT('x', 1000) FROM seq_1_to_60000".encode())
+        time.sleep(1.0)
+        assert FastPath.taken == before + 1
+        running = _direct(mariadb, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE %s "
+                                   "AND INFO NOT LIKE '%%PROCESSLIST%%'", (f"%{marker}%",))
+        assert running == ((1,),), "the backend finished sending: the proxy kept reading for a client that did not"
+        raw.sock.settimeout(30)
+        result = _read_result(raw)
+        rows = len(result) - 5  # column count, two definitions, EOF ... EOF
+        assert rows == 60000
+        assert raw.command(b"\x03SELECT 2")[-2][1] == b"\x012"
+    finally:
+        raw.close()
+
+
+def test_a_backend_killed_mid_answer_is_an_error_and_the_session_goes_on(
+    proxy: RunningProxy, mariadb: MariaDBServer
+) -> None:
+    with proxy.connect("demo") as conn, conn.cursor() as cur:
+        cur.execute("SELECT 1")
+        marker = f"kill{time.monotonic_ns()}"
+        before = FastPath.taken
+
+        def kill_soon() -> None:
+            time.sleep(0.3)
+            ids = _direct(mariadb, "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE %s "
+                                   "AND INFO NOT LIKE '%%PROCESSLIST%%'", (f"%{marker}%",))
+            for (thread_id,) in ids:
+                _direct(mariadb, f"KILL CONNECTION {int(thread_id)}")
+
+        import threading
+
+        killer = threading.Thread(target=kill_soon)
+        killer.start()
+        with pytest.raises(pymysql.err.OperationalError) as err:
+            cur.execute(f"SELECT SLEEP(5), '{marker}'")
+        killer.join()
+        assert FastPath.taken == before + 1
+        assert err.value.args[0] in (1927, 2013), err.value.args
+        cur.execute("SELECT c FROM fp_t WHERE id=11")  # a new backend connection
+        assert cur.fetchall() == (("row-11",),)
+    assert_serving(proxy)
+
+
+def test_a_client_gone_mid_answer_leaves_the_proxy_serving(proxy: RunningProxy) -> None:
+    raw = RawClient(proxy.host, proxy.port)
+    assert raw.login()[:1] == b"\x00"
+    raw.command(b"\x03SELECT 1")
+    raw.send(b"\x03SELECT SLEEP(0.3)")
+    raw.close()
+    time.sleep(0.5)
+    assert_serving(proxy)
+
+
+def test_pipelined_commands_in_one_write(proxy: RunningProxy) -> None:
+    raw = RawClient(proxy.host, proxy.port)
+    try:
+        assert raw.login()[:1] == b"\x00"
+        raw.command(b"\x03SELECT 1")
+        raw.send_raw(encode_packet(b"\x03SELECT 'a'", 0)[0] + encode_packet(b"\x03SELECT 'b'", 0)[0])
+        first, second = _read_result(raw), _read_result(raw)
+        assert first[-2] == b"\x01a" and second[-2] == b"\x01b"
+        bad = raw.command(b"\x03SELECT * FROM fp_no_such")
+        assert is_err(bad[-1][1]) and err_of(bad[-1][1])[0] == 1146
+    finally:
+        raw.close()
