@@ -35,7 +35,7 @@ class _Phase(enum.Enum):
     DONE = 4
 
 
-@dataclass
+@dataclass(slots=True)
 class ResultSummary:
     """What the proxy needs to remember about a finished response."""
 

@@ -72,56 +72,82 @@ class VerbatimRelay:
             pos = 0
         end = len(buf)
         phase = self._phase
-        try:
-            while end - pos >= 4:
-                length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
-                self._seq = (buf[pos + 3] + 1) & 0xFF
-                if self._continuation or length == MAX_PAYLOAD:
-                    # part of a packet of 16 MB or more: always data (a row or a column definition)
-                    if not self._continuation:
-                        if phase == _COLUMNS:
-                            self._columns_left -= 1
-                        else:
-                            self.rows += 1
-                    self._continuation = length == MAX_PAYLOAD
-                    pos += 4 + length
-                    if phase == _COLUMNS and self._columns_left == 0 and not self._continuation:
-                        phase = _ROWS if self._deprecate_eof else _COLUMNS_EOF
+        header = -1  # where the last frame header read starts (its sequence id gives next_seq)
+        rows = 0
+        while end - pos >= 4:
+            length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
+            if phase == _ROWS and length != MAX_PAYLOAD and not self._continuation:
+                if length == 0:  # not a row any server sends; skipped as one
+                    header = pos
+                    rows += 1
+                    pos += 4
                     continue
-                if phase == _ROWS:
-                    if length == 0:  # not a row any server sends; skipped as one
-                        self.rows += 1
-                        pos += 4
-                        continue
-                    if end - pos < 5:
+                if end - pos < 5:
+                    break
+                first = buf[pos + 4]
+                if first == 0xFF or (first == 0xFE and length < 9):
+                    if end - pos < 4 + length:
                         break
-                    first = buf[pos + 4]
-                    if first == 0xFF or (first == 0xFE and length < 9):
-                        if end - pos < 4 + length:
-                            break
+                    header = pos
+                    if first == 0xFE and length == 5 and not self._deprecate_eof:  # the classic EOF
+                        warnings, status = _HDR.unpack_from(buf, pos + 5)
+                        phase = self._end(status, warnings)
+                    else:
                         phase = self._end_of_rows(bytes(buf[pos + 4 : pos + 4 + length]))
-                        pos += 4 + length
-                        if phase == _DONE:
-                            break
-                        continue
-                    self.rows += 1
                     pos += 4 + length
+                    if phase == _DONE:
+                        break
                     continue
-                if phase == _COLUMNS:
-                    pos += 4 + length
-                    self._columns_left -= 1
-                    if self._columns_left == 0:
-                        phase = _ROWS if self._deprecate_eof else _COLUMNS_EOF
-                    continue
-                if end - pos < 4 + length:
-                    break
-                payload = bytes(buf[pos + 4 : pos + 4 + length])
+                header = pos
+                rows += 1
                 pos += 4 + length
-                phase = self._first(payload) if phase == _FIRST else self._columns_eof(payload, phase)
-                if phase == _DONE:
+                continue
+            if self._continuation or length == MAX_PAYLOAD:
+                # part of a packet of 16 MB or more: always data (a row or a column definition)
+                if not self._continuation:
+                    if phase == _COLUMNS:
+                        self._columns_left -= 1
+                    else:
+                        rows += 1
+                self._continuation = length == MAX_PAYLOAD
+                header = pos
+                pos += 4 + length
+                if phase == _COLUMNS and self._columns_left == 0 and not self._continuation:
+                    phase = _ROWS if self._deprecate_eof else _COLUMNS_EOF
+                continue
+            if phase == _COLUMNS:
+                header = pos
+                pos += 4 + length
+                self._columns_left -= 1
+                if self._columns_left == 0:
+                    phase = _ROWS if self._deprecate_eof else _COLUMNS_EOF
+                continue
+            if end - pos < 4 + length:
+                break
+            header = pos
+            if phase == _FIRST and length == 1 and 0 < buf[pos + 4] < 0xFB:  # a result set's column count
+                self._columns_left = buf[pos + 4]
+                self.summary.result_sets += 1
+                phase = _COLUMNS
+                pos += 5
+                continue
+            if phase == _COLUMNS_EOF and length == 5 and buf[pos + 4] == 0xFE:
+                warnings, status = _HDR.unpack_from(buf, pos + 5)
+                pos += 9
+                if status & _CURSOR_EXISTS:
+                    phase = self._end(status, warnings)
                     break
-        finally:
-            self._phase = phase
+                phase = _ROWS
+                continue
+            payload = bytes(buf[pos + 4 : pos + 4 + length])
+            pos += 4 + length
+            phase = self._first(payload) if phase == _FIRST else self._columns_eof(payload, phase)
+            if phase == _DONE:
+                break
+        self._phase = phase
+        self.rows += rows
+        if header >= 0:
+            self._seq = self.summary.next_seq = (buf[header + 3] + 1) & 0xFF
         if phase == _DONE:
             if pos < end:
                 raise MalformedPacket("data after the end of the answer")
@@ -129,7 +155,6 @@ class VerbatimRelay:
             self._skip = pos - end
         elif pos < end:
             self._tail = bytes(buf[pos:])
-        self.summary.next_seq = self._seq
         return data
 
     def _first(self, payload: bytes) -> int:

@@ -21,9 +21,11 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
+from protocol.constants import ErrorCode, ServerStatus
 from protocol.packets import ERRPacket
 from protocol.results import ResultRelay
-from protocol.verbatim import VerbatimRelay, relay_for
+from protocol.verbatim import VerbatimRelay
+from protocol.wire import MalformedPacket
 from proxy.sticky import may_be_sticky
 from routing.session_functions import CALL
 
@@ -35,6 +37,7 @@ CLIENT_BUFFER_LIMIT = 1 << 18  # bytes queued for a client before the backend so
 _QUERY = 0x03
 _STMT_EXECUTE = 0x17
 _MAX_FRAME = 0xFFFFFF
+_NOT_MORE_RESULTS = ~int(ServerStatus.MORE_RESULTS_EXISTS)
 
 
 class ClientProtocol(asyncio.StreamReaderProtocol):
@@ -66,10 +69,11 @@ class BackendTap(asyncio.Protocol):
     """Sits in front of a backend socket's own protocol (aiomysql's StreamReaderProtocol): while a fast
     command is answered the bytes go to the fast path, otherwise everything goes through unchanged."""
 
-    __slots__ = ("conn", "inner", "relay")
+    __slots__ = ("conn", "inner", "relay", "transport")
 
-    def __init__(self, inner: Any, conn: Any) -> None:
+    def __init__(self, inner: Any, conn: Any, transport: Any) -> None:
         self.inner = inner
+        self.transport = transport
         self.conn = conn  # the BackendConnection: marked broken when its socket closes
         self.relay: FastPath | None = None
 
@@ -113,9 +117,9 @@ def install_tap(transport: asyncio.BaseTransport | None, conn: Any) -> BackendTa
         return None
     inner = transport.get_protocol()
     if isinstance(inner, BackendTap):
-        inner.conn = conn
+        inner.conn, inner.transport = conn, transport
         return inner
-    tap = BackendTap(inner, conn)
+    tap = BackendTap(inner, conn, transport)
     transport.set_protocol(tap)
     return tap
 
@@ -133,10 +137,21 @@ def plain_select(sql: str) -> bool:
     return "information_schema" not in low and not may_be_sticky(sql, low)
 
 
+class FastPathStats:
+    """Counts for tests and benchmarks. (An instance, not a class attribute: assigning to a class attribute
+    per command would invalidate the interpreter's attribute caches for that class every time.)"""
+
+    __slots__ = ("taken",)
+
+    def __init__(self) -> None:
+        self.taken = 0  # commands answered by fast paths in this process
+
+
+STATS = FastPathStats()
+
+
 class FastPath:
     """One session's synchronous relay state."""
-
-    taken = 0  # commands answered by fast paths in this process (for tests and benchmarks)
 
     __slots__ = ("armed", "backend_transport", "client", "conn", "eof_pending", "first_seq", "paused", "pending",
                  "relay", "session", "tap", "transport")
@@ -178,7 +193,7 @@ class FastPath:
         return True
 
     def _start(self, conn: BackendConnection, tap: BackendTap, forward: bytes, command: int) -> None:
-        FastPath.taken += 1
+        STATS.taken += 1
         session = self.session
         session.command = "Execute" if command == _STMT_EXECUTE else "Query"
         session.command_started = time.monotonic()
@@ -186,9 +201,11 @@ class FastPath:
         session.errored = False
         for held in session.backends.values():
             held.keep_for_next = False
-        transport = conn.raw._writer.transport
+        transport = tap.transport
         self.conn, self.tap, self.backend_transport = conn, tap, transport
-        self.relay = relay_for(backend_deprecate_eof=False, client_deprecate_eof=session.deprecate_eof)
+        # the backend connection's framing is the classic one (proxy.backend.BACKEND_DEPRECATE_EOF)
+        self.relay = (ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=True) if session.deprecate_eof
+                      else VerbatimRelay())
         self.first_seq = 1
         tap.relay = self
         conn.busy = True
@@ -206,7 +223,11 @@ class FastPath:
         relay = self.relay
         if relay is None:  # pragma: no cover - the tap is cleared with the relay
             return
-        out = relay.feed(data)
+        try:
+            out = relay.feed(data)
+        except MalformedPacket as exc:  # the backend's answer makes no sense: the connection is unusable
+            self.backend_failed(ErrorCode.MALFORMED_PACKET, f"Malformed communication packet: {exc}")
+            return
         transport = self.transport
         if out and not transport.is_closing():
             transport.write(out)
@@ -218,16 +239,20 @@ class FastPath:
 
     def backend_lost(self) -> None:
         """The backend connection broke mid-answer: the client hears 2013, as from the slow path."""
+        if self.conn is not None:
+            self.backend_failed(2013, f"data source {self.conn.name}: lost connection to MySQL server during query")
+
+    def backend_failed(self, errno: int, message: str) -> None:
+        """End the command with an ERR; the connection is dropped (the session borrows another next time)."""
         conn = self.conn
         if conn is None or self.relay is None:
             return
         conn.broken = True
-        err = ERRPacket(2013, f"data source {conn.name}: lost connection to MySQL server during query", "HY000")
-        payload = err.encode(self.session.capabilities)
+        payload = ERRPacket(errno, message, "HY000").encode(self.session.capabilities)
         n = len(payload)
         if not self.transport.is_closing():
             self.transport.write(bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, self.first_seq)) + payload)
-        self.session.log.warning("backend_error", data_source=conn.name, error="connection lost")
+        self.session.log.warning("backend_error", data_source=conn.name, error=message)
         self._finish(lost=True)
 
     def _finish(self, *, lost: bool = False) -> None:
@@ -241,15 +266,17 @@ class FastPath:
         if lost:
             session.drop_broken()
         else:
-            status = relay.summary.status
+            summary = relay.summary
+            status = summary.status
             conn.busy = False
             conn.status = status
             conn.raw.server_status = status
-            session.update_status(status)
-            session.errored = relay.summary.error is not None
+            session._status = status & _NOT_MORE_RESULTS  # Session.update_status of a pass-through database
+            session.errored = summary.error is not None
         session.command = "Sleep"
         session.busy = False
-        session._lend_idle()
+        if conn.source.waiters or len(session.backends) > 1 or session.read_backends:
+            session._lend_idle()
         pending, self.pending = self.pending, []
         for data in pending:
             self.client.data_received(data)
@@ -301,4 +328,5 @@ def fast_forward(session: Session, packet: bytes) -> tuple[BackendConnection, Ba
     return None
 
 
-__all__ = ["BackendTap", "ClientProtocol", "FastPath", "fast_forward", "install_tap", "plain_select"]
+__all__ = ["STATS", "BackendTap", "ClientProtocol", "FastPath", "FastPathStats", "fast_forward", "install_tap",
+           "plain_select"]

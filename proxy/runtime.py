@@ -66,13 +66,11 @@ class LogicalDatabase:
 
             size = int(config.rules.props.get("plan-cache-size", 1024)) if config.rules.props else 1024
             self.kernel = ShardingKernel(config.rules, self.metadata, plan_cache_size=size)
+        # without sharding rules, the one data source every statement goes to
+        self.pass_through_source: DataSource | None = (
+            next(iter(sources.values())) if self.kernel is None else None
+        )
         self._reload_lock = asyncio.Lock()
-
-    @property
-    def pass_through_source(self) -> DataSource | None:
-        if self.kernel is None:
-            return next(iter(self.sources.values()))
-        return None
 
     async def reload_metadata(self) -> None:
         if self.kernel is None:

@@ -15,7 +15,7 @@ import pytest
 
 from protocol.framing import encode_packet
 from protocol.packets import is_err
-from proxy.fastpath import FastPath, plain_select
+from proxy.fastpath import STATS, plain_select
 from proxy.sandbox import MariaDBServer
 from tests.integration.harness import RunningProxy, start_proxy
 from tests.integration.test_malformed import RawClient, assert_serving, err_of
@@ -74,13 +74,13 @@ def _direct(mariadb: MariaDBServer, sql: str, args: Any = None) -> Any:
 
 def test_text_selects_are_taken_and_answer_like_the_server(proxy: RunningProxy, mariadb: MariaDBServer) -> None:
     queries = [f"SELECT c FROM fp_t WHERE id={i}" for i in range(1, 60)] + ["SELECT id, c FROM fp_t ORDER BY id"]
-    before = FastPath.taken
+    before = STATS.taken
     with proxy.connect("demo") as conn, conn.cursor() as cur:
         for sql in queries:
             cur.execute(sql)
             assert cur.fetchall() == _direct(mariadb, sql), sql
     # the first statement borrows the connection (the coroutine's path); the others are relayed in callbacks
-    assert FastPath.taken - before >= len(queries) - 1
+    assert STATS.taken - before >= len(queries) - 1
 
 
 def test_prepared_executes_are_taken(proxy: RunningProxy, mariadb: MariaDBServer) -> None:
@@ -93,7 +93,7 @@ def test_prepared_executes_are_taken(proxy: RunningProxy, mariadb: MariaDBServer
         sid = struct.unpack_from("<I", ok, 1)[0]
         for _ in range(ok[7] + ok[5] + 2):  # parameter and column definitions, each followed by an EOF
             raw.read()
-        before = FastPath.taken
+        before = STATS.taken
         for i in (3, 9, 150, 999):
             execute = b"\x17" + struct.pack("<IBI", sid, 0, 1) + b"\x00\x01" + b"\x03\x00" + struct.pack("<i", i)
             answer = raw.command(execute)
@@ -102,7 +102,7 @@ def test_prepared_executes_are_taken(proxy: RunningProxy, mariadb: MariaDBServer
             assert len(rows) == len(expected)
             if expected:
                 assert rows[0][2:].endswith(expected[0][0].encode())
-        assert FastPath.taken - before == 4
+        assert STATS.taken - before == 4
     finally:
         raw.close()
 
@@ -112,10 +112,10 @@ def test_prepared_executes_are_taken(proxy: RunningProxy, mariadb: MariaDBServer
 def test_what_is_not_taken_still_gets_the_proxys_answer(proxy: RunningProxy, sql: str) -> None:
     with proxy.connect("demo", client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS) as conn, conn.cursor() as cur:
         cur.execute("SELECT 1")  # hold the connection, so a taken statement could be taken
-        before = FastPath.taken
+        before = STATS.taken
         cur.execute(sql)
         rows = cur.fetchall()
-        assert FastPath.taken == before
+        assert STATS.taken == before
         if sql == "SELECT DATABASE()":
             assert rows == (("demo",),)  # the logical name, not the backend's demo_ds
 
@@ -125,7 +125,7 @@ def test_commands_sent_during_an_answer_are_answered_in_order(proxy: RunningProx
     try:
         assert raw.login()[:1] == b"\x00"
         raw.command(b"\x03SELECT 1")  # now the session holds its connection
-        before = FastPath.taken
+        before = STATS.taken
         raw.send(b"\x03SELECT SLEEP(0.3), 'first'")
         time.sleep(0.05)  # the first answer is on its way when the next commands arrive
         for command in (b"\x03SELECT 'second'", b"\x0e", b"\x03SELECT 'third'"):  # COM_PING: the coroutine's
@@ -139,7 +139,7 @@ def test_commands_sent_during_an_answer_are_answered_in_order(proxy: RunningProx
         *_, row, _eof = _read_result(raw)
         answers.append(row)
         assert [a[-6:].lstrip(b"\x00\x01\x02\x03\x04\x05\x06") for a in answers] == [b"first", b"second", b"third"]
-        assert FastPath.taken - before >= 2
+        assert STATS.taken - before >= 2
     finally:
         raw.close()
 
@@ -163,11 +163,11 @@ def test_a_slow_client_stops_the_backend_instead_of_filling_memory(proxy: Runnin
     try:
         assert raw.login()[:1] == b"\x00"
         raw.command(b"\x03SELECT 1")
-        before = FastPath.taken
+        before = STATS.taken
         # ~60 MB: far more than the socket buffers on both sides and the proxy's 256 KB client limit
         raw.send(f"\x03SELECT '{marker}', REPEAT('x', 1000) FROM seq_1_to_60000".encode())
         time.sleep(1.0)
-        assert FastPath.taken == before + 1
+        assert STATS.taken == before + 1
         running = _direct(mariadb, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE %s "
                                    "AND INFO NOT LIKE '%%PROCESSLIST%%'", (f"%{marker}%",))
         assert running == ((1,),), "the backend finished sending: the proxy kept reading for a client that did not"
@@ -186,7 +186,7 @@ def test_a_backend_killed_mid_answer_is_an_error_and_the_session_goes_on(
     with proxy.connect("demo") as conn, conn.cursor() as cur:
         cur.execute("SELECT 1")
         marker = f"kill{time.monotonic_ns()}"
-        before = FastPath.taken
+        before = STATS.taken
 
         def kill_soon() -> None:
             time.sleep(0.3)
@@ -202,7 +202,7 @@ def test_a_backend_killed_mid_answer_is_an_error_and_the_session_goes_on(
         with pytest.raises(pymysql.err.OperationalError) as err:
             cur.execute(f"SELECT SLEEP(5), '{marker}'")
         killer.join()
-        assert FastPath.taken == before + 1
+        assert STATS.taken == before + 1
         assert err.value.args[0] in (1927, 2013), err.value.args
         cur.execute("SELECT c FROM fp_t WHERE id=11")  # a new backend connection
         assert cur.fetchall() == (("row-11",),)

@@ -121,3 +121,20 @@ RELAY_CHOICES = [
 @pytest.mark.parametrize(("kwargs", "verbatim"), RELAY_CHOICES)
 def test_relay_for_copies_only_when_something_changes(kwargs: dict[str, Any], verbatim: bool) -> None:
     assert isinstance(relay_for(**kwargs), VerbatimRelay) is verbatim
+
+
+def test_verbatim_empty_frame_among_rows_is_skipped_by_its_length() -> None:
+    # the frame header of an empty payload, right at the end of a read, followed by the end of the rows
+    col = b"\x03def\x04test\x01t\x01t\x01c\x01c\x0c\x2d\x00\x10\x00\x00\x00\xfd\x00\x00\x00\x00\x00"
+    out = bytearray()
+    seq = 1
+    for p in (b"\x01", col, b"\xfe\x00\x00\x02\x00", b"", b"\xfe\x00\x00\x02\x00"):
+        data, seq = encode_packet(p, seq)
+        out += data
+    stream = bytes(out)
+    split = stream.index(b"\x00\x00\x00\x04") + 4  # just after the empty frame's header
+    relay = VerbatimRelay()
+    relay.feed(stream[:split])
+    assert not relay.done
+    relay.feed(stream[split:])
+    assert relay.done and relay.rows == 1 and relay.summary.status == 2
