@@ -20,6 +20,10 @@ Setup (all on this box): two sandbox MariaDB servers A and B (`proxy.sandbox`), 
    /proc/<proxy pid>/stat (and its worker processes) before and after the run, divided by sysbench's query
    count. A run with errors (exit status, FATAL, ignored errors, reconnects) is flagged in the table (``!``)
    and its output is printed after the table.
+   For ``oltp_point_select`` two reference relays run in the same round, between direct and pass-through:
+   ``bench/byte_relay.py`` (Python + uvloop, forwards bytes, knows nothing of MySQL) and, when installed,
+   HAProxy in TCP mode (C, one thread). They show what the two extra loopback hops and one more process cost
+   on this box whatever the proxy does: the ceiling under which the proxy's own work is measured.
 2. scatter ``SELECT order_id, user_id, status, amount FROM t_order ORDER BY order_id LIMIT 10`` over the
    4 nodes (`bench/sysbench/scatter_order_limit.lua`), and for scale the same query directly on one node.
 3. streaming: ``SELECT * FROM t_stream`` (single node, pass-through), ``SELECT * FROM t_order``
@@ -36,9 +40,11 @@ Setup (all on this box): two sandbox MariaDB servers A and B (`proxy.sandbox`), 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -46,7 +52,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -201,6 +207,58 @@ def write_conf(conf: Path, a: MariaDBServer, b: MariaDBServer) -> Path:
     return conf
 
 
+# ------------------------------------------------------------------------------------------------ reference relays
+
+REFERENCE_RELAYS = {"byte-relay": "byte relay (Python)", "haproxy": "HAProxy TCP (C)"}
+
+
+def _wait_listening(proc: subprocess.Popen[bytes], port: int, what: str) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start listening") from None
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def reference_relays(server_port: int, work: Path) -> Iterator[dict[str, tuple[int, int]]]:
+    """{name: (port, pid)} of the reference relays in front of the server (HAProxy only when installed)."""
+    procs: list[subprocess.Popen[bytes]] = []
+    out: dict[str, tuple[int, int]] = {}
+    try:
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, str(BENCH / "byte_relay.py"), "--listen", str(port), "--to",
+                                 f"127.0.0.1:{server_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        procs.append(proc)
+        _wait_listening(proc, port, "byte_relay.py")
+        out["byte-relay"] = (port, proc.pid)
+        haproxy = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
+        if haproxy:
+            port = free_port()
+            cfg = work / "haproxy.cfg"
+            cfg.write_text("global\n  nbthread 1\ndefaults\n  mode tcp\n  timeout connect 5s\n  timeout client 1h\n"
+                           f"  timeout server 1h\nlisten m\n  bind 127.0.0.1:{port}\n"
+                           f"  server s 127.0.0.1:{server_port}\n")
+            proc = subprocess.Popen([haproxy, "-f", str(cfg), "-db"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.STDOUT)
+            procs.append(proc)
+            _wait_listening(proc, port, "haproxy")
+            out["haproxy"] = (port, proc.pid)
+        yield out
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+
+
 # ------------------------------------------------------------------------------------------------ runs
 
 
@@ -353,6 +411,30 @@ def table(cells: list[Cell]) -> str:
     return "\n".join(lines)
 
 
+def relay_table(cells: list[Cell]) -> str:
+    """Point select: direct, the reference relays and the pass-through proxy side by side."""
+    names = [r for r in REFERENCE_RELAYS if any(r in c.runs for c in cells)]
+    if not names:
+        return ""
+    head = "| protocol | thr | direct QPS | " + " | ".join(
+        f"{REFERENCE_RELAYS[r]} QPS | x direct | CPU us/q" for r in names) + \
+        " | pass-through QPS | x direct | x byte relay | CPU us/q |"
+    lines = [head, "|" + "---|" * (3 + 3 * len(names) + 4)]
+    for c in cells:
+        if c.workload != "oltp_point_select":
+            continue
+        row = [PS_MODES[c.ps_mode], str(c.threads), fmt(c.med("direct", "qps"))]
+        for r in names:
+            row += [fmt(c.med(r, "qps")), fmt(c.ratio(r), ".2f"), fmt(c.med(r, "cpu_us_per_query"), ".0f")]
+        pairs = zip(c.runs.get("byte-relay", []), c.runs.get("pass", []), strict=False)
+        vs_relay = [p.qps / r.qps for r, p in pairs if r.qps]
+        row += [fmt(c.med("pass", "qps")), fmt(c.ratio("pass"), ".2f"),
+                fmt(statistics.median(vs_relay) if vs_relay else None, ".2f"),
+                fmt(c.med("pass", "cpu_us_per_query"), ".0f")]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def stream_table(streams: list[Stream]) -> str:
     lines = ["| query | rows | s | rows/s | proxy CPU s | CPU us/row | base RSS MB | peak RSS MB | VmHWM MB |",
              "|" + "---|" * 9]
@@ -381,6 +463,9 @@ def targets(cells: list[Cell], streams: list[Stream], threads: Sequence[int]) ->
     r = c.ratio("pass") if c else None
     row(f"prepared point select, {c.threads if c else 4} threads, pass-through >= 0.5 x direct", r,
         f"{r:.2f} x" if r is not None else "", None if r is None else r >= 0.5)
+    relay = c.ratio("byte-relay") if c else None
+    if relay is not None:
+        row("(reference, not a target: the byte relay, same rounds)", relay, f"{relay:.2f} x", None)
     cpu = c.med("pass", "cpu_us_per_query") if c else None
     row(f"proxy CPU <= 60 us per prepared point select (pass-through, {c.threads if c else 4} threads)", cpu,
         f"{cpu:.0f} us" if cpu is not None else "", None if cpu is None else cpu <= 60)
@@ -455,7 +540,8 @@ def main(argv: list[str] | None = None) -> int:
         streams: list[Stream] = []
         scatter: list[Run] = []
         profile = ""
-        with proxy_process(conf, port, work / "proxy.log", extra) as proc:
+        with proxy_process(conf, port, work / "proxy.log", extra) as proc, \
+                reference_relays(a.port, work) as relays:
             pid = proc.pid
             print(f"proxy pid {pid} on port {port}{' ' + ' '.join(extra) if extra else ''}", flush=True)
             targets_ = {
@@ -470,8 +556,13 @@ def main(argv: list[str] | None = None) -> int:
                             c = Cell(workload, mode, threads)
                             cells.append(c)
                             print(f"\n{workload} {PS_MODES[mode]} {threads} thread(s)", flush=True)
+                            order = dict(targets_)
+                            if workload == "oltp_point_select":  # the reference relays, after direct
+                                order = {"direct": targets_["direct"],
+                                         **{r: (rp, "sbtest", a.password, rpid) for r, (rp, rpid) in relays.items()},
+                                         **{k: v for k, v in targets_.items() if k != "direct"}}
                             for _ in range(args.rounds):
-                                for name, (p, db, password, ppid) in targets_.items():
+                                for name, (p, db, password, ppid) in order.items():
                                     run = sysbench_run([*sysbench_common(workload, p, db, password, args.tables,
                                                                          args.table_size), f"--db-ps-mode={mode}"],
                                                        args.time, threads, ppid, name)
@@ -517,6 +608,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"--report-interval=1, {args.rounds} round(s); QPS = median of 1-second intervals "
                   "(median over rounds); x direct = proxy / direct of the same round; ! = run with errors\n")
             print(table(cells))
+            relays_ = relay_table(cells)
+            if relays_:
+                print("\npoint select through the reference relays (no MySQL awareness), same rounds:\n")
+                print(relays_)
         print("\nscatter `" + SCATTER_SQL + "` (text protocol, sysbench lua):\n")
         print("| run | QPS | p95 ms | proxy CPU us/q |\n|---|---|---|---|")
         for r in scatter:
