@@ -79,7 +79,7 @@ def _logical_message(db: LogicalDatabase, routed: RoutedStatement, message: str)
     return pattern.sub(lambda m: names[m.group(1).lower()], message)
 
 
-def _error_renamer(db: LogicalDatabase, routed: RoutedStatement) -> Callable[[bytes], bytes]:
+def error_renamer(db: LogicalDatabase, routed: RoutedStatement) -> Callable[[bytes], bytes]:
     """For relayed answers: the same renaming applied to an ERR packet (worked out only if one comes)."""
 
     def rename(payload: bytes) -> bytes:
@@ -115,7 +115,7 @@ async def execute_plan(
                 payload = await codec.command(conn, unit)
             except StatementFailed as exc:
                 raise UnitFailed(unit.data_source, exc.err) from exc
-            await session.relay_on(conn, payload, _error_renamer(db, routed))
+            await session.relay_on(conn, payload, error_renamer(db, routed))
         elif routed.kind is StatementKind.SELECT or routed.result_table_renames:
             await _select(session, routed, codec)
         else:

@@ -19,18 +19,22 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from protocol.binary import ComStmtExecute
 from protocol.constants import ErrorCode, ServerStatus
 from protocol.packets import ERRPacket
 from protocol.results import ResultRelay
 from protocol.verbatim import VerbatimRelay
 from protocol.wire import MalformedPacket
 from proxy.sticky import may_be_sticky
+from routing.plan import StatementKind
 from routing.session_functions import CALL
 
 if TYPE_CHECKING:
     from proxy.backend import BackendConnection
+    from proxy.runtime import LogicalDatabase
     from proxy.session import Session
 
 CLIENT_BUFFER_LIMIT = 1 << 18  # bytes queued for a client before the backend socket stops being read
@@ -38,6 +42,7 @@ _QUERY = 0x03
 _STMT_EXECUTE = 0x17
 _MAX_FRAME = 0xFFFFFF
 _NOT_MORE_RESULTS = ~int(ServerStatus.MORE_RESULTS_EXISTS)
+_SELECT = StatementKind.SELECT
 
 
 class ClientProtocol(asyncio.StreamReaderProtocol):
@@ -153,8 +158,8 @@ STATS = FastPathStats()
 class FastPath:
     """One session's synchronous relay state."""
 
-    __slots__ = ("armed", "backend_transport", "client", "conn", "eof_pending", "first_seq", "paused", "pending",
-                 "relay", "session", "tap", "transport")
+    __slots__ = ("armed", "backend_transport", "client", "conn", "eof_pending", "paused", "pending", "relay",
+                 "session", "sharded", "tap", "transport")
 
     def __init__(self, session: Session, client: ClientProtocol, transport: asyncio.WriteTransport) -> None:
         self.session = session
@@ -165,7 +170,7 @@ class FastPath:
         self.conn: BackendConnection | None = None
         self.tap: BackendTap | None = None
         self.backend_transport: Any = None
-        self.first_seq = 1
+        self.sharded = False  # the command in flight went to a sharded database
         self.pending: list[bytes] = []  # client bytes that arrived while an answer was relayed
         self.paused = False  # the backend socket is not read until the client drains
         self.eof_pending = False  # the client half-closed while an answer was relayed
@@ -188,11 +193,13 @@ class FastPath:
         if target is None:
             self.armed = False
             return False
-        conn, tap, forward = target
-        self._start(conn, tap, forward, data[4])
+        self._start(target, data[4])
         return True
 
-    def _start(self, conn: BackendConnection, tap: BackendTap, forward: bytes, command: int) -> None:
+    def _start(self, target: Forward, command: int) -> None:
+        conn = target.conn
+        tap = conn.tap
+        assert tap is not None
         STATS.taken += 1
         session = self.session
         session.command = "Execute" if command == _STMT_EXECUTE else "Query"
@@ -204,12 +211,16 @@ class FastPath:
         transport = tap.transport
         self.conn, self.tap, self.backend_transport = conn, tap, transport
         # the backend connection's framing is the classic one (proxy.backend.BACKEND_DEPRECATE_EOF)
-        self.relay = (ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=True) if session.deprecate_eof
-                      else VerbatimRelay())
-        self.first_seq = 1
+        rewriter = target.error_rewriter
+        self.relay = (
+            ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=session.deprecate_eof,
+                        error_rewriter=rewriter)
+            if session.deprecate_eof or rewriter is not None else VerbatimRelay()
+        )
+        self.sharded = target.sharded
         tap.relay = self
         conn.busy = True
-        transport.write(forward)
+        transport.write(target.data)
 
     def client_drained(self) -> None:
         if self.paused:
@@ -251,7 +262,7 @@ class FastPath:
         payload = ERRPacket(errno, message, "HY000").encode(self.session.capabilities)
         n = len(payload)
         if not self.transport.is_closing():
-            self.transport.write(bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, self.first_seq)) + payload)
+            self.transport.write(bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, 1)) + payload)
         self.session.log.warning("backend_error", data_source=conn.name, error=message)
         self._finish(lost=True)
 
@@ -271,7 +282,10 @@ class FastPath:
             conn.busy = False
             conn.status = status
             conn.raw.server_status = status
-            session._status = status & _NOT_MORE_RESULTS  # Session.update_status of a pass-through database
+            if self.sharded:
+                session.update_status(status)  # from the session's transaction state
+            else:
+                session._status = status & _NOT_MORE_RESULTS  # Session.update_status of a pass-through database
             session.errored = summary.error is not None
         session.command = "Sleep"
         session.busy = False
@@ -295,16 +309,31 @@ class FastPath:
         self.pending = []
 
 
-def fast_forward(session: Session, packet: bytes) -> tuple[BackendConnection, BackendTap, bytes] | None:
-    """The held connection, its tap and the bytes to send it, when the session's slow path would only relay
-    this command there: a pass-through database on a plain data source (read/write splitting groups choose
-    per statement), a connection already held and idle, no statement timeout to arm, and a COM_STMT_EXECUTE
-    of a statement prepared on that connection or a `plain_select`."""
+class Forward(NamedTuple):
+    """What the fast path sends where, and how the answer comes back."""
+
+    conn: BackendConnection
+    data: bytes  # the framed command for the backend
+    error_rewriter: Callable[[bytes], bytes] | None  # sharded: backend errors in the client's logical names
+    sharded: bool
+
+
+def fast_forward(session: Session, packet: bytes) -> Forward | None:
+    """Where to send this command, when the session's slow path would do nothing but relay it to a connection
+    the session already holds (idle, on a plain data source: read/write splitting groups choose per
+    statement), with no statement timeout to arm and no sql-show to log:
+
+    * pass-through: a COM_STMT_EXECUTE of a statement prepared on that connection, or a `plain_select`;
+    * sharded: a `plain_select`, as text or as an executed prepared statement, that the kernel routes to a
+      single node (the plan comes from its cache), outside a transaction that has not joined that node yet,
+      when the connection already has the actual statement prepared."""
     db = session.database
     if db is None or session.server.statement_timeout > 0:
         return None
     source = db.pass_through_source
-    if source is None or not source.fast_relay:
+    if source is None:
+        return _sharded(session, db, packet)
+    if not source.fast_relay:
         return None
     conn = session.backends.get(source.name)
     if conn is None or conn.broken or conn.busy or conn.tap is None:
@@ -316,7 +345,7 @@ def fast_forward(session: Session, packet: bytes) -> tuple[BackendConnection, Ba
         stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
         if stmt is None or stmt.backend is not conn:
             return None
-        return conn, conn.tap, packet[:5] + struct.pack("<I", stmt.backend_id) + packet[9:]
+        return Forward(conn, packet[:5] + struct.pack("<I", stmt.backend_id) + packet[9:], None, False)
     if command == _QUERY:
         if len(packet) > 4096:
             return None
@@ -324,9 +353,74 @@ def fast_forward(session: Session, packet: bytes) -> tuple[BackendConnection, Ba
         if not plain_select(sql):
             return None
         session.info = sql[:100]
-        return conn, conn.tap, packet
+        return Forward(conn, packet, None, False)
     return None
 
 
-__all__ = ["STATS", "BackendTap", "ClientProtocol", "FastPath", "FastPathStats", "fast_forward", "install_tap",
-           "plain_select"]
+def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | None:
+    if session.server.sql_show or db.kernel is None:
+        return None
+    command = packet[4]
+    params: list[object] | None = None
+    if command == _STMT_EXECUTE:
+        if len(packet) < 10 or packet[9] != 0:  # a cursor: the slow path materializes it
+            return None
+        stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
+        if stmt is None or stmt.backend is not None or stmt.long_data or stmt.cursor_rows is not None:
+            return None
+        if stmt.fast is None:  # worked out at the first execute
+            stmt.fast = not stmt.metadata_statement and not stmt.session_functions and plain_select(stmt.sql)
+        if not stmt.fast:
+            return None
+        try:
+            request = ComStmtExecute.decode(packet[4:], stmt.num_params, stmt.types, stmt.long_data)
+        except MalformedPacket:
+            return None
+        stmt.types = request.types
+        sql = stmt.sql
+        params = list(request.values)
+    elif command == _QUERY:
+        if len(packet) > 4096:
+            return None
+        sql = packet[5:].decode("utf-8", errors="surrogateescape")
+        if not plain_select(sql):
+            return None
+    else:
+        return None
+    try:
+        routed = db.kernel.route(sql, params, None)
+    except Exception:  # the slow path routes again and answers the refusal
+        return None
+    units = routed.execution_units
+    if len(units) != 1 or routed.result_table_renames or routed.generated_keys or routed.kind is not _SELECT:
+        return None
+    unit = units[0]
+    if not db.sources[unit.data_source].fast_relay:
+        return None
+    txn = session.txn
+    if txn.active and unit.data_source not in txn.joined:
+        return None
+    conn = session.backends.get(unit.data_source)
+    if conn is None or conn.broken or conn.busy or conn.tap is None:
+        return None
+    if params is None:
+        if unit.params:
+            return None
+        data = b"\x03" + unit.sql.encode("utf-8", errors="surrogateescape")
+    else:
+        prepared = conn.statements.get(unit.sql)
+        if prepared is None:
+            return None
+        data = ComStmtExecute(prepared.ok.statement_id, 0, 1, tuple(unit.params or ()), (), True).encode()
+    n = len(data)
+    if n >= _MAX_FRAME:
+        return None
+    from proxy.executor import error_renamer  # (proxy.executor imports proxy.backend, which imports this)
+
+    session.info = sql[:100]
+    frame = bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, 0)) + data
+    return Forward(conn, frame, error_renamer(db, routed), True)
+
+
+__all__ = ["STATS", "BackendTap", "ClientProtocol", "FastPath", "FastPathStats", "Forward", "fast_forward",
+           "install_tap", "plain_select"]

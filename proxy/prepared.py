@@ -71,6 +71,8 @@ class ClientStatement:
     session_functions: bool = False
     # sharded, CURSOR_TYPE_READ_ONLY: the rows of the open cursor (binary row payloads), and its columns
     cursor_rows: deque[bytes] | None = None
+    # sharded: may proxy.fastpath execute it (None: not known until its first execute)
+    fast: bool | None = None
 
 
 class StatementRegistry:

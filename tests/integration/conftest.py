@@ -9,6 +9,9 @@ import pytest
 
 from proxy.sandbox import MariaDBServer
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
+from tests.integration.sharding_fixtures import sharded_env
+
+__all__ = ["sharded_env"]  # the session fixture, imported here so that every module shares one
 
 
 @pytest.fixture(scope="session")

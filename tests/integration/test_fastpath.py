@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import mysql.connector
 import pymysql
 import pytest
 
@@ -18,6 +19,7 @@ from protocol.packets import is_err
 from proxy.fastpath import STATS, plain_select
 from proxy.sandbox import MariaDBServer
 from tests.integration.harness import RunningProxy, start_proxy
+from tests.integration.sharding_fixtures import ShardedEnv
 from tests.integration.test_malformed import RawClient, assert_serving, err_of
 
 pytestmark = pytest.mark.integration
@@ -231,3 +233,98 @@ def test_pipelined_commands_in_one_write(proxy: RunningProxy) -> None:
         assert is_err(bad[-1][1]) and err_of(bad[-1][1])[0] == 1146
     finally:
         raw.close()
+
+
+# --- sharded databases: single-node SELECTs --------------------------------------------------------------
+
+ORDERS = [(1000 + i, i % 4, f"st{i % 3}") for i in range(40)]  # (order_id, user_id, status)
+
+
+@pytest.fixture(scope="module")
+def sharded(sharded_env: ShardedEnv) -> ShardedEnv:
+    sharded_env.clean("t_order")
+    values = ", ".join(f"({o}, {u}, '{s}')" for o, u, s in ORDERS)
+    sharded_env.run(f"INSERT INTO t_order (order_id, user_id, status) VALUES {values}")
+    return sharded_env
+
+
+def test_sharded_single_node_selects_are_taken(sharded: ShardedEnv) -> None:
+    with sharded.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM t_order")  # a scatter: borrows both connections (slow path)
+        assert cur.fetchall() == ((len(ORDERS),),)
+        before = STATS.taken
+        for order_id, user_id, status in ORDERS:
+            cur.execute(f"SELECT order_id, status FROM t_order WHERE user_id = {user_id} AND order_id = {order_id}")
+            assert cur.fetchall() == ((order_id, status),)
+        cur.execute("SELECT order_id FROM t_order WHERE user_id = 1 AND order_id = 999999")
+        assert cur.fetchall() == ()
+        assert STATS.taken - before == len(ORDERS) + 1
+        # not single-node: the coroutine routes, scatters and merges
+        before = STATS.taken
+        cur.execute("SELECT order_id FROM t_order WHERE user_id IN (1, 2) ORDER BY order_id")
+        assert [r[0] for r in cur.fetchall()] == sorted(o for o, u, _ in ORDERS if u in (1, 2))
+        assert STATS.taken == before
+
+
+def test_sharded_prepared_single_node_selects_are_taken(sharded: ShardedEnv) -> None:
+    conn = mysql.connector.connect(host=sharded.proxy.host, port=sharded.proxy.port, user="root", password="root",
+                                   database="sharding_db", use_pure=True, ssl_disabled=True, autocommit=True)
+    try:
+        cur = conn.cursor(prepared=True)
+        sql = "SELECT order_id, status FROM t_order WHERE user_id = ? AND order_id = ?"
+        cur.execute(sql, (0, 1000))  # first execute: prepares the actual statement on the node (slow path)
+        assert cur.fetchall() == [(1000, "st0")]
+        before = STATS.taken
+        for order_id, user_id, status in ORDERS:
+            cur.execute(sql, (user_id, order_id))
+            assert cur.fetchall() == [(order_id, status)]
+        # both nodes of user_id % 2 = 0 .. 1 and tables order_id % 2: the first execute on each node prepares
+        assert STATS.taken - before >= len(ORDERS) - 4
+    finally:
+        conn.close()
+
+
+def test_sharded_errors_keep_logical_names(sharded: ShardedEnv) -> None:
+    with sharded.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT status FROM t_order WHERE user_id = 1 AND order_id = 1001")  # hold the connection
+        before = STATS.taken
+        with pytest.raises(pymysql.err.OperationalError) as err:
+            cur.execute("SELECT t_order.nosuch FROM t_order WHERE user_id = 1 AND order_id = 1001")
+        assert STATS.taken == before + 1
+        assert err.value.args[0] == 1054
+        assert "t_order.nosuch" in err.value.args[1] and "t_order_1" not in err.value.args[1]
+        cur.execute("SELECT status FROM t_order WHERE user_id = 1 AND order_id = 1001")  # the session goes on
+        assert cur.fetchall() == (("st1",),)
+
+
+def test_sharded_refusals_come_from_the_slow_path(sharded: ShardedEnv) -> None:
+    with sharded.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT status FROM t_order WHERE user_id = 1 AND order_id = 1001")
+        before = STATS.taken
+        with pytest.raises(pymysql.err.MySQLError) as err:
+            cur.execute("SELECT status FROM t_order_nosuch_logic WHERE id = 1")
+        assert STATS.taken == before
+        assert err.value.args[0] in (1146, 1235)
+
+
+def test_sharded_transaction_flags_follow_the_session(sharded: ShardedEnv) -> None:
+    conn = mysql.connector.connect(host=sharded.proxy.host, port=sharded.proxy.port, user="root", password="root",
+                                   database="sharding_db", use_pure=True, ssl_disabled=True, autocommit=True)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT status FROM t_order WHERE user_id = 1 AND order_id = 1001")
+        cur.fetchall()
+        conn.start_transaction()
+        cur.execute("SELECT status FROM t_order WHERE user_id = 1 AND order_id = 1001")  # joins ds_1: slow
+        cur.fetchall()
+        before = STATS.taken
+        cur.execute("SELECT status FROM t_order WHERE user_id = 3 AND order_id = 1003")  # ds_1 again: fast
+        assert cur.fetchall() == [("st0",)]
+        assert STATS.taken == before + 1
+        assert conn.in_transaction  # IN_TRANS from the proxy's transaction state
+        conn.commit()
+        cur.execute("SELECT status FROM t_order WHERE user_id = 3 AND order_id = 1003")
+        cur.fetchall()
+        assert not conn.in_transaction
+    finally:
+        conn.close()

@@ -26,10 +26,7 @@ from tests.integration.sharding_fixtures import (
     REPO,
     ShardedEnv,
     order_node,
-    sharded_env,
 )
-
-__all__ = ["sharded_env"]  # the session fixture, imported so pytest finds it
 
 Row = tuple[Any, ...]
 
