@@ -129,17 +129,33 @@ def install_tap(transport: asyncio.BaseTransport | None, conn: Any) -> BackendTa
     return tap
 
 
-def plain_select(sql: str) -> bool:
-    """Would the session's `_query` do nothing to this text but relay it to the pass-through connection?
-    A SELECT with no leading comment or hint, no session function the proxy answers itself (DATABASE(),
-    LAST_INSERT_ID() ...), no information_schema (logical names), nothing that makes the session sticky,
-    and a single statement."""
-    if sql[:6].upper() != "SELECT" or ";" in sql:
-        return False
-    if "(" in sql and CALL.search(sql) is not None:
-        return False
+SELECT, WRITE, TRANSACTION = "select", "write", "transaction"
+_WRITE_HEADS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+_TRANSACTION_WORDS = ("BEGIN", "COMMIT", "ROLLBACK")
+
+
+def plain_statement(sql: str) -> str | None:
+    """What the session's `_query` would do nothing to but relay to the pass-through connection (and then,
+    for a write, keep the connection for the LAST_INSERT_ID() / ROW_COUNT() that may come next): SELECT,
+    a write (INSERT, UPDATE, DELETE, REPLACE), or exactly BEGIN / COMMIT / ROLLBACK; with no leading comment
+    or hint, no session function the proxy answers itself (DATABASE(), LAST_INSERT_ID() ...), no
+    information_schema (logical names), nothing that makes the session sticky, and a single statement.
+    None for anything else."""
+    head = sql[:7].upper()
+    if head.startswith("SELECT"):
+        kind = SELECT
+    elif head.startswith(_WRITE_HEADS):
+        kind = WRITE
+    elif head in _TRANSACTION_WORDS or sql.upper() in _TRANSACTION_WORDS:
+        kind = TRANSACTION
+    else:
+        return None
+    if ";" in sql or ("(" in sql and CALL.search(sql) is not None):
+        return None
     low = sql.lower()
-    return "information_schema" not in low and not may_be_sticky(sql, low)
+    if "information_schema" in low or may_be_sticky(sql, low):
+        return None
+    return kind
 
 
 class FastPathStats:
@@ -158,8 +174,8 @@ STATS = FastPathStats()
 class FastPath:
     """One session's synchronous relay state."""
 
-    __slots__ = ("armed", "backend_transport", "client", "conn", "eof_pending", "paused", "pending", "relay",
-                 "session", "sharded", "tap", "transport")
+    __slots__ = ("armed", "backend_transport", "client", "conn", "eof_pending", "keep_for_next", "paused", "pending",
+                 "relay", "session", "sharded", "tap", "transport")
 
     def __init__(self, session: Session, client: ClientProtocol, transport: asyncio.WriteTransport) -> None:
         self.session = session
@@ -171,6 +187,7 @@ class FastPath:
         self.tap: BackendTap | None = None
         self.backend_transport: Any = None
         self.sharded = False  # the command in flight went to a sharded database
+        self.keep_for_next = False  # the command in flight is a write passed through
         self.pending: list[bytes] = []  # client bytes that arrived while an answer was relayed
         self.paused = False  # the backend socket is not read until the client drains
         self.eof_pending = False  # the client half-closed while an answer was relayed
@@ -189,7 +206,11 @@ class FastPath:
         if n < 1 or n >= _MAX_FRAME or data[0] | (data[1] << 8) | (data[2] << 16) != n or data[3] != 0:
             self.armed = False  # not exactly one whole command packet
             return False
-        target = fast_forward(self.session, data)
+        try:
+            target = fast_forward(self.session, data)
+        except Exception:  # a bug must not cost the connection (uvloop closes it): the slow path answers
+            self.session.log.exception("fast_path_failed")
+            target = None
         if target is None:
             self.armed = False
             return False
@@ -218,6 +239,7 @@ class FastPath:
             if session.deprecate_eof or rewriter is not None else VerbatimRelay()
         )
         self.sharded = target.sharded
+        self.keep_for_next = target.keep_for_next
         tap.relay = self
         conn.busy = True
         transport.write(target.data)
@@ -238,6 +260,10 @@ class FastPath:
             out = relay.feed(data)
         except MalformedPacket as exc:  # the backend's answer makes no sense: the connection is unusable
             self.backend_failed(ErrorCode.MALFORMED_PACKET, f"Malformed communication packet: {exc}")
+            return
+        except Exception as exc:  # a bug: this statement fails, the session and the server go on
+            self.session.log.exception("fast_path_failed")
+            self.backend_failed(ErrorCode.UNKNOWN_ERROR, f"shardproxy internal error: {type(exc).__name__}: {exc}")
             return
         transport = self.transport
         if out and not transport.is_closing():
@@ -287,6 +313,8 @@ class FastPath:
             else:
                 session._status = status & _NOT_MORE_RESULTS  # Session.update_status of a pass-through database
             session.errored = summary.error is not None
+            if self.keep_for_next and summary.error is None:
+                conn.keep_for_next = True  # as Session._after_pass_through does for writes
         session.command = "Sleep"
         session.busy = False
         if conn.source.waiters or len(session.backends) > 1 or session.read_backends:
@@ -316,6 +344,8 @@ class Forward(NamedTuple):
     data: bytes  # the framed command for the backend
     error_rewriter: Callable[[bytes], bytes] | None  # sharded: backend errors in the client's logical names
     sharded: bool
+    # a write passed through: its connection is kept for what the client may ask next (LAST_INSERT_ID() ...)
+    keep_for_next: bool
 
 
 def fast_forward(session: Session, packet: bytes) -> Forward | None:
@@ -323,8 +353,8 @@ def fast_forward(session: Session, packet: bytes) -> Forward | None:
     the session already holds (idle, on a plain data source: read/write splitting groups choose per
     statement), with no statement timeout to arm and no sql-show to log:
 
-    * pass-through: a COM_STMT_EXECUTE of a statement prepared on that connection, or a `plain_select`;
-    * sharded: a `plain_select`, as text or as an executed prepared statement, that the kernel routes to a
+    * pass-through: a COM_STMT_EXECUTE of a statement prepared on that connection, or a `plain_statement`;
+    * sharded: a `plain_statement` SELECT, as text or as an executed prepared statement, that the kernel routes to a
       single node (the plan comes from its cache), outside a transaction that has not joined that node yet,
       when the connection already has the actual statement prepared."""
     db = session.database
@@ -345,15 +375,16 @@ def fast_forward(session: Session, packet: bytes) -> Forward | None:
         stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
         if stmt is None or stmt.backend is not conn:
             return None
-        return Forward(conn, packet[:5] + struct.pack("<I", stmt.backend_id) + packet[9:], None, False)
+        return Forward(conn, packet[:5] + struct.pack("<I", stmt.backend_id) + packet[9:], None, False, False)
     if command == _QUERY:
         if len(packet) > 4096:
             return None
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
-        if not plain_select(sql):
+        kind = plain_statement(sql)
+        if kind is None:
             return None
         session.info = sql[:100]
-        return Forward(conn, packet, None, False)
+        return Forward(conn, packet, None, False, kind is WRITE)
     return None
 
 
@@ -369,7 +400,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         if stmt is None or stmt.backend is not None or stmt.long_data or stmt.cursor_rows is not None:
             return None
         if stmt.fast is None:  # worked out at the first execute
-            stmt.fast = not stmt.metadata_statement and not stmt.session_functions and plain_select(stmt.sql)
+            stmt.fast = (not stmt.metadata_statement and not stmt.session_functions
+                         and plain_statement(stmt.sql) is SELECT)
         if not stmt.fast:
             return None
         try:
@@ -383,7 +415,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         if len(packet) > 4096:
             return None
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
-        if not plain_select(sql):
+        if plain_statement(sql) is not SELECT:
             return None
     else:
         return None
@@ -419,8 +451,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
 
     session.info = sql[:100]
     frame = bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, 0)) + data
-    return Forward(conn, frame, error_renamer(db, routed), True)
+    return Forward(conn, frame, error_renamer(db, routed), True, False)
 
 
 __all__ = ["STATS", "BackendTap", "ClientProtocol", "FastPath", "FastPathStats", "Forward", "fast_forward",
-           "install_tap", "plain_select"]
+           "install_tap", "plain_statement"]

@@ -16,7 +16,7 @@ import pytest
 
 from protocol.framing import encode_packet
 from protocol.packets import is_err
-from proxy.fastpath import STATS, plain_select
+from proxy.fastpath import STATS, plain_statement
 from proxy.sandbox import MariaDBServer
 from tests.integration.harness import RunningProxy, start_proxy
 from tests.integration.sharding_fixtures import ShardedEnv
@@ -24,31 +24,44 @@ from tests.integration.test_malformed import RawClient, assert_serving, err_of
 
 pytestmark = pytest.mark.integration
 
-PLAIN_SELECT = [
-    # (SQL, the fast path may relay it without the session's coroutine)
-    ("SELECT c FROM fp_t WHERE id=5", True),
-    ("SELECT SLEEP(0)", True),
-    ("SELECT COUNT(*) FROM fp_t", True),
-    ("select id from fp_t", True),
-    ("SELECT DATABASE()", False),  # the logical database name: the proxy answers
-    ("SELECT LAST_INSERT_ID()", False),
-    ("SELECT * FROM information_schema.TABLES", False),  # logical names
-    ("SELECT GET_LOCK('a', 0)", False),  # sticky: the session keeps its connection
-    ("SELECT @x := 1", False),
-    ("SELECT 1 INTO @y", False),
-    ("SELECT 1; SELECT 2", False),
-    (" SELECT 1", False),
-    ("/* c */ SELECT 1", False),
-    ("/*+ SHARDINGSPHERE_HINT: WRITE_ROUTE_ONLY=true */ SELECT 1", False),
-    ("INSERT INTO fp_t VALUES (1, 'x')", False),
-    ("SHOW TABLES", False),
-    ("SET @a = 1", False),
+PLAIN_STATEMENTS = [
+    # (SQL, what the fast path may relay without the session's coroutine: None = nothing)
+    ("SELECT c FROM fp_t WHERE id=5", "select"),
+    ("SELECT SLEEP(0)", "select"),
+    ("SELECT COUNT(*) FROM fp_t", "select"),
+    ("select id from fp_t", "select"),
+    ("INSERT INTO fp_t VALUES (1, 'x')", "write"),
+    ("update fp_t SET c = 'y' WHERE id = 1", "write"),
+    ("DELETE FROM fp_t WHERE id = 1", "write"),
+    ("REPLACE INTO fp_t VALUES (1, 'x')", "write"),
+    ("BEGIN", "transaction"),
+    ("commit", "transaction"),
+    ("ROLLBACK", "transaction"),
+    ("BEGIN WORK", None),
+    ("ROLLBACK TO SAVEPOINT a", None),
+    ("START TRANSACTION READ ONLY", None),
+    ("SELECT DATABASE()", None),  # the logical database name: the proxy answers
+    ("SELECT LAST_INSERT_ID()", None),
+    ("INSERT INTO fp_t VALUES (LAST_INSERT_ID(), 'x')", None),
+    ("SELECT * FROM information_schema.TABLES", None),  # logical names
+    ("SELECT GET_LOCK('a', 0)", None),  # sticky: the session keeps its connection
+    ("SELECT @x := 1", None),
+    ("SELECT 1 INTO @y", None),
+    ("INSERT INTO fp_t SELECT * FROM fp_t FOR UPDATE INTO @z", None),
+    ("SELECT 1; SELECT 2", None),
+    (" SELECT 1", None),
+    ("/* c */ SELECT 1", None),
+    ("/*+ SHARDINGSPHERE_HINT: WRITE_ROUTE_ONLY=true */ SELECT 1", None),
+    ("SHOW TABLES", None),
+    ("SET @a = 1", None),
+    ("CREATE TEMPORARY TABLE t (a INT)", None),
+    ("LOCK TABLES fp_t READ", None),
 ]
 
 
-@pytest.mark.parametrize(("sql", "plain"), PLAIN_SELECT)
-def test_plain_select(sql: str, plain: bool) -> None:
-    assert plain_select(sql) is plain
+@pytest.mark.parametrize(("sql", "kind"), PLAIN_STATEMENTS)
+def test_plain_statement(sql: str, kind: str | None) -> None:
+    assert plain_statement(sql) == kind
 
 
 @pytest.fixture(scope="module", params=["asyncio", "uvloop"])
@@ -109,8 +122,9 @@ def test_prepared_executes_are_taken(proxy: RunningProxy, mariadb: MariaDBServer
         raw.close()
 
 
-@pytest.mark.parametrize("sql", [s for s, plain in PLAIN_SELECT if not plain and "fp_t" not in s and "@" not in s
-                                 and "GET_LOCK" not in s])
+@pytest.mark.parametrize("sql", [s for s, kind in PLAIN_STATEMENTS if kind is None and "fp_t" not in s and "@" not in s
+                                 and "GET_LOCK" not in s and "TRANSACTION" not in s and "SAVEPOINT" not in s
+                                 and "BEGIN" not in s and " t " not in s])
 def test_what_is_not_taken_still_gets_the_proxys_answer(proxy: RunningProxy, sql: str) -> None:
     with proxy.connect("demo", client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS) as conn, conn.cursor() as cur:
         cur.execute("SELECT 1")  # hold the connection, so a taken statement could be taken
@@ -328,3 +342,28 @@ def test_sharded_transaction_flags_follow_the_session(sharded: ShardedEnv) -> No
         assert not conn.in_transaction
     finally:
         conn.close()
+
+
+def test_text_writes_and_transactions_are_taken(proxy: RunningProxy, mariadb: MariaDBServer) -> None:
+    mariadb.execute("CREATE TABLE IF NOT EXISTS demo_ds.fp_w (id INT AUTO_INCREMENT PRIMARY KEY, c VARCHAR(20))")
+    with proxy.connect("demo", autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("SELECT 1")
+        before = STATS.taken
+        cur.execute("INSERT INTO fp_w (c) VALUES ('a')")
+        first_id = cur.lastrowid
+        cur.execute("SELECT LAST_INSERT_ID()")  # the coroutine's path: the session's own value
+        assert cur.fetchall() == ((first_id,),)
+        cur.execute("BEGIN")
+        assert conn.get_server_info() and conn.server_status & 1  # SERVER_STATUS_IN_TRANS, from the backend
+        cur.execute("UPDATE fp_w SET c = 'b' WHERE id = %s", (first_id,))
+        assert cur.rowcount == 1
+        cur.execute("ROLLBACK")
+        assert not conn.server_status & 1
+        cur.execute("SELECT c FROM fp_w WHERE id = %s", (first_id,))
+        assert cur.fetchall() == (("a",),)
+        cur.execute("DELETE FROM fp_w WHERE id = %s", (first_id,))
+        assert cur.rowcount == 1
+        with pytest.raises(pymysql.err.IntegrityError):
+            cur.execute("INSERT INTO fp_w (id, c) VALUES (1, 'x'), (1, 'y')")
+        # INSERT, BEGIN, UPDATE, ROLLBACK, SELECT, DELETE, the failed INSERT
+        assert STATS.taken - before == 7
