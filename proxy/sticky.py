@@ -11,21 +11,24 @@ import re
 
 STICKY = re.compile(
     r"\bTEMPORARY\b|\bGET_LOCK\s*\(|\bLOCK\s+TABLES?\b|:=|\bINTO\s+@|\bSQL_CALC_FOUND_ROWS\b|^\s*(?:PREPARE|"
-    r"HANDLER|XA)\b|\bFOUND_ROWS\s*\(|\bLAST_INSERT_ID\s*\(\s*\S",
+    r"HANDLER|XA)\b|\bFOUND_ROWS\s*\(|\bLAST_INSERT_ID\s*\(\s*[^\s)]",
     re.I,
 )
 
-# every STICKY match contains one of these (lowercase): most statements contain none, and the substring
-# test costs far less than the regex
-_MARKERS = ("temporary", "get_lock", "lock", ":=", "into", "sql_calc_found_rows", "prepare", "handler",
-            "xa", "found_rows", "last_insert_id")
+# every STICKY match contains one of these (lowercase; "lock" covers GET_LOCK, "found_rows" covers
+# SQL_CALC_FOUND_ROWS): most statements contain none, and the substring tests cost far less than the regex
+MARKERS = ("lock", "into", ":=", "temporary", "found_rows", "last_insert_id", "prepare", "handler", "xa")
 
 
 def may_be_sticky(sql: str, low: str | None = None) -> bool:
     """Does `sql` match STICKY? `low`: `sql.lower()`, when the caller has it already."""
     if low is None:
         low = sql.lower()
-    return any(marker in low for marker in _MARKERS) and STICKY.search(sql) is not None
+    # MARKERS spelled out: a chain of `in` tests is a third of the cost of any() over a generator
+    if not ("lock" in low or "into" in low or ":=" in low or "temporary" in low or "found_rows" in low
+            or "last_insert_id" in low or "prepare" in low or "handler" in low or "xa" in low):
+        return False
+    return STICKY.search(sql) is not None
 
 
-__all__ = ["STICKY", "may_be_sticky"]
+__all__ = ["MARKERS", "STICKY", "may_be_sticky"]

@@ -1,0 +1,46 @@
+"""`may_be_sticky`: the substring pre-test never hides a STICKY match."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.sticky import MARKERS, STICKY, may_be_sticky
+
+STATEMENTS = [
+    # (SQL, sticky)
+    ("CREATE TEMPORARY TABLE t (a INT)", True),
+    ("SELECT GET_LOCK('a', 1)", True),
+    ("select get_lock ('a', 1)", True),
+    ("LOCK TABLES t READ", True),
+    ("lock table t write", True),
+    ("SELECT @a := 1", True),
+    ("SELECT 1 INTO @x", True),
+    ("SELECT a INTO  @x FROM t", True),
+    ("SELECT SQL_CALC_FOUND_ROWS * FROM t", True),
+    ("PREPARE s FROM 'SELECT 1'", True),
+    ("  prepare s from 'SELECT 1'", True),
+    ("HANDLER t OPEN", True),
+    ("XA START 'x'", True),
+    ("SELECT FOUND_ROWS()", True),
+    ("SELECT LAST_INSERT_ID(5)", True),
+    ("SELECT c FROM sbtest1 WHERE id=5033", False),
+    ("SELECT LAST_INSERT_ID()", False),
+    ("INSERT INTO t VALUES (1)", False),
+    ("SELECT * FROM blocks", False),
+    ("SELECT 'example' AS xa_column", False),
+    ("UPDATE t SET a = 1", False),
+]
+
+
+@pytest.mark.parametrize(("sql", "sticky"), STATEMENTS)
+def test_may_be_sticky(sql: str, sticky: bool) -> None:
+    assert may_be_sticky(sql) is sticky
+    assert (STICKY.search(sql) is not None) is sticky
+
+
+def test_every_sticky_match_contains_a_marker() -> None:
+    for sql, sticky in STATEMENTS:
+        if sticky:
+            match = STICKY.search(sql)
+            assert match is not None
+            assert any(m in match.group(0).lower() or m in sql.lower() for m in MARKERS), sql
