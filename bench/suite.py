@@ -44,7 +44,6 @@ import contextlib
 import json
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -72,6 +71,7 @@ from harness import (  # noqa: E402
     proxy_process,
     render_sbtest_conf,
     run_sysbench,
+    wait_listening,
     write_passthrough_conf,
 )
 
@@ -212,20 +212,6 @@ def write_conf(conf: Path, a: MariaDBServer, b: MariaDBServer) -> Path:
 REFERENCE_RELAYS = {"byte-relay": "byte relay (Python)", "haproxy": "HAProxy TCP (C)"}
 
 
-def _wait_listening(proc: subprocess.Popen[bytes], port: int, what: str) -> None:
-    deadline = time.monotonic() + 20
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start listening") from None
-            time.sleep(0.1)
-
-
 @contextlib.contextmanager
 def reference_relays(server_port: int, work: Path) -> Iterator[dict[str, tuple[int, int]]]:
     """{name: (port, pid)} of the reference relays in front of the server (HAProxy only when installed)."""
@@ -236,7 +222,7 @@ def reference_relays(server_port: int, work: Path) -> Iterator[dict[str, tuple[i
         proc = subprocess.Popen([sys.executable, str(BENCH / "byte_relay.py"), "--listen", str(port), "--to",
                                  f"127.0.0.1:{server_port}"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         procs.append(proc)
-        _wait_listening(proc, port, "byte_relay.py")
+        wait_listening(proc, port, "byte_relay.py")
         out["byte-relay"] = (port, proc.pid)
         haproxy = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
         if haproxy:
@@ -248,7 +234,7 @@ def reference_relays(server_port: int, work: Path) -> Iterator[dict[str, tuple[i
             proc = subprocess.Popen([haproxy, "-f", str(cfg), "-db"], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.STDOUT)
             procs.append(proc)
-            _wait_listening(proc, port, "haproxy")
+            wait_listening(proc, port, "haproxy")
             out["haproxy"] = (port, proc.pid)
         yield out
     finally:

@@ -59,6 +59,24 @@ def write_passthrough_conf(conf: Path, server: MariaDBServer, physical: str, nam
     return conf
 
 
+def wait_listening(proc: subprocess.Popen[bytes], port: int, what: str, *, timeout: float = 20,
+                   log: Path | None = None) -> None:
+    """Until something accepts connections on 127.0.0.1:port; RuntimeError if `proc` exits first (with the
+    tail of its `log`) or nothing listens within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            tail = f":\n{log.read_text()[-3000:]}" if log is not None else ""
+            raise RuntimeError(f"{what} exited with {proc.returncode}{tail}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start listening within {timeout:.0f} s") from None
+            time.sleep(0.1)
+
+
 @contextmanager
 def proxy_process(conf: Path, port: int, log: Path, extra: Sequence[str] = ()) -> Iterator[subprocess.Popen[bytes]]:
     """`python -m proxy serve` on 127.0.0.1:port until the block ends; its output goes to `log`.
@@ -72,17 +90,7 @@ def proxy_process(conf: Path, port: int, log: Path, extra: Sequence[str] = ()) -
             cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"proxy exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("proxy did not start listening within 60 s") from None
-                time.sleep(0.1)
+        wait_listening(proc, port, "proxy", timeout=60, log=log)
         yield proc
     finally:
         proc.terminate()
