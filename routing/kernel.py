@@ -64,6 +64,8 @@ from routing.route import (
 
 __all__ = ["ShardingKernel", "parse_comment_hints"]
 
+_SHAPE_TEXT_LIMIT = 4096  # characters: longer prepared texts are scanned at every execute
+
 _FIRST_WORD = re.compile(r"\s*(?:(?:/\*.*?\*/|--[^\n]*\n|#[^\n]*\n)\s*)*(\w+)", re.S)
 _KINDS = {
     "SELECT": StatementKind.SELECT,
@@ -93,6 +95,10 @@ class ShardingKernel:
         self.rules = rules
         self.metadata = metadata
         self._cache: PlanCache[Plan] = PlanCache(plan_cache_size)
+        # the shapes of prepared statements' texts (parameters as `?`: the text repeats exactly at every
+        # execute, so its scan is done once); short texts only, a bounded number
+        self._shapes: dict[str, Shape] = {}
+        self._shapes_size = plan_cache_size
 
     @property
     def cache(self) -> PlanCache[Plan]:
@@ -101,6 +107,7 @@ class ShardingKernel:
     def invalidate(self) -> None:
         """Drop every cached plan (rules or metadata changed)."""
         self._cache.clear()
+        self._shapes.clear()
 
     def route(
         self, sql: str, params: Sequence[Any] | None = None, hints: SessionHints | None = None
@@ -112,7 +119,13 @@ class ShardingKernel:
                 hints = merge_hints(hints, comment.hints)
         if hints is not None and hints.data_source:
             return self._direct(sql, params, hints)
-        shape = scan_shape(sql)
+        shape = self._shapes.get(sql) if params is not None else None
+        if shape is None:
+            shape = scan_shape(sql)
+            if params is not None and len(sql) <= _SHAPE_TEXT_LIMIT:
+                if len(self._shapes) >= self._shapes_size:
+                    del self._shapes[next(iter(self._shapes))]  # the oldest
+                self._shapes[sql] = shape
         plan = self._cache.get(shape.key)
         if plan is None or not plan.accepts(shape):
             plan = compile_plan(shape, self.rules, self.metadata)

@@ -76,3 +76,22 @@ def test_bounded_and_invalidated() -> None:
     assert len(kernel.cache) == 2
     kernel.invalidate()
     assert len(kernel.cache) == 0
+
+
+def test_prepared_text_is_scanned_once(kernel: ShardingKernel, monkeypatch: pytest.MonkeyPatch) -> None:
+    import routing.kernel
+
+    sql = "SELECT * FROM t_order WHERE user_id = ? AND order_id = ?"
+    kernel.route(sql, [1, 1])
+    scans: list[str] = []
+    real = routing.kernel.scan_shape
+    monkeypatch.setattr(routing.kernel, "scan_shape", lambda text: scans.append(text) or real(text))
+    routed = kernel.route(sql, [2, 3])
+    assert [(u.data_source, u.params) for u in routed.execution_units] == [("ds_0", (2, 3))]
+    assert scans == []
+    kernel.route("SELECT * FROM t_order WHERE user_id = 2 AND order_id = 3")  # text: scanned every time
+    kernel.route("SELECT * FROM t_order WHERE user_id = 2 AND order_id = 3")
+    assert len(scans) == 2
+    kernel.invalidate()
+    kernel.route(sql, [2, 3])
+    assert len(scans) == 3
