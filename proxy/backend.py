@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiomysql
 import pymysql
@@ -23,7 +23,9 @@ from protocol.packets import ComQuery, ERRPacket, OKPacket
 from protocol.results import ResultEnd, ResultHeader, ResultParser, ResultSummary
 from protocol.verbatim import relay_for
 from proxy.config import DataSourceConfig
-from proxy.fastpath import install_tap
+
+if TYPE_CHECKING:
+    from proxy.fastpath import FastPath
 
 log = structlog.get_logger("shardproxy.backend")
 
@@ -57,6 +59,66 @@ class Holder(Protocol):
 # A backend connection speaks to us with the classic EOF framing: PyMySQL never asks for DEPRECATE_EOF.
 BACKEND_DEPRECATE_EOF = False
 _BASE_FLAGS = Capability.MULTI_STATEMENTS | Capability.MULTI_RESULTS | Capability.PS_MULTI_RESULTS
+
+
+class BackendTap(asyncio.Protocol):
+    """Sits in front of a backend socket's own protocol (aiomysql's StreamReaderProtocol): while a
+    proxy.fastpath command is answered the bytes go to the fast path, otherwise everything goes through
+    unchanged."""
+
+    __slots__ = ("conn", "inner", "relay", "transport")
+
+    def __init__(self, inner: Any, conn: BackendConnection, transport: Any) -> None:
+        self.inner = inner
+        self.transport = transport
+        self.conn = conn  # marked broken when its socket closes
+        self.relay: FastPath | None = None  # the session's fast path while it relays an answer from here
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # pragma: no cover - installed later
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        relay = self.relay
+        if relay is not None:
+            relay.backend_data(data)
+        else:
+            self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        self._lost()
+        result: bool | None = self.inner.eof_received()
+        return result
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost()
+        self.inner.connection_lost(exc)
+
+    def _lost(self) -> None:
+        # killed, timed out or restarted between commands: the session's next command borrows another
+        # connection instead of failing on this one
+        self.conn.broken = True
+        relay = self.relay
+        if relay is not None:
+            relay.backend_lost()
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+
+def install_tap(transport: asyncio.BaseTransport | None, conn: BackendConnection) -> BackendTap | None:
+    """Put a BackendTap in front of a backend connection's protocol (None when the transport cannot)."""
+    if transport is None or not hasattr(transport, "set_protocol"):
+        return None
+    inner = transport.get_protocol()
+    if isinstance(inner, BackendTap):
+        inner.conn, inner.transport = conn, transport
+        return inner
+    tap = BackendTap(inner, conn, transport)
+    transport.set_protocol(tap)
+    return tap
 
 
 class BackendConnection:

@@ -19,6 +19,16 @@ from routing.plan import ExecutionUnit
 Row = tuple[bytes | None, ...]
 
 
+def query_payload(unit: ExecutionUnit) -> bytes:
+    """COM_QUERY of a unit's SQL."""
+    return ComQuery(unit.sql.encode("utf-8", errors="surrogateescape")).encode()
+
+
+def execute_payload(statement_id: int, unit: ExecutionUnit) -> bytes:
+    """COM_STMT_EXECUTE of a unit's parameters, on the backend statement its SQL is prepared as."""
+    return ComStmtExecute(statement_id, 0, 1, tuple(unit.params or ()), (), True).encode()
+
+
 class StatementFailed(Exception):
     """The backend refused to prepare a unit's statement."""
 
@@ -41,7 +51,7 @@ class TextCodec:
     binary = False
 
     async def command(self, conn: BackendConnection, unit: ExecutionUnit) -> bytes:
-        return ComQuery(unit.sql.encode("utf-8", errors="surrogateescape")).encode()
+        return query_payload(unit)
 
     def decode_row(self, payload: bytes, columns: Sequence[ColumnDefinition41]) -> Row:
         return decode_text_row(payload, len(columns))
@@ -57,7 +67,7 @@ class BinaryCodec:
         answer = await conn.prepared(unit.sql)
         if isinstance(answer, ERRPacket):
             raise StatementFailed(answer)
-        return ComStmtExecute(answer.ok.statement_id, 0, 1, tuple(unit.params or ()), (), True).encode()
+        return execute_payload(answer.ok.statement_id, unit)
 
     def decode_row(self, payload: bytes, columns: Sequence[ColumnDefinition41]) -> Row:
         return binary_row_to_text(payload, columns)

@@ -19,22 +19,25 @@ from __future__ import annotations
 
 import asyncio
 import struct
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from protocol.binary import ComStmtExecute
-from protocol.constants import ErrorCode, ServerStatus
+from protocol.constants import ErrorCode
+from protocol.framing import encode_packet
 from protocol.packets import ERRPacket
 from protocol.results import ResultRelay
-from protocol.verbatim import VerbatimRelay
+from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
+from proxy.backend import BACKEND_DEPRECATE_EOF
+from proxy.codec import execute_payload, query_payload
+from proxy.executor import error_renamer
 from proxy.sticky import may_be_sticky
 from routing.plan import StatementKind
 from routing.session_functions import CALL
 
 if TYPE_CHECKING:
-    from proxy.backend import BackendConnection
+    from proxy.backend import BackendConnection, BackendTap
     from proxy.runtime import LogicalDatabase
     from proxy.session import Session
 
@@ -42,7 +45,6 @@ CLIENT_BUFFER_LIMIT = 1 << 18  # bytes queued for a client before the backend so
 _QUERY = 0x03
 _STMT_EXECUTE = 0x17
 _MAX_FRAME = 0xFFFFFF
-_NOT_MORE_RESULTS = ~int(ServerStatus.MORE_RESULTS_EXISTS)
 _SELECT = StatementKind.SELECT
 
 
@@ -69,65 +71,6 @@ class ClientProtocol(asyncio.StreamReaderProtocol):
         super().resume_writing()
         if self.fast is not None:
             self.fast.client_drained()
-
-
-class BackendTap(asyncio.Protocol):
-    """Sits in front of a backend socket's own protocol (aiomysql's StreamReaderProtocol): while a fast
-    command is answered the bytes go to the fast path, otherwise everything goes through unchanged."""
-
-    __slots__ = ("conn", "inner", "relay", "transport")
-
-    def __init__(self, inner: Any, conn: Any, transport: Any) -> None:
-        self.inner = inner
-        self.transport = transport
-        self.conn = conn  # the BackendConnection: marked broken when its socket closes
-        self.relay: FastPath | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # pragma: no cover - installed later
-        self.inner.connection_made(transport)
-
-    def data_received(self, data: bytes) -> None:
-        relay = self.relay
-        if relay is not None:
-            relay.backend_data(data)
-        else:
-            self.inner.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        self._lost()
-        result: bool | None = self.inner.eof_received()
-        return result
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._lost()
-        self.inner.connection_lost(exc)
-
-    def _lost(self) -> None:
-        # killed, timed out or restarted between commands: the session's next command borrows another
-        # connection instead of failing on this one
-        self.conn.broken = True
-        relay = self.relay
-        if relay is not None:
-            relay.backend_lost()
-
-    def pause_writing(self) -> None:
-        self.inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.inner.resume_writing()
-
-
-def install_tap(transport: asyncio.BaseTransport | None, conn: Any) -> BackendTap | None:
-    """Put a BackendTap in front of a backend connection's protocol (None when the transport cannot)."""
-    if transport is None or not hasattr(transport, "set_protocol"):
-        return None
-    inner = transport.get_protocol()
-    if isinstance(inner, BackendTap):
-        inner.conn, inner.transport = conn, transport
-        return inner
-    tap = BackendTap(inner, conn, transport)
-    transport.set_protocol(tap)
-    return tap
 
 
 SELECT, WRITE, TRANSACTION = "select", "write", "transaction"
@@ -176,7 +119,7 @@ class FastPath:
     """One session's synchronous relay state."""
 
     __slots__ = ("armed", "backend_transport", "client", "conn", "eof_pending", "keep_for_next", "paused", "pending",
-                 "relay", "session", "sharded", "tap", "transport")
+                 "relay", "session", "tap", "transport")
 
     def __init__(self, session: Session, client: ClientProtocol, transport: asyncio.WriteTransport) -> None:
         self.session = session
@@ -187,7 +130,6 @@ class FastPath:
         self.conn: BackendConnection | None = None
         self.tap: BackendTap | None = None
         self.backend_transport: Any = None
-        self.sharded = False  # the command in flight went to a sharded database
         self.keep_for_next = False  # the command in flight is a write passed through
         self.pending: list[bytes] = []  # client bytes that arrived while an answer was relayed
         self.paused = False  # the backend socket is not read until the client drains
@@ -224,22 +166,11 @@ class FastPath:
         assert tap is not None
         STATS.taken += 1
         session = self.session
-        session.command = "Execute" if command == _STMT_EXECUTE else "Query"
-        session.command_started = time.monotonic()
-        session.busy = True
-        session.errored = False
-        for held in session.backends.values():
-            held.keep_for_next = False
+        session.begin_command(command)
         transport = tap.transport
         self.conn, self.tap, self.backend_transport = conn, tap, transport
-        # the backend connection's framing is the classic one (proxy.backend.BACKEND_DEPRECATE_EOF)
-        rewriter = target.error_rewriter
-        self.relay = (
-            ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=session.deprecate_eof,
-                        error_rewriter=rewriter)
-            if session.deprecate_eof or rewriter is not None else VerbatimRelay()
-        )
-        self.sharded = target.sharded
+        self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
+                               client_deprecate_eof=session.deprecate_eof, error_rewriter=target.error_rewriter)
         self.keep_for_next = target.keep_for_next
         tap.relay = self
         conn.busy = True
@@ -286,10 +217,9 @@ class FastPath:
         if conn is None or self.relay is None:
             return
         conn.broken = True
-        payload = ERRPacket(errno, message, "HY000").encode(self.session.capabilities)
-        n = len(payload)
         if not self.transport.is_closing():
-            self.transport.write(bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, 1)) + payload)
+            payload = ERRPacket(errno, message, "HY000").encode(self.session.capabilities)
+            self.transport.write(encode_packet(payload, 1)[0])
         self.session.log.warning("backend_error", data_source=conn.name, error=message)
         self._finish(lost=True)
 
@@ -309,17 +239,11 @@ class FastPath:
             conn.busy = False
             conn.status = status
             conn.raw.server_status = status
-            if self.sharded:
-                session.update_status(status)  # from the session's transaction state
-            else:
-                session._status = status & _NOT_MORE_RESULTS  # Session.update_status of a pass-through database
+            session.update_status(status)
             session.errored = summary.error is not None
             if self.keep_for_next and summary.error is None:
                 conn.keep_for_next = True  # as Session._after_pass_through does for writes
-        session.command = "Sleep"
-        session.busy = False
-        if conn.source.waiters or len(session.backends) > 1 or session.read_backends:
-            session._lend_idle()
+        session.end_command()
         pending, self.pending = self.pending, []
         for data in pending:
             self.client.data_received(data)
@@ -344,7 +268,6 @@ class Forward(NamedTuple):
     conn: BackendConnection
     data: bytes  # the framed command for the backend
     error_rewriter: Callable[[bytes], bytes] | None  # sharded: backend errors in the client's logical names
-    sharded: bool
     # a write passed through: its connection is kept for what the client may ask next (LAST_INSERT_ID() ...)
     keep_for_next: bool
 
@@ -376,7 +299,7 @@ def fast_forward(session: Session, packet: bytes) -> Forward | None:
         stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
         if stmt is None or stmt.backend is not conn:
             return None
-        return Forward(conn, packet[:5] + struct.pack("<I", stmt.backend_id) + packet[9:], None, False, False)
+        return Forward(conn, packet[:5] + struct.pack("<I", stmt.backend_id) + packet[9:], None, False)
     if command == _QUERY:
         if len(packet) > 4096:
             return None
@@ -385,7 +308,7 @@ def fast_forward(session: Session, packet: bytes) -> Forward | None:
         if kind is None:
             return None
         session.info = sql[:100]
-        return Forward(conn, packet, None, False, kind is WRITE)
+        return Forward(conn, packet, None, kind is WRITE)
     return None
 
 
@@ -439,21 +362,14 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
     if params is None:
         if unit.params:
             return None
-        data = b"\x03" + unit.sql.encode("utf-8", errors="surrogateescape")
+        data = query_payload(unit)
     else:
         prepared = conn.statements.get(unit.sql)
         if prepared is None:
             return None
-        data = ComStmtExecute(prepared.ok.statement_id, 0, 1, tuple(unit.params or ()), (), True).encode()
-    n = len(data)
-    if n >= _MAX_FRAME:
-        return None
-    from proxy.executor import error_renamer  # (proxy.executor imports proxy.backend, which imports this)
-
+        data = execute_payload(prepared.ok.statement_id, unit)
     session.info = sql[:100]
-    frame = bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, 0)) + data
-    return Forward(conn, frame, error_renamer(db, routed), True, False)
+    return Forward(conn, encode_packet(data, 0)[0], error_renamer(db, routed), False)
 
 
-__all__ = ["STATS", "BackendTap", "ClientProtocol", "FastPath", "FastPathStats", "Forward", "fast_forward",
-           "install_tap", "plain_statement"]
+__all__ = ["STATS", "ClientProtocol", "FastPath", "FastPathStats", "Forward", "fast_forward", "plain_statement"]

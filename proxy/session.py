@@ -140,19 +140,11 @@ class Session:
                     continue
                 if payload[0] == Command.QUIT:
                     return
-                self.command = _COMMAND_NAMES.get(payload[0], "?")
-                self.command_started = time.monotonic()
-                self.busy = True
-                self.errored = False
-                for conn in self.backends.values():
-                    conn.keep_for_next = False
+                self.begin_command(payload[0])
                 try:
                     await self._dispatch(payload)
                 finally:
-                    self.command = "Sleep"
-                    self.info = None
-                    self.busy = False
-                    self._lend_idle()
+                    self.end_command()
                 await self.wire.flush()
         except ClientGone:
             pass
@@ -162,6 +154,23 @@ class Session:
             self.log.exception("session_failed")
         finally:
             await self.close()
+
+    def begin_command(self, command: int) -> None:
+        """A command starts (here or in proxy.fastpath): processlist state, and nothing of the previous
+        statement's results is kept for it any more."""
+        self.command = _COMMAND_NAMES.get(command, "?")
+        self.command_started = time.monotonic()
+        self.busy = True
+        self.errored = False
+        for conn in self.backends.values():
+            conn.keep_for_next = False
+
+    def end_command(self) -> None:
+        """The command is answered: idle again, and held connections others wait for are lent."""
+        self.command = "Sleep"
+        self.info = None
+        self.busy = False
+        self._lend_idle()
 
     async def close(self) -> None:
         if self.fast is not None:
@@ -409,8 +418,12 @@ class Session:
 
     def _lend_idle(self) -> None:
         """Between commands: connections other sessions are waiting for go back to the pool now."""
-        if not any(c.source.waiters for c in self.backends.values()) and not self.read_backends:
-            return
+        if not self.read_backends:
+            for c in self.backends.values():
+                if c.source.waiters:
+                    break
+            else:
+                return  # nobody waits for what we hold (the common case, checked without a generator)
         for held in (self.backends, self.read_backends):
             for name, conn in list(held.items()):
                 if conn.source.waiters > 0 and self._lendable(conn):

@@ -96,9 +96,8 @@ class ShardingKernel:
         self.metadata = metadata
         self._cache: PlanCache[Plan] = PlanCache(plan_cache_size)
         # the shapes of prepared statements' texts (parameters as `?`: the text repeats exactly at every
-        # execute, so its scan is done once); short texts only, a bounded number
-        self._shapes: dict[str, Shape] = {}
-        self._shapes_size = plan_cache_size
+        # execute, so its scan is done once); short texts only
+        self._shapes: PlanCache[Shape] = PlanCache(plan_cache_size)
 
     @property
     def cache(self) -> PlanCache[Plan]:
@@ -123,9 +122,7 @@ class ShardingKernel:
         if shape is None:
             shape = scan_shape(sql)
             if params is not None and len(sql) <= _SHAPE_TEXT_LIMIT:
-                if len(self._shapes) >= self._shapes_size:
-                    del self._shapes[next(iter(self._shapes))]  # the oldest
-                self._shapes[sql] = shape
+                self._shapes.put(sql, shape)
         plan = self._cache.get(shape.key)
         if plan is None or not plan.accepts(shape):
             plan = compile_plan(shape, self.rules, self.metadata)

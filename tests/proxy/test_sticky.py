@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.sticky import MARKERS, STICKY, may_be_sticky
+from proxy.sticky import MARKERS, STICKY, may_be_sticky, mentions_marker
 
 STATEMENTS = [
     # (SQL, sticky)
@@ -44,3 +44,8 @@ def test_every_sticky_match_contains_a_marker() -> None:
             match = STICKY.search(sql)
             assert match is not None
             assert any(m in match.group(0).lower() or m in sql.lower() for m in MARKERS), sql
+
+
+@pytest.mark.parametrize("marker", MARKERS)
+def test_the_pre_test_checks_every_marker(marker: str) -> None:
+    assert mentions_marker(f"select {marker} from t")
