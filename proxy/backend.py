@@ -8,9 +8,9 @@ rows and aiomysql's cursor API decodes every row into Python objects.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import aiomysql
 import pymysql
@@ -23,6 +23,7 @@ from protocol.packets import ComQuery, ERRPacket, OKPacket
 from protocol.results import ResultEnd, ResultHeader, ResultParser, ResultSummary
 from protocol.verbatim import relay_for
 from proxy.config import DataSourceConfig
+from proxy.pool import ConnectionPool, Holder, Lease, PoolClosed, PoolTimeout
 
 if TYPE_CHECKING:
     from proxy.fastpath import FastPath
@@ -32,6 +33,7 @@ log = structlog.get_logger("shardproxy.backend")
 READ_CHUNK = 1 << 18
 CLIENT_BUFFER_LIMIT = 1 << 18  # bytes queued for a client before the relay waits for it to read
 MAX_STATEMENTS_PER_CONNECTION = 256
+POOL_TIMEOUT_ERRNO = 1040  # ER_CON_COUNT_ERROR: no backend connection could be had in time
 
 
 class BackendError(Exception):
@@ -48,12 +50,6 @@ class BackendError(Exception):
 
 
 CLEAN_STATE: tuple[str, bool, tuple[str, ...]] = ("utf8mb4", True, ())
-
-
-class Holder(Protocol):
-    """A session holding a connection between its commands; it may give an idle one back for another."""
-
-    def give_up(self, conn: BackendConnection) -> bool: ...
 
 
 # A backend connection speaks to us with the classic EOF framing: PyMySQL never asks for DEPRECATE_EOF.
@@ -144,6 +140,41 @@ class BackendConnection:
         self.keep_for_next = False
         # answers to fast-path commands are read by this, in the socket's callback (proxy.fastpath)
         self.tap = install_tap(raw._writer.transport if raw._writer is not None else None, self)
+        # where the pool (proxy.pool) has it, and who owns it: changed by the pool only
+        self.lease = Lease.LENT
+        self.owner: object | None = None
+        self.created_at = time.monotonic()
+        self.idle_since = self.created_at
+
+    def __repr__(self) -> str:
+        return f"<BackendConnection {self.name} thread {self.raw.server_thread_id[0]} {self.lease.value}>"
+
+    def close(self) -> None:
+        """Close the socket now (the pool calls this for a connection it will not reuse)."""
+        self.broken = True
+        self.raw.close()
+
+    async def reset_state(self) -> None:
+        """COM_RESET_CONNECTION: rolls back, drops temporary tables and user variables, resets SET state;
+        then the pool's defaults again (multi-statements on, utf8mb4). Marks the connection broken when
+        the server refuses."""
+        self.statements.clear()
+        answer = await self.simple_command(b"\x1f")
+        if answer[-1][:1] == b"\xff":
+            self.broken = True
+            return
+        if not self.multi_statements:  # the next borrower may want 'a; b' (the pool opened it with the flag)
+            answer = await self.simple_command(b"\x1b\x00\x00")
+            if answer[-1][:1] == b"\xff":
+                self.broken = True
+                return
+        if self.charset != "utf8mb4":
+            await self.execute("SET NAMES utf8mb4")
+            self.charset = "utf8mb4"
+        self.session_sets = ()
+        self.status = 2
+        self.raw.server_status = 2
+        self.keep_for_next = False
 
     @property
     def state(self) -> tuple[str, bool, tuple[str, ...]]:
@@ -322,59 +353,31 @@ class BackendConnection:
         return rows if ncols else (result or OKPacket())
 
 
-@dataclass
-class _PoolKey:
-    found_rows: bool
-
-
 class DataSource:
-    """One configured data source: a pool per CLIENT_FOUND_ROWS setting (created on first need)."""
+    """One configured data source: its connection pool (proxy.pool, the single owner of its connections)
+    and an admin connection outside the pool for KILL QUERY and metadata."""
 
     fast_relay = True  # pass-through commands may be relayed by proxy.fastpath (not a read/write group)
 
     def __init__(self, config: DataSourceConfig) -> None:
         self.config = config
         self.name = config.name
-        self._pools: dict[bool, aiomysql.Pool] = {}
-        self._lock = asyncio.Lock()
+        self.pool: ConnectionPool[BackendConnection] = ConnectionPool(
+            config.name, self._open, max_size=max(1, config.max_pool_size),
+            acquire_timeout=config.connect_timeout if config.connect_timeout > 0 else 30.0,
+            idle_timeout=max(0.0, config.idle_timeout), max_lifetime=max(0.0, config.max_lifetime),
+        )
         self._admin: BackendConnection | None = None
         self._admin_lock = asyncio.Lock()
-        # sessions holding connections between commands, so an exhausted pool can take back an idle one
-        self.holders: dict[BackendConnection, Holder] = {}
-        self.waiters = 0
-        # our wrapper per pooled aiomysql connection, so its state (charset, SETs, prepared statements)
-        # is known when it is borrowed again
-        self._known: dict[int, BackendConnection] = {}
 
-    async def _pool(self, found_rows: bool) -> aiomysql.Pool:
-        pool = self._pools.get(found_rows)
-        if pool is not None:
-            return pool
-        async with self._lock:
-            pool = self._pools.get(found_rows)
-            if pool is None:
-                pool = await self._create_pool(found_rows)
-                self._pools[found_rows] = pool
-        return pool
-
-    async def _create_pool(self, found_rows: bool) -> aiomysql.Pool:
+    async def _open(self, found_rows: bool) -> BackendConnection:
         c = self.config
         flags = int(_BASE_FLAGS | (Capability.FOUND_ROWS if found_rows else 0))
         try:
-            return await asyncio.wait_for(
-                aiomysql.create_pool(
-                    minsize=c.min_pool_size if not found_rows else min(1, c.min_pool_size),
-                    maxsize=c.max_pool_size,
-                    host=c.host,
-                    port=c.port,
-                    user=c.username,
-                    password=c.password,
-                    db=c.database,
-                    charset="utf8mb4",
-                    autocommit=True,
-                    client_flag=flags,
-                    connect_timeout=c.connect_timeout,
-                    pool_recycle=int(c.max_lifetime) if c.max_lifetime > 0 else -1,
+            raw = await asyncio.wait_for(
+                aiomysql.connect(
+                    host=c.host, port=c.port, user=c.username, password=c.password, db=c.database,
+                    charset="utf8mb4", autocommit=True, client_flag=flags, connect_timeout=c.connect_timeout,
                 ),
                 timeout=c.connect_timeout + 5,
             )
@@ -383,106 +386,55 @@ class DataSource:
             raise BackendError(self.name, f"cannot connect to {c.describe()}: {msg}", errno=int(errno or 2003)) from exc
         except (OSError, TimeoutError) as exc:
             raise BackendError(self.name, f"cannot connect to {c.describe()}: {exc}", errno=2003) from exc
+        return BackendConnection(self, raw, found_rows)
 
     async def start(self) -> None:
-        await self._pool(False)
+        """Open minPoolSize connections (at least one: an unreachable data source stops the start)."""
+        want = min(max(1, self.config.min_pool_size), self.pool.max_size)
+        conns = [await self._open(False) for _ in range(want)]
+        self.pool.prefill(conns)
 
-    def exhausted(self, found_rows: bool) -> bool:
-        pool = self._pools.get(found_rows)
-        return pool is not None and pool.freesize == 0 and pool.size >= pool.maxsize
+    @property
+    def waiters(self) -> int:
+        return self.pool.waiting
 
-    def _reclaim(self, found_rows: bool) -> BackendConnection | None:
-        """Take an idle connection back from a session that holds it between commands (synchronous: no
-        other task runs between the check and the hand-over)."""
-        for conn, holder in list(self.holders.items()):
-            if conn.found_rows == found_rows and holder.give_up(conn):
-                self.holders.pop(conn, None)
-                return conn
-        return None
-
-    async def try_acquire(self, *, found_rows: bool = False, holder: Holder | None = None) -> BackendConnection | None:
-        """Like `acquire`, but None instead of waiting when the pool is exhausted and nothing is idle."""
-        await self._pool(found_rows)
-        if self.exhausted(found_rows):
-            conn = self._reclaim(found_rows)
-            if conn is not None and holder is not None:
-                self.holders[conn] = holder
-            return conn
-        return await self.acquire(found_rows=found_rows, holder=holder)
-
-    async def acquire(self, *, found_rows: bool = False, holder: Holder | None = None) -> BackendConnection:
-        """A connection from the pool; when the pool is exhausted, an idle one taken back from another
-        session, else the next one returned. `holder` registers the borrower as able to give the
-        connection back between its commands."""
-        pool = await self._pool(found_rows)
-        if self.exhausted(found_rows):
-            conn = self._reclaim(found_rows)
-            if conn is not None:
-                if holder is not None:
-                    self.holders[conn] = holder
-                return conn
-        self.waiters += 1
+    async def acquire(self, owner: object, *, found_rows: bool = False, holder: Holder | None = None
+                      ) -> BackendConnection:
+        """A connection owned by `owner` (HELD through `holder`, which may give it up between its
+        commands; else LENT), waiting at most connectionTimeoutMilliseconds."""
         try:
-            raw = await pool.acquire()
-        except pymysql.err.OperationalError as exc:
-            errno, msg = (*exc.args, "")[:2]
-            raise BackendError(self.name, f"cannot connect: {msg}", errno=int(errno or 2003)) from exc
-        except OSError as exc:
-            raise BackendError(self.name, f"cannot connect: {exc}", errno=2003) from exc
-        finally:
-            self.waiters -= 1
-        conn = self._known.get(id(raw))
-        if conn is None or conn.raw is not raw:
-            conn = BackendConnection(self, raw, found_rows)
-            self._known[id(raw)] = conn
-        conn.broken = False
+            conn = await self.pool.acquire(owner, found_rows=found_rows, holder=holder)
+        except PoolTimeout as exc:
+            raise BackendError(self.name, exc.message, errno=POOL_TIMEOUT_ERRNO, sqlstate="HY000") from exc
+        except PoolClosed as exc:
+            raise BackendError(self.name, "the proxy is shutting down", errno=1053, sqlstate="08S01") from exc
+        assert conn is not None
         conn.keep_for_next = False
-        if holder is not None:
-            self.holders[conn] = holder
         return conn
 
-    async def release(self, conn: BackendConnection, *, reset: bool = True) -> None:
-        """Return a connection. With `reset`, its session state is cleared first; without, it keeps its
-        state (recorded in `conn.state`) and the next borrower resets it only if its own state differs."""
-        self.holders.pop(conn, None)
-        if conn.busy:
-            conn.broken = True  # an answer is still on its way: the connection cannot be reused safely
-        pool = self._pools.get(conn.found_rows)
-        if pool is None:
-            conn.raw.close()
-            return
-        if not conn.broken and reset:
-            try:
-                await asyncio.wait_for(self._reset(conn), timeout=5)
-            except (BackendError, TimeoutError, OSError):
-                conn.broken = True
-        if conn.broken:
-            conn.raw.close()
-            self._known.pop(id(conn.raw), None)
-        await pool.release(conn.raw)
+    async def try_acquire(self, owner: object, *, found_rows: bool = False, holder: Holder | None = None
+                          ) -> BackendConnection | None:
+        """Like `acquire`, but None instead of waiting when nothing is free now."""
+        try:
+            conn = await self.pool.acquire(owner, found_rows=found_rows, holder=holder, wait=False)
+        except PoolClosed as exc:
+            raise BackendError(self.name, "the proxy is shutting down", errno=1053, sqlstate="08S01") from exc
+        if conn is not None:
+            conn.keep_for_next = False
+        return conn
 
-    async def _reset(self, conn: BackendConnection) -> None:
-        # COM_RESET_CONNECTION rolls back, drops temporary tables and user variables, resets SET state.
-        conn.statements.clear()
-        answer = await conn.simple_command(b"\x1f")
-        if answer[-1][:1] == b"\xff":
-            conn.broken = True
-            return
-        if not conn.multi_statements:  # the next borrower may want 'a; b' (the pool opened it with the flag)
-            answer = await conn.simple_command(b"\x1b\x00\x00")
-            if answer[-1][:1] == b"\xff":
-                conn.broken = True
-                return
-        if conn.charset != "utf8mb4":
-            await conn.execute("SET NAMES utf8mb4")
-            conn.charset = "utf8mb4"
-        conn.session_sets = ()
-        conn.status = 2
-        conn.raw.server_status = 2
+    def release(self, conn: BackendConnection, *, owner: object, reset: bool = True) -> None:
+        """`owner` gives a connection back, synchronously. With `reset`, the pool clears its session state
+        before anyone else gets it; without, it keeps its state (recorded in `conn.state`) and the next
+        borrower resets it only if its own state differs. A connection in a transaction, or whose state is
+        unknown, is never passed on as it is."""
+        if not reset and (conn.status & 1 or not conn.status & 2):  # IN_TRANS, or autocommit off
+            reset = True
+        self.pool.release(conn, owner=owner, reset=reset)
 
     async def reset(self, conn: BackendConnection) -> None:
         """Clear a borrowed connection's session state (before applying another session's)."""
-        await self._reset(conn)
+        await conn.reset_state()
         if conn.broken:
             raise BackendError(self.name, "could not reset a pooled connection")
 
@@ -518,19 +470,11 @@ class DataSource:
         if self._admin is not None:
             self._admin.raw.close()
             self._admin = None
-        for pool in self._pools.values():
-            pool.close()
-        for pool in self._pools.values():
-            try:
-                await asyncio.wait_for(pool.wait_closed(), timeout=5)
-            except TimeoutError:
-                pool.terminate()
-        self._pools.clear()
+        await self.pool.close()
 
     def stats(self) -> dict[str, int]:
-        size = sum(p.size for p in self._pools.values())
-        free = sum(p.freesize for p in self._pools.values())
-        return {"size": size, "free": free, "used": size - free}
+        st = self.pool.stats()
+        return {"size": st.size, "free": st.idle, "used": st.size - st.idle, "waiting": st.waiting}
 
 
 def charset_for_collation(collation_id: int) -> str:

@@ -116,10 +116,14 @@ async def execute_plan(
             except StatementFailed as exc:
                 raise UnitFailed(unit.data_source, exc.err) from exc
             await session.relay_on(conn, payload, error_renamer(db, routed))
-        elif routed.kind is StatementKind.SELECT or routed.result_table_renames:
-            await _select(session, routed, codec)
         else:
-            await _write(session, routed, codec)
+            # every data source's connection first, in one order, before any unit runs (see
+            # Session.backends_for): a statement never holds one pool's connection while it waits for another's
+            conns = await session.backends_for([u.data_source for u in units], **_access(routed))
+            if routed.kind is StatementKind.SELECT or routed.result_table_renames:
+                await _select(session, routed, codec, conns)
+            else:
+                await _write(session, routed, codec, conns)
     except UnitFailed as exc:
         err = exc.err
         prefix = "" if len(units) == 1 else f"[{exc.data_source}] "
@@ -158,13 +162,14 @@ async def _run_unit_to_ok(conn: BackendConnection, unit: ExecutionUnit, codec: S
     return result or OKPacket()
 
 
-async def _write(session: Session, routed: RoutedStatement, codec: StatementCodec) -> None:
+async def _write(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                 conns: dict[str, BackendConnection]) -> None:
     by_source: dict[str, list[ExecutionUnit]] = {}
     for unit in routed.execution_units:
         by_source.setdefault(unit.data_source, []).append(unit)
 
     async def run_source(name: str, units: list[ExecutionUnit]) -> list[OKPacket]:
-        conn = await session.backend(name)
+        conn = conns[name]
         return [await _run_unit_to_ok(conn, u, codec) for u in units]
 
     tasks = [asyncio.create_task(run_source(n, us)) for n, us in by_source.items()]
@@ -378,7 +383,8 @@ def _by_source(units: Sequence[ExecutionUnit]) -> dict[str, list[ExecutionUnit]]
     return groups
 
 
-async def _open_merge_readers(session: Session, routed: RoutedStatement, codec: StatementCodec) -> list[_Reader]:
+async def _open_merge_readers(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                              conns: dict[str, BackendConnection]) -> list[_Reader]:
     """Readers for a merge, which needs every unit's stream open at once. Per data source: up to
     `max-connections-size-per-query` units stream (the session's connection plus borrowed ones); the
     rest are read into memory first, on the session's connection, before its own unit starts."""
@@ -390,16 +396,20 @@ async def _open_merge_readers(session: Session, routed: RoutedStatement, codec: 
     index = {id(u): i for i, u in enumerate(routed.execution_units)}
 
     async def prepare(ds: str, units: list[ExecutionUnit]) -> None:
-        conn = await session.backend(ds, **_access(routed))
-        streaming, buffered = units[:limit], units[limit:]
-        for unit in buffered:
+        conn = conns[ds]
+        # extra connections only if free now: waiting for one while holding `conn` could deadlock
+        streams: list[tuple[ExecutionUnit, BackendConnection]] = []
+        for unit in units[1:limit]:
+            extra = await session.try_extra_backend(ds, like=conn)
+            if extra is None:
+                break
+            streams.append((unit, extra))
+            readers[index[id(unit)]] = _UnitStream(extra, unit, codec, borrowed=True)  # returned on failure too
+        readers[index[id(units[0])]] = _UnitStream(conn, units[0], codec, borrowed=False)
+        for unit in units[1 + len(streams):]:
             reader = _BufferedUnit(unit, codec)
             readers[index[id(unit)]] = reader
             await reader.load(conn, budget)
-        readers[index[id(streaming[0])]] = _UnitStream(conn, streaming[0], codec, borrowed=False)
-        for unit in streaming[1:]:
-            extra = await session.extra_backend(ds, like=conn)
-            readers[index[id(unit)]] = _UnitStream(extra, unit, codec, borrowed=True)
 
     results = await asyncio.gather(
         *(prepare(ds, us) for ds, us in _by_source(routed.execution_units).items()), return_exceptions=True
@@ -431,7 +441,7 @@ async def _finish_readers(session: Session, readers: Sequence[_Reader], *, faile
     await asyncio.gather(*(drain(r) for r in running))
     for r in readers:
         if isinstance(r, _UnitStream) and r.borrowed:
-            await session.return_extra_backend(r.conn, broken=r.started and not r.finished)
+            session.return_extra_backend(r.conn, broken=r.started and not r.finished)
     session.drop_broken()
 
 
@@ -452,11 +462,12 @@ def _renames(routed: RoutedStatement) -> dict[str, str]:
     return out
 
 
-async def _select(session: Session, routed: RoutedStatement, codec: StatementCodec) -> None:
+async def _select(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                  conns: dict[str, BackendConnection]) -> None:
     if routed.merge_spec is None and not routed.result_table_renames:
-        await _select_concatenated(session, routed, codec)
+        await _select_concatenated(session, routed, codec, conns)
         return
-    readers = await _open_merge_readers(session, routed, codec)
+    readers = await _open_merge_readers(session, routed, codec, conns)
     answered = False
     try:
         await _start_all(readers)
@@ -497,11 +508,11 @@ def _send_end(session: Session, status: int, warnings: int) -> None:
     session.wire.send(end_of_result(ServerStatus(session.status), min(warnings, 0xFFFF), session.capabilities))
 
 
-async def _select_concatenated(session: Session, routed: RoutedStatement, codec: StatementCodec) -> None:
+async def _select_concatenated(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                               conns: dict[str, BackendConnection]) -> None:
     """Rows need no merging: one connection per data source, its units one after another, raw row
     payloads relayed as they come. The first unit of every data source starts at once."""
     groups = _by_source(routed.execution_units)
-    conns = {ds: await session.backend(ds, **_access(routed)) for ds in groups}
     firsts = [_UnitStream(conns[ds], units[0], codec, borrowed=False) for ds, units in groups.items()]
     active: list[_Reader] = list(firsts)
     try:

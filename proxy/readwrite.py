@@ -45,7 +45,7 @@ import structlog
 from protocol.constants import ServerStatus
 from protocol.packets import ERRPacket, OKPacket
 from protocol.results import ResultSummary
-from proxy.backend import BackendConnection, BackendError, DataSource, Holder
+from proxy.backend import POOL_TIMEOUT_ERRNO, BackendConnection, BackendError, DataSource, Holder
 from routing.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -357,11 +357,11 @@ class ReadWriteGroup(DataSource):
                 await r.source.start()
             except BackendError as exc:
                 self.mark_down(r.name, str(exc))
-        conn = await self.primary.acquire()
+        conn = await self.primary.acquire(self)
         try:
             rows = await conn.execute("SELECT VERSION()")
         finally:
-            await self.primary.release(conn, reset=False)
+            self.primary.release(conn, owner=self, reset=False)
         if isinstance(rows, list) and rows and rows[0][0]:
             self.mariadb = "mariadb" in rows[0][0].decode().lower()
         if self.replicas:
@@ -372,13 +372,15 @@ class ReadWriteGroup(DataSource):
                       transactional=self.group_config.transactional_read_query_strategy,
                       load_balancer=self.group_config.load_balancer_type)
 
-    async def acquire(self, *, found_rows: bool = False, holder: Holder | None = None) -> BackendConnection:
-        conn = await self.primary.acquire(found_rows=found_rows, holder=holder)
+    async def acquire(self, owner: object, *, found_rows: bool = False, holder: Holder | None = None
+                      ) -> BackendConnection:
+        conn = await self.primary.acquire(owner, found_rows=found_rows, holder=holder)
         conn.source = self
         return conn
 
-    async def try_acquire(self, *, found_rows: bool = False, holder: Holder | None = None) -> BackendConnection | None:
-        conn = await self.primary.try_acquire(found_rows=found_rows, holder=holder)
+    async def try_acquire(self, owner: object, *, found_rows: bool = False, holder: Holder | None = None
+                          ) -> BackendConnection | None:
+        conn = await self.primary.try_acquire(owner, found_rows=found_rows, holder=holder)
         if conn is not None:
             conn.source = self
         return conn
@@ -390,10 +392,10 @@ class ReadWriteGroup(DataSource):
     async def admin_execute(self, sql: str) -> OKPacket | ERRPacket | list[tuple[bytes | None, ...]] | None:
         return await self.primary.admin_execute(sql)
 
-    async def release(self, conn: BackendConnection, *, reset: bool = True) -> None:
+    def release(self, conn: BackendConnection, *, owner: object, reset: bool = True) -> None:
         if conn.source is self:
             conn.source = self.primary
-        await conn.source.release(conn, reset=reset)
+        conn.source.release(conn, owner=owner, reset=reset)
 
     async def kill_query(self, thread_id: int) -> None:
         await self.primary.kill_query(thread_id)
@@ -457,13 +459,14 @@ class ReadWriteGroup(DataSource):
         self._rr += 1
         return candidates[(self._rr - 1) % len(candidates)]
 
-    async def acquire_read(self, *, found_rows: bool = False, exclude: Sequence[str] = ()) -> BackendConnection | None:
+    async def acquire_read(self, owner: object, *, found_rows: bool = False, exclude: Sequence[str] = ()
+                           ) -> BackendConnection | None:
         """A pooled connection to a usable replica (the load balancer's pick), or None when none answers.
         A replica whose connection fails is taken out of rotation before the next one is tried."""
         tried = list(exclude)
         while (replica := self.pick_replica(tried)) is not None:
             try:
-                return await replica.source.acquire(found_rows=found_rows)
+                return await replica.source.acquire(owner, found_rows=found_rows)
             except BackendError as exc:
                 self.mark_down(replica.name, str(exc))
                 tried.append(replica.name)
@@ -671,20 +674,23 @@ async def _replica_connection(
     if conn is not None and (conn.broken or _stale(conn)):
         del session.read_backends[replica.name]
         conn.broken = True
-        await replica.source.release(conn)
+        session.give_back(conn)
         conn = None
     if conn is not None:
+        session.in_use.add(conn)
         return conn
     try:
-        conn = await replica.source.acquire(found_rows=session.found_rows, holder=session)
+        conn = await session.acquire_from(replica.source)
     except BackendError as exc:
-        group.mark_down(replica.name, str(exc))
+        if exc.errno != POOL_TIMEOUT_ERRNO:  # a busy replica is not a dead one
+            group.mark_down(replica.name, str(exc))
         return None
+    session.in_use.add(conn)
     try:
         await session._prepare_connection(conn, join_transaction=False)
     except BackendError as exc:
         conn.broken = True
-        await replica.source.release(conn)
+        session.give_back(conn)
         group.mark_down(replica.name, str(exc))
         return None
     session.read_backends[replica.name] = conn
@@ -759,7 +765,7 @@ async def relay_read(session: Session, group: ReadWriteGroup, payload: bytes) ->
                 raise
             session.read_backends.pop(conn.name, None)
             conn.broken = True
-            await conn.source.release(conn)
+            session.give_back(conn)
             group.mark_down(conn.name, str(exc))
     return await _relay_primary(session, group, payload, record_write=False)
 

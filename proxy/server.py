@@ -79,11 +79,11 @@ class ProxyServer:
             self.server_version = f"{override}-shardproxy"
             return
         for source in self.sources.values():
-            conn = await source.acquire()
+            conn = await source.acquire(self)
             try:
                 rows = await conn.execute("SELECT VERSION()")
             finally:
-                await source.release(conn, reset=False)
+                source.release(conn, owner=self, reset=False)
             if isinstance(rows, list) and rows and rows[0][0]:
                 version = rows[0][0].decode()
                 if "mariadb" in version.lower() and not version.startswith("5.5.5-"):

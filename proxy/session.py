@@ -92,6 +92,8 @@ class Session:
         self.statements = prepared.StatementRegistry()
         self.sql_statements: dict[str, str] = {}  # PREPARE name FROM ... on sharded databases
         self.borrowed: set[BackendConnection] = set()  # pooled connections lent for one statement
+        # connections the current command has used: never given back by `_wait_without_holding` mid-command
+        self.in_use: set[BackendConnection] = set()
         # read/write splitting: replica connections (by replica name) and read-after-write state per group
         self.read_backends: dict[str, BackendConnection] = {}
         self.read_state: dict[str, GroupSessionState] = {}
@@ -164,6 +166,8 @@ class Session:
         self.errored = False
         for conn in self.backends.values():
             conn.keep_for_next = False
+        if self.in_use:
+            self.in_use.clear()
 
     def end_command(self) -> None:
         """The command is answered: idle again, and held connections others wait for are lent."""
@@ -178,19 +182,13 @@ class Session:
         backends, self.backends = self.backends, {}
         backends.update(self.read_backends)
         self.read_backends = {}
+        borrowed, self.borrowed = self.borrowed, set()
         self.server.sessions.pop(self.id, None)
         with contextlib.suppress(Exception):
             self.writer.close()
-
-        async def release_all() -> None:
-            for conn in backends.values():
-                with contextlib.suppress(Exception):
-                    await conn.source.release(conn)
-
-        # shielded: a shutdown cancelling this session must not strand its connections as "in use", or
-        # closing the pools would wait for them
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(self.server.track(release_all()))
+        # synchronous: the pool resets (rolls back, clears) or closes them; nothing is left "in use"
+        for conn in [*backends.values(), *borrowed]:
+            self.give_back(conn)
 
     async def _handshake(self) -> bool:
         try:
@@ -338,22 +336,52 @@ class Session:
                 self.log.info("statement_timeout", seconds=timeout)
                 await asyncio.gather(*killer, return_exceptions=True)
 
+    def give_back(self, conn: BackendConnection, *, reset: bool = True) -> None:
+        """Hand a connection this session owns back to its pool (synchronously; never raises)."""
+        self.in_use.discard(conn)
+        try:
+            conn.source.release(conn, owner=self, reset=reset)
+        except Exception:
+            self.log.exception("release_failed", data_source=conn.name)
+
     def drop_broken(self) -> None:
-        for name, conn in list(self.backends.items()):
-            if conn.broken:
-                del self.backends[name]
-                self.server.track(conn.source.release(conn))
-        for name, conn in list(self.read_backends.items()):
-            if conn.broken:
-                del self.read_backends[name]
-                self.server.track(conn.source.release(conn))
+        for held in (self.backends, self.read_backends):
+            for name, conn in list(held.items()):
+                if conn.broken:
+                    del held[name]
+                    self.give_back(conn)
 
     def release_read_backends(self) -> None:
         """Replica connections go back to their pools (USE, RESET, SET): the next read prepares a fresh
         one with the session's state, instead of replaying every change on every replica connection."""
         conns, self.read_backends = self.read_backends, {}
         for conn in conns.values():
-            self.server.track(conn.source.release(conn))
+            self.give_back(conn)
+
+    def _wait_without_holding(self) -> None:
+        """Before waiting for a pool: give back every held connection that this command has not used and
+        that holds nothing of ours (no transaction, nothing sticky), so that no set of sessions can wait
+        for each other's idle connections (hold-and-wait). The command's connections are taken in one
+        order (sorted data source names, see `backends_for`), so the ones it keeps cannot form a cycle."""
+        for held in (self.backends, self.read_backends):
+            for name, conn in list(held.items()):
+                if conn not in self.in_use and self._lendable(conn):
+                    del held[name]
+                    self.give_back(conn, reset=False)
+
+    async def acquire_from(self, source: DataSource, *, hold: bool = True) -> BackendConnection:
+        """A connection of `source` for this session: now if one is free, else after giving back what
+        the session holds idle, waiting at most the data source's connectionTimeoutMilliseconds."""
+        holder = self if hold else None
+        conn = await source.try_acquire(self, found_rows=self.found_rows, holder=holder)
+        if conn is None:
+            self._wait_without_holding()
+            conn = await source.acquire(self, found_rows=self.found_rows, holder=holder)
+        return conn
+
+    async def backends_for(self, data_sources: list[str], **access: bool) -> dict[str, BackendConnection]:
+        """The session's connections to several data sources for one statement, taken in sorted order."""
+        return {name: await self.backend(name, **access) for name in sorted(set(data_sources))}
 
     async def backend(self, data_source: str, *, read: bool = False, record_write: bool = True) -> BackendConnection:
         """The session's connection to a data source, borrowed on first use and kept.
@@ -369,6 +397,7 @@ class Session:
                     return replica
         conn = self.backends.get(data_source)
         if conn is not None and not conn.broken:
+            self.in_use.add(conn)
             if self.txn.active and data_source not in self.txn.joined and self.database is not None \
                     and self.database.kernel is not None:
                 await txn.join(self, conn)
@@ -377,12 +406,13 @@ class Session:
         source = self.database.sources[data_source]
         if conn is not None:
             self.backends.pop(data_source, None)
-            await source.release(conn)
-        conn = await source.acquire(found_rows=self.found_rows, holder=self)
+            self.give_back(conn)
+        conn = await self.acquire_from(source)
+        self.in_use.add(conn)
         try:
             await self._prepare_connection(conn, join_transaction=True)
         except BaseException:
-            await source.release(conn)
+            self.give_back(conn)
             raise
         self.backends[data_source] = conn
         return conn
@@ -411,10 +441,11 @@ class Session:
         if self.busy or not self._lendable(conn):
             return False
         for held in (self.backends, self.read_backends):
-            for name, c in list(held.items()):
+            for name, c in held.items():
                 if c is conn:
                     del held[name]
-        return True
+                    return True
+        return False  # not ours to give (the pool's registry and ours disagree: keep it where it is)
 
     def _lend_idle(self) -> None:
         """Between commands: connections other sessions are waiting for go back to the pool now."""
@@ -428,7 +459,7 @@ class Session:
             for name, conn in list(held.items()):
                 if conn.source.waiters > 0 and self._lendable(conn):
                     del held[name]
-                    self.server.track(conn.source.release(conn, reset=False))
+                    self.give_back(conn, reset=False)
 
     async def _fit(self, conn: BackendConnection) -> None:
         """Give a borrowed connection this session's state (character set, multi-statement option, SET
@@ -573,37 +604,32 @@ class Session:
     def hints(self) -> SessionHints | None:
         return None
 
-    async def extra_backend(self, data_source: str, *, like: BackendConnection | None = None) -> BackendConnection:
+    async def try_extra_backend(self, data_source: str, *, like: BackendConnection | None = None
+                                ) -> BackendConnection | None:
         """A pooled connection for one statement (a second unit on a data source), with the session's
-        character set and SET state applied; `like`: from the same source as that connection (the replica
-        a read/write splitting group chose for the statement)."""
+        character set and SET state applied, or None when the pool has nothing free now: a statement
+        never waits for a second connection of a data source while it holds the first (the caller reads
+        that unit into memory instead). `like`: from the same source as that connection (the replica a
+        read/write splitting group chose for the statement)."""
         assert self.database is not None
         source = like.source if like is not None else self.database.sources[data_source]
-        conn = await source.acquire(found_rows=self.found_rows)
-        return await self._lend_extra(conn)
-
-    async def try_extra_backend(self, data_source: str) -> BackendConnection | None:
-        """`extra_backend` without waiting: None when the pool has nothing free now (the caller then runs
-        the unit on a connection it already has)."""
-        assert self.database is not None
-        conn = await self.database.sources[data_source].try_acquire(found_rows=self.found_rows)
-        return None if conn is None else await self._lend_extra(conn)
-
-    async def _lend_extra(self, conn: BackendConnection) -> BackendConnection:
-        source = conn.source
+        conn = await source.try_acquire(self, found_rows=self.found_rows)
+        if conn is None:
+            return None
+        self.borrowed.add(conn)
         try:
             await self._prepare_connection(conn, join_transaction=False)
         except BaseException:
-            await source.release(conn)
+            self.borrowed.discard(conn)
+            self.give_back(conn)
             raise
-        self.borrowed.add(conn)
         return conn
 
-    async def return_extra_backend(self, conn: BackendConnection, *, broken: bool = False) -> None:
+    def return_extra_backend(self, conn: BackendConnection, *, broken: bool = False) -> None:
         if broken:
             conn.broken = True
         self.borrowed.discard(conn)
-        await conn.source.release(conn, reset=False)
+        self.give_back(conn, reset=False)
 
     async def _prepare_connection(self, conn: BackendConnection, *, join_transaction: bool) -> None:
         await self._fit(conn)
@@ -637,7 +663,7 @@ class Session:
             return
         if self.database is not db:
             for conn in list(self.backends.values()):
-                self.server.track(conn.source.release(conn))
+                self.give_back(conn)
             self.backends.clear()
             self.release_read_backends()
             self.read_state = {}
@@ -706,7 +732,7 @@ class Session:
                 await self.wire.flush()
                 raise ClientGone("change user to an unknown database")
         for conn in list(self.backends.values()) + list(self.read_backends.values()):
-            self.server.track(conn.source.release(conn))
+            self.give_back(conn)
         self.backends.clear()
         self.read_backends.clear()
         self.txn = TransactionState()
