@@ -33,6 +33,7 @@ log = structlog.get_logger("shardproxy.backend")
 READ_CHUNK = 1 << 18
 CLIENT_BUFFER_LIMIT = 1 << 18  # bytes queued for a client before the relay waits for it to read
 MAX_STATEMENTS_PER_CONNECTION = 256
+ADMIN_TIMEOUT = 5.0  # seconds for the admin connection's connect and each of its statements (KILL QUERY ...)
 POOL_TIMEOUT_ERRNO = 1040  # ER_CON_COUNT_ERROR: no backend connection could be had in time
 
 
@@ -130,6 +131,7 @@ class BackendConnection:
         # COM_SET_OPTION outlives COM_RESET_CONNECTION: remember it so the pool can undo it
         self.multi_statements = True
         self.busy = False  # a command is on the wire and its answer not fully read
+        self.relayed = False  # part of the current command's answer was written to the client
         # statements prepared on this connection, by SQL text (COM_RESET_CONNECTION forgets them all)
         self.statements: dict[str, PrepareResponse] = {}
         # session SET statements applied on this connection (part of its state, with charset and
@@ -203,6 +205,7 @@ class BackendConnection:
         else:
             writer.write(encode_packet(payload, 0)[0])
         self.busy = True
+        self.relayed = False
 
     async def _read(self) -> bytes:
         reader = self.raw._reader
@@ -232,6 +235,7 @@ class BackendConnection:
             while not relay.done:
                 out = relay.feed(await self._read())
                 if out:
+                    self.relayed = True
                     transport.write(out)
                     if transport.get_write_buffer_size() > CLIENT_BUFFER_LIMIT:
                         await client.drain()  # the client reads slowly: stop reading the backend
@@ -447,16 +451,17 @@ class DataSource:
                 admin = self._admin
                 if admin is None or admin.broken:
                     c = self.config
+                    wait = min(c.connect_timeout, ADMIN_TIMEOUT)
                     try:
-                        raw = await aiomysql.connect(host=c.host, port=c.port, user=c.username, password=c.password,
-                                                     db=c.database, autocommit=True, connect_timeout=c.connect_timeout,
-                                                     charset="utf8mb4")
-                    except (pymysql.err.OperationalError, OSError) as exc:
+                        raw = await asyncio.wait_for(aiomysql.connect(
+                            host=c.host, port=c.port, user=c.username, password=c.password, db=c.database,
+                            autocommit=True, connect_timeout=wait, charset="utf8mb4"), timeout=wait + 1)
+                    except (pymysql.err.OperationalError, OSError, TimeoutError) as exc:
                         log.warning("admin_connection_failed", data_source=self.name, error=str(exc))
                         return None
                     admin = self._admin = BackendConnection(self, raw, False)
                 try:
-                    return await asyncio.wait_for(admin.execute(sql), timeout=10)
+                    return await asyncio.wait_for(admin.execute(sql), timeout=ADMIN_TIMEOUT)
                 except (BackendError, TimeoutError):
                     admin.broken = True
                     admin.raw.close()

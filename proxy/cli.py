@@ -8,7 +8,9 @@ import contextlib
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -28,11 +30,15 @@ def _install_loop() -> None:
 
 
 async def serve(config: ProxyConfig, host: str, port: int, *, ready: asyncio.Event | None = None,
-                stop: asyncio.Event | None = None, worker: int = 0, workers: int = 1) -> None:
-    """Run the proxy until SIGTERM/SIGINT (or `stop` is set); closes sessions and drains pools."""
+                stop: asyncio.Event | None = None, worker: int = 0, workers: int = 1,
+                started: Callable[[Any], None] | None = None) -> None:
+    """Run the proxy until SIGTERM/SIGINT (or `stop` is set); closes sessions and drains pools.
+    `started` is given the ProxyServer once it listens (tests inspect its pools)."""
     from proxy.server import ProxyServer
 
     server = ProxyServer(config, worker=worker, workers=workers)
+    if started is not None:
+        started(server)
     await server.start_backends()
     addrs = await server.listen(host, port, reuse_port=workers > 1)
     log.info("accepting_connections", address=[f"{h}:{p}" for h, p in addrs], version=server.server_version,

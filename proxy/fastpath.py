@@ -53,6 +53,14 @@ class ClientProtocol(asyncio.StreamReaderProtocol):
     that first offers each chunk to the session's fast path."""
 
     fast: FastPath | None = None
+    on_lost: Callable[[], None] | None = None  # the session's: a client gone mid-command stops its statement
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        on_lost = self.on_lost
+        if on_lost is not None:
+            self.on_lost = None
+            on_lost()
 
     def data_received(self, data: bytes) -> None:
         fast = self.fast
@@ -65,7 +73,10 @@ class ClientProtocol(asyncio.StreamReaderProtocol):
         if fast is not None and fast.relay is not None:
             fast.eof_pending = True  # after the answer in flight and the commands that came before the EOF
             return True
-        return super().eof_received()
+        keep_open = super().eof_received()
+        if self.on_lost is not None:
+            self.on_lost()  # a statement running in the session's coroutine is stopped (the client left)
+        return keep_open
 
     def resume_writing(self) -> None:
         super().resume_writing()

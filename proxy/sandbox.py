@@ -503,6 +503,16 @@ class MariaDBServer:
         """SIGKILL the server to simulate a crash; :meth:`restart` then runs crash recovery."""
         self._reap_process()
 
+    def freeze(self) -> None:
+        """SIGSTOP: the server keeps its sockets but answers nothing (a hung host, a network stall)."""
+        if self._proc is not None and self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT after :meth:`freeze`."""
+        if self._proc is not None and self._proc.poll() is None:
+            os.kill(self._proc.pid, signal.SIGCONT)
+
     def restart(self, timeout: float = 60.0) -> None:
         """Start again on the same port and datadir, so clients and proxy configs stay valid.
 

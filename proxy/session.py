@@ -57,6 +57,7 @@ _COMMAND_NAMES = {int(c): c.name.title() for c in Command}
 _IN_TRANS = int(ServerStatus.IN_TRANS)
 _AUTOCOMMIT = int(ServerStatus.AUTOCOMMIT)
 _MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
+STATEMENT_TIMEOUT_GRACE = 1.0  # seconds a timed-out statement gets to end by KILL QUERY before it is stopped
 
 class Session:
     def __init__(
@@ -70,6 +71,7 @@ class Session:
         self.fast: FastPath | None = None
         if isinstance(protocol, ClientProtocol):
             self.fast = protocol.fast = self.wire.fast = FastPath(self, protocol, writer.transport)
+            protocol.on_lost = self._client_lost
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.client_host = str(peer[0]) if isinstance(peer, tuple) else "localhost"
         self.user = ""
@@ -84,6 +86,7 @@ class Session:
         self.sticky = False  # the session put state on its connections that cannot be re-created
         self.user_config: UserConfig | None = None
         self.command_started = time.monotonic()
+        self.command_seq = 0  # the client's sequence id when the current command began
         self.last_insert_id = 0  # sharded databases: the session's, across data sources
         self.row_count = -1
         self.multi_statements = True
@@ -94,6 +97,8 @@ class Session:
         self.borrowed: set[BackendConnection] = set()  # pooled connections lent for one statement
         # connections the current command has used: never given back by `_wait_without_holding` mid-command
         self.in_use: set[BackendConnection] = set()
+        self.client_lost = False  # the client left mid-command and the command was stopped
+        self.connecting: list[str] = []  # data sources this command waits on for a connection
         # read/write splitting: replica connections (by replica name) and read-after-write state per group
         self.read_backends: dict[str, BackendConnection] = {}
         self.read_state: dict[str, GroupSessionState] = {}
@@ -162,6 +167,7 @@ class Session:
         statement's results is kept for it any more."""
         self.command = _COMMAND_NAMES.get(command, "?")
         self.command_started = time.monotonic()
+        self.command_seq = self.wire.seq
         self.busy = True
         self.errored = False
         for conn in self.backends.values():
@@ -318,23 +324,74 @@ class Session:
 
     async def _with_timeout(self, work: Coroutine[Any, Any, None]) -> None:
         """props.proxy-statement-timeout-seconds: past it, KILL QUERY whatever the statement still runs on
-        the backends; the backends then end the statement with an error the client receives."""
+        the backends, whose error then ends the statement. A backend that does not answer even that (a
+        frozen server, a network stall) does not hold the session: after a grace period the statement is
+        stopped here, its connections are discarded, and the client gets ER_STATEMENT_TIMEOUT."""
         timeout = self.server.statement_timeout
         if timeout <= 0:
             await work
             return
-        loop = asyncio.get_running_loop()
-        killer: list[asyncio.Task[None]] = []
-        handle = loop.call_later(
-            timeout, lambda: killer.append(loop.create_task(self.server.kill_backend_queries(self)))
-        )
+        task = asyncio.ensure_future(work)
         try:
-            await work
-        finally:
-            handle.cancel()
-            if killer:
+            done, _ = await asyncio.wait((task,), timeout=timeout)
+            if not done:
                 self.log.info("statement_timeout", seconds=timeout)
-                await asyncio.gather(*killer, return_exceptions=True)
+                self._kill_backend_statements()
+                done, _ = await asyncio.wait((task,), timeout=min(STATEMENT_TIMEOUT_GRACE, timeout))
+            if not done:
+                silent = sorted({c.name for c in self._busy_connections()} | set(self.connecting))
+                await self._stop_statement(task)
+                message = (f"Query execution was interrupted (proxy-statement-timeout-seconds = {timeout:g} "
+                           f"exceeded; data source {', '.join(silent) or '?'} did not answer)")
+                if self._answer_started:
+                    self.log.warning("statement_timeout_mid_answer", data_sources=silent)
+                    raise ClientGone("statement timed out in the middle of its answer")
+                self.error(ErrorCode.STATEMENT_TIMEOUT, message, "70100")
+                return
+        except asyncio.CancelledError:
+            if not task.done():
+                await self._stop_statement(task)
+            raise
+        task.result()
+
+    def _busy_connections(self) -> list[BackendConnection]:
+        return [c for c in (*self.backends.values(), *self.read_backends.values(), *self.borrowed) if c.busy]
+
+    @property
+    def _answer_started(self) -> bool:
+        """Has the current command's answer begun to reach the client (so an ERR can no longer replace it)?"""
+        return self.wire.seq != self.command_seq or any(c.relayed for c in self._busy_connections())
+
+    def _kill_backend_statements(self) -> None:
+        """KILL QUERY what this session runs on the backends now, in the background (bounded), on each data
+        source's admin connection: it must not wait behind a full pool or a server that does not answer."""
+        for conn in self._busy_connections():
+            self.server.track(conn.source.kill_query(conn.thread_id))
+
+    async def _stop_statement(self, task: asyncio.Future[None]) -> None:
+        """Cancel a statement's work until it has ended (its cleanup may wait on a silent backend too);
+        every connection it had on the wire is discarded, never pooled."""
+        while not task.done():
+            task.cancel()
+            await asyncio.wait((task,), timeout=0.2)
+        with contextlib.suppress(BaseException):
+            task.result()
+        for conn in self._busy_connections():
+            conn.broken = True
+        for conn in list(self.borrowed):
+            self.return_extra_backend(conn, broken=True)
+        self.drop_broken()
+
+    def _client_lost(self) -> None:
+        """The client's socket closed. Mid-command, what the statement still runs on the backends is
+        killed at once (a closed client socket does not stop a MariaDB statement until it writes) and the
+        session ends; between commands the session's read notices by itself."""
+        if not self.busy or self.task is None or self.task.done() or self.client_lost:
+            return
+        self.client_lost = True
+        self.log.info("client_gone_mid_statement", command=self.command)
+        self._kill_backend_statements()
+        self.task.cancel()
 
     def give_back(self, conn: BackendConnection, *, reset: bool = True) -> None:
         """Hand a connection this session owns back to its pool (synchronously; never raises)."""
@@ -373,10 +430,14 @@ class Session:
         """A connection of `source` for this session: now if one is free, else after giving back what
         the session holds idle, waiting at most the data source's connectionTimeoutMilliseconds."""
         holder = self if hold else None
-        conn = await source.try_acquire(self, found_rows=self.found_rows, holder=holder)
-        if conn is None:
-            self._wait_without_holding()
-            conn = await source.acquire(self, found_rows=self.found_rows, holder=holder)
+        self.connecting.append(source.name)
+        try:
+            conn = await source.try_acquire(self, found_rows=self.found_rows, holder=holder)
+            if conn is None:
+                self._wait_without_holding()
+                conn = await source.acquire(self, found_rows=self.found_rows, holder=holder)
+        finally:
+            self.connecting.remove(source.name)
         return conn
 
     async def backends_for(self, data_sources: list[str], **access: bool) -> dict[str, BackendConnection]:
@@ -613,7 +674,11 @@ class Session:
         read/write splitting group chose for the statement)."""
         assert self.database is not None
         source = like.source if like is not None else self.database.sources[data_source]
-        conn = await source.try_acquire(self, found_rows=self.found_rows)
+        self.connecting.append(source.name)
+        try:
+            conn = await source.try_acquire(self, found_rows=self.found_rows)
+        finally:
+            self.connecting.remove(source.name)
         if conn is None:
             return None
         self.borrowed.add(conn)

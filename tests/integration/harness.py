@@ -32,6 +32,7 @@ def write_conf(
     props: Mapping[str, Any] | None = None,
     rules_yaml: Mapping[str, str] | None = None,
     max_pool_size: int = 20,
+    data_source_props: Mapping[str, Any] | None = None,
 ) -> Path:
     """`databases`: logical name -> {data source name: (server, physical database)}; `rules_yaml`: logical
     name -> the YAML text of its `rules:` list (with ShardingSphere tags), appended verbatim."""
@@ -49,6 +50,7 @@ def write_conf(
                     "password": server.password,
                     "maxPoolSize": max_pool_size,
                     "minPoolSize": 1,
+                    **(data_source_props or {}),
                 }
                 for ds, (server, physical) in sources.items()
             },
@@ -74,6 +76,7 @@ class RunningProxy:
         else:
             self._loop = asyncio.new_event_loop()
         self._stop: asyncio.Event | None = None
+        self._server: Any = None
         self._error: BaseException | None = None
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="shardproxy-test", daemon=True)
@@ -85,7 +88,7 @@ class RunningProxy:
             self._stop = asyncio.Event()
             ready = asyncio.Event()
             task = asyncio.create_task(serve(load_config(self.conf_dir), self.host, self.port, ready=ready,
-                                             stop=self._stop))
+                                             stop=self._stop, started=self._started))
             waiter = asyncio.create_task(ready.wait())
             await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
             self._ready.set()
@@ -112,10 +115,29 @@ class RunningProxy:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(30)
 
+    def _started(self, server: Any) -> None:
+        self._server = server
+
     @property
     def server(self) -> Any:
-        """The ProxyServer (for white-box assertions only)."""
-        return None
+        """The ProxyServer (for white-box assertions only; it lives on the proxy's loop thread)."""
+        return self._server
+
+    def call(self, fn: Any, timeout: float = 10) -> Any:
+        """Run `fn()` on the proxy's event loop thread and return its result (white-box inspection
+        without racing the loop)."""
+        import concurrent.futures
+
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(fn())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(run)
+        return future.result(timeout)
 
     def connect(self, database: str | None = None, user: str = "root", password: str = "root",
                 **kw: Any) -> pymysql.connections.Connection[Any]:
