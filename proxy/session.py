@@ -183,6 +183,9 @@ class Session:
             self.writer.close()
 
         async def release_all() -> None:
+            # an open transaction is rolled back (or its connection closed), never pooled with the connection
+            with contextlib.suppress(Exception):
+                await txn.abandon(self, list(backends.values()))
             for conn in backends.values():
                 with contextlib.suppress(Exception):
                     await conn.source.release(conn)
@@ -308,8 +311,8 @@ class Session:
             self.error(exc.errno, exc.message, exc.sqlstate)
         except BackendError as exc:
             self.log.warning("backend_error", data_source=exc.data_source, error=str(exc))
-            self.drop_broken()
-            self.error(exc.errno, str(exc), exc.sqlstate)
+            message = txn.note_failure(self, exc)  # drops the broken connections; a lost transaction part is said
+            self.error(exc.errno, message, exc.sqlstate)
         except (ClientGone, asyncio.CancelledError):
             raise
         except Exception as exc:
@@ -341,6 +344,7 @@ class Session:
     def drop_broken(self) -> None:
         for name, conn in list(self.backends.items()):
             if conn.broken:
+                txn.connection_lost(self, conn)  # its part of an open transaction is gone with it
                 del self.backends[name]
                 self.server.track(conn.source.release(conn))
         for name, conn in list(self.read_backends.items()):
@@ -376,8 +380,11 @@ class Session:
         assert self.database is not None
         source = self.database.sources[data_source]
         if conn is not None:
+            txn.connection_lost(self, conn)
             self.backends.pop(data_source, None)
             await source.release(conn)
+        if self.txn.lost and data_source in self.txn.lost:
+            raise txn.lost_error(self, data_source)  # a new connection would commit apart from the transaction
         conn = await source.acquire(found_rows=self.found_rows, holder=self)
         try:
             await self._prepare_connection(conn, join_transaction=True)
