@@ -107,6 +107,8 @@ async def execute_plan(
     session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT
 ) -> None:
     units = routed.execution_units
+    if routed.kind is StatementKind.DDL and not await txn.implicit_commit(session):
+        return  # committing the open transaction first failed (the client has the error): the DDL is not run
     try:
         if len(units) == 1 and not routed.result_table_renames and not routed.generated_keys:
             unit = units[0]
@@ -131,7 +133,6 @@ async def execute_plan(
     except MergeError as exc:
         session.error(exc.errno, exc.message, exc.sqlstate)
     if routed.kind is StatementKind.DDL:
-        await txn.implicit_commit(session)
         await db.reload_metadata()
 
 

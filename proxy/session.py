@@ -312,8 +312,8 @@ class Session:
             self.error(exc.errno, exc.message, exc.sqlstate)
         except BackendError as exc:
             self.log.warning("backend_error", data_source=exc.data_source, error=str(exc))
-            self.drop_broken()
-            self.error(exc.errno, str(exc), exc.sqlstate)
+            message = txn.note_failure(self, exc)  # drops the broken connections; a lost transaction part is said
+            self.error(exc.errno, message, exc.sqlstate)
         except (ClientGone, asyncio.CancelledError):
             raise
         except Exception as exc:
@@ -405,6 +405,8 @@ class Session:
         for held in (self.backends, self.read_backends):
             for name, conn in list(held.items()):
                 if conn.broken:
+                    if held is self.backends:
+                        txn.connection_lost(self, conn)  # its part of an open transaction is gone with it
                     del held[name]
                     self.give_back(conn)
 
@@ -466,8 +468,11 @@ class Session:
         assert self.database is not None
         source = self.database.sources[data_source]
         if conn is not None:
+            txn.connection_lost(self, conn)
             self.backends.pop(data_source, None)
             self.give_back(conn)
+        if self.txn.lost and data_source in self.txn.lost:
+            raise txn.lost_error(self, data_source)  # a new connection would commit apart from the transaction
         conn = await self.acquire_from(source)
         self.in_use.add(conn)
         try:

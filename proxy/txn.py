@@ -4,6 +4,13 @@ On one data source a client's BEGIN, COMMIT and SET simply go to its connection.
 the proxy must fan them out: a transaction starts on each data source the first time the transaction
 touches it (LOCAL transactions, as ShardingSphere's default), COMMIT/ROLLBACK/SAVEPOINT go to every
 data source that joined, and SET statements reach every connection the session holds now or borrows later.
+
+A transaction always ends in a known state, whatever fails: COMMIT and ROLLBACK (and the implicit commits
+of BEGIN, SET autocommit=1 and DDL) go to every joined data source even when one fails, a connection
+whose outcome is unknown is closed (never pooled), the session leaves the transaction, and the error
+names what each data source did (`end_transaction`). A data source whose part of the open transaction
+is lost with its connection (`connection_lost`) cannot take part again in that transaction, and its
+COMMIT rolls back the rest instead of committing a part of it.
 """
 
 from __future__ import annotations
@@ -12,8 +19,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from protocol.constants import ErrorCode
+from protocol.constants import ServerStatus
+from protocol.errors import ServerError
 from protocol.packets import ERRPacket
+from proxy.backend import BackendError
 
 if TYPE_CHECKING:
     from proxy.backend import BackendConnection
@@ -68,57 +77,262 @@ class TransactionState:
     autocommit: bool = True
     session_sets: list[str] = field(default_factory=list)  # replayed on every newly borrowed connection
     next_tx_sets: list[str] = field(default_factory=list)  # SET TRANSACTION: only for the next transaction
+    savepoints: list[str] = field(default_factory=list)  # names as written, oldest first (replayed on join)
+    # data sources whose part of the open transaction went with their connection (-> what happened): the
+    # transaction can no longer commit atomically; COMMIT rolls back the rest and says so
+    lost: dict[str, str] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
         return self.begin_sql is not None or not self.autocommit
 
 
+# --- errors ------------------------------------------------------------------------------------------------
+#
+# A transaction that ends badly is reported with MySQL's own numbers for it, SQLSTATE HY000 as MySQL sends
+# them: ER_ERROR_DURING_COMMIT (1180) for a COMMIT (explicit or implicit: BEGIN, SET autocommit=1, DDL) and
+# ER_ERROR_DURING_ROLLBACK (1181) for a ROLLBACK. The message names every data source and what it did:
+# "committed on ds_0", "rolled back on ds_0", "COMMIT failed on ds_1 (2013: ...; whether it committed is
+# unknown)", and always ends with "the transaction is over": whatever the answer, no data source is left in
+# the transaction. A statement that needs a data source whose part of the transaction was lost gets
+# CR_SERVER_LOST (2013), the number the statement that lost it got.
+
+ER_ERROR_DURING_COMMIT = 1180
+ER_ERROR_DURING_ROLLBACK = 1181
+ER_SP_DOES_NOT_EXIST = 1305
+CR_SERVER_LOST = 2013
+
+_LOST = "its connection was lost"
+
+
 # --- fanning them out over a session's data sources ------------------------------------------------------
 
 
 async def join(session: Session, conn: BackendConnection) -> None:
-    """An already held connection enters the session's open transaction."""
-    for sql in session.txn.next_tx_sets:
-        await session._must(conn, sql)
-    if not session.txn.autocommit:
-        await session._must(conn, "SET autocommit=0")
-    if session.txn.begin_sql is not None:
-        await session._must(conn, session.txn.begin_sql)
+    """An already held connection enters the session's open transaction (with the savepoints set so far,
+    so that ROLLBACK TO one of them undoes this data source's part too). A connection that fails half-way
+    has an unknown transaction state: it is marked broken (closed, never pooled) and has not joined."""
+    try:
+        for sql in session.txn.next_tx_sets:
+            await session._must(conn, sql)
+        if not session.txn.autocommit:
+            await session._must(conn, "SET autocommit=0")
+        if session.txn.begin_sql is not None:
+            await session._must(conn, session.txn.begin_sql)
+        for name in session.txn.savepoints:
+            await session._must(conn, f"SAVEPOINT {name}")
+    except BaseException:
+        conn.broken = True
+        raise
     session.txn.joined.append(conn.name)
 
+
+def connection_lost(session: Session, conn: BackendConnection) -> None:
+    """A joined connection leaves the session broken (lost, timed out, state unknown: it is closed, which
+    rolls back whatever it had not committed). If it held part of the open transaction, that part is gone:
+    the data source is recorded in `txn.lost` and the transaction can no longer commit."""
+    txn = session.txn
+    if conn.name not in txn.joined or session.backends.get(conn.name, conn) is not conn:
+        return
+    txn.joined.remove(conn.name)
+    if txn.begin_sql is not None or conn.status & ServerStatus.IN_TRANS:
+        txn.lost.setdefault(conn.name, _LOST)
+    # else (autocommit=0, nothing done since the last COMMIT): nothing lost, a new connection joins afresh
+
+
+def lost_error(session: Session, data_source: str) -> BackendError:
+    """The refusal of a statement that needs a data source whose part of the open transaction is lost:
+    running it on a new connection would commit it apart from the transaction's earlier work there."""
+    return BackendError(
+        data_source,
+        f"the open transaction's work on {data_source} was lost ({session.txn.lost[data_source]}), so the "
+        f"transaction cannot continue there; ROLLBACK ends it (COMMIT rolls back the rest and reports it)",
+        errno=CR_SERVER_LOST,
+    )
+
+
+def note_failure(session: Session, exc: BackendError) -> str:
+    """A statement failed with a backend error: drop the broken connections and say, in the client's
+    error, when the open transaction lost its part on one of them."""
+    before = set(session.txn.lost)
+    session.drop_broken()
+    new = [name for name in session.txn.lost if name not in before]
+    if not new:
+        return str(exc)
+    if exc.data_source in new:
+        session.txn.lost[exc.data_source] = _detail(exc)
+    return (f"{exc}; the open transaction's work on {', '.join(new)} is lost with its connection: the "
+            f"transaction cannot commit any more (ROLLBACK ends it; COMMIT rolls back the rest and reports it)")
+
+
+def _drop_lost(session: Session) -> list[str]:
+    """Connections found broken since the last statement leave the session; the data sources whose part
+    of the transaction was lost that way (not reported to the client yet)."""
+    before = set(session.txn.lost)
+    session.drop_broken()
+    return [name for name in session.txn.lost if name not in before]
+
+
+def _detail(exc: BaseException) -> str:
+    if isinstance(exc, BackendError):
+        text = str(exc)
+        prefix = f"data source {exc.data_source}: "
+        return f"{exc.errno}: {text[len(prefix):] if text.startswith(prefix) else text}"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def _finish(conn: BackendConnection, sql: str) -> tuple[str, bool] | None:
+    """Run a statement that ends (part of) the transaction on one connection: None when it succeeded;
+    else what went wrong and whether the server answered (an ERR) rather than leaving the outcome unknown.
+    A connection that failed either way is marked broken: its state is unknown, it is closed, never pooled
+    (and closing it rolls back whatever it still had open)."""
+    try:
+        res = await conn.execute(sql)
+    except Exception as exc:  # lost, timed out, a reply that makes no sense
+        conn.broken = True
+        return _detail(exc), False
+    if isinstance(res, ERRPacket):
+        conn.broken = True
+        return f"{res.errno}: {res.message}", True
+    return None
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names) or "none"
+
+
+async def end_transaction(session: Session, verb: str, *, label: str | None = None,
+                          consequence: str = "") -> ServerError | None:
+    """COMMIT or ROLLBACK on every data source the transaction touched; the transaction is over afterwards
+    whatever happens, and the error (None when all went well) says plainly which data source did what.
+
+    * A data source whose part was lost before the COMMIT (its connection died or was closed during the
+      transaction: the server rolled that part back) makes an atomic commit impossible, and the proxy knows
+      it before committing anything: the others are rolled back, and the COMMIT fails saying nothing was
+      committed.
+    * Otherwise COMMIT goes to every data source in turn, as ShardingSphere's LOCAL transactions do, and a
+      failure on one does not stop the others: each data source's outcome is then independent of the order
+      the data sources joined in. The ones that failed are named with what happened (an ERR; or a lost
+      connection or a timeout, after which whether that data source committed is unknown).
+    * ROLLBACK goes to every data source; a data source whose loss the client already heard of (the failing
+      statement said so) needs no second error: its part was rolled back by its server.
+    * A connection whose outcome is unknown or bad is closed, never pooled; the session's transaction state is
+      reset (autocommit mode as before; under autocommit=0 the next transaction starts on every connection).
+    """
+    txn = session.txn
+    label = label or verb
+    fresh = _drop_lost(session)
+    lost = dict(txn.lost)
+    action = "ROLLBACK" if verb == "COMMIT" and lost else verb
+    ended: list[str] = []
+    failed: dict[str, tuple[str, bool]] = {}
+    for name in list(txn.joined):
+        conn = session.backends.get(name)
+        if conn is None or conn.broken:  # not after _drop_lost; kept so that nothing goes unreported
+            failed[name] = (_LOST, False)
+            continue
+        outcome = await _finish(conn, action)
+        if outcome is None:
+            ended.append(name)
+        else:
+            failed[name] = outcome
+    _over(session)
+    if failed or lost:
+        session.log.warning("transaction_end_failed", verb=verb, action=action, ended=ended,
+                            failed={n: d for n, (d, _) in failed.items()}, lost=lost)
+    if verb == "COMMIT" and lost:
+        message = (f"{label} failed: the transaction's work on "
+                   + ", ".join(f"{n} ({lost[n]})" for n in lost)
+                   + f" was lost with its connection, so nothing was committed: rolled back on {_names(ended)}")
+        if failed:
+            message += ("; ROLLBACK failed on " + ", ".join(f"{n} ({d})" for n, (d, _) in failed.items())
+                        + ", whose connection is closed (which rolls it back)")
+        errno = ER_ERROR_DURING_COMMIT
+    elif verb == "COMMIT":
+        if not failed:
+            return None
+        message = (f"{label} failed on "
+                   + ", ".join(f"{n} ({d}{'' if answered else f'; whether {n} committed is unknown'})"
+                               for n, (d, answered) in failed.items())
+                   + f"; committed on {_names(ended)}")
+        errno = ER_ERROR_DURING_COMMIT
+    else:
+        if not failed and not fresh:
+            return None
+        problems = {n: lost[n] for n in fresh} | {n: d for n, (d, _) in failed.items()}
+        message = (f"{label} failed on " + ", ".join(f"{n} ({d})" for n, d in problems.items())
+                   + f"; rolled back on {_names(ended)}; nothing was committed (a failed data source's "
+                   f"connection is closed, which rolls back its work)")
+        errno = ER_ERROR_DURING_ROLLBACK
+    return ServerError(message + consequence + "; the transaction is over", errno=errno, sqlstate="HY000")
+
+
+def _over(session: Session) -> None:
+    """The transaction ended (well or not) on every data source: reset the session's transaction state."""
+    txn = session.txn
+    txn.begin_sql = None
+    txn.joined = []
+    txn.next_tx_sets = []
+    txn.savepoints = []
+    txn.lost = {}
+    session.drop_broken()  # the connections that failed just now: closed, never pooled
+    if not txn.autocommit:  # autocommit=0: every held connection is in the next (implicit) transaction
+        for conn in session.backends.values():
+            txn.joined.append(conn.name)
+    session.update_status(0)
+
+
 async def session_statement(session: Session, stmt: SessionStatement, sql: str) -> None:
-    """Transactions and SET on a sharded database, fanned out over the data sources ."""
+    """Transactions and SET on a sharded database, fanned out over the data sources."""
     txn = session.txn
     if stmt.kind == "begin":
-        if txn.active and txn.joined:
-            await end_transaction(session, "COMMIT")  # implicit commit, as MySQL does
+        if txn.active and (txn.joined or txn.lost):
+            # implicit commit, as MySQL does; when it fails, no new transaction starts (as in MySQL)
+            failure = await end_transaction(session, "COMMIT", label=f"the implicit COMMIT of {sql.strip()}",
+                                            consequence="; no new transaction was started")
+            if failure is not None:
+                session.error(failure.errno, failure.message, failure.sqlstate)
+                return
         txn.begin_sql = sql
         txn.joined = []
         session.update_status(0)
         session.ok()
     elif stmt.kind in ("commit", "rollback"):
-        failed = await end_transaction(session, stmt.kind.upper())
-        if failed:
-            session.error(ErrorCode.UNKNOWN_ERROR, failed, "HY000")
+        failure = await end_transaction(session, stmt.kind.upper())
+        if failure is not None:
+            session.error(failure.errno, failure.message, failure.sqlstate)
         else:
             session.ok()
     elif stmt.kind == "savepoint":
-        for name in list(txn.joined):
-            await session._must(session.backends[name], sql)
-        session.ok()
+        await savepoint(session, sql)
     elif stmt.kind == "autocommit":
         on = stmt.value == "1"
         if on and not txn.autocommit:
-            await end_transaction(session, "COMMIT")  # SET autocommit=1 commits, as MySQL does
+            # SET autocommit=1 commits, as MySQL does; when that fails, autocommit stays 0 (as in MySQL)
+            failure = await end_transaction(session, "COMMIT", label="the implicit COMMIT of SET autocommit=1",
+                                            consequence="; autocommit is still 0")
+            if failure is not None:
+                session.error(failure.errno, failure.message, failure.sqlstate)
+                return
             txn.joined = []
-            for conn in list(session.backends.values()):  # _join left them at autocommit=0
-                await session._must(conn, "SET autocommit=1")
-        txn.autocommit = on
-        if not on:
-            txn.joined = []
+            for conn in list(session.backends.values()):  # join() left them at autocommit=0
+                try:
+                    await session._must(conn, "SET autocommit=1")
+                except Exception as exc:
+                    conn.broken = True  # closed: the next statement there gets a pooled (autocommit) one
+                    session.log.warning("autocommit_restore_failed", data_source=conn.name, error=str(exc))
+            session.drop_broken()
+        elif not on:
+            was_on = txn.autocommit
+            txn.autocommit = False
             for conn in list(session.backends.values()):
-                await join(session, conn)
+                if conn.name not in txn.joined:
+                    await join(session, conn)
+                elif was_on:  # already in the BEGIN transaction: sending BEGIN again would commit it
+                    await session._must(conn, "SET autocommit=0")
+        txn.autocommit = on
         session.update_status(0)
         session.ok()
     elif stmt.kind == "next_tx":
@@ -140,45 +354,104 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
                 conn.session_sets = tuple(txn.session_sets)
         session.ok()
 
-async def implicit_commit(session: Session) -> None:
-    """DDL commits the open transaction on every connection it ran on, as in MySQL; the transaction's
-    other data sources are committed by the proxy, so the session ends up outside a transaction."""
-    txn = session.txn
-    if txn.begin_sql is None:
-        return
-    others = [session.backends[n] for n in txn.joined if n in session.backends]
-    txn.begin_sql = None
-    txn.joined = []
-    txn.next_tx_sets = []
-    for conn in others:
-        res = await conn.execute("COMMIT")
-        if isinstance(res, ERRPacket):
-            session.log.warning("implicit_commit_failed", data_source=conn.name, error=res.message)
-    session.update_status(0)
 
-async def end_transaction(session: Session, verb: str) -> str | None:
-    """COMMIT or ROLLBACK on every data source the transaction touched; says plainly which did what."""
+_SAVEPOINT = re.compile(
+    r"^\s*(?:(?P<set>SAVEPOINT)|(?P<rollback>ROLLBACK)(?:\s+WORK)?\s+TO(?:\s+SAVEPOINT)?|(?P<release>RELEASE\s+SAVEPOINT))"
+    r"\s+(?P<name>`(?:[^`]|``)+`|[^\s;`]+)\s*;?\s*$",
+    re.I | re.S,
+)
+
+
+def _savepoint_key(name: str) -> str:
+    if name.startswith("`") and name.endswith("`"):
+        name = name[1:-1].replace("``", "`")
+    return name.lower()  # savepoint names compare case-insensitively, as in MySQL
+
+
+async def savepoint(session: Session, sql: str) -> None:
+    """SAVEPOINT / ROLLBACK TO / RELEASE SAVEPOINT on every data source the transaction touched. The proxy
+    keeps the transaction's savepoints itself: a data source joining later sets them too (so ROLLBACK TO
+    undoes its part), and an unknown name is refused before anything runs (1305, as MySQL).
+
+    A data source on which the statement fails after it ran on others (or whose connection is lost) leaves
+    the transaction in a state no data source agrees on: that data source's connection is closed (its part
+    rolled back by its server) and its part of the transaction recorded as lost, so that COMMIT cannot
+    claim success; the client hears it at once."""
     txn = session.txn
+    m = _SAVEPOINT.match(sql)
+    name = m.group("name") if m else None
+    keys = [_savepoint_key(n) for n in txn.savepoints]
+    key = _savepoint_key(name) if name else None
+    if m is not None and not m.group("set") and key not in keys:
+        shown = name[1:-1].replace("``", "`") if name and name.startswith("`") else name
+        session.error(ER_SP_DOES_NOT_EXIST, f"SAVEPOINT {shown} does not exist", "42000")
+        return
+    fresh = _drop_lost(session)
     done: list[str] = []
-    failed: list[str] = []
-    for name in txn.joined:
-        conn = session.backends.get(name)
-        if conn is None:
-            failed.append(f"{name} (connection lost)")
+    failed: dict[str, str] = {}
+    errno = CR_SERVER_LOST
+    for ds in list(txn.joined):
+        conn = session.backends.get(ds)
+        if conn is None or conn.broken:
             continue
-        res = await conn.execute(verb)
+        try:
+            res = await conn.execute(sql)
+        except Exception as exc:
+            conn.broken = True
+            failed[ds] = _detail(exc)
+            continue
         if isinstance(res, ERRPacket):
-            failed.append(f"{name} ({res.errno}: {res.message})")
+            if not done and not failed:  # refused on the first data source, nothing changed anywhere
+                session.error(res.errno, f"[{ds}] {res.message}" if len(txn.joined) > 1 else res.message,
+                              res.sqlstate)
+                return
+            conn.broken = True
+            failed[ds] = f"{res.errno}: {res.message}"
+            errno = res.errno if len(failed) == 1 else errno
+            continue
+        done.append(ds)
+    fresh += _drop_lost(session)
+    for ds, detail in failed.items():
+        if ds in txn.lost:
+            txn.lost[ds] = detail
+    if m is not None and txn.active and name is not None and key is not None:
+        if m.group("set"):
+            txn.savepoints = [n for n, k in zip(txn.savepoints, keys, strict=True) if k != key] + [name]
+        elif m.group("rollback"):
+            txn.savepoints = txn.savepoints[: keys.index(key) + 1]
         else:
-            done.append(name)
-    txn.begin_sql = None
-    txn.joined = []
-    txn.next_tx_sets = []
-    if not txn.autocommit:
-        for conn in session.backends.values():
-            txn.joined.append(conn.name)
+            txn.savepoints = txn.savepoints[: keys.index(key)]
     session.update_status(0)
-    if failed:
-        return (f"{verb} failed on {', '.join(failed)}; "
-                f"{'committed' if verb == 'COMMIT' else 'rolled back'} on {', '.join(done) or 'none'}")
-    return None
+    if failed or fresh:
+        problems = {n: txn.lost.get(n, _LOST) for n in fresh} | failed
+        session.error(
+            errno,
+            f"{sql.strip()} failed on " + ", ".join(f"{n} ({d})" for n, d in problems.items())
+            + f"; done on {_names(done)}; the open transaction's work on {', '.join(problems)} is lost with its "
+            f"connection: the transaction cannot commit any more (ROLLBACK ends it; COMMIT rolls back the rest "
+            f"and reports it)",
+            "HY000",
+        )
+        return
+    session.ok()
+
+
+async def implicit_commit(session: Session) -> bool:
+    """DDL commits the open transaction first, as MySQL does: every data source it touched (the DDL's own
+    connections would commit theirs implicitly, the others would stay open). False when that commit failed:
+    the client has the error and the DDL must not run (as in MySQL)."""
+    txn = session.txn
+    if not txn.active:
+        return True
+    if not txn.joined and not txn.lost:
+        if txn.begin_sql is not None:
+            _over(session)
+        return True
+    failure = await end_transaction(session, "COMMIT", label="the implicit COMMIT before the DDL",
+                                    consequence="; the DDL was not run")
+    if failure is not None:
+        session.error(failure.errno, failure.message, failure.sqlstate)
+        return False
+    return True
+
+
