@@ -98,6 +98,7 @@ class Session:
         # connections the current command has used: never given back by `_wait_without_holding` mid-command
         self.in_use: set[BackendConnection] = set()
         self.client_lost = False  # the client left mid-command and the command was stopped
+        self.ending_transaction = False  # COMMIT/ROLLBACK fanning out: not stopped when the client leaves
         self.connecting: list[str] = []  # data sources this command waits on for a connection
         # read/write splitting: replica connections (by replica name) and read-after-write state per group
         self.read_backends: dict[str, BackendConnection] = {}
@@ -153,8 +154,8 @@ class Session:
                 finally:
                     self.end_command()
                 await self.wire.flush()
-        except ClientGone:
-            pass
+        except ClientGone as exc:
+            self.log.debug("client_gone", reason=str(exc))
         except asyncio.CancelledError:
             self.log.info("session_killed")
         except Exception:
@@ -386,8 +387,10 @@ class Session:
         """The client's socket closed. Mid-command, what the statement still runs on the backends is
         killed at once (a closed client socket does not stop a MariaDB statement until it writes) and the
         session ends; between commands the session's read notices by itself."""
-        if not self.busy or self.task is None or self.task.done() or self.client_lost:
+        if not self.busy or self.task is None or self.task.done() or self.client_lost or self.ending_transaction:
             return
+        if not self.connecting and not self._busy_connections():
+            return  # nothing runs on a backend (the answer is out; what is left is the proxy's own work)
         self.client_lost = True
         self.log.info("client_gone_mid_statement", command=self.command)
         self._kill_backend_statements()

@@ -228,16 +228,20 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
     action = "ROLLBACK" if verb == "COMMIT" and lost else verb
     ended: list[str] = []
     failed: dict[str, tuple[str, bool]] = {}
-    for name in list(txn.joined):
-        conn = session.backends.get(name)
-        if conn is None or conn.broken:  # not after _drop_lost; kept so that nothing goes unreported
-            failed[name] = (_LOST, False)
-            continue
-        outcome = await _finish(conn, action)
-        if outcome is None:
-            ended.append(name)
-        else:
-            failed[name] = outcome
+    session.ending_transaction = True  # a client leaving now does not stop the fan-out half-way
+    try:
+        for name in list(txn.joined):
+            conn = session.backends.get(name)
+            if conn is None or conn.broken:  # not after _drop_lost; kept so that nothing goes unreported
+                failed[name] = (_LOST, False)
+                continue
+            outcome = await _finish(conn, action)
+            if outcome is None:
+                ended.append(name)
+            else:
+                failed[name] = outcome
+    finally:
+        session.ending_transaction = False
     _over(session)
     if failed or lost:
         session.log.warning("transaction_end_failed", verb=verb, action=action, ended=ended,
