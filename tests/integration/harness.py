@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,10 @@ class RunningProxy:
         if self._stop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(30)
+
+    def block_loop(self, seconds: float) -> None:
+        """Make the proxy's event loop busy for `seconds` (as a long merge or a GC pause would), from now."""
+        self._loop.call_soon_threadsafe(time.sleep, seconds)
 
     @property
     def server(self) -> Any:
