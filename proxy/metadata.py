@@ -15,9 +15,11 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from protocol import text as ptext
 from protocol.constants import ColumnFlag, ColumnType
 from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row
 from protocol.results import ResultHeader
+from proxy import sqltext
 from proxy.statements import like_to_regex, unquote_ident
 from routing.logical_names import LogicalNames
 from routing.session_functions import CALL, substitute_session_functions
@@ -131,10 +133,20 @@ def _target(session: Session, db: LogicalDatabase, named: str | None) -> Logical
     """The database a `SHOW ... FROM db` names (the current one without FROM); None after an error."""
     if not named:
         return db
+    if _invalid_name(session, unquote_ident(named)):
+        return None
     found = session.server.database(unquote_ident(named))
     if found is None:
         session.error(1049, f"Unknown database '{unquote_ident(named)}'", "42000")
     return found
+
+
+def _invalid_name(session: Session, name: str) -> bool:
+    """A database name that is not valid in the session's character set gets MariaDB's ERR (True)."""
+    bad = ptext.invalid_string(name, session.charset)
+    if bad is not None:
+        session.error(ptext.INVALID_CHARACTER_STRING, bad, "HY000")
+    return bad is not None
 
 
 async def _show_tables(session: Session, db: LogicalDatabase, m: re.Match[str]) -> None:
@@ -152,7 +164,8 @@ async def _show_tables(session: Session, db: LogicalDatabase, m: re.Match[str]) 
     if m.group("like") is not None:
         rx = like_to_regex(m.group("like"))
         names = [n for n in names if rx.match(n)]
-    column = f"Tables_in_{target.name}" + (f" ({m.group('like')})" if m.group("like") is not None else "")
+    # MariaDB writes a byte of the pattern that is not UTF-8 as '?' in the column name
+    column = f"Tables_in_{target.name}" + (f" ({ptext.shown(m.group('like'))})" if m.group("like") is not None else "")
     columns = [column, "Table_type"] if m.group("full") else [column]
     rows: list[tuple[object, ...]] = [(n, "BASE TABLE") if m.group("full") else (n,) for n in names]
     if m.group("where"):
@@ -211,7 +224,7 @@ async def _filter_where(session: Session, db: LogicalDatabase, columns: list[str
     empty = "" if rows else " AND FALSE"
     sql = f"SELECT * FROM ({selects}) AS t WHERE ({where}){empty}"
     conn = await session.backend(next(iter(db.sources)), record_write=False)
-    res = await conn.execute(sql)
+    res = await sqltext.execute(conn, sql)
     if isinstance(res, ERRPacket):
         session.error(res.errno, res.message, res.sqlstate)
         return None
@@ -273,7 +286,7 @@ async def _show_table_status(session: Session, db: LogicalDatabase, m: re.Match[
         rows.append(tuple(row))
     if m.group("like") is not None:
         rx = like_to_regex(m.group("like"))
-        rows = [r for r in rows if rx.match((r[0] or b"").decode() if isinstance(r[0], bytes) else str(r[0]))]
+        rows = [r for r in rows if rx.match(ptext.decode(r[0] or b"") if isinstance(r[0], bytes) else str(r[0]))]
     labels = [label for label, _t in _TABLE_STATUS_COLUMNS[: width or 18]]
     if m.group("where"):
         filtered = await _filter_where(session, target if target is db else db, labels, rows, m.group("where"))
@@ -316,6 +329,8 @@ async def _route(session: Session, db: LogicalDatabase, sql: str) -> None:
 
 async def _show_create_database(session: Session, m: re.Match[str]) -> None:
     name = unquote_ident(m.group("db"))
+    if _invalid_name(session, name):
+        return
     target = session.server.database(name)
     if target is None:
         session.error(1049, f"Unknown database '{name}'", "42000")
