@@ -456,3 +456,25 @@ def test_fuzz_query(passthrough_proxy: RunningProxy, sharded_env: ShardedEnv,
         c.close()
     if where == "sharded":
         sharded_env.clean("t_order")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [b"PREVIEW SELECT '\xff' FROM t_order WHERE user_id = 1", b"PREVIEW SELECT `\xff` FROM t_order",
+     b"SHOW SHARDING TABLE RULES t\xff", b"SHOW SHARDING TABLE NODES FROM `\xff`", b"SHOW STORAGE UNITS FROM \xff",
+     b"SHOW READWRITE_SPLITTING RULES FROM \xff", b"SHOW DATABASES LIKE '\xff%'", b"SHOW FULL TABLES FROM `\xff`",
+     b"SHOW TABLE STATUS LIKE '\xff'", b"DESCRIBE t_order '\xff'", b"SELECT DATABASE()  /* \xff */"],
+    ids=["preview", "preview-identifier", "rules", "nodes", "units", "rw-rules", "databases", "tables", "status",
+         "describe", "database"],
+)
+def test_statements_the_proxy_answers(sharded_env: ShardedEnv, proxy_logs: list[dict[str, Any]], sql: bytes) -> None:
+    """What only the proxy answers (no MariaDB to compare with): an answer or an ERR, and the session goes on."""
+    c = login(sharded_env.proxy.host, sharded_env.proxy.port, "sharding_db")
+    try:
+        answer = run(c, b"\x03" + sql)
+        assert answer[0] in ("ROWS", "ERR", "OK")
+        if answer[0] == "ERR":
+            assert answer[1] != 1105, answer  # not "internal error"
+        still_works(c)
+    finally:
+        c.close()
