@@ -668,6 +668,9 @@ class Session:
             await metadata.processlist(self, stmt.arg == "FULL")
         elif stmt.kind == "kill":
             await self._kill(int(stmt.arg or 0), stmt.arg2 or "CONNECTION")
+        elif stmt.kind == "kill_other":
+            self.error(ErrorCode.NOT_SUPPORTED_YET, "shardproxy: KILL takes a proxy connection id, as a number "
+                       "(SHOW PROCESSLIST); KILL USER, KILL QUERY ID and expressions are not supported", "42000")
         elif stmt.kind in ("preview", "show_rules", "show_nodes", "units", "show_rw_rules"):
             from proxy.admin import admin_statement
 
@@ -679,6 +682,9 @@ class Session:
         target = self.server.sessions.get(target_id)
         if target is None:
             self.error(ErrorCode.NO_SUCH_THREAD, f"Unknown thread id: {target_id}", "HY000")
+            return
+        if not metadata.may_see(self, target):  # another user's session, and we are no admin
+            self.error(ErrorCode.KILL_DENIED_ERROR, f"You are not owner of thread {target_id}", "HY000")
             return
         if scope == "QUERY":
             await self.server.kill_backend_queries(target)
