@@ -460,6 +460,11 @@ _MARIADB_PROCESSLIST_EXTRA = (
 )
 
 
+def reads_processlist(sql: str) -> bool:
+    """Does `sql` read information_schema.PROCESSLIST (which the proxy answers from its own sessions)?"""
+    return "processlist" in sql.lower() and _PROCESSLIST_TABLE.search(_masked(sql)) is not None
+
+
 def _hides_proxy_statement(sql: str) -> bool:
     """A multi-statement query (relayed whole to a pass-through backend) with a statement the proxy must
     answer itself: the backend would kill or list its own threads, the proxy's pooled connections."""

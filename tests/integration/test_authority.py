@@ -250,3 +250,60 @@ def test_own_sessions_and_admins_may_kill(sessions: Sessions) -> None:
     boss.kill(bob.thread_id())  # an admin, over COM_PROCESS_KILL
     assert not alive(bob)
     assert alive(alice1) and alive(boss)
+
+
+def test_information_schema_processlist_prepared_on_a_sharded_database(sharded_env: ShardedEnv) -> None:
+    """COM_STMT_PREPARE / EXECUTE: the same answer in binary rows."""
+    import mysql.connector
+
+    conn = mysql.connector.connect(host=sharded_env.proxy.host, port=sharded_env.proxy.port, user="root",
+                                   password="root", database="sharding_db", use_pure=True, ssl_disabled=True)
+    try:
+        cur = conn.cursor(prepared=True)
+        cur.execute("SELECT ID, USER, INFO FROM information_schema.PROCESSLIST WHERE ID = ?", (conn.connection_id,))
+        got = cur.fetchall()
+        assert [(r[0], r[1]) for r in got] == [(conn.connection_id, "root")]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "params"),
+    [("SELECT ID, USER FROM information_schema.PROCESSLIST WHERE ID > ?", (0,)), ("SHOW PROCESSLIST", ())],
+    ids=["information_schema", "show"],
+)
+def test_prepared_processlist_on_a_pass_through_database(authority_proxy: RunningProxy, sessions: Sessions,
+                                                         sql: str, params: tuple[Any, ...]) -> None:
+    """COM_STMT_PREPARE / EXECUTE on a pass-through database: the proxy's sessions, by the same rule (the
+    backend would list its own threads: the proxy's pooled connections)."""
+    import mysql.connector
+
+    bob = sessions("bob")
+    conn = mysql.connector.connect(host=authority_proxy.host, port=authority_proxy.port, user="alice",
+                                   password="alicepw", database="demo", use_pure=True, ssl_disabled=True)
+    try:
+        cur = conn.cursor(prepared=True)
+        cur.execute(sql, params)
+        got = cur.fetchall()
+        assert {(r[0], r[1]) for r in got} == {(conn.connection_id, "alice")}
+        assert bob.thread_id() not in {r[0] for r in got}
+    finally:
+        conn.close()
+
+
+def test_prepared_kill_on_a_pass_through_database(authority_proxy: RunningProxy, sessions: Sessions) -> None:
+    import mysql.connector
+
+    bob, victim = sessions("bob"), sessions("alice")
+    conn = mysql.connector.connect(host=authority_proxy.host, port=authority_proxy.port, user="alice",
+                                   password="alicepw", database="demo", use_pure=True, ssl_disabled=True)
+    try:
+        cur = conn.cursor(prepared=True)
+        with pytest.raises(mysql.connector.Error) as exc:
+            cur.execute("KILL ?", (bob.thread_id(),))
+        assert exc.value.errno == 1095
+        assert alive(bob)
+        cur.execute("KILL ?", (victim.thread_id(),))  # alice's own other session
+        assert not alive(victim)
+    finally:
+        conn.close()

@@ -180,7 +180,6 @@ COMMON: list[Any] = [
     pytest.param([b"SELECT CONNECTION_ID() > 0 AS c, '\xff', DATABASE() IS NOT NULL AS d"], id="session-function"),
     pytest.param([b"USE `de\xffmo`"], id="use-quoted"),
     pytest.param([b"SHOW CREATE DATABASE `\xff`"], id="show-create-database"),
-    pytest.param([b"KILL \xff"], id="kill"),
     pytest.param([b"SHOW TABLES LIKE '\xff'"], id="show-tables-like"),
     pytest.param([b"BEGIN", b"SELECT '\xff'", b"COMMIT"], id="in-transaction"),
     pytest.param([b"PREPARE s FROM 'SELECT ''\xff'', HEX(?) AS h'", b"SET @p = '\xfe'", b"EXECUTE s USING @p",
@@ -463,9 +462,10 @@ def test_fuzz_query(passthrough_proxy: RunningProxy, sharded_env: ShardedEnv,
     [b"PREVIEW SELECT '\xff' FROM t_order WHERE user_id = 1", b"PREVIEW SELECT `\xff` FROM t_order",
      b"SHOW SHARDING TABLE RULES t\xff", b"SHOW SHARDING TABLE NODES FROM `\xff`", b"SHOW STORAGE UNITS FROM \xff",
      b"SHOW READWRITE_SPLITTING RULES FROM \xff", b"SHOW DATABASES LIKE '\xff%'", b"SHOW FULL TABLES FROM `\xff`",
-     b"SHOW TABLE STATUS LIKE '\xff'", b"DESCRIBE t_order '\xff'", b"SELECT DATABASE()  /* \xff */"],
+     b"SHOW TABLE STATUS LIKE '\xff'", b"DESCRIBE t_order '\xff'", b"SELECT DATABASE()  /* \xff */",
+     b"KILL \xff", b"KILL QUERY 1\xff"],
     ids=["preview", "preview-identifier", "rules", "nodes", "units", "rw-rules", "databases", "tables", "status",
-         "describe", "database"],
+         "describe", "database", "kill", "kill-query"],
 )
 def test_statements_the_proxy_answers(sharded_env: ShardedEnv, proxy_logs: list[dict[str, Any]], sql: bytes) -> None:
     """What only the proxy answers (no MariaDB to compare with): an answer or an ERR, and the session goes on."""
