@@ -69,6 +69,8 @@ class ClientStatement:
     # sharded: facts about the text, found once at PREPARE instead of at every EXECUTE
     metadata_statement: bool = False
     session_functions: bool = False
+    # KILL, SHOW PROCESSLIST, information_schema.PROCESSLIST ...: answered by the proxy at EXECUTE
+    proxy_answered: bool = False
     # sharded, CURSOR_TYPE_READ_ONLY: the rows of the open cursor (binary row payloads), and its columns
     cursor_rows: deque[bytes] | None = None
     # sharded: may proxy.fastpath execute it (None: not known until its first execute)
@@ -128,12 +130,12 @@ async def prepare(session: Session, payload: bytes) -> None:
         session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
         return
     source = db.pass_through_source
-    if source is not None and _answered_by_proxy(sql):
+    if _answered_by_proxy(sql):
         # KILL, SHOW PROCESSLIST, information_schema.PROCESSLIST ... are the proxy's, prepared or not: a backend
         # would answer (or kill) its own threads. Kept here, answered at EXECUTE as the text statement is.
         num_params = sum(1 for _s, _e, kind in scan_shape(sql).spans if kind == "p")
         stmt = ClientStatement(session.statements.new_id(), sql, num_params, (), metadata_statement=True,
-                               session_functions=bool(CALL.search(sql)))
+                               session_functions=bool(CALL.search(sql)), proxy_answered=True)
         session.statements.add(stmt)
         _prepare_answer(session, stmt)
         return
@@ -241,7 +243,7 @@ async def _execute_proxy_answered(session: Session, stmt: ClientStatement, reque
 async def _execute_sharded(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
     db = session.database
     assert db is not None
-    if db.kernel is None:  # pass-through: only the statements `prepare` keeps for the proxy come here
+    if stmt.proxy_answered:  # (on a pass-through database, the only statements that come here)
         await _execute_proxy_answered(session, stmt, request)
         return
     assert db.kernel is not None

@@ -29,14 +29,29 @@ USERS = (
     {"user": "alice@%", "password": "alicepw"},
     {"user": "bob@%", "password": "bobpw"},
 )
+SHARD_RULES = """\
+- !SHARDING
+  tables:
+    t_item:
+      actualDataNodes: ds_${0..1}.t_item
+      databaseStrategy: {standard: {shardingColumn: id, shardingAlgorithmName: by_id}}
+  shardingAlgorithms:
+    by_id: {type: INLINE, props: {algorithm-expression: 'ds_${id % 2}'}}
+"""
 PASSWORDS = {u["user"].split("@")[0]: u["password"] for u in USERS}
 
 
 @pytest.fixture(scope="module")
 def authority_proxy(mariadb: MariaDBServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProxy]:
-    mariadb.execute("CREATE DATABASE IF NOT EXISTS authority_ds")
-    conf = write_conf(tmp_path_factory.mktemp("authority-conf"), {"demo": {"ds_0": (mariadb, "authority_ds")}},
-                      users=USERS)
+    """`demo` passed through; `shard`: t_item sharded by id over two databases of the same server."""
+    for physical in ("authority_ds", "authority_s0", "authority_s1"):
+        mariadb.execute(f"CREATE DATABASE IF NOT EXISTS {physical}")
+    for physical in ("authority_s0", "authority_s1"):
+        mariadb.execute("CREATE TABLE IF NOT EXISTS t_item (id INT PRIMARY KEY)", physical)
+    conf = write_conf(tmp_path_factory.mktemp("authority-conf"),
+                      {"demo": {"ds_0": (mariadb, "authority_ds")},
+                       "shard": {"ds_0": (mariadb, "authority_s0"), "ds_1": (mariadb, "authority_s1")}},
+                      users=USERS, rules_yaml={"shard": SHARD_RULES})
     proxy = start_proxy(Path(conf))
     yield proxy
     proxy.stop()
@@ -267,20 +282,21 @@ def test_information_schema_processlist_prepared_on_a_sharded_database(sharded_e
         conn.close()
 
 
+@pytest.mark.parametrize("database", ["demo", "shard"])
 @pytest.mark.parametrize(
     ("sql", "params"),
     [("SELECT ID, USER FROM information_schema.PROCESSLIST WHERE ID > ?", (0,)), ("SHOW PROCESSLIST", ())],
     ids=["information_schema", "show"],
 )
-def test_prepared_processlist_on_a_pass_through_database(authority_proxy: RunningProxy, sessions: Sessions,
-                                                         sql: str, params: tuple[Any, ...]) -> None:
-    """COM_STMT_PREPARE / EXECUTE on a pass-through database: the proxy's sessions, by the same rule (the
-    backend would list its own threads: the proxy's pooled connections)."""
+def test_prepared_processlist(authority_proxy: RunningProxy, sessions: Sessions, sql: str, params: tuple[Any, ...],
+                              database: str) -> None:
+    """COM_STMT_PREPARE / EXECUTE, on a pass-through and on a sharded database: the proxy's sessions, by the
+    same rule (a backend would list its own threads: the proxy's pooled connections)."""
     import mysql.connector
 
     bob = sessions("bob")
     conn = mysql.connector.connect(host=authority_proxy.host, port=authority_proxy.port, user="alice",
-                                   password="alicepw", database="demo", use_pure=True, ssl_disabled=True)
+                                   password="alicepw", database=database, use_pure=True, ssl_disabled=True)
     try:
         cur = conn.cursor(prepared=True)
         cur.execute(sql, params)
@@ -291,12 +307,13 @@ def test_prepared_processlist_on_a_pass_through_database(authority_proxy: Runnin
         conn.close()
 
 
-def test_prepared_kill_on_a_pass_through_database(authority_proxy: RunningProxy, sessions: Sessions) -> None:
+@pytest.mark.parametrize("database", ["demo", "shard"])
+def test_prepared_kill(authority_proxy: RunningProxy, sessions: Sessions, database: str) -> None:
     import mysql.connector
 
     bob, victim = sessions("bob"), sessions("alice")
     conn = mysql.connector.connect(host=authority_proxy.host, port=authority_proxy.port, user="alice",
-                                   password="alicepw", database="demo", use_pure=True, ssl_disabled=True)
+                                   password="alicepw", database=database, use_pure=True, ssl_disabled=True)
     try:
         cur = conn.cursor(prepared=True)
         with pytest.raises(mysql.connector.Error) as exc:
