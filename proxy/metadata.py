@@ -449,6 +449,7 @@ def visible_sessions(session: Session) -> list[Session]:
 # information_schema.PROCESSLIST, with or without backticks, outside literals and comments (see _masked)
 _PROCESSLIST_TABLE = re.compile(
     r"(?<![\w$`.])`?information_schema`?\s*\.\s*`?processlist`?(?![\w$`])", re.I)
+_QUALIFIER = re.compile(r"\s*\.")
 # what may follow a table reference that is not an alias for it
 _NOT_ALIAS = re.compile(
     r"\s*(?:$|[),;]|(?:WHERE|ORDER|GROUP|LIMIT|HAVING|WINDOW|UNION|EXCEPT|INTERSECT|JOIN|INNER|LEFT|RIGHT|"
@@ -528,9 +529,12 @@ def _processlist_table(session: Session, sql: str) -> str | None:
     pos = 0
     for m in matches:
         out.append(sql[pos : m.start()])
-        out.append(derived)
-        if _NOT_ALIAS.match(masked, m.end()):
-            out.append(" AS PROCESSLIST")  # a derived table needs a name; the table's own, as columns use it
+        if _QUALIFIER.match(masked, m.end()):
+            out.append("PROCESSLIST")  # information_schema.PROCESSLIST.ID: a column of the derived table
+        else:
+            out.append(derived)
+            if _NOT_ALIAS.match(masked, m.end()):
+                out.append(" AS PROCESSLIST")  # a derived table needs a name: the table's own, as columns use it
         pos = m.end()
     out.append(sql[pos:])
     return "".join(out)

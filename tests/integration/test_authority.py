@@ -126,8 +126,13 @@ def test_processlist_shows_a_users_own_sessions(sessions: Sessions, statement: s
         "SELECT p.ID, p.USER FROM `information_schema`.`PROCESSLIST` p WHERE p.ID > 0",
         "SELECT PROCESSLIST.ID, PROCESSLIST.USER FROM information_schema.PROCESSLIST AS PROCESSLIST",
         "SELECT ID, USER FROM information_schema . PROCESSLIST WHERE COMMAND <> 'Killed' /* processlist */",
+        "SELECT information_schema.PROCESSLIST.ID, USER FROM information_schema.PROCESSLIST",
+        "SELECT ID, USER FROM (SELECT * FROM information_schema.PROCESSLIST) AS t "
+        "WHERE 'information_schema.PROCESSLIST' <> ''",
+        "SELECT p.ID, q.USER FROM information_schema.PROCESSLIST p JOIN information_schema.PROCESSLIST q "
+        "ON p.ID = q.ID",
     ],
-    ids=["plain", "case", "alias-backticks", "as-alias", "spaces-comment"],
+    ids=["plain", "case", "alias-backticks", "as-alias", "spaces-comment", "qualified-column", "subquery", "join"],
 )
 def test_information_schema_processlist_follows_the_same_rule(sessions: Sessions, sql: str) -> None:
     """Answered from the proxy's sessions (proxy connection ids, as KILL takes them), not the backends'
