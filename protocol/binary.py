@@ -313,7 +313,7 @@ def _write_value(value: object, ctype: int, unsigned: bool) -> bytes:
     if ctype in _DECIMAL_TYPES:
         return lenenc_str(_decimal_text(value))
     if isinstance(value, str):
-        return lenenc_str(value.encode("utf-8"))
+        return lenenc_str(value.encode("utf-8", "surrogateescape"))  # client text: its bytes (protocol.text)
     if isinstance(value, bytes | bytearray | memoryview):
         return lenenc_str(bytes(value))
     raise TypeError(f"a string column needs bytes, not {type(value).__name__}")

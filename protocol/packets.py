@@ -11,6 +11,8 @@ import struct
 from dataclasses import dataclass, field
 
 from protocol.constants import Capability, Collation, ColumnType, ServerStatus
+from protocol.text import decode as text_decode
+from protocol.text import encode as text_encode
 from protocol.wire import MalformedPacket, Reader, lenenc_int, lenenc_str
 
 OK_HEADER = 0x00
@@ -88,7 +90,7 @@ class HandshakeV10:
         plugin = ""
         if caps & Capability.PLUGIN_AUTH and r.remaining():
             raw = r.rest()
-            plugin = raw.split(b"\x00", 1)[0].decode()
+            plugin = raw.split(b"\x00", 1)[0].decode(errors="replace")
         return cls(version, conn_id, data1 + data2, Capability(caps), charset, ServerStatus(status), plugin)
 
 
@@ -138,7 +140,9 @@ class HandshakeResponse41:
         max_packet = r.u32()
         charset = r.u8()
         r.fixed(23)
-        username = r.nul_str().decode("utf-8", errors="replace")
+        # client text, kept as the bytes it was (protocol.text): a name that is not UTF-8 must be refused
+        # as MariaDB refuses it, not turn into another, valid name
+        username = text_decode(r.nul_str())
         if caps & Capability.PLUGIN_AUTH_LENENC_CLIENT_DATA:
             auth = r.lenenc_str() or b""
         elif caps & Capability.SECURE_CONNECTION:
@@ -147,10 +151,10 @@ class HandshakeResponse41:
             auth = r.nul_str()
         database = None
         if caps & Capability.CONNECT_WITH_DB and r.remaining():
-            database = r.nul_str().decode("utf-8", errors="replace") or None
+            database = text_decode(r.nul_str()) or None
         plugin = None
         if caps & Capability.PLUGIN_AUTH and r.remaining():
-            plugin = r.nul_str().decode() if b"\x00" in r.data[r.pos :] else r.rest().decode()
+            plugin = text_decode(r.nul_str() if b"\x00" in r.data[r.pos :] else r.rest())
         attrs: dict[str, str] = {}
         if caps & Capability.CONNECT_ATTRS and r.remaining():
             # Informational only, and not always well formed: mysql-connector-python writes the length of
@@ -171,18 +175,18 @@ class HandshakeResponse41:
         parts = [
             struct.pack("<IIB", int(caps), self.max_packet_size, self.character_set),
             b"\x00" * 23,
-            self.username.encode() + b"\x00",
+            text_encode(self.username) + b"\x00",
         ]
         if caps & Capability.PLUGIN_AUTH_LENENC_CLIENT_DATA:
             parts.append(lenenc_str(self.auth_response))
         else:
             parts.append(bytes((len(self.auth_response),)) + self.auth_response)
         if caps & Capability.CONNECT_WITH_DB:
-            parts.append((self.database or "").encode() + b"\x00")
+            parts.append(text_encode(self.database or "") + b"\x00")
         if caps & Capability.PLUGIN_AUTH:
-            parts.append((self.auth_plugin or "").encode() + b"\x00")
+            parts.append(text_encode(self.auth_plugin or "") + b"\x00")
         if caps & Capability.CONNECT_ATTRS:
-            body = b"".join(lenenc_str(k.encode()) + lenenc_str(v.encode()) for k, v in self.attributes.items())
+            body = b"".join(lenenc_str(text_encode(k)) + lenenc_str(text_encode(v)) for k, v in self.attributes.items())
             parts.append(lenenc_str(body))
         return b"".join(parts)
 
@@ -193,14 +197,14 @@ class AuthSwitchRequest:
     auth_data: bytes
 
     def encode(self) -> bytes:
-        return b"\xfe" + self.plugin.encode() + b"\x00" + self.auth_data + b"\x00"
+        return b"\xfe" + text_encode(self.plugin) + b"\x00" + self.auth_data + b"\x00"
 
     @classmethod
     def decode(cls, payload: bytes) -> AuthSwitchRequest:
         r = Reader(payload)
         if r.u8() != 0xFE:
             raise MalformedPacket("not an auth switch request")
-        plugin = r.nul_str().decode()
+        plugin = r.nul_str().decode(errors="replace")
         return cls(plugin, r.rest().rstrip(b"\x00"))
 
 
@@ -342,12 +346,12 @@ class ColumnDefinition41:
 
     def encode(self) -> bytes:
         parts = [
-            lenenc_str(self.catalog.encode()),
-            lenenc_str(self.schema.encode()),
-            lenenc_str(self.table.encode()),
-            lenenc_str(self.org_table.encode()),
-            lenenc_str(self.name.encode()),
-            lenenc_str(self.org_name.encode()),
+            lenenc_str(text_encode(self.catalog)),
+            lenenc_str(text_encode(self.schema)),
+            lenenc_str(text_encode(self.table)),
+            lenenc_str(text_encode(self.org_table)),
+            lenenc_str(text_encode(self.name)),
+            lenenc_str(text_encode(self.org_name)),
             b"\x0c",
             struct.pack("<HIBHB", self.character_set, self.column_length, int(self.type), self.flags, self.decimals),
             b"\x00\x00",
@@ -414,11 +418,11 @@ class ComInitDB:
     database: str
 
     def encode(self) -> bytes:
-        return b"\x02" + self.database.encode()
+        return b"\x02" + text_encode(self.database)
 
     @classmethod
     def decode(cls, payload: bytes) -> ComInitDB:
-        return cls(payload[1:].decode("utf-8", errors="replace"))
+        return cls(text_decode(payload[1:]))
 
 
 @dataclass(frozen=True)
@@ -427,14 +431,14 @@ class ComFieldList:
     wildcard: bytes = b""
 
     def encode(self) -> bytes:
-        return b"\x04" + self.table.encode() + b"\x00" + self.wildcard
+        return b"\x04" + text_encode(self.table) + b"\x00" + self.wildcard
 
     @classmethod
     def decode(cls, payload: bytes) -> ComFieldList:
         r = Reader(payload, 1)
         raw = r.rest()
         table, _, wildcard = raw.partition(b"\x00")
-        return cls(table.decode("utf-8", errors="replace"), wildcard)
+        return cls(text_decode(table), wildcard)
 
 
 @dataclass(frozen=True)
@@ -491,17 +495,17 @@ class ComChangeUser:
     @classmethod
     def decode(cls, payload: bytes, capabilities: Capability) -> ComChangeUser:
         r = Reader(payload, 1)
-        username = r.nul_str().decode("utf-8", errors="replace")
+        username = text_decode(r.nul_str())
         if capabilities & Capability.SECURE_CONNECTION:
             auth = r.fixed(r.u8())
         else:
             auth = r.nul_str()
-        database = r.nul_str().decode("utf-8", errors="replace") or None if r.remaining() else None
+        database = text_decode(r.nul_str()) or None if r.remaining() else None
         charset = r.u16() if r.remaining() >= 2 else None
         plugin = None
         if capabilities & Capability.PLUGIN_AUTH and r.remaining():
             raw = r.rest() if b"\x00" not in r.data[r.pos :] else r.nul_str()
-            plugin = raw.decode(errors="replace") or None
+            plugin = text_decode(raw) or None
         attrs: dict[str, str] = {}
         if capabilities & Capability.CONNECT_ATTRS and r.remaining():
             try:
@@ -516,13 +520,13 @@ class ComChangeUser:
         return cls(username, auth, database, charset, plugin, attrs)
 
     def encode(self, capabilities: Capability) -> bytes:
-        parts = [b"\x11", self.username.encode() + b"\x00"]
+        parts = [b"\x11", text_encode(self.username) + b"\x00"]
         if capabilities & Capability.SECURE_CONNECTION:
             parts.append(bytes((len(self.auth_response),)) + self.auth_response)
         else:
             parts.append(self.auth_response + b"\x00")
-        parts.append((self.database or "").encode() + b"\x00")
+        parts.append(text_encode(self.database or "") + b"\x00")
         parts.append(struct.pack("<H", self.character_set or Collation.UTF8MB4_GENERAL_CI))
         if capabilities & Capability.PLUGIN_AUTH:
-            parts.append((self.auth_plugin or "").encode() + b"\x00")
+            parts.append(text_encode(self.auth_plugin or "") + b"\x00")
         return b"".join(parts)

@@ -38,7 +38,7 @@ KNOWN_PROPS = {
     "proxy-frontend-ssl-enabled", "proxy-frontend-ssl-version", "proxy-frontend-ssl-cipher",
     "system-log-level", "proxy-meta-data-collector-enabled", "cdc-server-port",
     "proxy-frontend-database-protocol-type", "proxy-merge-memory-rows", "plan-cache-size",
-    "proxy-statement-timeout-seconds", "proxy-version-comment",
+    "proxy-statement-timeout-seconds", "proxy-version-comment", "proxy-backlog",
     # read/write splitting (proxy.readwrite); a group's own keys win
     "max-replication-lag-seconds", "replica-health-check-interval-milliseconds", "gtid-wait-timeout-milliseconds",
 }

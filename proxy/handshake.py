@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol import auth
+from protocol import auth, text
 from protocol.constants import SERVER_CAPABILITIES, Capability, Collation, ErrorCode, ServerStatus
 from protocol.packets import (
     AuthMoreData,
@@ -21,6 +21,7 @@ from protocol.packets import (
     SSLRequest,
 )
 from protocol.wire import MalformedPacket
+from proxy.backend import charset_for_collation
 from proxy.config import UserConfig
 from proxy.wire import ClientPackets
 
@@ -97,6 +98,11 @@ class Authenticator:
             raise HandshakeFailed(ErrorCode.HANDSHAKE_ERROR, f"Bad handshake: {exc}", "08S01") from exc
         caps = Capability(response.capabilities & SERVER_CAPABILITIES)
         wire.capabilities = caps
+        if response.database:
+            # like MariaDB, before the password: a database name that is not in the client's character set
+            bad = text.invalid_string(response.database, charset_for_collation(response.character_set))
+            if bad is not None:
+                raise HandshakeFailed(text.INVALID_CHARACTER_STRING, bad, "HY000")
         user = self.find_user(response.username, client_host)
         plugin = response.auth_plugin or auth.NATIVE_PASSWORD
         data = response.auth_response

@@ -69,6 +69,8 @@ class ClientStatement:
     # sharded: facts about the text, found once at PREPARE instead of at every EXECUTE
     metadata_statement: bool = False
     session_functions: bool = False
+    # KILL, SHOW PROCESSLIST, information_schema.PROCESSLIST ...: answered by the proxy at EXECUTE
+    proxy_answered: bool = False
     # sharded, CURSOR_TYPE_READ_ONLY: the rows of the open cursor (binary row payloads), and its columns
     cursor_rows: deque[bytes] | None = None
     # sharded: may proxy.fastpath execute it (None: not known until its first execute)
@@ -128,6 +130,15 @@ async def prepare(session: Session, payload: bytes) -> None:
         session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
         return
     source = db.pass_through_source
+    if _answered_by_proxy(sql):
+        # KILL, SHOW PROCESSLIST, information_schema.PROCESSLIST ... are the proxy's, prepared or not: a backend
+        # would answer (or kill) its own threads. Kept here, answered at EXECUTE as the text statement is.
+        num_params = sum(1 for _s, _e, kind in scan_shape(sql).spans if kind == "p")
+        stmt = ClientStatement(session.statements.new_id(), sql, num_params, (), metadata_statement=True,
+                               session_functions=bool(CALL.search(sql)), proxy_answered=True)
+        session.statements.add(stmt)
+        _prepare_answer(session, stmt)
+        return
     if source is not None:
         conn = await session.backend(source.name)
         answer = await conn.prepare(sql)
@@ -202,9 +213,40 @@ async def execute(session: Session, payload: bytes) -> None:
     await _execute_sharded(session, stmt, request)
 
 
+def _answered_by_proxy(sql: str) -> bool:
+    from proxy import metadata
+    from proxy.statements import classify
+
+    return classify(sql) is not None or metadata.reads_processlist(sql)
+
+
+async def _execute_proxy_answered(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
+    """A statement the proxy answers itself, prepared on a pass-through database: answered in binary rows."""
+    from proxy import metadata
+    from proxy.resultset import BINARY_ROWS
+    from proxy.statements import classify
+
+    sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
+    sql = metadata.substitute(session, sql) or sql
+    token = BINARY_ROWS.set(True)
+    try:
+        proxy_stmt = classify(sql)
+        if proxy_stmt is not None:
+            await session._proxy_statement(proxy_stmt, sql)
+        elif not await metadata.answer(session, session.database, sql):
+            session.error(ErrorCode.NOT_SUPPORTED_YET, "shardproxy: this prepared statement cannot be answered",
+                          "HY000")
+    finally:
+        BINARY_ROWS.reset(token)
+
+
 async def _execute_sharded(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
     db = session.database
-    assert db is not None and db.kernel is not None
+    assert db is not None
+    if stmt.proxy_answered:  # (on a pass-through database, the only statements that come here)
+        await _execute_proxy_answered(session, stmt, request)
+        return
+    assert db.kernel is not None
     session_stmt = classify_session_statement(stmt.sql)
     if session_stmt is not None:
         # a prepared BEGIN / COMMIT / ROLLBACK / SET (sysbench --db-ps-mode=auto prepares BEGIN and COMMIT):

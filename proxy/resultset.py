@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 
+from protocol import text
 from protocol.binary import text_row_to_binary
 from protocol.constants import Capability, ColumnType, ServerStatus
 from protocol.packets import ColumnDefinition41, EOFPacket, column_count_payload, encode_text_row, end_of_result
@@ -23,7 +24,7 @@ def text_value(v: object) -> bytes | None:
         return v
     if isinstance(v, bool):
         return b"1" if v else b"0"
-    return str(v).encode("utf-8")
+    return text.encode(str(v))  # client text (a processlist Info) goes back as the bytes it came as
 
 
 def result_packets(

@@ -23,6 +23,20 @@ from proxy.session import Session
 log = structlog.get_logger("shardproxy.server")
 
 DEFAULT_MAX_PACKET = 64 * 1024 * 1024
+# connections the kernel may complete before the proxy accepts them: asyncio's default (100) lost clients
+# of a 1,000-connection burst to SYN-ACK retransmission timeouts. The kernel caps it at net.core.somaxconn.
+DEFAULT_BACKLOG = 4096
+BACKLOG_PROPS = ("proxy-backlog", "proxy-netty-backlog")  # shardproxy's name first, then ShardingSphere's
+
+
+def listen_backlog(config: ProxyConfig) -> int:
+    """props.proxy-backlog, else ShardingSphere's props.proxy-netty-backlog, else DEFAULT_BACKLOG (a value
+    that is not a positive integer counts as absent)."""
+    for name in BACKLOG_PROPS:
+        value = config.prop_int(name, 0)
+        if value > 0:
+            return value
+    return DEFAULT_BACKLOG
 
 
 class ProxyServer:
@@ -41,6 +55,7 @@ class ProxyServer:
         self.started_at = 0.0
         self.questions = 0
         self.max_connections = config.prop_int("proxy-frontend-max-connections", 0)
+        self.backlog = listen_backlog(config)
         self.sql_show = config.prop_bool("sql-show")
         self.merge_memory_rows = config.prop_int("proxy-merge-memory-rows", 1_000_000)
         self.max_connections_per_query = config.prop_int("max-connections-size-per-query", 4)
@@ -101,6 +116,7 @@ class ProxyServer:
 
         self._server = await loop.create_server(
             client_protocol, host=host, port=port, reuse_address=True, reuse_port=reuse_port or None,
+            backlog=self.backlog,
         )
         addrs = [s.getsockname()[:2] for s in self._server.sockets]
         for s in self._server.sockets:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from protocol import text
 from protocol.constants import Capability, Command, ErrorCode, ServerStatus, SetOption
 from protocol.errors import ServerError
 from protocol.framing import PacketTooLarge
@@ -33,7 +34,7 @@ from protocol.packets import (
 )
 from protocol.results import ResultSummary
 from protocol.wire import MalformedPacket
-from proxy import metadata, prepared, txn
+from proxy import metadata, prepared, sqltext, txn
 from proxy.backend import BackendConnection, BackendError, DataSource, charset_for_collation
 from proxy.config import UserConfig
 from proxy.fastpath import ClientProtocol, FastPath
@@ -710,9 +711,10 @@ class Session:
             await txn.join(self, conn)
 
     async def _must(self, conn: BackendConnection, sql: str) -> None:
-        res = await conn.execute(sql)
+        res = await sqltext.execute(conn, sql)  # SET values may hold bytes that are not UTF-8
         if isinstance(res, ERRPacket):
-            raise BackendError(conn.name, f"{sql!r} failed: {res.message}", errno=res.errno, sqlstate=res.sqlstate)
+            raise BackendError(conn.name, f"{text.shown(sql)!r} failed: {res.message}", errno=res.errno,
+                               sqlstate=res.sqlstate)
 
     async def _without_database(self, payload: bytes, sql: str) -> None:
         """No logical database chosen yet: table-less statements (SELECT @@version_comment, SET ...) run on a
@@ -730,6 +732,10 @@ class Session:
             self.database = saved
 
     def _use(self, name: str) -> None:
+        bad = text.invalid_string(name, self.charset)
+        if bad is not None:  # not a name in the session's character set: MariaDB's answer
+            self.error(text.INVALID_CHARACTER_STRING, bad, "HY000")
+            return
         db = self.server.database(name)
         if db is None:
             self.error(ErrorCode.BAD_DB_ERROR, f"Unknown database '{name}'", "42000")
@@ -761,6 +767,9 @@ class Session:
             await metadata.processlist(self, stmt.arg == "FULL")
         elif stmt.kind == "kill":
             await self._kill(int(stmt.arg or 0), stmt.arg2 or "CONNECTION")
+        elif stmt.kind == "kill_other":
+            self.error(ErrorCode.NOT_SUPPORTED_YET, "shardproxy: KILL takes a proxy connection id, as a number "
+                       "(SHOW PROCESSLIST); KILL USER, KILL QUERY ID and expressions are not supported", "42000")
         elif stmt.kind in ("preview", "show_rules", "show_nodes", "units", "show_rw_rules"):
             from proxy.admin import admin_statement
 
@@ -772,6 +781,9 @@ class Session:
         target = self.server.sessions.get(target_id)
         if target is None:
             self.error(ErrorCode.NO_SUCH_THREAD, f"Unknown thread id: {target_id}", "HY000")
+            return
+        if not metadata.may_see(self, target):  # another user's session, and we are no admin
+            self.error(ErrorCode.KILL_DENIED_ERROR, f"You are not owner of thread {target_id}", "HY000")
             return
         if scope == "QUERY":
             await self.server.kill_backend_queries(target)

@@ -15,7 +15,9 @@ _SHOW_DATABASES = re.compile(r"^SHOW\s+(?:DATABASES|SCHEMAS)(?:\s+LIKE\s+'((?:[^
 _PREVIEW = re.compile(r"^PREVIEW\s+(.+?)\s*;?\s*$", re.I | re.S)
 _SHOW_RULES = re.compile(r"^SHOW\s+SHARDING\s+TABLE\s+RULES?(?:\s+(\S+?))?(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I)
 _SHOW_NODES = re.compile(r"^SHOW\s+SHARDING\s+TABLE\s+NODES(?:\s+(\S+?))?(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I)
-_KILL = re.compile(r"^KILL\s+(?:(QUERY|CONNECTION)\s+)?(\d+)\s*;?\s*$", re.I)
+_KILL = re.compile(r"^KILL\s+(?:(?:HARD|SOFT)\s+)?(?:(QUERY|CONNECTION)\s+)?(?:(\d+)|\(\s*(\d+)\s*\))\s*;?\s*$",
+                   re.I)
+_KILL_WORD = re.compile(r"^KILL\b", re.I)
 _SELECT_DATABASE = re.compile(r"^SELECT\s+(?:DATABASE|SCHEMA)\s*\(\s*\)\s*;?\s*$", re.I)
 _SHOW_RW_RULES = re.compile(
     r"^SHOW\s+READWRITE_SPLITTING\s+RULES?(?:\s+(?!FROM\b)(\S+?))?(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I
@@ -37,8 +39,8 @@ def unquote_ident(name: str) -> str:
 
 @dataclass(frozen=True)
 class ProxyStatement:
-    kind: str  # use | show_databases | preview | show_rules | show_nodes | kill | select_database | units
-    # | show_rw_rules
+    kind: str  # use | show_databases | preview | show_rules | show_nodes | kill | kill_other | select_database
+    # | units | show_rw_rules
     arg: str | None = None
     arg2: str | None = None
 
@@ -75,7 +77,11 @@ def classify(sql: str) -> ProxyStatement | None:
     elif first.startswith("KILL"):
         m = _KILL.match(text)
         if m:
-            return ProxyStatement("kill", m.group(2), (m.group(1) or "CONNECTION").upper())
+            return ProxyStatement("kill", m.group(2) or m.group(3), (m.group(1) or "CONNECTION").upper())
+        if _KILL_WORD.match(text):
+            # KILL USER u, KILL QUERY ID n, KILL <expression>: a backend would apply them to its own threads
+            # (the proxy's pooled connections, every user's), so they never go there
+            return ProxyStatement("kill_other")
     elif first.startswith("SELECT"):
         m = _SELECT_DATABASE.match(text)
         if m:

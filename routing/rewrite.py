@@ -257,7 +257,7 @@ def _text_value(value: Any, what: str) -> str:
     if value is UNKNOWN or value is None:
         raise RoutingError(f"the {what} parameter must be supplied to route a multi-node query")
     if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", "replace")
+        return bytes(value).decode("utf-8", "surrogateescape")  # the bytes, back as they were (protocol.text)
     return str(value)
 
 

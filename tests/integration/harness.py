@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,10 @@ class RunningProxy:
 
     def _started(self, server: Any) -> None:
         self._server = server
+
+    def block_loop(self, seconds: float) -> None:
+        """Make the proxy's event loop busy for `seconds` (as a long merge or a GC pause would), from now."""
+        self._loop.call_soon_threadsafe(time.sleep, seconds)
 
     @property
     def server(self) -> Any:
