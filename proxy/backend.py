@@ -16,6 +16,7 @@ import aiomysql
 import pymysql
 import structlog
 
+from protocol import text
 from protocol.binary import ComStmtClose, ComStmtPrepare, PrepareResponse, StmtPrepareOK
 from protocol.constants import Capability, Collation
 from protocol.framing import encode_packet
@@ -345,7 +346,7 @@ class BackendConnection:
         rows: list[tuple[bytes | None, ...]] = []
         result: OKPacket | ERRPacket | None = None
         ncols = 0
-        async for ev in self.events(ComQuery(sql.encode()).encode()):
+        async for ev in self.events(ComQuery(text.encode(sql)).encode()):
             if isinstance(ev, ResultHeader):
                 ncols = len(ev.columns)
             elif isinstance(ev, bytes):

@@ -19,7 +19,6 @@ from protocol import text as ptext
 from protocol.constants import ColumnFlag, ColumnType
 from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row
 from protocol.results import ResultHeader
-from proxy import sqltext
 from proxy.statements import classify, like_to_regex, unquote_ident
 from routing.logical_names import LogicalNames
 from routing.session_functions import CALL, substitute_session_functions
@@ -233,7 +232,7 @@ async def _filter_where(session: Session, db: LogicalDatabase, columns: list[str
     empty = "" if rows else " AND FALSE"
     sql = f"SELECT * FROM ({selects}) AS t WHERE ({where}){empty}"
     conn = await session.backend(next(iter(db.sources)), record_write=False)
-    res = await sqltext.execute(conn, sql)
+    res = await conn.execute(sql)
     if isinstance(res, ERRPacket):
         session.error(res.errno, res.message, res.sqlstate)
         return None

@@ -34,7 +34,7 @@ from protocol.packets import (
 )
 from protocol.results import ResultSummary
 from protocol.wire import MalformedPacket
-from proxy import metadata, prepared, sqltext, txn
+from proxy import metadata, prepared, txn
 from proxy.backend import BackendConnection, BackendError, DataSource, charset_for_collation
 from proxy.config import UserConfig
 from proxy.fastpath import ClientProtocol, FastPath
@@ -711,7 +711,7 @@ class Session:
             await txn.join(self, conn)
 
     async def _must(self, conn: BackendConnection, sql: str) -> None:
-        res = await sqltext.execute(conn, sql)  # SET values may hold bytes that are not UTF-8
+        res = await conn.execute(sql)  # SET values may hold bytes that are not UTF-8
         if isinstance(res, ERRPacket):
             raise BackendError(conn.name, f"{text.shown(sql)!r} failed: {res.message}", errno=res.errno,
                                sqlstate=res.sqlstate)
