@@ -53,6 +53,12 @@ class FrameDecoder:
     def feed(self, data: bytes) -> None:
         self._buf += data
 
+    def take_buffered(self) -> bytes:
+        """The bytes fed and not yet framed, removed (the start of a TLS handshake after SSLRequest)."""
+        data = bytes(self._buf)
+        self._buf.clear()
+        return data
+
     @property
     def buffered(self) -> int:
         return len(self._buf)

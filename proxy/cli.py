@@ -75,6 +75,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     _install_loop()
     try:
         asyncio.run(serve(config, args.host, port, worker=index, workers=workers))
+    except ConfigError as exc:  # found once the server builds what the configuration names (TLS files ...)
+        print(f"shardproxy: configuration error: {exc}", file=sys.stderr)
+        return 2
     except BackendError as exc:
         print(f"shardproxy: cannot start: {exc}", file=sys.stderr)
         return 3

@@ -36,6 +36,7 @@ KNOWN_PROPS = {
     "proxy-mysql-default-version", "proxy-default-database", "proxy-netty-backlog", "sql-federation-type",
     "proxy-hint-enabled", "check-duplicate-table-enabled", "load-table-metadata-batch-size",
     "proxy-frontend-ssl-enabled", "proxy-frontend-ssl-version", "proxy-frontend-ssl-cipher",
+    "proxy-frontend-ssl-cert-file", "proxy-frontend-ssl-key-file",
     "system-log-level", "proxy-meta-data-collector-enabled", "cdc-server-port",
     "proxy-frontend-database-protocol-type", "proxy-merge-memory-rows", "plan-cache-size",
     "proxy-statement-timeout-seconds", "proxy-version-comment", "proxy-backlog",

@@ -8,6 +8,7 @@ uses the fast path afterwards.
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 
 from protocol import auth, text
@@ -21,6 +22,7 @@ from protocol.packets import (
     SSLRequest,
 )
 from protocol.wire import MalformedPacket
+from proxy import tls
 from proxy.backend import charset_for_collation
 from proxy.config import UserConfig
 from proxy.wire import ClientPackets
@@ -41,13 +43,15 @@ class AuthenticatedClient:
     user: UserConfig
     response: HandshakeResponse41
     capabilities: Capability
+    secure: bool = False  # the session runs over TLS
 
 
 class Authenticator:
     """Shared by all sessions: the user list, the RSA key and caching_sha2_password's cache."""
 
-    def __init__(self, users: tuple[UserConfig, ...]) -> None:
+    def __init__(self, users: tuple[UserConfig, ...], tls: ssl.SSLContext | None = None) -> None:
         self.users = users
+        self.tls = tls  # props.proxy-frontend-ssl-enabled: clients may switch to TLS after the greeting
         self.rsa = auth.RsaKeyPair()
         self._sha2_cache: set[tuple[str, str]] = set()
 
@@ -77,7 +81,7 @@ class Authenticator:
                 server_version=server_version,
                 connection_id=connection_id,
                 auth_data=scramble,
-                capabilities=SERVER_CAPABILITIES,
+                capabilities=SERVER_CAPABILITIES | (Capability.SSL if self.tls is not None else 0),
                 character_set=Collation.UTF8MB4_GENERAL_CI,
                 status=ServerStatus.AUTOCOMMIT,
                 auth_plugin=default_plugin,
@@ -85,13 +89,21 @@ class Authenticator:
         )
         await wire.flush()
         payload = await wire.read(HANDSHAKE_TIMEOUT)
+        secure = False
         if SSLRequest.matches(payload):
-            raise HandshakeFailed(
-                ErrorCode.HANDSHAKE_ERROR,
-                "shardproxy does not offer TLS yet: connect without SSL (mysql --ssl-mode=DISABLED or "
-                "--skip-ssl, ssl_disabled=True in Python drivers)",
-                "08S01",
-            )
+            if self.tls is None:
+                raise HandshakeFailed(
+                    ErrorCode.HANDSHAKE_ERROR,
+                    "TLS is not enabled on this proxy (props.proxy-frontend-ssl-enabled): connect without SSL "
+                    "(mysql --ssl-mode=DISABLED or --skip-ssl, ssl_disabled=True in Python drivers)",
+                    "08S01",
+                )
+            try:
+                await tls.upgrade(wire.writer, self.tls, wire.take_unread(), timeout=HANDSHAKE_TIMEOUT)
+            except (ssl.SSLError, OSError, TimeoutError) as exc:
+                raise HandshakeFailed(ErrorCode.HANDSHAKE_ERROR, f"TLS handshake failed: {exc}", "08S01") from exc
+            secure = True
+            payload = await wire.read(HANDSHAKE_TIMEOUT)
         try:
             response = HandshakeResponse41.decode(payload)
         except MalformedPacket as exc:
@@ -115,12 +127,13 @@ class Authenticator:
             # switch the client to the plugin this user is configured for
             await self._switch_and_check(wire, user, user.auth_plugin, client_host)
         elif plugin == auth.CACHING_SHA2_PASSWORD:
-            await self._caching_sha2(wire, user, scramble, data, client_host, used_password)
+            await self._caching_sha2(wire, user, scramble, data, client_host, used_password, secure=secure)
         elif not self.check(user, plugin, scramble, data):
             raise self._denied(user.user, client_host, used_password)
-        return AuthenticatedClient(user, response, caps)
+        return AuthenticatedClient(user, response, caps, secure)
 
-    async def _switch_and_check(self, wire: ClientPackets, user: UserConfig, plugin: str, client_host: str) -> None:
+    async def _switch_and_check(self, wire: ClientPackets, user: UserConfig, plugin: str, client_host: str,
+                                *, secure: bool = False) -> None:
         """AuthSwitchRequest to `plugin` with a fresh scramble, then check the answer."""
         scramble = auth.new_scramble()
         wire.send(AuthSwitchRequest(plugin, scramble).encode())
@@ -128,12 +141,13 @@ class Authenticator:
         data = await wire.read(HANDSHAKE_TIMEOUT)
         used = "YES" if data and data != b"\x00" else "NO"
         if plugin == auth.CACHING_SHA2_PASSWORD:
-            await self._caching_sha2(wire, user, scramble, data, client_host, used)
+            await self._caching_sha2(wire, user, scramble, data, client_host, used, secure=secure)
         elif not self.check(user, plugin, scramble, data):
             raise self._denied(user.user, client_host, used)
 
     async def _caching_sha2(
-        self, wire: ClientPackets, user: UserConfig, scramble: bytes, data: bytes, host: str, used: str
+        self, wire: ClientPackets, user: UserConfig, scramble: bytes, data: bytes, host: str, used: str,
+        *, secure: bool = False,
     ) -> None:
         if not user.password:
             if data in (b"", b"\x00"):
@@ -159,21 +173,29 @@ class Authenticator:
                 password = self.rsa.decrypt_password(encrypted, scramble)
             except ValueError as exc:
                 raise self._denied(user.user, host, used) from exc
-        else:
-            # a client that believes the channel is secure sends the password in clear
+        elif secure:
+            # over TLS the client sends the password in clear, as to MySQL
             password = answer.rstrip(b"\x00").decode("utf-8", errors="replace")
+        else:
+            # over plain TCP only an RSA-encrypted password is taken (a client that already has the public
+            # key sends it at once); a password in clear would have crossed the network readable
+            try:
+                password = self.rsa.decrypt_password(answer, scramble)
+            except ValueError as exc:
+                raise self._denied(user.user, host, used) from exc
         if password != user.password:
             raise self._denied(user.user, host, used)
         self._sha2_cache.add(key)
 
-    async def change_user(self, wire: ClientPackets, request: ComChangeUser, client_host: str) -> UserConfig:
+    async def change_user(self, wire: ClientPackets, request: ComChangeUser, client_host: str, *,
+                          secure: bool = False) -> UserConfig:
         """Authenticate COM_CHANGE_USER: the client is switched to its user's plugin with a fresh scramble
         (the answer it sent was made with the old one), then checked like a new login."""
         user = self.find_user(request.username, client_host)
         if user is None:
             raise self._denied(request.username, client_host, "YES" if request.auth_response else "NO")
         plugin = user.auth_plugin if user.auth_plugin != auth.CLEAR_PASSWORD else auth.NATIVE_PASSWORD
-        await self._switch_and_check(wire, user, plugin, client_host)
+        await self._switch_and_check(wire, user, plugin, client_host, secure=secure)
         return user
 
     @staticmethod

@@ -12,6 +12,7 @@ from typing import Any
 import structlog
 
 from protocol.packets import ERRPacket
+from proxy import tls
 from proxy.backend import BackendError, DataSource
 from proxy.config import ProxyConfig
 from proxy.fastpath import ClientProtocol
@@ -42,7 +43,7 @@ def listen_backlog(config: ProxyConfig) -> int:
 class ProxyServer:
     def __init__(self, config: ProxyConfig, *, worker: int = 0, workers: int = 1) -> None:
         self.config = config
-        self.authenticator = Authenticator(config.users)
+        self.authenticator = Authenticator(config.users, tls.server_context(config.props))
         self.sources: dict[tuple[str, str], DataSource] = {}
         self.databases_by_name: dict[str, LogicalDatabase] = {}
         self.sessions: dict[int, Session] = {}

@@ -78,6 +78,7 @@ class Session:
         self.user = ""
         self.database: LogicalDatabase | None = None
         self.capabilities = Capability(0)
+        self.secure = False  # TLS
         self._deprecate_eof = False
         self.charset = "utf8mb4"
         self._status = int(ServerStatus.AUTOCOMMIT)
@@ -220,6 +221,9 @@ class Session:
         except TimeoutError:
             return False
         self.capabilities = client.capabilities
+        self.secure = client.secure
+        if self.fast is not None:
+            self.fast.transport = self.writer.transport  # the TLS transport, after an SSLRequest
         self._deprecate_eof = bool(client.capabilities & Capability.DEPRECATE_EOF)
         self.user = client.user.user
         self.user_config = client.user
@@ -803,7 +807,8 @@ class Session:
         """COM_CHANGE_USER: authenticate again, then start over as a fresh session of that user."""
         request = ComChangeUser.decode(payload, self.capabilities)
         try:
-            user = await self.server.authenticator.change_user(self.wire, request, self.client_host)
+            user = await self.server.authenticator.change_user(self.wire, request, self.client_host,
+                                                               secure=self.secure)
         except HandshakeFailed as exc:
             # MySQL closes the connection after a failed change-user
             self.error(exc.errno, exc.message, exc.sqlstate)

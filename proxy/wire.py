@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from protocol.constants import Capability
 from protocol.framing import FrameDecoder, PacketTooLarge, encode_packet
 from protocol.packets import ERRPacket
+from protocol.wire import MalformedPacket
 
 if TYPE_CHECKING:
     from proxy.fastpath import FastPath
@@ -61,6 +62,15 @@ class ClientPackets:
         _first, last, payload = self._pending.pop(0)
         self.seq = (last + 1) & 0xFF
         return payload
+
+    def take_unread(self) -> bytes:
+        """Every byte received and not yet returned as a packet (after an SSLRequest: the TLS ClientHello),
+        taken out of this reader."""
+        if self._pending:
+            raise MalformedPacket("packets after SSLRequest before the TLS handshake")
+        data = self.frames.take_buffered() + bytes(self.reader._buffer)  # type: ignore[attr-defined]
+        self.reader._buffer.clear()  # type: ignore[attr-defined]
+        return data
 
     def send(self, payload: bytes) -> None:
         data, self.seq = encode_packet(payload, self.seq)
