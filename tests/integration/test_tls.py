@@ -267,3 +267,25 @@ def test_bad_tls_settings_stop_the_start(mariadb: MariaDBServer, tmp_path: Path,
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert "configuration error" in out.stderr and needle in out.stderr and "global.yaml" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_tls_on_uvloop(mariadb: MariaDBServer, tmp_path: Path) -> None:
+    """`shardproxy serve` runs on uvloop when it is installed: its start_tls and transports differ."""
+    pytest.importorskip("uvloop")
+    mariadb.execute("CREATE DATABASE IF NOT EXISTS tls_ds")
+    conf = write_conf(tmp_path / "conf", {"tlsdb": {"ds_0": (mariadb, "tls_ds")}}, users=USERS,
+                      props={"proxy-frontend-ssl-enabled": True})
+    proxy = start_proxy(conf, use_uvloop=True)
+    try:
+        for _ in range(3):
+            conn = pymysql.connect(host=proxy.host, port=proxy.port, user="root", password="root",
+                                   database="tlsdb", ssl=_insecure(), autocommit=True)
+            assert conn._sock.version() in ("TLSv1.2", "TLSv1.3")
+            with conn.cursor() as cur:
+                for i in range(3):
+                    cur.execute(f"SELECT {i}, REPEAT('z', 300000)")
+                    assert cur.fetchall() == ((i, "z" * 300000),)
+            conn.close()
+        test_the_client_hello_in_the_same_segment_as_the_ssl_request(proxy)
+    finally:
+        proxy.stop()
