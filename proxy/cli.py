@@ -29,6 +29,9 @@ def _install_loop() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGHUP: the terminal went away
+
+
 async def serve(config: ProxyConfig, host: str, port: int, *, ready: asyncio.Event | None = None,
                 stop: asyncio.Event | None = None, worker: int = 0, workers: int = 1,
                 started: Callable[[Any], None] | None = None) -> None:
@@ -45,7 +48,7 @@ async def serve(config: ProxyConfig, host: str, port: int, *, ready: asyncio.Eve
              databases=list(server.databases_by_name))
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in STOP_SIGNALS:
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
             loop.add_signal_handler(sig, stop.set)
     if ready is not None:
@@ -55,16 +58,32 @@ async def serve(config: ProxyConfig, host: str, port: int, *, ready: asyncio.Eve
     finally:
         log.info("shutting_down", sessions=len(server.sessions))
         await server.close()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 loop.remove_signal_handler(sig)
+
+
+def _config_error(exc: ConfigError, *, json_logs: bool) -> None:
+    """A configuration error, for a person (one line) or, under --log-json, also for a log collector."""
+    print(f"shardproxy: configuration error: {exc}", file=sys.stderr)
+    if json_logs:
+        log.error("configuration_error", error=str(exc))
+
+
+def version() -> str:
+    try:
+        from importlib.metadata import version as dist_version
+
+        return dist_version("shardproxy")
+    except Exception:
+        return "0.1.0+checkout"
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.conf)
     except ConfigError as exc:
-        print(f"shardproxy: configuration error: {exc}", file=sys.stderr)
+        _config_error(exc, json_logs=args.log_json)
         return 2
     for warning in config.warnings:
         log.warning("config_warning", detail=warning)
@@ -76,7 +95,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         asyncio.run(serve(config, args.host, port, worker=index, workers=workers))
     except ConfigError as exc:  # found once the server builds what the configuration names (TLS files ...)
-        print(f"shardproxy: configuration error: {exc}", file=sys.stderr)
+        _config_error(exc, json_logs=args.log_json)
         return 2
     except BackendError as exc:
         print(f"shardproxy: cannot start: {exc}", file=sys.stderr)
@@ -112,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="shardproxy", description="MySQL wire-protocol sharding proxy")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     parser.add_argument("--log-json", action="store_true", help="log one JSON object per line")
+    parser.add_argument("--version", action="version", version=f"shardproxy {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     p_serve = sub.add_parser("serve", help="serve the logical databases configured in --conf")
     p_serve.add_argument("--conf", type=Path, default=Path("conf"), help="configuration directory (default conf)")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -158,7 +160,6 @@ def _wait_for_replica(primary: MariaDBServer, replica: MariaDBServer, timeout: f
 
 
 def run_demo(host: str = "127.0.0.1", port: int = 3307, conf_dir: Path | None = None) -> int:
-    from proxy.cli import serve
 
     src = conf_dir or bundled_conf_dir()
     if src is None:
@@ -166,15 +167,60 @@ def run_demo(host: str = "127.0.0.1", port: int = 3307, conf_dir: Path | None = 
               file=sys.stderr)
         return 2
 
+    busy = _port_busy(host, port)
+    if busy is not None:
+        print(f"shardproxy demo: cannot listen on {host}:{port}: {busy} (choose another with --port)",
+              file=sys.stderr)
+        return 4
+    # SIGHUP (the terminal closed) and SIGTERM stop the demo like Ctrl-C: the servers and their temporary
+    # directories are removed on the way out, whatever phase it is in
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGHUP, signal.SIGTERM)}
     print("shardproxy demo: starting three throwaway MariaDB servers (the third replicates from the first) ...",
           file=sys.stderr, flush=True)
     servers: list[MariaDBServer] = []
     try:
-        servers = start_servers(3, binlog=True)
+        return _run(src, host, port, servers)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        def cleanup() -> None:
+            for server in servers:
+                server.cleanup()
+
+        # no signal may cut the clean-up short
+        for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        t = threading.Thread(target=cleanup)
+        t.start()
+        t.join(60)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _port_busy(host: str, port: int) -> str | None:
+    """Why `host:port` cannot be listened on now (None when it can): checked before any server starts."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def _run(src: Path, host: str, port: int, servers: list[MariaDBServer]) -> int:
+    """Start the servers (into `servers`, which the caller cleans up), write the demo configuration, serve."""
+    from proxy.cli import serve
+
+    try:
+        servers.extend(start_servers(3, binlog=True))
         setup_replication(servers[0], servers[2])
     except SandboxError as exc:
-        for server in servers:
-            server.cleanup()
         print(f"shardproxy demo: cannot start MariaDB: {exc}\n"
               "Install it with: sudo apt-get install -y mariadb-server", file=sys.stderr)
         return 3
@@ -188,7 +234,12 @@ def run_demo(host: str = "127.0.0.1", port: int = 3307, conf_dir: Path | None = 
         async def main() -> None:
             ready = asyncio.Event()
             task = asyncio.create_task(serve(config, host, port, ready=ready))
-            await ready.wait()
+            waiter = asyncio.create_task(ready.wait())
+            await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                waiter.cancel()
+                await task  # it failed before listening (the port was taken meanwhile ...): raise that
+                return
             await asyncio.to_thread(_load_schema, host, port, user, password, list(config.databases))
             print(
                 f"\nshardproxy demo is ready. Connect with:\n"
@@ -204,17 +255,8 @@ def run_demo(host: str = "127.0.0.1", port: int = 3307, conf_dir: Path | None = 
 
         asyncio.run(main())
         return 0
-    except KeyboardInterrupt:
-        return 0
     except OSError as exc:
         print(f"shardproxy demo: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
         return 4
     finally:
-        def cleanup() -> None:
-            for server in servers:
-                server.cleanup()
-
-        t = threading.Thread(target=cleanup)
-        t.start()
-        t.join(60)
         shutil.rmtree(conf, ignore_errors=True)

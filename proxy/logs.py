@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import datetime
 import logging
 import sys
 
 import structlog
+
+
+def _timestamp(_logger: object, _name: str, event: dict[str, object]) -> dict[str, object]:
+    """Local time with its UTC offset (2026-12-01T10:06:45.123+00:00): unambiguous across machines."""
+    event["timestamp"] = datetime.datetime.now().astimezone().isoformat(timespec="milliseconds")
+    return event
 
 
 def configure(level: str = "INFO", *, json: bool = False) -> None:
@@ -15,7 +22,7 @@ def configure(level: str = "INFO", *, json: bool = False) -> None:
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=False),
+            _timestamp,
             structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),

@@ -1,0 +1,41 @@
+"""The command line an operator uses: --version, configuration errors for people and for log collectors,
+timestamps with their UTC offset."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "proxy", *args], capture_output=True, text=True, timeout=60, cwd=REPO)
+
+
+def test_version() -> None:
+    out = _run("--version")
+    assert out.returncode == 0
+    assert re.fullmatch(r"shardproxy \d+\.\d+\.\d+\S*\n", out.stdout), out.stdout
+
+
+def _bad_conf(tmp: Path) -> Path:
+    (tmp / "global.yaml").write_text("authority:\n  users: [{user: 'root@%', password: root}]\nprops: {}\n")
+    (tmp / "database-x.yaml").write_text("databaseName: x\ndataSources: {}\n")
+    return tmp
+
+
+def test_a_configuration_error_in_plain_text_and_as_json(tmp_path: Path) -> None:
+    conf = _bad_conf(tmp_path)
+    plain = _run("serve", "--conf", str(conf))
+    assert plain.returncode == 2 and "configuration error" in plain.stderr and "database-x.yaml" in plain.stderr
+    as_json = _run("--log-json", "serve", "--conf", str(conf))
+    assert as_json.returncode == 2
+    events = [json.loads(line) for line in as_json.stderr.splitlines() if line.startswith("{")]
+    err = next(e for e in events if e["event"] == "configuration_error")
+    assert err["level"] == "error" and "database-x.yaml" in err["error"]
+    # the timestamp says which time zone it is in
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d", err["timestamp"]), err["timestamp"]
