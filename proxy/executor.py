@@ -107,6 +107,7 @@ async def execute_plan(
     session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT
 ) -> None:
     units = routed.execution_units
+    session.route = "single" if len(units) == 1 else "multi"
     if routed.kind is StatementKind.DDL and not await txn.implicit_commit(session):
         return  # committing the open transaction first failed (the client has the error): the DDL is not run
     try:

@@ -113,6 +113,20 @@ def plain_statement(sql: str) -> str | None:
     return kind
 
 
+_KINDS = {"SELECT": SELECT, "WITH": SELECT, "INSERT": WRITE, "UPDATE": WRITE, "DELETE": WRITE, "REPLACE": WRITE,
+          "BEGIN": TRANSACTION, "START": TRANSACTION, "COMMIT": TRANSACTION, "ROLLBACK": TRANSACTION,
+          "SAVEPOINT": TRANSACTION, "RELEASE": TRANSACTION, "XA": TRANSACTION, "CREATE": "ddl", "ALTER": "ddl",
+          "DROP": "ddl", "TRUNCATE": "ddl", "RENAME": "ddl", "SET": "set", "SHOW": "show", "DESC": "show",
+          "DESCRIBE": "show", "EXPLAIN": "show", "USE": "use", "CALL": "call", "PREPARE": "prepare",
+          "EXECUTE": "execute", "DEALLOCATE": "prepare", "KILL": "kill", "PREVIEW": "distsql"}
+
+
+def statement_kind(sql: str) -> str:
+    """The metrics label of a statement: select, write, transaction, ddl, set, show, ... or other."""
+    words = sql.lstrip(" \t\r\n(").split(None, 1)
+    return _KINDS.get(words[0].upper(), "other") if words else "other"
+
+
 class FastPathStats:
     """Counts for tests and benchmarks. (An instance, not a class attribute: assigning to a class attribute
     per command would invalidate the interpreter's attribute caches for that class every time.)"""
@@ -228,6 +242,7 @@ class FastPath:
         if conn is None or self.relay is None:
             return
         conn.broken = True
+        self.session.last_errno = errno
         if not self.transport.is_closing():
             payload = ERRPacket(errno, message, "HY000").encode(self.session.capabilities)
             self.transport.write(encode_packet(payload, 1)[0])
@@ -252,6 +267,8 @@ class FastPath:
             conn.raw.server_status = status
             session.update_status(status)
             session.errored = summary.error is not None
+            if summary.error is not None:
+                session.last_errno = summary.error.errno
             if self.keep_for_next and summary.error is None:
                 conn.keep_for_next = True  # as Session._after_pass_through does for writes
         session.end_command()
@@ -310,6 +327,7 @@ def fast_forward(session: Session, packet: bytes) -> Forward | None:
         stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
         if stmt is None or stmt.backend is not conn:
             return None
+        session.stmt_kind, session.route = statement_kind(stmt.sql), "passthrough"
         return Forward(conn, packet[:5] + struct.pack("<I", stmt.backend_id) + packet[9:], None, False)
     if command == _QUERY:
         if len(packet) > 4096:
@@ -319,6 +337,7 @@ def fast_forward(session: Session, packet: bytes) -> Forward | None:
         if kind is None:
             return None
         session.info = sql[:100]
+        session.stmt_kind, session.route = kind, "passthrough"
         return Forward(conn, packet, None, kind is WRITE)
     return None
 
@@ -380,6 +399,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
             return None
         data = execute_payload(prepared.ok.statement_id, unit)
     session.info = sql[:100]
+    session.stmt_kind, session.route = SELECT, "single"
     return Forward(conn, encode_packet(data, 0)[0], error_renamer(db, routed), False)
 
 

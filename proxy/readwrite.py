@@ -758,6 +758,7 @@ async def relay_read(session: Session, group: ReadWriteGroup, payload: bytes) ->
         if conn is None:
             return await _relay_primary(session, group, payload, record_write=False)
         tracker = _TrackingWriter(session.writer)
+        session.route = "replica"
         try:
             return await session.relay_on(conn, payload, writer=tracker, replica=True)
         except BackendError as exc:
@@ -773,6 +774,7 @@ async def relay_read(session: Session, group: ReadWriteGroup, payload: bytes) ->
 async def relay_pass_through(session: Session, source: DataSource, payload: bytes, sql: str) -> None:
     """The pass-through path: a read/write splitting group classifies the text; a plain data source
     relays as before."""
+    session.route = "passthrough"
     if not isinstance(source, ReadWriteGroup):
         await session.relay(source.name, payload)
         return

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import socket
+import time
 from collections.abc import Coroutine
 from typing import Any
 
@@ -17,6 +18,7 @@ from proxy.backend import BackendError, DataSource
 from proxy.config import ProxyConfig
 from proxy.fastpath import ClientProtocol
 from proxy.handshake import Authenticator
+from proxy.metrics import MetricsEndpoint, StatementStats
 from proxy.readwrite import open_data_sources
 from proxy.runtime import LogicalDatabase
 from proxy.session import Session
@@ -61,6 +63,10 @@ class ProxyServer:
         self.merge_memory_rows = config.prop_int("proxy-merge-memory-rows", 1_000_000)
         self.max_connections_per_query = config.prop_int("max-connections-size-per-query", 4)
         self.statement_timeout = float(config.props.get("proxy-statement-timeout-seconds") or 0)
+        self.stats = StatementStats()
+        self.started_monotonic = time.monotonic()
+        self.metrics: MetricsEndpoint | None = None
+        self.metrics_address: tuple[str, int] | None = None
 
     # -- start and stop ---------------------------------------------------------------------------------
 
@@ -120,6 +126,11 @@ class ProxyServer:
             backlog=self.backlog,
         )
         addrs = [s.getsockname()[:2] for s in self._server.sockets]
+        port = self.config.prop_int("proxy-metrics-port", -1)
+        if port >= 0 and self.metrics is None:  # off by default; 0: any free port (tests)
+            self.metrics = MetricsEndpoint(self)
+            self.metrics_address = await self.metrics.start(
+                str(self.config.props.get("proxy-metrics-host") or "127.0.0.1"), port)
         for s in self._server.sockets:
             with contextlib.suppress(OSError):
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -133,6 +144,8 @@ class ProxyServer:
         return task
 
     async def close(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.close()
         if self._server is not None:
             self._server.close()
         for session in list(self.sessions.values()):

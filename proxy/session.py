@@ -37,7 +37,7 @@ from protocol.wire import MalformedPacket
 from proxy import metadata, prepared, txn
 from proxy.backend import BackendConnection, BackendError, DataSource, charset_for_collation
 from proxy.config import UserConfig
-from proxy.fastpath import ClientProtocol, FastPath
+from proxy.fastpath import ClientProtocol, FastPath, statement_kind
 from proxy.handshake import HandshakeFailed
 from proxy.readwrite import GroupSessionState, ReadWriteGroup, group_backend, relay_pass_through
 from proxy.resultset import result_packets
@@ -89,6 +89,10 @@ class Session:
         self.user_config: UserConfig | None = None
         self.command_started = time.monotonic()
         self.command_seq = 0  # the client's sequence id when the current command began
+        # what the current command is, for proxy.metrics (set by whoever handles it, counted at its end)
+        self.stmt_kind = "other"
+        self.route = "proxy"
+        self.last_errno = 0
         self.last_insert_id = 0  # sharded databases: the session's, across data sources
         self.row_count = -1
         self.multi_statements = True
@@ -180,6 +184,9 @@ class Session:
 
     def end_command(self) -> None:
         """The command is answered: idle again, and held connections others wait for are lent."""
+        self.server.stats.observe(self.stmt_kind, self.route, time.monotonic() - self.command_started,
+                                  self.last_errno)
+        self.stmt_kind, self.route, self.last_errno = "other", "proxy", 0
         self.command = "Sleep"
         self.info = None
         self.busy = False
@@ -250,6 +257,7 @@ class Session:
 
     def error(self, errno: int, message: str, sqlstate: str = "HY000") -> None:
         self.errored = True
+        self.last_errno = errno
         self.wire.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities))
 
     def rows(
@@ -293,6 +301,10 @@ class Session:
             elif cmd == Command.STMT_PREPARE:
                 await prepared.prepare(self, payload)
             elif cmd == Command.STMT_EXECUTE:
+                if len(payload) >= 5:
+                    stmt = self.statements.get(int.from_bytes(payload[1:5], "little"))
+                    if stmt is not None:
+                        self.stmt_kind = statement_kind(stmt.sql)
                 if self.server.statement_timeout > 0:
                     await self._with_timeout(prepared.execute(self, payload))
                 else:
@@ -556,6 +568,7 @@ class Session:
 
     async def _query(self, payload: bytes) -> None:
         sql = payload[1:].decode("utf-8", errors="surrogateescape")
+        self.stmt_kind = statement_kind(sql)
         self.info = sql[:100]
         stmt = classify(sql)
         if stmt is not None:
@@ -655,6 +668,7 @@ class Session:
         self.wire.seq = summary.next_seq
         if summary.error is not None:
             self.errored = True
+            self.last_errno = summary.error.errno
         if not replica:
             self.update_status(summary.status)
         return summary
