@@ -4,7 +4,11 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    SHARDPROXY_CONF=/app/conf \
+    SHARDPROXY_HOST=0.0.0.0 \
+    SHARDPROXY_PORT=3307 \
+    SHARDPROXY_LOG_JSON=1
 
 WORKDIR /src
 
@@ -30,6 +34,8 @@ EXPOSE 3307
 
 # Healthy once the proxy answers a TCP connect with a MySQL handshake (protocol version 10).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
-    CMD ["python", "-c", "import socket,sys; s=socket.create_connection(('127.0.0.1',3307),3); s.settimeout(3); h=s.makefile('rb').read(5); sys.exit(0 if len(h)==5 and h[4]==10 else 1)"]
+    CMD ["python", "-c", "import os,socket,sys; s=socket.create_connection(('127.0.0.1',int(os.environ.get('SHARDPROXY_PORT','3307'))),3); s.settimeout(3); h=s.makefile('rb').read(5); sys.exit(0 if len(h)==5 and h[4]==10 else 1)"]
 
-CMD ["shardproxy", "serve", "--conf", "/app/conf", "--host", "0.0.0.0", "--port", "3307"]
+# Settings come from the environment (SHARDPROXY_CONF, _HOST, _PORT, _LOG_LEVEL, _LOG_JSON); JSON logs by
+# default. An empty or missing /app/conf stops the start with a clear error instead of serving nothing.
+CMD ["shardproxy", "serve"]

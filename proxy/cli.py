@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -127,16 +128,54 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(host=args.host, port=args.port, conf_dir=args.conf)
 
 
+def _cmd_demo_schema(args: argparse.Namespace) -> int:
+    """The tables `shardproxy demo` creates, created through an already running proxy: what the compose stack
+    runs once the proxy is up."""
+    import time
+
+    import pymysql
+
+    from proxy.demo import load_schema
+
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            conn = pymysql.connect(host=args.host, port=args.port, user=args.user, password=args.password)
+            with conn.cursor() as cur:
+                cur.execute("SHOW DATABASES")
+                databases = [str(r[0]) for r in cur.fetchall()]
+            conn.close()
+            break
+        except pymysql.err.OperationalError as exc:
+            if time.monotonic() > deadline:
+                print(f"shardproxy demo-schema: no proxy at {args.host}:{args.port}: {exc}", file=sys.stderr)
+                return 3
+            time.sleep(1)
+    load_schema(args.host, args.port, args.user, args.password, databases)
+    print(f"shardproxy demo-schema: demo tables created in {', '.join(databases)}", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="shardproxy", description="MySQL wire-protocol sharding proxy")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
-    parser.add_argument("--log-json", action="store_true", help="log one JSON object per line")
+    env = os.environ
+    parser = argparse.ArgumentParser(
+        prog="shardproxy", description="MySQL wire-protocol sharding proxy",
+        epilog="Environment: SHARDPROXY_CONF, SHARDPROXY_HOST, SHARDPROXY_PORT, SHARDPROXY_LOG_LEVEL and "
+               "SHARDPROXY_LOG_JSON (1/true) give the defaults of --conf, --host, --port, --log-level, --log-json.")
+    parser.add_argument("--log-level", default=env.get("SHARDPROXY_LOG_LEVEL", "INFO"),
+                        help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    parser.add_argument("--log-json", action="store_true",
+                        default=env.get("SHARDPROXY_LOG_JSON", "").strip().lower() in ("1", "true", "yes", "on"),
+                        help="log one JSON object per line")
     parser.add_argument("--version", action="version", version=f"shardproxy {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     p_serve = sub.add_parser("serve", help="serve the logical databases configured in --conf")
-    p_serve.add_argument("--conf", type=Path, default=Path("conf"), help="configuration directory (default conf)")
-    p_serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p_serve.add_argument("--port", type=int, default=None,
+    p_serve.add_argument("--conf", type=Path, default=Path(env.get("SHARDPROXY_CONF", "conf")),
+                         help="configuration directory (default conf)")
+    p_serve.add_argument("--host", default=env.get("SHARDPROXY_HOST", "127.0.0.1"),
+                         help="address to listen on (default 127.0.0.1)")
+    env_port = env.get("SHARDPROXY_PORT")
+    p_serve.add_argument("--port", type=int, default=int(env_port) if env_port else None,
                          help="port (default: props.proxy-default-port, else 3307)")
     p_serve.add_argument("--workers", type=int, default=1,
                          help="processes serving the port together (SO_REUSEPORT; default 1)")
@@ -148,6 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     p_demo.add_argument("--conf", type=Path, default=None,
                         help="configuration to demo (default: the repository's conf/)")
     p_demo.set_defaults(func=_cmd_demo)
+    p_schema = sub.add_parser("demo-schema", help="create the demo's tables through a running proxy (docker compose)")
+    p_schema.add_argument("--host", default="127.0.0.1")
+    p_schema.add_argument("--port", type=int, default=3307)
+    p_schema.add_argument("--user", default="root")
+    p_schema.add_argument("--password", default="root")
+    p_schema.add_argument("--wait", type=float, default=60, help="seconds to wait for the proxy (default 60)")
+    p_schema.set_defaults(func=_cmd_demo_schema)
     args = parser.parse_args(argv)
     configure(args.log_level, json=args.log_json)
     return int(args.func(args))

@@ -310,4 +310,9 @@ def load_config(conf_dir: Path | str) -> ProxyConfig:
         if db.name.lower() in {d.lower() for d in databases}:
             raise ConfigError(f"logical database {db.name!r} is defined twice", file=str(path), key="databaseName")
         databases[db.name] = db
+    if not databases:
+        # an empty or mistyped mount must not come up "healthy" serving nothing with a default login
+        found = "no files at all" if not any(conf.iterdir()) else "no database-*.yaml"
+        raise ConfigError(f"configuration directory {conf.resolve()} has {found}: put global.yaml and one "
+                          f"database-<name>.yaml per logical database there (see conf/ in the repository)")
     return ProxyConfig(users, props, databases, conf, tuple(warnings))

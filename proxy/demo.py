@@ -130,7 +130,7 @@ def _first_user(conf: Path) -> tuple[str, str]:
     return user.user, user.password
 
 
-def _load_schema(host: str, port: int, user: str, password: str, databases: list[str]) -> None:
+def load_schema(host: str, port: int, user: str, password: str, databases: list[str]) -> None:
     for database, statements in (("sharding_db", SHARDING_SCHEMA), ("demo_db", PASSTHROUGH_SCHEMA),
                                  ("readwrite_db", READWRITE_SCHEMA)):
         if database not in databases:
@@ -240,7 +240,7 @@ def _run(src: Path, host: str, port: int, servers: list[MariaDBServer]) -> int:
                 waiter.cancel()
                 await task  # it failed before listening (the port was taken meanwhile ...): raise that
                 return
-            await asyncio.to_thread(_load_schema, host, port, user, password, list(config.databases))
+            await asyncio.to_thread(load_schema, host, port, user, password, list(config.databases))
             print(
                 f"\nshardproxy demo is ready. Connect with:\n"
                 f"  mysql -h{host} -P{port} -u{user} -p{password} sharding_db\n"

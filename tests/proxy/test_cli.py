@@ -4,6 +4,7 @@ timestamps with their UTC offset."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -39,3 +40,25 @@ def test_a_configuration_error_in_plain_text_and_as_json(tmp_path: Path) -> None
     assert err["level"] == "error" and "database-x.yaml" in err["error"]
     # the timestamp says which time zone it is in
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d", err["timestamp"]), err["timestamp"]
+
+
+def test_an_empty_or_missing_configuration_directory_stops_the_start(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = _run("serve", "--conf", str(empty))
+    assert out.returncode == 2 and "has no files at all" in out.stderr, out.stderr
+    only_global = tmp_path / "only-global"
+    only_global.mkdir()
+    (only_global / "global.yaml").write_text("props: {}\n")
+    out = _run("serve", "--conf", str(only_global))
+    assert out.returncode == 2 and "no database-*.yaml" in out.stderr, out.stderr
+    out = _run("serve", "--conf", str(tmp_path / "missing"))
+    assert out.returncode == 2 and "does not exist" in out.stderr, out.stderr
+
+
+def test_settings_from_the_environment(tmp_path: Path) -> None:
+    env = {**os.environ, "SHARDPROXY_CONF": str(tmp_path / "from-env"), "SHARDPROXY_LOG_JSON": "1"}
+    out = subprocess.run([sys.executable, "-m", "proxy", "serve"], capture_output=True, text=True, timeout=60,
+                         cwd=REPO, env=env)
+    assert out.returncode == 2 and "from-env" in out.stderr
+    assert any(line.startswith("{") and "configuration_error" in line for line in out.stderr.splitlines())
