@@ -182,7 +182,11 @@ class Authenticator:
             try:
                 password = self.rsa.decrypt_password(answer, scramble)
             except ValueError as exc:
-                raise self._denied(user.user, host, used) from exc
+                denied = self._denied(user.user, host, used)
+                denied.message += ("; caching_sha2_password sends the password in clear at a first login, which "
+                                   "the proxy takes over TLS only: connect with TLS, or let the client fetch "
+                                   "the RSA public key (e.g. get-server-public-key)")
+                raise denied from exc
         if password != user.password:
             raise self._denied(user.user, host, used)
         self._sha2_cache.add(key)

@@ -22,6 +22,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
+from pymysql._auth import sha2_rsa_encrypt
 
 from protocol import auth
 from protocol.constants import Capability
@@ -173,7 +174,18 @@ def test_caching_sha2_refuses_a_password_in_clear_over_plain_tcp(mariadb: MariaD
         c.sock.sendall(encode_packet(b"sha2pw\x00", 3)[0])  # the password, readable on the wire
         answer = c.read()
         assert answer[:1] == b"\xff" and int.from_bytes(answer[1:3], "little") == 1045, answer
-        # PyMySQL over plain TCP asks for the public key and sends the password RSA-encrypted: accepted
+        # the RSA way over plain TCP: ask for the public key, send the password encrypted with it
+        c = _Raw(proxy)
+        scramble = c.greeting.auth_data
+        c.sock.sendall(encode_packet(HandshakeResponse41(CAPS, 1 << 24, 45, "sha",
+                                                         auth.caching_sha2_response("sha2pw", scramble), "tlsdb",
+                                                         auth.CACHING_SHA2_PASSWORD).encode(), 1)[0])
+        assert AuthMoreData.decode(c.read()).data == auth.PERFORM_FULL_AUTHENTICATION
+        c.sock.sendall(encode_packet(auth.REQUEST_PUBLIC_KEY, 3)[0])
+        pem = AuthMoreData.decode(c.read()).data
+        c.sock.sendall(encode_packet(sha2_rsa_encrypt(b"sha2pw", scramble, pem), 5)[0])
+        assert c.read()[:1] == b"\x00"  # OK
+        # and a plain login answered with mysql_native_password, which the proxy checks itself
         conn = pymysql.connect(host=proxy.host, port=proxy.port, user="sha", password="sha2pw", database="tlsdb")
         conn.close()
     finally:
