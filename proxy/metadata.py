@@ -385,7 +385,7 @@ async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -
             actual = names.actual(ds, table)
             if actual is not None:
                 mapping.setdefault(table.lower(), actual)
-        conn = await session.backend(ds)
+        conn = await session.backend(ds, record_write=False)  # a read of metadata: no write to remember
         columns: tuple[ColumnDefinition41, ...] = ()
         async for ev in conn.events(ComQuery(_rewrite_literals(sql, mapping).encode("utf-8", "surrogateescape"))
                                     .encode()):

@@ -503,7 +503,7 @@ class Session:
             or not status & ServerStatus.AUTOCOMMIT
             or self.txn.active
             or conn in self.borrowed
-            or any(stmt.backend is conn for stmt in self.statements.by_id.values())
+            or any(stmt.backend is conn or stmt.cursor_conn is conn for stmt in self.statements.by_id.values())
         )
 
     def give_up(self, conn: BackendConnection) -> bool:
