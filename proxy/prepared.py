@@ -184,6 +184,10 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
     the binary protocol sends the columns with every result anyway."""
     db = session.database
     assert db is not None and db.kernel is not None
+    from proxy.explain import split_explain, xa_refusal
+
+    if split_explain(sql) is not None or xa_refusal(sql) is not None:
+        return ()  # EXPLAIN: one column more with several units, known at EXECUTE; XA: refused there
     for dummy in (0, "0", None):
         try:
             routed = db.kernel.route(sql, [dummy] * num_params, session.hints())
@@ -320,7 +324,7 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
         return
     from proxy import metadata
     from proxy.codec import BINARY
-    from proxy.executor import execute_plan, log_statement
+    from proxy.executor import route_and_execute
     from proxy.resultset import BINARY_ROWS
 
     # results the proxy builds itself (metadata, SHOW INDEX / SHOW CREATE TABLE in logic names) in binary rows
@@ -333,9 +337,7 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
                 return
         # DATABASE(), CONNECTION_ID(), LAST_INSERT_ID() ... are the session's, as in the text protocol
         sql = (metadata.substitute(session, stmt.sql) or stmt.sql) if stmt.session_functions else stmt.sql
-        routed = db.kernel.route(sql, list(request.values), session.hints())
-        log_statement(session, sql, routed, request.values)
-        await execute_plan(session, db, routed, BINARY)
+        await route_and_execute(session, db, sql, list(request.values), BINARY)
     finally:
         BINARY_ROWS.reset(token)
 
@@ -614,10 +616,18 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
     values = await _user_variables(session, names) if names else []
     db = session.database
     assert db is not None and db.kernel is not None
-    routed = db.kernel.route(text, values, session.hints())
+    from proxy.executor import execute_plan, log_statement
+    from proxy.explain import execute_explain, route_explain, xa_refusal
+
+    refusal = xa_refusal(text)
+    if refusal is not None:
+        raise refusal
+    explained = route_explain(session, db, text, values)
+    routed = explained or db.kernel.route(text, values, session.hints())
     units = tuple(replace(u, sql=interpolate(u.sql, u.params or ()), params=None) for u in routed.execution_units)
     routed = replace(routed, execution_units=units)
-    from proxy.executor import execute_plan, log_statement
-
     log_statement(session, text, routed, values)
-    await execute_plan(session, db, routed)
+    if explained is not None:
+        await execute_explain(session, db, routed)
+    else:
+        await execute_plan(session, db, routed)
