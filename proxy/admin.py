@@ -26,10 +26,7 @@ STORAGE_UNIT_COLUMNS = [
 
 def _target_db(session: Session, name: str | None) -> LogicalDatabase | None:
     if name:
-        db = session.server.database(unquote_ident(name))
-        if db is None:
-            session.error(ErrorCode.BAD_DB_ERROR, f"Unknown database '{unquote_ident(name)}'", "42000")
-        return db
+        return session.database_named(unquote_ident(name))
     if session.database is None:
         session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
     return session.database

@@ -3,17 +3,26 @@
 The format is ShardingSphere-Proxy 5.x's, so users can bring their files over unchanged. Problems are
 reported with the file, the key and what is wrong; unknown keys are warnings (ShardingSphere has many
 keys we do not need), wrong types are errors.
+
+A rule or setting that would change the data or the security of the proxy, and that shardproxy does not
+implement, stops the start (`ConfigError` with the file and the key) instead of being ignored: the rules
+`!ENCRYPT`, `!MASK`, `!SHADOW`, `!DB_DISCOVERY` and any other tag but `!SHARDING`, `!BROADCAST`, `!SINGLE`,
+`!READWRITE_SPLITTING`; `transaction.defaultType` other than LOCAL; `mode.type: Cluster`;
+`props.proxy-frontend-ssl-enabled: true` (no TLS); a frontend protocol other than MySQL; an unknown
+`authority.privilege.type` or authenticator type. Settings that change nothing here (`mode: Standalone`,
+`transaction: LOCAL`, `sqlParser`, `logging` ...) are accepted.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from proxy.privilege import Privilege, parse_privilege
 from routing.errors import ConfigError
 from routing.model import DatabaseRules
 
@@ -22,7 +31,28 @@ DEFAULT_PORT = 3307
 Warn = Callable[[str], None]
 
 _GLOBAL_KEYS = {"authority", "props", "mode", "transaction", "sqlParser", "sqlFederation", "sqlTranslator",
-                "logging", "globalClock", "sqlParseCache", "traffic", "cdc"}
+                "logging", "globalClock", "sqlParseCache", "traffic", "cdc", "rules"}
+_AUTHORITY_KEYS = {"users", "privilege", "authenticators", "defaultAuthenticator"}
+#: database rules the proxy implements; any other tag stops the start (see the module docstring)
+IMPLEMENTED_RULES = ("SHARDING", "BROADCAST", "SINGLE", "READWRITE_SPLITTING")
+_NOT_IMPLEMENTED = {
+    "ENCRYPT": "the proxy would store and return the columns it names in plaintext",
+    "MASK": "the proxy would return the columns it names unmasked",
+    "SHADOW": "the proxy would send shadow traffic to the production data sources",
+    "DB_DISCOVERY": "the proxy would not discover the primary (no failover); use !READWRITE_SPLITTING",
+    "COMPATIBLE_ENCRYPT": "the proxy would store and return the columns it names in plaintext",
+}
+#: ShardingSphere 5.1/5.2 global rules (`rules:` in server.yaml): authority and transaction are read as the
+#: keys of the same name; these change nothing here
+_HARMLESS_GLOBAL_RULES = {"SQL_PARSER", "SQL_TRANSLATOR", "SQL_FEDERATION", "LOGGING", "GLOBAL_CLOCK", "TRAFFIC",
+                          "CDC", "SQL_PARSE_CACHE"}
+# ShardingSphere's MySQL authenticator types (MySQLAuthenticatorType) -> the plugin; OLD_PASSWORD,
+# WINDOWS_NATIVE and SHA256 are mysql_native_password there too
+_AUTHENTICATOR_TYPES = {"NATIVE": "mysql_native_password", "MYSQL_NATIVE_PASSWORD": "mysql_native_password",
+                        "OLD_PASSWORD": "mysql_native_password", "WINDOWS_NATIVE": "mysql_native_password",
+                        "SHA256": "mysql_native_password", "CLEAR_TEXT": "mysql_clear_password",
+                        "MYSQL_CLEAR_PASSWORD": "mysql_clear_password",
+                        "CACHING_SHA2_PASSWORD": "caching_sha2_password"}
 _DATABASE_KEYS = {"databaseName", "schemaName", "dataSources", "rules"}
 _DATA_SOURCE_KEYS = {
     "url", "jdbcUrl", "username", "password", "connectionTimeoutMilliseconds", "idleTimeoutMilliseconds",
@@ -95,6 +125,7 @@ class ProxyConfig:
     databases: Mapping[str, DatabaseConfig]
     conf_dir: Path
     warnings: tuple[str, ...] = ()
+    privilege: Privilege = field(default_factory=Privilege)
 
     @property
     def port(self) -> int:
@@ -216,10 +247,32 @@ def _data_source(name: str, ds: Any, file: str, warn: Warn) -> DataSourceConfig:
     )
 
 
-def _users(authority: Any, file: str) -> tuple[UserConfig, ...]:
+def _authenticators(authority: Mapping[str, Any], file: str) -> dict[str, str]:
+    """`authority.authenticators` (name -> {type: ...}) as name -> plugin."""
+    raw = authority.get("authenticators") or {}
+    _expect(raw, dict, file, "authority.authenticators")
+    out: dict[str, str] = {}
+    for name, spec in raw.items():
+        key = f"authority.authenticators.{name}"
+        kind = str((spec or {}).get("type", "") if isinstance(spec, dict) else spec).strip().upper()
+        plugin = _AUTHENTICATOR_TYPES.get(kind)
+        if plugin is None:
+            raise ConfigError(f"unknown MySQL authenticator type {kind!r}: expected one of "
+                              f"{', '.join(sorted(_AUTHENTICATOR_TYPES))}", file=file, key=f"{key}.type")
+        out[str(name)] = plugin
+    return out
+
+
+def _users(authority: Any, file: str, warn: Warn = lambda _m: None) -> tuple[UserConfig, ...]:
     if authority is None:
         return ()
     _expect(authority, dict, file, "authority")
+    _warn_unknown(authority, _AUTHORITY_KEYS, file, "authority.", warn)
+    authenticators = _authenticators(authority, file)
+    default = authority.get("defaultAuthenticator")
+    if default is not None and str(default) not in authenticators:
+        raise ConfigError(f"names no authenticator of authority.authenticators ({default!r})", file=file,
+                          key="authority.defaultAuthenticator")
     users = authority.get("users") or []
     _expect(users, list, file, "authority.users")
     out = []
@@ -230,7 +283,8 @@ def _users(authority: Any, file: str) -> tuple[UserConfig, ...]:
         if not isinstance(spec, str) or not spec:
             raise ConfigError("needs a user name (user: name@host)", file=file, key=f"{key}.user")
         name, _, host = spec.partition("@")
-        plugin = str(u.get("authenticationMethodName") or u.get("auth-plugin") or "mysql_native_password")
+        method = u.get("authenticationMethodName") or u.get("auth-plugin") or default or "mysql_native_password"
+        plugin = authenticators.get(str(method), str(method))
         if plugin not in ("mysql_native_password", "caching_sha2_password", "mysql_clear_password"):
             raise ConfigError(f"unsupported authentication plugin {plugin!r}", file=file, key=f"{key}")
         pw = u.get("password")
@@ -257,9 +311,24 @@ def load_database_file(path: Path, warn: Warn) -> DatabaseConfig:
     return DatabaseConfig(name, file, data_sources, rules, other)
 
 
+def _refuse_unimplemented_rules(rules_doc: list[Any], file: str) -> None:
+    for i, rule in enumerate(rules_doc):
+        if not isinstance(rule, dict) or "__rule__" not in rule:
+            continue  # (the rule loader names what is wrong with it)
+        tag = str(rule["__rule__"]).upper()
+        if tag in IMPLEMENTED_RULES:
+            continue
+        why = _NOT_IMPLEMENTED.get(tag, "it is no rule shardproxy knows, so its effect would be lost")
+        raise ConfigError(
+            f"!{tag} is not implemented by shardproxy: {why}. Remove the rule to run without it "
+            f"(shardproxy implements {', '.join('!' + r for r in IMPLEMENTED_RULES)})",
+            file=file, key=f"rules[{i}]")
+
+
 def _load_rules(
     doc: Mapping[str, Any], data_source_names: list[str], file: str, warn: Warn
 ) -> tuple[DatabaseRules, tuple[Mapping[str, Any], ...]]:
+    _refuse_unimplemented_rules(list(doc.get("rules") or []), file)
     rule_docs = [r for r in doc.get("rules") or [] if isinstance(r, dict)]
     if not any(r.get("__rule__") in ("SHARDING", "BROADCAST", "SINGLE") for r in rule_docs):
         from routing.config import logical_data_sources
@@ -294,25 +363,99 @@ def load_config(conf_dir: Path | str) -> ProxyConfig:
         gfile = str(global_path)
         _expect(gdoc, dict, gfile, "(top level)")
         _warn_unknown(gdoc, _GLOBAL_KEYS, gfile, "", warnings.append)
-        users = _users(gdoc.get("authority"), gfile)
+        gdoc = _global_rules(gdoc, gfile, warnings.append)
+        users = _users(gdoc.get("authority"), gfile, warnings.append)
         raw_props = gdoc.get("props") or {}
         _expect(raw_props, dict, gfile, "props")
         for k in raw_props:
             if k not in KNOWN_PROPS:
                 warnings.append(f"{gfile}: props.{k}: unknown prop, ignored")
         props = dict(raw_props)
+        _check_global(gdoc, props, gfile, warnings.append)
     if not users:
         users = (UserConfig("root", "%", "root", True),)
         warnings.append(f"{global_path}: no authority.users; allowing root@% with password 'root'")
+    privilege = Privilege()
+    if global_path.exists():
+        authority = gdoc.get("authority")
+        privilege = parse_privilege(authority.get("privilege") if isinstance(authority, dict) else None,
+                                    str(global_path), users, warnings.append)
     databases: dict[str, DatabaseConfig] = {}
     for path in sorted(conf.glob("database-*.yaml")) + sorted(conf.glob("config-*.yaml")):
         db = load_database_file(path, warnings.append)
         if db.name.lower() in {d.lower() for d in databases}:
             raise ConfigError(f"logical database {db.name!r} is defined twice", file=str(path), key="databaseName")
         databases[db.name] = db
+    defined = {d.lower() for d in databases}
+    for grant in privilege.mappings:
+        if grant.database != "*" and grant.database not in defined:
+            warnings.append(f"{global_path}: authority.privilege.props.user-database-mappings: "
+                            f"{grant.database!r} is no logical database")
     if not databases:
         # an empty or mistyped mount must not come up "healthy" serving nothing with a default login
         found = "no files at all" if not any(conf.iterdir()) else "no database-*.yaml"
         raise ConfigError(f"configuration directory {conf.resolve()} has {found}: put global.yaml and one "
                           f"database-<name>.yaml per logical database there (see conf/ in the repository)")
-    return ProxyConfig(users, props, databases, conf, tuple(warnings))
+    return ProxyConfig(users, props, databases, conf, tuple(warnings), privilege)
+
+
+def _true(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    return bool(value)
+
+
+def _global_rules(gdoc: dict[str, Any], file: str, warn: Warn) -> dict[str, Any]:
+    """ShardingSphere 5.1/5.2 `server.yaml` writes the global rules as tagged `rules:` (`- !AUTHORITY`,
+    `- !TRANSACTION`): read them as the `authority` / `transaction` keys of 5.3+."""
+    rules = gdoc.get("rules")
+    if rules is None:
+        return gdoc
+    _expect(rules, list, file, "rules")
+    out = {k: v for k, v in gdoc.items() if k != "rules"}
+    for i, rule in enumerate(rules):
+        key = f"rules[{i}]"
+        if not isinstance(rule, dict) or "__rule__" not in rule:
+            raise ConfigError("expected a tagged global rule such as '- !AUTHORITY'", file=file, key=key)
+        tag = str(rule["__rule__"]).upper()
+        body = {k: v for k, v in rule.items() if k != "__rule__"}
+        if tag in ("AUTHORITY", "TRANSACTION"):
+            name = tag.lower()
+            if name in out:
+                raise ConfigError(f"{name} is given twice (as a key and as !{tag})", file=file, key=key)
+            out[name] = body
+        elif tag in _HARMLESS_GLOBAL_RULES:
+            warn(f"{file}: {key}: !{tag} changes nothing in shardproxy, ignored")
+        else:
+            raise ConfigError(f"!{tag} is no global rule shardproxy knows, so its effect would be lost: remove it",
+                              file=file, key=key)
+    return out
+
+
+def _check_global(gdoc: Mapping[str, Any], props: Mapping[str, Any], file: str, warn: Warn) -> None:
+    """Settings that would change data or security and are not implemented stop the start."""
+    transaction = gdoc.get("transaction")
+    if transaction is not None:
+        _expect(transaction, dict, file, "transaction")
+        kind = str(transaction.get("defaultType") or "LOCAL").strip().upper()
+        if kind != "LOCAL":
+            raise ConfigError(
+                f"transaction type {kind} is not implemented by shardproxy: it runs LOCAL transactions only "
+                "(each data source commits on its own); set defaultType: LOCAL or remove the key",
+                file=file, key="transaction.defaultType")
+    mode = gdoc.get("mode")
+    if mode is not None:
+        _expect(mode, dict, file, "mode")
+        kind = str(mode.get("type") or "Standalone").strip()
+        if kind.upper() != "STANDALONE":
+            raise ConfigError(
+                f"mode type {kind} is not implemented by shardproxy: it reads its rules from conf/ only (no "
+                "registry center); use type: Standalone or remove the key", file=file, key="mode.type")
+    protocol = props.get("proxy-frontend-database-protocol-type")
+    if protocol is not None and str(protocol).strip().upper() not in ("MYSQL", "MARIADB"):
+        raise ConfigError(f"shardproxy speaks the MySQL protocol only, not {protocol}", file=file,
+                          key="props.proxy-frontend-database-protocol-type")
+    federation = gdoc.get("sqlFederation")
+    if isinstance(federation, dict) and _true(federation.get("sqlFederationEnabled", False)):
+        warn(f"{file}: sqlFederation.sqlFederationEnabled: shardproxy has no federation; statements it would "
+             "federate are refused")

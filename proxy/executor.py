@@ -58,10 +58,28 @@ class UnitFailed(Exception):
 
 
 async def execute_routed(session: Session, db: LogicalDatabase, sql: str) -> None:
+    await route_and_execute(session, db, sql, None, TEXT)
+
+
+async def route_and_execute(
+    session: Session, db: LogicalDatabase, sql: str, params: Sequence[object] | None, codec: StatementCodec
+) -> None:
+    """Route a statement on a sharded database and run it (text or prepared); EXPLAIN of a statement is
+    routed like the statement, XA is refused (proxy.explain)."""
+    from proxy import explain
+
     assert db.kernel is not None
-    routed = db.kernel.route(sql, None, session.hints())
-    log_statement(session, sql, routed)
-    await execute_plan(session, db, routed)
+    refusal = explain.xa_refusal(sql)
+    if refusal is not None:
+        raise refusal
+    routed = explain.route_explain(session, db, sql, params)
+    if routed is not None:
+        log_statement(session, sql, routed, params or ())
+        await explain.execute_explain(session, db, routed, codec)
+        return
+    routed = db.kernel.route(sql, params, session.hints())
+    log_statement(session, sql, routed, params or ())
+    await execute_plan(session, db, routed, codec)
 
 
 def _logical_message(db: LogicalDatabase, routed: RoutedStatement, message: str) -> str:

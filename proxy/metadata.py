@@ -143,10 +143,7 @@ def _target(session: Session, db: LogicalDatabase, named: str | None) -> Logical
         return db
     if _invalid_name(session, unquote_ident(named)):
         return None
-    found = session.server.database(unquote_ident(named))
-    if found is None:
-        session.error(1049, f"Unknown database '{unquote_ident(named)}'", "42000")
-    return found
+    return session.database_named(unquote_ident(named))
 
 
 def _invalid_name(session: Session, name: str) -> bool:
@@ -339,9 +336,8 @@ async def _show_create_database(session: Session, m: re.Match[str]) -> None:
     name = unquote_ident(m.group("db"))
     if _invalid_name(session, name):
         return
-    target = session.server.database(name)
+    target = session.database_named(name)
     if target is None:
-        session.error(1049, f"Unknown database '{name}'", "42000")
         return
     source = next(iter(target.sources.values()))
     physical = source.config.database
@@ -385,10 +381,10 @@ async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -
             actual = names.actual(ds, table)
             if actual is not None:
                 mapping.setdefault(table.lower(), actual)
-        conn = await session.backend(ds)
+        conn = await session.backend(ds, record_write=False)  # a read of metadata: no write to remember
         columns: tuple[ColumnDefinition41, ...] = ()
-        async for ev in conn.events(ComQuery(_rewrite_literals(sql, mapping).encode("utf-8", "surrogateescape"))
-                                    .encode()):
+        scoped = _scope_to_schema(_rewrite_literals(sql, mapping), physical)
+        async for ev in conn.events(ComQuery(scoped.encode("utf-8", "surrogateescape")).encode()):
             if isinstance(ev, ResultHeader):
                 columns = ev.columns
                 header = header or columns
@@ -408,6 +404,49 @@ async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -
 
     session.wire.send_many(result_packets(list(header), rows, capabilities=session.capabilities,
                                           status=session.status))
+
+
+# information_schema tables whose rows belong to a schema, and the column naming it
+_SCHEMA_COLUMNS = {
+    "TABLES": "TABLE_SCHEMA", "COLUMNS": "TABLE_SCHEMA", "STATISTICS": "TABLE_SCHEMA",
+    "KEY_COLUMN_USAGE": "TABLE_SCHEMA", "TABLE_CONSTRAINTS": "TABLE_SCHEMA", "VIEWS": "TABLE_SCHEMA",
+    "PARTITIONS": "TABLE_SCHEMA", "SCHEMA_PRIVILEGES": "TABLE_SCHEMA", "TABLE_PRIVILEGES": "TABLE_SCHEMA",
+    "COLUMN_PRIVILEGES": "TABLE_SCHEMA", "COLUMNS_EXTENSIONS": "TABLE_SCHEMA", "TABLES_EXTENSIONS": "TABLE_SCHEMA",
+    "TABLE_STATISTICS": "TABLE_SCHEMA", "INDEX_STATISTICS": "TABLE_SCHEMA", "ST_GEOMETRY_COLUMNS": "TABLE_SCHEMA",
+    "REFERENTIAL_CONSTRAINTS": "CONSTRAINT_SCHEMA", "CHECK_CONSTRAINTS": "CONSTRAINT_SCHEMA",
+    "TRIGGERS": "TRIGGER_SCHEMA", "ROUTINES": "ROUTINE_SCHEMA", "PARAMETERS": "SPECIFIC_SCHEMA",
+    "EVENTS": "EVENT_SCHEMA", "SCHEMATA": "SCHEMA_NAME", "VIEW_TABLE_USAGE": "VIEW_SCHEMA",
+    "VIEW_ROUTINE_USAGE": "VIEW_SCHEMA",
+}
+_SCHEMA_TABLE = re.compile(
+    r"(?<![\w$`.])`?information_schema`?\s*\.\s*`?(" + "|".join(_SCHEMA_COLUMNS) + r")`?(?![\w$`])", re.I)
+
+
+def _scope_to_schema(sql: str, physical: str) -> str:
+    """`sql` with every information_schema table that lists schema objects replaced by its rows of the
+    data source's physical database (and of the system schemas) only: the other databases on the same
+    server — other logical databases, ones the user may not use, databases of no logical database — must
+    not show, even through a column that does not name the schema (`SELECT table_name FROM ...TABLES`) or
+    an aggregate (`COUNT(*)`)."""
+    masked = _masked(sql)
+    matches = list(_SCHEMA_TABLE.finditer(masked))
+    if not matches:
+        return sql
+    schemas = ", ".join(_quote(n) for n in (physical, *sorted(_SYSTEM_SCHEMAS)))
+    out: list[str] = []
+    pos = 0
+    for m in matches:
+        out.append(sql[pos : m.start()])
+        table = m.group(1).upper()
+        if _QUALIFIER.match(masked, m.end()):
+            out.append(table)  # information_schema.TABLES.TABLE_NAME: a column of the derived table
+        else:
+            out.append(f"(SELECT * FROM information_schema.{table} WHERE {_SCHEMA_COLUMNS[table]} IN ({schemas}))")
+            if _NOT_ALIAS.match(masked, m.end()):
+                out.append(f" AS {table}")
+        pos = m.end()
+    out.append(sql[pos:])
+    return "".join(out)
 
 
 def _map_row(row: tuple[bytes | None, ...], columns: tuple[ColumnDefinition41, ...], ds: str, physical: str,

@@ -3,6 +3,14 @@
 Pass-through: the statement is prepared on the session's backend connection and every COM_STMT_* is
 forwarded with the statement id translated; answers are relayed frame by frame.
 
+Read/write splitting on a pass-through database: the statement is prepared on the primary (which answers
+the PREPARE); its text is classified once (`proxy.readwrite.classify_access`, as a text statement is) and
+every EXECUTE of a read asks the group for a replica connection by the same rules as a text read
+(transaction strategy, read-after-write, health), where it is prepared once per connection. Such an
+EXECUTE is decoded and re-encoded with its parameter types bound, so a statement executed on a replica,
+then on the primary, never lacks the types the client bound only once; long data is kept in the proxy
+and sent inline. A read-only cursor stays on the connection that opened it, for COM_STMT_FETCH.
+
 Sharded: PREPARE parses nothing per execution — the kernel's plan cache keys on the prepared text, so
 each EXECUTE only evaluates the algorithms with the bound values. The answer to PREPARE describes the
 logic statement (columns obtained by preparing one routed variant on a backend); EXECUTE routes with the
@@ -40,7 +48,8 @@ from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_tex
 from protocol.results import ResultHeader
 from protocol.wire import Reader
 from proxy import txn
-from proxy.backend import BackendConnection
+from proxy.backend import BackendConnection, BackendError
+from proxy.readwrite import Access, ReadWriteGroup, TrackingWriter, classify_access, group_backend
 from proxy.txn import classify_session_statement
 from routing.errors import RoutingError
 from routing.parse import scan_shape
@@ -75,6 +84,11 @@ class ClientStatement:
     cursor_rows: deque[bytes] | None = None
     # sharded: may proxy.fastpath execute it (None: not known until its first execute)
     fast: bool | None = None
+    # pass-through read/write splitting group: how the text is classified (None: not a group), and the
+    # connection / backend statement id of the open read-only cursor, when its EXECUTE ran on a replica
+    access: Access | None = None
+    cursor_conn: BackendConnection | None = None
+    cursor_id: int = 0
 
 
 class StatementRegistry:
@@ -140,13 +154,15 @@ async def prepare(session: Session, payload: bytes) -> None:
         _prepare_answer(session, stmt)
         return
     if source is not None:
-        conn = await session.backend(source.name)
+        # preparing is no write: on a read/write splitting group it must not pin the session to the primary
+        conn = await session.backend(source.name, record_write=False)
         answer = await conn.prepare(sql)
         if isinstance(answer, ERRPacket):
             session.wire.send(answer.encode(session.capabilities))
             return
         stmt = ClientStatement(session.statements.new_id(), sql, answer.ok.num_params, answer.columns,
-                               backend=conn, backend_id=answer.ok.statement_id)
+                               backend=conn, backend_id=answer.ok.statement_id,
+                               access=classify_access(sql) if isinstance(source, ReadWriteGroup) else None)
         session.statements.add(stmt)
         fixed = replace(answer, ok=replace(answer.ok, statement_id=stmt.id))
         session.wire.send_many(fixed.encode(session.deprecate_eof, session.status))
@@ -168,13 +184,17 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
     the binary protocol sends the columns with every result anyway."""
     db = session.database
     assert db is not None and db.kernel is not None
+    from proxy.explain import split_explain, xa_refusal
+
+    if split_explain(sql) is not None or xa_refusal(sql) is not None:
+        return ()  # EXPLAIN: one column more with several units, known at EXECUTE; XA: refused there
     for dummy in (0, "0", None):
         try:
             routed = db.kernel.route(sql, [dummy] * num_params, session.hints())
         except RoutingError:
             continue
         unit = routed.execution_units[0]
-        conn = await session.backend(unit.data_source)
+        conn = await session.backend(unit.data_source, record_write=False)  # describing is no write
         answer = await conn.prepared(unit.sql)
         if isinstance(answer, ERRPacket):
             raise RoutingError(answer.message, errno=answer.errno, sqlstate=answer.sqlstate)
@@ -197,6 +217,9 @@ async def execute(session: Session, payload: bytes) -> None:
     if stmt is None:
         _unknown(session, sid, "mysqld_stmt_execute")
         return
+    if stmt.access is not None:
+        await _execute_on_group(session, stmt, payload)
+        return
     if stmt.backend is not None:
         conn = await _pass_through_conn(session, stmt)
         if conn is None:
@@ -208,9 +231,54 @@ async def execute(session: Session, payload: bytes) -> None:
     stmt.types = request.types
     stmt.long_data.clear()
     if request.flags & CURSOR_TYPE_READ_ONLY:
-        await _open_cursor(session, stmt, payload)
+        await _open_cursor(session, stmt, request)
         return
     await _execute_sharded(session, stmt, request)
+
+
+async def _execute_on_group(session: Session, stmt: ClientStatement, payload: bytes) -> None:
+    """COM_STMT_EXECUTE on a pass-through read/write splitting group: a read where a text read of the same
+    statement would go (a replica, or the primary), anything else on the primary (counted as a write
+    unless it is a session statement, a locking or hinted read)."""
+    db = session.database
+    assert db is not None
+    group = db.pass_through_source
+    if not isinstance(group, ReadWriteGroup):  # (the database was replaced under the statement)
+        _unknown(session, stmt.id, "mysqld_stmt_execute")
+        return
+    request = ComStmtExecute.decode(payload, stmt.num_params, stmt.types, stmt.long_data)
+    stmt.types = request.types
+    stmt.long_data.clear()
+    stmt.cursor_conn = None
+    if stmt.access is Access.READ:
+        for _attempt in range(len(group.replicas) + 1):
+            conn = await group_backend(session, group, read=True, record_write=False)
+            if conn is None:
+                break
+            answer = await conn.prepared(stmt.sql)
+            if isinstance(answer, ERRPacket):
+                session.wire.send(answer.encode(session.capabilities))
+                return
+            backend_id = answer.ok.statement_id
+            forwarded = replace(request, statement_id=backend_id, new_params_bound=True).encode()
+            tracker = TrackingWriter(session.writer)
+            try:
+                await session.relay_on(conn, forwarded, writer=tracker, replica=True)
+            except BackendError as exc:  # a replica lost before any byte reached the client: another member
+                if tracker.written:
+                    raise
+                session.read_backends.pop(conn.name, None)
+                conn.broken = True
+                session.give_back(conn)
+                group.mark_down(conn.name, str(exc))
+                continue
+            if request.flags & CURSOR_TYPE_READ_ONLY:
+                stmt.cursor_conn, stmt.cursor_id = conn, backend_id
+            return
+    conn = await _pass_through_conn(session, stmt, record_write=stmt.access is Access.WRITE)
+    if conn is None:
+        return
+    await session.relay_on(conn, replace(request, statement_id=stmt.backend_id, new_params_bound=True).encode())
 
 
 def _answered_by_proxy(sql: str) -> bool:
@@ -256,7 +324,7 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
         return
     from proxy import metadata
     from proxy.codec import BINARY
-    from proxy.executor import execute_plan, log_statement
+    from proxy.executor import route_and_execute
     from proxy.resultset import BINARY_ROWS
 
     # results the proxy builds itself (metadata, SHOW INDEX / SHOW CREATE TABLE in logic names) in binary rows
@@ -269,9 +337,7 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
                 return
         # DATABASE(), CONNECTION_ID(), LAST_INSERT_ID() ... are the session's, as in the text protocol
         sql = (metadata.substitute(session, stmt.sql) or stmt.sql) if stmt.session_functions else stmt.sql
-        routed = db.kernel.route(sql, list(request.values), session.hints())
-        log_statement(session, sql, routed, request.values)
-        await execute_plan(session, db, routed, BINARY)
+        await route_and_execute(session, db, sql, list(request.values), BINARY)
     finally:
         BINARY_ROWS.reset(token)
 
@@ -279,15 +345,17 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
 _METADATA_HINT = re.compile(r"^\s*(?:SHOW|DESC)|information_schema", re.I)
 
 
-async def _pass_through_conn(session: Session, stmt: ClientStatement) -> BackendConnection | None:
-    """The backend connection the statement lives on; re-prepared if that connection was replaced."""
+async def _pass_through_conn(session: Session, stmt: ClientStatement, *, record_write: bool = True
+                             ) -> BackendConnection | None:
+    """The backend connection the statement lives on; re-prepared if that connection was replaced.
+    `record_write`: a read/write splitting group counts the command as the session's write."""
     db = session.database
     assert db is not None
     source = db.pass_through_source
     if source is None:
         _unknown(session, stmt.id, "mysqld_stmt_execute")
         return None
-    conn = await session.backend(source.name)
+    conn = await session.backend(source.name, record_write=record_write)
     if conn is not stmt.backend:
         answer = await conn.prepare(stmt.sql)
         if isinstance(answer, ERRPacket):
@@ -303,7 +371,7 @@ async def send_long_data(session: Session, payload: bytes) -> None:
     stmt = session.statements.get(req.statement_id)
     if stmt is None:
         return
-    if stmt.backend is not None:
+    if stmt.backend is not None and stmt.access is None:
         conn = await _pass_through_conn(session, stmt)
         if conn is not None:
             conn.send_only(ComStmtSendLongData(stmt.backend_id, req.param_id, req.data).encode())
@@ -328,8 +396,11 @@ async def reset(session: Session, payload: bytes) -> None:
         return
     stmt.long_data.clear()
     stmt.cursor_rows = None  # COM_STMT_RESET closes the statement's cursor
+    cursor_conn, stmt.cursor_conn = stmt.cursor_conn, None
+    if cursor_conn is not None and _held(session, cursor_conn):  # the replica's cursor is closed too
+        await cursor_conn.simple_command(ComStmtReset(stmt.cursor_id).encode())
     if stmt.backend is not None:
-        conn = await _pass_through_conn(session, stmt)
+        conn = await _pass_through_conn(session, stmt, record_write=stmt.access is None)
         if conn is None:
             return
         answer = await conn.simple_command(ComStmtReset(stmt.backend_id).encode())
@@ -357,14 +428,27 @@ async def fetch(session: Session, payload: bytes) -> None:
         out.append(end_of_result(ServerStatus(status), 0, session.capabilities))
         session.wire.send_many(out)
         return
-    conn = await _pass_through_conn(session, stmt)
-    if conn is None:
-        return
+    if stmt.cursor_conn is not None:  # a read/write splitting group's read: the cursor is on the replica
+        if not _held(session, stmt.cursor_conn):  # (given back by a SET or USE since)
+            stmt.cursor_conn = None
+            session.error(ER_STMT_HAS_NO_OPEN_CURSOR, f"The statement ({stmt.id}) has no open cursor", "HY000")
+            return
+        conn, backend_id = stmt.cursor_conn, stmt.cursor_id
+    else:
+        found = await _pass_through_conn(session, stmt, record_write=stmt.access is None)
+        if found is None:
+            return
+        conn, backend_id = found, stmt.backend_id
     summary = await conn.relay(
-        ComStmtFetch(stmt.backend_id, req.num_rows).encode(), session.writer, first_seq=session.wire.seq,
+        ComStmtFetch(backend_id, req.num_rows).encode(), session.writer, first_seq=session.wire.seq,
         client_deprecate_eof=session.deprecate_eof, rows_only=True,
     )
-    session.update_status(summary.status)
+    if stmt.cursor_conn is None:
+        session.update_status(summary.status)
+
+
+def _held(session: Session, conn: BackendConnection) -> bool:
+    return not conn.broken and (conn in session.read_backends.values() or conn in session.backends.values())
 
 
 # --- read-only cursors on sharded databases ---------------------------------------------------------------
@@ -397,13 +481,11 @@ class _Capture:
         return None
 
 
-async def _open_cursor(session: Session, stmt: ClientStatement, payload: bytes) -> None:
+async def _open_cursor(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
     """COM_STMT_EXECUTE with CURSOR_TYPE_READ_ONLY on a sharded database: the statement runs (and merges)
     as usual, its rows are kept for COM_STMT_FETCH (within props.proxy-merge-memory-rows), and the client
-    gets the columns and a status saying a cursor is open, as from MySQL."""
-    request = ComStmtExecute.decode(payload, stmt.num_params, stmt.types, stmt.long_data)
-    stmt.types = request.types
-    stmt.long_data.clear()
+    gets the columns and a status saying a cursor is open, as from MySQL. (`request` was decoded with the
+    statement's long data, which is gone from it since.)"""
     capture = _Capture()
     saved = session.writer, session.wire.writer, session.wire.seq
     session.writer = session.wire.writer = capture  # type: ignore[assignment]
@@ -464,7 +546,7 @@ async def _user_variables(session: Session, names: list[str]) -> list[object]:
     """The values of user variables, read from a backend connection (SET statements reach every one)."""
     db = session.database
     assert db is not None
-    conn = await session.backend(next(iter(db.sources)))
+    conn = await session.backend(next(iter(db.sources)), record_write=False)
     types: list[int] = []
     row: tuple[bytes | None, ...] = ()
     async for ev in conn.events(ComQuery(("SELECT " + ", ".join(names)).encode()).encode()):
@@ -534,10 +616,18 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
     values = await _user_variables(session, names) if names else []
     db = session.database
     assert db is not None and db.kernel is not None
-    routed = db.kernel.route(text, values, session.hints())
+    from proxy.executor import execute_plan, log_statement
+    from proxy.explain import execute_explain, route_explain, xa_refusal
+
+    refusal = xa_refusal(text)
+    if refusal is not None:
+        raise refusal
+    explained = route_explain(session, db, text, values)
+    routed = explained or db.kernel.route(text, values, session.hints())
     units = tuple(replace(u, sql=interpolate(u.sql, u.params or ()), params=None) for u in routed.execution_units)
     routed = replace(routed, execution_units=units)
-    from proxy.executor import execute_plan, log_statement
-
     log_statement(session, text, routed, values)
-    await execute_plan(session, db, routed)
+    if explained is not None:
+        await execute_explain(session, db, routed)
+    else:
+        await execute_plan(session, db, routed)

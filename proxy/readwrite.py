@@ -228,7 +228,11 @@ _SHOW_READS = re.compile(
     r"DATABASES|SCHEMAS|TRIGGERS|EVENTS|FUNCTION|PROCEDURE|CHARACTER\s+SET|CHARSET|COLLATION|ENGINES|PLUGINS)\b",
     re.I,
 )
-_SESSION_WORDS = {"SET", "BEGIN", "START", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "SHOW"}
+# PREPARE / DEALLOCATE PREPARE keep a statement on the primary connection (its EXECUTE runs there): no write
+_SESSION_WORDS = {"SET", "BEGIN", "START", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "SHOW", "PREPARE",
+                  "DEALLOCATE"}
+_DROP_PREPARE = re.compile(r"^\s*DROP\s+PREPARE\b", re.I)
+_EXPLAIN_ANALYZE = re.compile(r"^[\s(]*(?:EXPLAIN|DESCRIBE|DESC)\s+ANALYZE\b", re.I)  # MySQL: runs the statement
 _READ_WORDS = {"SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXPLAIN"}
 
 
@@ -250,12 +254,14 @@ def classify_access(sql: str) -> Access:
     if word == "SHOW":
         return Access.READ if _SHOW_READS.match(body) else Access.SESSION
     if word in _READ_WORDS:
+        if _EXPLAIN_ANALYZE.match(body):
+            return Access.WRITE
         if word == "WITH" and _DML_IN_CTE.search(body):
             return Access.WRITE
         if _LOCKING.search(body) or _SESSION_FUNCTIONS.search(body):
             return Access.SESSION
         return Access.READ
-    if word in _SESSION_WORDS:
+    if word in _SESSION_WORDS or (word == "DROP" and _DROP_PREPARE.match(body)):
         return Access.SESSION
     return Access.WRITE
 
@@ -728,7 +734,7 @@ async def _relay_primary(session: Session, group: ReadWriteGroup, payload: bytes
     return await session.relay_on(conn, payload)
 
 
-class _TrackingWriter:
+class TrackingWriter:
     """The client's writer, remembering whether anything was sent (a failed read can then be retried)."""
 
     def __init__(self, writer: Any) -> None:
@@ -740,7 +746,7 @@ class _TrackingWriter:
         self.writer.write(data)
 
     @property
-    def transport(self) -> _TrackingWriter:
+    def transport(self) -> TrackingWriter:
         return self  # the relay writes to the transport directly; this one records that it did
 
     def get_write_buffer_size(self) -> int:
@@ -757,7 +763,7 @@ async def relay_read(session: Session, group: ReadWriteGroup, payload: bytes) ->
         conn = await group_backend(session, group, read=True, record_write=False)
         if conn is None:
             return await _relay_primary(session, group, payload, record_write=False)
-        tracker = _TrackingWriter(session.writer)
+        tracker = TrackingWriter(session.writer)
         session.route = "replica"
         try:
             return await session.relay_on(conn, payload, writer=tracker, replica=True)
@@ -800,6 +806,7 @@ __all__ = [
     "GroupConfig",
     "GroupSessionState",
     "ReadWriteGroup",
+    "TrackingWriter",
     "classify_access",
     "group_backend",
     "is_read",

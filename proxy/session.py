@@ -39,6 +39,7 @@ from proxy.backend import BackendConnection, BackendError, DataSource, charset_f
 from proxy.config import UserConfig
 from proxy.fastpath import ClientProtocol, FastPath, statement_kind
 from proxy.handshake import HandshakeFailed
+from proxy.privilege import ER_DBACCESS_DENIED_ERROR, denied_message
 from proxy.readwrite import GroupSessionState, ReadWriteGroup, group_backend, relay_pass_through
 from proxy.resultset import result_packets
 from proxy.statements import ProxyStatement, classify, like_to_regex
@@ -237,10 +238,9 @@ class Session:
         self.charset = charset_for_collation(client.response.character_set)
         self.multi_statements = bool(client.capabilities & Capability.MULTI_STATEMENTS)
         if client.response.database:
-            db = self.server.database(client.response.database)
+            db, refusal = self.database_access(client.response.database)
             if db is None:
-                self.wire.send_error(ErrorCode.BAD_DB_ERROR, f"Unknown database '{client.response.database}'",
-                                     "42000")
+                self.wire.send_error(*refusal)
                 await self.wire.flush()
                 return False
             self.database = db
@@ -519,7 +519,7 @@ class Session:
             or not status & ServerStatus.AUTOCOMMIT
             or self.txn.active
             or conn in self.borrowed
-            or any(stmt.backend is conn for stmt in self.statements.by_id.values())
+            or any(stmt.backend is conn or stmt.cursor_conn is conn for stmt in self.statements.by_id.values())
         )
 
     def give_up(self, conn: BackendConnection) -> bool:
@@ -749,14 +749,36 @@ class Session:
         finally:
             self.database = saved
 
+    def database_access(self, name: str) -> tuple[LogicalDatabase | None, tuple[int, str, str]]:
+        """The logical database `name` for this session's user, or None and the error to answer: MySQL's
+        ER_DBACCESS_DENIED_ERROR 1044 when authority.privilege does not permit it (also for a name no
+        database has: the error tells nothing of what exists), else 1049 for an unknown name."""
+        privilege = self.server.config.privilege
+        if not privilege.permits(self.user_config, name):
+            return None, (ER_DBACCESS_DENIED_ERROR, denied_message(self.user_config, name), "42000")
+        db = self.server.database(name)
+        if db is None:
+            return None, (ErrorCode.BAD_DB_ERROR, f"Unknown database '{name}'", "42000")
+        return db, (0, "", "")
+
+    def database_named(self, name: str) -> LogicalDatabase | None:
+        """`database_access`, the error sent to the client."""
+        db, refusal = self.database_access(name)
+        if db is None:
+            self.error(*refusal)
+        return db
+
+    def visible_databases(self) -> list[str]:
+        """The logical databases SHOW DATABASES lists for this session's user."""
+        return self.server.config.privilege.visible(self.user_config, sorted(self.server.databases_by_name))
+
     def _use(self, name: str) -> None:
         bad = text.invalid_string(name, self.charset)
         if bad is not None:  # not a name in the session's character set: MariaDB's answer
             self.error(text.INVALID_CHARACTER_STRING, bad, "HY000")
             return
-        db = self.server.database(name)
+        db = self.database_named(name)
         if db is None:
-            self.error(ErrorCode.BAD_DB_ERROR, f"Unknown database '{name}'", "42000")
             return
         if self.database is not db:
             for conn in list(self.backends.values()):
@@ -774,7 +796,7 @@ class Session:
         if stmt.kind == "use":
             self._use(stmt.arg or "")
         elif stmt.kind == "show_databases":
-            names = sorted(self.server.databases_by_name)
+            names = self.visible_databases()
             if stmt.arg is not None:
                 rx = like_to_regex(stmt.arg)
                 names = [n for n in names if rx.match(n)]
@@ -830,11 +852,15 @@ class Session:
             raise ClientGone("change user failed") from exc
         database = None
         if request.database:
-            database = self.server.database(request.database)
+            saved, self.user_config = self.user_config, user  # the new user's privileges decide
+            try:
+                database, refusal = self.database_access(request.database)
+            finally:
+                self.user_config = saved
             if database is None:
-                self.error(ErrorCode.BAD_DB_ERROR, f"Unknown database '{request.database}'", "42000")
+                self.error(*refusal)
                 await self.wire.flush()
-                raise ClientGone("change user to an unknown database")
+                raise ClientGone("change user to a database it may not use")
         for conn in list(self.backends.values()) + list(self.read_backends.values()):
             self.give_back(conn)
         self.backends.clear()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import struct
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -26,6 +27,18 @@ from typing import Any
 import pymysql
 import pytest
 
+from protocol.binary import (
+    CURSOR_TYPE_READ_ONLY,
+    ComStmtClose,
+    ComStmtFetch,
+    ComStmtPrepare,
+    ComStmtSendLongData,
+    PrepareResponse,
+    StmtPrepareOK,
+    decode_binary_row,
+)
+from protocol.constants import ColumnType, ServerStatus
+from protocol.packets import ColumnDefinition41, EOFPacket, ERRPacket, is_eof, is_err
 from proxy.sandbox import MariaDBServer, setup_replication, start_servers, wait_for_replica
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
 
@@ -406,3 +419,183 @@ def test_show_readwrite_splitting_rules(make_env: Callable[..., Env]) -> None:
     assert first["transactional_read_query_strategy"] == "FIXED"
     assert "enabled" in first["read_storage_unit_status"]
     assert len(rows) == (1 if env.layout == "single" else 2)
+
+
+# --- prepared statements follow the text rules (issue 13, item 14) --------------------------------------
+
+# read_ds_0 gets no reads: every replica read is read_ds_1's, so answers are deterministic and text and
+# prepared runs of one scenario must match statement for statement
+ONLY_R1 = ("{read_ds_0: 0, read_ds_1: 1, read_ds_0_0: 0, read_ds_1_0: 1, read_ds_0_1: 0, read_ds_1_1: 1}")
+MODES = ("text", "prepared", "raw_cursor")
+
+
+class RawCursorClient:
+    """The binary protocol spoken by the project's codec: every statement is COM_STMT_PREPAREd, its string
+    parameters sent as COM_STMT_SEND_LONG_DATA, executed with CURSOR_TYPE_READ_ONLY and its rows read by
+    COM_STMT_FETCH two at a time, then COM_STMT_CLOSEd: the paths mysql-connector's prepared cursor does not
+    take."""
+
+    def __init__(self, env: Env) -> None:
+        from tests.integration.test_malformed import RawClient
+
+        self.c = RawClient(env.proxy.host, env.proxy.port)
+        assert self.c.login("root", "root", database=env.db)[:1] == b"\x00"
+
+    def _read(self) -> bytes:
+        p = self.c.read()[1]
+        if is_err(p):
+            err = ERRPacket.decode(p)
+            raise AssertionError(f"{err.errno} {err.message}")
+        return p
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        self.c.send(ComStmtPrepare(sql.encode()).encode())
+        first = self._read()
+        ok = StmtPrepareOK.decode(first)
+        sid = PrepareResponse.decode([first, *(self.c.read()[1] for _ in range(ok.following_packets(False)))],
+                                     False).ok.statement_id
+        types, values = b"", b""
+        for i, v in enumerate(params):
+            if isinstance(v, str):
+                self.c.send(ComStmtSendLongData(sid, i, v.encode()).encode())  # no answer, by protocol
+                types += bytes((ColumnType.VAR_STRING, 0))
+            else:
+                types += bytes((ColumnType.LONGLONG, 0))
+                values += struct.pack("<q", v)
+        body = struct.pack("<BIBI", 0x17, sid, CURSOR_TYPE_READ_ONLY, 1)
+        if params:
+            body += bytes((len(params) + 7) // 8) + b"\x01" + types + values
+        self.c.send(body)
+        first = self._read()
+        out: list[tuple[Any, ...]] = []
+        if first[0] not in (0x00, 0xFE):
+            columns = [ColumnDefinition41.decode(self._read()) for _ in range(first[0])]
+            status = EOFPacket.decode(self._read()).status
+            payloads: list[bytes] = []
+            if not status & ServerStatus.CURSOR_EXISTS:  # the server may answer without a cursor
+                while not is_eof(p := self._read()):
+                    payloads.append(p)
+            while status & ServerStatus.CURSOR_EXISTS and not status & ServerStatus.LAST_ROW_SENT:
+                self.c.send(ComStmtFetch(sid, 2).encode())
+                while not is_eof(p := self._read()):
+                    payloads.append(p)
+                status = EOFPacket.decode(p).status
+            out = [tuple(v.decode() if isinstance(v, bytes) else v for v in decode_binary_row(p, columns))
+                   for p in payloads]
+        self.c.send(ComStmtClose(sid).encode())
+        return out
+
+    def close(self) -> None:
+        self.c.close()
+
+
+class ModeClient:
+    """One client connection in one mode: ``text`` (mysql-connector-python, COM_QUERY with the values
+    interpolated by the driver), ``prepared`` (its ``cursor(prepared=True)``: COM_STMT_PREPARE / EXECUTE /
+    CLOSE) or ``raw_cursor`` (`RawCursorClient`)."""
+
+    def __init__(self, env: Env, mode: str) -> None:
+        import mysql.connector
+
+        self.mode = mode
+        if mode == "raw_cursor":
+            self.raw = RawCursorClient(env)
+            return
+        self.conn = mysql.connector.connect(host=env.proxy.host, port=env.proxy.port, user="root", password="root",
+                                            database=env.db, autocommit=True)
+        self.cur = self.conn.cursor(prepared=mode != "text")
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        if self.mode == "raw_cursor":
+            return self.raw.rows(sql, params)
+        if self.mode == "text":
+            self.cur.execute(sql.replace("?", "%s"), params)
+        else:
+            self.cur.execute(sql, params)
+        rows = self.cur.fetchall() if self.cur.with_rows else []
+        return [tuple(v.decode() if isinstance(v, bytes | bytearray) else v for v in r) for r in rows]
+
+    def close(self) -> None:
+        if self.mode == "raw_cursor":
+            self.raw.close()
+            return
+        self.cur.close()
+        self.conn.close()
+
+
+def _scenario(env: Env, mode: str, oid: int) -> list[tuple[str, Any]]:
+    """Which member answers each read (the marker row only that server has), statement by statement."""
+    marks = f"({MARK_PRIMARY}, {MARK_R0}, {MARK_R1})"
+    read = f"SELECT status FROM {env.table} WHERE user_id = ? AND order_id IN {marks}"
+    hint = "/* SHARDINGSPHERE_HINT: WRITE_ROUTE_ONLY=true */ "
+    out: list[tuple[str, Any]] = []
+    c = ModeClient(env, mode)
+    other = ModeClient(env, mode)
+    try:
+        out.append(("read", c.rows(read, (0,))))
+        out.append(("read without parameters", c.rows(read.replace("?", "0"))))
+        out.append(("rows", c.rows(f"SELECT order_id, status FROM {env.table} WHERE user_id = ? AND status LIKE ? "
+                                   "ORDER BY order_id", (0, "read%"))))
+        out.append(("server", env.cluster.server_name(int(c.rows("SELECT @@server_id")[0][0]))))
+        out.append(("for update", c.rows(read + " FOR UPDATE", (0,))))
+        out.append(("lock in share mode", c.rows(read + " LOCK IN SHARE MODE", (0,))))
+        out.append(("hint", c.rows(hint + read, (0,))))
+        out.append(("read after the hint", c.rows(read, (0,))))
+        c.rows("BEGIN")
+        out.append(("in a transaction", c.rows(read, (0,))))
+        c.rows("COMMIT")
+        out.append(("after the transaction", c.rows(read, (0,))))
+        c.rows(f"INSERT INTO {env.table} (order_id, user_id, status) VALUES (?, ?, ?)", (oid, 0, mode))
+        out.append(("after a write", c.rows(read, (0,))))
+        out.append(("own write", c.rows(f"SELECT status FROM {env.table} WHERE user_id = ? AND order_id = ?",
+                                        (0, oid))))
+        out.append(("another session", other.rows(read, (0,))))
+    finally:
+        c.close()
+        other.close()
+    return out
+
+
+def test_prepared_reads_follow_the_text_rules(make_env: Callable[..., Env]) -> None:
+    """ShardingSphere's readwrite_splitting e2e shape: the replicas hold rows the primary has not (marker
+    rows written with sql_log_bin=0). Text and prepared statements of both drivers get the same answers:
+    plain reads from the replica, locking / hinted reads, reads in a PRIMARY-strategy transaction and reads
+    after a write (readAfterWrite SESSION) from the primary; another session keeps reading the replica."""
+    env = make_env(lb="WEIGHT", lb_props=ONLY_R1)
+    expected = [
+        ("read", [("read_ds_1",)]), ("read without parameters", [("read_ds_1",)]),
+        ("rows", [(MARK_PRIMARY + 2, "read_ds_1")]), ("server", "read_ds_1"),
+        ("for update", [("primary",)]), ("lock in share mode", [("primary",)]), ("hint", [("primary",)]),
+        ("read after the hint", [("read_ds_1",)]), ("in a transaction", [("primary",)]),
+        ("after the transaction", [("read_ds_1",)]), ("after a write", [("primary",)]),
+        ("another session", [("read_ds_1",)]),
+    ]
+    for mode in MODES:
+        oid = next(_ids) * 2
+        got = _scenario(env, mode, oid)
+        own = dict(got).pop("own write")
+        assert own == [(mode,)], (mode, own)
+        assert [g for g in got if g[0] != "own write"] == expected, mode
+    env.cluster.sync()
+
+
+@pytest.mark.parametrize("strategy", ["FIXED", "DYNAMIC"])
+def test_prepared_reads_in_transactions_follow_the_strategy(make_env: Callable[..., Env], strategy: str) -> None:
+    """FIXED / DYNAMIC: prepared reads in a transaction use a replica until the transaction writes, then the
+    primary (readAfterWrite TRANSACTION: the replica again once it committed) — as text reads do."""
+    env = make_env(lb="WEIGHT", lb_props=ONLY_R1, strategy=strategy, raw="TRANSACTION")
+    read = f"SELECT status FROM {env.table} WHERE user_id = ? AND order_id IN ({MARK_PRIMARY}, {MARK_R0}, {MARK_R1})"
+    answers = {}
+    for mode in MODES:
+        c = ModeClient(env, mode)
+        try:
+            c.rows("START TRANSACTION")
+            seen = [c.rows(read, (0,))[0][0]]
+            c.rows(f"UPDATE {env.table} SET status = status WHERE user_id = ? AND order_id = ?", (0, MARK_PRIMARY))
+            seen.append(c.rows(read, (0,))[0][0])
+            c.rows("COMMIT")
+            seen.append(c.rows(read, (0,))[0][0])
+        finally:
+            c.close()
+        answers[mode] = seen
+    assert answers == {mode: ["read_ds_1", "primary", "read_ds_1"] for mode in MODES}

@@ -37,6 +37,13 @@ from routing.errors import ConfigError
     ("WITH c AS (SELECT 1) DELETE FROM t", Access.WRITE),
     ("SELECT 1; DELETE FROM t", Access.WRITE),
     ("CALL p()", Access.WRITE),
+    ("EXPLAIN ANALYZE DELETE FROM t", Access.WRITE),  # MySQL 8 runs it
+    ("EXPLAIN DELETE FROM t", Access.READ),
+    ("PREPARE s FROM 'SELECT 1'", Access.SESSION),  # the statement lives on the primary connection
+    ("DEALLOCATE PREPARE s", Access.SESSION),
+    ("DROP PREPARE s", Access.SESSION),
+    ("EXECUTE s", Access.WRITE),  # what it runs is not known from its text
+    ("DROP TABLE t", Access.WRITE),
     ("/*!40101 SET x = 1 */", Access.WRITE),
     ("", Access.WRITE),
 ])
