@@ -106,6 +106,11 @@ def log_statement(session: Session, sql: str, routed: RoutedStatement, params: S
 async def execute_plan(
     session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT
 ) -> None:
+    if routed.into_variables:
+        from proxy.into import select_into
+
+        await select_into(session, db, routed, codec)
+        return
     units = routed.execution_units
     if routed.kind is StatementKind.DDL and not await txn.implicit_commit(session):
         return  # committing the open transaction first failed (the client has the error): the DDL is not run

@@ -173,6 +173,8 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
             routed = db.kernel.route(sql, [dummy] * num_params, session.hints())
         except RoutingError:
             continue
+        if routed.into_variables:
+            return ()  # SELECT ... INTO @v answers OK, no rows
         unit = routed.execution_units[0]
         conn = await session.backend(unit.data_source)
         answer = await conn.prepared(unit.sql)

@@ -33,6 +33,7 @@ from routing.conditions import (
 )
 from routing.errors import RoutingError
 from routing.hints import CommentHints, merge_hints, parse_comment_hints, parse_hint_comments
+from routing.into import IntoClause, find_into
 from routing.model import (
     ComplexStrategy,
     DatabaseRules,
@@ -66,6 +67,7 @@ __all__ = ["ShardingKernel", "parse_comment_hints"]
 
 _SHAPE_TEXT_LIMIT = 4096  # characters: longer prepared texts are scanned at every execute
 
+_INTO = re.compile(r"\binto\b", re.I)
 _FIRST_WORD = re.compile(r"\s*(?:(?:/\*.*?\*/|--[^\n]*\n|#[^\n]*\n)\s*)*(\w+)", re.S)
 _KINDS = {
     "SELECT": StatementKind.SELECT,
@@ -222,6 +224,7 @@ class _Compiler:
         self._tokens: list[Token] | None = None
         self.occurrences: list[Occurrence] = []
         self.root: exp.Expression | None = None
+        self.into: IntoClause | None = None
 
     # -- small helpers --
 
@@ -244,11 +247,15 @@ class _Compiler:
         return build_template(self.shape, 0, len(self.sql), edits)
 
     def base(self, kind: StatementKind, write: bool, tables: list[str]) -> dict[str, Any]:
+        into = self.into
         return {
             "kind": kind,
             "write": write,
             "param_index": self.param_index,
             "logic_tables": tuple(dict.fromkeys(tables)),
+            "pins": self.into_pins(),
+            "into_variables": into.variables if into is not None and into.kind == "variables" else (),
+            "into_trailing": into is not None and into.trailing,
         }
 
     def fixed(
@@ -265,7 +272,7 @@ class _Compiler:
     # -- entry --
 
     def compile(self) -> Plan:
-        ast = parse_statement(self.shape)
+        ast = parse_statement(self.parse_shape())
         if ast is None or isinstance(ast, exp.Command):
             return self.unparsed()
         self.root = ast
@@ -278,6 +285,8 @@ class _Compiler:
         ours = [o for o in self.occurrences if o.category != "foreign"]
         edits = self.table_edits(ast)
         names = [o.name for o in ours]
+        if self.into is not None:
+            write = True  # as every SELECT ... INTO: the primary of a read/write splitting group answers it
         if kind is StatementKind.DDL:
             return self.ddl(kind, write, edits, names)
         if isinstance(ast, exp.Insert) and isinstance(ast.expression, exp.Values):
@@ -287,6 +296,28 @@ class _Compiler:
         if not any(o.category == "sharded" for o in ours):
             return self.unsharded(kind, write, edits, ours)
         return self.sharded(ast, kind, write, edits, ours)
+
+    def parse_shape(self) -> Shape:
+        """The shape sqlglot reads: the statement, with a SELECT's INTO clause blanked out (same length, so
+        offsets stay the user's), which sqlglot reads in one position only."""
+        sql = self.sql
+        if not _INTO.search(sql):
+            return self.shape
+        into = find_into(self.tokens)
+        if into is None or into.kind == "other":
+            return self.shape
+        self.into = into
+        self._tokens = [t for t in self.tokens if not into.start <= t.start < into.end]
+        blanked = sql[: into.start] + " " * (into.end - into.start) + sql[into.end :]
+        return Shape(blanked, self.shape.key, self.shape.spans)
+
+    def into_pins(self) -> tuple[tuple[int, str], ...]:
+        """Value tokens inside the INTO clause (``@'name'``, the file name): the plan holds them."""
+        into = self.into
+        if into is None:
+            return ()
+        return tuple((k, self.shape.text(k)) for k, (s, _e, _kind) in enumerate(self.shape.spans)
+                     if into.start <= s < into.end)
 
     def classify(self, ast: exp.Expression) -> tuple[StatementKind, bool]:
         if isinstance(ast, exp.Select | exp.SetOperation):
@@ -544,14 +575,26 @@ class _Compiler:
         if kind is StatementKind.SELECT and isinstance(ast, exp.Select) and refuse is None:
             from routing.rewrite import select_rewrite
 
+            multi_edits = list(edits)
+            if self.into is not None and self.into.kind == "variables":
+                # over several nodes the proxy assigns the variables from the merged row (proxy.into)
+                multi_edits.append(Edit(self.into.start, self.into.end, ()))
             multi_template, merge, pins, refusal = select_rewrite(
-                self.shape, self.tokens, ast, edits, self.metadata, sharded
+                self.shape, self.tokens, ast, multi_edits, self.metadata, sharded
             )
             refuse = refusal
             self.pins = pins
+        if refuse is None and self.into is not None and self.into.kind in ("outfile", "dumpfile"):
+            refuse = (
+                f"SELECT ... INTO {self.into.kind.upper()} on sharded table(s) "
+                f"{', '.join(dict.fromkeys(o.name for o in sharded))} routes to several data nodes, whose "
+                "servers would each write a file of their own; add sharding conditions that route it to one "
+                "data node, or select the rows and write the file in the client"
+            )
+        base = self.base(kind, write, names)
+        base["pins"] = base["pins"] + tuple(getattr(self, "pins", ()))
         return ShardedPlan(
-            **self.base(kind, write, names),
-            pins=getattr(self, "pins", ()),
+            **base,
             sharding=self.sharding,
             conditions=tuple(conditions),
             order=tuple(dict.fromkeys(o.name for o in sharded)),

@@ -386,6 +386,8 @@ class Plan:
     param_index: tuple[int | None, ...]
     logic_tables: tuple[str, ...] = ()
     pins: tuple[tuple[int, str], ...] = ()
+    into_variables: tuple[str, ...] = ()  # SELECT ... INTO @a, @b: assigned by the proxy (routing.into)
+    into_trailing: bool = False
 
     def accepts(self, shape: Shape) -> bool:
         return all(shape.text(k) == text for k, text in self.pins)
@@ -425,6 +427,8 @@ class FixedPlan(Plan):
             write=self._write(hints),
             logic_tables=self.logic_tables,
             result_table_renames=self.renames,
+            into_variables=self.into_variables,
+            into_trailing=self.into_trailing,
         )
 
 
@@ -500,6 +504,8 @@ class ShardedPlan(Plan):
             merge_spec=spec,
             write=self._write(hints),
             logic_tables=self.logic_tables,
+            into_variables=self.into_variables,
+            into_trailing=self.into_trailing,
         )
 
 
