@@ -115,7 +115,11 @@ async def execute_plan(
     if routed.kind is StatementKind.DDL and not await txn.implicit_commit(session):
         return  # committing the open transaction first failed (the client has the error): the DDL is not run
     try:
-        if len(units) == 1 and not routed.result_table_renames and not routed.generated_keys:
+        if routed.upsert is not None:  # a unique key without the sharding columns: looked up everywhere first
+            from proxy.upsert import execute_upsert
+
+            await execute_upsert(session, db, routed, codec)
+        elif len(units) == 1 and not routed.result_table_renames and not routed.generated_keys:
             unit = units[0]
             conn = await session.backend(unit.data_source, **_access(routed))
             try:

@@ -45,7 +45,7 @@ from routing.model import (
     StandardStrategy,
     TableRule,
 )
-from routing.parse import Shape, Token, node_span, parse_statement, scan_shape, tokenize
+from routing.parse import Shape, Token, is_replace, node_span, parse_statement, scan_shape, tokenize
 from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
 from routing.rewrite import Edit, KeySlot, TableSlot, Template, build_template
 from routing.route import (
@@ -62,6 +62,7 @@ from routing.route import (
     build_units,
     param_indexes,
 )
+from routing.upsert import upsert_spec
 
 __all__ = ["ShardingKernel", "parse_comment_hints"]
 
@@ -860,6 +861,15 @@ class _Compiler:
             rows.append(InsertRow(sharding_values))
         base = self.base(StatementKind.INSERT, True, [target.name])
         head, row_templates, tail = self.insert_templates(target, edits, len(tuples), key_column)
+        mode = ("replace" if is_replace(self.sql) else "update" if conflict is not None
+                else "ignore" if ast.args.get("ignore") else None)
+        upsert = None
+        if mode is not None:
+            upsert = upsert_spec(
+                mode=mode, rule=rule, metadata=self.metadata, database=self.rules.name, lock_source=self.first_ds,
+                columns=columns, rows=[row.expressions if isinstance(row, exp.Tuple) else [row] for row in tuples],
+                key_column=key_column, conflict=conflict, slot_at=self.slot_at,
+            )
         return InsertPlan(
             **base,
             rule=rule,
@@ -868,6 +878,7 @@ class _Compiler:
             row_templates=row_templates,
             tail=tail,
             key_column=key_column,
+            upsert=upsert,
         )
 
     def insert_templates(

@@ -64,3 +64,6 @@ class RoutedStatement:
     # and assigns these user variables for the session (on every backend connection it uses)
     into_variables: tuple[str, ...] = ()
     into_trailing: bool = False  # the INTO clause came after FROM (MariaDB warns 1287)
+    # INSERT ... ON DUPLICATE KEY UPDATE / REPLACE / INSERT IGNORE into a sharded table with a unique key
+    # that lacks a sharding column: a routing.upsert.UpsertCheck the proxy runs the statement with
+    upsert: Any = None
