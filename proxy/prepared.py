@@ -539,6 +539,14 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
     routed = db.kernel.route(text, values, session.hints())
     units = tuple(replace(u, sql=interpolate(u.sql, u.params or ()), params=None) for u in routed.execution_units)
     routed = replace(routed, execution_units=units)
+    if routed.upsert is not None:  # its row-by-row statements run as text too
+        render_row = routed.upsert.render_row
+
+        def interpolated(i: int, node: object) -> object:
+            unit = render_row(i, node)
+            return replace(unit, sql=interpolate(unit.sql, unit.params or ()), params=None)
+
+        routed = replace(routed, upsert=replace(routed.upsert, render_row=interpolated))
     from proxy.executor import execute_plan, log_statement
 
     log_statement(session, text, routed, values)

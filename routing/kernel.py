@@ -62,7 +62,7 @@ from routing.route import (
     build_units,
     param_indexes,
 )
-from routing.upsert import upsert_spec
+from routing.upsert import is_identity_assignment, upsert_spec
 
 __all__ = ["ShardingKernel", "parse_comment_hints"]
 
@@ -166,7 +166,9 @@ def _unrewritten(routed: RoutedStatement, sql: str, params: Sequence[Any] | None
     units = tuple(
         ExecutionUnit(u.data_source, sql, tuple(params) if params is not None else None) for u in routed.route_units
     )
-    return dc_replace(routed, execution_units=units, merge_spec=None if len(units) == 1 else routed.merge_spec)
+    # the user's text as is: no row is moved to another node's table either (routing.upsert)
+    return dc_replace(routed, execution_units=units, merge_spec=None if len(units) == 1 else routed.merge_spec,
+                      upsert=None)
 
 
 def shape_of(sql: str) -> Shape:
@@ -832,7 +834,8 @@ class _Compiler:
         if conflict is not None:
             for assignment in conflict.expressions or ():
                 col = assignment.this if isinstance(assignment, exp.EQ) else None
-                if isinstance(col, exp.Column) and col.name.lower() in rule.sharding_columns:
+                if isinstance(col, exp.Column) and col.name.lower() in rule.sharding_columns \
+                        and not is_identity_assignment(assignment):
                     raise RoutingError(
                         f"INSERT ... ON DUPLICATE KEY UPDATE assigns sharding column {col.name} of "
                         f"{target.name}; the row would have to move to another data node. Leave the "

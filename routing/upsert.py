@@ -148,7 +148,7 @@ def upsert_spec(
     if conflict is not None:
         for assignment in conflict.expressions or ():
             target = assignment.this if isinstance(assignment, exp.EQ) else None
-            if not isinstance(target, exp.Column):
+            if not isinstance(target, exp.Column) or is_identity_assignment(assignment):
                 continue
             for plan in checked:
                 if target.name.lower() in (c.name for c in plan.columns):
@@ -178,6 +178,18 @@ def upsert_spec(
             per_key.append(tuple(specs))
         values.append(tuple(per_key))
     return UpsertSpec(mode, database, table, tuple(plans), tuple(values), lock_source)
+
+
+def is_identity_assignment(assignment: exp.Expression) -> bool:
+    """``c = c`` in ON DUPLICATE KEY UPDATE (the "insert or leave as is" idiom): the column keeps its value."""
+    if not isinstance(assignment, exp.EQ):
+        return False
+    target, value = assignment.this, assignment.expression
+    while isinstance(value, exp.Paren):
+        value = value.this
+    return (isinstance(target, exp.Column) and isinstance(value, exp.Column)
+            and target.name.lower() == value.name.lower()
+            and (not value.table or not target.table or value.table.lower() == target.table.lower()))
 
 
 def _local(rule: TableRule, columns: Sequence[str]) -> bool:
@@ -503,4 +515,5 @@ def _integer(v: Any, spec: UpsertSpec, plan: KeyPlan, kc: KeyColumn, index: int,
     )
 
 
-__all__ = ["MODES", "KeyPlan", "KeyValue", "UpsertCheck", "UpsertRow", "UpsertSpec", "check_rows", "upsert_spec"]
+__all__ = ["MODES", "KeyPlan", "KeyValue", "UpsertCheck", "UpsertRow", "UpsertSpec", "check_rows",
+           "is_identity_assignment", "upsert_spec"]

@@ -185,32 +185,84 @@ def test_concurrent_upserts_of_one_key_leave_one_row(env: ShardedEnv, statement:
         assert status == "x" + "y" * (sessions * 3 - 1 - len(errors))
 
 
-def test_unique_keys_are_loaded_again_after_ddl(env: ShardedEnv) -> None:
-    """A UNIQUE KEY added through the proxy is checked from the next statement on (metadata reloaded)."""
-    db = "extra_db"
+@pytest.fixture
+def accounts(sharded_env: ShardedEnv) -> Any:
+    """extra_db.t_acct (sharded by acct_id) given, through the proxy, a PRIMARY KEY (acct_id), which holds the
+    sharding column, and a UNIQUE KEY (user_id), which does not; the oracle's t_acct the same."""
+    env, db, oracle = sharded_env, "extra_db", sharded_env.servers[0]
     env.clean("t_acct", db=db)
-    oracle = env.servers[0]
+    ddl = ("ALTER TABLE t_acct ADD COLUMN n VARCHAR(10) NULL, ADD PRIMARY KEY (acct_id), "
+           "ADD UNIQUE KEY uk_user (user_id)")
     oracle.execute("CREATE TABLE IF NOT EXISTS t_acct (acct_id INT NOT NULL, user_id INT NOT NULL)", ORACLE_DB)
     oracle.execute("DELETE FROM t_acct", ORACLE_DB)
-    env.run("ALTER TABLE t_acct ADD UNIQUE KEY uk_user (user_id)", db)
-    oracle.execute("ALTER TABLE t_acct ADD UNIQUE KEY uk_user (user_id)", ORACLE_DB)
+    env.run(ddl, db)
+    oracle.execute(ddl, ORACLE_DB)
     try:
-        with pair(env, "text", db) as p:
-            for sql in ("INSERT INTO t_acct (acct_id, user_id) VALUES (1, 5)",
-                        "INSERT IGNORE INTO t_acct (acct_id, user_id) VALUES (4, 5)",
-                        "REPLACE INTO t_acct (acct_id, user_id) VALUES (6, 5)",
-                        "SELECT acct_id, user_id FROM t_acct ORDER BY acct_id"):
-                got = p.proxy.run(sql)
-                with oracle.connect(ORACLE_DB) as o, o.cursor() as cur:
-                    cur.execute(sql)
-                    want_rows = list(cur.fetchall()) if cur.description else None
-                    want_affected = cur.rowcount
-                if want_rows is None:
-                    assert (got.kind, got.affected) == ("ok", want_affected), (sql, got)
-                else:
-                    assert [tuple(v for _t, v in r) for r in got.rows] == [tuple(r) for r in want_rows], sql
-        assert len(env.where_is("t_acct", "user_id", 5, db)) == 1
+        yield env
     finally:
-        env.run("ALTER TABLE t_acct DROP KEY uk_user", db)
-        oracle.execute("DROP TABLE t_acct", ORACLE_DB)
         env.clean("t_acct", db=db)
+        env.run("ALTER TABLE t_acct DROP COLUMN n, DROP PRIMARY KEY, DROP KEY uk_user", db)
+        oracle.execute("DROP TABLE t_acct", ORACLE_DB)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_unique_keys_are_loaded_again_after_ddl(accounts: ShardedEnv, mode: str) -> None:
+    """Keys added by DDL through the proxy are checked from the next statement on (metadata reloaded); with
+    two keys, MariaDB's key order decides which row ON DUPLICATE KEY UPDATE updates."""
+    env = accounts
+    with pair(env, mode, "extra_db") as p:
+        p.same("INSERT INTO t_acct (acct_id, user_id, n) VALUES (1, 5, 'a'), (2, 6, 'b')")  # ds_1, ds_0
+        # user 5 is acct 1's, on ds_1; acct 4 routes to ds_0
+        assert p.same("INSERT INTO t_acct (acct_id, user_id, n) VALUES (%s, %s, %s) ON DUPLICATE KEY UPDATE "
+                      "n = VALUES(n)", (4, 5, "u")).affected == 2
+        assert p.same("INSERT IGNORE INTO t_acct (acct_id, user_id, n) VALUES (%s, %s, %s)", (6, 5, "i")).affected == 0
+        # acct 3 (ds_1) is new, user 6 is acct 2's on ds_0; then acct 2 and user 5: two rows, two nodes
+        p.same("INSERT INTO t_acct (acct_id, user_id, n) VALUES (3, 6, 'x') ON DUPLICATE KEY UPDATE n = 'upd'")
+        p.same("INSERT INTO t_acct (acct_id, user_id, n) VALUES (3, 7, 'y')")
+        # conflicts on PRIMARY (acct 3, at home) and on uk_user (user 6 is acct 2's): PRIMARY is checked first
+        p.same("INSERT INTO t_acct (acct_id, user_id, n) VALUES (3, 6, 'z') ON DUPLICATE KEY UPDATE n = 'first'")
+        p.same("SELECT acct_id, user_id, n FROM t_acct ORDER BY acct_id")
+        assert p.same("REPLACE INTO t_acct (acct_id, user_id, n) VALUES (2, 5, 'r')").affected == 3  # two rows go
+        p.same("SELECT acct_id, user_id, n FROM t_acct ORDER BY acct_id")
+    assert len(env.where_is("t_acct", "user_id", 5, "extra_db")) == 1
+
+
+@pytest.fixture
+def users(sharded_env: ShardedEnv) -> Any:
+    """extra_db.t_user (sharded by user_id) given a UNIQUE KEY (name): text, compared under its collation."""
+    env, db, oracle = sharded_env, "extra_db", sharded_env.servers[0]
+    env.clean("t_user", db=db)
+    ddl = "ALTER TABLE t_user ADD UNIQUE KEY uk_name (name)"
+    oracle.execute("CREATE TABLE IF NOT EXISTS t_user (user_id INT NOT NULL, name VARCHAR(10))", ORACLE_DB)
+    oracle.execute("DELETE FROM t_user", ORACLE_DB)
+    env.run(ddl, db)
+    oracle.execute(ddl, ORACLE_DB)
+    try:
+        yield env
+    finally:
+        env.clean("t_user", db=db)
+        env.run("ALTER TABLE t_user DROP KEY uk_name", db)
+        oracle.execute("DROP TABLE t_user", ORACLE_DB)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_text_key_compares_under_its_collation(users: ShardedEnv, mode: str) -> None:
+    """'ann' = 'ANN ' under a case-insensitive PAD SPACE collation: the same key value on two nodes, in the
+    lookups and in the locks (the collation's weight strings name them)."""
+    env = users
+    with pair(env, mode, "extra_db") as p:
+        p.same("INSERT INTO t_user (user_id, name) VALUES (1, 'ann'), (2, 'Zoe')")
+        p.same("INSERT INTO t_user (user_id, name) VALUES (%s, %s) ON DUPLICATE KEY UPDATE name = name", (4, "ANN "))
+        p.same("INSERT INTO t_user (user_id, name) VALUES (%s, %s) ON DUPLICATE KEY UPDATE user_id = user_id",
+               (5, "zOE"))
+        # a row that would move to another data node: refused (not atomic across data sources)
+        moved = p.proxy.run("INSERT INTO t_user (user_id, name) VALUES (%s, %s) ON DUPLICATE KEY UPDATE "
+                            "user_id = VALUES(user_id)", (4, "ANN "))
+        assert moved.errno == 1235 and "user_id" in moved.message, moved
+        p.same("INSERT IGNORE INTO t_user (user_id, name) VALUES (%s, %s)", (4, "ANN "))
+        p.same("REPLACE INTO t_user (user_id, name) VALUES (%s, %s)", (6, "zoe"))
+        # two rows of one statement, one key value under the collation, two data sources
+        out = p.same("REPLACE INTO t_user (user_id, name) VALUES (%s, %s), (%s, %s)", (8, "bob", 9, "BOB"))
+        assert out.affected == 3
+        p.same("INSERT IGNORE INTO t_user (user_id, name) VALUES (10, 'Émile'), (11, 'emile'), (12, 'Ann')")
+        p.same("SELECT user_id, name FROM t_user ORDER BY user_id")
