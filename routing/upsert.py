@@ -181,12 +181,15 @@ def upsert_spec(
 
 
 def is_identity_assignment(assignment: exp.Expression) -> bool:
-    """``c = c`` in ON DUPLICATE KEY UPDATE (the "insert or leave as is" idiom): the column keeps its value."""
+    """``c = c`` in ON DUPLICATE KEY UPDATE (the "insert or leave as is" idiom), or ``c = LAST_INSERT_ID(c)``
+    (the idiom that makes the existing row's id LAST_INSERT_ID()): the column keeps its value."""
     if not isinstance(assignment, exp.EQ):
         return False
     target, value = assignment.this, assignment.expression
     while isinstance(value, exp.Paren):
         value = value.this
+    if isinstance(value, exp.Anonymous) and str(value.this).upper() == "LAST_INSERT_ID" and len(value.expressions) == 1:
+        value = value.expressions[0]
     return (isinstance(target, exp.Column) and isinstance(value, exp.Column)
             and target.name.lower() == value.name.lower()
             and (not value.table or not target.table or value.table.lower() == target.table.lower()))

@@ -57,6 +57,11 @@ def test_on_duplicate_key_update_finds_the_row_on_another_node(env: ShardedEnv, 
         p.same(f"INSERT INTO t_order ({ORDER_COLS}) VALUES (2, 1, 'y') ON DUPLICATE KEY UPDATE status = "
                "CONCAT(status, VALUES(status), user_id)")
         p.same("INSERT INTO t_order SET order_id = 3, user_id = 4, status = 's' ON DUPLICATE KEY UPDATE status = 'set'")
+        # the idiom that makes the existing row's key LAST_INSERT_ID()
+        out = p.same(f"INSERT INTO t_order ({ORDER_COLS}) VALUES (%s, %s, %s) ON DUPLICATE KEY UPDATE "
+                     "order_id = LAST_INSERT_ID(order_id), status = 'lid'", (3, 2, "q"))
+        assert out.last_id == 3
+        p.same("SELECT LAST_INSERT_ID()")
         p.same("INSERT IGNORE INTO t_order (order_id, user_id, status) VALUES (3, 2, 'q') "
                "ON DUPLICATE KEY UPDATE status = 'ignore+update'")
         same_tables(env, p)

@@ -129,6 +129,7 @@ def test_identity_assignments_are_no_change() -> None:
     k = kernel({"t_order_item": (UniqueKey("PRIMARY", ("order_item_id",)),)})
     sql = "INSERT INTO t_order_item (order_item_id, order_id, user_id) VALUES (1, 2, 3) ON DUPLICATE KEY UPDATE order_item_id = order_item_id, user_id = user_id"
     assert k.route(sql).upsert is not None
+    assert k.route(sql.replace("order_item_id = order_item_id", "order_item_id = LAST_INSERT_ID(order_item_id)")).upsert
     with pytest.raises(RoutingError, match="unique key PRIMARY"):
         k.route(sql.replace("order_item_id = order_item_id", "order_item_id = VALUES(order_item_id)"))
 
