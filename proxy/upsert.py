@@ -98,7 +98,7 @@ async def _run(session: Session, routed: RoutedStatement, check: UpsertCheck, co
     sources = {check.lock_source} | {u.data_source for u in routed.execution_units}
     sources |= {n.data_source for row in check.rows for kv in row.keys for n in kv.candidates}
     conns = await session.backends_for(sorted(sources), record_write=True)
-    names = await _lock(session, check, conns[check.lock_source], charset)
+    names = await _lock(session, check, conns[check.lock_source], check.lock_source, charset)
     slow = _shared_across_nodes(check, names) or await _conflicts_elsewhere(check, conns, charset)
     if not slow:
         return await _batched(routed, conns, codec)
@@ -125,7 +125,7 @@ async def _run(session: Session, routed: RoutedStatement, check: UpsertCheck, co
 # --- named locks -------------------------------------------------------------------------------------------
 
 
-async def _lock(session: Session, check: UpsertCheck, conn: BackendConnection, charset: str
+async def _lock(session: Session, check: UpsertCheck, conn: BackendConnection, source: str, charset: str
                 ) -> list[list[str | None]]:
     """Every checked key value's lock (those the session holds already are not asked for again); the names,
     per row and key."""
@@ -137,7 +137,7 @@ async def _lock(session: Session, check: UpsertCheck, conn: BackendConnection, c
             for k, name in enumerate(per):
                 if name == "":
                     per[k] = next(computed)
-    held = session.txn.upsert_locks.setdefault(conn.name, [])
+    held = session.txn.upsert_locks.setdefault(source, [])  # by data source name, as session.backends
     wanted = sorted({n for per in names for n in per if n} - set(held))
     if wanted:
         sql = "SELECT " + ", ".join(f"GET_LOCK('{n}', @@innodb_lock_wait_timeout)" for n in wanted)

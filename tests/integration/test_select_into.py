@@ -83,3 +83,18 @@ def test_select_into_types(orders: ShardedEnv, mode: str) -> None:
 def test_select_into_outfile_over_several_nodes_is_refused(orders: ShardedEnv) -> None:
     refusal = orders.refusal("SELECT * FROM t_order INTO OUTFILE '/tmp/shardproxy-never-written'")
     assert refusal.errno == 1235 and "OUTFILE" in refusal.message and "t_order" in refusal.message, refusal
+
+
+def test_select_into_is_never_relayed_by_the_fast_path(orders: ShardedEnv) -> None:
+    """A one-node SELECT ... INTO on a connection the session holds idle (what the fast path relays) must
+    still reach the session's other connections."""
+    from proxy.fastpath import STATS
+
+    with orders.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM t_order")  # holds a connection to each data source
+        taken = STATS.taken
+        cur.execute("SELECT status FROM t_order WHERE user_id = 2 AND order_id = 2")  # ds_0
+        assert STATS.taken == taken + 1  # (the fast path serves this session's one-node SELECTs)
+        cur.execute("SELECT order_id INTO/* no space */@v FROM t_order WHERE user_id = 2 AND order_id = 2")
+        cur.execute("SELECT order_id, status FROM t_order WHERE user_id = 1 AND order_id = @v + 1")
+        assert cur.fetchall() == ((3, "c"),)
