@@ -124,12 +124,21 @@ def log_statement(session: Session, sql: str, routed: RoutedStatement, params: S
 async def execute_plan(
     session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT
 ) -> None:
+    if routed.into_variables:
+        from proxy.into import select_into
+
+        await select_into(session, db, routed, codec)
+        return
     units = routed.execution_units
     session.route = "single" if len(units) == 1 else "multi"
     if routed.kind is StatementKind.DDL and not await txn.implicit_commit(session):
         return  # committing the open transaction first failed (the client has the error): the DDL is not run
     try:
-        if len(units) == 1 and not routed.result_table_renames and not routed.generated_keys:
+        if routed.upsert is not None:  # a unique key without the sharding columns: looked up everywhere first
+            from proxy.upsert import execute_upsert
+
+            await execute_upsert(session, db, routed, codec)
+        elif len(units) == 1 and not routed.result_table_renames and not routed.generated_keys:
             unit = units[0]
             conn = await session.backend(unit.data_source, **_access(routed))
             try:

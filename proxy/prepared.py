@@ -193,6 +193,8 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
             routed = db.kernel.route(sql, [dummy] * num_params, session.hints())
         except RoutingError:
             continue
+        if routed.into_variables:
+            return ()  # SELECT ... INTO @v answers OK, no rows
         unit = routed.execution_units[0]
         conn = await session.backend(unit.data_source, record_write=False)  # describing is no write
         answer = await conn.prepared(unit.sql)
@@ -626,6 +628,14 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
     routed = explained or db.kernel.route(text, values, session.hints())
     units = tuple(replace(u, sql=interpolate(u.sql, u.params or ()), params=None) for u in routed.execution_units)
     routed = replace(routed, execution_units=units)
+    if routed.upsert is not None:  # its row-by-row statements run as text too
+        render_row = routed.upsert.render_row
+
+        def interpolated(i: int, node: object) -> object:
+            unit = render_row(i, node)
+            return replace(unit, sql=interpolate(unit.sql, unit.params or ()), params=None)
+
+        routed = replace(routed, upsert=replace(routed.upsert, render_row=interpolated))
     log_statement(session, text, routed, values)
     if explained is not None:
         await execute_explain(session, db, routed)

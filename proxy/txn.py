@@ -81,6 +81,8 @@ class TransactionState:
     # data sources whose part of the open transaction went with their connection (-> what happened): the
     # transaction can no longer commit atomically; COMMIT rolls back the rest and says so
     lost: dict[str, str] = field(default_factory=dict)
+    # named locks proxy.upsert took for the transaction (data source -> names), released when it ends
+    upsert_locks: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -240,6 +242,10 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
                 ended.append(name)
             else:
                 failed[name] = outcome
+        if txn.upsert_locks:
+            from proxy.upsert import release_session_locks
+
+            await release_session_locks(session)
     finally:
         session.ending_transaction = False
     _over(session)

@@ -33,6 +33,7 @@ from routing.conditions import (
 )
 from routing.errors import RoutingError
 from routing.hints import CommentHints, merge_hints, parse_comment_hints, parse_hint_comments
+from routing.into import IntoClause, find_into
 from routing.model import (
     ComplexStrategy,
     DatabaseRules,
@@ -44,7 +45,7 @@ from routing.model import (
     StandardStrategy,
     TableRule,
 )
-from routing.parse import Shape, Token, node_span, parse_statement, scan_shape, tokenize
+from routing.parse import Shape, Token, is_replace, node_span, parse_statement, scan_shape, tokenize
 from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
 from routing.rewrite import Edit, KeySlot, TableSlot, Template, build_template
 from routing.route import (
@@ -61,11 +62,13 @@ from routing.route import (
     build_units,
     param_indexes,
 )
+from routing.upsert import is_identity_assignment, upsert_spec
 
 __all__ = ["ShardingKernel", "parse_comment_hints"]
 
 _SHAPE_TEXT_LIMIT = 4096  # characters: longer prepared texts are scanned at every execute
 
+_INTO = re.compile(r"\binto\b", re.I)
 _FIRST_WORD = re.compile(r"\s*(?:(?:/\*.*?\*/|--[^\n]*\n|#[^\n]*\n)\s*)*(\w+)", re.S)
 _KINDS = {
     "SELECT": StatementKind.SELECT,
@@ -163,7 +166,9 @@ def _unrewritten(routed: RoutedStatement, sql: str, params: Sequence[Any] | None
     units = tuple(
         ExecutionUnit(u.data_source, sql, tuple(params) if params is not None else None) for u in routed.route_units
     )
-    return dc_replace(routed, execution_units=units, merge_spec=None if len(units) == 1 else routed.merge_spec)
+    # the user's text as is: no row is moved to another node's table either (routing.upsert)
+    return dc_replace(routed, execution_units=units, merge_spec=None if len(units) == 1 else routed.merge_spec,
+                      upsert=None)
 
 
 def shape_of(sql: str) -> Shape:
@@ -222,6 +227,7 @@ class _Compiler:
         self._tokens: list[Token] | None = None
         self.occurrences: list[Occurrence] = []
         self.root: exp.Expression | None = None
+        self.into: IntoClause | None = None
 
     # -- small helpers --
 
@@ -244,11 +250,15 @@ class _Compiler:
         return build_template(self.shape, 0, len(self.sql), edits)
 
     def base(self, kind: StatementKind, write: bool, tables: list[str]) -> dict[str, Any]:
+        into = self.into
         return {
             "kind": kind,
             "write": write,
             "param_index": self.param_index,
             "logic_tables": tuple(dict.fromkeys(tables)),
+            "pins": self.into_pins(),
+            "into_variables": into.variables if into is not None and into.kind == "variables" else (),
+            "into_trailing": into is not None and into.trailing,
         }
 
     def fixed(
@@ -265,7 +275,7 @@ class _Compiler:
     # -- entry --
 
     def compile(self) -> Plan:
-        ast = parse_statement(self.shape)
+        ast = parse_statement(self.parse_shape())
         if ast is None or isinstance(ast, exp.Command):
             return self.unparsed()
         self.root = ast
@@ -278,6 +288,8 @@ class _Compiler:
         ours = [o for o in self.occurrences if o.category != "foreign"]
         edits = self.table_edits(ast)
         names = [o.name for o in ours]
+        if self.into is not None:
+            write = True  # as every SELECT ... INTO: the primary of a read/write splitting group answers it
         if kind is StatementKind.DDL:
             return self.ddl(kind, write, edits, names)
         if isinstance(ast, exp.Insert) and isinstance(ast.expression, exp.Values):
@@ -287,6 +299,28 @@ class _Compiler:
         if not any(o.category == "sharded" for o in ours):
             return self.unsharded(kind, write, edits, ours)
         return self.sharded(ast, kind, write, edits, ours)
+
+    def parse_shape(self) -> Shape:
+        """The shape sqlglot reads: the statement, with a SELECT's INTO clause blanked out (same length, so
+        offsets stay the user's), which sqlglot reads in one position only."""
+        sql = self.sql
+        if not _INTO.search(sql):
+            return self.shape
+        into = find_into(self.tokens)
+        if into is None or into.kind == "other":
+            return self.shape
+        self.into = into
+        self._tokens = [t for t in self.tokens if not into.start <= t.start < into.end]
+        blanked = sql[: into.start] + " " * (into.end - into.start) + sql[into.end :]
+        return Shape(blanked, self.shape.key, self.shape.spans)
+
+    def into_pins(self) -> tuple[tuple[int, str], ...]:
+        """Value tokens inside the INTO clause (``@'name'``, the file name): the plan holds them."""
+        into = self.into
+        if into is None:
+            return ()
+        return tuple((k, self.shape.text(k)) for k, (s, _e, _kind) in enumerate(self.shape.spans)
+                     if into.start <= s < into.end)
 
     def classify(self, ast: exp.Expression) -> tuple[StatementKind, bool]:
         if isinstance(ast, exp.Select | exp.SetOperation):
@@ -544,14 +578,26 @@ class _Compiler:
         if kind is StatementKind.SELECT and isinstance(ast, exp.Select) and refuse is None:
             from routing.rewrite import select_rewrite
 
+            multi_edits = list(edits)
+            if self.into is not None and self.into.kind == "variables":
+                # over several nodes the proxy assigns the variables from the merged row (proxy.into)
+                multi_edits.append(Edit(self.into.start, self.into.end, ()))
             multi_template, merge, pins, refusal = select_rewrite(
-                self.shape, self.tokens, ast, edits, self.metadata, sharded
+                self.shape, self.tokens, ast, multi_edits, self.metadata, sharded
             )
             refuse = refusal
             self.pins = pins
+        if refuse is None and self.into is not None and self.into.kind in ("outfile", "dumpfile"):
+            refuse = (
+                f"SELECT ... INTO {self.into.kind.upper()} on sharded table(s) "
+                f"{', '.join(dict.fromkeys(o.name for o in sharded))} routes to several data nodes, whose "
+                "servers would each write a file of their own; add sharding conditions that route it to one "
+                "data node, or select the rows and write the file in the client"
+            )
+        base = self.base(kind, write, names)
+        base["pins"] = base["pins"] + tuple(getattr(self, "pins", ()))
         return ShardedPlan(
-            **self.base(kind, write, names),
-            pins=getattr(self, "pins", ()),
+            **base,
             sharding=self.sharding,
             conditions=tuple(conditions),
             order=tuple(dict.fromkeys(o.name for o in sharded)),
@@ -788,7 +834,8 @@ class _Compiler:
         if conflict is not None:
             for assignment in conflict.expressions or ():
                 col = assignment.this if isinstance(assignment, exp.EQ) else None
-                if isinstance(col, exp.Column) and col.name.lower() in rule.sharding_columns:
+                if isinstance(col, exp.Column) and col.name.lower() in rule.sharding_columns \
+                        and not is_identity_assignment(assignment):
                     raise RoutingError(
                         f"INSERT ... ON DUPLICATE KEY UPDATE assigns sharding column {col.name} of "
                         f"{target.name}; the row would have to move to another data node. Leave the "
@@ -817,6 +864,15 @@ class _Compiler:
             rows.append(InsertRow(sharding_values))
         base = self.base(StatementKind.INSERT, True, [target.name])
         head, row_templates, tail = self.insert_templates(target, edits, len(tuples), key_column)
+        mode = ("replace" if is_replace(self.sql) else "update" if conflict is not None
+                else "ignore" if ast.args.get("ignore") else None)
+        upsert = None
+        if mode is not None:
+            upsert = upsert_spec(
+                mode=mode, rule=rule, metadata=self.metadata, database=self.rules.name, lock_source=self.first_ds,
+                columns=columns, rows=[row.expressions if isinstance(row, exp.Tuple) else [row] for row in tuples],
+                key_column=key_column, conflict=conflict, slot_at=self.slot_at,
+            )
         return InsertPlan(
             **base,
             rule=rule,
@@ -825,6 +881,7 @@ class _Compiler:
             row_templates=row_templates,
             tail=tail,
             key_column=key_column,
+            upsert=upsert,
         )
 
     def insert_templates(

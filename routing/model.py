@@ -219,9 +219,41 @@ class DatabaseRules:
         )
 
 
+@dataclass(frozen=True)
+class ColumnInfo:
+    """What information_schema.COLUMNS says of one column (names and types lower case)."""
+
+    name: str
+    data_type: str  # int, bigint, varchar, char, decimal, datetime, ...
+    unsigned: bool = False
+    length: int | None = None  # CHARACTER_MAXIMUM_LENGTH (BINARY(n), CHAR(n))
+    precision: int | None = None  # NUMERIC_PRECISION
+    scale: int | None = None  # NUMERIC_SCALE
+    datetime_precision: int | None = None
+    charset: str | None = None
+    collation: str | None = None
+    nullable: bool = True
+    default_null: bool = True  # no default, or DEFAULT NULL
+    auto_increment: bool = False
+
+
+@dataclass(frozen=True)
+class UniqueKey:
+    """A PRIMARY or UNIQUE key of a table, columns lower case in key order. `prefix`: some column is indexed
+    on a prefix only (``UNIQUE (name(10))``): equal prefixes collide."""
+
+    name: str
+    columns: tuple[str, ...]
+    prefix: bool = False
+
+
 class SchemaMetadata(Protocol):
     """What the kernel may ask about actual schemas; the proxy loads it from the backends at start-up
-    and after DDL. Answers are for logic tables (columns) and for unsharded tables (where they live)."""
+    and after DDL. Answers are for logic tables (columns) and for unsharded tables (where they live).
+
+    Optional (the kernel asks with getattr; a metadata without them knows no keys):
+    ``unique_keys(logic_table) -> tuple[UniqueKey, ...]`` in the order the server checks them (PRIMARY
+    first) and ``column_info(logic_table, column) -> ColumnInfo | None``."""
 
     def columns(self, logic_table: str) -> list[str] | None:
         """Column names of a logic table in table order (for INSERT without a column list)."""

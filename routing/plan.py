@@ -60,3 +60,10 @@ class RoutedStatement:
     logic_tables: tuple[str, ...] = ()
     # For DESCRIBE/SHOW CREATE TABLE answers: actual table name -> logic name to map back in the result.
     result_table_renames: Mapping[str, str] = field(default_factory=dict)
+    # SELECT ... INTO @a, @b: the units run the SELECT without its INTO clause; the proxy takes the one row
+    # and assigns these user variables for the session (on every backend connection it uses)
+    into_variables: tuple[str, ...] = ()
+    into_trailing: bool = False  # the INTO clause came after FROM (MariaDB warns 1287)
+    # INSERT ... ON DUPLICATE KEY UPDATE / REPLACE / INSERT IGNORE into a sharded table with a unique key
+    # that lacks a sharding column: a routing.upsert.UpsertCheck the proxy runs the statement with
+    upsert: Any = None

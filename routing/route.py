@@ -386,6 +386,8 @@ class Plan:
     param_index: tuple[int | None, ...]
     logic_tables: tuple[str, ...] = ()
     pins: tuple[tuple[int, str], ...] = ()
+    into_variables: tuple[str, ...] = ()  # SELECT ... INTO @a, @b: assigned by the proxy (routing.into)
+    into_trailing: bool = False
 
     def accepts(self, shape: Shape) -> bool:
         return all(shape.text(k) == text for k, text in self.pins)
@@ -425,6 +427,8 @@ class FixedPlan(Plan):
             write=self._write(hints),
             logic_tables=self.logic_tables,
             result_table_renames=self.renames,
+            into_variables=self.into_variables,
+            into_trailing=self.into_trailing,
         )
 
 
@@ -500,6 +504,8 @@ class ShardedPlan(Plan):
             merge_spec=spec,
             write=self._write(hints),
             logic_tables=self.logic_tables,
+            into_variables=self.into_variables,
+            into_trailing=self.into_trailing,
         )
 
 
@@ -535,6 +541,7 @@ class InsertPlan(Plan):
     tail: Template = EMPTY_TEMPLATE
     key_column: str | None = None  # generate this column's value per row
     row_separator: str = ", "
+    upsert: Any = None  # routing.upsert.UpsertSpec: unique keys without the sharding columns to check
 
     def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
         rule = self.rule
@@ -542,6 +549,7 @@ class InsertPlan(Plan):
         values = statement_values(shape, params)
         keys: list[Any] = []
         by_node: dict[DataNode, list[int]] = {}
+        homes: list[DataNode | None] = []
         sharding_columns = rule.sharding_columns
         for i, row in enumerate(self.rows):
             row_values: dict[str, Any] = {}
@@ -560,6 +568,7 @@ class InsertPlan(Plan):
                 if self.key_column in sharding_columns:
                     row_values[self.key_column] = key
             nodes = route_table(rule, [precise_group(row_values)], hints)
+            homes.append(nodes[0] if nodes else None)
             if len(nodes) != 1:
                 missing = sorted(sharding_columns - set(row_values))
                 detail = f"it lacks sharding column(s) {', '.join(missing)}" if missing else "its values"
@@ -574,19 +583,17 @@ class InsertPlan(Plan):
         execution: list[ExecutionUnit] = []
         logic = rule.logic_table.lower()
         for node in [n for n in rule.data_nodes if n in by_node]:
-            table_map = {logic: node.table}
-            out: list[str] = []
-            out_params: list[Any] | None = [] if params is not None else None
-            render(self.head, table_map, ctx, out, out_params)
-            for j, i in enumerate(by_node[node]):
-                if j:
-                    out.append(self.row_separator)
-                render(self.row_templates[i], table_map, ctx, out, out_params, keys[i] if keys else None)
-            render(self.tail, table_map, ctx, out, out_params)
-            units.append(RouteUnit(node.data_source, table_map))
-            execution.append(
-                ExecutionUnit(node.data_source, "".join(out), tuple(out_params) if out_params is not None else None)
-            )
+            units.append(RouteUnit(node.data_source, {logic: node.table}))
+            execution.append(self._render(ctx, node, by_node[node], keys))
+        upsert = None
+        if self.upsert is not None:
+            from routing.upsert import UpsertCheck, check_rows
+
+            rows = check_rows(self.upsert, rule, homes, values,  # type: ignore[arg-type]
+                              lambda sharding: route_table(rule, [precise_group(sharding)], None))
+            if any(self.upsert.keys[kv.key].checked for row in rows for kv in row.keys):
+                upsert = UpsertCheck(self.upsert, rows, shape, tuple(params) if params is not None else None,
+                                     self.param_index, lambda i, node: self._render(ctx, node, [i], keys))
         return RoutedStatement(
             kind=self.kind,
             route_units=tuple(units),
@@ -594,7 +601,22 @@ class InsertPlan(Plan):
             generated_keys=tuple(keys),
             write=True,
             logic_tables=self.logic_tables,
+            upsert=upsert,
         )
+
+    def _render(self, ctx: RenderContext, node: DataNode, rows: Sequence[int], keys: Sequence[Any]) -> ExecutionUnit:
+        """The statement with these rows (in this order), for one data node."""
+        assert self.rule is not None
+        table_map = {self.rule.logic_table.lower(): node.table}
+        out: list[str] = []
+        out_params: list[Any] | None = [] if ctx.params is not None else None
+        render(self.head, table_map, ctx, out, out_params)
+        for j, i in enumerate(rows):
+            if j:
+                out.append(self.row_separator)
+            render(self.row_templates[i], table_map, ctx, out, out_params, keys[i] if keys else None)
+        render(self.tail, table_map, ctx, out, out_params)
+        return ExecutionUnit(node.data_source, "".join(out), tuple(out_params) if out_params is not None else None)
 
 
 @dataclass(frozen=True)
