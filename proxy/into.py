@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING
 
 from protocol import text
 from protocol.constants import ColumnFlag, ColumnType, ServerStatus
-from protocol.framing import FrameDecoder
 from protocol.packets import ColumnDefinition41, ComQuery, EOFPacket, ERRPacket, OKPacket, decode_text_row
 from protocol.results import ResultHeader
 from protocol.wire import Reader
 from proxy.backend import BackendConnection, BackendError
 from proxy.codec import StatementCodec
+from proxy.wire import CapturedWriter
 from routing.plan import RoutedStatement
 
 if TYPE_CHECKING:
@@ -50,29 +50,6 @@ _TEMPORAL = {ColumnType.DATE, ColumnType.NEWDATE, ColumnType.TIME, ColumnType.TI
 
 # collation id -> (character set, collation name), as the data sources' information_schema says
 _collation_names: dict[int, tuple[str, str] | None] = {}
-
-
-class _Capture:
-    """Stands in for the client's writer while the SELECT runs: keeps the frames it would have sent."""
-
-    def __init__(self) -> None:
-        self.frames = FrameDecoder()
-
-    def write(self, data: bytes) -> None:
-        self.frames.feed(data)
-
-    @property
-    def transport(self) -> _Capture:
-        return self
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def is_closing(self) -> bool:
-        return False
-
-    async def drain(self) -> None:
-        return None
 
 
 async def select_into(session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec) -> None:
@@ -139,7 +116,7 @@ async def _merged(session: Session, db: LogicalDatabase, routed: RoutedStatement
     from proxy.executor import execute_plan
 
     variables = routed.into_variables
-    capture = _Capture()
+    capture = CapturedWriter()
     saved = session.writer, session.wire.writer, session.wire.seq
     session.writer = session.wire.writer = capture  # type: ignore[assignment]
     try:

@@ -43,14 +43,14 @@ from protocol.binary import (
     value_to_sql_literal,
 )
 from protocol.constants import Collation, ColumnFlag, ColumnType, ErrorCode, ServerStatus
-from protocol.framing import FrameDecoder
 from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row, end_of_result
 from protocol.results import ResultHeader
 from protocol.wire import Reader
 from proxy import txn
 from proxy.backend import BackendConnection, BackendError
-from proxy.readwrite import Access, ReadWriteGroup, TrackingWriter, classify_access, group_backend
+from proxy.readwrite import Access, ReadWriteGroup, TrackingWriter, classify_access, drop_replica, group_backend
 from proxy.txn import classify_session_statement
+from proxy.wire import CapturedWriter
 from routing.errors import RoutingError
 from routing.parse import scan_shape
 from routing.session_functions import CALL
@@ -269,10 +269,7 @@ async def _execute_on_group(session: Session, stmt: ClientStatement, payload: by
             except BackendError as exc:  # a replica lost before any byte reached the client: another member
                 if tracker.written:
                     raise
-                session.read_backends.pop(conn.name, None)
-                conn.broken = True
-                session.give_back(conn)
-                group.mark_down(conn.name, str(exc))
+                drop_replica(session, group, conn, exc)
                 continue
             if request.flags & CURSOR_TYPE_READ_ONLY:
                 stmt.cursor_conn, stmt.cursor_id = conn, backend_id
@@ -460,35 +457,12 @@ ER_STMT_HAS_NO_OPEN_CURSOR = 1421
 _LAST_ROW_SENT = int(ServerStatus.LAST_ROW_SENT)
 
 
-class _Capture:
-    """Stands in for the client's writer while a cursor's result is produced: keeps the frames."""
-
-    def __init__(self) -> None:
-        self.frames = FrameDecoder()
-
-    def write(self, data: bytes) -> None:
-        self.frames.feed(data)
-
-    @property
-    def transport(self) -> _Capture:
-        return self
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def is_closing(self) -> bool:
-        return False
-
-    async def drain(self) -> None:
-        return None
-
-
 async def _open_cursor(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
     """COM_STMT_EXECUTE with CURSOR_TYPE_READ_ONLY on a sharded database: the statement runs (and merges)
     as usual, its rows are kept for COM_STMT_FETCH (within props.proxy-merge-memory-rows), and the client
     gets the columns and a status saying a cursor is open, as from MySQL. (`request` was decoded with the
     statement's long data, which is gone from it since.)"""
-    capture = _Capture()
+    capture = CapturedWriter()
     saved = session.writer, session.wire.writer, session.wire.seq
     session.writer = session.wire.writer = capture  # type: ignore[assignment]
     try:

@@ -770,11 +770,17 @@ async def relay_read(session: Session, group: ReadWriteGroup, payload: bytes) ->
         except BackendError as exc:
             if tracker.written:
                 raise
-            session.read_backends.pop(conn.name, None)
-            conn.broken = True
-            session.give_back(conn)
-            group.mark_down(conn.name, str(exc))
+            drop_replica(session, group, conn, exc)
     return await _relay_primary(session, group, payload, record_write=False)
+
+
+def drop_replica(session: Session, group: ReadWriteGroup, conn: BackendConnection, exc: BackendError) -> None:
+    """A replica connection failed before any byte of its answer reached the client: it is closed, the replica
+    leaves the rotation, and the caller tries another member."""
+    session.read_backends.pop(conn.name, None)
+    conn.broken = True
+    session.give_back(conn)
+    group.mark_down(conn.name, str(exc))
 
 
 async def relay_pass_through(session: Session, source: DataSource, payload: bytes, sql: str) -> None:

@@ -98,3 +98,27 @@ class ClientPackets:
 
 
 __all__ = ["ClientGone", "ClientPackets", "PacketTooLarge"]
+
+
+class CapturedWriter:
+    """Stands in for a client's writer where the proxy produces an answer for itself (a cursor's rows kept for
+    COM_STMT_FETCH, the row of a SELECT ... INTO): keeps the frames that would have been sent."""
+
+    def __init__(self) -> None:
+        self.frames = FrameDecoder()
+
+    def write(self, data: bytes) -> None:
+        self.frames.feed(data)
+
+    @property
+    def transport(self) -> CapturedWriter:
+        return self
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return False
+
+    async def drain(self) -> None:
+        return None

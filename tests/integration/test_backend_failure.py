@@ -12,21 +12,8 @@ import pymysql
 import pytest
 
 from tests.conftest import ServerFactory
+from tests.integration.faults import T_BIG_RULES
 from tests.integration.harness import start_proxy, write_conf
-
-RULES = """\
-- !SHARDING
-  tables:
-    t_big:
-      actualDataNodes: ds_${0..1}.t_big_${0..1}
-      databaseStrategy:
-        standard: {shardingColumn: id, shardingAlgorithmName: db_mod}
-      tableStrategy:
-        standard: {shardingColumn: id, shardingAlgorithmName: t_mod}
-  shardingAlgorithms:
-    db_mod: {type: INLINE, props: {algorithm-expression: 'ds_${id % 2}'}}
-    t_mod: {type: INLINE, props: {algorithm-expression: 't_big_${intdiv(id, 2) % 2}'}}
-"""
 
 
 @pytest.fixture
@@ -37,7 +24,7 @@ def two_shards(mariadb_factory: ServerFactory, tmp_path: Path) -> Any:
     conf = write_conf(
         tmp_path / "conf",
         {"fail_db": {f"ds_{i}": (s, f"shard_{i}") for i, s in enumerate(servers)}},
-        rules_yaml={"fail_db": RULES.replace("intdiv(id, 2)", "id.intdiv(2)")},
+        rules_yaml={"fail_db": T_BIG_RULES},
     )
     proxy = start_proxy(conf)
     yield proxy, servers
@@ -117,7 +104,7 @@ def test_statement_timeout_cancels_cleanly(mariadb_factory: ServerFactory, tmp_p
     conf = write_conf(
         tmp_path / "conf",
         {"fail_db": {f"ds_{i}": (s, f"shard_{i}") for i, s in enumerate(servers)}},
-        rules_yaml={"fail_db": RULES.replace("intdiv(id, 2)", "id.intdiv(2)")},
+        rules_yaml={"fail_db": T_BIG_RULES},
         props={"proxy-statement-timeout-seconds": 1},
     )
     proxy = start_proxy(conf)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import random
-import socket
 import threading
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ import structlog
 
 from proxy.pool import Lease
 from tests.conftest import ServerFactory
+from tests.integration.faults import abort
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
 
 CLIENTS = 64
@@ -48,18 +48,6 @@ RULES = """\
 
 class Mismatch(AssertionError):
     pass
-
-
-def abort(conn: Any) -> None:
-    """Close a PyMySQL connection's socket with a RST, without COM_QUIT, and make PyMySQL forget it."""
-    sock = conn._sock
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-    sock.shutdown(socket.SHUT_RDWR)  # the makefile() PyMySQL reads through keeps the fd open past close()
-    sock.close()
-    conn._sock = None
-    conn._rfile = None
-    conn._result = None
-    conn._closed = True
 
 
 class Client:

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -21,21 +20,8 @@ import pymysql
 import pytest
 
 from tests.conftest import ServerFactory
+from tests.integration.faults import T_BIG_RULES, abort
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
-
-RULES = """\
-- !SHARDING
-  tables:
-    t_big:
-      actualDataNodes: ds_${0..1}.t_big_${0..1}
-      databaseStrategy:
-        standard: {shardingColumn: id, shardingAlgorithmName: db_mod}
-      tableStrategy:
-        standard: {shardingColumn: id, shardingAlgorithmName: t_mod}
-  shardingAlgorithms:
-    db_mod: {type: INLINE, props: {algorithm-expression: 'ds_${id % 2}'}}
-    t_mod: {type: INLINE, props: {algorithm-expression: 't_big_${id.intdiv(2) % 2}'}}
-"""
 
 
 @contextlib.contextmanager
@@ -46,7 +32,7 @@ def _proxy(mariadb_factory: ServerFactory, tmp_path: Path, *, props: dict[str, A
         s.execute(f"CREATE DATABASE shard_{i}")
     conf = write_conf(
         tmp_path / "conf", {"tdb": {f"ds_{i}": (s, f"shard_{i}") for i, s in enumerate(servers)}},
-        rules_yaml={"tdb": RULES}, props=props, max_pool_size=pool, data_source_props=pool_props,
+        rules_yaml={"tdb": T_BIG_RULES}, props=props, max_pool_size=pool, data_source_props=pool_props,
     )
     proxy = start_proxy(conf)
     try:
@@ -122,16 +108,6 @@ def test_a_full_pool_wait_ends_after_connection_timeout_naming_the_data_source(
         other.close()
 
 
-def _abort(conn: Any) -> None:
-    """Close a PyMySQL connection's socket with a RST, without COM_QUIT."""
-    sock = conn._sock
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-    sock.shutdown(socket.SHUT_RDWR)  # the makefile() PyMySQL reads through keeps the fd open past close()
-    sock.close()
-    conn._sock = None
-    conn._closed = True
-
-
 @pytest.mark.parametrize("sql,marker", [
     ("SELECT SLEEP(12) AS marker_one", "marker_one"),  # one node
     ("SELECT id, SLEEP(5) AS marker_all FROM t_big", "marker_all"),  # scatter
@@ -151,7 +127,7 @@ def test_a_client_gone_mid_statement_has_its_backend_statements_killed(
         while not any(_running(s, marker) for s in servers):
             assert time.monotonic() < deadline, "the statement never started on a backend"
             time.sleep(0.05)
-        _abort(conn)
+        abort(conn)
         gone_at = time.monotonic()
         while any(_running(s, marker) for s in servers):
             assert time.monotonic() - gone_at < 1.0, [_running(s, marker) for s in servers]
