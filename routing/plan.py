@@ -60,3 +60,6 @@ class RoutedStatement:
     logic_tables: tuple[str, ...] = ()
     # For DESCRIBE/SHOW CREATE TABLE answers: actual table name -> logic name to map back in the result.
     result_table_renames: Mapping[str, str] = field(default_factory=dict)
+    # SET @v = (SELECT ...) routed to one unit: the user variables it assigns, whose values the proxy copies
+    # to the session's other connections
+    set_variables: tuple[str, ...] = ()

@@ -386,6 +386,7 @@ class Plan:
     param_index: tuple[int | None, ...]
     logic_tables: tuple[str, ...] = ()
     pins: tuple[tuple[int, str], ...] = ()
+    set_variables: tuple[str, ...] = ()  # SET @v = (SELECT ...): the user variables it assigns
 
     def accepts(self, shape: Shape) -> bool:
         return all(shape.text(k) == text for k, text in self.pins)
@@ -425,6 +426,7 @@ class FixedPlan(Plan):
             write=self._write(hints),
             logic_tables=self.logic_tables,
             result_table_renames=self.renames,
+            set_variables=self.set_variables,
         )
 
 
@@ -500,6 +502,7 @@ class ShardedPlan(Plan):
             merge_spec=spec,
             write=self._write(hints),
             logic_tables=self.logic_tables,
+            set_variables=self.set_variables,
         )
 
 
