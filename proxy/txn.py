@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from protocol.constants import ServerStatus
 from protocol.errors import ServerError
 from protocol.packets import ERRPacket
+from proxy import setquery
 from proxy.backend import BackendError
 
 if TYPE_CHECKING:
@@ -340,12 +341,18 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
         session.update_status(0)
         session.ok()
     elif stmt.kind == "next_tx":
-        txn.next_tx_sets.append(sql)
+        await _hold_one(session)
         for conn in list(session.backends.values()):
             await session._must(conn, sql)
+        txn.next_tx_sets.append(sql)  # only once it ran: a SET TRANSACTION that fails is not replayed
         session.ok()
     else:  # plain SET: every connection now, and every one borrowed later
+        db = session.database
+        if stmt.value is None and db is not None and db.kernel is not None and setquery.reads_tables(sql) \
+                and await setquery.routed_set(session, db, sql):
+            return  # SET @v = (SELECT ... FROM t): run where the kernel routes it, values copied
         session.release_read_backends()
+        await _hold_one(session)
         for conn in list(session.backends.values()):
             await session._must(conn, sql)
         if stmt.value:
@@ -357,6 +364,15 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             for conn in session.backends.values():
                 conn.session_sets = tuple(txn.session_sets)
         session.ok()
+
+
+async def _hold_one(session: Session) -> None:
+    """A SET recorded for the connections borrowed later must have run somewhere first: with no connection
+    held yet, one is taken, so that a SET the backends refuse fails now (and is not recorded) instead of
+    failing every later statement that borrows a connection."""
+    db = session.database
+    if not session.backends and db is not None and db.sources:
+        await session.backend(next(iter(db.sources)))
 
 
 _SAVEPOINT = re.compile(
