@@ -319,6 +319,10 @@ def _set_args(node: exp.Expression) -> list[str]:
 def construct_refusal(root: exp.Expression) -> Refusal | None:
     """The first construct of the statement that the kernel does not know how to distribute, or None."""
     allowed_aggregates = _placed_aggregates(root)
+    if isinstance(root, exp.Select):
+        refusal = _having_refusal(root)
+        if refusal is not None:
+            return refusal
     for node in _walk(root):
         name = type(node).__name__
         if name not in ALLOWED:
@@ -335,6 +339,44 @@ def construct_refusal(root: exp.Expression) -> Refusal | None:
 
 
 _MERGED_TEXT = "COUNT, SUM, MIN, MAX, AVG, GROUP_CONCAT, BIT_AND, BIT_OR, BIT_XOR"
+
+
+# What `merge.having` evaluates after merging (besides output columns and the merged aggregates).
+_HAVING_EVALUATED = frozenset(
+    "Paren Literal Null Boolean Column Identifier And Or Xor Not EQ NEQ GT GTE LT LTE NullSafeEQ Add Sub Mul "
+    "Div IntDiv Mod Neg Is In Between Like".split()
+)
+
+
+def _having_refusal(select: exp.Select) -> Refusal | None:
+    """Over several nodes HAVING is evaluated by the merge on the merged groups: only what it computes."""
+    having = select.args.get("having")
+    if having is None:
+        return None
+    items = {_normalized(i.unalias()) for i in select.expressions}
+    stack: list[exp.Expression] = [having.this]
+    while stack:
+        node = stack.pop()
+        name = type(node).__name__
+        if name in MERGED_AGGREGATES or _normalized(node) in items:
+            continue  # a merged aggregate (derived by the rewrite when not selected) or an output column
+        if name not in _HAVING_EVALUATED or (isinstance(node, exp.In) and node.args.get("query") is not None):
+            return Refusal(
+                shown(node),
+                "over several data nodes HAVING is evaluated by the proxy on the merged groups, and it only "
+                "computes comparisons, AND / OR / NOT, IS, IN, BETWEEN, LIKE and arithmetic over the select "
+                "list's columns and aggregates",
+                "select the expression and use its alias in HAVING",
+            )
+        stack.extend(node.iter_expressions())
+    return None
+
+
+def _normalized(node: exp.Expression) -> str:
+    try:
+        return node.sql(dialect="mysql").lower()
+    except Exception:  # sqlglot cannot render some partial nodes
+        return repr(node)
 
 
 def _placed_aggregates(root: exp.Expression) -> set[int]:

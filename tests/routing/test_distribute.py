@@ -118,6 +118,10 @@ REFUSED_OVER_SEVERAL = [
     ("SELECT @n := @n + 1, order_id FROM t_order", "@n := @n + 1"),
     ("SELECT order_id FROM t_order ORDER BY RAND(7)", "RAND(seed)"),
     ("SELECT order_id FROM t_order WHERE MATCH (status) AGAINST ('paid')", "full-text"),
+    # HAVING is evaluated by the merge: only what it computes
+    ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id HAVING COUNT(*) > (SELECT COUNT(*) FROM t_address)",
+     "HAVING is evaluated by the proxy"),
+    ("SELECT user_id, COUNT(*) c FROM t_order GROUP BY user_id HAVING ABS(c) > 2", "ABS(c)"),
     # clauses the rewrite does not handle
     ("SELECT order_id INTO @v FROM t_order", "SELECT ... INTO"),
     ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id WITH ROLLUP", "ROLLUP"),
@@ -187,6 +191,8 @@ ANSWERED_OVER_SEVERAL = [
     "SELECT user_id, COUNT(*), SUM(amount), MIN(amount), MAX(amount), AVG(amount), COUNT(DISTINCT status), "
     "BIT_OR(order_id), GROUP_CONCAT(order_id) FROM t_order GROUP BY user_id HAVING COUNT(*) > 1 "
     "ORDER BY user_id LIMIT 5",
+    "SELECT UPPER(status), COUNT(*) AS c FROM t_order GROUP BY UPPER(status) HAVING UPPER(status) <> 'X' "
+    "AND c BETWEEN 1 AND 9 AND MAX(amount) IS NOT NULL AND NOT (c IN (3, 4) OR UPPER(status) LIKE 'p%')",
     "SELECT DISTINCT user_id FROM t_order WHERE status IN ('a', 'b') AND NOT (user_id = 3) ORDER BY user_id",
     "SELECT /*+ MAX_EXECUTION_TIME(1000) */ order_id FROM t_order USE INDEX (PRIMARY) FOR UPDATE",
     # co-located subqueries (correlated on every sharding column of a binding table, or the same table)
