@@ -470,6 +470,30 @@ def _context_refusal(node: exp.Expression, root: exp.Expression, placed: set[int
     return None
 
 
+# --- writes to broadcast tables: the same statement on every data source --------------------------------
+
+# Functions whose value differs from one server to the other (NOW() and the like are statement-constant
+# timestamps: accepted).
+_UNREPEATABLE_FUNCTIONS = frozenset({"UUID_SHORT", "SYSDATE", "RANDOM_BYTES"})
+
+
+def replica_refusal(root: exp.Expression) -> Refusal | None:
+    """A write sent to every data source (a broadcast table) must do the same there: nothing random, no
+    LIMIT that picks arbitrary rows."""
+    for node in _walk(root):
+        if isinstance(node, exp.Rand | exp.Uuid) or (
+            isinstance(node, exp.Anonymous) and str(node.this).upper() in _UNREPEATABLE_FUNCTIONS
+        ):
+            return Refusal(shown(node), "its value differs on every data source")
+    if isinstance(root, exp.Update | exp.Delete) and root.args.get("limit") is not None:
+        if root.args.get("order") is None:
+            return Refusal(
+                "LIMIT without ORDER BY", "each data source may pick other rows",
+                "order by a unique key, or name the rows in WHERE",
+            )
+    return None
+
+
 # --- outer joins with a broadcast (or single) table on the preserved side ------------------------------
 
 SHARDED = "sharded"

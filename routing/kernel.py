@@ -31,7 +31,7 @@ from routing.conditions import (
     project,
     value_ref,
 )
-from routing.distribute import OuterJoins, construct_refusal, shown
+from routing.distribute import OuterJoins, construct_refusal, replica_refusal, shown
 from routing.errors import RoutingError
 from routing.hints import CommentHints, merge_hints, parse_comment_hints, parse_hint_comments
 from routing.model import (
@@ -424,6 +424,14 @@ class _Compiler:
                 )
             return self.fixed(kind, write, single_sources, edits, names)
         if broadcast and (writes_broadcast or kind is StatementKind.OTHER):
+            if writes_broadcast and len(self.rules.data_sources) > 1 and self.root is not None:
+                refusal = replica_refusal(self.root)
+                if refusal is not None:
+                    raise RoutingError(
+                        f"{refusal.construct}: {refusal.reason}, so the copies of broadcast table "
+                        f"{broadcast[0].name} on the data sources {', '.join(self.rules.data_sources)} would "
+                        f"diverge; {refusal.advice or 'compute the value in the client and write it as a literal'}"
+                    )
             return self.fixed(kind, write, list(self.rules.data_sources), edits, names)
         return self.fixed(kind, write, [self.first_ds], edits, names)
 

@@ -272,3 +272,28 @@ def test_set_from_a_query_over_several_nodes_is_refused(kernel: ShardingKernel) 
     assert "the subquery of this SET on sharded table t_order routes to several data nodes" in message
     message = _refusal(kernel, "SET SESSION sql_mode = (SELECT MAX(status) FROM t_order WHERE user_id = 1)")
     assert "only for user variables" in message
+
+
+# --- writes to broadcast tables run on every data source: they must do the same there ------------------------
+
+
+@pytest.mark.parametrize(("sql", "fragment"), [
+    ("UPDATE t_address SET address_name = UUID()", "UUID()"),
+    ("INSERT INTO t_address (address_id, address_name) VALUES (RAND() * 100, 'x')", "RAND()"),
+    ("UPDATE t_address SET address_id = UUID_SHORT() WHERE address_id = 1", "UUID_SHORT()"),
+    ("DELETE FROM t_address LIMIT 1", "LIMIT without ORDER BY"),
+    ("UPDATE t_address SET address_name = 'x' LIMIT 2", "LIMIT without ORDER BY"),
+])
+def test_broadcast_writes_that_would_diverge_are_refused(kernel: ShardingKernel, sql: str, fragment: str) -> None:
+    message = _refusal(kernel, sql)
+    assert fragment in message and "copies of broadcast table t_address" in message, message
+
+
+@pytest.mark.parametrize("sql", [
+    "UPDATE t_address SET address_name = CONCAT(address_name, NOW()) WHERE address_id = 1",
+    "DELETE FROM t_address ORDER BY address_id LIMIT 1",
+    "INSERT INTO t_address (address_id, address_name) VALUES (1, 'a')",
+    "SELECT RAND(), UUID() FROM t_address",  # a read: one data source
+])
+def test_repeatable_broadcast_statements_are_accepted(kernel: ShardingKernel, sql: str) -> None:
+    kernel.route(sql)
