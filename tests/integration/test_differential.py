@@ -268,6 +268,8 @@ ITEM13_CASES = [
            "WHERE i.order_id = o.order_id AND i.unit_price IS NOT NULL) ORDER BY o.order_id", ANSWER, ordered=True),
     Item13("SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) AS n "
            "FROM t_order o WHERE o.user_id IN (3, 4)", ANSWER),
+    Item13("SELECT o.order_id, (SELECT SUM(i.qty) FROM t_order_item i WHERE i.order_id = o.order_id) AS q "
+           "FROM t_order o ORDER BY q DESC, o.order_id LIMIT 20", ANSWER, ordered=True),
     # 3. a broadcast table on the preserved side of an outer join with a sharded table repeats per node
     Item13("SELECT a.address_id, o.order_id FROM t_address a LEFT JOIN t_order o ON o.user_id = a.user_id",
            REFUSE, "preserved side of an outer join"),
