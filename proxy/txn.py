@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from protocol.constants import ServerStatus
 from protocol.errors import ServerError
 from protocol.packets import ERRPacket
+from proxy import setquery
 from proxy.backend import BackendError
 
 if TYPE_CHECKING:
@@ -346,12 +347,21 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
         session.update_status(0)
         session.ok()
     elif stmt.kind == "next_tx":
-        txn.next_tx_sets.append(sql)
+        probe = await _probe(session)
         for conn in list(session.backends.values()):
             await session._must(conn, sql)
+        txn.next_tx_sets.append(sql)  # only once it ran: a SET TRANSACTION that fails is not replayed
+        _end_probe(session, probe)
         session.ok()
     else:  # plain SET: every connection now, and every one borrowed later
+        db = session.database
+        if stmt.value is None and db is not None and db.kernel is not None and setquery.reads_tables(sql) \
+                and await setquery.routed_set(session, db, sql):
+            return  # SET @v = (SELECT ... FROM t): run where the kernel routes it, values copied
         session.release_read_backends()
+        # SET NAMES <known character set> (every connector sends one when it connects) needs no trial run:
+        # only the name is replayed, and MariaDB takes every one of these
+        probe = None if (stmt.value or "").lower() in _CLIENT_CHARSETS else await _probe(session)
         for conn in list(session.backends.values()):
             await session._must(conn, sql)
         if stmt.value:
@@ -362,7 +372,37 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             txn.session_sets.append(sql)
             for conn in session.backends.values():
                 conn.session_sets = tuple(txn.session_sets)
+        _end_probe(session, probe)
         session.ok()
+
+
+_CLIENT_CHARSETS = frozenset(
+    "armscii8 ascii big5 binary cp1250 cp1251 cp1256 cp1257 cp850 cp852 cp866 cp932 dec8 default eucjpms euckr "
+    "gb18030 gb2312 gbk geostd8 greek hebrew hp8 keybcs2 koi8r koi8u latin1 latin2 latin5 latin7 macce macroman "
+    "sjis swe7 tis620 ujis utf8 utf8mb3 utf8mb4".split()
+)
+
+
+async def _probe(session: Session) -> BackendConnection | None:
+    """A SET recorded for the connections borrowed later must have run somewhere first: with no connection
+    held yet, one is borrowed for it, so that a SET the backends refuse fails now (and is not recorded)
+    instead of failing every later statement that borrows a connection."""
+    db = session.database
+    if session.backends or db is None or not db.sources:
+        return None
+    # not a write: a read/write splitting group must not pin the session to its primary for a SET
+    return await session.backend(next(iter(db.sources)), record_write=False)
+
+
+def _end_probe(session: Session, probe: BackendConnection | None) -> None:
+    """The SET ran: the connection borrowed only for it goes back to the pool (it keeps the session's
+    state, so borrowing it again costs nothing), as if the SET had been recorded without running."""
+    if probe is None or not session._lendable(probe):
+        return
+    for name, conn in list(session.backends.items()):
+        if conn is probe:
+            del session.backends[name]
+            session.give_back(probe, reset=False)
 
 
 _SAVEPOINT = re.compile(

@@ -31,6 +31,7 @@ from routing.conditions import (
     project,
     value_ref,
 )
+from routing.distribute import OuterJoins, construct_refusal, replica_refusal, shown
 from routing.errors import RoutingError
 from routing.hints import CommentHints, merge_hints, parse_comment_hints, parse_hint_comments
 from routing.into import IntoClause, find_into
@@ -228,6 +229,7 @@ class _Compiler:
         self.occurrences: list[Occurrence] = []
         self.root: exp.Expression | None = None
         self.into: IntoClause | None = None
+        self.anchored: set[int] = set()  # nested sharded occurrences co-located with the outer rows
 
     # -- small helpers --
 
@@ -285,6 +287,8 @@ class _Compiler:
         if isinstance(ast, exp.Show):
             return self.show(ast, kind, write)
         self.collect_occurrences(ast)
+        if isinstance(ast, exp.Set):
+            return self.set_statement(ast)
         ours = [o for o in self.occurrences if o.category != "foreign"]
         edits = self.table_edits(ast)
         names = [o.name for o in ours]
@@ -386,9 +390,7 @@ class _Compiler:
             else:
                 category = "single"
             scope = _scope_of(table, ast)
-            nested = any(isinstance(p, exp.Subquery | exp.CTE) for p in _ancestors(table)) or (
-                isinstance(ast, exp.Insert) and scope is not ast
-            )
+            nested = _is_nested(table, scope, ast) or (isinstance(ast, exp.Insert) and scope is not ast)
             alias = table.alias.lower() if table.alias else None
             self.occurrences.append(Occurrence(len(self.occurrences), name, alias, table, scope, nested, category))
 
@@ -456,6 +458,14 @@ class _Compiler:
                 )
             return self.fixed(kind, write, single_sources, edits, names)
         if broadcast and (writes_broadcast or kind is StatementKind.OTHER):
+            if writes_broadcast and len(self.rules.data_sources) > 1 and self.root is not None:
+                refusal = replica_refusal(self.root)
+                if refusal is not None:
+                    raise RoutingError(
+                        f"{refusal.construct}: {refusal.reason}, so the copies of broadcast table "
+                        f"{broadcast[0].name} on the data sources {', '.join(self.rules.data_sources)} would "
+                        f"diverge; {refusal.advice or 'compute the value in the client and write it as a literal'}"
+                    )
             return self.fixed(kind, write, list(self.rules.data_sources), edits, names)
         return self.fixed(kind, write, [self.first_ds], edits, names)
 
@@ -570,8 +580,11 @@ class _Compiler:
                     f"{', '.join(dict.fromkeys(o.name for o in sharded))} from several data nodes; "
                     "the proxy cannot move rows between data sources"
                 )
+        self.anchored = self.anchored_nested(ast, sharded)
         conditions = self.conditions(ast, sharded)
         refuse = self.multi_unit_refusal(ast, kind, sharded)
+        if refuse is None:
+            refuse = self.distribution_refusal(ast, sharded)
         set_checks = self.set_checks(ast, sharded) if isinstance(ast, exp.Update) else ()
         single_template = self.full_template(edits)
         multi_template, merge, pins = single_template, None, ()
@@ -625,12 +638,21 @@ class _Compiler:
                 "which the proxy cannot merge; add sharding conditions that route to one data node or run "
                 "the parts separately"
             )
-        nested = [o.name for o in sharded if o.nested]
+        nested = [o.name for o in sharded if o.nested and o.index not in self.anchored]
+        if nested and isinstance(ast, exp.Set):
+            return (
+                f"the subquery of this SET on sharded table {nested[0]} routes to several data nodes "
+                f"({self.rules_text([nested[0]])}); the proxy evaluates a SET's subquery on one data node only: "
+                "add sharding conditions that route it to one data node, or SELECT the value and SET it "
+                "from the client"
+            )
         if nested:
             return (
                 f"the subquery on sharded table {nested[0]} routes to several data nodes, which the proxy "
-                "cannot evaluate correctly; add sharding conditions that route the whole statement to one "
-                "data node, or use a join"
+                f"cannot evaluate correctly ({self.rules_text([nested[0]])}; each data node would see only "
+                "its own rows of the subquery's table); add sharding conditions that route the whole "
+                "statement to one data node, correlate the subquery with the outer table on every sharding "
+                "column of binding tables, or use a join"
             )
         if kind in (StatementKind.UPDATE, StatementKind.DELETE) and (
             ast.args.get("order") is not None or ast.args.get("limit") is not None
@@ -641,6 +663,129 @@ class _Compiler:
                 "to one data node, or remove ORDER BY/LIMIT"
             )
         return None
+
+    # -- what may be distributed over several data nodes (routing.distribute) --
+
+    def rules_text(self, tables: Sequence[str]) -> str:
+        assert self.sharding is not None
+        return "; ".join(_rule_text(self.sharding.tables[t]) for t in dict.fromkeys(tables))
+
+    def distribution_refusal(self, ast: exp.Expression, sharded: list[Occurrence]) -> str | None:
+        """Why this statement cannot run on several data nodes (every construct in it must be on the
+        kernel's allow-list), or None; it still runs unchanged when it routes to one data node."""
+        refusal = construct_refusal(ast)
+        if refusal is None:
+            by_table = {id(o.table): o for o in self.occurrences}
+
+            def category(table: exp.Table) -> str | None:
+                occ = by_table.get(id(table))
+                return occ.category if occ is not None else None
+
+            def ref(table: exp.Table) -> str:
+                occ = by_table.get(id(table))
+                return occ.ref if occ is not None else table.name.lower()
+
+            def columns(table: exp.Table) -> Sequence[str] | None:
+                occ = by_table.get(id(table))
+                return self.metadata.columns(occ.name) if occ is not None else None
+
+            refusal = OuterJoins(ast, category, ref, columns).refusal()
+        if refusal is None:
+            return None
+        tables = list(dict.fromkeys(o.name for o in sharded))
+        assert self.sharding is not None
+        columns_text = ", ".join(sorted({c for t in tables for c in self.sharding.tables[t].sharding_columns}))
+        advice = f"{refusal.advice}; or " if refusal.advice else ""
+        return (
+            f"{refusal.construct}: {refusal.reason}. This statement reads sharded table(s) {', '.join(tables)} "
+            f"({self.rules_text(tables)}) and routes to several data nodes, where the proxy cannot compute it; "
+            f"{advice}add conditions on {columns_text} that route it to one data node, where it runs unchanged"
+        )
+
+    def anchored_nested(self, ast: exp.Expression, sharded: list[Occurrence]) -> set[int]:
+        """Nested sharded occurrences whose rows live with the outer rows they are compared with: a subquery
+        (EXISTS / IN / ANY / ALL / scalar, not a derived table or CTE) correlated with an outer occurrence
+        of the same table or a binding table on every sharding column (binding tables: on the table
+        sharding columns, trusting the binding for the database level, as for joins). Each data node then
+        holds every row the subquery can see for each of its outer rows."""
+        assert self.sharding is not None
+        candidates = [o for o in sharded if o.nested and _correlatable(o.scope)]
+        if not candidates:
+            return set()
+        resolve = self.resolver(ast)
+        parent: dict[ColumnRef, ColumnRef] = {}
+
+        def find(ref: ColumnRef) -> ColumnRef:
+            while parent.get(ref, ref) != ref:
+                ref = parent[ref]
+            return ref
+
+        for scope in dict.fromkeys(o.scope for o in self.occurrences):
+            for c in conjuncts(self._scope_condition(scope, ast, resolve)):
+                if isinstance(c, ColumnEq):
+                    ra, rb = find(c.left), find(c.right)
+                    if ra != rb:
+                        parent[ra] = rb
+
+        def same(a: ColumnRef, b: ColumnRef) -> bool:
+            return find(a) == find(b)
+
+        anchored = {o.index for o in sharded if not o.nested}
+        changed = True
+        while changed:
+            changed = False
+            for x in candidates:
+                if x.index in anchored:
+                    continue
+                rx = self.sharding.tables[x.name]
+                for y in sharded:
+                    if y.index not in anchored or y.scope is x.scope:
+                        continue
+                    ry = self.sharding.tables[y.name]
+                    if x.name == y.name:
+                        ok = _node_aligned(rx, x.index, ry, y.index, same, trust_database=False)
+                    elif self.sharding.are_bound([x.name, y.name]):
+                        ok = _node_aligned(rx, x.index, ry, y.index, same, trust_database=True)
+                    else:
+                        ok = False
+                    if ok:
+                        anchored.add(x.index)
+                        changed = True
+                        break
+        return {i for i in anchored if self.occurrences[i].nested}
+
+    # -- SET @v = (SELECT ...) --
+
+    def set_statement(self, ast: exp.Set) -> Plan:
+        """A SET that reads tables: routed like the SELECT it contains (one data node; the proxy then copies
+        the values it assigned to the session's other connections, see proxy.setquery)."""
+        ours = [o for o in self.occurrences if o.category != "foreign"]
+        names = [o.name for o in ours]
+        variables: list[str] = []
+        for item in ast.expressions:
+            assignment = item.this if isinstance(item, exp.SetItem) else None
+            target = assignment.this if isinstance(assignment, exp.EQ | exp.PropertyEQ) else None
+            if isinstance(target, exp.Parameter) and isinstance(target.this, exp.Var | exp.Identifier):
+                variables.append("@" + _quoted_variable(target.this.name))
+            elif ours:
+                raise RoutingError(
+                    f"this SET assigns {shown(item, 60)} from a query on table(s) {', '.join(dict.fromkeys(names))}; "
+                    "the proxy evaluates such a SET only for user variables (SET @v = (SELECT ...)): SELECT the "
+                    "value and SET the variable to it"
+                )
+        edits = self.table_edits(ast)
+        if any(o.category == "sharded" for o in ours):
+            plan = self.sharded(ast, StatementKind.OTHER, True, edits, ours)
+        else:
+            singles = [o for o in ours if o.category == "single"]
+            sources = list(dict.fromkeys(self.single_ds(o.name) or self.first_ds for o in singles))
+            if len(sources) > 1:
+                raise RoutingError(
+                    f"single tables {', '.join(o.name for o in singles)} live on different data sources "
+                    f"({', '.join(sources)}); a statement can only combine tables of one data source"
+                )
+            plan = self.fixed(StatementKind.OTHER, True, sources or [self.first_ds], edits, names)
+        return dc_replace(plan, set_variables=tuple(variables))
 
     def resolver(self, root: exp.Expression) -> Any:
         """Column → the occurrence columns it may denote (qualified: the nearest scope's table)."""
@@ -682,9 +827,15 @@ class _Compiler:
             if key not in scope_conditions:
                 scope_conditions[key] = self._scope_condition(occ.scope, root, resolve)
         out: list[tuple[str, Cond]] = []
+        unnested = {o.name for o in sharded if not o.nested}
         for occ in sharded:
             rule = self.sharding.tables[occ.name]
             cond = scope_conditions[id(occ.scope)]
+            if occ.index in self.anchored and occ.name not in unnested:
+                # a correlated subquery's own conditions filter the rows it sees, never the outer rows:
+                # its binding table must follow the outer table's nodes, not narrow them (a NOT EXISTS
+                # whose subquery routes elsewhere keeps every outer row)
+                cond = TRUE
             targets: dict[ColumnRef, str] = {}
             for column in rule.sharding_columns:
                 for ref in equivalent_columns(cond, (occ.index, column)):
@@ -1010,6 +1161,58 @@ def _matching(tokens: list[Token], i: int) -> int:
         if tokens[j].text == ")" and tokens[j].depth == depth:
             return j
     raise RoutingError("unbalanced parentheses in the statement")
+
+
+def _rule_text(rule: TableRule) -> str:
+    """How a table is sharded, for messages: ``t_order by user_id (data sources), order_id (tables)``."""
+    parts = []
+    levels = [(rule.table_strategy, "tables")] if rule.auto else [
+        (rule.database_strategy, "data sources"), (rule.table_strategy, "tables")]
+    for strategy, level in levels:
+        if isinstance(strategy, StandardStrategy):
+            parts.append(f"{strategy.column} ({level}, {strategy.algorithm_name})")
+        elif isinstance(strategy, ComplexStrategy):
+            parts.append(f"{', '.join(strategy.columns)} ({level}, {strategy.algorithm_name})")
+        elif isinstance(strategy, HintStrategy):
+            parts.append(f"hint values ({level}, {strategy.algorithm_name})")
+    return f"sharding rule of {rule.logic_table}: by " + (" and ".join(parts) if parts else "no column")
+
+
+def _quoted_variable(name: str) -> str:
+    if re.fullmatch(r"[\w$.]+", name):
+        return name
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _correlatable(scope: exp.Expression) -> bool:
+    """A SELECT evaluated per outer row (a predicate or scalar subquery), not a derived table or a CTE."""
+    if not isinstance(scope, exp.Select):
+        return False
+    parent = scope.parent
+    if isinstance(parent, exp.Exists | exp.Any | exp.All):
+        return True
+    if isinstance(parent, exp.Subquery):
+        return not isinstance(parent.parent, exp.From | exp.Join | exp.CTE | exp.SetOperation) and not any(
+            isinstance(p, exp.CTE) for p in _ancestors(parent)
+        )
+    return False
+
+
+_NESTING = (exp.Subquery, exp.CTE, exp.Exists, exp.Any, exp.All)
+
+
+def _is_nested(table: exp.Table, scope: exp.Expression, root: exp.Expression) -> bool:
+    """Inside a subquery of any kind (IN / EXISTS / ANY / ALL / scalar), a derived table or a CTE; the
+    SELECTs of a top-level UNION are not nested."""
+    if any(isinstance(p, _NESTING) for p in _ancestors(table)):
+        return True
+    current = scope
+    while current is not root and current is not None:
+        parent = current.parent
+        if not isinstance(parent, exp.SetOperation) and parent is not root:
+            return True
+        current = parent
+    return False
 
 
 def _ancestors(node: exp.Expression) -> list[exp.Expression]:

@@ -172,9 +172,14 @@ def render(
             offset = ctx.values[p.offset_index] if p.offset_index is not None else 0  # type: ignore[union-attr]
             if count is UNKNOWN or offset is UNKNOWN:
                 raise RoutingError("LIMIT parameters must be supplied to route a multi-node query")
-            _emit_number(ctx, p.index, int(offset) + int(count), out, out_params)  # type: ignore[union-attr]
+            # LIMIT o, 18446744073709551615 (MySQL's "to the end"): o + n must stay a valid LIMIT
+            rows = min(int(offset) + int(count), _LIMIT_MAX)
+            _emit_number(ctx, p.index, rows, out, out_params)  # type: ignore[union-attr]
         elif tp is KeySlot:
             out.append(p.prefix + value_to_sql_literal(key) + p.suffix)  # type: ignore[union-attr]
+
+
+_LIMIT_MAX = (1 << 64) - 1  # the largest row count MySQL accepts in LIMIT
 
 
 def _param(ctx: RenderContext, k: int) -> Any:
@@ -411,7 +416,7 @@ class _SelectRewriter:
         has_limit = ast.args.get("limit") is not None
         items = list(ast.expressions)
         aggregates_present = any(isinstance(i.unalias(), exp.AggFunc) for i in items) or any(
-            True for i in items for _ in i.find_all(exp.AggFunc)
+            True for i in items for _ in _own_aggregates(i)
         )
         full = build_template(self.shape, 0, len(self.sql), self.edits)
         if not (order or group or having or distinct or has_limit or aggregates_present):
@@ -499,7 +504,7 @@ class _SelectRewriter:
             inner = item.unalias()
             kind = _AGGREGATES.get(type(inner))
             if kind is None:
-                if any(True for _ in inner.find_all(exp.AggFunc)):
+                if any(True for _ in _own_aggregates(inner)):
                     raise _Refuse(
                         f"the select item {self.sql[tokens[a].start : tokens[b - 1].end]} computes with an "
                         "aggregate; over several data nodes select the aggregate itself and compute in the client"
@@ -712,6 +717,21 @@ class _SelectRewriter:
         if found:
             return self.tokens[min(found) - 1].end
         return self._end()
+
+
+def _own_aggregates(node: exp.Expression) -> list[exp.Expression]:
+    """The aggregates of ``node`` itself, not those of subqueries inside it (a correlated subquery's
+    COUNT(*) is computed by the node that runs it, for one outer row)."""
+    out: list[exp.Expression] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, exp.AggFunc):
+            out.append(current)
+        for child in current.iter_expressions():
+            if not isinstance(child, exp.Subquery | exp.Select | exp.Exists):
+                stack.append(child)
+    return out
 
 
 def _strip_distinct(arg: Sequence[Piece]) -> tuple[Piece, ...]:

@@ -388,6 +388,7 @@ class Plan:
     pins: tuple[tuple[int, str], ...] = ()
     into_variables: tuple[str, ...] = ()  # SELECT ... INTO @a, @b: assigned by the proxy (routing.into)
     into_trailing: bool = False
+    set_variables: tuple[str, ...] = ()  # SET @v = (SELECT ...): the user variables it assigns
 
     def accepts(self, shape: Shape) -> bool:
         return all(shape.text(k) == text for k, text in self.pins)
@@ -429,6 +430,7 @@ class FixedPlan(Plan):
             result_table_renames=self.renames,
             into_variables=self.into_variables,
             into_trailing=self.into_trailing,
+            set_variables=self.set_variables,
         )
 
 
@@ -506,6 +508,7 @@ class ShardedPlan(Plan):
             logic_tables=self.logic_tables,
             into_variables=self.into_variables,
             into_trailing=self.into_trailing,
+            set_variables=self.set_variables,
         )
 
 

@@ -217,3 +217,305 @@ def test_fixture_rows_where_the_rules_put_them(env: Env, mariadb_shards: list[Ma
                 assert all(u % 2 == ds and o % 2 == t for u, o in rows), (physical, table, t)
         assert len(server.execute(f"SELECT * FROM {physical}.t_address")) == len(ROWS["t_address"])
     assert BAG and SUBSET  # the corpus uses every comparison mode
+
+
+# --- issue 13: decide by allow-list; every class of wrong answer, text and prepared ------------------------
+#
+# Each statement runs through the proxy and on the oracle with the same client and protocol: PyMySQL's text
+# protocol, or mysql-connector-python's prepared statements (COM_STMT_PREPARE / EXECUTE). The proxy must
+# give the oracle's answer, or (REFUSE) refuse it with 1235 naming the construct; never another answer.
+
+MODES = ("text", "prepared")
+ANSWER, REFUSE = "answer", "refuse"
+_O = ROWS["t_order"][1234]  # (order_id, user_id, ...): a single-node pin
+
+
+@dataclass(frozen=True)
+class Item13:
+    sql: str
+    expect: str  # ANSWER or REFUSE
+    fragment: str = ""  # in the refusal's message
+    ordered: bool = False  # ORDER BY determines the order (else rows compared as multisets)
+
+
+ITEM13_CASES = [
+    # 1. window functions over several nodes: numbered per table (1, 1 instead of 1, 2)
+    Item13("SELECT order_id, ROW_NUMBER() OVER (ORDER BY order_id) rn FROM t_order WHERE user_id = 1",
+           REFUSE, "a window function sees only the rows of the data node"),
+    Item13("SELECT order_id, RANK() OVER w AS r FROM t_order WHERE user_id = 2 WINDOW w AS (ORDER BY amount, order_id)",
+           REFUSE, "a named WINDOW clause"),
+    Item13("SELECT user_id, SUM(amount) OVER (PARTITION BY user_id) AS s FROM t_order WHERE user_id IN (3, 4)",
+           REFUSE, "window function"),
+    Item13(f"SELECT order_id, ROW_NUMBER() OVER (ORDER BY order_id) rn FROM t_order WHERE user_id = {_O[1]} "
+           f"AND order_id = {_O[0]}", ANSWER),  # one node: runs unchanged
+    # 2. EXISTS / NOT EXISTS / ALL / SOME run per node as if joined
+    Item13("SELECT a.address_id FROM t_address a WHERE EXISTS (SELECT 1 FROM t_order o WHERE o.user_id = a.user_id "
+           "AND o.amount > 900)", REFUSE, "subquery on sharded table t_order"),
+    Item13("SELECT order_id FROM t_order WHERE amount > ALL (SELECT unit_price FROM t_order_item WHERE qty = 9 "
+           "AND unit_price IS NOT NULL)", REFUSE, "subquery on sharded table t_order_item"),
+    Item13("SELECT o.order_id FROM t_order o WHERE o.user_id = SOME (SELECT i.user_id FROM t_order_item i "
+           "WHERE i.qty = 9)", REFUSE, "subquery on sharded table t_order_item"),
+    Item13("SELECT o.order_id FROM t_order o WHERE NOT EXISTS (SELECT 1 FROM t_order_item i "
+           "WHERE i.user_id = o.user_id AND i.qty = 9)", REFUSE, "subquery on sharded table t_order_item"),
+    # ... answered where the subquery's rows are provably with the outer row (correlated on the binding key)
+    Item13("SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id) "
+           "ORDER BY o.order_id", ANSWER, ordered=True),
+    Item13("SELECT o.order_id FROM t_order o WHERE NOT EXISTS (SELECT 1 FROM t_order_item i "
+           "WHERE i.order_id = o.order_id AND i.user_id = 3) ORDER BY o.order_id", ANSWER, ordered=True),
+    Item13("SELECT o.order_id FROM t_order o WHERE o.order_id = SOME (SELECT i.order_id FROM t_order_item i "
+           "WHERE i.order_id = o.order_id AND i.qty > 5) ORDER BY o.order_id", ANSWER, ordered=True),
+    Item13("SELECT o.order_id FROM t_order o WHERE o.amount > ALL (SELECT i.unit_price FROM t_order_item i "
+           "WHERE i.order_id = o.order_id AND i.unit_price IS NOT NULL) ORDER BY o.order_id", ANSWER, ordered=True),
+    Item13("SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) AS n "
+           "FROM t_order o WHERE o.user_id IN (3, 4)", ANSWER),
+    Item13("SELECT o.order_id, (SELECT SUM(i.qty) FROM t_order_item i WHERE i.order_id = o.order_id) AS q "
+           "FROM t_order o ORDER BY q DESC, o.order_id LIMIT 20", ANSWER, ordered=True),
+    # 3. a broadcast table on the preserved side of an outer join with a sharded table repeats per node
+    Item13("SELECT a.address_id, o.order_id FROM t_address a LEFT JOIN t_order o ON o.user_id = a.user_id",
+           REFUSE, "preserved side of an outer join"),
+    Item13("SELECT a.address_id, o.order_id FROM t_order o RIGHT JOIN t_address a ON o.user_id = a.user_id "
+           "AND o.amount > 900", REFUSE, "preserved side of an outer join"),
+    Item13("SELECT a.address_id, COUNT(*) FROM t_address a LEFT JOIN t_order o ON o.user_id = a.user_id "
+           "GROUP BY a.address_id ORDER BY a.address_id", REFUSE, "preserved side of an outer join"),
+    Item13("SELECT a.address_id, COUNT(o.order_id), SUM(o.amount), MAX(o.created) FROM t_address a "
+           "LEFT JOIN t_order o ON o.user_id = a.user_id GROUP BY a.address_id ORDER BY a.address_id",
+           ANSWER, ordered=True),  # grouped so that the unmatched rows change nothing
+    # 6. aggregates the merge does not implement
+    Item13("SELECT JSON_ARRAYAGG(order_id) FROM t_order WHERE user_id = 5", REFUSE, "JSON_ARRAYAGG"),
+    Item13("SELECT JSON_OBJECTAGG(order_id, user_id) FROM t_order WHERE user_id = 5", REFUSE, "JSON_OBJECTAGG"),
+    Item13("SELECT user_id, STDDEV_POP(amount) FROM t_order GROUP BY user_id", REFUSE, "StddevPop"),
+    Item13(f"SELECT JSON_ARRAYAGG(order_id) FROM t_order WHERE user_id = {_O[1]} AND order_id = {_O[0]}", ANSWER),
+    # 13. LIMIT o, 18446744073709551615 ("to the end") overflowed in the rewrite: the shard answered 1064
+    Item13("SELECT order_id FROM t_order ORDER BY order_id LIMIT 2990, 18446744073709551615", ANSWER, ordered=True),
+    Item13("SELECT order_id, amount FROM t_order ORDER BY amount DESC, order_id LIMIT 18446744073709551615 "
+           "OFFSET 2995", ANSWER, ordered=True),
+    Item13("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id ORDER BY user_id LIMIT 45, 18446744073709551615",
+           ANSWER, ordered=True),
+]
+
+
+class Refused(Exception):
+    def __init__(self, errno: int, message: str) -> None:
+        super().__init__(f"{errno}: {message}")
+        self.errno = errno
+        self.message = message
+
+
+class Client:
+    """One connection, text (PyMySQL) or prepared (mysql-connector-python, pure Python)."""
+
+    def __init__(self, mode: str, host: str, port: int, password: str, database: str) -> None:
+        self.mode = mode
+        if mode == "text":
+            self.conn: Any = pymysql.connect(host=host, port=port, user="root", password=password,
+                                             database=database, autocommit=True)
+        else:
+            import mysql.connector
+
+            self.conn = mysql.connector.connect(host=host, port=port, user="root", password=password,
+                                                database=database, use_pure=True, ssl_disabled=True,
+                                                autocommit=True)
+
+    def run(self, sql: str) -> tuple[tuple[str, ...], list[tuple[Any, ...]], int]:
+        """(column names, rows, affected rows); a MySQL error raises Refused(errno, message)."""
+        import mysql.connector
+
+        cur = self.conn.cursor(prepared=True) if self.mode == "prepared" else self.conn.cursor()
+        try:
+            cur.execute(sql)
+            names = tuple(d[0] for d in cur.description or ())
+            rows = [tuple(r) for r in cur.fetchall()] if cur.description else []
+            return names, rows, cur.rowcount
+        except pymysql.MySQLError as exc:
+            raise Refused(int(exc.args[0]), str(exc.args[1])) from None
+        except mysql.connector.Error as exc:
+            raise Refused(int(exc.errno), str(exc.msg)) from None
+        finally:
+            cur.close()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@pytest.fixture(scope="module")
+def clients(env: Env, mariadb_shards: list[MariaDBServer]) -> Iterator[dict[str, tuple[Client, Client]]]:
+    """mode -> (through the proxy, to the oracle)."""
+    s0 = mariadb_shards[0]
+    out = {mode: (Client(mode, env.proxy.host, env.proxy.port, "root", "sharding_db"),
+                  Client(mode, s0.host, s0.port, s0.password, ORACLE_DB)) for mode in MODES}
+    # correlated subqueries and joins on the binding key: without an index the oracle (all 4485 items in one
+    # table) scans t_order_item once per order, and the generated part takes seconds instead of a few
+    for client in out["text"]:
+        client.run("CREATE INDEX IF NOT EXISTS i13_item_order ON t_order_item (order_id)")
+    yield out
+    for proxy_client, oracle_client in out.values():
+        proxy_client.close()
+        oracle_client.close()
+
+
+def _same_answer(got: list[tuple[Any, ...]], expected: list[tuple[Any, ...]], ordered: bool) -> bool:
+    g, e = _typed(got), _typed(expected)
+    return g == e if ordered else Counter(g) == Counter(e)
+
+
+def _differ(sql: str, got: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]) -> str:
+    g, e = Counter(_typed(got)), Counter(_typed(expected))
+    extra, missing = list((g - e).elements()), list((e - g).elements())
+    return (f"{sql}\n proxy {len(got)} rows, oracle {len(expected)}; extra {extra[:3]!r}; missing {missing[:3]!r}"
+            if extra or missing else f"{sql}\n same rows, in another order")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", ITEM13_CASES, ids=lambda c: " ".join(c.sql.split())[:100])
+def test_issue13_answer_or_refusal(clients: dict[str, tuple[Client, Client]], case: Item13, mode: str) -> None:
+    proxy_client, oracle_client = clients[mode]
+    names, expected, _ = oracle_client.run(case.sql)
+    if case.expect == REFUSE:
+        with pytest.raises(Refused) as info:
+            proxy_client.run(case.sql)
+        assert info.value.errno == ER_NOT_SUPPORTED_YET, info.value
+        assert case.fragment in info.value.message, info.value.message
+        return
+    got_names, got, _ = proxy_client.run(case.sql)
+    assert got_names == names
+    assert _same_answer(got, expected, case.ordered), _differ(case.sql, got, expected)
+
+
+ITEM2_SETUP = (
+    # user 1 keeps one item only, on order 2 (t_order_item_0), while its orders also sit in t_order_1
+    "DELETE FROM t_order_item WHERE user_id = 1",
+    "INSERT INTO t_order_item (order_item_id, order_id, user_id, qty, unit_price, sku) "
+    "VALUES (999999990, 2, 1, 1, 1.00, 'A-1')",
+)
+ITEM2_DELETE = "DELETE FROM t_order WHERE NOT EXISTS (SELECT 1 FROM t_order_item i WHERE i.user_id = t_order.user_id)"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_issue13_delete_not_exists_deletes_only_what_mariadb_deletes(
+    clients: dict[str, tuple[Client, Client]], mode: str
+) -> None:
+    """Item 2: the NOT EXISTS of a DELETE ran once per pair of actual tables and deleted user 1's orders
+    whose data node held none of its items. Inside a transaction, rolled back on both sides."""
+    proxy_client, oracle_client = clients[mode]
+    count = "SELECT COUNT(*) FROM t_order"
+    for client in (proxy_client, oracle_client):
+        client.run("BEGIN")
+    try:
+        for sql in ITEM2_SETUP:
+            proxy_client.run(sql)
+            oracle_client.run(sql)
+        _, _, oracle_deleted = oracle_client.run(ITEM2_DELETE)
+        try:
+            _, _, deleted = proxy_client.run(ITEM2_DELETE)
+        except Refused as exc:
+            assert exc.errno == ER_NOT_SUPPORTED_YET and "subquery on sharded table t_order_item" in exc.message
+        else:
+            assert deleted == oracle_deleted
+        assert proxy_client.run(count)[1] == oracle_client.run(count)[1]
+    finally:
+        for client in (proxy_client, oracle_client):
+            client.run("ROLLBACK")
+    assert proxy_client.run(count)[1] == [(len(ROWS["t_order"]),)]
+
+
+def _fresh(env: Env, mariadb_shards: list[MariaDBServer], mode: str) -> tuple[Client, Client]:
+    s0 = mariadb_shards[0]
+    return (Client(mode, env.proxy.host, env.proxy.port, "root", "sharding_db"),
+            Client(mode, s0.host, s0.port, s0.password, ORACLE_DB))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_issue13_set_from_a_query_on_one_node(env: Env, mariadb_shards: list[MariaDBServer], mode: str) -> None:
+    """Item 12: as a session's first statement, SET @x = (SELECT ... FROM t_order) answered OK, was replayed
+    with the logic table name and made every later statement fail with 1146. Routed to one node it is run
+    there (names rewritten) and its value is the session's on every data source."""
+    proxy_client, oracle_client = _fresh(env, mariadb_shards, mode)
+    try:
+        seven = next(r[0] for r in ROWS["t_order"] if r[1] == 7)
+        for client in (proxy_client, oracle_client):
+            client.run(f"SET @x = (SELECT amount FROM t_order WHERE user_id = {_O[1]} AND order_id = {_O[0]})")
+            client.run(f"SET @s = (SELECT status FROM t_order WHERE user_id = 7 AND order_id = {seven})")
+            client.run("SET @c := (SELECT MAX(address_id) FROM t_address WHERE city = 'Paris')")  # broadcast
+        for sql in ("SELECT @x, @s, @c", "SELECT COUNT(*) FROM t_order",
+                    "SELECT COUNT(*) FROM t_order WHERE user_id < @c",
+                    "SELECT COUNT(*) FROM t_order WHERE amount <= @x",
+                    "SELECT COUNT(*) FROM t_order WHERE status = @s",
+                    "SELECT order_id FROM t_order WHERE user_id IN (1, 2) AND amount = @x ORDER BY order_id"):
+            assert _typed(proxy_client.run(sql)[1]) == _typed(oracle_client.run(sql)[1]), sql
+    finally:
+        proxy_client.close()
+        oracle_client.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("statement", [
+    "SET @x = (SELECT MAX(order_id) FROM t_order)",  # several nodes: refused, 1235
+    "SET DIST VARIABLE sql_show = true",  # no backend takes it: its own error
+    "SET @@session.no_such_variable = 1",
+])
+def test_issue13_a_failing_set_fails_itself_only(
+    env: Env, mariadb_shards: list[MariaDBServer], mode: str, statement: str
+) -> None:
+    """Item 12: a SET that fails (as the session's first statement, or later) is answered with its error
+    and recorded nowhere: the statements after it work."""
+    proxy_client, oracle_client = _fresh(env, mariadb_shards, mode)
+    try:
+        with pytest.raises(Refused) as info:
+            proxy_client.run(statement)
+        if "MAX(order_id)" in statement:
+            assert info.value.errno == ER_NOT_SUPPORTED_YET
+            assert "the subquery of this SET on sharded table t_order" in info.value.message
+        for sql in ("SELECT COUNT(*) FROM t_order", f"SELECT * FROM t_order WHERE user_id = {_O[1]} "
+                    f"AND order_id = {_O[0]}", "SELECT COUNT(*) FROM t_address", "SELECT @x"):
+            assert _typed(proxy_client.run(sql)[1]) == _typed(oracle_client.run(sql)[1]), sql
+        with pytest.raises(Refused):
+            proxy_client.run(statement)  # and again, once the session holds connections
+        assert _typed(proxy_client.run("SELECT COUNT(*) FROM t_order_item")[1]) == _typed(
+            oracle_client.run("SELECT COUNT(*) FROM t_order_item")[1])
+    finally:
+        proxy_client.close()
+        oracle_client.close()
+
+
+# --- the generated part: seeded random statements, "the oracle's answer or a 1235 refusal" -----------------
+
+GENERATED_SEED = 20250613
+GENERATED_COUNT = 300
+PREPARED_EVERY = 4  # every 4th generated statement also runs prepared
+
+
+def test_generated_statements_answer_as_the_oracle_or_are_refused(
+    clients: dict[str, tuple[Client, Client]]
+) -> None:
+    from tests.integration.differential_generator import StatementGenerator
+
+    generator = StatementGenerator(GENERATED_SEED, ROWS["t_order"])
+    stats: Counter[str] = Counter()
+    wrong: list[str] = []
+    for n in range(GENERATED_COUNT):
+        case = generator.statement()
+        for mode in MODES if n % PREPARED_EVERY == 0 else MODES[:1]:
+            proxy_client, oracle_client = clients[mode]
+            try:
+                names, expected, _ = oracle_client.run(case.sql)
+            except Refused as exc:  # a statement MariaDB itself rejects says nothing about the proxy
+                stats["invalid"] += 1
+                if exc.errno == 1064:  # but a syntax error is the generator's bug
+                    wrong.append(f"oracle rejects [{exc}]: {case.sql}")
+                continue
+            try:
+                got_names, got, _ = proxy_client.run(case.sql)
+            except Refused as exc:
+                if exc.errno != ER_NOT_SUPPORTED_YET:
+                    wrong.append(f"[{mode}] error {exc}: {case.sql}")
+                stats[f"refused {mode}"] += 1
+                continue
+            stats[f"answered {mode}"] += 1
+            if got_names != names:
+                wrong.append(f"[{mode}] column names {got_names} != {names}: {case.sql}")
+            elif not _same_answer(got, expected, case.ordered):
+                wrong.append(f"[{mode}] " + _differ(case.sql, got, expected))
+    print(f"generated statements: {GENERATED_COUNT}, seed {GENERATED_SEED}: {dict(sorted(stats.items()))}")
+    assert not wrong, f"{len(wrong)} wrong answers:\n" + "\n".join(wrong[:10])
+    assert stats["invalid"] <= GENERATED_COUNT // 50, stats
+    assert stats["answered text"] >= GENERATED_COUNT // 3 and stats["refused text"] >= GENERATED_COUNT // 10, stats
