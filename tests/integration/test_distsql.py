@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import textwrap
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -565,3 +566,338 @@ def test_sql_that_looks_alike_still_reaches_the_backend(dist: Dist, sql: str) ->
     with dist.connect("pass_db") as conn, conn.cursor() as cur:
         cur.execute(sql)
         cur.fetchall()
+
+
+# --- RDL: rules changed at run time, kept across a restart ----------------------------------------------------
+
+RDL_RULES = textwrap.dedent("""\
+    - !SHARDING
+      tables:
+        t_keep:
+          actualDataNodes: ds_${0..1}.t_keep
+          databaseStrategy: {standard: {shardingColumn: id, shardingAlgorithmName: keep_inline}}
+        t_mate:
+          actualDataNodes: ds_${0..1}.t_mate
+          databaseStrategy: {standard: {shardingColumn: id, shardingAlgorithmName: keep_inline}}
+      bindingTables: [t_keep,t_mate]
+      shardingAlgorithms:
+        keep_inline: {type: INLINE, props: {algorithm-expression: 'ds_${id % 2}'}}
+    - !BROADCAST
+      tables: [t_b0]
+    """)
+
+T_NEW = ("t_new (DATANODES('ds_${0..1}.t_new_${0..1}'), "
+         "DATABASE_STRATEGY(TYPE='standard', SHARDING_COLUMN=user_id, SHARDING_ALGORITHM(TYPE(NAME='inline', "
+         "PROPERTIES('algorithm-expression'='ds_${user_id % 2}')))), "
+         "TABLE_STRATEGY(TYPE='standard', SHARDING_COLUMN=order_id, SHARDING_ALGORITHM(TYPE(NAME='inline', "
+         "PROPERTIES('algorithm-expression'='t_new_${order_id % 2}')))), "
+         "KEY_GENERATE_STRATEGY(COLUMN=order_id, TYPE(NAME='snowflake')))")
+T_AUTO = ("t_auto (STORAGE_UNITS(ds_0, ds_1), SHARDING_COLUMN=id, TYPE(NAME='hash_mod', "
+          "PROPERTIES('sharding-count'='4')), KEY_GENERATE_STRATEGY(COLUMN=id, TYPE(NAME='uuid')))")
+
+
+@dataclass
+class Rdl:
+    proxy: RunningProxy
+    servers: list[MariaDBServer]
+    conf: Path
+
+    @property
+    def file(self) -> Path:
+        return self.conf / "database-rdl_db.yaml"
+
+    def connect(self, db: str | None = "rdl_db", **kw: Any) -> pymysql.connections.Connection[Any]:
+        return self.proxy.connect(db, **kw)
+
+    def run(self, sql: str, db: str | None = "rdl_db") -> list[tuple[Any, ...]]:
+        with self.connect(db) as conn, conn.cursor() as cur:
+            cur.execute(sql)
+            return [tuple(r) for r in cur.fetchall()]
+
+    def restart(self) -> None:
+        self.proxy.stop()
+        self.proxy = start_proxy(self.conf)
+
+    def backend_tables(self, i: int, physical: str) -> set[str]:
+        with self.servers[i].connect(physical) as conn, conn.cursor() as cur:
+            cur.execute("SHOW TABLES")
+            return {r[0] for r in cur.fetchall()}
+
+    def backend_rows(self, i: int, physical: str, sql: str) -> list[tuple[Any, ...]]:
+        with self.servers[i].connect(physical) as conn, conn.cursor() as cur:
+            cur.execute(sql)
+            return [tuple(r) for r in cur.fetchall()]
+
+
+def _start_rdl(servers: list[MariaDBServer], conf_dir: Path, prefix: str) -> Rdl:
+    s0, s1 = servers[:2]
+    for server, physical in ((s0, "0"), (s1, "1"), (s0, "pass"), (s1, "2")):
+        server.execute(f"DROP DATABASE IF EXISTS {prefix}_{physical}")
+        server.execute(f"CREATE DATABASE {prefix}_{physical}")
+    for server, physical in ((s0, f"{prefix}_0"), (s1, f"{prefix}_1")):
+        for table in ("t_keep", "t_mate", "t_b0"):
+            server.execute(f"CREATE TABLE {table} (id INT)", physical)
+    conf = write_conf(
+        conf_dir,
+        {"rdl_db": {"ds_0": (s0, f"{prefix}_0"), "ds_1": (s1, f"{prefix}_1")},
+         "rdl_pass": {"ds_p": (s0, f"{prefix}_pass")}},
+        users=({"user": "root@%", "password": "root", "admin": True}, {"user": "app@%", "password": "app"}),
+        rules_yaml={"rdl_db": RDL_RULES},
+    )
+    return Rdl(start_proxy(conf), [s0, s1], conf)
+
+
+@pytest.fixture
+def rdl(mariadb_shards: list[MariaDBServer], tmp_path: Path) -> Iterator[Rdl]:
+    """A proxy of its own per test: its rules change."""
+    env = _start_rdl(mariadb_shards, tmp_path / "conf", "rdl")
+    yield env
+    env.proxy.stop()
+
+
+@pytest.fixture(scope="module")
+def rdl_unchanged(mariadb_shards: list[MariaDBServer], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rdl]:
+    """One proxy for the tests whose statements must change nothing."""
+    env = _start_rdl(mariadb_shards, tmp_path_factory.mktemp("rdl-unchanged") / "conf", "rdlu")
+    yield env
+    env.proxy.stop()
+
+
+def _table_rules(env: Rdl, table: str | None = None) -> dict[str, dict[str, str]]:
+    with env.connect() as conn, conn.cursor() as cur:
+        cur.execute("SHOW SHARDING TABLE RULES" if table is None else f"SHOW SHARDING TABLE RULE {table}")
+        names = [d[0] for d in cur.description]
+        return {r[0]: dict(zip(names, r, strict=True)) for r in cur.fetchall()}
+
+
+def test_create_sharding_table_rule_is_seen_by_every_session_and_survives_a_restart(rdl: Rdl) -> None:
+    other = rdl.connect()  # a session that exists before the change
+    with other.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM t_keep")
+        assert cur.fetchall() == ((0,),)
+    try:
+        conn = connector(rdl.proxy, "rdl_db")
+        conn.cursor().execute(f"CREATE SHARDING TABLE RULE {T_NEW}")
+        conn.close()
+        with other.cursor() as cur:
+            cur.execute("SHOW SHARDING TABLE RULE t_new")
+            (row,) = cur.fetchall()
+            assert row[1] == "ds_0.t_new_0, ds_0.t_new_1, ds_1.t_new_0, ds_1.t_new_1"
+            cur.execute("SHOW SHARDING ALGORITHMS")
+            assert ("t_new_database_inline", "inline", props("ds_${user_id % 2}")) in cur.fetchall()
+            cur.execute("SHOW SHARDING KEY GENERATORS")
+            assert cur.fetchall() == (("t_new_snowflake", "snowflake", ""),)
+            cur.execute("CREATE TABLE t_new (order_id BIGINT NOT NULL, user_id INT NOT NULL, v VARCHAR(10))")
+            cur.execute("INSERT INTO t_new (order_id, user_id, v) VALUES (2, 1, 'a'), (3, 2, 'b')")
+            cur.execute("INSERT INTO t_new (user_id, v) VALUES (4, 'gen')")  # the snowflake key
+    finally:
+        other.close()
+    assert {"t_new_0", "t_new_1"} <= rdl.backend_tables(0, "rdl_0")
+    assert rdl.backend_rows(1, "rdl_1", "SELECT order_id, v FROM t_new_0") == [(2, "a")]
+    assert rdl.backend_rows(0, "rdl_0", "SELECT order_id, v FROM t_new_1") == [(3, "b")]
+    doc = yaml.safe_load(rdl.file.read_text().replace("!SHARDING", "").replace("!BROADCAST", ""))
+    assert doc["rules"][0]["tables"]["t_new"]["keyGenerateStrategy"] == {"column": "order_id",
+                                                                         "keyGeneratorName": "t_new_snowflake"}
+    assert (rdl.conf / "database-rdl_db.yaml.bak").exists()
+    assert set(load_config(rdl.conf).databases["rdl_db"].rules.sharding.tables) == {"t_keep", "t_mate", "t_new"}
+
+    rdl.restart()
+    assert "t_new" in _table_rules(rdl)
+    assert sorted(rdl.run("SELECT v FROM t_new")) == [("a",), ("b",), ("gen",)]
+    assert rdl.run("PREVIEW SELECT * FROM t_new WHERE user_id = 1 AND order_id = 2") == [
+        ("ds_1", "SELECT * FROM t_new_0 WHERE user_id = 1 AND order_id = 2")]
+
+
+def test_auto_table_create_alter_drop(rdl: Rdl) -> None:
+    rdl.run(f"CREATE SHARDING TABLE RULE {T_AUTO}")
+    assert rdl.run("SHOW SHARDING TABLE NODES t_auto") == [
+        ("t_auto", "ds_0.t_auto_0, ds_1.t_auto_1, ds_0.t_auto_2, ds_1.t_auto_3")]
+    assert ("t_auto_hash_mod", "hash_mod", '{"sharding-count":"4"}') in rdl.run("SHOW SHARDING ALGORITHMS")
+    assert rdl.run("SHOW SHARDING TABLE RULES USED KEY GENERATOR t_auto_uuid") == [("auto_table", "t_auto")]
+    rdl.run("ALTER SHARDING TABLE RULE t_auto (STORAGE_UNITS(ds_0,ds_1), SHARDING_COLUMN=id, "
+            "TYPE(NAME='MOD', PROPERTIES('sharding-count'=2)))")
+    assert rdl.run("SHOW SHARDING TABLE NODES t_auto") == [("t_auto", "ds_0.t_auto_0, ds_1.t_auto_1")]
+    algorithms = rdl.run("SHOW SHARDING ALGORITHMS")
+    assert ("t_auto_mod", "mod", '{"sharding-count":2}') in algorithms
+    assert not [a for a in algorithms if a[0] == "t_auto_hash_mod"]  # what only the old layout used is gone
+    assert rdl.run("SHOW SHARDING KEY GENERATORS") == []
+    rdl.run("CREATE TABLE t_auto (id INT NOT NULL, v INT)")
+    assert "t_auto_1" in rdl.backend_tables(1, "rdl_1")
+    rdl.run("INSERT INTO t_auto (id, v) VALUES (1, 10), (2, 20)")
+    assert rdl.backend_rows(1, "rdl_1", "SELECT id FROM t_auto_1") == [(1,)]
+
+    rdl.run("DROP SHARDING TABLE RULE t_auto")
+    assert set(_table_rules(rdl)) == {"t_keep", "t_mate"}
+    assert [a[0] for a in rdl.run("SHOW SHARDING ALGORITHMS")] == ["keep_inline"]
+    rdl.restart()
+    assert set(_table_rules(rdl)) == {"t_keep", "t_mate"}
+
+
+def test_alter_standard_table_rule(rdl: Rdl) -> None:
+    rdl.run(f"CREATE SHARDING TABLE RULE {T_NEW}")
+    rdl.run("ALTER SHARDING TABLE RULE t_new (DATANODES('ds_0.t_new_${0..1}'), TABLE_STRATEGY(TYPE='standard', "
+            "SHARDING_COLUMN=order_id, SHARDING_ALGORITHM(TYPE(NAME='inline', "
+            "PROPERTIES('algorithm-expression'='t_new_${order_id % 2}')))))")
+    rule = _table_rules(rdl, "t_new")["t_new"]
+    assert rule["actual_data_nodes"] == "ds_0.t_new_0, ds_0.t_new_1"
+    assert rule["key_generate_column"] == ""
+    names = [a[0] for a in rdl.run("SHOW SHARDING ALGORITHMS")]
+    assert "t_new_database_inline" not in names and "t_new_table_inline" in names
+    assert rdl.run("SHOW SHARDING KEY GENERATORS") == []
+
+
+REFUSED_RDL = [
+    (f"CREATE SHARDING TABLE RULE {T_NEW.replace('t_new (', 't_keep (')}", 1105, "Duplicate sharding rule names"),
+    ("CREATE SHARDING TABLE RULE t_x (DATANODES('ds_9.t_x'))", 1105, "data source 'ds_9', which is not defined"),
+    ("CREATE SHARDING TABLE RULE t_x (STORAGE_UNITS(ds_0), SHARDING_COLUMN=id, TYPE(NAME='nope'))", 1105,
+     "unknown sharding algorithm type 'nope'"),
+    ("CREATE SHARDING TABLE RULE t_x (STORAGE_UNITS(ds_0), SHARDING_COLUMN=id, TYPE(NAME='inline', "
+     "PROPERTIES('algorithm-expression'='t_x')))", 1105, "not an auto-table algorithm"),
+    ("CREATE SHARDING TABLE RULE t_b0 (DATANODES('ds_0.t_b0'))", 1105, "is a broadcast table"),
+    ("CREATE SHARDING TABLE RULE t_x (DATANODES('ds_0.t_x'), AUDIT_STRATEGY(TYPE(NAME='DML_SHARDING_CONDITIONS'), "
+     "ALLOW_HINT_DISABLE=true))", 1235, "AUDIT_STRATEGY is not supported by shardproxy"),
+    ("CREATE SHARDING TABLE RULE t_x (DATANODES('ds_0.t_x'), DATABASE_STRATEGY(TYPE='standard'))", 1064,
+     "needs SHARDING_ALGORITHM"),
+    ("CREATE SHARDING TABLE RULE t_x (DATANODES('ds_0.t_x'", 1064, "DistSQL syntax"),
+    ("ALTER SHARDING TABLE RULE t_nope (DATANODES('ds_0.t_nope'))", 1105, "`t_nope` does not exist"),
+    ("DROP SHARDING TABLE RULE t_nope", 1105, "`t_nope` does not exist"),
+    ("DROP SHARDING TABLE RULE t_keep", 1105, "still used by a sharding table reference"),
+    ("CREATE BROADCAST TABLE RULE t_b0", 1105, "Duplicate broadcast rule names `t_b0`"),
+    ("CREATE BROADCAST TABLE RULE t_keep", 1105, "is a sharded table"),
+    ("DROP BROADCAST TABLE RULE t_nope", 1105, "`t_nope` does not exist"),
+    ("UNREGISTER STORAGE UNIT ds_0", 1105, "still used by sharding rule t_keep"),
+    ("UNREGISTER STORAGE UNIT ds_9", 1105, "`ds_9` does not exist"),
+    ("REGISTER STORAGE UNIT ds_0 (URL='jdbc:mysql://127.0.0.1:1/x', USER='root')", 1105, "Duplicate storage unit"),
+    ("REGISTER STORAGE UNIT ds_9 (HOST='127.0.0.1', PORT=1, DB='x', USER='root')", 2003, "cannot connect"),
+    ("REGISTER STORAGE UNIT ds_9 (HOST='127.0.0.1', USER='root')", 1064, "HOST=..., PORT=..., DB=... or URL="),
+]
+
+
+@pytest.mark.parametrize(("sql", "errno", "message"), REFUSED_RDL, ids=[r[0][:60] for r in REFUSED_RDL])
+def test_refused_changes_change_nothing(rdl_unchanged: Rdl, sql: str, errno: int, message: str) -> None:
+    rdl = rdl_unchanged
+    before = rdl.file.read_bytes()
+    rules_before = _table_rules(rdl)
+    got = refusal(rdl.proxy, sql, "rdl_db")
+    assert got[0] == errno and message in got[2], got
+    assert rdl.file.read_bytes() == before and not (rdl.conf / "database-rdl_db.yaml.bak").exists()
+    assert _table_rules(rdl) == rules_before
+    assert [r[0] for r in rdl.run("SHOW STORAGE UNITS")] == ["ds_0", "ds_1"]
+
+
+def test_if_exists_and_if_not_exists_and_admin_only(rdl_unchanged: Rdl) -> None:
+    rdl = rdl_unchanged
+    before = rdl.file.read_bytes()
+    for sql in (f"CREATE SHARDING TABLE RULE IF NOT EXISTS {T_NEW.replace('t_new (', 't_keep (')}",
+                "DROP SHARDING TABLE RULE IF EXISTS t_nope", "CREATE BROADCAST TABLE RULE IF NOT EXISTS t_b0",
+                "DROP BROADCAST TABLE RULE IF EXISTS t_nope", "UNREGISTER STORAGE UNIT IF EXISTS ds_9"):
+        assert rdl.run(sql) == []
+    assert rdl.file.read_bytes() == before  # nothing to do: nothing written
+    errno, _, message = refusal(rdl.proxy, "CREATE BROADCAST TABLE RULE t_z", "rdl_db", "app", "app")
+    assert errno == 1227 and "admin: true" in message
+    assert rdl.run("SHOW BROADCAST TABLE RULES") == [("t_b0",)]
+
+
+def test_broadcast_table_rules(rdl: Rdl) -> None:
+    other = rdl.connect()
+    try:
+        rdl.run("CREATE BROADCAST TABLE RULE t_dict2, t_dict3")
+        with other.cursor() as cur:
+            cur.execute("SHOW BROADCAST TABLE RULES")
+            assert cur.fetchall() == (("t_b0",), ("t_dict2",), ("t_dict3",))
+            cur.execute("CREATE TABLE t_dict2 (id INT PRIMARY KEY, name VARCHAR(10))")
+            cur.execute("INSERT INTO t_dict2 VALUES (1, 'one')")
+    finally:
+        other.close()
+    for i, physical in ((0, "rdl_0"), (1, "rdl_1")):
+        assert rdl.backend_rows(i, physical, "SELECT * FROM t_dict2") == [(1, "one")]
+    rdl.run("DROP BROADCAST TABLE RULE t_dict3, t_b0")
+    assert rdl.run("SHOW BROADCAST TABLE RULES") == [("t_dict2",)]
+    rdl.restart()
+    assert rdl.run("SHOW BROADCAST TABLE RULES") == [("t_dict2",)]
+    assert rdl.run("COUNT BROADCAST RULE") == [("broadcast_table", "rdl_db", "1")]
+    rdl.run("DROP BROADCAST TABLE RULE t_dict2")
+    assert rdl.run("SHOW BROADCAST TABLE RULES") == [] and "!BROADCAST" not in rdl.file.read_text()
+
+
+def test_register_and_unregister_storage_units(rdl: Rdl) -> None:
+    s1 = rdl.servers[1]
+    rdl.run(f"REGISTER STORAGE UNIT ds_2 (HOST='{s1.host}', PORT={s1.port}, DB='rdl_2', USER='{s1.user}', "
+            f"PASSWORD='{s1.password}', PROPERTIES('maxPoolSize'='5', 'minPoolSize'=1))")
+    units = {r[0]: r for r in rdl.run("SHOW STORAGE UNITS")}
+    assert set(units) == {"ds_0", "ds_1", "ds_2"} and units["ds_2"][4] == "rdl_2" and units["ds_2"][8] == "5"
+    rdl.run("CREATE SHARDING TABLE RULE t_on2 (DATANODES('ds_2.t_on2'))")
+    rdl.run("CREATE TABLE t_on2 (id INT)")
+    rdl.run("INSERT INTO t_on2 VALUES (7)")
+    assert rdl.backend_rows(1, "rdl_2", "SELECT id FROM t_on2") == [(7,)]
+    assert rdl.run("SHOW RULES USED STORAGE UNIT ds_2") == [("sharding", "t_on2")]
+    errno, _, message = refusal(rdl.proxy, "UNREGISTER STORAGE UNIT ds_2", "rdl_db")
+    assert errno == 1105 and "still used by sharding rule t_on2" in message
+    rdl.run("DROP SHARDING TABLE RULE t_on2")
+    errno, _, message = refusal(rdl.proxy, "UNREGISTER STORAGE UNIT ds_2", "rdl_db")
+    assert "single tables (t_on2)" in message and "IGNORE SINGLE TABLES" in message
+    assert "IGNORE BROADCAST TABLES" in refusal(rdl.proxy, "UNREGISTER STORAGE UNIT ds_2 IGNORE SINGLE TABLES",
+                                                "rdl_db")[2]
+    rdl.run(f"REGISTER STORAGE UNIT ds_3 (URL='jdbc:mysql://{s1.host}:{s1.port}/rdl_2?useSSL=false', "
+            f"USER='{s1.user}', PASSWORD='{s1.password}')")
+    rdl.restart()
+    assert [r[0] for r in rdl.run("SHOW STORAGE UNITS")] == ["ds_0", "ds_1", "ds_2", "ds_3"]
+    rdl.run("UNREGISTER STORAGE UNIT ds_2, ds_3 IGNORE SINGLE, BROADCAST TABLES")
+    assert [r[0] for r in rdl.run("SHOW STORAGE UNITS")] == ["ds_0", "ds_1"]
+    assert rdl.proxy.call(lambda: sorted(n for _, n in rdl.proxy.server.sources)) == ["ds_0", "ds_1", "ds_p"]
+    rdl.restart()
+    assert [r[0] for r in rdl.run("SHOW STORAGE UNITS")] == ["ds_0", "ds_1"]
+
+
+def test_a_pass_through_database_becomes_sharded_only_when_no_transaction_is_open(rdl: Rdl) -> None:
+    s1 = rdl.servers[1]
+    register = (f"REGISTER STORAGE UNIT ds_q (HOST='{s1.host}', PORT={s1.port}, DB='rdl_2', USER='{s1.user}', "
+                f"PASSWORD='{s1.password}')")
+    rdl.servers[0].execute("CREATE TABLE t_p (id INT)", "rdl_pass")
+    busy = rdl.connect("rdl_pass", autocommit=False)
+    try:
+        with busy.cursor() as cur:
+            cur.execute("SELECT * FROM t_p")
+        errno, _, message = refusal(rdl.proxy, register, "rdl_pass")
+        assert errno == 1105 and "open transaction" in message
+        busy.rollback()
+        busy.autocommit(True)
+        rdl.run(register, "rdl_pass")
+        assert rdl.proxy.call(lambda: rdl.proxy.server.database("rdl_pass").kernel is not None)
+        with busy.cursor() as cur:  # the same session, now on a sharded database: t_p is a single table on ds_p
+            cur.execute("INSERT INTO t_p VALUES (1)")
+            cur.execute("SELECT * FROM t_p")
+            assert cur.fetchall() == ((1,),)
+        assert rdl.run("SHOW SINGLE TABLES", "rdl_pass") == [("t_p", "ds_p")]
+        rdl.run("UNREGISTER STORAGE UNIT ds_q", "rdl_pass")
+        assert rdl.proxy.call(lambda: rdl.proxy.server.database("rdl_pass").kernel is None)
+        with busy.cursor() as cur:
+            cur.execute("SELECT * FROM t_p")
+            assert cur.fetchall() == ((1,),)
+    finally:
+        busy.close()
+
+
+def test_a_statement_in_flight_finishes_on_the_rules_it_started_with(rdl: Rdl) -> None:
+    import threading
+
+    rdl.run(f"CREATE SHARDING TABLE RULE {T_NEW}")
+    rdl.run("CREATE TABLE t_new (order_id BIGINT NOT NULL, user_id INT NOT NULL, v VARCHAR(10))")
+    rdl.run("INSERT INTO t_new (order_id, user_id, v) VALUES (1, 1, 'a'), (2, 2, 'b')")
+    result: list[Any] = []
+
+    def slow() -> None:
+        try:
+            result.extend(rdl.run("SELECT v, SLEEP(1) FROM t_new ORDER BY v"))
+        except Exception as exc:  # reported below
+            result.append(exc)
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    rdl.run("DROP SHARDING TABLE RULE t_new")  # does not wait for the statement
+    assert time.monotonic() - started < 0.7
+    thread.join(10)
+    assert result == [("a", 0), ("b", 0)]
+    assert "t_new" not in _table_rules(rdl)
