@@ -16,7 +16,7 @@ import pymysql
 import pytest
 
 from proxy.config import load_config
-from proxy.demo import _load_schema, write_demo_conf
+from proxy.demo import load_schema, write_demo_conf
 from tests.conftest import ServerFactory
 from tests.integration.harness import start_proxy
 from tests.integration.sharding_fixtures import (
@@ -677,7 +677,7 @@ def test_shipped_conf_loads_and_demo_flow_works(mariadb_factory: ServerFactory, 
     proxy = start_proxy(conf)
     try:
         user = config.users[0]
-        _load_schema(proxy.host, proxy.port, user.user, user.password, list(config.databases))
+        load_schema(proxy.host, proxy.port, user.user, user.password, list(config.databases))
         conn = pymysql.connect(host=proxy.host, port=proxy.port, user=user.user, password=user.password,
                                database="sharding_db")
         with conn, conn.cursor() as cur:
