@@ -92,7 +92,8 @@ def classify(sql: str) -> ProxyStatement | None:
             return ProxyStatement("select_database")
         return None
     word = _FIRST_WORD.match(text)
-    if word is not None and word.group(0).upper() in distsql.MAYBE_DISTSQL:
+    head = word.group(0).upper() if word is not None else ""
+    if head in distsql.MAYBE_DISTSQL and distsql.starts_like_distsql(text, head):
         # DistSQL: answered by proxy.distsql, or refused there; never sent to a backend
         if distsql.parse(text) is not None:
             return ProxyStatement("distsql", text)

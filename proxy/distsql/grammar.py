@@ -190,8 +190,29 @@ for _prefix in _PREFIXES:
     _PREFIXES_BY_FIRST_WORD.setdefault(_prefix[0], []).append(_prefix)
 
 
+# per first word, the prefixes in one expression: SQL that starts with SET, COMMIT, ALTER ... is told apart
+# by one short match
+_STARTS = {
+    first: re.compile(r"^\s*" + first + r"(?:" + "|".join(
+        sorted(("".join(r"\s+" + w for w in p[1:]) for p in prefixes), key=len, reverse=True)) + r")(?![\w(])", re.I)
+    for first, prefixes in _PREFIXES_BY_FIRST_WORD.items()
+}
+
+
+def starts_like_distsql(text: str, first: str | None = None) -> bool:
+    """Does `text` (no leading comments) start with the words of a DistSQL statement? Every statement
+    `parse` knows does; SQL never does. `first`: its first word in upper case, when the caller has it."""
+    if first is None:
+        m = _FIRST.match(text)
+        first = m.group(0).upper() if m else ""
+    rx = _STARTS.get(first)
+    return rx is not None and rx.match(text) is not None
+
+
 def looks_like_distsql(text: str) -> str | None:
     """The statement's name ("CREATE ENCRYPT RULE") when `text` starts like DistSQL, else None."""
+    if not starts_like_distsql(text):
+        return None
     words = [w.upper() for w in _WORDS.findall(text[:160])[:8]]
     for prefix in _PREFIXES_BY_FIRST_WORD.get(words[0] if words else "", ()):
         if tuple(words[: len(prefix)]) == prefix and _starts_with_words(text, len(prefix)):

@@ -901,3 +901,21 @@ def test_a_statement_in_flight_finishes_on_the_rules_it_started_with(rdl: Rdl) -
     thread.join(10)
     assert result == [("a", 0), ("b", 0)]
     assert "t_new" not in _table_rules(rdl)
+
+
+def test_prepared_distsql(dist: Dist) -> None:
+    """DistSQL sent as a prepared statement (mysql-connector's prepared cursor) is answered the same."""
+    conn = connector(dist.proxy, "dist_db")
+    try:
+        cur = conn.cursor(prepared=True)
+        cur.execute("SHOW SHARDING KEY GENERATORS")
+        assert [tuple(r) for r in cur.fetchall()] == [("snow", "SNOWFLAKE", ""), ("uu", "UUID", ""),
+                                                      ("spare_snow", "SNOWFLAKE", '{"worker-id":7}')]
+        cur.execute("SHOW DIST VARIABLE WHERE NAME = sql_show")
+        assert [tuple(r) for r in cur.fetchall()] == [("sql_show", "false")]
+        with pytest.raises(mysql.connector.Error) as refused:
+            cur.execute("SHOW ENCRYPT RULES")
+            cur.fetchall()
+        assert refused.value.errno == 1235 and "SHOW ENCRYPT RULES is not supported by shardproxy" in refused.value.msg
+    finally:
+        conn.close()
