@@ -57,17 +57,22 @@ async def admin_statement(session: Session, stmt: ProxyStatement, sql: str) -> N
         groups = [s for s in db.sources.values() if isinstance(s, ReadWriteGroup)]
         session.rows(list(RULE_COLUMNS), [g.rule_row() for g in groups if table is None or g.name == table])
     elif stmt.kind == "units":
-        rows = []
-        members: list[tuple[str, DataSource, tuple[str, str, float | None]]] = []
-        for name, source in db.sources.items():
-            if isinstance(source, ReadWriteGroup):
-                members.extend(storage_unit_rows(source))
-            else:
-                members.append((name, source, ("enabled", "", None)))
-        for name, source, (status, detail, lag) in members:
-            c = source.config
-            stats = source.stats()
-            timeouts = (int(c.connect_timeout * 1000), int(c.idle_timeout * 1000), int(c.max_lifetime * 1000))
-            rows.append((name, "MySQL", c.host, c.port, c.database, *timeouts, c.max_pool_size, c.min_pool_size,
-                         stats["used"], stats["free"], status, detail, None if lag is None else f"{lag:g}"))
-        session.rows(STORAGE_UNIT_COLUMNS, rows)
+        session.rows(STORAGE_UNIT_COLUMNS, storage_units(db))
+
+
+def storage_units(db: LogicalDatabase) -> list[tuple[object, ...]]:
+    """SHOW STORAGE UNITS: one row per physical data source (each member of a read/write splitting group)."""
+    rows: list[tuple[object, ...]] = []
+    members: list[tuple[str, DataSource, tuple[str, str, float | None]]] = []
+    for name, source in db.sources.items():
+        if isinstance(source, ReadWriteGroup):
+            members.extend(storage_unit_rows(source))
+        else:
+            members.append((name, source, ("enabled", "", None)))
+    for name, source, (status, detail, lag) in members:
+        c = source.config
+        stats = source.stats()
+        timeouts = (int(c.connect_timeout * 1000), int(c.idle_timeout * 1000), int(c.max_lifetime * 1000))
+        rows.append((name, "MySQL", c.host, c.port, c.database, *timeouts, c.max_pool_size, c.min_pool_size,
+                     stats["used"], stats["free"], status, detail, None if lag is None else f"{lag:g}"))
+    return rows

@@ -116,6 +116,8 @@ class DatabaseConfig:
     data_sources: Mapping[str, DataSourceConfig]
     rules: DatabaseRules
     other_rules: tuple[Mapping[str, Any], ...] = ()  # rule types handled elsewhere (READWRITE_SPLITTING ...)
+    # the parsed file as loaded (rule tags as `__rule__` keys): what DistSQL shows, exports and changes
+    doc: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -293,8 +295,12 @@ def _users(authority: Any, file: str, warn: Warn = lambda _m: None) -> tuple[Use
 
 
 def load_database_file(path: Path, warn: Warn) -> DatabaseConfig:
-    file = str(path)
-    doc = load_yaml_file(path)
+    return database_config(load_yaml_file(path), str(path), warn)
+
+
+def database_config(doc: Any, file: str, warn: Warn) -> DatabaseConfig:
+    """One logical database from its parsed `database-*.yaml` (DistSQL changes build the document anew
+    and load it through here, so they are validated exactly as the file is)."""
     _expect(doc, dict, file, "(top level)")
     _warn_unknown(doc, _DATABASE_KEYS, file, "", warn)
     name = doc.get("databaseName", doc.get("schemaName"))
@@ -308,7 +314,7 @@ def load_database_file(path: Path, warn: Warn) -> DatabaseConfig:
     rules_doc = doc.get("rules") or []
     _expect(rules_doc, list, file, "rules")
     rules, other = _load_rules(doc, list(data_sources), file, warn)
-    return DatabaseConfig(name, file, data_sources, rules, other)
+    return DatabaseConfig(name, file, data_sources, rules, other, doc=doc)
 
 
 def _refuse_unimplemented_rules(rules_doc: list[Any], file: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 
@@ -16,6 +16,9 @@ from protocol.packets import ERRPacket
 from proxy.backend import DataSource
 from proxy.config import DatabaseConfig
 from routing.model import ColumnInfo, DatabaseRules, UniqueKey
+
+if TYPE_CHECKING:
+    from routing.kernel import ShardingKernel
 
 log = structlog.get_logger("shardproxy.runtime")
 
@@ -125,6 +128,15 @@ class SchemaSnapshot:
         return list(self.tables.get(data_source, {}))
 
 
+def _kernel(config: DatabaseConfig, metadata: SchemaSnapshot) -> ShardingKernel | None:
+    if config.rules.is_pass_through:
+        return None
+    from routing.kernel import ShardingKernel
+
+    size = int(config.rules.props.get("plan-cache-size", 1024)) if config.rules.props else 1024
+    return ShardingKernel(config.rules, metadata, plan_cache_size=size)
+
+
 class LogicalDatabase:
     def __init__(self, config: DatabaseConfig, sources: dict[str, DataSource]) -> None:
         self.config = config
@@ -132,17 +144,23 @@ class LogicalDatabase:
         self.rules = config.rules
         self.sources = sources
         self.metadata = SchemaSnapshot(config.rules)
-        self.kernel = None
-        if not config.rules.is_pass_through:
-            from routing.kernel import ShardingKernel
-
-            size = int(config.rules.props.get("plan-cache-size", 1024)) if config.rules.props else 1024
-            self.kernel = ShardingKernel(config.rules, self.metadata, plan_cache_size=size)
+        self.kernel = _kernel(config, self.metadata)
         # without sharding rules, the one data source every statement goes to
         self.pass_through_source: DataSource | None = (
             next(iter(sources.values())) if self.kernel is None else None
         )
         self._reload_lock = asyncio.Lock()
+
+    def reconfigure(self, config: DatabaseConfig, sources: dict[str, DataSource]) -> None:
+        """Take a changed configuration (DistSQL RDL) in one synchronous step: a statement already routed
+        finishes on the kernel it holds, every statement routed from now on uses the new rules. The
+        metadata loaded so far is kept (reload it for tables the change brings in)."""
+        old = self.metadata
+        metadata = SchemaSnapshot(config.rules, dict(old.tables), dict(old.keys), dict(old.infos))
+        kernel = _kernel(config, metadata)
+        pass_through = next(iter(sources.values())) if kernel is None else None
+        self.config, self.rules, self.sources = config, config.rules, sources
+        self.metadata, self.kernel, self.pass_through_source = metadata, kernel, pass_through
 
     async def reload_metadata(self) -> None:
         if self.kernel is None:

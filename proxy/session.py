@@ -814,6 +814,10 @@ class Session:
             from proxy.admin import admin_statement
 
             await admin_statement(self, stmt, sql)
+        elif stmt.kind in ("distsql", "distsql_unsupported"):
+            from proxy.distsql.handler import execute
+
+            await execute(self, stmt)
         else:  # pragma: no cover - classify() only returns the kinds above
             self.error(ErrorCode.NOT_SUPPORTED_YET, f"unsupported proxy statement {stmt.kind}", "42000")
 

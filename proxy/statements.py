@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from proxy.distsql import grammar as distsql
+
 _LEADING = re.compile(r"^(?:\s+|/\*(?!!|\s*SHARDINGSPHERE_HINT).*?\*/|--[ \t][^\n]*\n|#[^\n]*\n)*", re.S)
 _USE = re.compile(r"^USE\s+(`(?:[^`]|``)+`|[^\s;`]+)\s*;?\s*$", re.I | re.S)
 _SHOW_DATABASES = re.compile(r"^SHOW\s+(?:DATABASES|SCHEMAS)(?:\s+LIKE\s+'((?:[^'\\]|\\.|'')*)')?\s*;?\s*$", re.I)
@@ -23,6 +25,7 @@ _SHOW_RW_RULES = re.compile(
     r"^SHOW\s+READWRITE_SPLITTING\s+RULES?(?:\s+(?!FROM\b)(\S+?))?(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I
 )
 _SHOW_PROCESSLIST = re.compile(r"^SHOW\s+(FULL\s+)?PROCESSLIST\s*;?\s*$", re.I)
+_FIRST_WORD = re.compile(r"[A-Za-z_]+")
 _SHOW_STORAGE_UNITS = re.compile(r"^SHOW\s+(?:STORAGE\s+UNITS|RESOURCES)(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I)
 
 
@@ -40,7 +43,8 @@ def unquote_ident(name: str) -> str:
 @dataclass(frozen=True)
 class ProxyStatement:
     kind: str  # use | show_databases | preview | show_rules | show_nodes | kill | kill_other | select_database
-    # | units | show_rw_rules
+    # | units | show_rw_rules | distsql (arg: the statement, parsed by proxy.distsql) | distsql_unsupported (arg:
+    # the DistSQL statement's name)
     arg: str | None = None
     arg2: str | None = None
 
@@ -86,6 +90,16 @@ def classify(sql: str) -> ProxyStatement | None:
         m = _SELECT_DATABASE.match(text)
         if m:
             return ProxyStatement("select_database")
+        return None
+    word = _FIRST_WORD.match(text)
+    head = word.group(0).upper() if word is not None else ""
+    if head in distsql.MAYBE_DISTSQL and distsql.starts_like_distsql(text, head):
+        # DistSQL: answered by proxy.distsql, or refused there; never sent to a backend
+        if distsql.parse(text) is not None:
+            return ProxyStatement("distsql", text)
+        name = distsql.looks_like_distsql(text)
+        if name is not None:
+            return ProxyStatement("distsql_unsupported", name)
     return None
 
 

@@ -321,8 +321,11 @@ _SHARDING_KEYS = {
     "defaultKeyGenerateStrategy", "defaultAuditStrategy", "defaultShardingColumn", "shardingAlgorithms",
     "keyGenerators", "auditors", "shardingCache",
 }  # fmt: skip
-_TABLE_KEYS = {"actualDataNodes", "databaseStrategy", "tableStrategy", "keyGenerateStrategy", "auditStrategy"}
+# logicTable: ShardingSphere writes it into every table it exports (the table's name again)
+_TABLE_KEYS = {"actualDataNodes", "databaseStrategy", "tableStrategy", "keyGenerateStrategy", "auditStrategy",
+               "logicTable"}
 _AUTO_TABLE_KEYS = {
+    "logicTable",
     "actualDataSources",
     "shardingStrategy",
     "keyGenerateStrategy",
