@@ -374,6 +374,7 @@ class DataSource:
         )
         self._admin: BackendConnection | None = None
         self._admin_lock = asyncio.Lock()
+        self.ssl = config.ssl_context()  # TLS toward the server when the URL asks for it (useSSL / sslMode)
 
     async def _open(self, found_rows: bool) -> BackendConnection:
         c = self.config
@@ -383,6 +384,7 @@ class DataSource:
                 aiomysql.connect(
                     host=c.host, port=c.port, user=c.username, password=c.password, db=c.database,
                     charset="utf8mb4", autocommit=True, client_flag=flags, connect_timeout=c.connect_timeout,
+                    ssl=self.ssl,
                 ),
                 timeout=c.connect_timeout + 5,
             )
@@ -456,7 +458,8 @@ class DataSource:
                     try:
                         raw = await asyncio.wait_for(aiomysql.connect(
                             host=c.host, port=c.port, user=c.username, password=c.password, db=c.database,
-                            autocommit=True, connect_timeout=wait, charset="utf8mb4"), timeout=wait + 1)
+                            autocommit=True, connect_timeout=wait, charset="utf8mb4", ssl=self.ssl),
+                            timeout=wait + 1)
                     except (pymysql.err.OperationalError, OSError, TimeoutError) as exc:
                         log.warning("admin_connection_failed", data_source=self.name, error=str(exc))
                         return None

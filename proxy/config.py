@@ -16,11 +16,12 @@ implement, stops the start (`ConfigError` with the file and the key) instead of 
 from __future__ import annotations
 
 import re
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from proxy.privilege import Privilege, parse_privilege
 from routing.errors import ConfigError
@@ -104,6 +105,23 @@ class DataSourceConfig:
     connect_timeout: float = 30.0
     idle_timeout: float = 60.0
     max_lifetime: float = 1800.0
+    # TLS toward the server, from the JDBC URL: None (plain), "required" (encrypt, do not verify),
+    # "verify_ca" (verify the certificate), "verify_identity" (and the host name); `ssl_ca`: a CA file
+    ssl_mode: str | None = None
+    ssl_ca: str | None = None
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The client SSL context for this data source's connections (None: plain TCP)."""
+        if self.ssl_mode is None:
+            return None
+        if self.ssl_mode == "required":
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            return ctx
+        ctx = ssl.create_default_context(cafile=self.ssl_ca)
+        ctx.check_hostname = self.ssl_mode == "verify_identity"
+        return ctx
 
     def describe(self) -> str:
         return f"{self.name} ({self.username}@{self.host}:{self.port}/{self.database})"
@@ -203,6 +221,35 @@ def parse_data_source_url(url: str, file: str, key: str) -> tuple[str, int, str,
     return parts.hostname, port, database, user, password
 
 
+_SSL_MODES = {"DISABLED": None, "PREFERRED": None, "REQUIRED": "required", "VERIFY_CA": "verify_ca",
+              "VERIFY_IDENTITY": "verify_identity"}
+
+
+def _url_ssl(url: str, file: str, key: str) -> tuple[str | None, str | None]:
+    """TLS settings of a JDBC URL, as MySQL Connector/J and MariaDB Connector/J spell them: `sslMode`
+    (DISABLED, PREFERRED: plain; REQUIRED; VERIFY_CA; VERIFY_IDENTITY), or the older `useSSL=true`
+    (with `requireSSL`, `verifyServerCertificate=true`: verify_ca); a CA file in `serverSslCert`,
+    `sslCa` or `trustCertificateKeyStoreUrl=file:...` (PEM)."""
+    query = {k.lower(): v for k, v in parse_qsl(urlsplit(url.strip().removeprefix("jdbc:")).query)}
+    mode: str | None = None
+    if "sslmode" in query:
+        name = query["sslmode"].strip().upper()
+        if name not in _SSL_MODES:
+            raise ConfigError(f"unknown sslMode {query['sslmode']!r}: one of {', '.join(_SSL_MODES)}", file=file,
+                              key=key)
+        mode = _SSL_MODES[name]
+    elif _truthy(query.get("usessl")) or _truthy(query.get("requiressl")):
+        mode = "verify_ca" if _truthy(query.get("verifyservercertificate")) else "required"
+    ca = query.get("serversslcert") or query.get("sslca") or query.get("trustcertificatekeystoreurl")
+    if ca is not None:
+        ca = ca.removeprefix("file://").removeprefix("file:")
+    return mode, ca
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in ("true", "1", "yes")
+
+
 def _number(ds: Mapping[str, Any], name: str, default: float, file: str, key: str) -> float:
     v = ds.get(name, default)
     if v is None:
@@ -234,6 +281,7 @@ def _data_source(name: str, ds: Any, file: str, warn: Warn) -> DataSourceConfig:
             file=file,
             key=key,
         )
+    ssl_mode, ssl_ca = _url_ssl(url, file, f"{key}.url")
     return DataSourceConfig(
         name=name,
         host=host,
@@ -241,6 +289,8 @@ def _data_source(name: str, ds: Any, file: str, warn: Warn) -> DataSourceConfig:
         database=database,
         username=username,
         password=password,
+        ssl_mode=ssl_mode,
+        ssl_ca=ssl_ca,
         min_pool_size=min_size,
         max_pool_size=max_size,
         connect_timeout=_number(ds, "connectionTimeoutMilliseconds", 30000, file, key) / 1000,

@@ -544,7 +544,8 @@ class ReadWriteGroup(DataSource):
         if conn is None or conn.closed:
             c = r.source.config
             conn = await aiomysql.connect(host=c.host, port=c.port, user=c.username, password=c.password,
-                                          autocommit=True, connect_timeout=min(c.connect_timeout, 5.0))
+                                          autocommit=True, connect_timeout=min(c.connect_timeout, 5.0),
+                                          ssl=r.source.ssl)
             self._monitor_conns[r.name] = conn
         async with conn.cursor(aiomysql.DictCursor) as cur:
             try:
