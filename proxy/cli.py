@@ -17,6 +17,7 @@ import structlog
 from proxy.backend import BackendError
 from proxy.config import ProxyConfig, load_config
 from proxy.logs import configure
+from proxy.xalog import LogUnavailable
 from routing.errors import ConfigError
 
 log = structlog.get_logger("shardproxy")
@@ -75,7 +76,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     _install_loop()
     try:
         asyncio.run(serve(config, args.host, port, worker=index, workers=workers))
-    except BackendError as exc:
+    except (BackendError, LogUnavailable) as exc:
         print(f"shardproxy: cannot start: {exc}", file=sys.stderr)
         return 3
     except OSError as exc:

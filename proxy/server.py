@@ -19,6 +19,8 @@ from proxy.handshake import Authenticator
 from proxy.readwrite import open_data_sources
 from proxy.runtime import LogicalDatabase
 from proxy.session import Session
+from proxy.xa import TransactionManager
+from proxy.xalog import LogUnavailable
 
 log = structlog.get_logger("shardproxy.server")
 
@@ -60,6 +62,7 @@ class ProxyServer:
         self.merge_memory_rows = config.prop_int("proxy-merge-memory-rows", 1_000_000)
         self.max_connections_per_query = config.prop_int("max-connections-size-per-query", 4)
         self.statement_timeout = float(config.props.get("proxy-statement-timeout-seconds") or 0)
+        self.tm = TransactionManager(config, worker=worker, workers=workers)  # the transaction rule, XA
 
     # -- start and stop ---------------------------------------------------------------------------------
 
@@ -81,6 +84,12 @@ class ProxyServer:
                 exc.data_source, f"{reason} (configured in {self._file_of(exc.data_source)})", errno=exc.errno
             ) from exc
         await self._detect_version()
+        try:
+            await self.tm.start(self)  # XA: the decision log, and a first recovery pass before any client
+        except LogUnavailable as exc:
+            await self.close_backends()
+            raise LogUnavailable(f"{exc} (transaction.props.xa-log-dir in {self.config.transaction.file})"
+                                 ) from exc
 
     def _file_of(self, data_source: str) -> str:
         for db in self.config.databases.values():
@@ -145,6 +154,7 @@ class ProxyServer:
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), timeout=2)
+        await self.tm.close()
         await self.close_backends()
 
     async def close_backends(self) -> None:
