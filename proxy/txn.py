@@ -382,9 +382,10 @@ async def _xa_step(conn: BackendConnection, statements: list[str]) -> tuple[str,
     except Exception as exc:
         conn.broken = True
         return _detail(exc), False
-    for answer in answers:
+    for sql, answer in zip(statements, answers, strict=True):
         if isinstance(answer, ERRPacket):
-            return f"{answer.errno}: {answer.message}", True
+            verb = " ".join(sql.split()[:2]) if len(statements) > 1 else ""
+            return f"{verb + ': ' if verb else ''}{answer.errno}: {answer.message}", True
     return None
 
 
@@ -533,8 +534,8 @@ async def _xa_two_phase(session: Session, xa: XATransaction, conns: dict[str, Ba
                     + " (SHOW TRANSACTION IN DOUBT)")
             return None, note, True
     else:
-        why = "XA PREPARE failed on " + ", ".join(
-            f"{n} ({d}{'' if answered else '; its connection was lost'})" for n, (d, answered) in refused.items())
+        why = ", ".join(f"{n} could not prepare its branch ({d}{'' if answered else '; its connection was lost'})"
+                        for n, (d, answered) in refused.items())
     # before the decision: every branch rolls back
     targets = [n for n in names if not (n in refused and not refused[n][1])]  # the lost ones are closed
     problems = await asyncio.gather(*(_xa_abort(conns[n], xids[n], prepared=n in prepared) for n in targets))
