@@ -347,17 +347,25 @@ class BackendConnection:
         """Send several statements answered by one OK or ERR each (XA START/END/PREPARE/COMMIT, SET) without
         waiting in between, then read the answers: one round trip. A statement after a failed one still
         runs (the server reads them in order); the caller sees every answer."""
-        from protocol.framing import FrameDecoder
+        self.send_pipeline(statements)
+        return await self.read_pipeline(statements)
 
-        frames = FrameDecoder()
+    def send_pipeline(self, statements: list[str]) -> None:
+        """The sending half of `pipeline` (the answers are read by `read_pipeline`; until then the
+        connection is busy: given back unread, it is closed)."""
         writer = self.raw._writer
         if writer is None:
             self.broken = True
             raise BackendError(self.name, "connection is closed")
-        data = b"".join(encode_packet(ComQuery(text.encode(sql)).encode(), 0)[0] for sql in statements)
-        writer.transport.write(data)
+        writer.transport.write(b"".join(encode_packet(ComQuery(text.encode(sql)).encode(), 0)[0]
+                                        for sql in statements))
         self.busy = True
         self.relayed = False
+
+    async def read_pipeline(self, statements: list[str]) -> list[OKPacket | ERRPacket]:
+        from protocol.framing import FrameDecoder
+
+        frames = FrameDecoder()
         answers: list[OKPacket | ERRPacket] = []
         try:
             while len(answers) < len(statements):

@@ -19,7 +19,6 @@ COMMIT rolls back the rest instead of committing a part of it.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING
 from protocol import text
 from protocol.constants import ServerStatus
 from protocol.errors import ServerError
-from protocol.packets import ERRPacket
+from protocol.packets import ERRPacket, OKPacket
 from proxy.backend import BackendError
 from proxy.xa import XAER_NOTA, LogUnavailable, XATransaction, bqual_for, server_key
 from proxy.xalog import Branch
@@ -284,6 +283,7 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
     """
     txn = session.txn
     label = label or verb
+    session.commit_note = ""
     if txn.xa is not None:
         return await _xa_end(session, txn.xa, verb, label, consequence)
     fresh = _drop_lost(session)
@@ -374,37 +374,68 @@ def abandon(session: Session) -> None:
 # --- XA: COMMIT and ROLLBACK ---------------------------------------------------------------------------
 
 
-async def _xa_step(conn: BackendConnection, statements: list[str]) -> tuple[str, bool] | None:
-    """Statements that end (part of) an XA branch, in one round trip: None when all succeeded, else the
-    first failure and whether the server answered it (False: the connection was lost, it is broken)."""
-    try:
-        answers = await conn.pipeline(statements)
-    except Exception as exc:
-        conn.broken = True
-        return _detail(exc), False
-    for sql, answer in zip(statements, answers, strict=True):
+Outcome = tuple[str, bool] | None  # None: done; else what went wrong, and whether the server answered it
+
+
+async def _xa_fan(work: list[tuple[BackendConnection, list[str]]]) -> list[list[OKPacket | ERRPacket] | Exception]:
+    """Each connection's statements in one round trip, all connections at once: everything is sent first,
+    then the answers are read in turn (those of the others wait in their buffers meanwhile), which costs
+    no task per branch. A connection that fails is marked broken; its entry is the exception."""
+    results: list[list[OKPacket | ERRPacket] | Exception | None] = []
+    for conn, statements in work:
+        try:
+            conn.send_pipeline(statements)
+            results.append(None)
+        except Exception as exc:
+            conn.broken = True
+            results.append(exc)
+    for i, (conn, statements) in enumerate(work):
+        if results[i] is None:
+            try:
+                results[i] = await conn.read_pipeline(statements)
+            except Exception as exc:
+                conn.broken = True
+                results[i] = exc
+    return [r for r in results if r is not None]  # (none is left None)
+
+
+def _outcome(statements: list[str], result: list[OKPacket | ERRPacket] | Exception) -> Outcome:
+    """None when every statement succeeded; else the first failure and whether the server answered it
+    (False: the connection was lost)."""
+    if isinstance(result, Exception):
+        return _detail(result), False
+    for sql, answer in zip(statements, result, strict=True):
         if isinstance(answer, ERRPacket):
             verb = " ".join(sql.split()[:2]) if len(statements) > 1 else ""
             return f"{verb + ': ' if verb else ''}{answer.errno}: {answer.message}", True
     return None
 
 
-async def _xa_abort(conn: BackendConnection, xid: str, *, prepared: bool) -> str | None:
-    """Roll one branch back: XA END (when it is still active; refused harmlessly when it is not) and XA
-    ROLLBACK. None when rolled back; else what went wrong, and the connection is broken (closing it rolls
-    back a branch that is not prepared)."""
-    statements = [f"XA ROLLBACK {xid}"] if prepared else [f"XA END {xid}", f"XA ROLLBACK {xid}"]
-    try:
-        answers = await conn.pipeline(statements)
-    except Exception as exc:
-        conn.broken = True
-        return _detail(exc)
-    last = answers[-1]
-    if isinstance(last, ERRPacket) and last.errno != XAER_NOTA:  # NOTA: no such branch (any more): nothing to undo
-        conn.broken = True
-        return f"{last.errno}: {last.message}"
-    conn.xa = None
-    return None
+async def _xa_steps(work: list[tuple[BackendConnection, list[str]]]) -> list[Outcome]:
+    """Statements that end (part of) XA branches, one round trip for all of them (see `_xa_fan`)."""
+    results = await _xa_fan(work)
+    return [_outcome(statements, result) for (_c, statements), result in zip(work, results, strict=True)]
+
+
+async def _xa_aborts(work: list[tuple[BackendConnection, str, bool]]) -> list[str | None]:
+    """Roll branches back (connection, xid, prepared?): XA END (when still active; refused harmlessly when
+    not) and XA ROLLBACK, all in one round trip. Per branch: None when rolled back; else what went wrong,
+    and the connection is broken (closing it rolls back a branch that is not prepared)."""
+    plan = [(conn, [f"XA ROLLBACK {xid}"] if prepared else [f"XA END {xid}", f"XA ROLLBACK {xid}"])
+            for conn, xid, prepared in work]
+    out: list[str | None] = []
+    for (conn, _s), result in zip(plan, await _xa_fan(plan), strict=True):
+        if isinstance(result, Exception):
+            out.append(_detail(result))
+            continue
+        last = result[-1]
+        if isinstance(last, ERRPacket) and last.errno != XAER_NOTA:  # NOTA: no such branch (any more)
+            conn.broken = True
+            out.append(f"{last.errno}: {last.message}")
+            continue
+        conn.xa = None
+        out.append(None)
+    return out
 
 
 async def _xa_end(session: Session, xa: XATransaction, verb: str, label: str, consequence: str
@@ -440,9 +471,8 @@ async def _xa_end(session: Session, xa: XATransaction, verb: str, label: str, co
 
             readers = [n for n in conns if n not in xa.written]
             # branches that only read commit in one phase first: whatever becomes of them, no row changes
-            outcomes = await asyncio.gather(*(_xa_step(conns[n], [f"XA END {xa.xid(n)}",
-                                                                 f"XA COMMIT {xa.xid(n)} ONE PHASE"])
-                                              for n in readers))
+            outcomes = await _xa_steps([(conns[n], [f"XA END {xa.xid(n)}", f"XA COMMIT {xa.xid(n)} ONE PHASE"])
+                                        for n in readers])
             for name, outcome in zip(readers, outcomes, strict=True):
                 if outcome is None:
                     conns[name].xa = None
@@ -453,12 +483,12 @@ async def _xa_end(session: Session, xa: XATransaction, verb: str, label: str, co
                 name = writers[0]
                 conn = conns[name]
                 xid = xa.xid(name)
-                outcome = await _xa_step(conn, [f"XA END {xid}", f"XA COMMIT {xid} ONE PHASE"])
+                [outcome] = await _xa_steps([(conn, [f"XA END {xid}", f"XA COMMIT {xid} ONE PHASE"])])
                 if outcome is None:
                     conn.xa = None
                     ended.append(name)
                 elif outcome[1]:  # refused (a deadlock made it rollback-only, ...): it did not commit
-                    problem = await _xa_abort(conn, xid, prepared=False)
+                    [problem] = await _xa_aborts([(conn, xid, False)])
                     message = (f"{label} failed on {name} ({outcome[0]}): nothing was committed"
                                + (f"; XA ROLLBACK failed too ({problem}), its connection is closed, which rolls "
                                   f"it back" if problem else f": rolled back on {name}"))
@@ -469,7 +499,7 @@ async def _xa_end(session: Session, xa: XATransaction, verb: str, label: str, co
                 message, note, unresolved = await _xa_two_phase(session, xa, {n: conns[n] for n in writers}, label)
         else:
             names = list(conns)
-            problems = await asyncio.gather(*(_xa_abort(conns[n], xa.xid(n), prepared=False) for n in names))
+            problems = await _xa_aborts([(conns[n], xa.xid(n), False) for n in names])
             for name, problem in zip(names, problems, strict=True):
                 if problem is None:
                     ended.append(name)
@@ -508,8 +538,7 @@ async def _xa_two_phase(session: Session, xa: XATransaction, conns: dict[str, Ba
     branch may be left prepared for recovery)."""
     names = list(conns)
     xids = {n: xa.xid(n) for n in names}
-    phase1 = await asyncio.gather(*(_xa_step(conns[n], [f"XA END {xids[n]}", f"XA PREPARE {xids[n]}"])
-                                    for n in names))
+    phase1 = await _xa_steps([(conns[n], [f"XA END {xids[n]}", f"XA PREPARE {xids[n]}"]) for n in names])
     prepared = [n for n, r in zip(names, phase1, strict=True) if r is None]
     refused = {n: r for n, r in zip(names, phase1, strict=True) if r is not None}
     why = ""
@@ -520,7 +549,7 @@ async def _xa_two_phase(session: Session, xa: XATransaction, conns: dict[str, Ba
         except LogUnavailable as exc:
             why = f"the commit decision could not be written to the XA log ({exc})"
         else:
-            phase2 = await asyncio.gather(*(_xa_step(conns[n], [f"XA COMMIT {xids[n]}"]) for n in names))
+            phase2 = await _xa_steps([(conns[n], [f"XA COMMIT {xids[n]}"]) for n in names])
             late = {n: r for n, r in zip(names, phase2, strict=True) if r is not None}
             for n in names:
                 if n not in late:
@@ -538,7 +567,7 @@ async def _xa_two_phase(session: Session, xa: XATransaction, conns: dict[str, Ba
                         for n, (d, answered) in refused.items())
     # before the decision: every branch rolls back
     targets = [n for n in names if not (n in refused and not refused[n][1])]  # the lost ones are closed
-    problems = await asyncio.gather(*(_xa_abort(conns[n], xids[n], prepared=n in prepared) for n in targets))
+    problems = await _xa_aborts([(conns[n], xids[n], n in prepared) for n in targets])
     rolled = [n for n, p in zip(targets, problems, strict=True) if p is None]
     failed = {n: p for n, p in zip(targets, problems, strict=True) if p is not None}
     lost_now = [n for n in names if n in refused and not refused[n][1]]

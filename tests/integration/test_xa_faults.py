@@ -52,7 +52,10 @@ RULES = """\
     db_mod: {type: INLINE, props: {algorithm-expression: 'ds_${id % 2}'}}
 """
 _NAMES = itertools.count()
-Action = Callable[[], tuple[bool, Callable[[], None] | None]]  # -> (forward the packet?, run after it)
+# an action says what becomes of the command: "drop" (the connection is cut before it), "pass", or "lose"
+# (it goes through, the server runs it, its answer is lost with the connection); and what to run after it
+# went through
+Action = Callable[[], tuple[str, Callable[[], None] | None]]
 
 
 # --- the relay ------------------------------------------------------------------------------------------------
@@ -61,6 +64,7 @@ Action = Callable[[], tuple[bool, Callable[[], None] | None]]  # -> (forward the
 class _Pair:
     def __init__(self, client: socket.socket, server: socket.socket) -> None:
         self.client, self.server = client, server
+        self.swallow = False  # the server's answers are not passed on any more
 
     def close(self) -> None:
         for s in (self.client, self.server):
@@ -73,8 +77,7 @@ class XARelay:
     """A TCP relay in front of one MariaDB server that sees the proxy's commands one packet at a time.
 
     `arm(prefix, action)`: the next COM_QUERY whose text starts with `prefix` runs `action` just before it
-    would go through; the action says whether it goes through (else the connection is cut there) and may
-    give work to run right after it went through."""
+    would go through (see `Action`)."""
 
     def __init__(self, server: MariaDBServer) -> None:
         self.server = server
@@ -137,7 +140,8 @@ class XARelay:
     def _down(self, pair: _Pair) -> None:
         try:
             while data := pair.server.recv(1 << 16):
-                pair.client.sendall(data)
+                if not pair.swallow:
+                    pair.client.sendall(data)
         except OSError:
             pass
         pair.close()
@@ -158,13 +162,18 @@ class XARelay:
                     if out:
                         pair.server.sendall(out)
                         out.clear()
-                    forward, after = action()
-                    if not forward:
+                    what, after = action()
+                    if what == "drop":
                         self.fired.set()
                         pair.close()
                         return
                     try:
+                        pair.swallow = what == "lose"
                         pair.server.sendall(packet)
+                        if what == "lose":
+                            time.sleep(0.2)  # the server runs it; its answer is swallowed
+                            pair.close()
+                            return
                     finally:
                         if after is not None:
                             after()
@@ -393,7 +402,7 @@ def test_a_shard_killed_after_prepare_is_committed_when_it_is_back(env: Env) -> 
     a, b = env.pair()
     conn = env.connect()
     transaction(conn, a, b)
-    env.relays[1].arm("XA COMMIT", lambda: (env.servers[1].kill(), (False, None))[1])
+    env.relays[1].arm("XA COMMIT", lambda: (env.servers[1].kill(), ("drop", None))[1])
     run(conn, "COMMIT")
     note = conn._result.message if conn._result is not None else b""
     assert b"XA COMMIT did not complete on ds_1" in note and b"recovery commits" in note, note
@@ -411,7 +420,7 @@ def test_a_shard_killed_before_the_decision_rolls_everything_back(env: Env) -> N
     a, b = env.pair()
     conn = env.connect()
     transaction(conn, a, b)
-    env.relays[1].arm("XA PREPARE", lambda: (env.servers[1].kill(), (False, None))[1])
+    env.relays[1].arm("XA PREPARE", lambda: (env.servers[1].kill(), ("drop", None))[1])
     with pytest.raises(pymysql.MySQLError) as info:
         run(conn, "COMMIT")
     errno, message = info.value.args
@@ -432,7 +441,7 @@ def test_the_proxy_killed_right_after_the_decision_commits_at_restart(proc_env: 
     a, b = env.pair()
     conn = env.connect()
     transaction(conn, a, b)
-    env.relays[0].arm("XA COMMIT", lambda: (env.process.kill(), (False, None))[1])  # type: ignore[union-attr]
+    env.relays[0].arm("XA COMMIT", lambda: (env.process.kill(), ("drop", None))[1])  # type: ignore[union-attr]
     commit_expecting_loss(conn)
     # ds_0's branch prepared, its XA COMMIT never arrived (ds_1's went out at the same time: it may have
     # committed): the decision is in the proxy's log
@@ -447,10 +456,10 @@ def test_the_proxy_killed_before_the_decision_rolls_back_at_restart(proc_env: En
     env = proc_env
     assert env.process is not None
 
-    def hold_then_kill() -> tuple[bool, None]:
+    def hold_then_kill() -> tuple[str, None]:
         time.sleep(0.3)  # ds_0's PREPARE goes through meanwhile: its branch is prepared
         env.process.kill()  # type: ignore[union-attr]
-        return False, None
+        return "drop", None
 
     a, b = env.pair()
     conn = env.connect()
@@ -476,7 +485,7 @@ def test_a_client_leaving_in_each_phase(env: Env, phase: str) -> None:
     if phase == "active":
         drop(conn)
     else:
-        env.relays[1].arm(phase, lambda: (time.sleep(0.4), (True, None))[1])  # held while the client leaves
+        env.relays[1].arm(phase, lambda: (time.sleep(0.4), ("pass", None))[1])  # held while the client leaves
         conn._execute_command(3, b"COMMIT")  # COM_QUERY, without waiting for the answer
         time.sleep(0.1)
         drop(conn)
@@ -508,17 +517,17 @@ def test_faults_at_random_points_never_commit_half_a_transaction(proc_env: Env) 
         through = rng.random() < 0.5
         relay = env.relays[i]
 
-        def fault(how: str = how, i: int = i, through: bool = through) -> tuple[bool, Callable[[], None] | None]:
+        def fault(how: str = how, i: int = i, through: bool = through) -> tuple[str, Callable[[], None] | None]:
             def act() -> None:
                 if how == "proxy":
                     env.process.kill()  # type: ignore[union-attr]
                 elif how == "server":
                     env.servers[i].kill()
 
-            if through:
-                return True, act
+            if through:  # the command goes through, then the fault (a cut loses the command's answer)
+                return ("lose" if how == "cut" else "pass"), act
             act()
-            return False, None
+            return "drop", None
 
         relay.arm(command, fault)
         conn: pymysql.connections.Connection[Any] | None = None
