@@ -226,3 +226,15 @@ def test_the_transaction_ral_is_the_proxys() -> None:
     stmt = classify("ALTER TRANSACTION RULE (DEFAULT='XA', TYPE(NAME='Narayana'))")
     assert stmt is not None and stmt.kind == "alter_txn_rule" and stmt.arg == "(DEFAULT='XA', TYPE(NAME='Narayana'))"
     assert classify("ALTER TABLE t ADD COLUMN x INT") is None
+
+
+def test_each_worker_process_has_a_log_and_an_instance_of_its_own(tmp_path: Path) -> None:
+    from proxy.xa import TransactionManager
+
+    config = load_config(_conf(tmp_path, "transaction: {defaultType: XA, props: {xa-instance-id: px}}\n"))
+    single = TransactionManager(config)
+    assert single.log_dir() == tmp_path / "xa-log" and single._instance_prop() == "px"
+    second = TransactionManager(config, worker=1, workers=3)
+    assert second.log_dir() == tmp_path / "xa-log" / "worker-1" and second._instance_prop() == "pxw1"
+    elsewhere = TransactionManager(load_config(_conf(tmp_path, "transaction: {props: {xa-log-dir: /var/x}}\n")))
+    assert elsewhere.log_dir() == Path("/var/x") and not elsewhere.xa
