@@ -336,6 +336,11 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
     return ServerError(message + consequence + "; the transaction is over", errno=errno, sqlstate="HY000")
 
 
+def reset(session: Session) -> None:
+    """The transaction is over without COMMIT or ROLLBACK having run (see `abandon`)."""
+    _over(session)
+
+
 def _over(session: Session, *, unresolved: bool = False) -> None:
     """The transaction ended (well or not) on every data source: reset the session's transaction state.
     `unresolved`: an XA branch may be left prepared (recovery settles it)."""

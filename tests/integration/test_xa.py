@@ -308,6 +308,26 @@ def test_a_deadlock_victims_commit_rolls_back_every_branch(env: Env) -> None:
         c.close()
 
 
+def test_an_autocommit_statement_on_several_shards_is_one_xa_transaction(env: Env) -> None:
+    """Under LOCAL each shard's part of a multi-row INSERT autocommits on its own: one failing leaves the
+    others in. Under XA the statement is a transaction of its own: all or nothing, its OK after the commit."""
+    conn = env.connect()
+    run(conn, f"INSERT INTO t_xa VALUES ({ON['ds_1']}, 'there')")
+    errno, message = failing(conn, f"INSERT INTO t_xa VALUES ({ON['ds_0']}, 'a'), ({ON['ds_1']}, 'dup')")
+    assert errno == 1062, message
+    assert env.rows("ds_0") == []  # ds_0's part was rolled back with the statement
+    assert not conn.server_status & 1
+    run(conn, f"INSERT INTO t_xa VALUES ({ON['ds_0'] + 2}, 'a'), ({ON['ds_1'] + 2}, 'b')")
+    assert conn._result is not None and conn._result.affected_rows == 2
+    assert not conn.server_status & 1 and conn.server_status & 2  # autocommit, no transaction left open
+    assert run(conn, "UPDATE t_xa SET v = 'all'") == []
+    assert env.rows("ds_0") == [(ON["ds_0"] + 2, "all")]
+    assert env.rows("ds_1") == [(ON["ds_1"], "all"), (ON["ds_1"] + 2, "all")]
+    assert len(env.decisions()) == 2  # the INSERT and the UPDATE, each two-phase
+    env.assert_clean()
+    conn.close()
+
+
 # --- sessions and connections ------------------------------------------------------------------------------------
 
 

@@ -499,22 +499,25 @@ def test_a_client_leaving_in_each_phase(env: Env, phase: str) -> None:
 
 
 def test_faults_at_random_points_never_commit_half_a_transaction(proc_env: Env) -> None:
-    """A bounded loop: each round runs one cross-shard transaction and fails it at a random command (XA
-    START, XA END, XA PREPARE, XA COMMIT, on a random data source), in a random way (the proxy killed, the
-    server killed, the connection cut, before or after the command went through); then everything is
-    restarted, recovery settles, and the transaction is all or none."""
+    """A bounded loop: each round runs one cross-shard transaction (BEGIN, two INSERTs, COMMIT; or one
+    autocommit INSERT of two rows) and fails it at a random command (XA START, XA END, XA PREPARE, XA
+    COMMIT, on a random data source), in a random way (the proxy killed, the server killed, the connection
+    cut, before or after the command went through, a cut after it losing its answer); then everything is
+    restarted, recovery settles, and the transaction is all or none. XA_FAULT_BUDGET=seconds (default 8)
+    runs it longer, XA_FAULT_SEED=n replays a run."""
     env = proc_env
     assert env.process is not None
     seed = int(os.environ.get("XA_FAULT_SEED", time.time()))
     rng = random.Random(seed)
     budget = time.monotonic() + float(os.environ.get("XA_FAULT_BUDGET", 8))
-    rounds: list[tuple[str, str, str, bool, bool]] = []
+    rounds: list[tuple[str, str, str, bool, bool, bool]] = []
     while time.monotonic() < budget or len(rounds) < 4:
         a, b = env.pair()
         i = rng.randrange(2)
         command = rng.choice(["XA START", "XA END", "XA PREPARE", "XA COMMIT"])
         how = rng.choice(["proxy", "server", "cut"])
         through = rng.random() < 0.5
+        single_statement = rng.random() < 0.3  # an autocommit INSERT of both rows: a transaction of its own
         relay = env.relays[i]
 
         def fault(how: str = how, i: int = i, through: bool = through) -> tuple[str, Callable[[], None] | None]:
@@ -533,8 +536,11 @@ def test_faults_at_random_points_never_commit_half_a_transaction(proc_env: Env) 
         conn: pymysql.connections.Connection[Any] | None = None
         with contextlib.suppress(pymysql.MySQLError):
             conn = env.connect(read_timeout=10)
-            transaction(conn, a, b)
-            run(conn, "COMMIT")
+            if single_statement:
+                run(conn, f"INSERT INTO t_xa VALUES ({a}, 'auto'), ({b}, 'auto')")
+            else:
+                transaction(conn, a, b)
+                run(conn, "COMMIT")
         relay.disarm()
         if relay.taken.is_set():
             assert relay.fired.wait(10)
@@ -544,7 +550,7 @@ def test_faults_at_random_points_never_commit_half_a_transaction(proc_env: Env) 
         env.ensure_up()
         env.settle()
         committed = env.assert_all_or_none(a, b)
-        rounds.append((command, f"ds_{i}", how, through, committed))
+        rounds.append((command, f"ds_{i}", how, through, committed, single_statement))
     # the rounds covered both outcomes
     print("rounds:", len(rounds), "seed:", seed, rounds)
     assert {r[4] for r in rounds} == {True, False} or len(rounds) < 6, rounds
