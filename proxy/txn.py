@@ -473,7 +473,6 @@ async def _xa_end(session: Session, xa: XATransaction, verb: str, label: str, co
     try:
         if verb == "COMMIT" and not lost:
             writers = [n for n in conns if n in xa.written]
-
             readers = [n for n in conns if n not in xa.written]
             # branches that only read commit in one phase first: whatever becomes of them, no row changes
             outcomes = await _xa_steps([(conns[n], [f"XA END {xa.xid(n)}", f"XA COMMIT {xa.xid(n)} ONE PHASE"])
