@@ -1,10 +1,12 @@
 """Statements ShardingSphere users know from DistSQL: PREVIEW, SHOW SHARDING TABLE RULES / NODES,
-SHOW STORAGE UNITS. They describe the loaded rules (rows built by `routing.admin`) and never execute
-anything on the backends."""
+SHOW STORAGE UNITS, SHOW / ALTER TRANSACTION RULE; and SHOW TRANSACTION IN DOUBT (the XA branches left
+prepared). They describe the loaded rules (rows built by `routing.admin`) and never execute anything on the
+backends (SHOW TRANSACTION IN DOUBT runs XA RECOVER on the data sources' admin connections)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Any
 
 from protocol.constants import ErrorCode
 from proxy.backend import DataSource
@@ -32,7 +34,133 @@ def _target_db(session: Session, name: str | None) -> LogicalDatabase | None:
     return session.database
 
 
+ER_SPECIFIC_ACCESS_DENIED = 1227
+ER_PARSE_ERROR = 1064
+ER_NOT_SUPPORTED_YET = 1235
+
+_TOKEN = re.compile(r"""\s*(?:(?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")|(?P<num>-?\d+(?:\.\d+)?)"""
+                    r"|(?P<word>[A-Za-z_][A-Za-z0-9_.-]*)|(?P<sym>[(),=]))", re.S)
+
+
+class RuleSyntaxError(ValueError):
+    pass
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    pos = 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise RuleSyntaxError(f"near '{text[pos:pos + 20].strip()}'")
+        kind = m.lastgroup or ""
+        value = m.group(kind)
+        if kind == "str":
+            quote = value[0]
+            value = re.sub(r"\\(.)", r"\1", value[1:-1].replace(quote * 2, quote))
+        out.append((kind, value))
+        pos = m.end()
+    return out
+
+
+def parse_transaction_rule(definition: str) -> tuple[str, str | None, dict[str, Any] | None]:
+    """ShardingSphere 5.5's `(DEFAULT = type [, TYPE(NAME = provider [, PROPERTIES("k" = v, ...)])])`, with
+    names bare or quoted; -> (default type as written, provider or None, props or None)."""
+    toks = _tokens(definition)
+    pos = 0
+
+    def take(kind: str, word: str | None = None) -> str:
+        nonlocal pos
+        if pos >= len(toks):
+            raise RuleSyntaxError("unexpected end of the rule definition")
+        k, v = toks[pos]
+        if (k != kind and not (kind == "name" and k in ("word", "str"))) or (word is not None and v.upper() != word):
+            raise RuleSyntaxError(f"near '{v}'")
+        pos += 1
+        return v
+
+    def peek(value: str) -> bool:
+        return pos < len(toks) and toks[pos][1].upper() == value
+
+    take("sym", "(")
+    take("word", "DEFAULT")
+    take("sym", "=")
+    default = take("name")
+    provider: str | None = None
+    props: dict[str, Any] | None = None
+    if peek(","):
+        take("sym", ",")
+        take("word", "TYPE")
+        take("sym", "(")
+        take("word", "NAME")
+        take("sym", "=")
+        provider = take("name")
+        if peek(","):
+            take("sym", ",")
+            take("word", "PROPERTIES")
+            take("sym", "(")
+            props = {}
+            while not peek(")"):
+                key = take("str")
+                take("sym", "=")
+                kind, value = toks[pos] if pos < len(toks) else ("", "")
+                if kind == "num":
+                    props[key] = float(value) if "." in value else int(value)
+                elif kind == "word" and value.upper() in ("TRUE", "FALSE"):
+                    props[key] = value.upper() == "TRUE"
+                elif kind == "str":
+                    props[key] = value
+                else:
+                    raise RuleSyntaxError(f"near '{value}'")
+                pos += 1
+                if peek(","):
+                    take("sym", ",")
+            take("sym", ")")
+        take("sym", ")")
+    take("sym", ")")
+    if pos != len(toks):
+        raise RuleSyntaxError(f"near '{toks[pos][1]}'")
+    return default, provider, props
+
+
+async def transaction_statement(session: Session, stmt: ProxyStatement) -> None:
+    from proxy.xa import IN_DOUBT_COLUMNS, RULE_COLUMNS, LogUnavailable, rule_from_statement
+
+    tm = session.server.tm
+    if stmt.kind == "show_txn_rule":
+        session.rows(RULE_COLUMNS, [tm.rule_row()])
+        return
+    if stmt.kind == "show_in_doubt":
+        session.rows(IN_DOUBT_COLUMNS, await tm.in_doubt_rows())
+        return
+    if session.user_config is None or not session.user_config.admin:
+        session.error(ER_SPECIFIC_ACCESS_DENIED, "Access denied; ALTER TRANSACTION RULE needs an admin user "
+                      "(authority.users[].admin: true)", "42000")
+        return
+    try:
+        default, provider, props = parse_transaction_rule(stmt.arg or "")
+    except RuleSyntaxError as exc:
+        session.error(ER_PARSE_ERROR, f"ALTER TRANSACTION RULE: syntax error {exc}; expected "
+                      f"(DEFAULT='LOCAL'|'XA'[, TYPE(NAME='Atomikos'|'Narayana'[, PROPERTIES('key'='value', ...)])])",
+                      "42000")
+        return
+    try:
+        kind, provider, props = rule_from_statement(default, provider, props)
+        tm.alter(kind, provider, props)
+    except ValueError as exc:
+        session.error(ER_NOT_SUPPORTED_YET, f"ALTER TRANSACTION RULE: {exc}", "42000")
+        return
+    except LogUnavailable as exc:
+        session.error(ER_NOT_SUPPORTED_YET, f"ALTER TRANSACTION RULE: XA needs its log: {exc}", "HY000")
+        return
+    session.ok()
+
+
 async def admin_statement(session: Session, stmt: ProxyStatement, sql: str) -> None:
+    if stmt.kind in ("show_txn_rule", "show_in_doubt", "alter_txn_rule"):
+        await transaction_statement(session, stmt)
+        return
     if stmt.kind == "preview":
         db = session.database
         if db is None:

@@ -141,6 +141,10 @@ class BackendConnection:
         # the last statement left per-connection results a client may ask for next (LAST_INSERT_ID(),
         # ROW_COUNT(), FOUND_ROWS()): the connection is not lent to another session until the next command
         self.keep_for_next = False
+        # the xid of the XA branch this connection has started and not yet committed or rolled back
+        # (proxy.txn): such a connection is never reset or pooled, only closed (MariaDB leaves a connection
+        # reset with a branch open in a state that fails later statements)
+        self.xa: str | None = None
         # answers to fast-path commands are read by this, in the socket's callback (proxy.fastpath)
         self.tap = install_tap(raw._writer.transport if raw._writer is not None else None, self)
         # where the pool (proxy.pool) has it, and who owns it: changed by the pool only
@@ -339,6 +343,49 @@ class BackendConnection:
         self._send(payload)
         self.busy = False
 
+    async def pipeline(self, statements: list[str]) -> list[OKPacket | ERRPacket]:
+        """Send several statements answered by one OK or ERR each (XA START/END/PREPARE/COMMIT, SET) without
+        waiting in between, then read the answers: one round trip. A statement after a failed one still
+        runs (the server reads them in order); the caller sees every answer."""
+        self.send_pipeline(statements)
+        return await self.read_pipeline(statements)
+
+    def send_pipeline(self, statements: list[str]) -> None:
+        """The sending half of `pipeline` (the answers are read by `read_pipeline`; until then the
+        connection is busy: given back unread, it is closed)."""
+        writer = self.raw._writer
+        if writer is None:
+            self.broken = True
+            raise BackendError(self.name, "connection is closed")
+        writer.transport.write(b"".join(encode_packet(ComQuery(text.encode(sql)).encode(), 0)[0]
+                                        for sql in statements))
+        self.busy = True
+        self.relayed = False
+
+    async def read_pipeline(self, statements: list[str]) -> list[OKPacket | ERRPacket]:
+        from protocol.framing import FrameDecoder
+
+        frames = FrameDecoder()
+        answers: list[OKPacket | ERRPacket] = []
+        try:
+            while len(answers) < len(statements):
+                frames.feed(await self._read())
+                for _f, _l, p in frames.packets():
+                    if p[:1] == b"\xff":
+                        answers.append(ERRPacket.decode(p))
+                    elif p[:1] == b"\x00":
+                        ok = OKPacket.decode(p)
+                        self.status = int(ok.status)
+                        answers.append(ok)
+                    else:
+                        raise BackendError(self.name, f"unexpected answer to {statements[len(answers)]!r}")
+        except BaseException:
+            self.broken = True
+            raise
+        self.busy = False
+        self.raw.server_status = self.status
+        return answers
+
     async def execute(self, sql: str) -> OKPacket | ERRPacket | list[tuple[bytes | None, ...]]:
         """Run one statement to completion; rows come back as raw text values."""
         from protocol.packets import decode_text_row
@@ -435,6 +482,8 @@ class DataSource:
         before anyone else gets it; without, it keeps its state (recorded in `conn.state`) and the next
         borrower resets it only if its own state differs. A connection in a transaction, or whose state is
         unknown, is never passed on as it is."""
+        if conn.xa is not None:  # an XA branch may still be open on it: closing ends it, a reset would not
+            conn.broken = True
         if not reset and (conn.status & 1 or not conn.status & 2):  # IN_TRANS, or autocommit off
             reset = True
         self.pool.release(conn, owner=owner, reset=reset)

@@ -18,6 +18,7 @@ import structlog
 from proxy.backend import BackendError
 from proxy.config import ProxyConfig, load_config
 from proxy.logs import configure
+from proxy.xalog import LogUnavailable
 from routing.errors import ConfigError
 
 log = structlog.get_logger("shardproxy")
@@ -98,7 +99,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:  # found once the server builds what the configuration names (TLS files ...)
         _config_error(exc, json_logs=args.log_json)
         return 2
-    except BackendError as exc:
+    except (BackendError, LogUnavailable) as exc:
         print(f"shardproxy: cannot start: {exc}", file=sys.stderr)
         return 3
     except OSError as exc:

@@ -138,6 +138,24 @@ class DatabaseConfig:
     doc: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
+TRANSACTION_TYPES = ("LOCAL", "XA")  # ShardingSphere's BASE (Seata) is not implemented
+# transaction.props the proxy's XA transaction manager reads (proxy.xa); others (Atomikos / Narayana
+# settings brought over from ShardingSphere) are warned about and ignored
+XA_PROPS = {"xa-log-dir", "xa-instance-id", "xa-recovery-interval-seconds"}
+
+
+@dataclass(frozen=True)
+class TransactionConfig:
+    """global.yaml `transaction:` (ShardingSphere's transaction rule): the type of transaction a session
+    runs on a sharded database when it spans data sources. `provider_type` is informational (the proxy is
+    its own XA transaction manager); `props` are shown by SHOW TRANSACTION RULE and configure it."""
+
+    default_type: str = "LOCAL"
+    provider_type: str = ""
+    props: Mapping[str, Any] = field(default_factory=dict)
+    file: str = ""
+
+
 @dataclass(frozen=True)
 class ProxyConfig:
     users: tuple[UserConfig, ...]
@@ -146,6 +164,7 @@ class ProxyConfig:
     conf_dir: Path
     warnings: tuple[str, ...] = ()
     privilege: Privilege = field(default_factory=Privilege)
+    transaction: TransactionConfig = field(default_factory=TransactionConfig)
 
     @property
     def port(self) -> int:
@@ -344,6 +363,48 @@ def _users(authority: Any, file: str, warn: Warn = lambda _m: None) -> tuple[Use
     return tuple(out)
 
 
+def parse_transaction_type(value: Any, file: str, key: str) -> str:
+    """LOCAL or XA (any case); BASE and anything else are configuration errors naming the key."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"expected LOCAL or XA, got {value!r}", file=file, key=key)
+    kind = value.strip().upper()
+    if kind == "BASE":
+        raise ConfigError("BASE (Seata) transactions are not supported by shardproxy; use LOCAL or XA",
+                          file=file, key=key)
+    if kind not in TRANSACTION_TYPES:
+        raise ConfigError(f"unknown transaction type {value!r}: use LOCAL or XA", file=file, key=key)
+    return kind
+
+
+def _transaction(doc: Any, file: str, warn: Warn) -> TransactionConfig:
+    if doc is None:
+        return TransactionConfig(file=file)
+    _expect(doc, dict, file, "transaction")
+    _warn_unknown(doc, {"defaultType", "providerType", "props"}, file, "transaction.", warn)
+    kind = parse_transaction_type(doc.get("defaultType", "LOCAL"), file, "transaction.defaultType")
+    provider = doc.get("providerType")
+    if provider is not None and not isinstance(provider, str):
+        raise ConfigError(f"expected a name, got {provider!r}", file=file, key="transaction.providerType")
+    props = doc.get("props") or {}
+    _expect(props, dict, file, "transaction.props")
+    for k in props:
+        if k not in XA_PROPS:
+            warn(f"{file}: transaction.props.{k}: not used by shardproxy's XA transaction manager, ignored")
+    interval = props.get("xa-recovery-interval-seconds")
+    if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int | float)
+                                 or interval <= 0):
+        raise ConfigError(f"expected a positive number of seconds, got {interval!r}", file=file,
+                          key="transaction.props.xa-recovery-interval-seconds")
+    instance = props.get("xa-instance-id")
+    if instance is not None and not re.fullmatch(r"[A-Za-z0-9_]{1,16}", str(instance)):
+        raise ConfigError(f"expected 1 to 16 letters, digits or _, got {instance!r}", file=file,
+                          key="transaction.props.xa-instance-id")
+    log_dir = props.get("xa-log-dir")
+    if log_dir is not None and (not isinstance(log_dir, str) or not log_dir):
+        raise ConfigError(f"expected a directory, got {log_dir!r}", file=file, key="transaction.props.xa-log-dir")
+    return TransactionConfig(kind, provider or "", dict(props), file)
+
+
 def load_database_file(path: Path, warn: Warn) -> DatabaseConfig:
     return database_config(load_yaml_file(path), str(path), warn)
 
@@ -414,6 +475,7 @@ def load_config(conf_dir: Path | str) -> ProxyConfig:
         global_path = alt if alt.exists() else global_path
     users: tuple[UserConfig, ...] = ()
     props: dict[str, Any] = {}
+    transaction = TransactionConfig(file=str(global_path))
     if global_path.exists():
         gdoc = load_yaml_file(global_path) or {}
         gfile = str(global_path)
@@ -428,6 +490,7 @@ def load_config(conf_dir: Path | str) -> ProxyConfig:
                 warnings.append(f"{gfile}: props.{k}: unknown prop, ignored")
         props = dict(raw_props)
         _check_global(gdoc, props, gfile, warnings.append)
+        transaction = _transaction(gdoc.get("transaction"), gfile, warnings.append)
     if not users:
         users = (UserConfig("root", "%", "root", True),)
         warnings.append(f"{global_path}: no authority.users; allowing root@% with password 'root'")
@@ -452,7 +515,7 @@ def load_config(conf_dir: Path | str) -> ProxyConfig:
         found = "no files at all" if not any(conf.iterdir()) else "no database-*.yaml"
         raise ConfigError(f"configuration directory {conf.resolve()} has {found}: put global.yaml and one "
                           f"database-<name>.yaml per logical database there (see conf/ in the repository)")
-    return ProxyConfig(users, props, databases, conf, tuple(warnings), privilege)
+    return ProxyConfig(users, props, databases, conf, tuple(warnings), privilege, transaction)
 
 
 def _true(value: Any) -> bool:
@@ -490,15 +553,6 @@ def _global_rules(gdoc: dict[str, Any], file: str, warn: Warn) -> dict[str, Any]
 
 def _check_global(gdoc: Mapping[str, Any], props: Mapping[str, Any], file: str, warn: Warn) -> None:
     """Settings that would change data or security and are not implemented stop the start."""
-    transaction = gdoc.get("transaction")
-    if transaction is not None:
-        _expect(transaction, dict, file, "transaction")
-        kind = str(transaction.get("defaultType") or "LOCAL").strip().upper()
-        if kind != "LOCAL":
-            raise ConfigError(
-                f"transaction type {kind} is not implemented by shardproxy: it runs LOCAL transactions only "
-                "(each data source commits on its own); set defaultType: LOCAL or remove the key",
-                file=file, key="transaction.defaultType")
     mode = gdoc.get("mode")
     if mode is not None:
         _expect(mode, dict, file, "mode")

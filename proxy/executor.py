@@ -152,6 +152,8 @@ async def execute_plan(
             conns = await session.backends_for([u.data_source for u in units], **_access(routed))
             if routed.kind is StatementKind.SELECT or routed.result_table_renames:
                 await _select(session, routed, codec, conns)
+            elif routed.kind in _DML and not session.txn.active and session.server.tm.xa:
+                await _write_in_xa(session, routed, codec, conns)
             else:
                 await _write(session, routed, codec, conns)
     except UnitFailed as exc:
@@ -191,8 +193,55 @@ async def _run_unit_to_ok(conn: BackendConnection, unit: ExecutionUnit, codec: S
     return result or OKPacket()
 
 
+_DML = (StatementKind.INSERT, StatementKind.UPDATE, StatementKind.DELETE)
+
+
+async def _write_in_xa(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                       conns: dict[str, BackendConnection]) -> None:
+    """Under the XA rule, an autocommit INSERT/UPDATE/DELETE with several units runs as one XA transaction
+    of its own, so that its parts commit on every data source or on none (under LOCAL each part commits on
+    its own, and a failing one leaves the others done). Its OK comes after the commit."""
+    state = session.txn
+    state.begin_sql = "BEGIN"
+    try:
+        for name in sorted(conns):
+            await txn.join(session, conns[name])
+        if state.xa is not None:
+            state.xa.written.update(conns)
+        answer = await _write_units(session, routed, codec, conns)
+    except asyncio.CancelledError:
+        txn.abandon(session)
+        txn.reset(session)
+        raise
+    except BaseException:
+        failure = await txn.end_transaction(session, "ROLLBACK", label="the implicit XA ROLLBACK of the statement")
+        if failure is not None:
+            log.warning("implicit_xa_rollback_failed", conn=session.id, error=failure.message)
+        raise
+    failure = await txn.end_transaction(session, "COMMIT", label="the implicit XA COMMIT of the statement")
+    if failure is not None:
+        session.error(failure.errno, failure.message, failure.sqlstate)
+        return
+    affected, last_id, warnings, info = answer
+    note, session.commit_note = session.commit_note, ""
+    session.wire.send(OKPacket(affected, last_id, ServerStatus(session.status), min(warnings, 0xFFFF),
+                               note.encode() if note else info).encode(session.capabilities))
+
+
 async def _write(session: Session, routed: RoutedStatement, codec: StatementCodec,
                  conns: dict[str, BackendConnection]) -> None:
+    affected, last_id, warnings, info = await _write_units(session, routed, codec, conns)
+    session.wire.send(
+        OKPacket(affected, last_id, ServerStatus(session.status), min(warnings, 0xFFFF), info).encode(
+            session.capabilities
+        )
+    )
+
+
+async def _write_units(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                       conns: dict[str, BackendConnection]) -> tuple[int, int, int, bytes]:
+    """Run a write's units (each data source's in turn, the data sources at once); (affected rows, last
+    insert id, warnings, info) for its OK."""
     by_source: dict[str, list[ExecutionUnit]] = {}
     for unit in routed.execution_units:
         by_source.setdefault(unit.data_source, []).append(unit)
@@ -229,11 +278,7 @@ async def _write(session: Session, routed: RoutedStatement, codec: StatementCode
     if last_id:
         session.last_insert_id = last_id
     info = _merged_info([ok.info for r in counted for ok in r])
-    session.wire.send(
-        OKPacket(affected, last_id, ServerStatus(session.status), min(warnings, 0xFFFF), info).encode(
-            session.capabilities
-        )
-    )
+    return affected, last_id, warnings, info
 
 
 def _only_broadcast_tables(session: Session, routed: RoutedStatement) -> bool:

@@ -22,6 +22,8 @@ from proxy.metrics import MetricsEndpoint, StatementStats
 from proxy.readwrite import open_data_sources
 from proxy.runtime import LogicalDatabase
 from proxy.session import Session
+from proxy.xa import TransactionManager
+from proxy.xalog import LogUnavailable
 
 log = structlog.get_logger("shardproxy.server")
 
@@ -67,6 +69,7 @@ class ProxyServer:
         self.started_monotonic = time.monotonic()
         self.metrics: MetricsEndpoint | None = None
         self.metrics_address: tuple[str, int] | None = None
+        self.tm = TransactionManager(config, worker=worker, workers=workers)  # the transaction rule, XA
 
     # -- start and stop ---------------------------------------------------------------------------------
 
@@ -88,6 +91,12 @@ class ProxyServer:
                 exc.data_source, f"{reason} (configured in {self._file_of(exc.data_source)})", errno=exc.errno
             ) from exc
         await self._detect_version()
+        try:
+            await self.tm.start(self)  # XA: the decision log, and a first recovery pass before any client
+        except LogUnavailable as exc:
+            await self.close_backends()
+            raise LogUnavailable(f"{exc} (transaction.props.xa-log-dir in {self.config.transaction.file})"
+                                 ) from exc
 
     def _file_of(self, data_source: str) -> str:
         for db in self.config.databases.values():
@@ -159,6 +168,7 @@ class ProxyServer:
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), timeout=2)
+        await self.tm.close()
         await self.close_backends()
 
     async def close_backends(self) -> None:

@@ -106,6 +106,7 @@ class Session:
         self.in_use: set[BackendConnection] = set()
         self.client_lost = False  # the client left mid-command and the command was stopped
         self.ending_transaction = False  # COMMIT/ROLLBACK fanning out: not stopped when the client leaves
+        self.commit_note = ""  # XA: what the OK of a COMMIT says besides success (proxy.txn)
         self.connecting: list[str] = []  # data sources this command waits on for a connection
         # read/write splitting: replica connections (by replica name) and read-after-write state per group
         self.read_backends: dict[str, BackendConnection] = {}
@@ -196,6 +197,7 @@ class Session:
     async def close(self) -> None:
         if self.fast is not None:
             self.fast.abort()
+        txn.abandon(self)  # an XA branch still open ends with its connection (closed, never reset)
         backends, self.backends = self.backends, {}
         backends.update(self.read_backends)
         self.read_backends = {}
@@ -484,6 +486,8 @@ class Session:
             if self.txn.active and data_source not in self.txn.joined and self.database is not None \
                     and self.database.kernel is not None:
                 await txn.join(self, conn)
+            if not read and self.txn.xa is not None:
+                self.txn.xa.written.add(data_source)  # not a plain read: this branch takes part in 2PC
             return conn
         assert self.database is not None
         source = self.database.sources[data_source]
@@ -501,6 +505,8 @@ class Session:
             self.give_back(conn)
             raise
         self.backends[data_source] = conn
+        if not read and self.txn.xa is not None:
+            self.txn.xa.written.add(data_source)
         return conn
 
     # -- sharing backend connections between sessions ----------------------------------------------------
@@ -518,6 +524,7 @@ class Session:
             or status & ServerStatus.IN_TRANS
             or not status & ServerStatus.AUTOCOMMIT
             or self.txn.active
+            or conn.xa is not None
             or conn in self.borrowed
             or any(stmt.backend is conn or stmt.cursor_conn is conn for stmt in self.statements.by_id.values())
         )
@@ -781,6 +788,7 @@ class Session:
         if db is None:
             return
         if self.database is not db:
+            txn.abandon(self)
             for conn in list(self.backends.values()):
                 self.give_back(conn)
             self.backends.clear()
@@ -810,7 +818,8 @@ class Session:
         elif stmt.kind == "kill_other":
             self.error(ErrorCode.NOT_SUPPORTED_YET, "shardproxy: KILL takes a proxy connection id, as a number "
                        "(SHOW PROCESSLIST); KILL USER, KILL QUERY ID and expressions are not supported", "42000")
-        elif stmt.kind in ("preview", "show_rules", "show_nodes", "units", "show_rw_rules"):
+        elif stmt.kind in ("preview", "show_rules", "show_nodes", "units", "show_rw_rules", "show_txn_rule",
+                           "show_in_doubt", "alter_txn_rule"):
             from proxy.admin import admin_statement
 
             await admin_statement(self, stmt, sql)
@@ -865,6 +874,7 @@ class Session:
                 self.error(*refusal)
                 await self.wire.flush()
                 raise ClientGone("change user to a database it may not use")
+        txn.abandon(self)
         for conn in list(self.backends.values()) + list(self.read_backends.values()):
             self.give_back(conn)
         self.backends.clear()
@@ -880,6 +890,11 @@ class Session:
         self.ok()
 
     async def _reset(self) -> None:
+        txn.abandon(self)  # a connection with an XA branch is closed, not reset (MariaDB would keep it half-open)
+        for name, conn in list(self.backends.items()):
+            if conn.broken:
+                del self.backends[name]
+                self.give_back(conn)
         for name, conn in list(self.backends.items()):
             await conn.simple_command(bytes((Command.RESET_CONNECTION,)))
             conn.charset = "utf8mb4"

@@ -1,6 +1,7 @@
 """Recognising the statements the proxy answers itself, cheaply and without sqlglot.
 
-These run before routing: `USE`, `SHOW DATABASES`, `PREVIEW`, `SHOW SHARDING ...`, `KILL`. A regex on
+These run before routing: `USE`, `SHOW DATABASES`, `PREVIEW`, `SHOW SHARDING ...`, `KILL`, the transaction
+rule's RAL (`SHOW TRANSACTION RULE`, `ALTER TRANSACTION RULE (...)`, `SHOW TRANSACTION IN DOUBT`). A regex on
 the first words (after comments) is enough and keeps the common path free of parsing.
 """
 
@@ -26,6 +27,9 @@ _SHOW_RW_RULES = re.compile(
 )
 _SHOW_PROCESSLIST = re.compile(r"^SHOW\s+(FULL\s+)?PROCESSLIST\s*;?\s*$", re.I)
 _FIRST_WORD = re.compile(r"[A-Za-z_]+")
+_SHOW_TXN_RULE = re.compile(r"^SHOW\s+TRANSACTION\s+RULE\s*;?\s*$", re.I)
+_SHOW_IN_DOUBT = re.compile(r"^SHOW\s+TRANSACTIONS?\s+IN\s+DOUBT\s*;?\s*$", re.I)
+_ALTER_TXN_RULE = re.compile(r"^ALTER\s+TRANSACTION\s+RULE\b\s*(.*?)\s*;?\s*$", re.I | re.S)
 _SHOW_STORAGE_UNITS = re.compile(r"^SHOW\s+(?:STORAGE\s+UNITS|RESOURCES)(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I)
 
 
@@ -43,8 +47,8 @@ def unquote_ident(name: str) -> str:
 @dataclass(frozen=True)
 class ProxyStatement:
     kind: str  # use | show_databases | preview | show_rules | show_nodes | kill | kill_other | select_database
-    # | units | show_rw_rules | distsql (arg: the statement, parsed by proxy.distsql) | distsql_unsupported (arg:
-    # the DistSQL statement's name)
+    # | units | show_rw_rules | show_txn_rule | show_in_doubt | alter_txn_rule | distsql (arg: the statement,
+    # parsed by proxy.distsql) | distsql_unsupported (arg: the DistSQL statement's name)
     arg: str | None = None
     arg2: str | None = None
 
@@ -69,6 +73,8 @@ def classify(sql: str) -> ProxyStatement | None:
             (_SHOW_NODES, "show_nodes"),
             (_SHOW_STORAGE_UNITS, "units"),
             (_SHOW_RW_RULES, "show_rw_rules"),
+            (_SHOW_TXN_RULE, "show_txn_rule"),
+            (_SHOW_IN_DOUBT, "show_in_doubt"),
         ):
             m = pattern.match(text)
             if m:
@@ -91,6 +97,10 @@ def classify(sql: str) -> ProxyStatement | None:
         if m:
             return ProxyStatement("select_database")
         return None
+    elif first.startswith("ALTER"):
+        m = _ALTER_TXN_RULE.match(text)
+        if m:
+            return ProxyStatement("alter_txn_rule", m.group(1))
     word = _FIRST_WORD.match(text)
     head = word.group(0).upper() if word is not None else ""
     if head in distsql.MAYBE_DISTSQL and distsql.starts_like_distsql(text, head):

@@ -34,13 +34,16 @@ def write_conf(
     rules_yaml: Mapping[str, str] | None = None,
     max_pool_size: int = 20,
     data_source_props: Mapping[str, Any] | None = None,
+    transaction: Mapping[str, Any] | None = None,
 ) -> Path:
     """`databases`: logical name -> {data source name: (server, physical database)}; `rules_yaml`: logical
-    name -> the YAML text of its `rules:` list (with ShardingSphere tags), appended verbatim."""
+    name -> the YAML text of its `rules:` list (with ShardingSphere tags), appended verbatim; `transaction`:
+    global.yaml's transaction rule ({defaultType: XA, props: {...}})."""
     conf_dir.mkdir(parents=True, exist_ok=True)
-    (conf_dir / "global.yaml").write_text(
-        yaml.safe_dump({"authority": {"users": [dict(u) for u in users]}, "props": dict(props or {})})
-    )
+    doc: dict[str, Any] = {"authority": {"users": [dict(u) for u in users]}, "props": dict(props or {})}
+    if transaction is not None:
+        doc["transaction"] = dict(transaction)
+    (conf_dir / "global.yaml").write_text(yaml.safe_dump(doc))
     for name, sources in databases.items():
         doc = {
             "databaseName": name,

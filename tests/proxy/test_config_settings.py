@@ -80,8 +80,7 @@ def test_the_cli_names_file_and_key_without_a_traceback(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("doc", "key", "words"), [
-    ({"transaction": {"defaultType": "XA", "providerType": "Atomikos"}}, "transaction.defaultType", "LOCAL"),
-    ({"transaction": {"defaultType": "BASE"}}, "transaction.defaultType", "LOCAL"),
+    ({"transaction": {"defaultType": "BASE"}}, "transaction.defaultType", "BASE"),
     ({"mode": {"type": "Cluster", "repository": {"type": "ZooKeeper"}}}, "mode.type", "Standalone"),
     ({"props": {"proxy-frontend-database-protocol-type": "PostgreSQL"}},
      "props.proxy-frontend-database-protocol-type", "MySQL"),
@@ -125,7 +124,7 @@ def test_server_yaml_global_rules_of_shardingsphere_5_1(tmp_path: Path) -> None:
     config = load_config(_conf(tmp_path, text))
     assert [(u.user, u.password) for u in config.users] == [("app", "secret")]
     with pytest.raises(ConfigError) as info:
-        load_config(_conf(tmp_path / "xa", text.replace("defaultType: LOCAL", "defaultType: XA")))
+        load_config(_conf(tmp_path / "base", text.replace("defaultType: LOCAL", "defaultType: BASE")))
     assert info.value.key == "transaction.defaultType"
     with pytest.raises(ConfigError) as info:
         load_config(_conf(tmp_path / "unknown", text + "- !MYSTERY\n  a: 1\n"))
