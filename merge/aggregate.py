@@ -14,7 +14,7 @@ from typing import Any
 from merge import coltypes as t
 from merge.collations import collation
 from merge.errors import MergeError, RowBudget
-from merge.keys import Row, value_key
+from merge.keys import Row, Weights, value_key, weight_index, weighted_value_key
 from merge.numfmt import DEC_CTX, format_decimal, format_double, format_int, format_number
 from merge.spec import AggregateItem, AggregateKind, ColumnMeta
 from protocol.constants import ColumnType
@@ -61,6 +61,10 @@ class Aggregator:
     def empty_result(self) -> bytes | None:
         return self.result(self.initial())
 
+    def finish_row(self, state: Any, out: list[bytes | None]) -> None:
+        """Write the merged value (and anything that goes with it) into the group's output row."""
+        out[self.index] = self.result(state)
+
 
 class CountAggregator(Aggregator):
     """COUNT: the sum of the nodes' counts."""
@@ -96,24 +100,43 @@ class SumAggregator(Aggregator):
 
 
 class MinMaxAggregator(Aggregator):
-    """MIN/MAX: compared with the column's key (numeric or collation); the node's bytes pass through."""
+    """MIN/MAX: compared with the column's key (numeric or collation); the node's bytes pass through.
 
-    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta]) -> None:
+    A text column with a weight column compares by the nodes' weights (whole values: max_sort_length
+    does not apply), and the winner's weight goes with it into the output row (an ORDER BY MIN(x) sorts
+    by it)."""
+
+    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta], weights: Weights | None = None) -> None:
         super().__init__(item, columns)
         self.key = value_key(self.column)
         self.is_max = item.kind is AggregateKind.MAX
+        self.weight_index = weight_index(item.index, columns, weights)
+        self.row_key = (
+            weighted_value_key(item.index, self.weight_index, order=True)
+            if self.weight_index is not None else None
+        )
 
-    def add(self, state: tuple[Any, bytes] | None, row: Row) -> tuple[Any, bytes] | None:
+    def add(self, state: tuple[Any, ...] | None, row: Row) -> tuple[Any, ...] | None:
         v = row[self.index]
         if v is None:
+            return state
+        if self.row_key is not None:
+            k = self.row_key(row)
+            if state is None or (k > state[0] if self.is_max else k < state[0]):
+                return (k, v, row[self.weight_index])  # type: ignore[index]
             return state
         k = self.key(v)
         if state is None or (k > state[0] if self.is_max else k < state[0]):
             return (k, v)
         return state
 
-    def result(self, state: tuple[Any, bytes] | None) -> bytes | None:
+    def result(self, state: tuple[Any, ...] | None) -> bytes | None:
         return None if state is None else state[1]
+
+    def finish_row(self, state: tuple[Any, ...] | None, out: list[bytes | None]) -> None:
+        out[self.index] = self.result(state)
+        if self.weight_index is not None:
+            out[self.weight_index] = None if state is None else state[2]
 
 
 class AvgAggregator(Aggregator):
@@ -159,12 +182,16 @@ class DistinctAggregator(Aggregator):
     under a _ci collation. Every stored value is charged to the merge's row budget.
     """
 
-    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta], budget: RowBudget) -> None:
+    def __init__(
+        self, item: AggregateItem, columns: Sequence[ColumnMeta], budget: RowBudget, weights: Weights | None = None
+    ) -> None:
         super().__init__(item, columns)
         if item.distinct_index is None:
             raise MergeError(f"{item.kind.value} at column {item.index} needs distinct_index")
         self.source = item.distinct_index
         self.key = value_key(columns[self.source])
+        wi = weight_index(self.source, columns, weights) if item.kind is AggregateKind.COUNT_DISTINCT else None
+        self.row_key = weighted_value_key(self.source, wi, order=False) if wi is not None else None
         self.floating = columns[self.source].type_code in t.FLOAT_TYPES
         self.is_sum = item.kind is AggregateKind.SUM_DISTINCT
         self.budget = budget
@@ -175,7 +202,7 @@ class DistinctAggregator(Aggregator):
     def add(self, state: dict[Any, bytes], row: Row) -> dict[Any, bytes]:
         v = row[self.source]
         if v is not None:
-            k = self.key(v)
+            k = self.key(v) if self.row_key is None else self.row_key(row)
             if k not in state:
                 self.budget.charge("distinct aggregate values")
                 state[k] = v
@@ -238,18 +265,20 @@ class BitAggregator(Aggregator):
         return format_int(state)
 
 
-def make_aggregator(item: AggregateItem, columns: Sequence[ColumnMeta], budget: RowBudget) -> Aggregator:
+def make_aggregator(
+    item: AggregateItem, columns: Sequence[ColumnMeta], budget: RowBudget, weights: Weights | None = None
+) -> Aggregator:
     kind = item.kind
     if kind is AggregateKind.COUNT:
         return CountAggregator(item, columns)
     if kind is AggregateKind.SUM:
         return SumAggregator(item, columns)
     if kind in (AggregateKind.MIN, AggregateKind.MAX):
-        return MinMaxAggregator(item, columns)
+        return MinMaxAggregator(item, columns, weights)
     if kind is AggregateKind.AVG:
         return AvgAggregator(item, columns)
     if kind in (AggregateKind.COUNT_DISTINCT, AggregateKind.SUM_DISTINCT):
-        return DistinctAggregator(item, columns, budget)
+        return DistinctAggregator(item, columns, budget, weights)
     if kind is AggregateKind.GROUP_CONCAT:
         return GroupConcatAggregator(item, columns)
     return BitAggregator(item, columns)
@@ -275,7 +304,7 @@ class GroupAccumulator:
     def finish(self, group: list[Any]) -> list[bytes | None]:
         out: list[bytes | None] = group[0]
         for i, agg in enumerate(self.aggregators, 1):
-            out[agg.index] = agg.result(group[i])
+            agg.finish_row(group[i], out)
         return out
 
     def empty_row(self, width: int) -> list[bytes | None]:

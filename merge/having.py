@@ -146,10 +146,12 @@ _ARITHMETIC: dict[type[exp.Expression], str] = {
 class HavingCompiler:
     """Compiles a HAVING expression against the output columns of a merge."""
 
-    def __init__(self, columns: Sequence[ColumnMeta]) -> None:
+    def __init__(self, columns: Sequence[ColumnMeta], bindings: Sequence[tuple[str, int]] = ()) -> None:
         self.columns = columns
         self._by_text: dict[str, int] = {}
         self._by_name: dict[str, int] = {}
+        # names the kernel resolved as MariaDB does (select alias vs GROUP BY column): they win
+        self._bound = {name: index for name, index in bindings if 0 <= index < len(columns)}
         for i, col in enumerate(columns):
             self._by_name.setdefault(col.name.lower(), i)
             self._by_text.setdefault(_normalize(col.name), i)
@@ -164,6 +166,10 @@ class HavingCompiler:
         return self._compile(tree)
 
     def _column_index(self, node: exp.Expression) -> int | None:
+        if isinstance(node, exp.Column) and self._bound:
+            bound = self._bound.get(node.sql(dialect="mysql").lower())
+            if bound is not None:
+                return bound
         index = self._by_text.get(node.sql(dialect="mysql").lower())
         if index is None and isinstance(node, exp.Column):
             index = self._by_name.get(node.name.lower())
@@ -378,8 +384,10 @@ class HavingCompiler:
 class HavingFilter:
     """Keeps the merged rows for which the HAVING expression is TRUE (not FALSE, not NULL)."""
 
-    def __init__(self, having_sql: str, columns: Sequence[ColumnMeta]) -> None:
-        self.predicate = HavingCompiler(columns).compile(having_sql)
+    def __init__(
+        self, having_sql: str, columns: Sequence[ColumnMeta], bindings: Sequence[tuple[str, int]] = ()
+    ) -> None:
+        self.predicate = HavingCompiler(columns, bindings).compile(having_sql)
 
     def push(self, row: Row) -> Sequence[Row]:
         return (row,) if _truth(self.predicate(row)) else NOTHING

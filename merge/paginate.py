@@ -1,29 +1,50 @@
 """Pagination after merging: the nodes each returned their first offset+limit rows (the kernel rewrote
-``LIMIT o, n`` to ``LIMIT 0, o+n``), so the offset is skipped only here, on the merged sequence."""
+``LIMIT o, n`` to ``LIMIT 0, o+n``), so the offset is skipped only here, on the merged sequence.
+
+``FETCH FIRST n ROWS WITH TIES`` (the nodes were asked for their first o+n rows with ties): after the n-th
+row, the rows whose ORDER BY key equals its key are part of the page too."""
 
 from __future__ import annotations
 
-from merge.keys import Row
+from typing import Any
+
+from merge.keys import Row, RowKey
+
+_NONE = object()
 
 
 class Paginator:
-    """Skips `offset` rows, then admits at most `limit`; `done` tells the driver to stop pulling."""
+    """Skips `offset` rows, then admits at most `limit` (and, with `ties_key`, the rows tying with the
+    last of them); `done` tells the driver to stop pulling."""
 
-    __slots__ = ("_remaining", "_skip")
+    __slots__ = ("_last", "_remaining", "_skip", "_ties", "done")
 
-    def __init__(self, offset: int = 0, limit: int | None = None) -> None:
+    def __init__(self, offset: int = 0, limit: int | None = None, ties_key: RowKey | None = None) -> None:
         self._skip = max(0, offset)
         self._remaining = limit
-
-    @property
-    def done(self) -> bool:
-        return self._remaining is not None and self._remaining <= 0
+        self._ties = ties_key
+        self._last: Any = _NONE
+        self.done = limit is not None and limit <= 0
 
     def admit(self, row: Row) -> bool:
         """Whether `row` is part of the page (call only while not `done`)."""
         if self._skip:
             self._skip -= 1
             return False
-        if self._remaining is not None:
-            self._remaining -= 1
-        return True
+        remaining = self._remaining
+        if remaining is None:
+            return True
+        ties = self._ties
+        if remaining > 0:
+            remaining -= 1
+            self._remaining = remaining
+            if remaining == 0:
+                if ties is None:
+                    self.done = True
+                else:
+                    self._last = ties(row)
+            return True
+        if ties(row) == self._last:  # type: ignore[misc]
+            return True
+        self.done = True
+        return False

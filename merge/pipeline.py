@@ -19,11 +19,12 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, S
 from dataclasses import dataclass
 
 from merge.aggregate import GroupAccumulator, make_aggregator
+from merge.coltypes import STRING_TYPES
 from merge.errors import MergeError, RowBudget
 from merge.filters import DistinctFilter, SortStage
 from merge.grouping import GroupByMemoryMerger, GroupByStreamMerger
 from merge.having import HavingFilter
-from merge.keys import Row, equality_key, order_key
+from merge.keys import Row, equality_key, order_key, weight_index
 from merge.paginate import Paginator
 from merge.sources import IteratorMerger, OrderByMerger, Source
 from merge.spec import ColumnMeta, MergeSpec, OrderItem
@@ -46,9 +47,26 @@ class MergePlan:
         return tuple(row[: self.visible_columns]) if len(row) > self.visible_columns else tuple(row)
 
 
+def _weighted(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], weights: dict[int, int]) -> bool:
+    return any(weight_index(o.index, columns, weights) is not None for o in items)
+
+
+def decoded_width(spec: MergeSpec, columns: Sequence[ColumnMeta]) -> int:
+    """How many leading columns of each node row the merge reads: every column but the trailing weight
+    columns of keys that turned out not to be text (a numeric ORDER BY key's weight is NULL and never
+    looked at, so it is not decoded either)."""
+    if not spec.weights:
+        return len(columns)
+    weight_columns = {w for _, w in spec.weights}
+    used = [w for v, w in spec.weights if columns[v].type_code in STRING_TYPES]
+    plain = [i for i in range(len(columns)) if i not in weight_columns]
+    return 1 + max(plain + used, default=-1)
+
+
 def _validate(spec: MergeSpec, columns: Sequence[ColumnMeta]) -> None:
     width = len(columns)
     indexes = [o.index for o in spec.order_by] + list(spec.group_by)
+    indexes += [i for pair in spec.weights for i in pair]
     for agg in spec.aggregates:
         indexes += [i for i in (agg.index, agg.sum_index, agg.count_index, agg.distinct_index) if i is not None]
     bad = [i for i in indexes if not 0 <= i < width]
@@ -72,8 +90,9 @@ def plan_merge(
     source: Source
     final_order: tuple[OrderItem, ...] = ()  # order a final SortStage must establish
 
+    weights = dict(spec.weights)
     if spec.group_by or spec.aggregates:
-        acc = GroupAccumulator([make_aggregator(a, columns, budget) for a in spec.aggregates])
+        acc = GroupAccumulator([make_aggregator(a, columns, budget, weights) for a in spec.aggregates])
         group_set = set(spec.group_by)
         group_asc = tuple(OrderItem(i) for i in spec.group_by)
         if not spec.group_by:
@@ -81,24 +100,33 @@ def plan_merge(
             stages.append(GroupByStreamMerger(lambda row: (), acc, len(columns), always_one_row=True))
         elif spec.groups_sorted and (not spec.order_by or {o.index for o in spec.order_by} == group_set):
             merge_order = spec.order_by or group_asc
-            source = OrderByMerger(stream_count, order_key(merge_order, columns))
-            stages.append(GroupByStreamMerger(equality_key(spec.group_by, columns), acc, len(columns)))
+            merge_key = order_key(merge_order, columns, weights)
+            source = OrderByMerger(stream_count, merge_key, check_sorted=_weighted(merge_order, columns, weights))
+            # Text group keys: the nodes sort by max_sort_length-truncated keys, so different groups that
+            # tie on the truncated key may interleave; such runs are grouped in memory.
+            weighted = any(weight_index(i, columns, weights) is not None for i in spec.group_by)
+            stages.append(GroupByStreamMerger(equality_key(spec.group_by, columns, weights), acc, len(columns),
+                                              run_key=merge_key if weighted else None, budget=budget))
         else:
             source = IteratorMerger(stream_count)
-            stages.append(GroupByMemoryMerger(equality_key(spec.group_by, columns), acc, budget))
+            stages.append(GroupByMemoryMerger(equality_key(spec.group_by, columns, weights), acc, budget))
             final_order = spec.order_by or group_asc
     elif spec.order_by:
-        source = OrderByMerger(stream_count, order_key(spec.order_by, columns))
+        source = OrderByMerger(stream_count, order_key(spec.order_by, columns, weights),
+                               check_sorted=_weighted(spec.order_by, columns, weights))
     else:
         source = IteratorMerger(stream_count)
 
     if spec.having_sql:
-        stages.append(HavingFilter(spec.having_sql, columns))
+        stages.append(HavingFilter(spec.having_sql, columns, spec.having_bindings))
     if spec.distinct:
-        stages.append(DistinctFilter(equality_key(range(spec.visible_columns), columns), budget))
+        stages.append(DistinctFilter(equality_key(range(spec.visible_columns), columns, weights), budget))
     if final_order:
-        stages.append(SortStage(order_key(final_order, columns), budget))
-    return MergePlan(source, stages, Paginator(spec.offset, spec.limit), spec.visible_columns)
+        stages.append(SortStage(order_key(final_order, columns, weights), budget))
+    ties_key = None
+    if spec.with_ties and spec.limit is not None:
+        ties_key = order_key(final_order or spec.order_by, columns, weights)
+    return MergePlan(source, stages, Paginator(spec.offset, spec.limit, ties_key), spec.visible_columns)
 
 
 def _emit(plan: MergePlan, rows: Iterable[Row]) -> Iterator[OutRow]:

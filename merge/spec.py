@@ -52,6 +52,13 @@ class MergeSpec:
     limit: int | None = None  # rows after offset; None = all
     having_sql: str | None = None  # HAVING to evaluate after merging (references output columns by name)
     groups_sorted: bool = False  # True when nodes return rows ordered by the group columns (stream merge)
+    # (value column, its hidden WEIGHT_STRING column): text keys compare by the nodes' own weights
+    # (merge.weights); the weight columns come after every other column, so rows whose weights are not
+    # needed (the key turned out not to be text) need not decode them (see `pipeline.decoded_width`)
+    weights: tuple[tuple[int, int], ...] = ()
+    group_concat_max_len_index: int | None = None  # derived @@group_concat_max_len column
+    with_ties: bool = False  # FETCH ... WITH TIES: after `limit` rows, the rows that tie with the last one
+    having_bindings: tuple[tuple[str, int], ...] = ()  # HAVING name (normalized SQL) -> column index
 
     @property
     def needs_decoding(self) -> bool:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from merge import ColumnMeta, MergeError, MergeSpec, merge_rows
+from merge.pipeline import decoded_width
 from protocol.constants import Capability, ServerStatus
 from protocol.framing import encode_packet
 from protocol.packets import (
@@ -306,10 +307,12 @@ class _UnitStream:
             for payload in batch:
                 yield payload
 
-    async def rows(self, columns: Sequence[ColumnDefinition41]) -> AsyncIterator[tuple[bytes | None, ...]]:
+    async def rows(
+        self, columns: Sequence[ColumnDefinition41], count: int | None = None
+    ) -> AsyncIterator[tuple[bytes | None, ...]]:
         decode = self.codec.decode_row
         async for payload in self.payloads():
-            yield decode(payload, columns)
+            yield decode(payload, columns, count)
 
     async def drain(self) -> None:
         if not self.started:
@@ -365,10 +368,12 @@ class _BufferedUnit:
             for p in batch:
                 yield p
 
-    async def rows(self, columns: Sequence[ColumnDefinition41]) -> AsyncIterator[tuple[bytes | None, ...]]:
+    async def rows(
+        self, columns: Sequence[ColumnDefinition41], count: int | None = None
+    ) -> AsyncIterator[tuple[bytes | None, ...]]:
         decode = self.codec.decode_row
         async for payload in self.payloads():
-            yield decode(payload, columns)
+            yield decode(payload, columns, count)
 
     async def drain(self) -> None:
         self._rows = []
@@ -566,7 +571,8 @@ async def _answer_merged(
             await _relay_payloads(session, r.payload_batches())
     else:
         metas = [_meta(c) for c in header.columns]
-        row_streams = [r.rows(header.columns) for r in readers]
+        width = decoded_width(spec, metas)
+        row_streams = [r.rows(header.columns, width if width < ncols else None) for r in readers]
         out: list[bytes] = []
         encode = codec.encode_row
         async for row in merge_rows(row_streams, spec, metas, memory_row_budget=session.server.merge_memory_rows):

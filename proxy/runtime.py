@@ -25,6 +25,8 @@ class SchemaSnapshot:
 
     rules: DatabaseRules
     tables: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # ds -> table(lower) -> columns
+    # ds -> table(lower) -> column(lower) -> information_schema DATA_TYPE (lower case)
+    types: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
 
     def columns(self, logic_table: str) -> list[str] | None:
         low = logic_table.lower()
@@ -40,6 +42,19 @@ class SchemaSnapshot:
             cols = self.tables.get(ds, {}).get(low)
             if cols:
                 return cols
+        return None
+
+    def column_type(self, logic_table: str, column: str) -> str | None:
+        """The DATA_TYPE of a column of a logic table ('int', 'varchar', ...), None when unknown."""
+        low = logic_table.lower()
+        sharding = self.rules.sharding
+        rule = sharding.table(low) if sharding else None
+        places = [(n.data_source, n.table.lower()) for n in rule.data_nodes] if rule is not None else [
+            (ds, low) for ds in self.rules.data_sources]
+        for ds, table in places:
+            found = self.types.get(ds, {}).get(table, {}).get(column.lower())
+            if found is not None:
+                return found
         return None
 
     def single_table_data_source(self, table: str) -> str | None:
@@ -77,18 +92,24 @@ class LogicalDatabase:
             return
         async with self._reload_lock:
             tables: dict[str, dict[str, list[str]]] = {}
+            types: dict[str, dict[str, dict[str, str]]] = {}
             for name, source in self.sources.items():
                 res = await source.admin_execute(
-                    "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS "
+                    "SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS "
                     "WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME, ORDINAL_POSITION"
                 )
                 if isinstance(res, ERRPacket) or not isinstance(res, list):
                     log.warning("metadata_load_failed", data_source=name, error=str(res))
                     continue
                 per: dict[str, list[str]] = {}
-                for t, c in res:
-                    per.setdefault((t or b"").decode().lower(), []).append((c or b"").decode())
+                per_types: dict[str, dict[str, str]] = {}
+                for t, c, dt in res:
+                    table, column = (t or b"").decode().lower(), (c or b"").decode()
+                    per.setdefault(table, []).append(column)
+                    per_types.setdefault(table, {})[column.lower()] = (dt or b"").decode().lower()
                 tables[name] = per
+                types[name] = per_types
             self.metadata.tables = tables
+            self.metadata.types = types
             if self.kernel is not None:
                 self.kernel.invalidate()

@@ -545,7 +545,7 @@ class _Compiler:
             from routing.rewrite import select_rewrite
 
             multi_template, merge, pins, refusal = select_rewrite(
-                self.shape, self.tokens, ast, edits, self.metadata, sharded
+                self.shape, self.tokens, ast, edits, self.metadata, sharded, ours
             )
             refuse = refusal
             self.pins = pins

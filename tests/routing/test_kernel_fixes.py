@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from merge.weights import weight_sql
 from routing.algorithms import create_algorithm
 from routing.errors import RoutingError
 from routing.kernel import ShardingKernel
@@ -255,8 +256,9 @@ def test_parameter_inside_having_aggregate_is_refused(kernel: ShardingKernel) ->
         # aggregates without GROUP BY, COUNT(DISTINCT) (one node row per distinct value)
         ("SELECT COUNT(*) FROM t_order LIMIT 1", None, "SELECT COUNT(*) FROM t_order_0 ", None, 0, 1),
         ("SELECT user_id, COUNT(DISTINCT status) FROM t_order GROUP BY user_id ORDER BY user_id LIMIT 2", None,
-         "SELECT user_id, COUNT(DISTINCT status), status AS AGGREGATION_DISTINCT_DERIVED_0 FROM t_order_0 "
-         "GROUP BY user_id, status ORDER BY user_id ", None, 0, 2),
+         "SELECT user_id, COUNT(DISTINCT status), status AS AGGREGATION_DISTINCT_DERIVED_0, "
+         f"{weight_sql('status')} AS WEIGHT_DERIVED_1 FROM t_order_0 GROUP BY user_id, status ORDER BY user_id ",
+         None, 0, 2),
         # ORDER BY the group columns: each node's first groups hold every global first group, complete
         ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id ORDER BY user_id DESC LIMIT 1, 5", None,
          "SELECT user_id, COUNT(*) FROM t_order_0 GROUP BY user_id ORDER BY user_id DESC LIMIT 0, 6", None, 1, 5),

@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 
 from merge.spec import AggregateItem, AggregateKind, MergeSpec, OrderItem
+from merge.weights import weight_sql
 from routing.errors import RoutingError
 from routing.kernel import ShardingKernel
 
 A = AggregateKind
+W_STATUS = weight_sql("status")  # text keys carry the node's sort key (merge.weights)
 
 
 @pytest.mark.parametrize(
@@ -74,21 +76,22 @@ A = AggregateKind
         (
             "SELECT SUM(amount) FROM t_order GROUP BY status",
             None,
-            "SELECT SUM(amount), status AS GROUP_BY_DERIVED_0 FROM t_order_0 GROUP BY status ORDER BY status",
+            f"SELECT SUM(amount), status AS GROUP_BY_DERIVED_0, {W_STATUS} AS WEIGHT_DERIVED_1 FROM t_order_0 GROUP BY status ORDER BY status",
             None,
-            MergeSpec(1, group_by=(1,), aggregates=(AggregateItem(A.SUM, 0),), groups_sorted=True),
+            MergeSpec(1, group_by=(1,), aggregates=(AggregateItem(A.SUM, 0),), groups_sorted=True, weights=((1, 2),)),
         ),
         (
             "SELECT COUNT(DISTINCT status), SUM(amount) FROM t_order",
             None,
-            "SELECT COUNT(DISTINCT status), SUM(amount), status AS AGGREGATION_DISTINCT_DERIVED_0 FROM t_order_0 GROUP BY status",
+            f"SELECT COUNT(DISTINCT status), SUM(amount), status AS AGGREGATION_DISTINCT_DERIVED_0, {W_STATUS} AS WEIGHT_DERIVED_1 FROM t_order_0 GROUP BY status",
             None,
-            MergeSpec(2, aggregates=(AggregateItem(A.COUNT_DISTINCT, 0, distinct_index=2), AggregateItem(A.SUM, 1))),
+            MergeSpec(2, aggregates=(AggregateItem(A.COUNT_DISTINCT, 0, distinct_index=2), AggregateItem(A.SUM, 1)),
+                      weights=((2, 3),)),
         ),
         (
             "SELECT status, COUNT(*) FROM t_order GROUP BY status HAVING COUNT(*) > 1 AND MAX(amount) > 3 ORDER BY 2 DESC",
             None,
-            "SELECT status, COUNT(*), MAX(amount) AS `MAX(amount)` FROM t_order_0 GROUP BY status ORDER BY 2 DESC",
+            f"SELECT status, COUNT(*), MAX(amount) AS `MAX(amount)`, {W_STATUS} AS WEIGHT_DERIVED_1 FROM t_order_0 GROUP BY status ORDER BY 2 DESC",
             None,
             MergeSpec(
                 2,
@@ -96,14 +99,15 @@ A = AggregateKind
                 group_by=(0,),
                 aggregates=(AggregateItem(A.COUNT, 1), AggregateItem(A.MAX, 2)),
                 having_sql="COUNT(*) > 1 AND MAX(amount) > 3",
+                weights=((0, 3),),
             ),
         ),
         (
             "SELECT DISTINCT status FROM t_order",
             None,
-            "SELECT DISTINCT status FROM t_order_0",
+            f"SELECT DISTINCT status, {W_STATUS} AS WEIGHT_DERIVED_0 FROM t_order_0",
             None,
-            MergeSpec(1, distinct=True),
+            MergeSpec(1, distinct=True, weights=((0, 1),)),
         ),
         (
             "SELECT t_order.status FROM t_order ORDER BY t_order.amount",
@@ -115,9 +119,9 @@ A = AggregateKind
         (
             "SELECT status AS s FROM t_order ORDER BY s",
             None,
-            "SELECT status AS s FROM t_order_0 ORDER BY s",
+            f"SELECT status AS s, {W_STATUS} AS WEIGHT_DERIVED_0 FROM t_order_0 ORDER BY s",
             None,
-            MergeSpec(1, order_by=(OrderItem(0),)),
+            MergeSpec(1, order_by=(OrderItem(0),), weights=((0, 1),)),
         ),
         ("SELECT status FROM t_order", None, "SELECT status FROM t_order_0", None, None),
     ],
