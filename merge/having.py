@@ -101,11 +101,29 @@ def _arith(op: str, a: Value, b: Value) -> Value:
     return DEC_CTX.remainder(Decimal(x), Decimal(y))  # sign of the dividend, like MySQL
 
 
+_TEMPORAL = re.compile(
+    rb"\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2})(?::(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?)?\s*$"
+)
+
+
+def _temporal_key(v: bytes) -> tuple[int, ...] | None:
+    """A DATE / DATETIME text as (y, m, d, h, mi, s, us), missing parts 0 (MariaDB's conversion of a string
+    compared with a temporal column); None when it is no date."""
+    m = _TEMPORAL.match(v)
+    if m is None:
+        return None
+    y, mo, d, h, mi, sec, frac = m.groups()
+    micros = int(frac.ljust(6, b"0")) if frac else 0
+    return (int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(sec or 0), micros)
+
+
 def _compare(a: Value, b: Value, key: Callable[[bytes], Any] | None) -> int | None:
     if a is None or b is None:
         return None
     if isinstance(a, bytes) and isinstance(b, bytes):
         ka, kb = (key(a), key(b)) if key is not None else (a, b)
+        if ka is None or kb is None:
+            return None
     else:
         ka, kb = to_number(a), to_number(b)
     return int(ka > kb) - int(ka < kb)
@@ -176,10 +194,14 @@ class HavingCompiler:
         return index
 
     def _string_key(self, node: exp.Expression) -> Callable[[bytes], Any] | None:
+        """How two texts compare when `node` is a column: its collation, or as dates / datetimes for a
+        temporal column (``created > '2024-01-03 10:00'`` compares DATETIMEs, not strings)."""
         index = self._column_index(node) if isinstance(node, exp.Column | exp.AggFunc) else None
         if index is None:
             return None
         col = self.columns[index]
+        if col.type_code in t.TEXT_ORDERED_TEMPORAL_TYPES:
+            return _temporal_key
         return value_key(col) if col.type_code in t.STRING_TYPES else None
 
     def _ref(self, index: int) -> Evaluator:

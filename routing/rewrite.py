@@ -659,8 +659,13 @@ class _SelectRewriter:
                         "column of a table whose columns the proxy does not know; name the column or the "
                         "expression instead of the alias"
                     )
-                return None if exists else found
+                if exists:
+                    shadowed.add(id(node))  # as ORDER BY, the name would mean the alias
+                    return None
+                return found
             return match_expression(node)
+
+        shadowed: set[int] = set()
 
         # aggregates of the select list
         aggregates: list[AggregateItem] = []
@@ -823,10 +828,11 @@ class _SelectRewriter:
         if group_by and not order_by:
             pos = self._clause_insert_point(from_i, ("LIMIT", "OFFSET", "FETCH", "FOR", "LOCK"))
             joined: list[Piece] = [" ORDER BY "]
-            for j, text in enumerate(group_texts):
+            for j, (text, node, index) in enumerate(zip(group_texts, group_nodes, group_by, strict=True)):
                 if j:
                     joined.append(", ")
-                joined.extend(text)
+                # a GROUP BY column an alias shadows is named by its position (ORDER BY prefers aliases)
+                joined.extend((str(index + 1),) if id(node) in shadowed else text)
             self.extra.append(Edit(pos, pos, tuple(joined)))
             groups_sorted = True
         elif group_by and [o.index for o in order_by] == group_by:

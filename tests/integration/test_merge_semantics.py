@@ -301,3 +301,69 @@ def test_weight_profiles_match_the_server(env: Env) -> None:
         assert not wrong, wrong[:10]
     finally:
         conn.close()
+
+
+# --- item 4: names in GROUP BY / HAVING / ORDER BY, item 5: OFFSET ... FETCH ------------------------------------
+
+# (SQL, ordered: the ORDER BY determines the order; else compared as multisets; params for `?`)
+NAME_CASES: tuple[tuple[str, bool, tuple[Any, ...]], ...] = (
+    # GROUP BY prefers the column: DATE(created) AS created groups by the DATETIME column
+    ("SELECT DATE(created) AS created, COUNT(*) FROM t_mix GROUP BY created", False, ()),
+    ("SELECT DATE(created) AS created, COUNT(*) AS k FROM t_mix GROUP BY created ORDER BY k DESC, MIN(id)", True, ()),
+    ("SELECT MAX(n) AS user_id, COUNT(*) FROM t_mix GROUP BY user_id", False, ()),
+    ("SELECT COUNT(*) AS n, MIN(id) FROM t_mix GROUP BY n ORDER BY MIN(id)", True, ()),
+    ("SELECT MAX(user_id) AS n, COUNT(*) AS k FROM t_mix GROUP BY n LIMIT 3", False, ()),
+    ("SELECT DATE(created) AS d, COUNT(*) FROM t_mix GROUP BY d ORDER BY d", True, ()),
+    ("SELECT DATE(created) AS created, COUNT(*) FROM t_mix GROUP BY DATE(created) ORDER BY created DESC", True, ()),
+    ("SELECT MAX(n) AS user_id, COUNT(*) FROM t_mix GROUP BY t_mix.user_id", False, ()),
+    ("SELECT n, COUNT(*) FROM t_mix GROUP BY 1 ORDER BY 1", True, ()),
+    # ORDER BY prefers the alias; a qualified name means the column; an alias of an expression wins
+    ("SELECT -n AS n, id FROM t_mix ORDER BY n, id", True, ()),
+    ("SELECT -n AS n, id FROM t_mix ORDER BY t_mix.n, id", True, ()),
+    ("SELECT n AS x, -n AS x, id FROM t_mix ORDER BY x, id", True, ()),
+    ("SELECT id, n + 1 FROM t_mix ORDER BY `n + 1` DESC, id", True, ()),
+    ("SELECT user_id AS id, id AS user_id FROM t_mix ORDER BY id, user_id", True, ()),
+    ("SELECT id, COUNT(*) FROM t_mix GROUP BY id ORDER BY `COUNT(*)` DESC, id LIMIT 5", True, ()),
+    # HAVING: the select list, unless a GROUP BY column of that name is another one
+    ("SELECT MAX(n) AS user_id, COUNT(*) FROM t_mix GROUP BY user_id HAVING user_id > 5", False, ()),
+    ("SELECT MAX(user_id) AS n, COUNT(*) FROM t_mix GROUP BY n HAVING n > 2", False, ()),
+    ("SELECT n AS k, COUNT(*) FROM t_mix GROUP BY n HAVING k > 2", False, ()),
+    ("SELECT n AS k, COUNT(*) FROM t_mix GROUP BY n HAVING k > ?", False, (4,)),
+    ("SELECT COUNT(*) FROM t_mix GROUP BY user_id HAVING user_id < 5", False, ()),
+    ("SELECT DATE(created) AS created, COUNT(*) FROM t_mix GROUP BY created HAVING created > '2024-01-03 10:00'",
+     False, ()),
+    ("SELECT DATE(created) AS created, COUNT(*) FROM t_mix GROUP BY DATE(created) HAVING created > '2024-01-03'",
+     False, ()),
+    ("SELECT n, COUNT(*) AS n FROM t_mix GROUP BY n HAVING n > 1", False, ()),
+    # OFFSET ... FETCH after the merge, WITH TIES over the merged order
+    ("SELECT id, n FROM t_mix ORDER BY n, id OFFSET 5 ROWS FETCH FIRST 10 ROWS ONLY", True, ()),
+    ("SELECT id, n FROM t_mix ORDER BY n DESC, id OFFSET 3 ROW FETCH NEXT 1 ROW ONLY", True, ()),
+    ("SELECT id FROM t_mix ORDER BY id OFFSET 200 ROWS", True, ()),
+    ("SELECT id FROM t_mix ORDER BY id DESC FETCH FIRST ROW ONLY", True, ()),
+    ("SELECT id FROM t_mix ORDER BY id OFFSET 7 ROWS FETCH FIRST ROW ONLY", True, ()),
+    ("SELECT id, n FROM t_mix ORDER BY n FETCH FIRST 4 ROWS WITH TIES", False, ()),
+    ("SELECT id, user_id FROM t_mix ORDER BY user_id DESC FETCH FIRST 7 ROWS WITH TIES", False, ()),
+    ("SELECT id, user_id FROM t_mix ORDER BY user_id, id OFFSET 2 ROWS FETCH FIRST 7 ROWS WITH TIES", True, ()),
+    ("SELECT id, c_gen FROM t_mix ORDER BY c_gen FETCH FIRST 5 ROWS WITH TIES", False, ()),
+    ("SELECT user_id, COUNT(*) FROM t_mix GROUP BY user_id ORDER BY COUNT(*) DESC FETCH FIRST 2 ROWS WITH TIES",
+     False, ()),
+    ("SELECT user_id, COUNT(*) FROM t_mix GROUP BY user_id ORDER BY user_id OFFSET 3 ROWS FETCH FIRST 4 ROWS ONLY",
+     True, ()),
+    ("SELECT DISTINCT user_id FROM t_mix ORDER BY user_id OFFSET 2 ROWS FETCH FIRST 3 ROWS ONLY", True, ()),
+    ("SELECT id FROM t_mix ORDER BY id OFFSET 0 ROWS FETCH FIRST 0 ROWS WITH TIES", True, ()),
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("sql", "ordered", "params"), NAME_CASES, ids=[c[0][:90] for c in NAME_CASES])
+def test_names_and_fetch_match_mariadb(conns: dict[str, Any], mode: str, sql: str, ordered: bool,
+                                       params: tuple[Any, ...]) -> None:
+    if params and mode == "text":
+        sql = sql.replace("?", "%s")
+    (got_names, got), (exp_names, expected) = both(conns, mode, sql, params)
+    assert got_names == exp_names
+    if ordered:
+        assert got == expected, _first_difference(got, expected)
+    else:
+        assert Counter(got) == Counter(expected), (sorted(Counter(got) - Counter(expected), key=repr)[:5],
+                                                   sorted(Counter(expected) - Counter(got), key=repr)[:5])
