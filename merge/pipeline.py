@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from merge.aggregate import GroupAccumulator, make_aggregator
+from merge.aggregate import GroupAccumulator, MergeWarnings, make_aggregator
 from merge.coltypes import STRING_TYPES
 from merge.errors import MergeError, RowBudget
 from merge.filters import DistinctFilter, SortStage
@@ -82,6 +82,7 @@ def plan_merge(
     columns: Sequence[ColumnMeta],
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
+    warnings: MergeWarnings | None = None,
 ) -> MergePlan:
     """Build the source and stages executing `spec` over `stream_count` node streams."""
     _validate(spec, columns)
@@ -92,7 +93,7 @@ def plan_merge(
 
     weights = dict(spec.weights)
     if spec.group_by or spec.aggregates:
-        acc = GroupAccumulator([make_aggregator(a, columns, budget, weights) for a in spec.aggregates])
+        acc = GroupAccumulator([make_aggregator(a, columns, budget, weights, warnings) for a in spec.aggregates])
         group_set = set(spec.group_by)
         group_asc = tuple(OrderItem(i) for i in spec.group_by)
         if not spec.group_by:
@@ -144,9 +145,10 @@ def merge_rows_sync(
     columns: Sequence[ColumnMeta],
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
+    warnings: MergeWarnings | None = None,
 ) -> Iterator[OutRow]:
     """Synchronous twin of `merge_rows` over iterables of node rows (same plan, same semantics)."""
-    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget)
+    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings)
     iterators = [iter(s) for s in streams]
     source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
     exhausted = False
@@ -174,6 +176,7 @@ async def merge_rows(
     columns: Sequence[ColumnMeta],
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
+    warnings: MergeWarnings | None = None,
 ) -> AsyncGenerator[OutRow, None]:
     """Merge the node result streams into what one unsharded server would return for the query.
 
@@ -186,7 +189,7 @@ async def merge_rows(
     Raises `MergeError` (errno/sqlstate attached) for an inconsistent spec, an unsupported HAVING, or
     `MergeMemoryError` when groups/sort/DISTINCT state exceeds `memory_row_budget` rows.
     """
-    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget)
+    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings)
     source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
     exhausted = False
     while not paginator.done:

@@ -39,6 +39,7 @@ class AggregateItem:
     count_index: int | None = None  # AVG: derived COUNT column
     separator: str = ","  # GROUP_CONCAT
     distinct_index: int | None = None  # COUNT/SUM(DISTINCT x): column carrying x per distinct value
+    limit_index: int | None = None  # GROUP_CONCAT: column carrying '<group_concat_max_len>:<result charset>'
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,6 @@ class MergeSpec:
     # (merge.weights); the weight columns come after every other column, so rows whose weights are not
     # needed (the key turned out not to be text) need not decode them (see `pipeline.decoded_width`)
     weights: tuple[tuple[int, int], ...] = ()
-    group_concat_max_len_index: int | None = None  # derived @@group_concat_max_len column
     with_ties: bool = False  # FETCH ... WITH TIES: after `limit` rows, the rows that tie with the last one
     having_bindings: tuple[tuple[str, int], ...] = ()  # HAVING name (normalized SQL) -> column index
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from merge import ColumnMeta, MergeError, MergeSpec, merge_rows
+from merge.aggregate import MergeWarnings
 from merge.pipeline import decoded_width
 from protocol.constants import Capability, ServerStatus
 from protocol.framing import encode_packet
@@ -575,7 +576,9 @@ async def _answer_merged(
         row_streams = [r.rows(header.columns, width if width < ncols else None) for r in readers]
         out: list[bytes] = []
         encode = codec.encode_row
-        async for row in merge_rows(row_streams, spec, metas, memory_row_budget=session.server.merge_memory_rows):
+        merge_warnings = MergeWarnings()
+        async for row in merge_rows(row_streams, spec, metas, memory_row_budget=session.server.merge_memory_rows,
+                                    warnings=merge_warnings):
             out.append(encode(row, columns))
             if len(out) >= 256:
                 wire.send_many(out)
@@ -586,6 +589,9 @@ async def _answer_merged(
         for rs in row_streams:
             with contextlib.suppress(Exception):
                 await rs.aclose()  # type: ignore[attr-defined]
+        warning_count = max(0, sum(r.warnings for r in readers) + merge_warnings.adjustment)
+        _send_end(session, readers[-1].status, warning_count)
+        return
     _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
 
 

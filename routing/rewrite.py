@@ -236,7 +236,6 @@ class MergeTemplate:
     separator_slots: tuple[tuple[int, int], ...] = ()  # (index in aggregates, value slot of SEPARATOR '...')
     weights: tuple[tuple[int, int], ...] = ()
     having_bindings: tuple[tuple[str, int], ...] = ()  # HAVING name (normalized SQL) -> the column it means
-    group_concat_max_len_index: int | None = None
 
     def spec(self, values: Sequence[Any], shape: Shape | None = None) -> MergeSpec:
         offset = values[self.offset_slot] if self.offset_slot is not None else 0
@@ -266,7 +265,6 @@ class MergeTemplate:
             weights=self.weights,
             with_ties=self.with_ties,
             having_bindings=self.having_bindings,
-            group_concat_max_len_index=self.group_concat_max_len_index,
         )
 
 
@@ -368,6 +366,17 @@ def _maybe_text(node: exp.Expression) -> bool:
     return True
 
 
+def _group_concat_limit(values: Sequence[Piece], separator: Sequence[Piece]) -> tuple[Piece, ...]:
+    """The derived column telling the merge where MariaDB cuts this GROUP_CONCAT: the session's
+    group_concat_max_len, the result's character set (the limit counts bytes of it: CONCAT of the same
+    values and separator aggregates charsets as GROUP_CONCAT does) and the length the node's part has
+    uncut (so the merge knows which parts and which merged values were cut). Aggregates of their own: a
+    second GROUP_CONCAT on the nodes would warn about its cuts again."""
+    concat = ("CONCAT(", *values, ", ", *separator, ")")
+    return ("CONCAT(@@group_concat_max_len, ':', CHARSET(MIN(", *concat, ")), ':', SUM(LENGTH(", *concat,
+            ")) - LENGTH(", *separator, "))")
+
+
 def _volatile(pieces: Sequence[Piece]) -> bool:
     text = "".join(p for p in pieces if type(p) is str)  # type: ignore[misc]
     return _VOLATILE.search(text) is not None
@@ -428,7 +437,6 @@ class _SelectRewriter:
         self.column_pieces: dict[int, tuple[Piece, ...] | None] = {}  # column index -> its expression
         self.maybe_text: dict[int, bool] = {}  # False: the column is certainly not text
         self.weight_requests: dict[int, tuple[Piece, ...]] = {}
-        self.group_concat = False
 
     # literal helpers: a plan serves every statement of its shape, so a decision taken by comparing SQL
     # text that contains literals (ORDER BY a + 1 is the select item a + 1) must pin those literals
@@ -699,8 +707,15 @@ class _SelectRewriter:
                 sep_slot = self.slot_of(sep) if isinstance(sep, exp.Literal) else None
                 if sep_slot is not None:
                     self.separator_slots.append((len(aggregates), sep_slot))
-                aggregates.append(AggregateItem(kind, index, separator=separator))
-                self.group_concat = True
+                if inner.args.get("limit") is not None:
+                    raise _Refuse("GROUP_CONCAT with LIMIT over several data nodes is not supported")
+                depth = tokens[open_i].depth + 1
+                sep_i = next((i for i in range(open_i + 1, close_i)
+                              if tokens[i].upper == "SEPARATOR" and tokens[i].depth == depth), close_i)
+                values = self.pieces(open_i + 1, sep_i) if sep_i > open_i + 1 else ("''",)
+                sep_pieces = self.pieces(sep_i + 1, close_i) if sep_i + 1 < close_i else ("','",)
+                limit_i = self.add_derived(_group_concat_limit(values, sep_pieces), "GROUP_CONCAT_LIMIT")
+                aggregates.append(AggregateItem(kind, index, separator=separator, limit_index=limit_i))
             elif is_distinct and kind in (AggregateKind.COUNT, AggregateKind.SUM):
                 inner_args = inner.this.expressions
                 if len(inner_args) != 1:
@@ -778,7 +793,14 @@ class _SelectRewriter:
                     raise _Refuse("qualified columns in HAVING aggregates are not supported over several data nodes")
                 index = self.add_derived((text,), "HAVING_DERIVED")
                 self.derived[-1] = f" AS `{text.replace('`', '``')}`"
-                aggregates.append(AggregateItem(kind, index))
+                limit_i = None
+                if kind is AggregateKind.GROUP_CONCAT:
+                    sep = agg.args.get("separator")
+                    values = agg.this.expressions if isinstance(agg.this, exp.Concat) else [agg.this]
+                    limit_i = self.add_derived(_group_concat_limit(
+                        (", ".join(v.sql(dialect="mysql") for v in values),),
+                        (sep.sql(dialect="mysql") if sep is not None else "','",)), "GROUP_CONCAT_LIMIT")
+                aggregates.append(AggregateItem(kind, index, limit_index=limit_i))
                 self.column_pieces[index] = (text,)
                 if kind in (AggregateKind.MIN, AggregateKind.MAX):
                     self.maybe_text[index] = self._maybe_text(agg.this)

@@ -367,3 +367,105 @@ def test_names_and_fetch_match_mariadb(conns: dict[str, Any], mode: str, sql: st
     else:
         assert Counter(got) == Counter(expected), (sorted(Counter(got) - Counter(expected), key=repr)[:5],
                                                    sorted(Counter(expected) - Counter(got), key=repr)[:5])
+
+
+# --- item 9: session variables the merge must follow -------------------------------------------------------------
+
+
+@pytest.fixture
+def session_pair(env: Env) -> Iterator[dict[str, Any]]:
+    """A fresh proxy session and oracle session (the test SETs session variables on both)."""
+    out = {"proxy": env.connect(), "oracle": env.connect(oracle=True)}
+    yield out
+    for c in out.values():
+        c.close()
+
+
+def _set(pair: dict[str, Any], sql: str) -> None:
+    for conn in pair.values():
+        run(conn, sql)
+
+
+def _warnings(conn: Any, sql: str, params: Sequence[Any], prepared: bool) -> tuple[list[tuple[Any, ...]], int]:
+    cur = conn.cursor(prepared=True) if prepared else conn.cursor()
+    try:
+        cur.execute(sql, tuple(params) if params or prepared else None)
+        rows = [tuple(_plain(v) for v in r) for r in cur.fetchall()]
+        return rows, int(cur.warning_count or 0)
+    finally:
+        cur.close()
+
+
+GROUP_CONCAT_CASES = (
+    ("SELECT user_id, GROUP_CONCAT(id) FROM t_mix GROUP BY user_id ORDER BY user_id", ","),
+    ("SELECT user_id % 3 AS k, GROUP_CONCAT(id SEPARATOR '|') FROM t_mix GROUP BY k ORDER BY k", "|"),
+    ("SELECT GROUP_CONCAT(amount) FROM t_mix", ","),
+    ("SELECT user_id, GROUP_CONCAT(c_gen SEPARATOR '#') FROM t_mix GROUP BY user_id ORDER BY user_id", "#"),
+    ("SELECT user_id, GROUP_CONCAT(c_l1 SEPARATOR '#') FROM t_mix GROUP BY user_id ORDER BY user_id", "#"),
+)
+
+
+def _fits(value: str | None, expected: str | None, sep: str, limit: int, charset: str) -> str | None:
+    """Why `value` is not an answer MariaDB could give where it gave `expected` (None: it could)."""
+    if value is None or expected is None:
+        return None if value == expected else f"{value!r} vs {expected!r}"
+    size = len(value.encode(charset))
+    if size > limit:
+        return f"{value!r} is {size} bytes, over group_concat_max_len {limit}"
+    if len(expected.encode(charset)) < limit - 3:  # not cut by MariaDB: the same parts
+        return None if sorted(value.split(sep)) == sorted(expected.split(sep)) else f"{value!r} vs {expected!r}"
+    if size < limit - 3:
+        return f"{value!r} is cut too short ({size} bytes, limit {limit})"
+    return None
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("limit", [9, 40, 1024])
+@pytest.mark.parametrize(("sql", "sep"), GROUP_CONCAT_CASES, ids=[c[0][:70] for c in GROUP_CONCAT_CASES])
+def test_group_concat_max_len(session_pair: dict[str, Any], mode: str, limit: int, sql: str, sep: str) -> None:
+    """Each node cuts its part at group_concat_max_len; the merged value must be cut there too (at a
+    character boundary, in bytes of the result's character set), with the parts whole but the last."""
+    _set(session_pair, f"SET SESSION group_concat_max_len = {limit}")
+    prepared = mode == "prepared"
+    got, got_warnings = _warnings(session_pair["proxy"], sql, (), prepared)
+    expected, exp_warnings = _warnings(session_pair["oracle"], sql, (), prepared)
+    assert len(got) == len(expected)
+    charset = "cp1252" if "c_l1" in sql else "utf-8"
+    problems = [why for g, e in zip(got, expected, strict=True)
+                if (why := _fits(g[-1], e[-1], sep, limit, charset)) is not None or g[:-1] != e[:-1]]
+    assert not problems, problems[:3]
+    cut = sum(1 for e in expected if e[-1] is not None and len(e[-1].encode(charset)) >= limit - 3)
+    assert got_warnings == exp_warnings == cut
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("increment", [0, 2, 9])
+def test_div_precision_increment(session_pair: dict[str, Any], mode: str, increment: int) -> None:
+    _set(session_pair, f"SET SESSION div_precision_increment = {increment}")
+    for sql in ("SELECT AVG(n), AVG(amount), AVG(id) FROM t_mix",
+                "SELECT user_id, AVG(n), AVG(amount) FROM t_mix GROUP BY user_id ORDER BY user_id",
+                "SELECT user_id, AVG(amount) AS a FROM t_mix GROUP BY user_id HAVING a > 5 ORDER BY a, user_id"):
+        (_, got), (_, expected) = both(session_pair, mode, sql)
+        assert got == expected, (sql, _first_difference(got, expected))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_max_sort_length(env: Env, session_pair: dict[str, Any], mode: str) -> None:
+    """ORDER BY compares only the first max_sort_length bytes of the sort keys (MariaDB's minimum is 64):
+    'x' * 45 + 'a' and 'x' * 45 + 'B' tie under utf8mb4_general_ci (2 bytes a character), and the next
+    ORDER BY item decides; GROUP BY / DISTINCT / MIN / MAX still see the whole values."""
+    _set(session_pair, "SET SESSION max_sort_length = 64")
+    for sql, ordered in (("SELECT id, c_gen FROM t_mix ORDER BY c_gen, id DESC", True),
+                         ("SELECT id, c_txt FROM t_mix ORDER BY c_txt DESC, id", True),
+                         ("SELECT id FROM t_mix ORDER BY c_u14, id DESC LIMIT 20, 30", True),
+                         ("SELECT c_gen, COUNT(*) FROM t_mix GROUP BY c_gen", False),
+                         ("SELECT COUNT(DISTINCT c_gen) FROM t_mix", True)):
+        (_, got), (_, expected) = both(session_pair, mode, sql)
+        if ordered:
+            assert got == expected, (sql, _first_difference(got, expected))
+        else:
+            got_c, exp_c = _by_class(env, "c_gen", got, (0,)), _by_class(env, "c_gen", expected, (0,))
+            assert Counter(got_c) == Counter(exp_c), sql
+    (_, got), (_, expected) = both(session_pair, mode, "SELECT MAX(c_gen), MIN(c_u14) FROM t_mix")
+    assert _by_class(env, "c_gen", [got[0][:1]], (0,)) == _by_class(env, "c_gen", [expected[0][:1]], (0,))
+    assert _by_class(env, "c_u14", [got[0][1:]], (0,)) == _by_class(env, "c_u14", [expected[0][1:]], (0,))
