@@ -225,16 +225,19 @@ class DistinctAggregator(Aggregator):
         return format_number(total, self.column)
 
 
-class MergeWarnings:
-    """Warnings the merge itself causes, and node warnings it makes disappear: MariaDB cuts a GROUP_CONCAT
-    longer than group_concat_max_len once (warning 1260), the nodes cut their own parts (and warned) —
-    the merged result's warning count is the nodes' plus `adjustment`."""
+class MergeStats:
+    """What a merge tells the session besides its rows.
 
-    __slots__ = ("cut", "node_cut")
+    Warnings it causes, and node warnings it makes disappear: MariaDB cuts a GROUP_CONCAT longer than
+    group_concat_max_len once (warning 1260), the nodes cut their own parts (and warned) — the merged
+    result's warning count is the nodes' plus `adjustment`. `found_rows`: SQL_CALC_FOUND_ROWS's count."""
+
+    __slots__ = ("cut", "found_rows", "node_cut")
 
     def __init__(self) -> None:
         self.cut = 0  # merged values cut here
         self.node_cut = 0  # node parts the nodes cut (their warnings are not the client's)
+        self.found_rows: int | None = None
 
     @property
     def adjustment(self) -> int:
@@ -252,7 +255,7 @@ class GroupConcatAggregator(Aggregator):
     cut part is a prefix of that node's whole part, and the merged value cut at the limit is what one
     server would return; it is cut (and warned about) when the uncut parts and separators exceed it."""
 
-    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta], warnings: MergeWarnings | None = None
+    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta], warnings: MergeStats | None = None
                  ) -> None:
         super().__init__(item, columns)
         cid = self.column.charset
@@ -364,7 +367,7 @@ class BitAggregator(Aggregator):
 
 def make_aggregator(
     item: AggregateItem, columns: Sequence[ColumnMeta], budget: RowBudget, weights: Weights | None = None,
-    warnings: MergeWarnings | None = None,
+    warnings: MergeStats | None = None,
 ) -> Aggregator:
     kind = item.kind
     if kind is AggregateKind.COUNT:

@@ -15,36 +15,49 @@ _NONE = object()
 
 class Paginator:
     """Skips `offset` rows, then admits at most `limit` (and, with `ties_key`, the rows tying with the
-    last of them); `done` tells the driver to stop pulling."""
+    last of them); `done` tells the driver to stop pulling. `count_all` (SQL_CALC_FOUND_ROWS): the driver
+    keeps offering rows after the page is complete, to count them all in `seen`."""
 
-    __slots__ = ("_last", "_remaining", "_skip", "_ties", "done")
+    __slots__ = ("_count_all", "_full", "_last", "_remaining", "_skip", "_ties", "done", "seen")
 
-    def __init__(self, offset: int = 0, limit: int | None = None, ties_key: RowKey | None = None) -> None:
+    def __init__(
+        self, offset: int = 0, limit: int | None = None, ties_key: RowKey | None = None, *, count_all: bool = False
+    ) -> None:
         self._skip = max(0, offset)
         self._remaining = limit
         self._ties = ties_key
         self._last: Any = _NONE
-        self.done = limit is not None and limit <= 0
+        self._count_all = count_all
+        self.seen = 0
+        self._full = limit is not None and limit <= 0  # the page is complete
+        self.done = self._full and not count_all
+
+    def _page_full(self) -> None:
+        self._full = True
+        self.done = not self._count_all
 
     def admit(self, row: Row) -> bool:
         """Whether `row` is part of the page (call only while not `done`)."""
+        if self._count_all:
+            self.seen += 1
+        if self._full:
+            return False
         if self._skip:
             self._skip -= 1
             return False
         remaining = self._remaining
         if remaining is None:
             return True
-        ties = self._ties
         if remaining > 0:
             remaining -= 1
             self._remaining = remaining
             if remaining == 0:
-                if ties is None:
-                    self.done = True
+                if self._ties is None:
+                    self._page_full()
                 else:
-                    self._last = ties(row)
+                    self._last = self._ties(row)
             return True
-        if ties(row) == self._last:  # type: ignore[misc]
+        if self._ties(row) == self._last:  # type: ignore[misc]
             return True
-        self.done = True
+        self._page_full()
         return False

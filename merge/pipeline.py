@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from merge.aggregate import GroupAccumulator, MergeWarnings, make_aggregator
+from merge.aggregate import GroupAccumulator, MergeStats, make_aggregator
 from merge.coltypes import STRING_TYPES
 from merge.errors import MergeError, RowBudget
 from merge.filters import DistinctFilter, SortStage
@@ -82,7 +82,7 @@ def plan_merge(
     columns: Sequence[ColumnMeta],
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
-    warnings: MergeWarnings | None = None,
+    warnings: MergeStats | None = None,
 ) -> MergePlan:
     """Build the source and stages executing `spec` over `stream_count` node streams."""
     _validate(spec, columns)
@@ -127,7 +127,8 @@ def plan_merge(
     ties_key = None
     if spec.with_ties and spec.limit is not None:
         ties_key = order_key(final_order or spec.order_by, columns, weights)
-    return MergePlan(source, stages, Paginator(spec.offset, spec.limit, ties_key), spec.visible_columns)
+    paginator = Paginator(spec.offset, spec.limit, ties_key, count_all=spec.found_rows == "count")
+    return MergePlan(source, stages, paginator, spec.visible_columns)
 
 
 def _emit(plan: MergePlan, rows: Iterable[Row]) -> Iterator[OutRow]:
@@ -145,17 +146,21 @@ def merge_rows_sync(
     columns: Sequence[ColumnMeta],
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
-    warnings: MergeWarnings | None = None,
+    warnings: MergeStats | None = None,
 ) -> Iterator[OutRow]:
     """Synchronous twin of `merge_rows` over iterables of node rows (same plan, same semantics)."""
     plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings)
     iterators = [iter(s) for s in streams]
     source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
+    counts = _NodeCounts(len(streams), spec.found_rows_index) if spec.found_rows == "window" else None
     exhausted = False
     while not paginator.done:
         stream = source.need()
         if stream is not None:
-            source.feed(stream, next(iterators[stream], None))
+            node_row = next(iterators[stream], None)
+            if counts is not None:
+                counts.see(stream, node_row)
+            source.feed(stream, node_row)
             continue
         row = source.next_row()
         if row is None:
@@ -168,6 +173,10 @@ def merge_rows_sync(
         yield from _emit(plan, push_through(stages, row))
     if exhausted:
         yield from _emit(plan, finish_through(stages))
+    if counts is not None:
+        for stream in counts.unseen():
+            counts.see(stream, next(iterators[stream], None))
+    _found_rows(spec, paginator, counts, warnings)
 
 
 async def merge_rows(
@@ -176,7 +185,7 @@ async def merge_rows(
     columns: Sequence[ColumnMeta],
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
-    warnings: MergeWarnings | None = None,
+    warnings: MergeStats | None = None,
 ) -> AsyncGenerator[OutRow, None]:
     """Merge the node result streams into what one unsharded server would return for the query.
 
@@ -191,11 +200,15 @@ async def merge_rows(
     """
     plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings)
     source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
+    counts = _NodeCounts(len(streams), spec.found_rows_index) if spec.found_rows == "window" else None
     exhausted = False
     while not paginator.done:
         stream = source.need()
         if stream is not None:
-            source.feed(stream, await anext(streams[stream], None))
+            node_row = await anext(streams[stream], None)
+            if counts is not None:
+                counts.see(stream, node_row)
+            source.feed(stream, node_row)
             continue
         row = source.next_row()
         if row is None:
@@ -210,3 +223,36 @@ async def merge_rows(
     if exhausted:
         for out in _emit(plan, finish_through(stages)):
             yield out
+    if counts is not None:
+        for stream in counts.unseen():
+            counts.see(stream, await anext(streams[stream], None))
+    _found_rows(spec, paginator, counts, warnings)
+
+
+class _NodeCounts:
+    """SQL_CALC_FOUND_ROWS over plain rows: the first row of each node carries COUNT(*) OVER (), the
+    node's rows without LIMIT (a node that returns no row has none)."""
+
+    __slots__ = ("_counts", "_index")
+
+    def __init__(self, streams: int, index: int | None) -> None:
+        self._counts: list[int | None] = [None] * streams
+        self._index = index
+
+    def see(self, stream: int, row: Row | None) -> None:
+        if self._counts[stream] is None:
+            value = row[self._index] if row is not None and self._index is not None else None
+            self._counts[stream] = int(value) if value is not None else 0
+
+    def unseen(self) -> list[int]:
+        return [i for i, c in enumerate(self._counts) if c is None]
+
+    @property
+    def total(self) -> int:
+        return sum(c or 0 for c in self._counts)
+
+
+def _found_rows(spec: MergeSpec, paginator: Paginator, counts: _NodeCounts | None, stats: MergeStats | None) -> None:
+    if stats is None or spec.found_rows is None:
+        return
+    stats.found_rows = counts.total if counts is not None else paginator.seen

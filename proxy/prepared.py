@@ -256,7 +256,7 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
         return
     from proxy import metadata
     from proxy.codec import BINARY
-    from proxy.executor import execute_plan, log_statement
+    from proxy.executor import execute_plan, log_statement, routing_hints
     from proxy.resultset import BINARY_ROWS
 
     # results the proxy builds itself (metadata, SHOW INDEX / SHOW CREATE TABLE in logic names) in binary rows
@@ -269,7 +269,7 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
                 return
         # DATABASE(), CONNECTION_ID(), LAST_INSERT_ID() ... are the session's, as in the text protocol
         sql = (metadata.substitute(session, stmt.sql) or stmt.sql) if stmt.session_functions else stmt.sql
-        routed = db.kernel.route(sql, list(request.values), session.hints())
+        routed = db.kernel.route(sql, list(request.values), routing_hints(session, sql))
         log_statement(session, sql, routed, request.values)
         await execute_plan(session, db, routed, BINARY)
     finally:

@@ -52,6 +52,7 @@ class LimitCountSlot:
     index: int | None
     offset_index: int | None
     default: int = 1
+    minimum: int = 0  # SQL_CALC_FOUND_ROWS: a node's first row carries its row count, so never LIMIT 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,10 +178,11 @@ def render(
             offset = ctx.values[p.offset_index] if p.offset_index is not None else 0  # type: ignore[union-attr]
             if count is UNKNOWN or offset is UNKNOWN:
                 raise RoutingError("LIMIT parameters must be supplied to route a multi-node query")
+            rows = max(int(offset) + int(count), p.minimum)  # type: ignore[union-attr]
             if index is None:
-                out.append(str(int(offset) + int(count)))
+                out.append(str(rows))
             else:
-                _emit_number(ctx, index, int(offset) + int(count), out, out_params)
+                _emit_number(ctx, index, rows, out, out_params)
         elif tp is KeySlot:
             out.append(p.prefix + value_to_sql_literal(key) + p.suffix)  # type: ignore[union-attr]
 
@@ -233,6 +235,8 @@ class MergeTemplate:
     limit_slot: int | None = None
     limit_default: int | None = None  # FETCH FIRST ROW ONLY: a count without a slot
     with_ties: bool = False
+    found_rows: str | None = None  # SQL_CALC_FOUND_ROWS: "count" (the merge counts) or "window" (the nodes)
+    found_rows_index: int | None = None
     separator_slots: tuple[tuple[int, int], ...] = ()  # (index in aggregates, value slot of SEPARATOR '...')
     weights: tuple[tuple[int, int], ...] = ()
     having_bindings: tuple[tuple[str, int], ...] = ()  # HAVING name (normalized SQL) -> the column it means
@@ -265,6 +269,8 @@ class MergeTemplate:
             weights=self.weights,
             with_ties=self.with_ties,
             having_bindings=self.having_bindings,
+            found_rows=self.found_rows,
+            found_rows_index=self.found_rows_index,
         )
 
 
@@ -508,7 +514,9 @@ class _SelectRewriter:
         if from_i is None:
             raise _Refuse("the proxy could not find the FROM clause")
         first_item = select_i + 1
+        calc_found_rows = False
         while first_item < from_i and tokens[first_item].upper in _SELECT_MODIFIERS:
+            calc_found_rows = calc_found_rows or tokens[first_item].upper == "SQL_CALC_FOUND_ROWS"
             first_item += 1
         spans = _split_items(tokens, first_item, from_i)
         if len(spans) != len(items):
@@ -870,10 +878,24 @@ class _SelectRewriter:
         # the order of the merge (ORDER BY = GROUP BY, nothing filtered or split after merging): then
         # every global top-n group is among each node's top-n groups, complete.
         keep = not grouped or (groups_sorted and having_template is None and distinct_group is None)
-        pagination = self._pagination(from_i, keep) if has_limit else None
+        # SQL_CALC_FOUND_ROWS with pagination: FOUND_ROWS() is the number of rows without it. Merged rows
+        # (groups, DISTINCT) are counted by the merge, which then needs every node row; plain rows are
+        # counted by each node (COUNT(*) OVER () beside its first offset + count rows).
+        found_rows: str | None = None
+        if calc_found_rows and has_limit:
+            found_rows = "count" if grouped or distinct or having_template is not None else "window"
+            if found_rows == "count":
+                keep = False
+        pagination = self._pagination(from_i, keep, at_least_one=found_rows == "window") if has_limit else None
         offset_slot, limit_slot, limit_default, with_ties = pagination or (None, None, None, False)
         if with_ties and not order_by:
             with_ties = False  # MariaDB refuses FETCH ... WITH TIES without ORDER BY; the nodes will say so
+        found_rows_index = None
+        if found_rows == "window":
+            if limit_slot is None and limit_default is None:
+                found_rows = "count"  # OFFSET alone: every row comes to the merge anyway
+            else:
+                found_rows_index = self.add_derived(("COUNT(*) OVER ()",), "FOUND_ROWS_DERIVED")
 
         if self.derived or self.weight_requests:
             weights = self._weight_columns()
@@ -893,16 +915,22 @@ class _SelectRewriter:
             limit_slot=limit_slot,
             limit_default=limit_default,
             with_ties=with_ties,
+            found_rows=found_rows,
+            found_rows_index=found_rows_index,
             separator_slots=tuple(self.separator_slots),
             weights=weights,
             having_bindings=tuple(having_bindings.items()),
         )
         return template, merge, tuple(self.pins), None
 
-    def _pagination(self, from_i: int, keep: bool) -> tuple[int | None, int | None, int | None, bool] | None:
+    def _pagination(
+        self, from_i: int, keep: bool, *, at_least_one: bool = False
+    ) -> tuple[int | None, int | None, int | None, bool] | None:
         """Find LIMIT [o,] n / LIMIT n OFFSET o / OFFSET o ROWS [FETCH FIRST|NEXT [n] ROW|ROWS ONLY|WITH TIES]
         and rewrite it for the nodes: removed when groups are merged (`keep` false), else from row 0 to
-        o + n. Returns (offset slot, count slot, implicit count, with ties)."""
+        o + n (`at_least_one`: never 0 rows: a node's first row carries its COUNT(*) OVER ()). Returns
+        (offset slot, count slot, implicit count, with ties)."""
+        minimum = 1 if at_least_one else 0
         tokens = self.tokens
         limit_i = self.clause("LIMIT", from_i)
         if limit_i is not None:
@@ -926,7 +954,11 @@ class _SelectRewriter:
                 self.extra.append(Edit(tokens[limit_i].start, last.end, ()))
             elif offset_token is not None and count_token is not None and offset_slot is not None:
                 self.extra.append(Edit(offset_token.start, offset_token.end, (LimitOffsetSlot(offset_slot),)))
-                self.extra.append(Edit(count_token.start, count_token.end, (LimitCountSlot(limit_slot, offset_slot),)))
+                self.extra.append(Edit(count_token.start, count_token.end,
+                                       (LimitCountSlot(limit_slot, offset_slot, minimum=minimum),)))
+            elif minimum:
+                token = values[0]
+                self.extra.append(Edit(token.start, token.end, (LimitCountSlot(limit_slot, None, minimum=minimum),)))
             return offset_slot, limit_slot, None, False
         offset_i = self.clause("OFFSET", from_i)
         fetch_i = self.clause("FETCH", from_i)
@@ -975,10 +1007,14 @@ class _SelectRewriter:
             token = tokens[offset_i + 1]  # type: ignore[operator]
             self.extra.append(Edit(token.start, token.end, (LimitOffsetSlot(offset_slot),)))
             if count_token is not None:
-                self.extra.append(Edit(count_token.start, count_token.end, (LimitCountSlot(count_slot, offset_slot),)))
+                self.extra.append(Edit(count_token.start, count_token.end,
+                                       (LimitCountSlot(count_slot, offset_slot, minimum=minimum),)))
             elif fetch_i is not None:
                 at = tokens[fetch_i + 1].end  # after FIRST / NEXT
-                self.extra.append(Edit(at, at, (" ", LimitCountSlot(None, offset_slot, default or 1))))
+                self.extra.append(Edit(at, at, (" ", LimitCountSlot(None, offset_slot, default or 1, minimum))))
+        elif count_token is not None and minimum:
+            self.extra.append(Edit(count_token.start, count_token.end,
+                                   (LimitCountSlot(count_slot, None, minimum=minimum),)))
         return offset_slot, count_slot, default, with_ties
 
     def _item_expression(self, item: exp.Expression, a: int, b: int) -> tuple[Piece, ...] | None:

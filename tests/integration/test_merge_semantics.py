@@ -469,3 +469,47 @@ def test_max_sort_length(env: Env, session_pair: dict[str, Any], mode: str) -> N
     (_, got), (_, expected) = both(session_pair, mode, "SELECT MAX(c_gen), MIN(c_u14) FROM t_mix")
     assert _by_class(env, "c_gen", [got[0][:1]], (0,)) == _by_class(env, "c_gen", [expected[0][:1]], (0,))
     assert _by_class(env, "c_u14", [got[0][1:]], (0,)) == _by_class(env, "c_u14", [expected[0][1:]], (0,))
+
+
+# --- item 7: SQL_CALC_FOUND_ROWS and FOUND_ROWS() ------------------------------------------------------------------
+
+FOUND_ROWS_CASES: tuple[str, ...] = (
+    "SELECT SQL_CALC_FOUND_ROWS id FROM t_mix ORDER BY id LIMIT 5",
+    "SELECT SQL_CALC_FOUND_ROWS id, n FROM t_mix WHERE n > 2 ORDER BY n, id LIMIT 3, 4",
+    "SELECT SQL_CALC_FOUND_ROWS id FROM t_mix LIMIT 0",
+    "SELECT SQL_CALC_FOUND_ROWS id FROM t_mix WHERE n = 4 LIMIT 1000",
+    "SELECT SQL_CALC_FOUND_ROWS id FROM t_mix WHERE user_id IN (3, 4) ORDER BY id DESC LIMIT 2",
+    "SELECT SQL_CALC_FOUND_ROWS user_id, COUNT(*) FROM t_mix GROUP BY user_id ORDER BY user_id LIMIT 3",
+    "SELECT SQL_CALC_FOUND_ROWS user_id, COUNT(*) AS k FROM t_mix GROUP BY user_id HAVING k > 18 LIMIT 1",
+    "SELECT DISTINCT SQL_CALC_FOUND_ROWS n FROM t_mix ORDER BY n LIMIT 2",
+    "SELECT SQL_CALC_FOUND_ROWS COUNT(*) FROM t_mix LIMIT 1",
+    "SELECT SQL_CALC_FOUND_ROWS id, n FROM t_mix ORDER BY n FETCH FIRST 3 ROWS WITH TIES",
+    "SELECT SQL_CALC_FOUND_ROWS id FROM t_mix ORDER BY id OFFSET 210 ROWS",
+    "SELECT SQL_CALC_FOUND_ROWS id FROM t_mix WHERE user_id = 3 AND id = 7 LIMIT 1",
+    "SELECT SQL_CALC_FOUND_ROWS id FROM t_mix WHERE user_id = 4 ORDER BY id LIMIT 2",
+    # without SQL_CALC_FOUND_ROWS: the number of rows the SELECT returned
+    "SELECT id FROM t_mix ORDER BY id LIMIT 7",
+    "SELECT id FROM t_mix WHERE n = 3",
+    "SELECT user_id, COUNT(*) FROM t_mix GROUP BY user_id",
+    "SELECT id FROM t_mix WHERE user_id = 5 AND id = 9",
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("sql", FOUND_ROWS_CASES)
+def test_found_rows(session_pair: dict[str, Any], mode: str, sql: str) -> None:
+    (_, got), (_, expected) = both(session_pair, mode, sql)
+    assert Counter(got) == Counter(expected) or ("ORDER BY" not in sql and len(got) == len(expected))
+    (_, got_found), (_, exp_found) = both(session_pair, mode, "SELECT FOUND_ROWS()")
+    assert got_found == exp_found
+    # FOUND_ROWS() is a SELECT of one row itself
+    (_, again), (_, exp_again) = both(session_pair, mode, "SELECT FOUND_ROWS() AS f")
+    assert again == exp_again == [(1,)]
+
+
+def test_found_rows_survives_statements_that_are_not_selects(session_pair: dict[str, Any]) -> None:
+    for conn in session_pair.values():
+        run(conn, "SELECT SQL_CALC_FOUND_ROWS id FROM t_mix ORDER BY id LIMIT 2")
+        run(conn, "SET @x = 1")
+    (_, got), (_, expected) = both(session_pair, "text", "SELECT FOUND_ROWS(), 1 + FOUND_ROWS() AS g")
+    assert got == expected
