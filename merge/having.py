@@ -184,7 +184,7 @@ class HavingCompiler:
         return self._compile(tree)
 
     def _column_index(self, node: exp.Expression) -> int | None:
-        if isinstance(node, exp.Column) and self._bound:
+        if isinstance(node, exp.Column | exp.AggFunc) and self._bound:
             bound = self._bound.get(node.sql(dialect="mysql").lower())
             if bound is not None:
                 return bound

@@ -795,7 +795,10 @@ class _SelectRewriter:
                     raise _Refuse("a parameter inside a HAVING aggregate is not supported over several data nodes")
                 self.pin_matches(agg, [i for i in items if not isinstance(i, exp.Alias)], force=True)
                 text = agg.sql(dialect="mysql")
-                if any(not isinstance(i, exp.Alias) and _norm(i) == text.lower() for i in items):
+                same = next((index for i, index in zip(items, item_index, strict=True)
+                             if not isinstance(i, exp.Alias) and _norm(i) == text.lower()), None)
+                if same is not None:
+                    having_bindings[text.lower()] = same  # its name on the nodes has the actual table's
                     continue
                 if agg.find(exp.Column) is not None and any(c.table for c in agg.find_all(exp.Column)):
                     raise _Refuse("qualified columns in HAVING aggregates are not supported over several data nodes")
