@@ -14,50 +14,78 @@ _NONE = object()
 
 
 class Paginator:
-    """Skips `offset` rows, then admits at most `limit` (and, with `ties_key`, the rows tying with the
-    last of them); `done` tells the driver to stop pulling. `count_all` (SQL_CALC_FOUND_ROWS): the driver
-    keeps offering rows after the page is complete, to count them all in `seen`."""
+    """Skips `offset` rows, then admits at most `limit`; `done` tells the driver to stop pulling."""
 
-    __slots__ = ("_count_all", "_full", "_last", "_remaining", "_skip", "_ties", "done", "seen")
+    __slots__ = ("_remaining", "_skip", "done", "seen")
 
-    def __init__(
-        self, offset: int = 0, limit: int | None = None, ties_key: RowKey | None = None, *, count_all: bool = False
-    ) -> None:
+    def __init__(self, offset: int = 0, limit: int | None = None) -> None:
         self._skip = max(0, offset)
         self._remaining = limit
-        self._ties = ties_key
-        self._last: Any = _NONE
-        self._count_all = count_all
+        self.done = limit is not None and limit <= 0
         self.seen = 0
-        self._full = limit is not None and limit <= 0  # the page is complete
-        self.done = self._full and not count_all
-
-    def _page_full(self) -> None:
-        self._full = True
-        self.done = not self._count_all
 
     def admit(self, row: Row) -> bool:
         """Whether `row` is part of the page (call only while not `done`)."""
-        if self._count_all:
-            self.seen += 1
-        if self._full:
-            return False
         if self._skip:
             self._skip -= 1
             return False
         remaining = self._remaining
-        if remaining is None:
-            return True
-        if remaining > 0:
+        if remaining is not None:
             remaining -= 1
             self._remaining = remaining
-            if remaining == 0:
-                if self._ties is None:
-                    self._page_full()
-                else:
-                    self._last = self._ties(row)
+            if remaining <= 0:
+                self.done = True
+        return True
+
+
+class TiesPaginator(Paginator):
+    """FETCH FIRST n ROWS WITH TIES: after the n-th row, the rows whose `ties_key` equals its key too."""
+
+    __slots__ = ("_last", "_ties")
+
+    def __init__(self, offset: int, limit: int, ties_key: RowKey) -> None:
+        super().__init__(offset, limit)
+        self._ties = ties_key
+        self._last: Any = _NONE
+
+    def admit(self, row: Row) -> bool:
+        if self._skip:
+            self._skip -= 1
+            return False
+        remaining = self._remaining
+        assert remaining is not None
+        if remaining > 0:
+            self._remaining = remaining - 1
+            if remaining == 1:
+                self._last = self._ties(row)
             return True
-        if self._ties(row) == self._last:  # type: ignore[misc]
+        if self._ties(row) == self._last:
             return True
-        self._page_full()
+        self.done = True
         return False
+
+
+class CountingPaginator:
+    """SQL_CALC_FOUND_ROWS: the page of `inner`, while every row is offered and counted in `seen` (the
+    driver never stops early: `done` stays False)."""
+
+    __slots__ = ("_inner", "done", "seen")
+
+    def __init__(self, inner: Paginator) -> None:
+        self._inner = inner
+        self.done = False
+        self.seen = 0
+
+    def admit(self, row: Row) -> bool:
+        self.seen += 1
+        inner = self._inner
+        return False if inner.done else inner.admit(row)
+
+
+def paginator(offset: int = 0, limit: int | None = None, ties_key: RowKey | None = None, *,
+              count_all: bool = False) -> Paginator | CountingPaginator:
+    page: Paginator = (TiesPaginator(offset, limit, ties_key) if ties_key is not None and limit is not None
+                       else Paginator(offset, limit))
+    if limit is not None and limit <= 0:
+        page.done = True
+    return CountingPaginator(page) if count_all else page

@@ -25,7 +25,7 @@ from merge.filters import DistinctFilter, SortStage
 from merge.grouping import GroupByMemoryMerger, GroupByStreamMerger
 from merge.having import HavingFilter
 from merge.keys import Row, equality_key, order_key, weight_index
-from merge.paginate import Paginator
+from merge.paginate import CountingPaginator, Paginator, paginator
 from merge.sources import IteratorMerger, OrderByMerger, Source
 from merge.spec import ColumnMeta, MergeSpec, OrderItem
 from merge.stages import Stage, finish_through, push_through
@@ -40,7 +40,7 @@ class MergePlan:
 
     source: Source
     stages: list[Stage]
-    paginator: Paginator
+    paginator: Paginator | CountingPaginator
     visible_columns: int
 
     def output(self, row: Row) -> OutRow:
@@ -127,8 +127,8 @@ def plan_merge(
     ties_key = None
     if spec.with_ties and spec.limit is not None:
         ties_key = order_key(final_order or spec.order_by, columns, weights)
-    paginator = Paginator(spec.offset, spec.limit, ties_key, count_all=spec.found_rows == "count")
-    return MergePlan(source, stages, paginator, spec.visible_columns)
+    page = paginator(spec.offset, spec.limit, ties_key, count_all=spec.found_rows == "count")
+    return MergePlan(source, stages, page, spec.visible_columns)
 
 
 def _emit(plan: MergePlan, rows: Iterable[Row]) -> Iterator[OutRow]:
@@ -153,14 +153,13 @@ def merge_rows_sync(
     iterators = [iter(s) for s in streams]
     source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
     counts = _NodeCounts(len(streams), spec.found_rows_index) if spec.found_rows == "window" else None
+    if counts is not None:
+        iterators = [counts.watch(i, it) for i, it in enumerate(iterators)]
     exhausted = False
     while not paginator.done:
         stream = source.need()
         if stream is not None:
-            node_row = next(iterators[stream], None)
-            if counts is not None:
-                counts.see(stream, node_row)
-            source.feed(stream, node_row)
+            source.feed(stream, next(iterators[stream], None))
             continue
         row = source.next_row()
         if row is None:
@@ -201,14 +200,13 @@ async def merge_rows(
     plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings)
     source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
     counts = _NodeCounts(len(streams), spec.found_rows_index) if spec.found_rows == "window" else None
+    if counts is not None:
+        streams = [counts.watch_async(i, it) for i, it in enumerate(streams)]
     exhausted = False
     while not paginator.done:
         stream = source.need()
         if stream is not None:
-            node_row = await anext(streams[stream], None)
-            if counts is not None:
-                counts.see(stream, node_row)
-            source.feed(stream, node_row)
+            source.feed(stream, await anext(streams[stream], None))
             continue
         row = source.next_row()
         if row is None:
@@ -244,6 +242,19 @@ class _NodeCounts:
             value = row[self._index] if row is not None and self._index is not None else None
             self._counts[stream] = int(value) if value is not None else 0
 
+    def watch(self, stream: int, rows: Iterator[Row]) -> Iterator[Row]:
+        for row in rows:
+            self.see(stream, row)
+            yield row
+        self.see(stream, None)
+
+    async def watch_async(self, stream: int, rows: AsyncIterator[Sequence[bytes | None]]
+                          ) -> AsyncIterator[Sequence[bytes | None]]:
+        async for row in rows:
+            self.see(stream, row)
+            yield row
+        self.see(stream, None)
+
     def unseen(self) -> list[int]:
         return [i for i, c in enumerate(self._counts) if c is None]
 
@@ -252,7 +263,9 @@ class _NodeCounts:
         return sum(c or 0 for c in self._counts)
 
 
-def _found_rows(spec: MergeSpec, paginator: Paginator, counts: _NodeCounts | None, stats: MergeStats | None) -> None:
+def _found_rows(
+    spec: MergeSpec, paginator: Paginator | CountingPaginator, counts: _NodeCounts | None, stats: MergeStats | None
+) -> None:
     if stats is None or spec.found_rows is None:
         return
     stats.found_rows = counts.total if counts is not None else paginator.seen
