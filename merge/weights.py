@@ -5,9 +5,13 @@ character outside the BMP to one weight, ``ß`` = ``s``, expansions, contraction
 string sort/group key the rewrite adds a hidden column computed by the node itself:
 
     IF(COLLATION(x) = 'binary', NULL,
-       CONCAT(COLLATION(x), ':', @@max_sort_length, ':', LENGTH(WEIGHT_STRING(core LEVEL 1)), ':',
-              LENGTH(WEIGHT_STRING(core LEVEL 1, 2)), ':', WEIGHT_STRING(core)))
+       CONCAT(COLLATION(x), ':', @@max_sort_length, ':', LENGTH(WEIGHT_STRING(core /*M! LEVEL 1 */)), ':',
+              LENGTH(WEIGHT_STRING(core /*M! LEVEL 1, 2 */)), ':', WEIGHT_STRING(core)))
     -- core = IF(x = RTRIM(x), RTRIM(x), x)
+
+(``LEVEL`` is MariaDB's: MySQL 8 has no such clause, and reads ``/*M! ... */`` as a comment — there the
+level lengths are the whole length, and MySQL's multi-level ``*_0900_*`` collations are NO PAD: raw
+weights compare right.)
 
 (`weight_sql`), i.e. ``<collation>:<max_sort_length>:<level 1 length>:<levels 1-2 length>:<weights>``:
 NULL for numbers, temporals and binary strings (their own value is their key), and for text the weights
@@ -58,8 +62,8 @@ def weight_sql_pieces(expr: tuple[object, ...]) -> tuple[object, ...]:
     core = _core(e)
     return (
         "IF(COLLATION(", *e, ") = 'binary', NULL, CONCAT(COLLATION(", *e, "), ':', @@max_sort_length, ':', "
-        "LENGTH(WEIGHT_STRING(", *core, " LEVEL 1)), ':', LENGTH(WEIGHT_STRING(", *core, " LEVEL 1, 2)), ':', "
-        "WEIGHT_STRING(", *core, ")))",
+        "LENGTH(WEIGHT_STRING(", *core, " /*M! LEVEL 1 */)), ':', LENGTH(WEIGHT_STRING(", *core,
+        " /*M! LEVEL 1, 2 */)), ':', WEIGHT_STRING(", *core, ")))",
     )
 
 

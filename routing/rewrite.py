@@ -353,8 +353,9 @@ _NOT_TEXT = (
 _NOT_TEXT_TYPES = ("INT", "DECIMAL", "DOUBLE", "FLOAT", "DATE", "TIME", "YEAR", "BIT", "BOOL", "SIGNED", "UNSIGNED")
 _TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"})
 # Expressions whose value differs between evaluations: a weight computed beside them would not be theirs.
+# (A subquery too: evaluated again for each of the weight column's uses of the expression.)
 _VOLATILE = re.compile(r"\b(?:RAND|UUID|UUID_SHORT|SYSDATE|RANDOM_BYTES|NEXTVAL|NEXT\s+VALUE|LASTVAL|SLEEP|"
-                       r"BENCHMARK|GET_LOCK|RELEASE_LOCK|LAST_INSERT_ID|ROW_COUNT|FOUND_ROWS)\b|@|:=", re.I)
+                       r"BENCHMARK|GET_LOCK|RELEASE_LOCK|LAST_INSERT_ID|ROW_COUNT|FOUND_ROWS|SELECT)\b|@|:=", re.I)
 
 
 def _maybe_text(node: exp.Expression) -> bool:
