@@ -444,6 +444,7 @@ class _SelectRewriter:
         self.column_pieces: dict[int, tuple[Piece, ...] | None] = {}  # column index -> its expression
         self.maybe_text: dict[int, bool] = {}  # False: the column is certainly not text
         self.weight_requests: dict[int, tuple[Piece, ...]] = {}
+        self.ordinals: set[int] = set()  # ENUM / SET columns: ORDER BY sorts them by their number
 
     # literal helpers: a plan serves every statement of its shape, so a decision taken by comparing SQL
     # text that contains literals (ORDER BY a + 1 is the select item a + 1) must pin those literals
@@ -548,12 +549,14 @@ class _SelectRewriter:
                     lookup = getattr(self.metadata, "column_type", None)
                     data_type = lookup(owner.name, name) if lookup is not None else None
                     self.maybe_text[self.visible + j] = data_type is None or data_type in _TEXT_TYPES
+                    if data_type in ("enum", "set"):
+                        self.ordinals.add(self.visible + j)
                 item_index.append(self.visible)
                 self.visible += len(columns)
             else:
                 item_index.append(self.visible)
                 self.column_pieces[self.visible] = self._item_expression(item, a, b)
-                self.maybe_text[self.visible] = self._maybe_text(inner)
+                self.note(self.visible, inner)
                 self.visible += 1
 
         if not known:
@@ -761,7 +764,7 @@ class _SelectRewriter:
                 index = resolve_group(node)
                 if index is None:
                     index = self.add_derived(text, "GROUP_BY_DERIVED")
-                    self.maybe_text[index] = self._maybe_text(node)
+                    self.note(index, node)
                 group_by.append(index)
                 group_texts.append(text)
                 group_nodes.append(node)
@@ -837,7 +840,7 @@ class _SelectRewriter:
                 index = resolve_order(node)
                 if index is None:
                     index = self.add_derived(self.pieces(a, b), "ORDER_BY_DERIVED")
-                    self.maybe_text[index] = self._maybe_text(node)
+                    self.note(index, node)
                     kind = _AGGREGATES.get(type(node))
                     if kind is not None and kind not in (AggregateKind.AVG, AggregateKind.GROUP_CONCAT):
                         if isinstance(node.this, exp.Distinct):
@@ -1062,20 +1065,32 @@ class _SelectRewriter:
                 found.add(lookup(occ.name, name))
         return found.pop() if len(found) == 1 else None
 
+    def note(self, index: int, node: exp.Expression) -> None:
+        """What column `index` (the value of `node`) is: maybe text? an ENUM / SET column?"""
+        self.maybe_text[index] = self._maybe_text(node)
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star) and (
+                self.column_type(node) in ("enum", "set")):
+            self.ordinals.add(index)
+
     def want_weight(self, index: int) -> None:
-        """Compare column `index` by the nodes' own weights if it may be text (see merge.weights)."""
+        """Compare column `index` by the nodes' own weights if it may be text (see merge.weights). An ENUM
+        or SET column orders by its number (MariaDB sorts it so; MIN/MAX compare the text): its 'weight'
+        is the number, zero-padded, as binary."""
         if index in self.weight_requests or not self.maybe_text.get(index, True):
             return
         pieces = self.column_pieces.get(index)
         if pieces is None or _volatile(pieces):
             return
-        self.weight_requests[index] = pieces
+        if index in self.ordinals:
+            self.weight_requests[index] = ("CONCAT('binary:0:0:0:', LPAD((", *pieces, ") + 0, 20, '0'))")
+            return
+        self.weight_requests[index] = weight_sql_pieces(pieces)  # type: ignore[assignment]
 
     def _weight_columns(self) -> tuple[tuple[int, int], ...]:
         """Append the weight columns after every other derived column; (value index, weight index)."""
         out: list[tuple[int, int]] = []
         for index, pieces in self.weight_requests.items():
-            weight_index = self.add_derived(weight_sql_pieces(pieces), "WEIGHT_DERIVED")  # type: ignore[arg-type]
+            weight_index = self.add_derived(pieces, "WEIGHT_DERIVED")
             out.append((index, weight_index))
         return tuple(out)
 

@@ -103,7 +103,8 @@ def _ddl(table: str) -> str:
   price DOUBLE NULL,
   created DATETIME NULL,
   {columns},
-  {TEXT_COLUMN[0]} TEXT CHARACTER SET utf8mb4 COLLATE {TEXT_COLUMN[1]}
+  {TEXT_COLUMN[0]} TEXT CHARACTER SET utf8mb4 COLLATE {TEXT_COLUMN[1]},
+  e ENUM('z', 'a', 'm', 'b') NULL
 )"""
 
 
@@ -123,11 +124,12 @@ def generate_rows(seed: int = 13) -> list[tuple[Any, ...]]:
             day, hour = 1 + (i + round_) % 5, rng.randint(0, 23)
             created = None if rng.random() < 0.1 else f"2024-01-{day:02d} {hour:02d}:00:00"
             strings = [(_latin1(s) if coll.startswith("latin1") else s) for _, coll in COLLATIONS]
-            out.append((ident, user_id, n, amount, price, created, *strings, s))
+            enum = None if rng.random() < 0.1 else rng.choice("zamb")
+            out.append((ident, user_id, n, amount, price, created, *strings, s, enum))
     return out
 
 
-COLUMNS = ("id", "user_id", "n", "amount", "price", "created", *(c for c, _ in COLLATIONS), TEXT_COLUMN[0])
+COLUMNS = ("id", "user_id", "n", "amount", "price", "created", *(c for c, _ in COLLATIONS), TEXT_COLUMN[0], "e")
 ROWS = generate_rows()
 STRING_COLUMNS = (*(c for c, _ in COLLATIONS), TEXT_COLUMN[0])
 
@@ -356,6 +358,13 @@ NAME_CASES: tuple[tuple[str, bool, tuple[Any, ...]], ...] = (
      True, ()),
     ("SELECT DISTINCT user_id FROM t_mix ORDER BY user_id OFFSET 2 ROWS FETCH FIRST 3 ROWS ONLY", True, ()),
     ("SELECT id FROM t_mix ORDER BY id OFFSET 0 ROWS FETCH FIRST 0 ROWS WITH TIES", True, ()),
+    # ENUM: ORDER BY / GROUP BY by its number ('z' first), MIN / MAX by its text
+    ("SELECT id, e FROM t_mix ORDER BY e, id", True, ()),
+    ("SELECT e, COUNT(*) FROM t_mix GROUP BY e ORDER BY e DESC", True, ()),
+    ("SELECT e, COUNT(*) FROM t_mix GROUP BY e", False, ()),
+    ("SELECT DISTINCT e FROM t_mix ORDER BY e", True, ()),
+    ("SELECT MIN(e), MAX(e) FROM t_mix", True, ()),
+    ("SELECT user_id, MIN(e) AS m FROM t_mix GROUP BY user_id ORDER BY m, user_id", True, ()),
 )
 
 
@@ -439,8 +448,9 @@ def test_group_concat_max_len(session_pair: dict[str, Any], mode: str, limit: in
     problems = [why for g, e in zip(got, expected, strict=True)
                 if (why := _fits(g[-1], e[-1], sep, limit, charset)) is not None or g[:-1] != e[:-1]]
     assert not problems, problems[:3]
-    cut = sum(1 for e in expected if e[-1] is not None and len(e[-1].encode(charset)) >= limit - 3)
-    assert got_warnings == exp_warnings == cut
+    assert got_warnings == exp_warnings  # one 1260 per value cut, the nodes' own cuts not counted
+    if limit < 40:
+        assert exp_warnings > 0  # the case cuts something
 
 
 @pytest.mark.parametrize("mode", MODES)
