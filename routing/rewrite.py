@@ -784,14 +784,34 @@ class _SelectRewriter:
             body = self.sql[tokens[having_i].end : end]
             lead = len(body) - len(body.lstrip())
             h_start, h_end = tokens[having_i].end + lead, tokens[having_i].end + len(body.rstrip())
-            having_template = build_template(self.shape, h_start, h_end, ())
+            bound_columns: dict[int, int | None] = {}
             for column in having.this.find_all(exp.Column):
                 if isinstance(column.this, exp.Star) or column.find_ancestor(exp.AggFunc) is not None:
                     continue
                 bound = self._having_reference(column, find_select, group_by, group_nodes, items, item_index)
+                bound_columns[id(column)] = bound
                 if bound is not None:
                     having_bindings[_norm(column)] = bound
-            for agg in having.this.find_all(exp.AggFunc):
+            # Conditions on the group keys alone stay on the nodes (a group's key is the same on every node
+            # that holds part of it, so each node keeps or drops it alike) and are compared there, by the
+            # collation; the rest is evaluated after merging.
+            local, merged = self._split_having(having.this, having_i, stop_i, set(group_by), bound_columns)
+            node_having: tuple[Piece, ...] = ()
+            if merged is None or not local:
+                having_template = build_template(self.shape, h_start, h_end, ())
+            else:
+                if merged:
+                    merged_pieces: list[Piece] = []
+                    for j, (a, b) in enumerate(merged):
+                        merged_pieces += [" AND (" if j else "(",
+                                          *build_template(self.shape, tokens[a].start, tokens[b - 1].end, ()).pieces,
+                                          ")"]
+                    having_template = Template(_join_static(merged_pieces))
+                node_parts: list[Piece] = []
+                for j, (a, b) in enumerate(local):
+                    node_parts += [") AND (" if j else "HAVING (", *self.pieces(a, b)]
+                node_having = (*node_parts, ")")
+            for agg in (having.this.find_all(exp.AggFunc) if having_template is not None else ()):
                 kind = _AGGREGATES.get(type(agg))
                 if kind is None or isinstance(agg.this, exp.Distinct) or kind is AggregateKind.AVG:
                     raise _Refuse("this HAVING aggregate cannot be merged over several data nodes")
@@ -820,7 +840,9 @@ class _SelectRewriter:
                 if kind in (AggregateKind.MIN, AggregateKind.MAX):
                     self.maybe_text[index] = self._maybe_text(agg.this)
                     self.want_weight(index)
-            self.extra.append(Edit(tokens[having_i].start, end, ()))
+            # the clause ends at its last token: clauses the rewrite inserts after it (ORDER BY) go there
+            start = tokens[having_i].start if node_having else tokens[having_i - 1].end
+            self.extra.append(Edit(start, h_end, node_having))
 
         # ORDER BY
         order_by: list[OrderItem] = []
@@ -929,6 +951,48 @@ class _SelectRewriter:
             having_bindings=tuple(having_bindings.items()),
         )
         return template, merge, tuple(self.pins), None
+
+    def _split_having(
+        self, condition: exp.Expression, having_i: int, stop_i: int | None, group_keys: set[int],
+        bound: dict[int, int | None],
+    ) -> tuple[list[tuple[int, int]], list[tuple[int, int]] | None]:
+        """The HAVING conjuncts (token ranges) the nodes can evaluate — no aggregate, no subquery, every
+        name a GROUP BY key — and the others; (.., None) when the text cannot be cut into conjuncts."""
+        tokens = self.tokens
+        stop = stop_i if stop_i is not None else len([t for t in tokens if t.text != ";"])
+        spans: list[tuple[int, int]] = []
+        first, between = having_i + 1, False
+        for i in range(having_i + 1, stop):
+            t = tokens[i]
+            if t.depth != 0:
+                continue
+            if t.upper == "BETWEEN":
+                between = True
+            elif t.upper in ("AND", "&&"):
+                if between:
+                    between = False
+                    continue
+                spans.append((first, i))
+                first = i + 1
+        spans.append((first, stop))
+        conjuncts: list[exp.Expression] = []
+        stack = [condition]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, exp.And):
+                stack.extend((node.expression, node.this))
+            else:
+                conjuncts.append(node)
+        if len(conjuncts) != len(spans) or any(a >= b for a, b in spans):
+            return [], None
+        local: list[tuple[int, int]] = []
+        merged: list[tuple[int, int]] = []
+        for node, span in zip(conjuncts, spans, strict=True):
+            columns = [c for c in node.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
+            on_keys = (columns and node.find(exp.AggFunc) is None and node.find(exp.Select) is None
+                       and all(bound.get(id(c)) in group_keys for c in columns))
+            (local if on_keys else merged).append(span)
+        return local, merged
 
     def _pagination(
         self, from_i: int, keep: bool, *, at_least_one: bool = False

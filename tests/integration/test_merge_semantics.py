@@ -241,6 +241,9 @@ COLLATION_CASES: tuple[tuple[str, str, tuple[int, ...]], ...] = (
     ("SELECT MIN({c}), MAX({c}) FROM t_mix", ORDERED, (0, 1)),
     ("SELECT user_id % 4 AS k, MIN({c}), MAX({c}) FROM t_mix GROUP BY k", ORDERED, (1, 2)),
     ("SELECT user_id, MAX({c}) AS m FROM t_mix GROUP BY user_id ORDER BY m, user_id", ORDERED, (1,)),
+    # HAVING on the group key compares by the collation (on the nodes)
+    ("SELECT {c}, COUNT(*) FROM t_mix GROUP BY {c} HAVING {c} = 's' OR {c} = 'e' OR {c} = 'a'", BAG, (0,)),
+    ("SELECT {c} AS g, COUNT(*) AS k FROM t_mix GROUP BY g HAVING g > 'n' AND k > 2", BAG, (0,)),
 )
 
 

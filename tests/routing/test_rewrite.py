@@ -179,12 +179,15 @@ def test_group_by_name_of_an_alias_and_a_column_means_the_column(kernel: Shardin
     """MariaDB: 'Column user_id in GROUP BY is ambiguous' and groups by the column; the nodes' added
     ORDER BY must name it by position (as ORDER BY, user_id would mean the alias)."""
     routed = kernel.route("SELECT amount AS user_id, COUNT(*) FROM t_order GROUP BY user_id HAVING user_id > 3")
+    # HAVING user_id means the GROUP BY column too: a condition on a group key, left to the nodes
     assert routed.execution_units[0].sql == (
-        "SELECT amount AS user_id, COUNT(*), user_id AS GROUP_BY_DERIVED_0 FROM t_order_0 GROUP BY user_id  "
-        "ORDER BY 3")
+        "SELECT amount AS user_id, COUNT(*), user_id AS GROUP_BY_DERIVED_0 FROM t_order_0 GROUP BY user_id "
+        "HAVING (user_id > 3) ORDER BY 3")
     spec = routed.merge_spec
-    assert spec is not None and spec.group_by == (2,) and spec.groups_sorted
-    assert spec.having_bindings == (("user_id", 2),)  # HAVING: the GROUP BY column too
+    assert spec is not None and spec.group_by == (2,) and spec.groups_sorted and spec.having_sql is None
+    routed = kernel.route("SELECT amount AS user_id, COUNT(*) AS k FROM t_order GROUP BY user_id HAVING user_id > k")
+    spec = routed.merge_spec
+    assert spec is not None and spec.having_bindings == (("user_id", 2), ("k", 1))
 
 
 @pytest.mark.parametrize(("sql", "index"), [
