@@ -52,13 +52,16 @@ _SPECIAL_8BIT_SPACE = {"latin7_general_ci": b"\x30", "latin7_general_cs": b"\x30
                        "latin7_general_nopad_ci": b"\x30", "latin7_estonian_cs": b"\x2c"}
 
 
+_SIMPLE = re.compile(r"^(?:`(?:[^`]|``)+`|\w+)(?:\.(?:`(?:[^`]|``)+`|\w+))*$")  # a column: no parentheses
+
+
 def _core(e: list[object]) -> list[object]:
     return ["IF(", *e, " = RTRIM(", *e, "), RTRIM(", *e, "), ", *e, ")"]
 
 
 def weight_sql_pieces(expr: tuple[object, ...]) -> tuple[object, ...]:
     """`weight_sql` over template pieces (the expression's text may hold slots)."""
-    e = list(expr)
+    e = list(expr) if len(expr) == 1 and _SIMPLE.match(str(expr[0])) else ["(", *expr, ")"]
     core = _core(e)
     return (
         "IF(COLLATION(", *e, ") = 'binary', NULL, CONCAT(COLLATION(", *e, "), ':', @@max_sort_length, ':', "
