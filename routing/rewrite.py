@@ -541,11 +541,16 @@ class _SelectRewriter:
                     item_index.append(self.visible)
                     continue
                 owner = owners[0]
-                ref = qualifier or (owner.alias or "")
+                # qualified as the star is: by the alias, or by the table (its actual name on each node)
+                prefix: tuple[Piece, ...] = ()
+                if owner.alias:
+                    prefix = ("`" + owner.alias.replace("`", "``") + "`.",)
+                elif qualifier:
+                    prefix = (TableSlot(owner.name, "`", f"`{owner.name}`"), ".")
                 for j, name in enumerate(columns):
                     star_columns.append((name.lower(), owner.ref, self.visible + j))
                     quoted = "`" + name.replace("`", "``") + "`"
-                    self.column_pieces[self.visible + j] = (f"`{ref}`.{quoted}" if ref else quoted,)
+                    self.column_pieces[self.visible + j] = (*prefix, quoted)
                     lookup = getattr(self.metadata, "column_type", None)
                     data_type = lookup(owner.name, name) if lookup is not None else None
                     self.maybe_text[self.visible + j] = data_type is None or data_type in _TEXT_TYPES
