@@ -119,7 +119,7 @@ def plan_merge(
         source = IteratorMerger(stream_count)
 
     if spec.having_sql:
-        stages.append(HavingFilter(spec.having_sql, columns, spec.having_bindings))
+        stages.append(HavingFilter(spec.having_sql, columns, spec.having_bindings, spec.having_weights, weights))
     if spec.distinct:
         stages.append(DistinctFilter(equality_key(range(spec.visible_columns), columns, weights), budget))
     if final_order:

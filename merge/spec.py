@@ -59,6 +59,9 @@ class MergeSpec:
     weights: tuple[tuple[int, int], ...] = ()
     with_ties: bool = False  # FETCH ... WITH TIES: after `limit` rows, the rows that tie with the last one
     having_bindings: tuple[tuple[str, int], ...] = ()  # HAVING name (normalized SQL) -> column index
+    # HAVING text comparisons with a string literal: (the comparison's normalized SQL, the text value's
+    # column, the column carrying the literal's weight under that value's collation)
+    having_weights: tuple[tuple[str, int, int], ...] = ()
     # SQL_CALC_FOUND_ROWS with pagination: "count" — the merge counts the rows before pagination (the nodes
     # return all their rows); "window" — each node's rows carry its count in `found_rows_index`
     found_rows: str | None = None

@@ -240,6 +240,7 @@ class MergeTemplate:
     separator_slots: tuple[tuple[int, int], ...] = ()  # (index in aggregates, value slot of SEPARATOR '...')
     weights: tuple[tuple[int, int], ...] = ()
     having_bindings: tuple[tuple[str, int], ...] = ()  # HAVING name (normalized SQL) -> the column it means
+    having_weights: tuple[tuple[str, int, int], ...] = ()
 
     def spec(self, values: Sequence[Any], shape: Shape | None = None) -> MergeSpec:
         offset = values[self.offset_slot] if self.offset_slot is not None else 0
@@ -269,6 +270,7 @@ class MergeTemplate:
             weights=self.weights,
             with_ties=self.with_ties,
             having_bindings=self.having_bindings,
+            having_weights=self.having_weights,
             found_rows=self.found_rows,
             found_rows_index=self.found_rows_index,
         )
@@ -445,6 +447,8 @@ class _SelectRewriter:
         self.maybe_text: dict[int, bool] = {}  # False: the column is certainly not text
         self.weight_requests: dict[int, tuple[Piece, ...]] = {}
         self.ordinals: set[int] = set()  # ENUM / SET columns: ORDER BY sorts them by their number
+        self.merged_having: list[exp.Expression] | None = None  # HAVING conjuncts the merge evaluates
+        self.having_weights: list[tuple[str, int, int]] = []  # (comparison, value column, literal weight)
 
     # literal helpers: a plan serves every statement of its shape, so a decision taken by comparing SQL
     # text that contains literals (ORDER BY a + 1 is the select item a + 1) must pin those literals
@@ -833,6 +837,7 @@ class _SelectRewriter:
                     raise _Refuse("qualified columns in HAVING aggregates are not supported over several data nodes")
                 index = self.add_derived((text,), "HAVING_DERIVED")
                 self.derived[-1] = f" AS `{text.replace('`', '``')}`"
+                having_bindings[text.lower()] = index
                 limit_i = None
                 if kind is AggregateKind.GROUP_CONCAT:
                     sep = agg.args.get("separator")
@@ -845,6 +850,8 @@ class _SelectRewriter:
                 if kind in (AggregateKind.MIN, AggregateKind.MAX):
                     self.maybe_text[index] = self._maybe_text(agg.this)
                     self.want_weight(index)
+            if having_template is not None:
+                self._having_text_comparisons(having_bindings)
             # the clause ends at its last token: clauses the rewrite inserts after it (ORDER BY) go there
             start = tokens[having_i].start if node_having else tokens[having_i - 1].end
             self.extra.append(Edit(start, h_end, node_having))
@@ -954,8 +961,35 @@ class _SelectRewriter:
             separator_slots=tuple(self.separator_slots),
             weights=weights,
             having_bindings=tuple(having_bindings.items()),
+            having_weights=tuple(self.having_weights),
         )
         return template, merge, tuple(self.pins), None
+
+    def _having_text_comparisons(self, bindings: dict[str, int]) -> None:
+        """Comparisons of a merged HAVING between a text value (MIN/MAX, a select item) and a string
+        literal compare by weights: the value's weight column, and the literal's weight under the value's
+        collation (CONCAT(LEFT(value, 0), literal) has it), both from the nodes."""
+        conjuncts = self.merged_having or []
+        for conjunct in conjuncts:
+            for node in conjunct.find_all(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ):
+                sides = (node.this, node.expression)
+                literal = next((x for x in sides if isinstance(x, exp.Literal) and x.is_string), None)
+                value = next((x for x in sides if isinstance(x, exp.Column | exp.Min | exp.Max)), None)
+                if literal is None or value is None or (k := self.slot_of(literal)) is None:
+                    continue
+                index = bindings.get(value.sql(dialect="mysql").lower())
+                if index is None or not self.maybe_text.get(index, True):
+                    continue
+                pieces = self.column_pieces.get(index)
+                if pieces is None or _volatile(pieces):
+                    continue
+                self.want_weight(index)
+                if index not in self.weight_requests:
+                    continue
+                literal_weight = self.add_derived(
+                    weight_sql_pieces(("CONCAT(LEFT(", *pieces, ", 0), ", ValueSlot(k), ")")),  # type: ignore[arg-type]
+                    "HAVING_LITERAL_WEIGHT")
+                self.having_weights.append((node.sql(dialect="mysql").lower(), index, literal_weight))
 
     def _split_having(
         self, condition: exp.Expression, having_i: int, stop_i: int | None, group_keys: set[int],
@@ -992,11 +1026,14 @@ class _SelectRewriter:
             return [], None
         local: list[tuple[int, int]] = []
         merged: list[tuple[int, int]] = []
+        self.merged_having = []
         for node, span in zip(conjuncts, spans, strict=True):
             columns = [c for c in node.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
             on_keys = (columns and node.find(exp.AggFunc) is None and node.find(exp.Select) is None
                        and all(bound.get(id(c)) in group_keys for c in columns))
             (local if on_keys else merged).append(span)
+            if not on_keys:
+                self.merged_having.append(node)
         return local, merged
 
     def _pagination(

@@ -244,6 +244,10 @@ COLLATION_CASES: tuple[tuple[str, str, tuple[int, ...]], ...] = (
     # HAVING on the group key compares by the collation (on the nodes)
     ("SELECT {c}, COUNT(*) FROM t_mix GROUP BY {c} HAVING {c} = 's' OR {c} = 'e' OR {c} = 'a'", BAG, (0,)),
     ("SELECT {c} AS g, COUNT(*) AS k FROM t_mix GROUP BY g HAVING g > 'n' AND k > 2", BAG, (0,)),
+    # ... and a merged MIN / MAX compared with a string by the nodes' weights
+    ("SELECT user_id % 3 AS k, MAX({c}) FROM t_mix GROUP BY k HAVING MAX({c}) >= 'z' OR MIN({c}) < 'ss'", ORDERED,
+     (1,)),
+    ("SELECT user_id, MIN({c}) AS m FROM t_mix GROUP BY user_id HAVING m <= 'b' ORDER BY user_id", ORDERED, (1,)),
 )
 
 

@@ -100,7 +100,7 @@ W_STATUS = weight_sql("status")  # text keys carry the node's sort key (merge.we
                 aggregates=(AggregateItem(A.COUNT, 1), AggregateItem(A.MAX, 2)),
                 having_sql="COUNT(*) > 1 AND MAX(amount) > 3",
                 weights=((0, 3),),
-                having_bindings=(("count(*)", 1),),
+                having_bindings=(("count(*)", 1), ("max(amount)", 2)),
             ),
         ),
         (
