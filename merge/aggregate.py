@@ -8,13 +8,13 @@ is a small list; `empty_result` answers an aggregate query that matched no rows 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from decimal import Decimal
+from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
 from merge import coltypes as t
-from merge.collations import collation
+from merge.collations import _CODECS, collation
 from merge.errors import MergeError, RowBudget
-from merge.keys import Row, value_key
+from merge.keys import Row, Weights, value_key, weight_index, weighted_value_key
 from merge.numfmt import DEC_CTX, format_decimal, format_double, format_int, format_number
 from merge.spec import AggregateItem, AggregateKind, ColumnMeta
 from protocol.constants import ColumnType
@@ -61,6 +61,10 @@ class Aggregator:
     def empty_result(self) -> bytes | None:
         return self.result(self.initial())
 
+    def finish_row(self, state: Any, out: list[bytes | None]) -> None:
+        """Write the merged value (and anything that goes with it) into the group's output row."""
+        out[self.index] = self.result(state)
+
 
 class CountAggregator(Aggregator):
     """COUNT: the sum of the nodes' counts."""
@@ -96,24 +100,43 @@ class SumAggregator(Aggregator):
 
 
 class MinMaxAggregator(Aggregator):
-    """MIN/MAX: compared with the column's key (numeric or collation); the node's bytes pass through."""
+    """MIN/MAX: compared with the column's key (numeric or collation); the node's bytes pass through.
 
-    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta]) -> None:
+    A text column with a weight column compares by the nodes' weights (whole values: max_sort_length
+    does not apply), and the winner's weight goes with it into the output row (an ORDER BY MIN(x) sorts
+    by it)."""
+
+    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta], weights: Weights | None = None) -> None:
         super().__init__(item, columns)
         self.key = value_key(self.column)
         self.is_max = item.kind is AggregateKind.MAX
+        self.weight_index = weight_index(item.index, columns, weights)
+        self.row_key = (
+            weighted_value_key(item.index, self.weight_index, order=True)
+            if self.weight_index is not None else None
+        )
 
-    def add(self, state: tuple[Any, bytes] | None, row: Row) -> tuple[Any, bytes] | None:
+    def add(self, state: tuple[Any, ...] | None, row: Row) -> tuple[Any, ...] | None:
         v = row[self.index]
         if v is None:
+            return state
+        if self.row_key is not None:
+            k = self.row_key(row)
+            if state is None or (k > state[0] if self.is_max else k < state[0]):
+                return (k, v, row[self.weight_index])  # type: ignore[index]
             return state
         k = self.key(v)
         if state is None or (k > state[0] if self.is_max else k < state[0]):
             return (k, v)
         return state
 
-    def result(self, state: tuple[Any, bytes] | None) -> bytes | None:
+    def result(self, state: tuple[Any, ...] | None) -> bytes | None:
         return None if state is None else state[1]
+
+    def finish_row(self, state: tuple[Any, ...] | None, out: list[bytes | None]) -> None:
+        out[self.index] = self.result(state)
+        if self.weight_index is not None:
+            out[self.weight_index] = None if state is None else state[2]
 
 
 class AvgAggregator(Aggregator):
@@ -147,6 +170,11 @@ class AvgAggregator(Aggregator):
             total = Decimal(repr(total))
         quotient = DEC_CTX.divide(Decimal(total), Decimal(count))
         if col.type_code in t.DECIMAL_TYPES:
+            if col.decimals % 9 == 0:
+                # MariaDB divides DECIMALs to whole 9-digit words of scale + div_precision_increment digits,
+                # dropping the rest, and rounds to the column's scale only when printing: a scale that is a
+                # multiple of 9 (div_precision_increment 0 on integers, 9, ...) shows the truncated quotient
+                quotient = quotient.quantize(Decimal(1).scaleb(-col.decimals), rounding=ROUND_DOWN, context=DEC_CTX)
             return format_decimal(quotient, col.decimals)
         return format_number(quotient, col)
 
@@ -159,12 +187,16 @@ class DistinctAggregator(Aggregator):
     under a _ci collation. Every stored value is charged to the merge's row budget.
     """
 
-    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta], budget: RowBudget) -> None:
+    def __init__(
+        self, item: AggregateItem, columns: Sequence[ColumnMeta], budget: RowBudget, weights: Weights | None = None
+    ) -> None:
         super().__init__(item, columns)
         if item.distinct_index is None:
             raise MergeError(f"{item.kind.value} at column {item.index} needs distinct_index")
         self.source = item.distinct_index
         self.key = value_key(columns[self.source])
+        wi = weight_index(self.source, columns, weights) if item.kind is AggregateKind.COUNT_DISTINCT else None
+        self.row_key = weighted_value_key(self.source, wi, order=False) if wi is not None else None
         self.floating = columns[self.source].type_code in t.FLOAT_TYPES
         self.is_sum = item.kind is AggregateKind.SUM_DISTINCT
         self.budget = budget
@@ -175,7 +207,7 @@ class DistinctAggregator(Aggregator):
     def add(self, state: dict[Any, bytes], row: Row) -> dict[Any, bytes]:
         v = row[self.source]
         if v is not None:
-            k = self.key(v)
+            k = self.key(v) if self.row_key is None else self.row_key(row)
             if k not in state:
                 self.budget.charge("distinct aggregate values")
                 state[k] = v
@@ -193,27 +225,122 @@ class DistinctAggregator(Aggregator):
         return format_number(total, self.column)
 
 
+class MergeStats:
+    """What a merge tells the session besides its rows.
+
+    Warnings it causes, and node warnings it makes disappear: MariaDB cuts a GROUP_CONCAT longer than
+    group_concat_max_len once (warning 1260), the nodes cut their own parts (and warned) — the merged
+    result's warning count is the nodes' plus `adjustment`. `found_rows`: SQL_CALC_FOUND_ROWS's count."""
+
+    __slots__ = ("cut", "found_rows", "node_cut")
+
+    def __init__(self) -> None:
+        self.cut = 0  # merged values cut here
+        self.node_cut = 0  # node parts the nodes cut (their warnings are not the client's)
+        self.found_rows: int | None = None
+
+    @property
+    def adjustment(self) -> int:
+        return self.cut - self.node_cut
+
+
+_UTF8 = frozenset({"utf8", "utf8mb3", "utf8mb4"})
+
+
 class GroupConcatAggregator(Aggregator):
     """GROUP_CONCAT: node strings joined with the separator in merge order (node-internal ORDER BY and
-    DISTINCT are not re-applied across nodes; group_concat_max_len truncation is not applied)."""
+    DISTINCT are not re-applied across nodes), cut like MariaDB at group_concat_max_len bytes of the
+    result's character set, at a character boundary. `limit_index` carries, per node part,
+    ``<group_concat_max_len>:<charset>:<uncut length>``. The nodes cut their parts at the same limit, so a
+    cut part is a prefix of that node's whole part, and the merged value cut at the limit is what one
+    server would return; it is cut (and warned about) when the uncut parts and separators exceed it."""
 
-    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta]) -> None:
+    def __init__(self, item: AggregateItem, columns: Sequence[ColumnMeta], warnings: MergeStats | None = None
+                 ) -> None:
         super().__init__(item, columns)
         cid = self.column.charset
-        codec = "utf_8" if cid == t.BINARY_COLLATION else (collation(cid).codec or "utf_8")
-        self.separator = item.separator.encode(codec, "surrogateescape")
+        self.codec = "utf_8" if cid == t.BINARY_COLLATION else (collation(cid).codec or "utf_8")
+        self.separator = item.separator.encode(self.codec, "surrogateescape")
+        self.limit_index = item.limit_index
+        self.warnings = warnings
 
-    def add(self, state: list[bytes] | None, row: Row) -> list[bytes] | None:
+    def initial(self) -> list[Any]:
+        return [None, None, 0]  # [(max_len, charset) or None, node parts, their uncut lengths]
+
+    def add(self, state: list[Any], row: Row) -> list[Any]:
         v = row[self.index]
         if v is None:
             return state
-        if state is None:
-            return [v]
-        state.append(v)
+        if state[1] is None:
+            state[1] = [v]
+        else:
+            state[1].append(v)
+        if self.limit_index is not None:
+            limit = _parse_limit(row[self.limit_index])
+            if limit is not None:
+                max_len, charset, full = limit
+                state[0] = (max_len, charset)
+                state[2] += full
+                if full > max_len and self.warnings is not None:
+                    self.warnings.node_cut += 1
         return state
 
-    def result(self, state: list[bytes] | None) -> bytes | None:
-        return None if state is None else self.separator.join(state)
+    def result(self, state: list[Any]) -> bytes | None:
+        limit, parts, full = state
+        if parts is None:
+            return None
+        joined = self.separator.join(parts)
+        if limit is None:
+            return joined
+        max_len, charset = limit
+        full += (len(parts) - 1) * len(self._encoded(self.separator, charset))
+        if full <= max_len:
+            return joined
+        if self.warnings is not None:
+            self.warnings.cut += 1
+        return self._cut(joined, max_len, charset)
+
+    def _encoded(self, value: bytes, charset: str) -> bytes:
+        if charset == "binary" or (charset in _UTF8 and self.codec == "utf_8"):
+            return value
+        return value.decode(self.codec, "surrogateescape").encode(_CODECS.get(charset, "utf_8"), "replace")
+
+    def _cut(self, joined: bytes, max_len: int, charset: str) -> bytes:
+        """The longest prefix of `joined` that fits in max_len bytes of `charset`."""
+        if charset == "binary" or (charset in _UTF8 and self.codec == "utf_8"):
+            cut = joined[:max_len]
+            if charset != "binary":
+                j = len(cut) - 1
+                while j >= 0 and cut[j] & 0xC0 == 0x80:
+                    j -= 1
+                if j >= 0:
+                    lead = cut[j]
+                    need = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+                    if j + need > len(cut):
+                        cut = cut[:j]
+            return cut
+        codec = _CODECS.get(charset, "utf_8")
+        text = joined.decode(self.codec, "surrogateescape")
+        total = 0
+        for k, ch in enumerate(text):
+            total += len(ch.encode(codec, "replace"))
+            if total > max_len:
+                return text[:k].encode(self.codec, "surrogateescape")
+        return joined
+
+    def empty_result(self) -> bytes | None:
+        return None
+
+
+def _parse_limit(value: bytes | None) -> tuple[int, str, int] | None:
+    if value is None:
+        return None
+    head, _, rest = value.partition(b":")
+    charset, _, full = rest.partition(b":")
+    try:
+        return int(head), charset.decode("ascii", "replace").lower(), int(full or b"0")
+    except ValueError:
+        return None
 
 
 class BitAggregator(Aggregator):
@@ -238,20 +365,23 @@ class BitAggregator(Aggregator):
         return format_int(state)
 
 
-def make_aggregator(item: AggregateItem, columns: Sequence[ColumnMeta], budget: RowBudget) -> Aggregator:
+def make_aggregator(
+    item: AggregateItem, columns: Sequence[ColumnMeta], budget: RowBudget, weights: Weights | None = None,
+    warnings: MergeStats | None = None,
+) -> Aggregator:
     kind = item.kind
     if kind is AggregateKind.COUNT:
         return CountAggregator(item, columns)
     if kind is AggregateKind.SUM:
         return SumAggregator(item, columns)
     if kind in (AggregateKind.MIN, AggregateKind.MAX):
-        return MinMaxAggregator(item, columns)
+        return MinMaxAggregator(item, columns, weights)
     if kind is AggregateKind.AVG:
         return AvgAggregator(item, columns)
     if kind in (AggregateKind.COUNT_DISTINCT, AggregateKind.SUM_DISTINCT):
-        return DistinctAggregator(item, columns, budget)
+        return DistinctAggregator(item, columns, budget, weights)
     if kind is AggregateKind.GROUP_CONCAT:
-        return GroupConcatAggregator(item, columns)
+        return GroupConcatAggregator(item, columns, warnings)
     return BitAggregator(item, columns)
 
 
@@ -275,7 +405,7 @@ class GroupAccumulator:
     def finish(self, group: list[Any]) -> list[bytes | None]:
         out: list[bytes | None] = group[0]
         for i, agg in enumerate(self.aggregators, 1):
-            out[agg.index] = agg.result(group[i])
+            agg.finish_row(group[i], out)
         return out
 
     def empty_row(self, width: int) -> list[bytes | None]:

@@ -1,5 +1,9 @@
 """Collation ids -> how to compare strings of that collation, approximated in Python.
 
+This is the fallback: multi-node SELECTs compare text keys by the nodes' own weights (`merge.weights`,
+exact for every collation). The approximation below serves keys without a weight column (HAVING
+comparisons with literals, expressions the rewrite does not duplicate: RAND(), subqueries, ...).
+
 MySQL sorts and groups text by the column's collation, and the merge must agree with the nodes (which
 already sorted their rows) or a k-way merge interleaves wrongly and GROUP BY splits groups. Full
 UCA/tailoring weights are out of scope; the approximation is:

@@ -26,7 +26,8 @@ class GroupByStreamMerger:
     ``SELECT COUNT(*) ... WHERE <nothing matches>``."""
 
     def __init__(
-        self, key: RowKey, accumulator: GroupAccumulator, width: int, *, always_one_row: bool = False
+        self, key: RowKey, accumulator: GroupAccumulator, width: int, *, always_one_row: bool = False,
+        run_key: RowKey | None = None, budget: RowBudget | None = None,
     ) -> None:
         self.key = key
         self.acc = accumulator
@@ -35,8 +36,42 @@ class GroupByStreamMerger:
         self._current_key: Any = _NO_GROUP
         self._group: list[Any] | None = None
         self._emitted = False
+        # run mode: rows arrive ordered by run_key, which may tie for different groups (text keys cut
+        # at max_sort_length): a run of equal run keys is grouped in a dict and released when it ends
+        self.run_key = run_key
+        self.budget = budget
+        self._run_key: Any = _NO_GROUP
+        self._run: dict[Any, list[Any]] = {}
+
+    def _push_run(self, row: Row) -> Sequence[Row]:
+        assert self.run_key is not None
+        rk = self.run_key(row)
+        k = self.key(row)
+        out: Sequence[Row] = NOTHING
+        if rk != self._run_key:
+            out = self._flush_run()
+            self._run_key = rk
+        group = self._run.get(k)
+        if group is None:
+            if self._run and self.budget is not None:
+                self.budget.charge("groups")
+            self._run[k] = self.acc.start(row)
+        else:
+            self.acc.add(group, row)
+        return out
+
+    def _flush_run(self) -> Sequence[Row]:
+        if not self._run:
+            return NOTHING
+        run, self._run = self._run, {}
+        if self.budget is not None and len(run) > 1:
+            self.budget.release(len(run) - 1)
+        self._emitted = True
+        return [self.acc.finish(g) for g in run.values()]
 
     def push(self, row: Row) -> Sequence[Row]:
+        if self.run_key is not None:
+            return self._push_run(row)
         k = self.key(row)
         if self._group is not None and k == self._current_key:
             self.acc.add(self._group, row)
@@ -50,6 +85,8 @@ class GroupByStreamMerger:
         return (finished,)
 
     def finish(self) -> Iterable[Row]:
+        if self.run_key is not None:
+            return self._flush_run()
         if self._group is not None:
             group, self._group = self._group, None
             self._emitted = True

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -29,10 +29,11 @@ from sqlglot.errors import ParseError
 
 from merge import coltypes as t
 from merge.errors import MergeError
-from merge.keys import Row, column_collation, value_key
+from merge.keys import Row, column_collation, value_key, weight_index
 from merge.numfmt import DEC_CTX
 from merge.spec import ColumnMeta
 from merge.stages import NOTHING
+from merge.weights import WeightDecoder
 
 Value = int | Decimal | float | bytes | None
 Evaluator = Callable[[Row], Any]
@@ -101,11 +102,29 @@ def _arith(op: str, a: Value, b: Value) -> Value:
     return DEC_CTX.remainder(Decimal(x), Decimal(y))  # sign of the dividend, like MySQL
 
 
+_TEMPORAL = re.compile(
+    rb"\s*(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2})(?::(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?)?\s*$"
+)
+
+
+def _temporal_key(v: bytes) -> tuple[int, ...] | None:
+    """A DATE / DATETIME text as (y, m, d, h, mi, s, us), missing parts 0 (MariaDB's conversion of a string
+    compared with a temporal column); None when it is no date."""
+    m = _TEMPORAL.match(v)
+    if m is None:
+        return None
+    y, mo, d, h, mi, sec, frac = m.groups()
+    micros = int(frac.ljust(6, b"0")) if frac else 0
+    return (int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(sec or 0), micros)
+
+
 def _compare(a: Value, b: Value, key: Callable[[bytes], Any] | None) -> int | None:
     if a is None or b is None:
         return None
     if isinstance(a, bytes) and isinstance(b, bytes):
         ka, kb = (key(a), key(b)) if key is not None else (a, b)
+        if ka is None or kb is None:
+            return None
     else:
         ka, kb = to_number(a), to_number(b)
     return int(ka > kb) - int(ka < kb)
@@ -146,10 +165,21 @@ _ARITHMETIC: dict[type[exp.Expression], str] = {
 class HavingCompiler:
     """Compiles a HAVING expression against the output columns of a merge."""
 
-    def __init__(self, columns: Sequence[ColumnMeta]) -> None:
+    def __init__(
+        self, columns: Sequence[ColumnMeta], bindings: Sequence[tuple[str, int]] = (),
+        text_comparisons: Sequence[tuple[str, int, int]] = (), weights: Mapping[int, int] | None = None,
+    ) -> None:
         self.columns = columns
+        # comparison -> (value column, its weight column, the literal's weight column): by the nodes' weights
+        self._weighted: dict[str, tuple[int, int, int]] = {}
+        for text, value, literal in text_comparisons:
+            wi = weight_index(value, columns, weights)
+            if wi is not None and 0 <= literal < len(columns):
+                self._weighted[text] = (value, wi, literal)
         self._by_text: dict[str, int] = {}
         self._by_name: dict[str, int] = {}
+        # names the kernel resolved as MariaDB does (select alias vs GROUP BY column): they win
+        self._bound = {name: index for name, index in bindings if 0 <= index < len(columns)}
         for i, col in enumerate(columns):
             self._by_name.setdefault(col.name.lower(), i)
             self._by_text.setdefault(_normalize(col.name), i)
@@ -164,16 +194,24 @@ class HavingCompiler:
         return self._compile(tree)
 
     def _column_index(self, node: exp.Expression) -> int | None:
+        if isinstance(node, exp.Column | exp.AggFunc) and self._bound:
+            bound = self._bound.get(node.sql(dialect="mysql").lower())
+            if bound is not None:
+                return bound
         index = self._by_text.get(node.sql(dialect="mysql").lower())
         if index is None and isinstance(node, exp.Column):
             index = self._by_name.get(node.name.lower())
         return index
 
     def _string_key(self, node: exp.Expression) -> Callable[[bytes], Any] | None:
+        """How two texts compare when `node` is a column: its collation, or as dates / datetimes for a
+        temporal column (``created > '2024-01-03 10:00'`` compares DATETIMEs, not strings)."""
         index = self._column_index(node) if isinstance(node, exp.Column | exp.AggFunc) else None
         if index is None:
             return None
         col = self.columns[index]
+        if col.type_code in t.TEXT_ORDERED_TEMPORAL_TYPES:
+            return _temporal_key
         return value_key(col) if col.type_code in t.STRING_TYPES else None
 
     def _ref(self, index: int) -> Evaluator:
@@ -221,6 +259,9 @@ class HavingCompiler:
         if isinstance(node, exp.NullSafeEQ):
             left, right = self._compile(node.this), self._compile(node.expression)
             key = self._string_key(node.this) or self._string_key(node.expression)
+            weighted = self._weighted_compare(node)
+            if weighted is not None:
+                return lambda row: (left(row) is None) if weighted(row) is None else weighted(row) == 0
 
             def null_safe_eq(row: Row) -> bool:
                 a, b = left(row), right(row)
@@ -297,7 +338,39 @@ class HavingCompiler:
 
         return xor
 
+    def _weighted_compare(self, node: exp.Expression) -> Callable[[Row], int | None] | None:
+        """cmp(left, right) by weights, when the kernel provided them for this comparison."""
+        found = self._weighted.get(node.sql(dialect="mysql").lower()) if self._weighted else None
+        if found is None:
+            return None
+        value, wi, literal = found
+        value_key = WeightDecoder(False).order
+        literal_key = WeightDecoder(False).order
+        fallback_key = self._string_key(node.this) or self._string_key(node.expression)
+        value_left = not isinstance(node.this, exp.Literal)
+        left, right = self._compile(node.this), self._compile(node.expression)
+
+        def compare(row: Row) -> int | None:
+            v, vw, lw = row[value], row[wi], row[literal]
+            if v is None:
+                return None
+            if vw is None or lw is None:  # a binary string: its bytes (no weights)
+                return _compare(left(row), right(row), fallback_key)
+            a, b = value_key(vw), literal_key(lw)
+            c = int(a > b) - int(a < b)
+            return c if value_left else -c
+
+        return compare
+
     def _comparison(self, node: exp.Expression, test: Callable[[int], bool]) -> Evaluator:
+        weighted = self._weighted_compare(node)
+        if weighted is not None:
+
+            def by_weights(row: Row) -> bool | None:
+                c = weighted(row)
+                return None if c is None else test(c)
+
+            return by_weights
         left, right = self._compile(node.this), self._compile(node.expression)
         key = self._string_key(node.this) or self._string_key(node.expression)
 
@@ -378,8 +451,11 @@ class HavingCompiler:
 class HavingFilter:
     """Keeps the merged rows for which the HAVING expression is TRUE (not FALSE, not NULL)."""
 
-    def __init__(self, having_sql: str, columns: Sequence[ColumnMeta]) -> None:
-        self.predicate = HavingCompiler(columns).compile(having_sql)
+    def __init__(
+        self, having_sql: str, columns: Sequence[ColumnMeta], bindings: Sequence[tuple[str, int]] = (),
+        text_comparisons: Sequence[tuple[str, int, int]] = (), weights: Mapping[int, int] | None = None,
+    ) -> None:
+        self.predicate = HavingCompiler(columns, bindings, text_comparisons, weights).compile(having_sql)
 
     def push(self, row: Row) -> Sequence[Row]:
         return (row,) if _truth(self.predicate(row)) else NOTHING

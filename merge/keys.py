@@ -7,7 +7,7 @@ row gets its key tuple once — the heap merge then compares plain Python tuples
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 from merge import coltypes as t
 from merge.collations import Collation, collation, string_key
 from merge.spec import ColumnMeta, OrderItem
+from merge.weights import WeightDecoder
 from protocol.constants import ColumnType
 
 Value = bytes | None
@@ -115,19 +116,61 @@ class Desc:
 _NUMERIC_KEY_TYPES = t.NUMERIC_TYPES | t.TIME_TYPES | {ColumnType.BIT}
 _NULL_LAST_KEY: tuple[int] = (2,)  # after every (1, -value): NULLs last for a negated DESC item
 
+Weights = Mapping[int, int]  # value column -> its hidden WEIGHT_STRING column (see merge.weights)
+
 
 def _negated(vk: ValueKey) -> ValueKey:
     return lambda v: -vk(v)
 
 
-def order_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta]) -> RowKey:
+def weight_index(index: int, columns: Sequence[ColumnMeta], weights: Weights | None) -> int | None:
+    """The weight column that orders/equates column `index`, when it has one and is text."""
+    if not weights:
+        return None
+    wi = weights.get(index)
+    if wi is None or columns[index].type_code not in t.STRING_TYPES:
+        return None
+    return wi
+
+
+def weighted_value_key(index: int, wi: int, *, order: bool, truncate: bool = False) -> Callable[[Row], Any]:
+    """Row -> key of column `index` from its weight column `wi`: (1, bytes), NULL_KEY for NULL.
+
+    `order`: comparable keys (padded comparison, see `merge.weights`), else equality keys; `truncate`:
+    cut at max_sort_length like MariaDB's ORDER BY. A NULL weight means a binary string: its bytes."""
+    decoder = WeightDecoder(truncate)
+    convert = decoder.order if order else decoder.equal
+
+    def key(row: Row) -> Any:
+        v = row[index]
+        if v is None:
+            return NULL_KEY
+        w = row[wi]
+        return (1, v if w is None else convert(w))
+
+    return key
+
+
+def order_key(
+    items: Sequence[OrderItem], columns: Sequence[ColumnMeta], weights: Weights | None = None,
+    *, truncate: bool = True,
+) -> RowKey:
     """Row -> key tuple ordering rows like ``ORDER BY items`` (NULLs first ASC, last DESC).
 
-    DESC numeric items are negated (cheap); other DESC items are wrapped in `Desc`.
+    DESC numeric items are negated (cheap); other DESC items are wrapped in `Desc`. Text items with a
+    weight column compare by the node's weights (cut at max_sort_length unless `truncate` is off: MIN /
+    MAX compare whole values).
     """
     parts: list[tuple[int, ValueKey, Any, bool]] = []  # (index, value key, NULL key, wrap in Desc)
+    weighted: list[tuple[Callable[[Row], Any], bool] | None] = []
     for item in items:
         column = columns[item.index]
+        wi = weight_index(item.index, columns, weights)
+        if wi is not None:
+            weighted.append((weighted_value_key(item.index, wi, order=True, truncate=truncate), item.descending))
+            parts.append((item.index, bytes, NULL_KEY, item.descending))
+            continue
+        weighted.append(None)
         vk = value_key(column)
         if not item.descending:
             parts.append((item.index, vk, NULL_KEY, False))
@@ -135,6 +178,24 @@ def order_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta]) -> RowK
             parts.append((item.index, _negated(vk), _NULL_LAST_KEY, False))
         else:
             parts.append((item.index, vk, NULL_KEY, True))
+    if any(w is not None for w in weighted):
+        getters: list[tuple[Callable[[Row], Any], bool]] = []
+        for part, w in zip(parts, weighted, strict=True):
+            if w is not None:
+                getters.append(w)
+            else:
+                index, vk, null_key, wrap = part
+
+                def plain(row: Row, index: int = index, vk: ValueKey = vk, null_key: Any = null_key) -> Any:
+                    v = row[index]
+                    return null_key if v is None else (1, vk(v))
+
+                getters.append((plain, wrap))
+
+        def weighted_key(row: Row) -> tuple[Any, ...]:
+            return tuple(Desc(g(row)) if wrap else g(row) for g, wrap in getters)
+
+        return weighted_key
     if len(parts) == 1 and not parts[0][3]:
         index, vk, null_key, _ = parts[0]
 
@@ -155,9 +216,29 @@ def order_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta]) -> RowK
     return multi
 
 
-def equality_key(indexes: Sequence[int], columns: Sequence[ColumnMeta]) -> RowKey:
+def equality_key(indexes: Sequence[int], columns: Sequence[ColumnMeta], weights: Weights | None = None) -> RowKey:
     """Row -> hashable key equal for rows MySQL puts in the same group / treats as DISTINCT duplicates."""
-    parts = [(index, value_key(columns[index])) for index in indexes]
+    getters: list[Callable[[Row], Any]] = []
+    parts: list[tuple[int, ValueKey]] = []
+    for index in indexes:
+        wi = weight_index(index, columns, weights)
+        if wi is not None:
+            getters.append(weighted_value_key(index, wi, order=False))
+        else:
+            parts.append((index, value_key(columns[index])))
+    if getters:
+        for index, vk in parts:
+
+            def plain(row: Row, index: int = index, vk: ValueKey = vk) -> Any:
+                v = row[index]
+                return None if v is None else vk(v)
+
+            getters.append(plain)
+
+        def weighted_key(row: Row) -> tuple[Any, ...]:
+            return tuple(g(row) for g in getters)
+
+        return weighted_key
 
     def key(row: Row) -> tuple[Any, ...]:
         out: list[Any] = []

@@ -18,13 +18,14 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from merge.aggregate import GroupAccumulator, make_aggregator
+from merge.aggregate import GroupAccumulator, MergeStats, make_aggregator
+from merge.coltypes import STRING_TYPES
 from merge.errors import MergeError, RowBudget
 from merge.filters import DistinctFilter, SortStage
 from merge.grouping import GroupByMemoryMerger, GroupByStreamMerger
 from merge.having import HavingFilter
-from merge.keys import Row, equality_key, order_key
-from merge.paginate import Paginator
+from merge.keys import Row, equality_key, order_key, weight_index
+from merge.paginate import CountingPaginator, Paginator, paginator
 from merge.sources import IteratorMerger, OrderByMerger, Source
 from merge.spec import ColumnMeta, MergeSpec, OrderItem
 from merge.stages import Stage, finish_through, push_through
@@ -39,16 +40,33 @@ class MergePlan:
 
     source: Source
     stages: list[Stage]
-    paginator: Paginator
+    paginator: Paginator | CountingPaginator
     visible_columns: int
 
     def output(self, row: Row) -> OutRow:
         return tuple(row[: self.visible_columns]) if len(row) > self.visible_columns else tuple(row)
 
 
+def _weighted(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], weights: dict[int, int]) -> bool:
+    return any(weight_index(o.index, columns, weights) is not None for o in items)
+
+
+def decoded_width(spec: MergeSpec, columns: Sequence[ColumnMeta]) -> int:
+    """How many leading columns of each node row the merge reads: every column but the trailing weight
+    columns of keys that turned out not to be text (a numeric ORDER BY key's weight is NULL and never
+    looked at, so it is not decoded either)."""
+    if not spec.weights:
+        return len(columns)
+    weight_columns = {w for _, w in spec.weights}
+    used = [w for v, w in spec.weights if columns[v].type_code in STRING_TYPES]
+    plain = [i for i in range(len(columns)) if i not in weight_columns]
+    return 1 + max(plain + used, default=-1)
+
+
 def _validate(spec: MergeSpec, columns: Sequence[ColumnMeta]) -> None:
     width = len(columns)
     indexes = [o.index for o in spec.order_by] + list(spec.group_by)
+    indexes += [i for pair in spec.weights for i in pair]
     for agg in spec.aggregates:
         indexes += [i for i in (agg.index, agg.sum_index, agg.count_index, agg.distinct_index) if i is not None]
     bad = [i for i in indexes if not 0 <= i < width]
@@ -64,6 +82,7 @@ def plan_merge(
     columns: Sequence[ColumnMeta],
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
+    warnings: MergeStats | None = None,
 ) -> MergePlan:
     """Build the source and stages executing `spec` over `stream_count` node streams."""
     _validate(spec, columns)
@@ -72,8 +91,9 @@ def plan_merge(
     source: Source
     final_order: tuple[OrderItem, ...] = ()  # order a final SortStage must establish
 
+    weights = dict(spec.weights)
     if spec.group_by or spec.aggregates:
-        acc = GroupAccumulator([make_aggregator(a, columns, budget) for a in spec.aggregates])
+        acc = GroupAccumulator([make_aggregator(a, columns, budget, weights, warnings) for a in spec.aggregates])
         group_set = set(spec.group_by)
         group_asc = tuple(OrderItem(i) for i in spec.group_by)
         if not spec.group_by:
@@ -81,24 +101,34 @@ def plan_merge(
             stages.append(GroupByStreamMerger(lambda row: (), acc, len(columns), always_one_row=True))
         elif spec.groups_sorted and (not spec.order_by or {o.index for o in spec.order_by} == group_set):
             merge_order = spec.order_by or group_asc
-            source = OrderByMerger(stream_count, order_key(merge_order, columns))
-            stages.append(GroupByStreamMerger(equality_key(spec.group_by, columns), acc, len(columns)))
+            merge_key = order_key(merge_order, columns, weights)
+            source = OrderByMerger(stream_count, merge_key, check_sorted=_weighted(merge_order, columns, weights))
+            # Text group keys: the nodes sort by max_sort_length-truncated keys, so different groups that
+            # tie on the truncated key may interleave; such runs are grouped in memory.
+            weighted = any(weight_index(i, columns, weights) is not None for i in spec.group_by)
+            stages.append(GroupByStreamMerger(equality_key(spec.group_by, columns, weights), acc, len(columns),
+                                              run_key=merge_key if weighted else None, budget=budget))
         else:
             source = IteratorMerger(stream_count)
-            stages.append(GroupByMemoryMerger(equality_key(spec.group_by, columns), acc, budget))
+            stages.append(GroupByMemoryMerger(equality_key(spec.group_by, columns, weights), acc, budget))
             final_order = spec.order_by or group_asc
     elif spec.order_by:
-        source = OrderByMerger(stream_count, order_key(spec.order_by, columns))
+        source = OrderByMerger(stream_count, order_key(spec.order_by, columns, weights),
+                               check_sorted=_weighted(spec.order_by, columns, weights))
     else:
         source = IteratorMerger(stream_count)
 
     if spec.having_sql:
-        stages.append(HavingFilter(spec.having_sql, columns))
+        stages.append(HavingFilter(spec.having_sql, columns, spec.having_bindings, spec.having_weights, weights))
     if spec.distinct:
-        stages.append(DistinctFilter(equality_key(range(spec.visible_columns), columns), budget))
+        stages.append(DistinctFilter(equality_key(range(spec.visible_columns), columns, weights), budget))
     if final_order:
-        stages.append(SortStage(order_key(final_order, columns), budget))
-    return MergePlan(source, stages, Paginator(spec.offset, spec.limit), spec.visible_columns)
+        stages.append(SortStage(order_key(final_order, columns, weights), budget))
+    ties_key = None
+    if spec.with_ties and spec.limit is not None:
+        ties_key = order_key(final_order or spec.order_by, columns, weights)
+    page = paginator(spec.offset, spec.limit, ties_key, count_all=spec.found_rows == "count")
+    return MergePlan(source, stages, page, spec.visible_columns)
 
 
 def _emit(plan: MergePlan, rows: Iterable[Row]) -> Iterator[OutRow]:
@@ -116,11 +146,15 @@ def merge_rows_sync(
     columns: Sequence[ColumnMeta],
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
+    warnings: MergeStats | None = None,
 ) -> Iterator[OutRow]:
     """Synchronous twin of `merge_rows` over iterables of node rows (same plan, same semantics)."""
-    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget)
+    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings)
     iterators = [iter(s) for s in streams]
     source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
+    counts = _NodeCounts(len(streams), spec.found_rows_index) if spec.found_rows == "window" else None
+    if counts is not None:
+        iterators = [counts.watch(i, it) for i, it in enumerate(iterators)]
     exhausted = False
     while not paginator.done:
         stream = source.need()
@@ -138,6 +172,10 @@ def merge_rows_sync(
         yield from _emit(plan, push_through(stages, row))
     if exhausted:
         yield from _emit(plan, finish_through(stages))
+    if counts is not None:
+        for stream in counts.unseen():
+            counts.see(stream, next(iterators[stream], None))
+    _found_rows(spec, paginator, counts, warnings)
 
 
 async def merge_rows(
@@ -146,6 +184,7 @@ async def merge_rows(
     columns: Sequence[ColumnMeta],
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
+    warnings: MergeStats | None = None,
 ) -> AsyncGenerator[OutRow, None]:
     """Merge the node result streams into what one unsharded server would return for the query.
 
@@ -158,8 +197,11 @@ async def merge_rows(
     Raises `MergeError` (errno/sqlstate attached) for an inconsistent spec, an unsupported HAVING, or
     `MergeMemoryError` when groups/sort/DISTINCT state exceeds `memory_row_budget` rows.
     """
-    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget)
+    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings)
     source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
+    counts = _NodeCounts(len(streams), spec.found_rows_index) if spec.found_rows == "window" else None
+    if counts is not None:
+        streams = [counts.watch_async(i, it) for i, it in enumerate(streams)]
     exhausted = False
     while not paginator.done:
         stream = source.need()
@@ -179,3 +221,51 @@ async def merge_rows(
     if exhausted:
         for out in _emit(plan, finish_through(stages)):
             yield out
+    if counts is not None:
+        for stream in counts.unseen():
+            counts.see(stream, await anext(streams[stream], None))
+    _found_rows(spec, paginator, counts, warnings)
+
+
+class _NodeCounts:
+    """SQL_CALC_FOUND_ROWS over plain rows: the first row of each node carries COUNT(*) OVER (), the
+    node's rows without LIMIT (a node that returns no row has none)."""
+
+    __slots__ = ("_counts", "_index")
+
+    def __init__(self, streams: int, index: int | None) -> None:
+        self._counts: list[int | None] = [None] * streams
+        self._index = index
+
+    def see(self, stream: int, row: Row | None) -> None:
+        if self._counts[stream] is None:
+            value = row[self._index] if row is not None and self._index is not None else None
+            self._counts[stream] = int(value) if value is not None else 0
+
+    def watch(self, stream: int, rows: Iterator[Row]) -> Iterator[Row]:
+        for row in rows:
+            self.see(stream, row)
+            yield row
+        self.see(stream, None)
+
+    async def watch_async(self, stream: int, rows: AsyncIterator[Sequence[bytes | None]]
+                          ) -> AsyncIterator[Sequence[bytes | None]]:
+        async for row in rows:
+            self.see(stream, row)
+            yield row
+        self.see(stream, None)
+
+    def unseen(self) -> list[int]:
+        return [i for i, c in enumerate(self._counts) if c is None]
+
+    @property
+    def total(self) -> int:
+        return sum(c or 0 for c in self._counts)
+
+
+def _found_rows(
+    spec: MergeSpec, paginator: Paginator | CountingPaginator, counts: _NodeCounts | None, stats: MergeStats | None
+) -> None:
+    if stats is None or spec.found_rows is None:
+        return
+    stats.found_rows = counts.total if counts is not None else paginator.seen

@@ -13,6 +13,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
+from merge.errors import MergeError
 from merge.keys import Row
 
 
@@ -65,14 +66,17 @@ class OrderByMerger:
     (`heapreplace`), so each row costs one key computation and O(log k) comparisons.
     """
 
-    __slots__ = ("_count", "_heap", "_key", "_primed", "_refill")
+    __slots__ = ("_check", "_count", "_heap", "_key", "_primed", "_refill")
 
-    def __init__(self, stream_count: int, key: Callable[[Row], Any]) -> None:
+    def __init__(self, stream_count: int, key: Callable[[Row], Any], *, check_sorted: bool = False) -> None:
         self._count = stream_count
         self._key = key
         self._heap: list[tuple[Any, int, Row]] = []
         self._primed = 0
         self._refill: int | None = None
+        # keys the merge computes from the nodes' collation weights: a stream out of that order would be
+        # merged silently wrong, so it is an error instead
+        self._check = check_sorted
 
     def need(self) -> int | None:
         if self._refill is not None:
@@ -87,7 +91,13 @@ class OrderByMerger:
             if row is None:
                 heapq.heappop(self._heap)
             else:
-                heapq.heapreplace(self._heap, (self._key(row), stream, row))
+                key = self._key(row)
+                if self._check and key < self._heap[0][0]:
+                    raise MergeError(
+                        "a data node returned rows in an order the merge does not reproduce (text sort keys of "
+                        "a collation the proxy does not know); the query cannot be merged correctly"
+                    )
+                heapq.heapreplace(self._heap, (key, stream, row))
             return
         self._primed += 1
         if row is not None:

@@ -39,6 +39,7 @@ class AggregateItem:
     count_index: int | None = None  # AVG: derived COUNT column
     separator: str = ","  # GROUP_CONCAT
     distinct_index: int | None = None  # COUNT/SUM(DISTINCT x): column carrying x per distinct value
+    limit_index: int | None = None  # GROUP_CONCAT: column carrying '<group_concat_max_len>:<result charset>'
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,19 @@ class MergeSpec:
     limit: int | None = None  # rows after offset; None = all
     having_sql: str | None = None  # HAVING to evaluate after merging (references output columns by name)
     groups_sorted: bool = False  # True when nodes return rows ordered by the group columns (stream merge)
+    # (value column, its hidden WEIGHT_STRING column): text keys compare by the nodes' own weights
+    # (merge.weights); the weight columns come after every other column, so rows whose weights are not
+    # needed (the key turned out not to be text) need not decode them (see `pipeline.decoded_width`)
+    weights: tuple[tuple[int, int], ...] = ()
+    with_ties: bool = False  # FETCH ... WITH TIES: after `limit` rows, the rows that tie with the last one
+    having_bindings: tuple[tuple[str, int], ...] = ()  # HAVING name (normalized SQL) -> column index
+    # HAVING text comparisons with a string literal: (the comparison's normalized SQL, the text value's
+    # column, the column carrying the literal's weight under that value's collation)
+    having_weights: tuple[tuple[str, int, int], ...] = ()
+    # SQL_CALC_FOUND_ROWS with pagination: "count" — the merge counts the rows before pagination (the nodes
+    # return all their rows); "window" — each node's rows carry its count in `found_rows_index`
+    found_rows: str | None = None
+    found_rows_index: int | None = None
 
     @property
     def needs_decoding(self) -> bool:

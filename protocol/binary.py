@@ -684,9 +684,14 @@ def _cell_text(r: Reader, col: ColumnDefinition41) -> bytes | None:
     return _lenenc(r)
 
 
-def binary_row_to_text(payload: bytes, columns: Sequence[ColumnDefinition41]) -> tuple[bytes | None, ...]:
-    """The text-protocol values of a binary row (see the module docstring for FLOAT)."""
+def binary_row_to_text(
+    payload: bytes, columns: Sequence[ColumnDefinition41], count: int | None = None
+) -> tuple[bytes | None, ...]:
+    """The text-protocol values of a binary row (see the module docstring for FLOAT); `count`: only the
+    first `count` columns (the rest of the row is not looked at)."""
     r, bitmap = _row_reader(payload, len(columns))
+    if count is not None and count < len(columns):
+        return tuple(None if _is_null(bitmap, i) else _cell_text(r, columns[i]) for i in range(count))
     out = tuple(None if _is_null(bitmap, i) else _cell_text(r, c) for i, c in enumerate(columns))
     _done(r)
     return out

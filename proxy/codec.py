@@ -42,7 +42,9 @@ class StatementCodec(Protocol):
 
     async def command(self, conn: BackendConnection, unit: ExecutionUnit) -> bytes: ...
 
-    def decode_row(self, payload: bytes, columns: Sequence[ColumnDefinition41]) -> Row: ...
+    def decode_row(self, payload: bytes, columns: Sequence[ColumnDefinition41], count: int | None = None) -> Row:
+        """The row's text values; `count`: only the first `count` columns."""
+        ...
 
     def encode_row(self, row: Sequence[bytes | None], columns: Sequence[ColumnDefinition41]) -> bytes: ...
 
@@ -53,8 +55,8 @@ class TextCodec:
     async def command(self, conn: BackendConnection, unit: ExecutionUnit) -> bytes:
         return query_payload(unit)
 
-    def decode_row(self, payload: bytes, columns: Sequence[ColumnDefinition41]) -> Row:
-        return decode_text_row(payload, len(columns))
+    def decode_row(self, payload: bytes, columns: Sequence[ColumnDefinition41], count: int | None = None) -> Row:
+        return decode_text_row(payload, len(columns) if count is None else count)
 
     def encode_row(self, row: Sequence[bytes | None], columns: Sequence[ColumnDefinition41]) -> bytes:
         return encode_text_row(list(row))
@@ -69,8 +71,8 @@ class BinaryCodec:
             raise StatementFailed(answer)
         return execute_payload(answer.ok.statement_id, unit)
 
-    def decode_row(self, payload: bytes, columns: Sequence[ColumnDefinition41]) -> Row:
-        return binary_row_to_text(payload, columns)
+    def decode_row(self, payload: bytes, columns: Sequence[ColumnDefinition41], count: int | None = None) -> Row:
+        return binary_row_to_text(payload, columns, count)
 
     def encode_row(self, row: Sequence[bytes | None], columns: Sequence[ColumnDefinition41]) -> bytes:
         return text_row_to_binary(row, columns)

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from merge import ColumnMeta, MergeError, MergeSpec, merge_rows
+from merge.aggregate import MergeStats
+from merge.pipeline import decoded_width
 from protocol.constants import Capability, ServerStatus
 from protocol.framing import encode_packet
 from protocol.packets import (
@@ -39,7 +41,7 @@ from protocol.results import ResultEnd, ResultHeader
 from proxy import txn
 from proxy.backend import BackendConnection
 from proxy.codec import TEXT, StatementCodec, StatementFailed
-from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
+from routing.plan import ExecutionUnit, RoutedStatement, SessionHints, StatementKind
 
 if TYPE_CHECKING:
     from proxy.runtime import LogicalDatabase
@@ -55,6 +57,21 @@ class UnitFailed(Exception):
         super().__init__(err.message)
         self.data_source = data_source
         self.err = err
+
+
+_CALC_FOUND_ROWS = re.compile(r"\bSQL_CALC_FOUND_ROWS\b", re.I)
+# SELECT FOUND_ROWS() with no FROM: the proxy cannot answer it (the last SELECT ran on one node, relayed):
+# it goes to that node's connection
+_FOUND_ROWS_ONLY = re.compile(r"^(?:(?!\bFROM\b).)*\bFOUND_ROWS\s*\(\s*\)(?:(?!\bFROM\b).)*$", re.I | re.S)
+
+
+def routing_hints(session: Session, sql: str) -> SessionHints | None:
+    """The session's hints, and for SELECT FOUND_ROWS() the data source that knows the answer."""
+    hints = session.hints()
+    source = session.found_rows_source
+    if source is not None and session.found_rows_value is None and hints is None and _FOUND_ROWS_ONLY.match(sql):
+        return SessionHints(data_source=source)
+    return hints
 
 
 async def execute_routed(session: Session, db: LogicalDatabase, sql: str) -> None:
@@ -77,7 +94,7 @@ async def route_and_execute(
         log_statement(session, sql, routed, params or ())
         await explain.execute_explain(session, db, routed, codec)
         return
-    routed = db.kernel.route(sql, params, session.hints())
+    routed = db.kernel.route(sql, params, routing_hints(session, sql))
     log_statement(session, sql, routed, params or ())
     await execute_plan(session, db, routed, codec)
 
@@ -145,7 +162,9 @@ async def execute_plan(
                 payload = await codec.command(conn, unit)
             except StatementFailed as exc:
                 raise UnitFailed(unit.data_source, exc.err) from exc
-            await session.relay_on(conn, payload, error_renamer(db, routed))
+            summary = await session.relay_on(conn, payload, error_renamer(db, routed))
+            if routed.kind is StatementKind.SELECT and summary.error is None:
+                await _after_relayed_select(session, conn, unit)
         else:
             # every data source's connection first, in one order, before any unit runs (see
             # Session.backends_for): a statement never holds one pool's connection while it waits for another's
@@ -164,6 +183,20 @@ async def execute_plan(
         session.error(exc.errno, exc.message, exc.sqlstate)
     if routed.kind is StatementKind.DDL:
         await db.reload_metadata()
+
+
+async def _after_relayed_select(session: Session, conn: BackendConnection, unit: ExecutionUnit) -> None:
+    """FOUND_ROWS() after a SELECT one node answered: that node knows it. With SQL_CALC_FOUND_ROWS it is
+    asked at once (the session may run other statements on other nodes before asking); otherwise the
+    next SELECT FOUND_ROWS() goes to it (see `routing_hints`)."""
+    if _CALC_FOUND_ROWS.search(unit.sql) is None:
+        session.found_rows_value, session.found_rows_source = None, unit.data_source
+        return
+    answer = await conn.execute("SELECT FOUND_ROWS()")
+    if isinstance(answer, list) and answer and answer[0][0] is not None:
+        session.found_rows_value, session.found_rows_source = int(answer[0][0]), None
+    else:
+        session.found_rows_value, session.found_rows_source = None, unit.data_source
 
 
 def _access(routed: RoutedStatement) -> dict[str, bool]:
@@ -379,10 +412,12 @@ class _UnitStream:
             for payload in batch:
                 yield payload
 
-    async def rows(self, columns: Sequence[ColumnDefinition41]) -> AsyncIterator[tuple[bytes | None, ...]]:
+    async def rows(
+        self, columns: Sequence[ColumnDefinition41], count: int | None = None
+    ) -> AsyncIterator[tuple[bytes | None, ...]]:
         decode = self.codec.decode_row
         async for payload in self.payloads():
-            yield decode(payload, columns)
+            yield decode(payload, columns, count)
 
     async def drain(self) -> None:
         if not self.started:
@@ -438,10 +473,12 @@ class _BufferedUnit:
             for p in batch:
                 yield p
 
-    async def rows(self, columns: Sequence[ColumnDefinition41]) -> AsyncIterator[tuple[bytes | None, ...]]:
+    async def rows(
+        self, columns: Sequence[ColumnDefinition41], count: int | None = None
+    ) -> AsyncIterator[tuple[bytes | None, ...]]:
         decode = self.codec.decode_row
         async for payload in self.payloads():
-            yield decode(payload, columns)
+            yield decode(payload, columns, count)
 
     async def drain(self) -> None:
         self._rows = []
@@ -599,7 +636,7 @@ async def _select_concatenated(session: Session, routed: RoutedStatement, codec:
         renames = _renames(routed)
         schema = session.database.name if session.database else ""
         _send_header(session, [_logic_column(c, renames, schema) for c in header.columns])
-        status = warnings = 0
+        status = warnings = sent = 0
         for first, (ds, units) in zip(firsts, groups.items(), strict=True):
             reader: _UnitStream = first
             for i in range(len(units)):
@@ -607,9 +644,10 @@ async def _select_concatenated(session: Session, routed: RoutedStatement, codec:
                     reader = _UnitStream(conns[ds], units[i], codec, borrowed=False)
                     active.append(reader)
                     await reader.start()
-                await _relay_payloads(session, reader.payload_batches())
+                sent += await _relay_payloads(session, reader.payload_batches())
                 status, warnings = reader.status, warnings + reader.warnings
         _send_end(session, status, warnings)
+        session.found_rows_value, session.found_rows_source = sent, None
     finally:
         await _finish_readers(session, active)
 
@@ -635,14 +673,21 @@ async def _answer_merged(
     _send_header(session, columns)
     wire = session.wire
     if spec is None or not _needs_merge(spec, ncols):
+        sent = 0
         for r in readers:
-            await _relay_payloads(session, r.payload_batches())
+            sent += await _relay_payloads(session, r.payload_batches())
+        session.found_rows_value, session.found_rows_source = sent, None
     else:
         metas = [_meta(c) for c in header.columns]
-        row_streams = [r.rows(header.columns) for r in readers]
+        width = decoded_width(spec, metas)
+        row_streams = [r.rows(header.columns, width if width < ncols else None) for r in readers]
         out: list[bytes] = []
         encode = codec.encode_row
-        async for row in merge_rows(row_streams, spec, metas, memory_row_budget=session.server.merge_memory_rows):
+        merge_warnings = MergeStats()
+        sent = 0
+        async for row in merge_rows(row_streams, spec, metas, memory_row_budget=session.server.merge_memory_rows,
+                                    warnings=merge_warnings):
+            sent += 1
             out.append(encode(row, columns))
             if len(out) >= 256:
                 wire.send_many(out)
@@ -653,6 +698,11 @@ async def _answer_merged(
         for rs in row_streams:
             with contextlib.suppress(Exception):
                 await rs.aclose()  # type: ignore[attr-defined]
+        warning_count = max(0, sum(r.warnings for r in readers) + merge_warnings.adjustment)
+        _send_end(session, readers[-1].status, warning_count)
+        found = merge_warnings.found_rows if spec.found_rows is not None else None
+        session.found_rows_value, session.found_rows_source = sent if found is None else found, None
+        return
     _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
 
 
@@ -666,12 +716,14 @@ def _needs_merge(spec: MergeSpec, node_columns: int) -> bool:
     )
 
 
-async def _relay_payloads(session: Session, batches: AsyncIterator[list[bytes]]) -> None:
-    """Rows that need no merging, framed with the client's sequence ids a read batch at a time."""
+async def _relay_payloads(session: Session, batches: AsyncIterator[list[bytes]]) -> int:
+    """Rows that need no merging, framed with the client's sequence ids a read batch at a time; how many."""
     wire = session.wire
     writer = wire.writer
     seq = wire.seq
+    count = 0
     async for batch in batches:
+        count += len(batch)
         out = bytearray()
         for p in batch:
             n = len(p)
@@ -685,6 +737,7 @@ async def _relay_payloads(session: Session, batches: AsyncIterator[list[bytes]])
         writer.write(out)
         await wire.flush()
     wire.seq = seq
+    return count
 
 
 async def _renamed_rows(

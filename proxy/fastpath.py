@@ -401,6 +401,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         data = execute_payload(prepared.ok.statement_id, unit)
     session.info = sql[:100]
     session.stmt_kind, session.route = SELECT, "single"
+    session.found_rows_value, session.found_rows_source = None, unit.data_source  # FOUND_ROWS(): that node's
     return Forward(conn, encode_packet(data, 0)[0], error_renamer(db, routed), False)
 
 

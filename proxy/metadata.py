@@ -79,6 +79,8 @@ def function_values(session: Session) -> dict[str, str]:
         # on one pass-through connection the backend knows these; across shards only the proxy does
         values["last_insert_id"] = str(session.last_insert_id)
         values["row_count"] = str(session.row_count)
+        if session.found_rows_value is not None:
+            values["found_rows"] = str(session.found_rows_value)
     return values
 
 

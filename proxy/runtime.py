@@ -117,6 +117,11 @@ class SchemaSnapshot:
         infos = self._actual(logic_table, self.infos)
         return infos.get(column.lower()) if infos else None
 
+    def column_type(self, logic_table: str, column: str) -> str | None:
+        """The DATA_TYPE of a column of a logic table ('int', 'varchar', ...), None when unknown."""
+        info = self.column_info(logic_table, column)
+        return info.data_type if info is not None else None
+
     def single_table_data_source(self, table: str) -> str | None:
         low = table.lower()
         for ds in self.rules.data_sources:

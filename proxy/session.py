@@ -96,6 +96,10 @@ class Session:
         self.last_errno = 0
         self.last_insert_id = 0  # sharded databases: the session's, across data sources
         self.row_count = -1
+        # sharded databases, FOUND_ROWS(): the value the proxy knows (after a merged SELECT), or else the
+        # data source whose connection ran the last SELECT (proxy.executor.routing_hints)
+        self.found_rows_value: int | None = None
+        self.found_rows_source: str | None = None
         self.multi_statements = True
         self.backends: dict[str, BackendConnection] = {}
         self.txn = TransactionState()

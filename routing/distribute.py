@@ -45,7 +45,8 @@ ALLOWED: frozenset[str] = frozenset(
     Collation Convert Exists Greatest If Least Nullif Nvl2 Rand Uuid CurrentVersion Avg Count GroupConcat Max Min
     Sum BitwiseAndAgg BitwiseOrAgg BitwiseXorAgg Abs Acos Asin Atan Atan2 Ceil Cos Cot Degrees Exp Floor Ln Log Pi
     Radians Round Sign Sin Sqrt Tan Trunc BitwiseCount CTE From Group Having Join Limit Lock Offset Order Select
-    Subquery Table TableAlias Tuple Where With Union Except Intersect IndexTableHint Introducer HexString BitString
+    Subquery Table TableAlias Tuple Where With Fetch LimitOptions Union Except Intersect IndexTableHint Introducer
+    HexString BitString
     National JSONPath JSONPathKey JSONPathRoot JSONPathSubscript JSONPathWildcard JSONKeyValue Ascii BitLength Chr
     Compress Concat ConcatWs ConvertToCharset Decode Elt Encode Hex Left Length Lower MD5 NumberToStr Pad
     RegexpInstr RegexpReplace RegexpSubstr Repeat Replace Reverse Right SHA SHA2 Soundex Space StrPosition Substring
@@ -100,7 +101,7 @@ REFUSED: frozenset[str] = frozenset(
     EmptyProperty EncodeColumnConstraint EncodeProperty Encrypt EncryptRaw EndStatement EndsWith EngineProperty
     EnviromentProperty EphemeralColumnConstraint EqualNull EuclideanDistance ExcludeColumnConstraint Execute
     ExecuteAsProperty ExecuteSql Explode ExplodingGenerateSeries Export ExtendsLeft ExtendsRight ExternalProperty
-    Factorial FallbackProperty FarmFingerprint FeaturesAtTime Fetch FileFormatProperty Filter Final First FirstValue
+    Factorial FallbackProperty FarmFingerprint FeaturesAtTime FileFormatProperty Filter Final First FirstValue
     Flatten Float64 ForClause ForIn ForceProperty ForeignKey Format FormatJson FormatPhrase FreespaceProperty
     FromBase FromBase32 FromISO8601Date FromISO8601Timestamp FromISO8601TimestampNanos FromJson FromTimeZone
     FunctionSpecification GapFill GenerateBool GenerateDateArray GenerateDouble GenerateEmbedding GenerateInt
@@ -118,7 +119,7 @@ REFUSED: frozenset[str] = frozenset(
     JSONPathScript JSONPathSelector JSONPathSlice JSONPathUnion JSONSchema JSONStripNulls JSONTable JSONValueArray
     JarowinklerSimilarity JoinHint JournalProperty JustifyDays JustifyHours JustifyInterval Kill Kurtosis Kwarg Lag
     Lambda LanguageProperty Last LastValue Lateral LaxBool LaxFloat64 LaxInt64 LaxString Lead Leave Levenshtein
-    LikeProperty LimitOptions List ListStage LoadData LocationProperty LockProperty LockingProperty LockingStatement
+    LikeProperty List ListStage LoadData LocationProperty LockProperty LockingProperty LockingStatement
     LogProperty LogicalAnd LogicalOr LoopBlock LowerHex MD5Digest MD5NumberLower64 MD5NumberUpper64 MLForecast
     MLTranslate MacroOverload MacroOverloads MakeInterval ManhattanDistance Map MapCat MapContainsKey MapDelete
     MapFromEntries MapInsert MapKeys MapPick MapSize MaskingPolicyColumnConstraint MaskingProperty Match
@@ -224,7 +225,6 @@ _CLASS_REASONS: dict[str, str] = {
     "row is processed, which no data node sees",
     "MatchAgainst": "full-text relevance is computed from each data node's own index statistics",
     "Into": "SELECT ... INTO would assign on each data node's connection",
-    "Fetch": "OFFSET ... FETCH would be applied on each data node, not to the merged rows",
     "JSONObjectAgg": "JSON_OBJECTAGG is an aggregate the merge does not implement: each data node would return "
     "its own object",
     "JSONArrayAgg": "JSON_ARRAYAGG is an aggregate the merge does not implement: each data node would return "

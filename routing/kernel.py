@@ -596,7 +596,7 @@ class _Compiler:
                 # over several nodes the proxy assigns the variables from the merged row (proxy.into)
                 multi_edits.append(Edit(self.into.start, self.into.end, ()))
             multi_template, merge, pins, refusal = select_rewrite(
-                self.shape, self.tokens, ast, multi_edits, self.metadata, sharded
+                self.shape, self.tokens, ast, multi_edits, self.metadata, sharded, ours
             )
             refuse = refusal
             self.pins = pins

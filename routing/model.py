@@ -262,3 +262,6 @@ class SchemaMetadata(Protocol):
     def single_table_data_source(self, table: str) -> str | None:
         """The data source holding an unsharded, non-broadcast table, or None if none does."""
         ...
+
+    # optional: `column_type(logic_table, column) -> str | None`, the information_schema DATA_TYPE
+    # ('int', 'varchar', ...): lets the multi-node rewrite skip weight columns for keys that are not text

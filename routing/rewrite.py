@@ -9,6 +9,7 @@ quoting of everything else stay exactly as the user wrote them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from sqlglot import exp
 
 from merge.spec import AggregateItem, AggregateKind, MergeSpec, OrderItem
+from merge.weights import weight_sql_pieces
 from protocol.binary import value_to_sql_literal
 from routing.errors import RoutingError
 from routing.parse import UNKNOWN, Shape, Token
@@ -44,10 +46,13 @@ class LimitOffsetSlot:
 
 @dataclass(frozen=True, slots=True)
 class LimitCountSlot:
-    """``n`` of ``LIMIT o, n`` on a multi-unit route: every node returns ``o + n`` rows."""
+    """``n`` of ``LIMIT o, n`` (or of ``OFFSET o ROWS FETCH FIRST n ROWS``) on a multi-unit route: every
+    node returns ``o + n`` rows. `index` None: the count is implicit (``FETCH FIRST ROW ONLY``), `default`."""
 
-    index: int
+    index: int | None
     offset_index: int | None
+    default: int = 1
+    minimum: int = 0  # SQL_CALC_FOUND_ROWS: a node's first row carries its row count, so never LIMIT 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,13 +173,17 @@ def render(
         elif tp is LimitOffsetSlot:
             _emit_number(ctx, p.index, 0, out, out_params)  # type: ignore[union-attr]
         elif tp is LimitCountSlot:
-            count = ctx.values[p.index]  # type: ignore[union-attr]
+            index = p.index  # type: ignore[union-attr]
+            count = ctx.values[index] if index is not None else p.default  # type: ignore[union-attr]
             offset = ctx.values[p.offset_index] if p.offset_index is not None else 0  # type: ignore[union-attr]
             if count is UNKNOWN or offset is UNKNOWN:
                 raise RoutingError("LIMIT parameters must be supplied to route a multi-node query")
             # LIMIT o, 18446744073709551615 (MySQL's "to the end"): o + n must stay a valid LIMIT
-            rows = min(int(offset) + int(count), _LIMIT_MAX)
-            _emit_number(ctx, p.index, rows, out, out_params)  # type: ignore[union-attr]
+            rows = max(min(int(offset) + int(count), _LIMIT_MAX), p.minimum)  # type: ignore[union-attr]
+            if index is None:
+                out.append(str(rows))
+            else:
+                _emit_number(ctx, index, rows, out, out_params)
         elif tp is KeySlot:
             out.append(p.prefix + value_to_sql_literal(key) + p.suffix)  # type: ignore[union-attr]
 
@@ -228,11 +237,18 @@ class MergeTemplate:
     groups_sorted: bool = False
     offset_slot: int | None = None
     limit_slot: int | None = None
+    limit_default: int | None = None  # FETCH FIRST ROW ONLY: a count without a slot
+    with_ties: bool = False
+    found_rows: str | None = None  # SQL_CALC_FOUND_ROWS: "count" (the merge counts) or "window" (the nodes)
+    found_rows_index: int | None = None
     separator_slots: tuple[tuple[int, int], ...] = ()  # (index in aggregates, value slot of SEPARATOR '...')
+    weights: tuple[tuple[int, int], ...] = ()
+    having_bindings: tuple[tuple[str, int], ...] = ()  # HAVING name (normalized SQL) -> the column it means
+    having_weights: tuple[tuple[str, int, int], ...] = ()
 
     def spec(self, values: Sequence[Any], shape: Shape | None = None) -> MergeSpec:
         offset = values[self.offset_slot] if self.offset_slot is not None else 0
-        limit = values[self.limit_slot] if self.limit_slot is not None else None
+        limit = values[self.limit_slot] if self.limit_slot is not None else self.limit_default
         if offset is UNKNOWN or limit is UNKNOWN:
             raise RoutingError("LIMIT parameters must be supplied to route a multi-node query")
         aggregates = self.aggregates
@@ -255,6 +271,12 @@ class MergeTemplate:
             limit=int(limit) if limit is not None else None,
             having_sql=having_sql,
             groups_sorted=self.groups_sorted,
+            weights=self.weights,
+            with_ties=self.with_ties,
+            having_bindings=self.having_bindings,
+            having_weights=self.having_weights,
+            found_rows=self.found_rows,
+            found_rows_index=self.found_rows_index,
         )
 
 
@@ -296,7 +318,10 @@ _AGGREGATES: dict[type, AggregateKind] = {
     exp.BitwiseOrAgg: AggregateKind.BIT_OR,
     exp.BitwiseAndAgg: AggregateKind.BIT_AND,
 }
-_CLAUSES = {"GROUP": "BY", "HAVING": None, "ORDER": "BY", "LIMIT": None, "FOR": None, "LOCK": None, "WINDOW": None}
+_CLAUSES = {
+    "GROUP": "BY", "HAVING": None, "ORDER": "BY", "LIMIT": None, "OFFSET": None, "FETCH": None, "FOR": None,
+    "LOCK": None, "WINDOW": None,
+}
 _SELECT_MODIFIERS = {
     "ALL",
     "DISTINCT",
@@ -314,6 +339,65 @@ _SELECT_MODIFIERS = {
 
 class _Refuse(Exception):
     pass
+
+
+class _Ambiguous:
+    """find_item_in_list's verdict for a name two different select items answer to."""
+
+
+AMBIGUOUS = _Ambiguous()
+
+# Select-list expressions that are certainly not text: their merge keys need no weight column.
+_NOT_TEXT = (
+    exp.Count, exp.Sum, exp.Avg, exp.BitwiseXorAgg, exp.BitwiseOrAgg, exp.BitwiseAndAgg, exp.Add, exp.Sub,
+    exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE,
+    exp.NullSafeEQ, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like, exp.Boolean, exp.Null,
+    exp.Length, exp.Abs, exp.Round, exp.Floor, exp.Ceil, exp.Year, exp.Month, exp.Day, exp.DayOfWeek,
+    exp.DayOfMonth, exp.DayOfYear, exp.DateDiff, exp.TsOrDsToDate, exp.Date, exp.CurrentDate,
+    exp.CurrentTimestamp, exp.StrToDate, exp.UnixToTime, exp.TimeToUnix,
+)
+_NOT_TEXT_TYPES = ("INT", "DECIMAL", "DOUBLE", "FLOAT", "DATE", "TIME", "YEAR", "BIT", "BOOL", "SIGNED", "UNSIGNED")
+_TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"})
+# Expressions whose value differs between evaluations: a weight computed beside them would not be theirs.
+# (A subquery too: evaluated again for each of the weight column's uses of the expression.)
+_VOLATILE = re.compile(r"\b(?:RAND|UUID|UUID_SHORT|SYSDATE|RANDOM_BYTES|NEXTVAL|NEXT\s+VALUE|LASTVAL|SLEEP|"
+                       r"BENCHMARK|GET_LOCK|RELEASE_LOCK|LAST_INSERT_ID|ROW_COUNT|FOUND_ROWS|SELECT)\b|@|:=", re.I)
+
+
+def _maybe_text(node: exp.Expression) -> bool:
+    """False when `node` certainly does not have a string type (numbers, dates, truth values)."""
+    if isinstance(node, exp.Literal):
+        return bool(node.is_string)
+    if isinstance(node, _NOT_TEXT):
+        return False
+    if isinstance(node, exp.Cast | exp.TryCast):
+        to = node.args.get("to")
+        text = to.sql(dialect="mysql").upper() if to is not None else ""
+        return not text.startswith(_NOT_TEXT_TYPES)
+    if isinstance(node, exp.Paren):
+        return _maybe_text(node.this)
+    return True
+
+
+def _group_concat_limit(values: Sequence[Piece], separator: Sequence[Piece]) -> tuple[Piece, ...]:
+    """The derived column telling the merge where MariaDB cuts this GROUP_CONCAT: the session's
+    group_concat_max_len, the result's character set (the limit counts bytes of it: CONCAT of the same
+    values and separator aggregates charsets as GROUP_CONCAT does) and the length the node's part has
+    uncut (so the merge knows which parts and which merged values were cut). Aggregates of their own: a
+    second GROUP_CONCAT on the nodes would warn about its cuts again."""
+    concat = ("CONCAT(", *values, ", ", *separator, ")")
+    return ("CONCAT(@@group_concat_max_len, ':', CHARSET(MIN(", *concat, ")), ':', SUM(LENGTH(", *concat,
+            ")) - LENGTH(", *separator, "))")
+
+
+def _volatile(pieces: Sequence[Piece]) -> bool:
+    text = "".join(p for p in pieces if type(p) is str)  # type: ignore[misc]
+    return _VOLATILE.search(text) is not None
+
+
+def _same_column(a: exp.Expression | None, b: exp.Expression) -> bool:
+    return (isinstance(a, exp.Column) and isinstance(b, exp.Column) and a.name.lower() == b.name.lower()
+            and a.table.lower() == b.table.lower())
 
 
 def _norm(node: exp.Expression) -> str:
@@ -345,7 +429,8 @@ def _split_items(tokens: Sequence[Token], start: int, stop: int) -> list[tuple[i
 
 class _SelectRewriter:
     def __init__(
-        self, shape: Shape, tokens: Sequence[Token], ast: exp.Select, edits: Sequence[Edit], metadata: Any, tables: Any
+        self, shape: Shape, tokens: Sequence[Token], ast: exp.Select, edits: Sequence[Edit], metadata: Any, tables: Any,
+        all_tables: Any = None,
     ) -> None:
         self.shape = shape
         self.sql = shape.sql
@@ -360,6 +445,14 @@ class _SelectRewriter:
         self.derived: list[Piece] = []
         self.derived_count = 0
         self.extra: list[Edit] = []
+        # the FROM clause's tables (sharded, broadcast, single), for name resolution against their columns
+        self.from_tables = [t for t in (all_tables if all_tables is not None else tables) if not t.nested]
+        self.column_pieces: dict[int, tuple[Piece, ...] | None] = {}  # column index -> its expression
+        self.maybe_text: dict[int, bool] = {}  # False: the column is certainly not text
+        self.weight_requests: dict[int, tuple[Piece, ...]] = {}
+        self.ordinals: set[int] = set()  # ENUM / SET columns: ORDER BY sorts them by their number
+        self.merged_having: list[exp.Expression] | None = None  # HAVING conjuncts the merge evaluates
+        self.having_weights: list[tuple[str, int, int]] = []  # (comparison, value column, literal weight)
 
     # literal helpers: a plan serves every statement of its shape, so a decision taken by comparing SQL
     # text that contains literals (ORDER BY a + 1 is the select item a + 1) must pin those literals
@@ -404,6 +497,7 @@ class _SelectRewriter:
         index = self.visible + self.derived_count
         self.derived.extend([", ", *body, f" AS {prefix}_{self.derived_count}"])
         self.derived_count += 1
+        self.column_pieces[index] = tuple(body)
         return index
 
     def run(self) -> tuple[Template, MergeTemplate | None, tuple[tuple[int, str], ...], str | None]:
@@ -413,7 +507,9 @@ class _SelectRewriter:
         group = ast.args.get("group")
         having = ast.args.get("having")
         distinct = ast.args.get("distinct") is not None
-        has_limit = ast.args.get("limit") is not None
+        limit_node = ast.args.get("limit")
+        offset_node = ast.args.get("offset")
+        has_limit = limit_node is not None or offset_node is not None
         items = list(ast.expressions)
         aggregates_present = any(isinstance(i.unalias(), exp.AggFunc) for i in items) or any(
             True for i in items for _ in _own_aggregates(i)
@@ -428,7 +524,9 @@ class _SelectRewriter:
         if from_i is None:
             raise _Refuse("the proxy could not find the FROM clause")
         first_item = select_i + 1
+        calc_found_rows = False
         while first_item < from_i and tokens[first_item].upper in _SELECT_MODIFIERS:
+            calc_found_rows = calc_found_rows or tokens[first_item].upper == "SQL_CALC_FOUND_ROWS"
             first_item += 1
         spans = _split_items(tokens, first_item, from_i)
         if len(spans) != len(items):
@@ -439,8 +537,8 @@ class _SelectRewriter:
         self.visible = 0
         known = True
         item_index: list[int] = []
-        star_names: dict[str, int] = {}
-        for item in items:
+        star_columns: list[tuple[str, str, int]] = []  # (column name, owner ref or "", index)
+        for item, (a, b) in zip(items, spans, strict=True):
             inner = item.unalias()
             if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
                 qualifier = inner.table.lower() if isinstance(inner, exp.Column) else ""
@@ -450,51 +548,157 @@ class _SelectRewriter:
                     known = False
                     item_index.append(self.visible)
                     continue
+                owner = owners[0]
+                # qualified as the star is: by the alias, or by the table (its actual name on each node)
+                prefix: tuple[Piece, ...] = ()
+                if owner.alias:
+                    prefix = ("`" + owner.alias.replace("`", "``") + "`.",)
+                elif qualifier:
+                    prefix = (TableSlot(owner.name, "`", f"`{owner.name}`"), ".")
                 for j, name in enumerate(columns):
-                    star_names.setdefault(name.lower(), self.visible + j)
+                    star_columns.append((name.lower(), owner.ref, self.visible + j))
+                    quoted = "`" + name.replace("`", "``") + "`"
+                    self.column_pieces[self.visible + j] = (*prefix, quoted)
+                    lookup = getattr(self.metadata, "column_type", None)
+                    data_type = lookup(owner.name, name) if lookup is not None else None
+                    self.maybe_text[self.visible + j] = data_type is None or data_type in _TEXT_TYPES
+                    if data_type in ("enum", "set"):
+                        self.ordinals.add(self.visible + j)
                 item_index.append(self.visible)
                 self.visible += len(columns)
             else:
                 item_index.append(self.visible)
+                self.column_pieces[self.visible] = self._item_expression(item, a, b)
+                self.note(self.visible, inner)
                 self.visible += 1
 
-        def needs_known() -> None:
-            if not known:
-                raise _Refuse(
-                    "SELECT * over several data nodes with ORDER BY / GROUP BY / aggregates / LIMIT needs the "
-                    "table's columns, which the proxy does not know; list the columns explicitly"
-                )
+        if not known:
+            raise _Refuse(
+                "SELECT * over several data nodes with ORDER BY / GROUP BY / aggregates / LIMIT needs the "
+                "table's columns, which the proxy does not know; list the columns explicitly"
+            )
+        # how MariaDB names an unaliased select item: its text as written (SELECT COUNT(*) -> `COUNT(*)`)
+        item_names = [
+            item.alias.lower() if isinstance(item, exp.Alias)
+            else item.name.lower() if isinstance(item, exp.Column)
+            else self.sql[tokens[a].start : tokens[b - 1].end].lower()
+            for item, (a, b) in zip(items, spans, strict=True)
+        ]
 
-        needs_known()
+        def position(node: exp.Literal) -> int:
+            start = node.meta.get("start") if node.meta else None
+            k = self.slots.get(start) if isinstance(start, int) else None
+            if k is not None:
+                self.pins.append((k, self.shape.text(k)))
+            position = int(node.this)
+            if not 1 <= position <= self.visible:
+                raise _Refuse(f"ORDER BY / GROUP BY position {position} is not in the select list")
+            return position - 1
 
-        def find(node: exp.Expression) -> int | None:
-            if isinstance(node, exp.Literal) and not node.is_string:
-                start = node.meta.get("start") if node.meta else None
-                k = self.slots.get(start) if isinstance(start, int) else None
-                if k is not None:
-                    self.pins.append((k, self.shape.text(k)))
-                position = int(node.this)
-                if not 1 <= position <= self.visible:
-                    raise _Refuse(f"ORDER BY / GROUP BY position {position} is not in the select list")
-                return position - 1
-            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-                name, qualifier = node.name.lower(), node.table.lower()
-                for item, index in zip(items, item_index, strict=True):
+        def is_field(item: exp.Expression) -> bool:
+            inner = item.unalias()
+            return isinstance(inner, exp.Column) and not isinstance(inner.this, exp.Star)
+
+        def find_select(name: str, qualifier: str) -> int | _Ambiguous | None:
+            """MariaDB's find_item_in_list for an identifier: aliases and unaliased columns of the select
+            list (a qualified name ignores aliases); an alias of an expression wins at once, two different
+            columns under one name are ambiguous, a column hidden behind an alias is the last resort."""
+            found: int | None = None
+            found_item: exp.Expression | None = None
+            unaliased: int | None = None
+            unaliased_item: exp.Expression | None = None
+            unaliased_twice = False
+            for item, index, item_name in zip(items, item_index, item_names, strict=True):
+                inner = item.unalias()
+                if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
+                    continue
+                if is_field(item):
+                    field = inner.name.lower()
+                    table = inner.table.lower()
+                    if qualifier:
+                        if field == name and (not table or table == qualifier):
+                            if unaliased is not None and not _same_column(unaliased_item, inner):
+                                return AMBIGUOUS
+                            unaliased, unaliased_item = index, inner
+                        continue
+                    if item_name == name:
+                        if found is not None and not (found_item is not None and _same_column(found_item, inner)):
+                            return AMBIGUOUS
+                        found, found_item = index, inner
+                    elif field == name:
+                        if unaliased is not None and not _same_column(unaliased_item, inner):
+                            unaliased_twice = True
+                        unaliased, unaliased_item = index, inner
+                elif not qualifier and item_name == name:
+                    return index
+            if found is not None:
+                return found
+            if unaliased_twice:
+                return AMBIGUOUS
+            if unaliased is not None:
+                return unaliased
+            for column, owner, index in star_columns:
+                if column == name and (not qualifier or owner == qualifier):
+                    return index
+            return None
+
+        def same_field(index: int, name: str, qualifier: str) -> bool:
+            """Is select column `index` the table column `name` itself (not an expression or an alias of
+            another column)?"""
+            for column, owner, i in star_columns:
+                if i == index:
+                    return column == name and (not qualifier or owner == qualifier)
+            for item, i in zip(items, item_index, strict=True):
+                if i == index:
                     inner = item.unalias()
-                    if isinstance(item, exp.Alias) and not qualifier and item.alias.lower() == name:
-                        return index
-                    if isinstance(inner, exp.Column) and inner.name.lower() == name:
-                        if not qualifier or not inner.table or inner.table.lower() == qualifier:
-                            return index
-                if name in star_names:
-                    return star_names[name]
-                return None
+                    return (is_field(item) and inner.name.lower() == name
+                            and (not qualifier or not inner.table or inner.table.lower() == qualifier))
+            return False
+
+        def match_expression(node: exp.Expression) -> int | None:
             text = _norm(node)
             self.pin_matches(node, [item.unalias() for item in items])
             for item, index in zip(items, item_index, strict=True):
                 if _norm(item.unalias()) == text:
                     return index
             return None
+
+        def resolve_order(node: exp.Expression) -> int | None:
+            """ORDER BY: a position, else the select list first (an alias wins over a table column)."""
+            if isinstance(node, exp.Literal) and not node.is_string:
+                return position(node)
+            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+                found = find_select(node.name.lower(), node.table.lower())
+                return None if found is AMBIGUOUS else found  # type: ignore[return-value]
+            return match_expression(node)
+
+        def resolve_group(node: exp.Expression) -> int | None:
+            """GROUP BY: like ORDER BY, except that a name that is also a column of the FROM tables means
+            that column (MariaDB warns 'Column ... in GROUP BY is ambiguous' and groups by the column)."""
+            if isinstance(node, exp.Literal) and not node.is_string:
+                return position(node)
+            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+                name, qualifier = node.name.lower(), node.table.lower()
+                found = find_select(name, qualifier)
+                if found is AMBIGUOUS or found is None:
+                    return None
+                assert isinstance(found, int)
+                if same_field(found, name, qualifier):
+                    return found
+                exists = self.from_has_column(name, qualifier)
+                if exists is None:
+                    raise _Refuse(
+                        f"GROUP BY {node.sql(dialect='mysql')} names a select-list alias that may also be a "
+                        "column of a table whose columns the proxy does not know; name the column or the "
+                        "expression instead of the alias"
+                    )
+                if exists:
+                    shadowed.add(id(node))  # as ORDER BY, the name would mean the alias
+                    return None
+                return found
+            return match_expression(node)
+
+        shadowed: set[int] = set()
 
         # aggregates of the select list
         aggregates: list[AggregateItem] = []
@@ -528,7 +732,15 @@ class _SelectRewriter:
                 sep_slot = self.slot_of(sep) if isinstance(sep, exp.Literal) else None
                 if sep_slot is not None:
                     self.separator_slots.append((len(aggregates), sep_slot))
-                aggregates.append(AggregateItem(kind, index, separator=separator))
+                if inner.args.get("limit") is not None:
+                    raise _Refuse("GROUP_CONCAT with LIMIT over several data nodes is not supported")
+                depth = tokens[open_i].depth + 1
+                sep_i = next((i for i in range(open_i + 1, close_i)
+                              if tokens[i].upper == "SEPARATOR" and tokens[i].depth == depth), close_i)
+                values = self.pieces(open_i + 1, sep_i) if sep_i > open_i + 1 else ("''",)
+                sep_pieces = self.pieces(sep_i + 1, close_i) if sep_i + 1 < close_i else ("','",)
+                limit_i = self.add_derived(_group_concat_limit(values, sep_pieces), "GROUP_CONCAT_LIMIT")
+                aggregates.append(AggregateItem(kind, index, separator=separator, limit_index=limit_i))
             elif is_distinct and kind in (AggregateKind.COUNT, AggregateKind.SUM):
                 inner_args = inner.this.expressions
                 if len(inner_args) != 1:
@@ -538,52 +750,81 @@ class _SelectRewriter:
                     raise _Refuse("several different DISTINCT aggregates over several data nodes are not supported")
                 if distinct_source is None:
                     distinct_source = self.add_derived(body, "AGGREGATION_DISTINCT_DERIVED")
+                    self.maybe_text[distinct_source] = self._maybe_text(inner_args[0])
                     distinct_group = body
                 dkind = AggregateKind.COUNT_DISTINCT if kind is AggregateKind.COUNT else AggregateKind.SUM_DISTINCT
+                if dkind is AggregateKind.COUNT_DISTINCT:
+                    self.want_weight(distinct_source)
                 aggregates.append(AggregateItem(dkind, index, distinct_index=distinct_source))
-            elif is_distinct:
-                aggregates.append(AggregateItem(kind, index))  # MIN/MAX(DISTINCT x) == MIN/MAX(x)
             else:
+                # MIN/MAX(DISTINCT x) == MIN/MAX(x)
                 aggregates.append(AggregateItem(kind, index))
+                if kind in (AggregateKind.MIN, AggregateKind.MAX):
+                    self.want_weight(index)
 
         # GROUP BY
         group_by: list[int] = []
         group_texts: list[tuple[Piece, ...]] = []
+        group_nodes: list[exp.Expression] = []
         group_i = self.clause("GROUP", from_i)
         if group is not None and group_i is not None:
-            stop = min(
-                (
-                    i
-                    for w in ("HAVING", "ORDER", "LIMIT", "FOR", "LOCK", "WINDOW")
-                    if (i := self.clause(w, group_i)) is not None
-                ),
-                default=len(tokens),
-            )
+            stop = self._group_stop(group_i)
             g_spans = _split_items(tokens, group_i + 2, stop)
             if len(g_spans) != len(group.expressions):
                 raise _Refuse("the proxy could not split the GROUP BY list")
             for node, (a, b) in zip(group.expressions, g_spans, strict=True):
                 text = self.pieces(a, b)
-                index = find(node)
+                index = resolve_group(node)
                 if index is None:
                     index = self.add_derived(text, "GROUP_BY_DERIVED")
+                    self.note(index, node)
                 group_by.append(index)
                 group_texts.append(text)
+                group_nodes.append(node)
+                self.want_weight(index)
 
         # HAVING: evaluated after merging
         having_template: Template | None = None
+        having_bindings: dict[str, int] = {}
         having_i = self.clause("HAVING", from_i)
         if having is not None and having_i is not None:
             stop_i = min(
-                (i for w in ("ORDER", "LIMIT", "FOR", "LOCK", "WINDOW") if (i := self.clause(w, having_i)) is not None),
+                (i for w in ("ORDER", "LIMIT", "OFFSET", "FETCH", "FOR", "LOCK", "WINDOW")
+                 if (i := self.clause(w, having_i)) is not None),
                 default=None,
             )
             end = tokens[stop_i].start if stop_i is not None else self._end()
             body = self.sql[tokens[having_i].end : end]
             lead = len(body) - len(body.lstrip())
             h_start, h_end = tokens[having_i].end + lead, tokens[having_i].end + len(body.rstrip())
-            having_template = build_template(self.shape, h_start, h_end, ())
-            for agg in having.this.find_all(exp.AggFunc):
+            bound_columns: dict[int, int | None] = {}
+            for column in having.this.find_all(exp.Column):
+                if isinstance(column.this, exp.Star) or column.find_ancestor(exp.AggFunc) is not None:
+                    continue
+                bound = self._having_reference(column, find_select, group_by, group_nodes, items, item_index)
+                bound_columns[id(column)] = bound
+                if bound is not None:
+                    having_bindings[_norm(column)] = bound
+            # Conditions on the group keys alone stay on the nodes (a group's key is the same on every node
+            # that holds part of it, so each node keeps or drops it alike) and are compared there, by the
+            # collation; the rest is evaluated after merging.
+            local, merged = self._split_having(having.this, having_i, stop_i, set(group_by), bound_columns)
+            node_having: tuple[Piece, ...] = ()
+            if merged is None or not local:
+                having_template = build_template(self.shape, h_start, h_end, ())
+            else:
+                if merged:
+                    merged_pieces: list[Piece] = []
+                    for j, (a, b) in enumerate(merged):
+                        merged_pieces += [" AND (" if j else "(",
+                                          *build_template(self.shape, tokens[a].start, tokens[b - 1].end, ()).pieces,
+                                          ")"]
+                    having_template = Template(_join_static(merged_pieces))
+                node_parts: list[Piece] = []
+                for j, (a, b) in enumerate(local):
+                    node_parts += [") AND (" if j else "HAVING (", *self.pieces(a, b)]
+                node_having = (*node_parts, ")")
+            for agg in (having.this.find_all(exp.AggFunc) if having_template is not None else ()):
                 kind = _AGGREGATES.get(type(agg))
                 if kind is None or isinstance(agg.this, exp.Distinct) or kind is AggregateKind.AVG:
                     raise _Refuse("this HAVING aggregate cannot be merged over several data nodes")
@@ -591,21 +832,41 @@ class _SelectRewriter:
                     raise _Refuse("a parameter inside a HAVING aggregate is not supported over several data nodes")
                 self.pin_matches(agg, [i for i in items if not isinstance(i, exp.Alias)], force=True)
                 text = agg.sql(dialect="mysql")
-                if any(not isinstance(i, exp.Alias) and _norm(i) == text.lower() for i in items):
+                same = next((index for i, index in zip(items, item_index, strict=True)
+                             if not isinstance(i, exp.Alias) and _norm(i) == text.lower()), None)
+                if same is not None:
+                    having_bindings[text.lower()] = same  # its name on the nodes has the actual table's
                     continue
                 if agg.find(exp.Column) is not None and any(c.table for c in agg.find_all(exp.Column)):
                     raise _Refuse("qualified columns in HAVING aggregates are not supported over several data nodes")
                 index = self.add_derived((text,), "HAVING_DERIVED")
                 self.derived[-1] = f" AS `{text.replace('`', '``')}`"
-                aggregates.append(AggregateItem(kind, index))
-            self.extra.append(Edit(tokens[having_i].start, end, ()))
+                having_bindings[text.lower()] = index
+                limit_i = None
+                if kind is AggregateKind.GROUP_CONCAT:
+                    sep = agg.args.get("separator")
+                    values = agg.this.expressions if isinstance(agg.this, exp.Concat) else [agg.this]
+                    limit_i = self.add_derived(_group_concat_limit(
+                        (", ".join(v.sql(dialect="mysql") for v in values),),
+                        (sep.sql(dialect="mysql") if sep is not None else "','",)), "GROUP_CONCAT_LIMIT")
+                aggregates.append(AggregateItem(kind, index, limit_index=limit_i))
+                self.column_pieces[index] = (text,)
+                if kind in (AggregateKind.MIN, AggregateKind.MAX):
+                    self.maybe_text[index] = self._maybe_text(agg.this)
+                    self.want_weight(index)
+            if having_template is not None:
+                self._having_text_comparisons(having_bindings)
+            # the clause ends at its last token: clauses the rewrite inserts after it (ORDER BY) go there
+            start = tokens[having_i].start if node_having else tokens[having_i - 1].end
+            self.extra.append(Edit(start, h_end, node_having))
 
         # ORDER BY
         order_by: list[OrderItem] = []
         order_i = self.clause("ORDER", from_i)
         if order is not None and order_i is not None:
             stop = min(
-                (i for w in ("LIMIT", "FOR", "LOCK") if (i := self.clause(w, order_i)) is not None), default=len(tokens)
+                (i for w in ("LIMIT", "OFFSET", "FETCH", "FOR", "LOCK") if (i := self.clause(w, order_i)) is not None),
+                default=len(tokens),
             )
             o_spans = _split_items(tokens, order_i + 2, stop)
             if len(o_spans) != len(order.expressions):
@@ -614,9 +875,10 @@ class _SelectRewriter:
                 node = ordered.this
                 if tokens[b - 1].upper in ("ASC", "DESC"):
                     b -= 1
-                index = find(node)
+                index = resolve_order(node)
                 if index is None:
                     index = self.add_derived(self.pieces(a, b), "ORDER_BY_DERIVED")
+                    self.note(index, node)
                     kind = _AGGREGATES.get(type(node))
                     if kind is not None and kind not in (AggregateKind.AVG, AggregateKind.GROUP_CONCAT):
                         if isinstance(node.this, exp.Distinct):
@@ -627,6 +889,7 @@ class _SelectRewriter:
                             "ORDER BY AVG/GROUP_CONCAT not in the select list is not supported over several data nodes"
                         )
                 order_by.append(OrderItem(index, bool(ordered.args.get("desc"))))
+                self.want_weight(index)
         groups_sorted = False
         if distinct_group is not None:
             # one node row per (group, distinct value)
@@ -634,24 +897,160 @@ class _SelectRewriter:
                 last = max(i for i in range(group_i, len(tokens)) if i < (self._group_stop(group_i)))
                 self.extra.append(Edit(tokens[last].end, tokens[last].end, (", ", *distinct_group)))
             else:
-                pos = self._clause_insert_point(from_i, ("HAVING", "ORDER", "LIMIT", "FOR", "LOCK", "WINDOW"))
+                pos = self._clause_insert_point(
+                    from_i, ("HAVING", "ORDER", "LIMIT", "OFFSET", "FETCH", "FOR", "LOCK", "WINDOW"))
                 self.extra.append(Edit(pos, pos, (" GROUP BY ", *distinct_group)))
         if group_by and not order_by:
-            pos = self._clause_insert_point(from_i, ("LIMIT", "FOR", "LOCK"))
+            pos = self._clause_insert_point(from_i, ("LIMIT", "OFFSET", "FETCH", "FOR", "LOCK"))
             joined: list[Piece] = [" ORDER BY "]
-            for j, text in enumerate(group_texts):
+            for j, (text, node, index) in enumerate(zip(group_texts, group_nodes, group_by, strict=True)):
                 if j:
                     joined.append(", ")
-                joined.extend(text)
+                # a GROUP BY column an alias shadows is named by its position (ORDER BY prefers aliases)
+                joined.extend((str(index + 1),) if id(node) in shadowed else text)
             self.extra.append(Edit(pos, pos, tuple(joined)))
             groups_sorted = True
         elif group_by and [o.index for o in order_by] == group_by:
             groups_sorted = True
+        if distinct:
+            for index in range(self.visible):
+                self.want_weight(index)
 
-        # LIMIT: every node returns offset + count rows from row 0
-        offset_slot = limit_slot = None
+        # LIMIT / OFFSET ... FETCH: every node returns offset + count rows from row 0
+        grouped = bool(group_by or aggregates)
+        # Groups are only complete after merging: a node's LIMIT may cut a group that another node
+        # also holds, or a group HAVING would drop. Nodes keep LIMIT only when they return groups in
+        # the order of the merge (ORDER BY = GROUP BY, nothing filtered or split after merging): then
+        # every global top-n group is among each node's top-n groups, complete.
+        keep = not grouped or (groups_sorted and having_template is None and distinct_group is None)
+        # SQL_CALC_FOUND_ROWS with pagination: FOUND_ROWS() is the number of rows without it. Merged rows
+        # (groups, DISTINCT) are counted by the merge, which then needs every node row; plain rows are
+        # counted by each node (COUNT(*) OVER () beside its first offset + count rows).
+        found_rows: str | None = None
+        if calc_found_rows and has_limit:
+            found_rows = "count" if grouped or distinct or having_template is not None else "window"
+            if found_rows == "count":
+                keep = False
+        pagination = self._pagination(from_i, keep, at_least_one=found_rows == "window") if has_limit else None
+        offset_slot, limit_slot, limit_default, with_ties = pagination or (None, None, None, False)
+        if with_ties and not order_by:
+            with_ties = False  # MariaDB refuses FETCH ... WITH TIES without ORDER BY; the nodes will say so
+        found_rows_index = None
+        if found_rows == "window":
+            if limit_slot is None and limit_default is None:
+                found_rows = "count"  # OFFSET alone: every row comes to the merge anyway
+            else:
+                found_rows_index = self.add_derived(("COUNT(*) OVER ()",), "FOUND_ROWS_DERIVED")
+
+        if self.derived or self.weight_requests:
+            weights = self._weight_columns()
+            self.extra.append(Edit(select_end, select_end, tuple(self.derived)))
+        else:
+            weights = ()
+        template = build_template(self.shape, 0, len(self.sql), [*self.edits, *self.extra])
+        merge = MergeTemplate(
+            visible_columns=self.visible,
+            order_by=tuple(order_by),
+            group_by=tuple(group_by),
+            aggregates=tuple(aggregates),
+            distinct=distinct,
+            having=having_template,
+            groups_sorted=groups_sorted,
+            offset_slot=offset_slot,
+            limit_slot=limit_slot,
+            limit_default=limit_default,
+            with_ties=with_ties,
+            found_rows=found_rows,
+            found_rows_index=found_rows_index,
+            separator_slots=tuple(self.separator_slots),
+            weights=weights,
+            having_bindings=tuple(having_bindings.items()),
+            having_weights=tuple(self.having_weights),
+        )
+        return template, merge, tuple(self.pins), None
+
+    def _having_text_comparisons(self, bindings: dict[str, int]) -> None:
+        """Comparisons of a merged HAVING between a text value (MIN/MAX, a select item) and a string
+        literal compare by weights: the value's weight column, and the literal's weight under the value's
+        collation (CONCAT(LEFT(value, 0), literal) has it), both from the nodes."""
+        conjuncts = self.merged_having or []
+        for conjunct in conjuncts:
+            for node in conjunct.find_all(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ):
+                sides = (node.this, node.expression)
+                literal = next((x for x in sides if isinstance(x, exp.Literal) and x.is_string), None)
+                value = next((x for x in sides if isinstance(x, exp.Column | exp.Min | exp.Max)), None)
+                if literal is None or value is None or (k := self.slot_of(literal)) is None:
+                    continue
+                index = bindings.get(value.sql(dialect="mysql").lower())
+                if index is None or not self.maybe_text.get(index, True):
+                    continue
+                pieces = self.column_pieces.get(index)
+                if pieces is None or _volatile(pieces):
+                    continue
+                self.want_weight(index)
+                if index not in self.weight_requests:
+                    continue
+                literal_weight = self.add_derived(
+                    weight_sql_pieces(("CONCAT(LEFT(", *pieces, ", 0), ", ValueSlot(k), ")")),  # type: ignore[arg-type]
+                    "HAVING_LITERAL_WEIGHT")
+                self.having_weights.append((node.sql(dialect="mysql").lower(), index, literal_weight))
+
+    def _split_having(
+        self, condition: exp.Expression, having_i: int, stop_i: int | None, group_keys: set[int],
+        bound: dict[int, int | None],
+    ) -> tuple[list[tuple[int, int]], list[tuple[int, int]] | None]:
+        """The HAVING conjuncts (token ranges) the nodes can evaluate — no aggregate, no subquery, every
+        name a GROUP BY key — and the others; (.., None) when the text cannot be cut into conjuncts."""
+        tokens = self.tokens
+        stop = stop_i if stop_i is not None else len([t for t in tokens if t.text != ";"])
+        spans: list[tuple[int, int]] = []
+        first, between = having_i + 1, False
+        for i in range(having_i + 1, stop):
+            t = tokens[i]
+            if t.depth != 0:
+                continue
+            if t.upper == "BETWEEN":
+                between = True
+            elif t.upper in ("AND", "&&"):
+                if between:
+                    between = False
+                    continue
+                spans.append((first, i))
+                first = i + 1
+        spans.append((first, stop))
+        conjuncts: list[exp.Expression] = []
+        stack = [condition]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, exp.And):
+                stack.extend((node.expression, node.this))
+            else:
+                conjuncts.append(node)
+        if len(conjuncts) != len(spans) or any(a >= b for a, b in spans):
+            return [], None
+        local: list[tuple[int, int]] = []
+        merged: list[tuple[int, int]] = []
+        self.merged_having = []
+        for node, span in zip(conjuncts, spans, strict=True):
+            columns = [c for c in node.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
+            on_keys = (columns and node.find(exp.AggFunc) is None and node.find(exp.Select) is None
+                       and all(bound.get(id(c)) in group_keys for c in columns))
+            (local if on_keys else merged).append(span)
+            if not on_keys:
+                self.merged_having.append(node)
+        return local, merged
+
+    def _pagination(
+        self, from_i: int, keep: bool, *, at_least_one: bool = False
+    ) -> tuple[int | None, int | None, int | None, bool] | None:
+        """Find LIMIT [o,] n / LIMIT n OFFSET o / OFFSET o ROWS [FETCH FIRST|NEXT [n] ROW|ROWS ONLY|WITH TIES]
+        and rewrite it for the nodes: removed when groups are merged (`keep` false), else from row 0 to
+        o + n (`at_least_one`: never 0 rows: a node's first row carries its COUNT(*) OVER ()). Returns
+        (offset slot, count slot, implicit count, with ties)."""
+        minimum = 1 if at_least_one else 0
+        tokens = self.tokens
         limit_i = self.clause("LIMIT", from_i)
-        if has_limit and limit_i is not None:
+        if limit_i is not None:
             values = [t for t in tokens[limit_i + 1 : limit_i + 4]]
             first = values[0] if values else None
             k1 = self.slots.get(first.start) if first is not None else None
@@ -666,37 +1065,190 @@ class _SelectRewriter:
                 offset_slot, limit_slot = k2, k1
                 offset_token, count_token = values[2], values[0]
             else:
-                limit_slot, offset_token, count_token = k1, None, None
-            # Groups are only complete after merging: a node's LIMIT may cut a group that another node
-            # also holds, or a group HAVING would drop. Nodes keep LIMIT only when they return groups in
-            # the order of the merge (ORDER BY = GROUP BY, nothing filtered or split after merging): then
-            # every global top-n group is among each node's top-n groups, complete.
-            grouped = bool(group_by or aggregates)
-            keep = groups_sorted and having_template is None and distinct_group is None
-            if grouped and not keep:
+                offset_slot, limit_slot, offset_token, count_token = None, k1, None, None
+            if not keep:
                 last = values[2] if offset_token is not None else values[0]
                 self.extra.append(Edit(tokens[limit_i].start, last.end, ()))
             elif offset_token is not None and count_token is not None and offset_slot is not None:
                 self.extra.append(Edit(offset_token.start, offset_token.end, (LimitOffsetSlot(offset_slot),)))
-                self.extra.append(
-                    Edit(count_token.start, count_token.end, (LimitCountSlot(limit_slot, offset_slot),))  # type: ignore[arg-type]
-                )
-        if self.derived:
-            self.extra.append(Edit(select_end, select_end, tuple(self.derived)))
-        template = build_template(self.shape, 0, len(self.sql), [*self.edits, *self.extra])
-        merge = MergeTemplate(
-            visible_columns=self.visible,
-            order_by=tuple(order_by),
-            group_by=tuple(group_by),
-            aggregates=tuple(aggregates),
-            distinct=distinct,
-            having=having_template,
-            groups_sorted=groups_sorted,
-            offset_slot=offset_slot,
-            limit_slot=limit_slot,
-            separator_slots=tuple(self.separator_slots),
-        )
-        return template, merge, tuple(self.pins), None
+                self.extra.append(Edit(count_token.start, count_token.end,
+                                       (LimitCountSlot(limit_slot, offset_slot, minimum=minimum),)))
+            elif minimum:
+                token = values[0]
+                self.extra.append(Edit(token.start, token.end, (LimitCountSlot(limit_slot, None, minimum=minimum),)))
+            return offset_slot, limit_slot, None, False
+        offset_i = self.clause("OFFSET", from_i)
+        fetch_i = self.clause("FETCH", from_i)
+        if offset_i is None and fetch_i is None:
+            return None
+        offset_slot = None
+        if offset_i is not None:
+            token = tokens[offset_i + 1] if offset_i + 1 < len(tokens) else None
+            offset_slot = self.slots.get(token.start) if token is not None else None
+            if offset_slot is None:
+                raise _Refuse("OFFSET must be a number over several data nodes")
+        count_slot: int | None = None
+        default: int | None = None
+        with_ties = False
+        end_i = (offset_i + 2 if offset_i is not None else from_i)  # the last token of the clause, so far
+        if offset_i is not None and end_i < len(tokens) and tokens[end_i].upper in ("ROW", "ROWS"):
+            pass
+        else:
+            end_i -= 1
+        if fetch_i is not None:
+            j = fetch_i + 1
+            if j < len(tokens) and tokens[j].upper in ("FIRST", "NEXT"):
+                j += 1
+            if j < len(tokens) and (k := self.slots.get(tokens[j].start)) is not None:
+                count_slot = k
+                count_token: Token | None = tokens[j]
+                j += 1
+            else:
+                count_token, default = None, 1
+            if j < len(tokens) and tokens[j].upper in ("ROW", "ROWS"):
+                j += 1
+            if j + 1 < len(tokens) and tokens[j].upper == "WITH" and tokens[j + 1].upper == "TIES":
+                with_ties, end_i = True, j + 1
+            elif j < len(tokens) and tokens[j].upper == "ONLY":
+                end_i = j
+            else:
+                raise _Refuse("the proxy could not read the FETCH clause")
+        else:
+            count_token = None
+        start_i = offset_i if offset_i is not None else fetch_i
+        assert start_i is not None
+        if not keep:
+            self.extra.append(Edit(tokens[start_i].start, tokens[end_i].end, ()))
+            return offset_slot, count_slot, default, with_ties
+        if offset_slot is not None:
+            token = tokens[offset_i + 1]  # type: ignore[operator]
+            self.extra.append(Edit(token.start, token.end, (LimitOffsetSlot(offset_slot),)))
+            if count_token is not None:
+                self.extra.append(Edit(count_token.start, count_token.end,
+                                       (LimitCountSlot(count_slot, offset_slot, minimum=minimum),)))
+            elif fetch_i is not None:
+                at = tokens[fetch_i + 1].end  # after FIRST / NEXT
+                self.extra.append(Edit(at, at, (" ", LimitCountSlot(None, offset_slot, default or 1, minimum))))
+        elif count_token is not None and minimum:
+            self.extra.append(Edit(count_token.start, count_token.end,
+                                   (LimitCountSlot(count_slot, None, minimum=minimum),)))
+        return offset_slot, count_slot, default, with_ties
+
+    def _item_expression(self, item: exp.Expression, a: int, b: int) -> tuple[Piece, ...] | None:
+        """The pieces of a select item's expression without its alias (None when they cannot be cut)."""
+        tokens = self.tokens
+        if not isinstance(item, exp.Alias):
+            return self.pieces(a, b)
+        last = tokens[b - 1]
+        alias = last.text[1:-1].replace("``", "`") if last.kind == "b" else (
+            last.text[1:-1] if last.kind == "s" else last.text)
+        if alias.lower() != item.alias.lower():
+            return None
+        stop = b - 1
+        if stop - 1 >= a and tokens[stop - 1].upper == "AS":
+            stop -= 1
+        return self.pieces(a, stop) if stop > a else None
+
+    def _maybe_text(self, node: exp.Expression) -> bool:
+        """False when `node` certainly is not text (by its form, or a column whose type the metadata
+        knows); MIN/MAX take their argument's type."""
+        if isinstance(node, exp.Min | exp.Max):
+            return self._maybe_text(node.this)
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            data_type = self.column_type(node)
+            return data_type is None or data_type in _TEXT_TYPES
+        return _maybe_text(node)
+
+    def column_type(self, column: exp.Column) -> str | None:
+        lookup = getattr(self.metadata, "column_type", None)
+        if lookup is None:
+            return None
+        name, qualifier = column.name.lower(), column.table.lower()
+        found: set[str | None] = set()
+        for occ in self.from_tables:
+            if qualifier and occ.ref != qualifier:
+                continue
+            names = self.metadata.columns(occ.name)
+            if names is None:
+                return None
+            if any(c.lower() == name for c in names):
+                found.add(lookup(occ.name, name))
+        return found.pop() if len(found) == 1 else None
+
+    def note(self, index: int, node: exp.Expression) -> None:
+        """What column `index` (the value of `node`) is: maybe text? an ENUM / SET column?"""
+        self.maybe_text[index] = self._maybe_text(node)
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star) and (
+                self.column_type(node) in ("enum", "set")):
+            self.ordinals.add(index)
+
+    def want_weight(self, index: int) -> None:
+        """Compare column `index` by the nodes' own weights if it may be text (see merge.weights). An ENUM
+        or SET column orders by its number (MariaDB sorts it so; MIN/MAX compare the text): its 'weight'
+        is the number, zero-padded, as binary."""
+        if index in self.weight_requests or not self.maybe_text.get(index, True):
+            return
+        pieces = self.column_pieces.get(index)
+        if pieces is None or _volatile(pieces):
+            return
+        if index in self.ordinals:
+            self.weight_requests[index] = ("CONCAT('binary:0:0:0:', LPAD((", *pieces, ") + 0, 20, '0'))")
+            return
+        self.weight_requests[index] = weight_sql_pieces(pieces)  # type: ignore[assignment]
+
+    def _weight_columns(self) -> tuple[tuple[int, int], ...]:
+        """Append the weight columns after every other derived column; (value index, weight index)."""
+        out: list[tuple[int, int]] = []
+        for index, pieces in self.weight_requests.items():
+            weight_index = self.add_derived(pieces, "WEIGHT_DERIVED")
+            out.append((index, weight_index))
+        return tuple(out)
+
+    def from_has_column(self, name: str, qualifier: str) -> bool | None:
+        """Is `name` a column of a table of the FROM clause (of the one `qualifier` names)? None: unknown."""
+        unknown = False
+        for occ in self.from_tables:
+            if qualifier and occ.ref != qualifier:
+                continue
+            columns = self.metadata.columns(occ.name)
+            if columns is None:
+                unknown = True
+                continue
+            if any(c.lower() == name for c in columns):
+                return True
+        return None if unknown else False
+
+    def _having_reference(
+        self, column: exp.Column, find_select: Any, group_by: Sequence[int], group_nodes: Sequence[exp.Expression],
+        items: Sequence[exp.Expression], item_index: Sequence[int],
+    ) -> int | None:
+        """MariaDB's resolve_ref_in_select_and_group for a name in HAVING outside aggregates: the select
+        list, unless a GROUP BY column of that name is another one (then that, with a warning)."""
+        name, qualifier = column.name.lower(), column.table.lower()
+        found = find_select(name, qualifier)
+        if found is AMBIGUOUS:
+            raise _Refuse(f"HAVING {column.sql(dialect='mysql')} is ambiguous (several select items of that name)")
+        in_group: int | None = None
+        by_index = dict(zip(item_index, items, strict=True))
+        for index, node in zip(group_by, group_nodes, strict=True):
+            item = by_index.get(index)
+            match = False
+            if item is not None and index < self.visible:
+                inner = item.unalias()
+                if not qualifier and isinstance(item, exp.Alias) and item.alias.lower() == name:
+                    match = True
+                elif isinstance(inner, exp.Column) and inner.name.lower() == name and (
+                        not qualifier or not inner.table or inner.table.lower() == qualifier):
+                    match = True
+            elif isinstance(node, exp.Column) and node.name.lower() == name and (
+                    not qualifier or not node.table or node.table.lower() == qualifier):
+                match = True
+            if match:
+                in_group = index
+                break
+        if found is not None and in_group is not None and found != in_group:
+            return in_group
+        return found if found is not None else in_group
 
     def _end(self) -> int:
         toks = [t for t in self.tokens if t.text != ";"]
@@ -706,7 +1258,7 @@ class _SelectRewriter:
         return min(
             (
                 i
-                for w in ("HAVING", "ORDER", "LIMIT", "FOR", "LOCK", "WINDOW")
+                for w in ("HAVING", "ORDER", "LIMIT", "OFFSET", "FETCH", "FOR", "LOCK", "WINDOW")
                 if (i := self.clause(w, group_i)) is not None
             ),
             default=len(self.tokens),
@@ -745,11 +1297,15 @@ def _strip_distinct(arg: Sequence[Piece]) -> tuple[Piece, ...]:
 
 
 def select_rewrite(
-    shape: Shape, tokens: Sequence[Token], ast: exp.Select, edits: Sequence[Edit], metadata: Any, tables: Any
+    shape: Shape, tokens: Sequence[Token], ast: exp.Select, edits: Sequence[Edit], metadata: Any, tables: Any,
+    all_tables: Any = None,
 ) -> tuple[Template, MergeTemplate | None, tuple[tuple[int, str], ...], str | None]:
-    """The multi-unit template and merge template of a SELECT, or the reason it cannot run on several units."""
+    """The multi-unit template and merge template of a SELECT, or the reason it cannot run on several units.
+
+    `tables`: the sharded table occurrences; `all_tables`: every table occurrence (name resolution looks
+    at the columns of all the FROM clause's tables)."""
     try:
-        return _SelectRewriter(shape, tokens, ast, edits, metadata, tables).run()
+        return _SelectRewriter(shape, tokens, ast, edits, metadata, tables, all_tables).run()
     except _Refuse as refusal:
         full = build_template(shape, 0, len(shape.sql), edits)
         names = ", ".join(dict.fromkeys(t.name for t in tables))

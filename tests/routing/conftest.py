@@ -60,12 +60,20 @@ class Counter:
 
 
 class Metadata:
-    def __init__(self, columns: Mapping[str, list[str]], singles: Mapping[str, str]) -> None:
+    def __init__(
+        self, columns: Mapping[str, list[str]], singles: Mapping[str, str], types: Mapping[str, str] | None = None
+    ) -> None:
         self._columns = columns
+        self._types = types or {}
         self._singles = singles
 
     def columns(self, logic_table: str) -> list[str] | None:
         return self._columns.get(logic_table.lower())
+
+    def column_type(self, logic_table: str, column: str) -> str | None:
+        if column.lower() not in (c.lower() for c in self._columns.get(logic_table.lower(), ())):
+            return None
+        return self._types.get(column.lower())
 
     def single_table_data_source(self, table: str) -> str | None:
         return self._singles.get(table.lower())
@@ -118,6 +126,9 @@ METADATA = Metadata(
         "t_address": ["address_id", "address_name"],
     },
     singles={"t_user": "ds_0", "t_stat": "ds_1"},
+    # by column name, whatever the table (text columns get a weight column in multi-node merges)
+    types={"order_id": "bigint", "user_id": "int", "status": "varchar", "amount": "decimal",
+           "order_item_id": "bigint", "address_id": "bigint", "address_name": "varchar"},
 )
 
 

@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 
 from merge.spec import AggregateItem, AggregateKind, MergeSpec, OrderItem
+from merge.weights import weight_sql
 from routing.errors import RoutingError
 from routing.kernel import ShardingKernel
 
 A = AggregateKind
+W_STATUS = weight_sql("status")  # text keys carry the node's sort key (merge.weights)
 
 
 @pytest.mark.parametrize(
@@ -74,21 +76,22 @@ A = AggregateKind
         (
             "SELECT SUM(amount) FROM t_order GROUP BY status",
             None,
-            "SELECT SUM(amount), status AS GROUP_BY_DERIVED_0 FROM t_order_0 GROUP BY status ORDER BY status",
+            f"SELECT SUM(amount), status AS GROUP_BY_DERIVED_0, {W_STATUS} AS WEIGHT_DERIVED_1 FROM t_order_0 GROUP BY status ORDER BY status",
             None,
-            MergeSpec(1, group_by=(1,), aggregates=(AggregateItem(A.SUM, 0),), groups_sorted=True),
+            MergeSpec(1, group_by=(1,), aggregates=(AggregateItem(A.SUM, 0),), groups_sorted=True, weights=((1, 2),)),
         ),
         (
             "SELECT COUNT(DISTINCT status), SUM(amount) FROM t_order",
             None,
-            "SELECT COUNT(DISTINCT status), SUM(amount), status AS AGGREGATION_DISTINCT_DERIVED_0 FROM t_order_0 GROUP BY status",
+            f"SELECT COUNT(DISTINCT status), SUM(amount), status AS AGGREGATION_DISTINCT_DERIVED_0, {W_STATUS} AS WEIGHT_DERIVED_1 FROM t_order_0 GROUP BY status",
             None,
-            MergeSpec(2, aggregates=(AggregateItem(A.COUNT_DISTINCT, 0, distinct_index=2), AggregateItem(A.SUM, 1))),
+            MergeSpec(2, aggregates=(AggregateItem(A.COUNT_DISTINCT, 0, distinct_index=2), AggregateItem(A.SUM, 1)),
+                      weights=((2, 3),)),
         ),
         (
             "SELECT status, COUNT(*) FROM t_order GROUP BY status HAVING COUNT(*) > 1 AND MAX(amount) > 3 ORDER BY 2 DESC",
             None,
-            "SELECT status, COUNT(*), MAX(amount) AS `MAX(amount)` FROM t_order_0 GROUP BY status ORDER BY 2 DESC",
+            f"SELECT status, COUNT(*), MAX(amount) AS `MAX(amount)`, {W_STATUS} AS WEIGHT_DERIVED_1 FROM t_order_0 GROUP BY status ORDER BY 2 DESC",
             None,
             MergeSpec(
                 2,
@@ -96,14 +99,16 @@ A = AggregateKind
                 group_by=(0,),
                 aggregates=(AggregateItem(A.COUNT, 1), AggregateItem(A.MAX, 2)),
                 having_sql="COUNT(*) > 1 AND MAX(amount) > 3",
+                weights=((0, 3),),
+                having_bindings=(("count(*)", 1), ("max(amount)", 2)),
             ),
         ),
         (
             "SELECT DISTINCT status FROM t_order",
             None,
-            "SELECT DISTINCT status FROM t_order_0",
+            f"SELECT DISTINCT status, {W_STATUS} AS WEIGHT_DERIVED_0 FROM t_order_0",
             None,
-            MergeSpec(1, distinct=True),
+            MergeSpec(1, distinct=True, weights=((0, 1),)),
         ),
         (
             "SELECT t_order.status FROM t_order ORDER BY t_order.amount",
@@ -115,9 +120,9 @@ A = AggregateKind
         (
             "SELECT status AS s FROM t_order ORDER BY s",
             None,
-            "SELECT status AS s FROM t_order_0 ORDER BY s",
+            f"SELECT status AS s, {W_STATUS} AS WEIGHT_DERIVED_0 FROM t_order_0 ORDER BY s",
             None,
-            MergeSpec(1, order_by=(OrderItem(0),)),
+            MergeSpec(1, order_by=(OrderItem(0),), weights=((0, 1),)),
         ),
         ("SELECT status FROM t_order", None, "SELECT status FROM t_order_0", None, None),
     ],
@@ -165,3 +170,67 @@ def test_backquotes_comments_and_hints_survive(kernel: ShardingKernel) -> None:
     assert [u.sql for u in routed.execution_units] == [
         "SELECT /*+ MAX_EXECUTION_TIME(10) */ `t_order_1`.`status` FROM `t_order_1` # c\nWHERE `user_id` = 2 AND `order_id` = 3"
     ]
+
+
+# --- issue 13: names as MariaDB resolves them, OFFSET ... FETCH, SQL_CALC_FOUND_ROWS -----------------------
+
+
+def test_group_by_name_of_an_alias_and_a_column_means_the_column(kernel: ShardingKernel) -> None:
+    """MariaDB: 'Column user_id in GROUP BY is ambiguous' and groups by the column; the nodes' added
+    ORDER BY must name it by position (as ORDER BY, user_id would mean the alias)."""
+    routed = kernel.route("SELECT amount AS user_id, COUNT(*) FROM t_order GROUP BY user_id HAVING user_id > 3")
+    # HAVING user_id means the GROUP BY column too: a condition on a group key, left to the nodes
+    assert routed.execution_units[0].sql == (
+        "SELECT amount AS user_id, COUNT(*), user_id AS GROUP_BY_DERIVED_0 FROM t_order_0 GROUP BY user_id "
+        "HAVING (user_id > 3) ORDER BY 3")
+    spec = routed.merge_spec
+    assert spec is not None and spec.group_by == (2,) and spec.groups_sorted and spec.having_sql is None
+    routed = kernel.route("SELECT amount AS user_id, COUNT(*) AS k FROM t_order GROUP BY user_id HAVING user_id > k")
+    spec = routed.merge_spec
+    assert spec is not None and spec.having_bindings == (("user_id", 2), ("k", 1))
+
+
+@pytest.mark.parametrize(("sql", "index"), [
+    ("SELECT -amount AS amount, order_id FROM t_order ORDER BY amount", 0),  # the alias
+    ("SELECT amount AS x, -amount AS x, order_id FROM t_order ORDER BY x", 1),  # an expression's alias wins
+    ("SELECT order_id, amount + 1 FROM t_order ORDER BY `amount + 1`", 1),  # the item's own name
+])
+def test_order_by_names(kernel: ShardingKernel, sql: str, index: int) -> None:
+    spec = kernel.route(sql).merge_spec
+    assert spec is not None and spec.order_by == (OrderItem(index),)
+
+
+def test_qualified_order_by_name_ignores_aliases(kernel: ShardingKernel) -> None:
+    routed = kernel.route("SELECT -amount AS amount FROM t_order ORDER BY t_order.amount")
+    assert "t_order_0.amount AS ORDER_BY_DERIVED_0" in routed.execution_units[0].sql
+    assert routed.merge_spec is not None and routed.merge_spec.order_by == (OrderItem(1),)
+
+
+@pytest.mark.parametrize(("sql", "node_tail", "offset", "limit", "ties"), [
+    ("SELECT order_id FROM t_order ORDER BY order_id OFFSET 5 ROWS FETCH FIRST 3 ROWS WITH TIES",
+     "ORDER BY order_id OFFSET 0 ROWS FETCH FIRST 8 ROWS WITH TIES", 5, 3, True),
+    ("SELECT order_id FROM t_order ORDER BY order_id OFFSET 2 ROWS FETCH NEXT ROW ONLY",
+     "ORDER BY order_id OFFSET 0 ROWS FETCH NEXT 3 ROW ONLY", 2, 1, False),
+    ("SELECT order_id FROM t_order ORDER BY order_id OFFSET 7 ROWS", "ORDER BY order_id OFFSET 0 ROWS", 7, None,
+     False),
+    ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id ORDER BY COUNT(*) FETCH FIRST 2 ROWS ONLY",
+     "GROUP BY user_id ORDER BY COUNT(*) ", 0, 2, False),
+])
+def test_offset_fetch_after_the_merge(kernel: ShardingKernel, sql: str, node_tail: str, offset: int,
+                                      limit: int | None, ties: bool) -> None:
+    routed = kernel.route(sql)
+    assert routed.execution_units[0].sql.endswith(node_tail)
+    spec = routed.merge_spec
+    assert spec is not None and (spec.offset, spec.limit, spec.with_ties) == (offset, limit, ties)
+
+
+def test_sql_calc_found_rows(kernel: ShardingKernel) -> None:
+    routed = kernel.route("SELECT SQL_CALC_FOUND_ROWS order_id FROM t_order ORDER BY order_id LIMIT 0")
+    assert routed.execution_units[0].sql == (
+        "SELECT SQL_CALC_FOUND_ROWS order_id, COUNT(*) OVER () AS FOUND_ROWS_DERIVED_0 FROM t_order_0 "
+        "ORDER BY order_id LIMIT 1")
+    spec = routed.merge_spec
+    assert spec is not None and (spec.found_rows, spec.found_rows_index, spec.limit) == ("window", 1, 0)
+    grouped = kernel.route("SELECT SQL_CALC_FOUND_ROWS user_id, COUNT(*) FROM t_order GROUP BY user_id LIMIT 3")
+    assert "LIMIT" not in grouped.execution_units[0].sql  # the merge counts the groups: it needs them all
+    assert grouped.merge_spec is not None and grouped.merge_spec.found_rows == "count"
