@@ -3,7 +3,9 @@ leaves without saying goodbye."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
 from typing import Any
 
 # t_big: id % 2 picks the data source, (id / 2) % 2 the table: ids 0..3 reach all four nodes
@@ -32,3 +34,66 @@ def abort(conn: Any) -> None:
     conn._rfile = None
     conn._result = None
     conn._closed = True
+
+
+class RelayPair:
+    """One client connection through a TcpRelay and its connection to the server."""
+
+    def __init__(self, client: socket.socket, server: socket.socket) -> None:
+        self.client, self.server = client, server
+        self.swallow = False  # the server's answers are not passed on any more
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+        for s in (self.client, self.server):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+
+class TcpRelay:
+    """A TCP relay on loopback in front of one MariaDB server, for a data source to connect through: each
+    connection accepted is paired with one to the server, and `pump(pair)` (a subclass's) moves the bytes,
+    where a fault test can act on them. `cut_all()` closes every pair (the server going away, to the proxy)."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.host, self.user, self.password = "127.0.0.1", server.user, server.password
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._pairs: list[RelayPair] = []
+        self._lock = threading.Lock()
+        self._stopped = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def pump(self, pair: RelayPair) -> None:
+        raise NotImplementedError
+
+    def cut_all(self) -> None:
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for pair in pairs:
+            pair.close()
+
+    def close(self) -> None:
+        self._stopped = True
+        self._listener.close()
+        self.cut_all()
+
+    def _accept(self) -> None:
+        while not self._stopped:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection((self.server.host, self.server.port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            pair = RelayPair(client, server)
+            with self._lock:
+                self._pairs.append(pair)
+            self.pump(pair)

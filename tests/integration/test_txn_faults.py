@@ -27,6 +27,7 @@ import pytest
 
 from proxy.sandbox import MariaDBServer, start_servers
 from tests.conftest import ServerFactory
+from tests.integration.faults import RelayPair, TcpRelay
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
 
 RULES = """\
@@ -43,23 +44,7 @@ RULES = """\
 ON = {"ds_0": 2, "ds_1": 1}
 
 
-class _Pair:
-    def __init__(self, client: socket.socket, server: socket.socket) -> None:
-        self.client, self.server = client, server
-        self.swallow = False  # the server's answers are not passed on any more
-        self.closed = False
-
-    def close(self) -> None:
-        self.closed = True
-        for s in (self.client, self.server):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-
-class FaultRelay:
+class FaultRelay(TcpRelay):
     """A TCP relay in front of one MariaDB server, for the proxy's data source to connect through.
 
     `cut_all()` closes every connection it carries (to the proxy this looks like the server going away;
@@ -68,50 +53,18 @@ class FaultRelay:
     the server ran it but before its answer reaches the proxy (a COMMIT whose OK is lost)."""
 
     def __init__(self, server: MariaDBServer) -> None:
-        self.server = server
-        self.host, self.user, self.password = "127.0.0.1", server.user, server.password
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self._listener.getsockname()[1])
-        self._pairs: list[_Pair] = []
-        self._lock = threading.Lock()
         self._cut: tuple[bytes, bool] | None = None
         self.cuts = 0
-        self._stopped = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(server)
 
     def cut_at(self, sql: str, *, forward: bool = False) -> None:
         self._cut = (b"\x03" + sql.encode(), forward)
 
-    def cut_all(self) -> None:
-        with self._lock:
-            pairs, self._pairs = self._pairs, []
-        for pair in pairs:
-            pair.close()
+    def pump(self, pair: RelayPair) -> None:
+        threading.Thread(target=self._pump, args=(pair, True), daemon=True).start()
+        threading.Thread(target=self._pump, args=(pair, False), daemon=True).start()
 
-    def close(self) -> None:
-        self._stopped = True
-        self._listener.close()
-        self.cut_all()
-
-    def _accept(self) -> None:
-        while not self._stopped:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection((self.server.host, self.server.port), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            server.settimeout(None)
-            pair = _Pair(client, server)
-            with self._lock:
-                self._pairs.append(pair)
-            threading.Thread(target=self._pump, args=(pair, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(pair, False), daemon=True).start()
-
-    def _pump(self, pair: _Pair, upstream: bool) -> None:
+    def _pump(self, pair: RelayPair, upstream: bool) -> None:
         src, dst = (pair.client, pair.server) if upstream else (pair.server, pair.client)
         try:
             while True:

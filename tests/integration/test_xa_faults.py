@@ -34,6 +34,7 @@ import pymysql
 import pytest
 
 from proxy.sandbox import MariaDBServer, start_servers
+from tests.integration.faults import RelayPair, TcpRelay
 from tests.integration.harness import RunningProxy, free_port, start_proxy, write_conf
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,36 +62,17 @@ Action = Callable[[], tuple[str, Callable[[], None] | None]]
 # --- the relay ------------------------------------------------------------------------------------------------
 
 
-class _Pair:
-    def __init__(self, client: socket.socket, server: socket.socket) -> None:
-        self.client, self.server = client, server
-        self.swallow = False  # the server's answers are not passed on any more
-
-    def close(self) -> None:
-        for s in (self.client, self.server):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
-
-
-class XARelay:
+class XARelay(TcpRelay):
     """A TCP relay in front of one MariaDB server that sees the proxy's commands one packet at a time.
 
     `arm(prefix, action)`: the next COM_QUERY whose text starts with `prefix` runs `action` just before it
     would go through (see `Action`)."""
 
     def __init__(self, server: MariaDBServer) -> None:
-        self.server = server
-        self.host, self.user, self.password = "127.0.0.1", server.user, server.password
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self._listener.getsockname()[1])
-        self._lock = threading.Lock()
         self._armed: tuple[bytes, Action] | None = None
         self.taken = threading.Event()  # the armed command came
         self.fired = threading.Event()  # and its action (with what runs after the command) is done
-        self._pairs: list[_Pair] = []
-        self._stopped = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(server)
 
     def arm(self, prefix: str, action: Action) -> None:
         self.taken.clear()
@@ -102,14 +84,6 @@ class XARelay:
         with self._lock:
             self._armed = None
 
-    def close(self) -> None:
-        self._stopped = True
-        self._listener.close()
-        with self._lock:
-            pairs, self._pairs = self._pairs, []
-        for pair in pairs:
-            pair.close()
-
     def _take(self, payload: bytes) -> Action | None:
         with self._lock:
             armed = self._armed
@@ -119,25 +93,11 @@ class XARelay:
                 return armed[1]
         return None
 
-    def _accept(self) -> None:
-        while not self._stopped:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection((self.server.host, self.server.port), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            server.settimeout(None)
-            pair = _Pair(client, server)
-            with self._lock:
-                self._pairs.append(pair)
-            threading.Thread(target=self._up, args=(pair,), daemon=True).start()
-            threading.Thread(target=self._down, args=(pair,), daemon=True).start()
+    def pump(self, pair: RelayPair) -> None:
+        threading.Thread(target=self._up, args=(pair,), daemon=True).start()
+        threading.Thread(target=self._down, args=(pair,), daemon=True).start()
 
-    def _down(self, pair: _Pair) -> None:
+    def _down(self, pair: RelayPair) -> None:
         try:
             while data := pair.server.recv(1 << 16):
                 if not pair.swallow:
@@ -146,7 +106,7 @@ class XARelay:
             pass
         pair.close()
 
-    def _up(self, pair: _Pair) -> None:
+    def _up(self, pair: RelayPair) -> None:
         buf = bytearray()
         try:
             while data := pair.client.recv(1 << 16):
