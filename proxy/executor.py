@@ -141,6 +141,16 @@ def log_statement(session: Session, sql: str, routed: RoutedStatement, params: S
 async def execute_plan(
     session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT
 ) -> None:
+    if routed.stepwise is not None:  # issue 17 hook: a write over several nodes run in steps (proxy.stepwise)
+        from proxy.stepwise import execute_stepwise
+
+        session.route = "multi"
+        try:
+            await execute_stepwise(session, db, routed)
+        except UnitFailed as exc:
+            session.error(exc.err.errno, f"[{exc.data_source}] " + _logical_message(db, routed, exc.err.message),
+                          exc.err.sqlstate)
+        return
     if routed.into_variables:
         from proxy.into import select_into
 

@@ -586,6 +586,7 @@ class _Compiler:
         if refuse is None:
             refuse = self.distribution_refusal(ast, sharded)
         set_checks = self.set_checks(ast, sharded) if isinstance(ast, exp.Update) else ()
+        stepwise = self.stepwise_kind(ast, kind, ours, sharded, refuse, set_checks)
         single_template = self.full_template(edits)
         multi_template, merge, pins = single_template, None, ()
         if kind is StatementKind.SELECT and isinstance(ast, exp.Select) and refuse is None:
@@ -622,7 +623,34 @@ class _Compiler:
             refuse_multi=refuse,
             set_checks=set_checks,
             layout=self.join_layout(ast, sharded) if len(sharded) > 1 else None,
+            stepwise=stepwise,
+            stepwise_table=ours[0].name if stepwise else "",
         )
+
+    def stepwise_kind(self, ast: exp.Expression, kind: StatementKind, ours: list[Occurrence],
+                      sharded: list[Occurrence], refuse: str | None, set_checks: tuple[SetCheck, ...]) -> str | None:
+        """Can the proxy run this write in steps where one statement per node would not be exact
+        (routing.stepwise)? Single-table UPDATE / DELETE with ORDER BY / LIMIT or a sharding column SET,
+        INSERT ... SELECT into a sharded table; everything else keeps its refusal."""
+        from routing import stepwise
+
+        if kind is StatementKind.INSERT and isinstance(ast, exp.Insert) and ours[0].category == "sharded" \
+                and not ours[0].nested and not is_replace(self.sql) and ast.args.get("conflict") is None:
+            return stepwise.INSERT_SELECT
+        if kind not in (StatementKind.UPDATE, StatementKind.DELETE) or len(ours) != 1 or len(sharded) != 1:
+            return None
+        if not isinstance(ast, exp.Update | exp.Delete) or ast.args.get("joins") or ast.args.get("returning"):
+            return None
+        if isinstance(ast, exp.Delete) and ast.args.get("tables"):
+            return None  # DELETE t1 FROM ...: a multi-table form
+        limited = ast.args.get("order") is not None or ast.args.get("limit") is not None
+        if not limited and not set_checks:
+            return None
+        if self.distribution_refusal(ast, sharded) is not None:
+            return None
+        if limited or refuse is None:
+            return stepwise.ROWS
+        return None
 
     def multi_unit_refusal(self, ast: exp.Expression, kind: StatementKind, sharded: list[Occurrence]) -> str | None:
         tables = ", ".join(dict.fromkeys(o.name for o in sharded))

@@ -45,6 +45,9 @@ class SessionHints:
     table_values: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     data_source: str | None = None
     write_route_only: bool = False
+    # a step of a write the proxy runs in steps (routing.stepwise): its ORDER BY / sharding-column SET
+    # apply to rows the proxy selected and locked, so they are no reason to refuse or mark it again
+    stepwise_inner: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,3 +73,5 @@ class RoutedStatement:
     # SET @v = (SELECT ...) routed to one unit: the user variables it assigns, whose values the proxy copies
     # to the session's other connections
     set_variables: tuple[str, ...] = ()
+    # a write the proxy must run in steps (routing.stepwise.StepwiseWrite): the units are not run as they are
+    stepwise: Any = None

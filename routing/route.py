@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from itertools import product
 from typing import Any
@@ -459,6 +459,8 @@ class ShardedPlan(Plan):
     refuse_multi: str | None = None  # why this statement cannot run on several units
     set_checks: tuple[SetCheck, ...] = ()
     layout: JoinLayout | None = None
+    stepwise: str | None = None  # routing.stepwise kind: over several nodes the proxy runs it in steps
+    stepwise_table: str = ""
 
     def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
         assert self.sharding is not None
@@ -476,24 +478,18 @@ class ShardedPlan(Plan):
         for logic, nodes in routed.items():
             if not nodes:  # contradictory conditions: one node answers "no rows"
                 routed[logic] = [self.sharding.tables[logic].data_nodes[0]]
-        try:
-            units = build_units(self.sharding, routed, self.order, self.layout)
-        except RoutingError:
-            if self.refuse_multi:  # the statement's own multi-node limit is the clearer reason
-                raise RoutingError(self.refuse_multi) from None
-            raise
-        if self.single_data_source is not None:
-            stray = sorted({u.data_source for u in units} - {self.single_data_source})
-            if stray:
-                raise RoutingError(
-                    f"single table(s) {', '.join(self.single_tables)} live on {self.single_data_source} but "
-                    f"the sharded tables {', '.join(self.order)} route to {', '.join(stray)} as well; "
-                    "add sharding conditions that keep them on one data source"
-                )
-        if len(units) > 1 and self.refuse_multi:
-            raise RoutingError(self.refuse_multi)
-        for check in self.set_checks:
-            _check_set(check, values)
+        inner = hints is not None and hints.stepwise_inner and self.stepwise is not None
+        if self.stepwise == "insert_select" and not inner:
+            # the steps route on their own (the SELECT, then each row): the units only stand for the
+            # written table's nodes
+            target = self.stepwise_table
+            units = build_units(self.sharding, {target: routed[target]}, (target,), None)
+            # the other tables named as on their first node: the units' text is only described (PREPARE)
+            others = {logic.lower(): nodes[0].table for logic, nodes in routed.items() if logic != target and nodes}
+            units = [replace(u, table_map={**others, **u.table_map}) for u in units]
+            stepwise = True
+        else:
+            units, stepwise = self._units(routed, values, hints, inner)
         ctx = self._ctx(shape, params, values)
         multi = len(units) > 1
         template = self.multi_template if multi else self.single_template
@@ -509,7 +505,47 @@ class ShardedPlan(Plan):
             into_variables=self.into_variables,
             into_trailing=self.into_trailing,
             set_variables=self.set_variables,
+            stepwise=self._stepwise(shape, params) if stepwise else None,
         )
+
+    def _units(self, routed: dict[str, list[DataNode]], values: Sequence[Any], hints: SessionHints | None,
+               inner: bool) -> tuple[list[RouteUnit], bool]:
+        """The statement's route units, and whether the proxy must run it in steps instead."""
+        assert self.sharding is not None
+        try:
+            units = build_units(self.sharding, routed, self.order, self.layout)
+        except RoutingError:
+            if self.refuse_multi:  # the statement's own multi-node limit is the clearer reason
+                raise RoutingError(self.refuse_multi) from None
+            raise
+        if self.single_data_source is not None:
+            stray = sorted({u.data_source for u in units} - {self.single_data_source})
+            if stray:
+                raise RoutingError(
+                    f"single table(s) {', '.join(self.single_tables)} live on {self.single_data_source} but "
+                    f"the sharded tables {', '.join(self.order)} route to {', '.join(stray)} as well; "
+                    "add sharding conditions that keep them on one data source"
+                )
+        stepwise = False
+        if len(units) > 1 and self.refuse_multi and not inner:
+            if self.stepwise is None:
+                raise RoutingError(self.refuse_multi)
+            stepwise = True
+        if not inner:
+            for check in self.set_checks:
+                try:
+                    _check_set(check, values)
+                except RoutingError:
+                    if self.stepwise is None:
+                        raise
+                    stepwise = True
+        return units, stepwise
+
+    def _stepwise(self, shape: Shape, params: Sequence[Any] | None) -> Any:
+        from routing.stepwise import StepwiseWrite
+
+        return StepwiseWrite(self.stepwise or "", self.stepwise_table, shape.sql,
+                             tuple(params) if params is not None else None, bool(self.set_checks))
 
 
 def _check_set(check: SetCheck, values: Sequence[Any]) -> None:
