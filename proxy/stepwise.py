@@ -22,6 +22,7 @@ COMMIT at the end, ROLLBACK when anything fails): nothing is left half-written.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -89,12 +90,18 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
         session.txn.joined = []
     savepoints: list[Any] = []
     try:
+        await _table_lock(session, db, step.table)
         if not implicit:
             savepoints = await _savepoint(session, db, step.table)
         if step.kind == INSERT_SELECT:
             outcome, info = await _insert_select(session, db, step, sql)
         else:
             outcome, info = await _rows_write(session, db, step, sql)
+    except asyncio.CancelledError:
+        if implicit:  # the client went away mid-statement: its connections' state is unknown, none is reused
+            txn.abandon(session)
+            txn.reset(session)
+        raise
     except BaseException as exc:
         if implicit:
             await txn.end_transaction(session, "ROLLBACK")
@@ -304,6 +311,34 @@ async def _write(session: Session, db: LogicalDatabase, sql: str) -> OKPacket:
             raise StepFailed(ERRPacket.decode(answer[0]))
         raise StepFailed(ERRPacket(1105, "a step of this write answered rows", "HY000"))
     return OKPacket.decode(answer[0], session.capabilities)
+
+
+# --- one stepwise writer per table at a time -------------------------------------------------------------
+
+
+async def _table_lock(session: Session, db: LogicalDatabase, table: str) -> None:
+    """A named lock per logic table on its first data source, held until the transaction ends (released
+    with the upsert locks, proxy.upsert.release_session_locks). Two stepwise writes of one table would
+    otherwise take their row locks on several servers in different orders and wait on each other across
+    servers, where no deadlock detection sees them, until innodb_lock_wait_timeout; in turn, each selects
+    the rows the other left (FOR UPDATE reads the latest committed rows)."""
+    from protocol.constants import ErrorCode
+    from protocol.errors import ServerError
+    from proxy.upsert import _rows
+
+    assert db.kernel is not None
+    rule = db.kernel.rules.sharding.tables[table]  # type: ignore[union-attr]
+    source = rule.data_sources[0]
+    name = f"shardproxy_stepwise.{db.name}.{table}"[:64]
+    held = session.txn.upsert_locks.setdefault(source, [])
+    if name in held:
+        return
+    conn = await session.backend(source, record_write=True)
+    rows = await _rows(conn, ExecutionUnit(conn.name, f"SELECT GET_LOCK('{name}', @@innodb_lock_wait_timeout)"))
+    if not rows or rows[0][0] != b"1":
+        raise ServerError("Lock wait timeout exceeded; try restarting transaction",
+                          errno=ErrorCode.LOCK_WAIT_TIMEOUT, sqlstate="HY000")
+    held.append(name)
 
 
 # --- savepoints inside the session's transaction ----------------------------------------------------------

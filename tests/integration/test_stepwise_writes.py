@@ -11,6 +11,7 @@ actual table) and check that nothing of the statement is left, on any node.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from typing import Any
 
@@ -167,3 +168,29 @@ def test_a_failing_node_leaves_nothing_written(failing_node: ShardedEnv, sql: st
             assert cur.fetchall() == (("kept",),)  # the transaction's earlier work survives the failed statement
             cur.execute("ROLLBACK")
     assert env.actual_rows("t_order") == before
+
+
+def test_concurrent_limited_writers_take_turns(env: ShardedEnv) -> None:
+    """Three sessions each delete the two lowest orders at once: each deletes two (the rows the others
+    left), and the six lowest are gone, as on one server where the row locks make them take turns."""
+    results: list[int] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(3)
+
+    def worker() -> None:
+        try:
+            with env.connect() as conn, conn.cursor() as cur:
+                barrier.wait()
+                results.append(cur.execute("DELETE FROM t_order ORDER BY order_id LIMIT 2"))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and results == [2, 2, 2]
+    _columns, rows = env.query("SELECT order_id FROM t_order ORDER BY order_id")
+    assert [r[0] for r in rows] == [7, 8]
+    placed_once(env)
