@@ -550,7 +550,9 @@ def run_dml(sc: Scenario, server: MariaDBServer, case: Case, proxy: Any, prepare
     if path is not None:
         _clear(server, sc.sources, path)
     _load_rows(server, sc.sources, sc.root / "data" / "actual" / "dataset.xml")
-    if not prepared and len([s for s in case.sql.split(";") if s.strip()]) > 1:
+    if len([s for s in case.sql.split(";") if s.strip()]) > 1:
+        # several statements: Connector/J prepares on the client side by default (useServerPrepStmts=false),
+        # so ShardingSphere's "prepared" run of them is a text query too
         kind, got = _execute_multi(sc, case.sql)
     else:
         kind, got = _execute(proxy, case.sql, case.params, prepared)

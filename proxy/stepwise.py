@@ -39,7 +39,14 @@ from routing.model import DataNode, TableRule
 from routing.parse import literal_value
 from routing.plan import ExecutionUnit, RoutedStatement, SessionHints
 from routing.route import precise_group, route_table
-from routing.stepwise import INSERT_SELECT, StepwiseWrite, assigned_columns, split_insert_select, split_rows_write
+from routing.stepwise import (
+    COMPUTED,
+    INSERT_SELECT,
+    StepwiseWrite,
+    assignments,
+    split_insert_select,
+    split_rows_write,
+)
 
 if TYPE_CHECKING:
     from proxy.runtime import LogicalDatabase
@@ -156,8 +163,10 @@ async def _rows_write(session: Session, db: LogicalDatabase, step: StepwiseWrite
         return outcome, info
     homes: dict[DataNode, list[list[str]]] = {}
     key = columns[: len(db.metadata.unique_keys(rule.logic_table)[0].columns)]
+    moves_possible = False
     if step.assigns_sharding:
-        changed = sorted(set(key) & assigned_columns(sql))
+        assigned = assignments(sql)
+        changed = sorted(set(key) & set(assigned))
         if changed:
             raise RoutingError(
                 f"this UPDATE of {rule.logic_table} assigns key column(s) {', '.join(changed)} and sharding "
@@ -168,11 +177,15 @@ async def _rows_write(session: Session, db: LogicalDatabase, step: StepwiseWrite
         for row, lits in zip(rows, literals, strict=True):
             values = {c: _routing_value(v, col, session.charset) for c, v, col in zip(columns, row, header, strict=True)
                       if c in rule.sharding_columns}
-            homes.setdefault(_node_of(rule, values), []).append(lits[: len(key)])
+            home = _node_of(rule, values)
+            homes.setdefault(home, []).append(lits[: len(key)])
+            new = {c: assigned.get(c, v) for c, v in values.items()}
+            # literals the row already routes with (Django's save() sends the unchanged value): it stays
+            moves_possible = moves_possible or _may_move(rule, new, home)
     for start in range(0, len(literals), _BATCH):
         ok = await _write(session, db, split.write_sql(columns, literals[start : start + _BATCH]))
         outcome.add(ok)
-    if step.assigns_sharding:
+    if moves_possible:
         await _move_rows(session, db, rule, key, homes)
     from proxy.executor import _merged_info
 
@@ -221,6 +234,17 @@ def _key_condition(keys: list[str], rows: list[list[str]]) -> str:
     if len(keys) == 1:
         return f"{_quote(keys[0])} IN ({', '.join(r[0] for r in rows)})"
     return f"({', '.join(_quote(k) for k in keys)}) IN ({', '.join('(' + ', '.join(r) + ')' for r in rows)})"
+
+
+def _may_move(rule: TableRule, new: dict[str, Any], home: DataNode) -> bool:
+    """Could the row's new sharding values route elsewhere? (Only plain literals are worked out here; the
+    rows are read back after the write otherwise.)"""
+    if any(v is COMPUTED for v in new.values()):
+        return True
+    try:
+        return _node_of(rule, new) != home
+    except Exception:  # a literal the algorithm does not take as it is: read the row back
+        return True
 
 
 def _node_of(rule: TableRule, values: dict[str, Any]) -> DataNode:

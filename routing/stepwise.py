@@ -91,10 +91,11 @@ class RowsWrite:
         ``SET id = id + 1 ORDER BY id DESC`` still work); the LIMIT goes."""
         if len(columns) == 1:
             cond = f"{self.qualifier}.{_quote(columns[0])} IN ({', '.join(r[0] for r in rows)})"
-        else:
-            names = ", ".join(f"{self.qualifier}.{_quote(c)}" for c in columns)
-            tuples = ", ".join("(" + ", ".join(r) + ")" for r in rows)
-            cond = f"({names}) IN ({tuples})"
+        else:  # OR of ANDs, not a row IN: the kernel routes each row's sharding values to its own node
+            names = [f"{self.qualifier}.{_quote(c)}" for c in columns]
+            cond = " OR ".join("(" + " AND ".join(f"{n} = {v}" for n, v in zip(names, r, strict=True)) + ")"
+                               for r in rows)
+            cond = f"({cond})" if len(rows) > 1 else cond
         sql = self.sql
         cuts: list[tuple[int, int, str]] = []
         if self.where_cond is not None:
@@ -221,14 +222,38 @@ def split_insert_select(sql: str) -> InsertSelect:
     return InsertSelect(verb, table_text, columns, sql[tokens[k].start : tokens[-1].end], ignore)
 
 
-def assigned_columns(sql: str) -> set[str]:
-    """The columns an UPDATE's SET assigns (lower case, without qualifier)."""
+class _Computed:
+    """An assigned value only MariaDB can compute (an expression, a column)."""
+
+
+COMPUTED = _Computed()
+
+
+def assignments(sql: str) -> dict[str, Any]:
+    """What an UPDATE's SET assigns: column (lower case, unqualified) -> the Python value of a plain
+    literal (as for routing an INSERT's values), or COMPUTED."""
     import sqlglot
     from sqlglot import exp
+
+    from routing.parse import literal_value
 
     try:
         ast = sqlglot.parse_one(sql, read="mysql")
     except Exception as exc:  # sqlglot raises several kinds on odd input
         raise RoutingError(f"cannot parse the UPDATE's SET clause: {exc}") from None
-    return {a.this.name.lower() for a in ast.expressions
-            if isinstance(a, exp.EQ) and isinstance(a.this, exp.Column)}
+    out: dict[str, Any] = {}
+    for a in ast.expressions:
+        if not isinstance(a, exp.EQ) or not isinstance(a.this, exp.Column):
+            continue
+        value: Any = COMPUTED
+        e = a.expression
+        negative = isinstance(e, exp.Neg)
+        if negative:
+            e = e.this
+        if isinstance(e, exp.Literal):
+            if e.is_string and not negative:
+                value = e.this
+            elif not e.is_string:
+                value = literal_value(("-" if negative else "") + e.this, "n")
+        out[a.this.name.lower()] = value
+    return out

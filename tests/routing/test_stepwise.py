@@ -45,9 +45,10 @@ def test_still_refused(kernel: ShardingKernel, sql: str, fragment: str) -> None:
 
 
 def test_inner_steps_run_as_written(kernel: ShardingKernel) -> None:
-    sql = "UPDATE t_order SET user_id = 5 WHERE (`t_order`.`order_id`, `t_order`.`user_id`) IN ((1, 2)) ORDER BY order_id"
+    """A step's write goes to the nodes of the selected rows only, its SET and ORDER BY as written."""
+    sql = "UPDATE t_order SET user_id = 5 WHERE ((`t_order`.`order_id` = 1 AND `t_order`.`user_id` = 2) OR (`t_order`.`order_id` = 3 AND `t_order`.`user_id` = 2)) ORDER BY order_id"
     routed = kernel.route(sql, None, SessionHints(stepwise_inner=True))
-    assert routed.stepwise is None and len(routed.execution_units) == 4
+    assert routed.stepwise is None and [u.data_source for u in routed.execution_units] == ["ds_0"]
 
 
 @pytest.mark.parametrize(
@@ -55,7 +56,7 @@ def test_inner_steps_run_as_written(kernel: ShardingKernel) -> None:
     [
         ("UPDATE t_order o SET status = 'x' WHERE user_id > 3 ORDER BY order_id DESC LIMIT 2;", ["order_id", "user_id"],
          "SELECT `o`.`order_id`, `o`.`user_id` FROM t_order o WHERE user_id > 3 ORDER BY order_id DESC LIMIT 2 FOR UPDATE",
-         "UPDATE t_order o SET status = 'x' WHERE (`o`.`order_id`, `o`.`user_id`) IN ((1, 2), (3, 4)) ORDER BY order_id DESC"),
+         "UPDATE t_order o SET status = 'x' WHERE ((`o`.`order_id` = 1 AND `o`.`user_id` = 2) OR (`o`.`order_id` = 3 AND `o`.`user_id` = 4)) ORDER BY order_id DESC"),
         ("DELETE FROM t_order ORDER BY order_id LIMIT 2", ["order_id"],
          "SELECT `t_order`.`order_id` FROM t_order ORDER BY order_id LIMIT 2 FOR UPDATE",
          "DELETE FROM t_order  WHERE `t_order`.`order_id` IN (1, 3)"),
