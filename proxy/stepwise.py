@@ -155,6 +155,16 @@ async def _rows_write(session: Session, db: LogicalDatabase, step: StepwiseWrite
     rule = db.kernel.rules.sharding.tables[step.table]  # type: ignore[union-attr]
     split = split_rows_write(sql)
     columns = _key_columns(db, rule)
+    key = columns[: len(db.metadata.unique_keys(rule.logic_table)[0].columns)]
+    assigned = assignments(sql) if step.assigns_sharding else {}
+    changed = sorted(set(key) & set(assigned))
+    if changed:  # refused whatever the rows: before anything is read
+        raise RoutingError(
+            f"this UPDATE of {rule.logic_table} assigns key column(s) {', '.join(changed)} and sharding "
+            "column(s), so rows may have to move to another data node, and the proxy finds a moved row "
+            "by its unchanged key only: add sharding conditions that keep the rows on one data node, or "
+            "delete the rows and insert them with their new values"
+        )
     header, rows = await _select(session, db, split.select_sql(columns))
     literals = [[_literal(v, c, session.charset) for v, c in zip(row, header, strict=True)] for row in rows]
     outcome = _Outcome()
@@ -162,18 +172,8 @@ async def _rows_write(session: Session, db: LogicalDatabase, step: StepwiseWrite
         info = b"Rows matched: 0  Changed: 0  Warnings: 0" if split.update else b""
         return outcome, info
     homes: dict[DataNode, list[list[str]]] = {}
-    key = columns[: len(db.metadata.unique_keys(rule.logic_table)[0].columns)]
     moves_possible = False
     if step.assigns_sharding:
-        assigned = assignments(sql)
-        changed = sorted(set(key) & set(assigned))
-        if changed:
-            raise RoutingError(
-                f"this UPDATE of {rule.logic_table} assigns key column(s) {', '.join(changed)} and sharding "
-                "column(s), so rows may have to move to another data node, and the proxy finds a moved row "
-                "by its unchanged key only: add sharding conditions that keep the rows on one data node, or "
-                "delete the rows and insert them with their new values"
-            )
         for row, lits in zip(rows, literals, strict=True):
             values = {c: _routing_value(v, col, session.charset) for c, v, col in zip(columns, row, header, strict=True)
                       if c in rule.sharding_columns}

@@ -452,10 +452,12 @@ def test_broadcast_table_reads_one_node_and_writes_all(sharded_env: ShardedEnv) 
 
 REFUSALS: list[tuple[str, str, str, int, str, tuple[str, ...]]] = [
     # (id, logical db, statement, errno, SQLSTATE, words the message must contain)
-    ("update sharding column (database)", "sharding_db", "UPDATE t_order SET user_id = 5 WHERE order_id = 1",
-     1235, "42000", ("t_order", "user_id")),
-    ("update sharding column (table)", "sharding_db", "UPDATE t_order SET order_id = 8 WHERE user_id = 1",
-     1235, "42000", ("t_order", "order_id")),
+    # an UPDATE of a sharding column runs (issue 17, proxy.stepwise: rows move) unless the moved rows could
+    # not be found again (the primary key assigned too) or not be named at all (no key)
+    ("update sharding column (table) that is the primary key", "sharding_db",
+     "UPDATE t_order SET order_id = 8 WHERE user_id = 1", 1235, "42000", ("t_order", "order_id")),
+    ("update sharding column of a table without a key", "extra_db", "UPDATE t_bad SET user_id = 5 WHERE id = 1",
+     1235, "42000", ("t_bad", "PRIMARY")),
     ("upsert assigns sharding column", "sharding_db",
      "INSERT INTO t_order (order_id, user_id, status) VALUES (1, 1, 'a') ON DUPLICATE KEY UPDATE user_id = 3",
      1235, "42000", ("t_order", "user_id")),
@@ -495,7 +497,7 @@ def test_refused_statements_write_nothing(sharded_env: ShardedEnv) -> None:
     env.refusal("INSERT INTO t_bad (id, user_id, v) VALUES (0, 0, 'a'), (1, 1, 'b'), (5, 0, 'c'), (0, 1, 'd')",
                 "extra_db")
     assert all_rows(env, "t_bad", "extra_db") == []  # not even the rows that had a node
-    env.refusal("UPDATE t_order SET user_id = 3, status = 'moved' WHERE order_id = 1")
+    env.refusal("UPDATE t_order SET order_id = 9, user_id = 3, status = 'moved' WHERE order_id = 1")
     env.refusal("INSERT INTO t_order (order_id, user_id, status) VALUES (3, 1, 'n'), (2, 2, 'n') "
                 "ON DUPLICATE KEY UPDATE user_id = 5")
     assert all_rows(env, "t_order") == [(1, 1, "keep"), (2, 2, "keep")]
@@ -638,7 +640,7 @@ def test_failing_unit_in_a_transaction_rolls_back_everywhere(sharded_env: Sharde
         errno, message = info.value.args[:2]
         assert errno == 1062 and "[ds_1]" in message and "Duplicate entry" in message
         with pytest.raises(pymysql.MySQLError) as info:  # a refusal does not end the transaction either
-            cur.execute("UPDATE t_order SET user_id = 3 WHERE order_id = 2")
+            cur.execute("UPDATE t_order SET order_id = 6, user_id = 3 WHERE order_id = 2")
         assert info.value.args[0] == 1235
         cur.execute("SELECT order_id FROM t_order ORDER BY order_id")
         assert [r[0] for r in cur.fetchall()] == [1, 2, 4]
