@@ -287,8 +287,29 @@ async def _insert_select(session: Session, db: LogicalDatabase, step: StepwiseWr
 # --- running one step -------------------------------------------------------------------------------------
 
 
-async def _run(session: Session, db: LogicalDatabase, sql: str) -> list[bytes]:
-    """One logic statement through the kernel and the executor; its answer's packets."""
+class _BoundedCapture(CapturedWriter):
+    """A capture that keeps at most ``limit`` packets (0: all) and then only the last one (the answer's end:
+    EOF/OK or the ERR that stopped it), so a step's rows stay within the merge's memory bound."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self.kept: list[bytes] = []
+        self.over = False
+
+    def write(self, data: bytes) -> None:
+        self.frames.feed(data)
+        for _f, _l, payload in self.frames.packets():
+            if self.limit and len(self.kept) >= self.limit:
+                self.over = True
+                self.kept[-1] = payload
+            else:
+                self.kept.append(payload)
+
+
+async def _run(session: Session, db: LogicalDatabase, sql: str, limit: int = 0) -> tuple[list[bytes], bool]:
+    """One logic statement through the kernel and the executor; its answer's packets (at most ``limit``,
+    then the last one), and whether some were dropped."""
     from proxy.executor import execute_plan, log_statement
 
     assert db.kernel is not None
@@ -298,19 +319,22 @@ async def _run(session: Session, db: LogicalDatabase, sql: str) -> list[bytes]:
     if routed.stepwise is not None:
         raise RoutingError(f"a step of this write would need steps of its own: {sql[:200]}")
     log_statement(session, sql, routed)
-    capture = CapturedWriter()
+    capture = _BoundedCapture(limit)
     saved = session.writer, session.wire.writer, session.wire.seq, session.errored
     session.writer = session.wire.writer = capture  # type: ignore[assignment]
     try:
         await execute_plan(session, db, routed, TEXT)
     finally:
         session.writer, session.wire.writer, session.wire.seq, session.errored = saved
-    return [p for _f, _l, p in capture.frames.packets()]
+    capture.write(b"")
+    return capture.kept, capture.over
 
 
 async def _select(session: Session, db: LogicalDatabase, sql: str
                   ) -> tuple[list[ColumnDefinition41], list[tuple[bytes | None, ...]]]:
-    answer = await _run(session, db, sql)
+    budget = session.server.merge_memory_rows
+    # the header (column count, definitions, EOF) fits in 4,100 packets: MariaDB allows 4,096 columns
+    answer, over = await _run(session, db, sql, budget + 4100 if budget else 0)
     if not answer:
         raise StepFailed(ERRPacket(1105, "no answer to a step of this statement", "HY000"))
     if answer[0][:1] == b"\xff" or answer[-1][:1] == b"\xff":
@@ -320,16 +344,15 @@ async def _select(session: Session, db: LogicalDatabase, sql: str
     count = Reader(answer[0]).lenenc_int() or 0
     header = [ColumnDefinition41.decode(p) for p in answer[1 : 1 + count]]
     body = answer[1 + count + (0 if session.deprecate_eof else 1) : -1]
-    budget = session.server.merge_memory_rows
-    if budget and len(body) > budget:
-        raise StepFailed(ERRPacket(1038, f"this write selects {len(body)} rows first, more than "
+    if over or (budget and len(body) > budget):
+        raise StepFailed(ERRPacket(1038, "this write selects its rows first, more than "
                                          f"props.proxy-merge-memory-rows ({budget}) allows: write fewer rows per "
                                          "statement, or raise the limit", "HY001"))
     return header, [TEXT.decode_row(p, header) for p in body]
 
 
 async def _write(session: Session, db: LogicalDatabase, sql: str) -> OKPacket:
-    answer = await _run(session, db, sql)
+    answer, _over = await _run(session, db, sql)
     if not answer or answer[0][:1] != b"\x00":
         if answer and answer[0][:1] == b"\xff":
             raise StepFailed(ERRPacket.decode(answer[0]))

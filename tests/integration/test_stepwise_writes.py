@@ -214,3 +214,25 @@ def test_generated_writes_leave_the_oracle_rows(env: ShardedEnv, mode: str) -> N
             items = env.actual_rows("t_order_item", columns="order_item_id, order_id, user_id")
             for (ds, table), found in items.items():
                 assert all((ds, table) == (f"ds_{u % 2}", f"t_order_item_{o % 2}") for _i, o, u in found)
+
+
+@pytest.mark.parametrize(
+    ("sql", "errno"),
+    [
+        ("INSERT INTO t_order (order_id, user_id, status) SELECT order_item_id + 100, user_id, status FROM t_order_item", 1038),
+        ("DELETE FROM t_order ORDER BY order_id LIMIT 5", 1105),  # the merge's own bound: one connection per data source in a transaction
+    ],
+)
+def test_selected_rows_stay_within_the_merge_memory_bound(env: ShardedEnv, sql: str, errno: int) -> None:
+    """The rows a stepwise write selects first are held within props.proxy-merge-memory-rows: past it the
+    statement fails naming the property, and writes nothing."""
+    server = env.proxy.server
+    before = env.proxy.call(lambda: server.merge_memory_rows)
+    env.proxy.call(lambda: setattr(server, "merge_memory_rows", 3))
+    try:
+        refusal = env.refusal(sql)
+    finally:
+        env.proxy.call(lambda: setattr(server, "merge_memory_rows", before))
+    assert refusal.errno == errno and "proxy-merge-memory-rows" in refusal.message, refusal
+    with pair(env, "text") as p:
+        same_tables(env, p)
