@@ -74,11 +74,12 @@ class RowsWrite:
     limit: tuple[int, int] | None  # LIMIT ... (up to RETURNING / end)
     end: int  # end of the statement text (a trailing ``;`` excluded)
     returning: bool
+    lead: str = ""  # comments before the statement (hints): every step carries them
 
     def select_sql(self, columns: Sequence[str]) -> str:
         """Step 1: the rows the statement acts on, locked, in its order and within its LIMIT."""
         cols = ", ".join(f"{self.qualifier}.{_quote(c)}" for c in columns)
-        parts = [f"SELECT {cols} FROM {self.table_ref}"]
+        parts = [f"{self.lead}SELECT {cols} FROM {self.table_ref}"]
         for span in (self.where, self.order, self.limit):
             if span is not None:
                 parts.append(self.sql[span[0] : span[1]].strip())
@@ -102,7 +103,8 @@ class RowsWrite:
             cuts.append((self.where_cond[0], self.where_cond[1], cond + " "))
         else:
             at = next((s[0] for s in (self.order, self.limit) if s is not None), self.end)
-            cuts.append((at, at, f" WHERE {cond} "))
+            space = "" if at and sql[at - 1].isspace() else " "
+            cuts.append((at, at, f"{space}WHERE {cond} "))
         if self.limit is not None:
             cuts.append((self.limit[0], self.limit[1], " "))
         if self.order is not None and not self.update:
@@ -169,7 +171,7 @@ def split_rows_write(sql: str) -> RowsWrite:
     qualifier_token = ref_tokens[-1]  # `t`, `db.t`, `t a`, `t AS a`: the last name qualifies
     qualifier = qualifier_token.text if qualifier_token.kind == "b" else _quote(qualifier_token.text)
     return RowsWrite(sql, update, table_ref, qualifier, where, where_cond, span("ORDER"), span("LIMIT"), end,
-                     "RETURNING" in positions)
+                     "RETURNING" in positions, sql[: tokens[0].start])
 
 
 @dataclass(frozen=True)
@@ -181,12 +183,13 @@ class InsertSelect:
     columns: tuple[str, ...] | None  # as written, None: no column list
     query: str
     ignore: bool
+    lead: str = ""  # comments before the statement (hints): every step carries them
 
     def values_sql(self, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
         """Step 2: one batch of the selected rows as a plain INSERT the kernel routes row by row."""
         cols = ", ".join(_quote(c) for c in columns)
         values = ", ".join("(" + ", ".join(r) + ")" for r in rows)
-        return f"{self.verb} {self.table_text} ({cols}) VALUES {values}"
+        return f"{self.lead}{self.verb} {self.table_text} ({cols}) VALUES {values}"
 
 
 def split_insert_select(sql: str) -> InsertSelect:
@@ -219,7 +222,8 @@ def split_insert_select(sql: str) -> InsertSelect:
         raise RoutingError("INSERT ... SELECT without a query")
     verb = sql[tokens[0].start : tokens[into].end]
     ignore = any(t.upper == "IGNORE" for t in tokens[:into])
-    return InsertSelect(verb, table_text, columns, sql[tokens[k].start : tokens[-1].end], ignore)
+    lead = sql[: tokens[0].start]
+    return InsertSelect(verb, table_text, columns, lead + sql[tokens[k].start : tokens[-1].end], ignore, lead)
 
 
 class _Computed:

@@ -60,6 +60,7 @@ STEPS: list[tuple[str, tuple[Any, ...]]] = [
     ("DELETE FROM t_order WHERE status = 'nothing' ORDER BY order_id LIMIT 2", ()),
     ("DELETE FROM t_order WHERE status = 'a' LIMIT 10", ()),  # LIMIT above the matches: deterministic without ORDER BY
     ("UPDATE t_order SET status = 'x' WHERE status >= 'zz' LIMIT 1", ()),  # no row
+    ("/* app: orders */ UPDATE t_order SET status = 'c' ORDER BY order_id LIMIT 2", ()),  # a leading comment rides along
     # a sharding column assigned: same value (Django's save()), same node, another node
     ("UPDATE t_order SET user_id = 1, status = 'saved' WHERE order_id = 1", ()),
     ("UPDATE t_order SET user_id = %s, status = %s WHERE order_id = %s", (2, "same", 2)),

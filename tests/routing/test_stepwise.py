@@ -59,10 +59,13 @@ def test_inner_steps_run_as_written(kernel: ShardingKernel) -> None:
          "UPDATE t_order o SET status = 'x' WHERE ((`o`.`order_id` = 1 AND `o`.`user_id` = 2) OR (`o`.`order_id` = 3 AND `o`.`user_id` = 4)) ORDER BY order_id DESC"),
         ("DELETE FROM t_order ORDER BY order_id LIMIT 2", ["order_id"],
          "SELECT `t_order`.`order_id` FROM t_order ORDER BY order_id LIMIT 2 FOR UPDATE",
-         "DELETE FROM t_order  WHERE `t_order`.`order_id` IN (1, 3)"),
+         "DELETE FROM t_order WHERE `t_order`.`order_id` IN (1, 3)"),
         ("UPDATE IGNORE `t_order` SET user_id = (SELECT 5 WHERE 1) WHERE order_id = 7", ["order_id"],
          "SELECT `t_order`.`order_id` FROM `t_order` WHERE order_id = 7 FOR UPDATE",
          "UPDATE IGNORE `t_order` SET user_id = (SELECT 5 WHERE 1) WHERE `t_order`.`order_id` IN (1, 3)"),
+        ("/* SHARDINGSPHERE_HINT: t_order.SHARDING_DATABASE_VALUE=1 */ DELETE FROM t_order LIMIT 5", ["order_id"],
+         "/* SHARDINGSPHERE_HINT: t_order.SHARDING_DATABASE_VALUE=1 */ SELECT `t_order`.`order_id` FROM t_order LIMIT 5 FOR UPDATE",
+         "/* SHARDINGSPHERE_HINT: t_order.SHARDING_DATABASE_VALUE=1 */ DELETE FROM t_order WHERE `t_order`.`order_id` IN (1, 3)"),
         ("DELETE FROM db.t_order WHERE a = 'LIMIT' LIMIT 5", ["order_id"],
          "SELECT `t_order`.`order_id` FROM db.t_order WHERE a = 'LIMIT' LIMIT 5 FOR UPDATE",
          "DELETE FROM db.t_order WHERE `t_order`.`order_id` IN (1, 3)"),
@@ -84,6 +87,7 @@ def test_rows_steps(sql: str, columns: list[str], select: str, write: str) -> No
          "INSERT IGNORE INTO `t_order` (`order_id`, `user_id`) VALUES (1, 2)"),
         ("INSERT INTO db.t_order SELECT * FROM x", None, "SELECT * FROM x",
          "INSERT INTO db.t_order (`order_id`, `user_id`) VALUES (1, 2)"),
+        ("/*+ hint */ INSERT INTO t SELECT 1", None, "/*+ hint */ SELECT 1", "/*+ hint */ INSERT INTO t (`order_id`, `user_id`) VALUES (1, 2)"),
     ],
 )
 def test_insert_select_steps(sql: str, columns: tuple[str, ...] | None, query: str, values: str) -> None:
