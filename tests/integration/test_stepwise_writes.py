@@ -12,6 +12,7 @@ actual table) and check that nothing of the statement is left, on any node.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -237,3 +238,46 @@ def test_selected_rows_stay_within_the_merge_memory_bound(env: ShardedEnv, sql: 
     assert refusal.errno == errno and "proxy-merge-memory-rows" in refusal.message, refusal
     with pair(env, "text") as p:
         same_tables(env, p)
+
+
+@pytest.mark.parametrize(
+    ("sql", "ds"),
+    [
+        ("INSERT INTO t_order (order_id, user_id, status) SELECT order_item_id + 100, user_id, IF(order_item_id = 13, 'slow', status) FROM t_order_item", "ds_1"),
+        ("UPDATE t_order SET user_id = 2, status = IF(order_id = 3, 'slow', 'moved') WHERE order_id IN (1, 3, 5)", "ds_0"),  # ds_1's rows move to ds_0
+    ],
+)
+def test_a_lost_backend_connection_leaves_nothing_written(env: ShardedEnv, sql: str, ds: str) -> None:
+    """The connection of the data source that gets the 'slow' row is killed in the middle of the statement
+    (a trigger holds that row): the client gets an error, and the statement's part on the other data source
+    is rolled back."""
+    server = env.server(ds)
+    db = env.physical["sharding_db"][ds]
+    server.execute(f"CREATE TRIGGER {db}.t_order_1_slow BEFORE INSERT ON {db}.t_order_1 FOR EACH ROW "
+                   "BEGIN IF NEW.status = 'slow' THEN SET @x = SLEEP(5); END IF; END")
+    before = env.actual_rows("t_order")
+    errors: list[BaseException] = []
+
+    def client() -> None:
+        try:
+            with env.connect() as conn, conn.cursor() as cur:
+                cur.execute(sql)
+        except BaseException as exc:  # expected: the statement fails
+            errors.append(exc)
+
+    thread = threading.Thread(target=client)
+    try:
+        thread.start()
+        deadline = time.monotonic() + 10
+        victim = None
+        while victim is None and time.monotonic() < deadline:  # the trigger's statement shows while it sleeps
+            rows = server.execute("SELECT id FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SET @x = SLEEP%'")
+            victim = rows[0][0] if rows else None
+            time.sleep(0.05)
+        assert victim is not None, f"the statement never reached {ds}: {errors}"
+        server.execute(f"KILL CONNECTION {victim}")
+        thread.join(30)
+    finally:
+        server.execute(f"DROP TRIGGER IF EXISTS {db}.t_order_1_slow")
+    assert errors, f"the statement succeeded although {ds}'s connection was killed"
+    assert env.actual_rows("t_order") == before
