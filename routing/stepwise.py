@@ -91,11 +91,15 @@ class RowsWrite:
         for an UPDATE (MariaDB applies the rows in that order on each node: key shifts like
         ``SET id = id + 1 ORDER BY id DESC`` still work); the LIMIT goes."""
         if len(columns) == 1:
-            cond = f"{self.qualifier}.{_quote(columns[0])} IN ({', '.join(r[0] for r in rows)})"
+            name = f"{self.qualifier}.{_quote(columns[0])}"
+            values = [r[0] for r in rows if r[0] != "NULL"]
+            parts = ([f"{name} IN ({', '.join(values)})"] if values else []) + \
+                ([f"{name} IS NULL"] if len(values) < len(rows) else [])
+            cond = parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
         else:  # OR of ANDs, not a row IN: the kernel routes each row's sharding values to its own node
             names = [f"{self.qualifier}.{_quote(c)}" for c in columns]
-            cond = " OR ".join("(" + " AND ".join(f"{n} = {v}" for n, v in zip(names, r, strict=True)) + ")"
-                               for r in rows)
+            cond = " OR ".join("(" + " AND ".join(f"{n} IS NULL" if v == "NULL" else f"{n} = {v}"
+                                                  for n, v in zip(names, r, strict=True)) + ")" for r in rows)
             cond = f"({cond})" if len(rows) > 1 else cond
         sql = self.sql
         cuts: list[tuple[int, int, str]] = []

@@ -72,6 +72,7 @@ def test_inner_steps_run_as_written(kernel: ShardingKernel) -> None:
     ],
 )
 def test_rows_steps(sql: str, columns: list[str], select: str, write: str) -> None:
+    """The steps' text, for key values (1, 2) and (3, 4), or 1 and 3."""
     split = split_rows_write(sql)
     rows = [("1", "2"), ("3", "4")] if len(columns) == 2 else [("1",), ("3",)]
     assert split.select_sql(columns) == select
@@ -94,3 +95,15 @@ def test_insert_select_steps(sql: str, columns: tuple[str, ...] | None, query: s
     split = split_insert_select(sql)
     assert (split.columns, split.query) == (columns, query)
     assert split.values_sql(["order_id", "user_id"], [("1", "2")]) == values
+
+
+@pytest.mark.parametrize(
+    ("columns", "rows", "condition"),
+    [
+        (["k"], [("1",), ("NULL",)], "(`t`.`k` IN (1) OR `t`.`k` IS NULL)"),  # IN never matches NULL
+        (["k"], [("NULL",)], "`t`.`k` IS NULL"),
+        (["k", "s"], [("1", "NULL")], "(`t`.`k` = 1 AND `t`.`s` IS NULL)"),
+    ],
+)
+def test_null_key_values_are_matched(columns: list[str], rows: list[tuple[str, ...]], condition: str) -> None:
+    assert split_rows_write("DELETE FROM t LIMIT 1").write_sql(columns, rows) == f"DELETE FROM t WHERE {condition}"
