@@ -619,6 +619,9 @@ async def processlist(session: Session, full: bool) -> None:
         info = s.info if full else (s.info or "")[:100] if s.info else None
         rows.append((s.id, s.user, f"{s.client_host}", s.database.name if s.database else None, s.command,
                      int(now - s.command_started), "", info, 0.0))
+    from proxy.cluster import hooks as cluster  # cluster hook: the other proxies' sessions
+
+    rows = sorted([*rows, *await cluster.other_sessions(session, full)], key=lambda r: int(r[0]))
     number = ColumnDefinition41("", ColumnType.LONGLONG, column_length=21, flags=ColumnFlag.NOT_NULL | ColumnFlag.NUM)
     columns: list[str | ColumnDefinition41] = [
         replace(number, name="Id"), "User", "Host", "db", "Command", replace(number, name="Time", type=ColumnType.LONG),

@@ -772,6 +772,9 @@ async def execute(session: Session, d: DistSQL) -> None:
                     await source.close()
                     raise DistSQLError(exc.errno or 2003, f"{_statement(d)} {unit}: {exc}", "HY000") from None
                 opened[unit] = source
+            from proxy.cluster import hooks as cluster  # cluster hook: every proxy takes it, or no one
+
+            await cluster.publish_database(session.server, db.name, change.doc, db.config.file, _statement(d))
             text = document_yaml(change.doc, f"{_statement(d)} {change.summary}".strip())
             try:
                 await asyncio.to_thread(_write, db.config.file, text)

@@ -184,6 +184,21 @@ def _typed(variable: Variable, raw: str) -> Any:
 
 def set_variable(server: ProxyServer, name: str, raw: str) -> None:
     """SET DIST VARIABLE name = raw: validated, applied to the running proxy, kept in its props."""
+    variable, value = check_setting(server, name, raw)
+    apply_setting(server, variable, value)
+
+
+def apply_setting(server: ProxyServer, variable: Variable, value: Any) -> None:
+    """A validated value (check_setting, or another proxy's: proxy.cluster) into the running proxy."""
+    if variable.apply is not None:
+        variable.apply(server, value)
+    props = server.config.props
+    if isinstance(props, dict):
+        props[variable.key] = value
+
+
+def check_setting(server: ProxyServer, name: str, raw: str) -> tuple[Variable, Any]:
+    """The variable and its typed value, or the DistSQLError SET DIST VARIABLE answers; changes nothing."""
     low = name.lower().replace("-", "_")
     variable = BY_NAME.get(low)
     if variable is None:
@@ -198,8 +213,6 @@ def set_variable(server: ProxyServer, name: str, raw: str) -> None:
         raise DistSQLError(1238, f"Variable '{variable.name}' is a read only variable: shardproxy reads "
                           f"props.{variable.key} at start-up ({hint})", "HY000")
     value = _typed(variable, raw)
-    if variable.apply is not None:
-        variable.apply(server, value)
-    props = server.config.props
-    if isinstance(props, dict):
-        props[variable.key] = value
+    if variable.apply is _check_database:
+        _check_database(server, value)
+    return variable, value

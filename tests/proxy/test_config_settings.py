@@ -81,7 +81,8 @@ def test_the_cli_names_file_and_key_without_a_traceback(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("doc", "key", "words"), [
     ({"transaction": {"defaultType": "BASE"}}, "transaction.defaultType", "BASE"),
-    ({"mode": {"type": "Cluster", "repository": {"type": "ZooKeeper"}}}, "mode.type", "Standalone"),
+    ({"mode": {"type": "Cluster", "repository": {"type": "ZooKeeper"}}}, "mode.repository.type", "etcd"),
+    ({"mode": {"type": "Federated"}}, "mode.type", "Cluster"),
     ({"props": {"proxy-frontend-database-protocol-type": "PostgreSQL"}},
      "props.proxy-frontend-database-protocol-type", "MySQL"),
     ({"authority": {**USERS, "privilege": {"type": "ROW_LEVEL"}}}, "authority.privilege.type", "ROW_LEVEL"),

@@ -1,0 +1,146 @@
+"""The cluster's entry points for the rest of the proxy; each is a no-op in Standalone mode.
+
+Kept to one call per place in the existing code (proxy.cli.serve, proxy.distsql.rdl / handler,
+proxy.session._kill, proxy.metadata.processlist) so that the hooks survive that code being moved.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from proxy.cluster.etcd import RegistryUnavailable
+from proxy.config import ProxyConfig
+from proxy.distsql.errors import DistSQLError
+
+if TYPE_CHECKING:
+    from proxy.cluster.node import ClusterNode
+    from proxy.server import ProxyServer
+    from proxy.session import Session
+
+REGISTRY_ERROR = (1105, "HY000")
+
+_NODES: weakref.WeakKeyDictionary[ProxyServer, ClusterNode] = weakref.WeakKeyDictionary()
+
+
+def node_of(server: ProxyServer) -> ClusterNode | None:
+    return _NODES.get(server)
+
+
+async def join(config: ProxyConfig) -> tuple[ProxyConfig, ClusterNode | None]:
+    """Before the server is built: the registry's configuration (seeded from conf/ by the first proxy)."""
+    if config.mode is None:
+        return config, None
+    from proxy.cluster import remote
+    from proxy.cluster.node import ClusterNode
+
+    node = await ClusterNode.join(config)
+    remote.install(node)
+    return node.config, node
+
+
+def bind(node: ClusterNode | None, server: ProxyServer) -> None:
+    if node is not None:
+        node.bind(server)
+        _NODES[server] = node
+
+
+async def start(node: ClusterNode | None, addrs: list[tuple[str, int]], version: str) -> None:
+    if node is not None:
+        host, port = addrs[0] if addrs else ("", 0)
+        await node.start(str(host), int(port), version)
+
+
+async def leave(node: ClusterNode | None) -> None:
+    if node is not None:
+        await node.close()
+
+
+def _refused(node: ClusterNode, statement: str, exc: Exception) -> DistSQLError:
+    return DistSQLError(REGISTRY_ERROR[0], f"{statement} refused: the cluster registry (etcd {node.describe()}) "
+                        f"cannot be reached ({exc}); nothing was changed on any proxy. The proxies keep serving "
+                        "with the configuration they have; retry when etcd is back", REGISTRY_ERROR[1])
+
+
+async def publish_database(server: ProxyServer, name: str, doc: Mapping[str, Any], file: str,
+                           statement: str) -> None:
+    """A validated database document for every proxy; DistSQLError (nothing published) without etcd."""
+    node = node_of(server)
+    if node is None:
+        return
+    from proxy.cluster import registry as reg
+
+    try:
+        await node.publish(reg.DATABASES + name, node.database_value(name, dict(doc), file))
+    except RegistryUnavailable as exc:
+        raise _refused(node, statement, exc) from None
+
+
+async def publish_prop(server: ProxyServer, key: str, value: Any, statement: str) -> None:
+    node = node_of(server)
+    if node is None:
+        return
+    from proxy.cluster import registry as reg
+
+    try:
+        await node.publish(reg.PROPS + key, value)
+    except RegistryUnavailable as exc:
+        raise _refused(node, statement, exc) from None
+
+
+async def remote_kill(session: Session, target_id: int, scope: str) -> bool:
+    """KILL of a session another proxy holds: answered (OK or its error) and True; False when none does."""
+    node = node_of(session.server)
+    if node is None:
+        return False
+    from proxy.cluster import remote
+
+    try:
+        answer = await remote.kill(node, session, target_id, scope)
+    except RegistryUnavailable as exc:
+        session.error(1094, f"Unknown thread id: {target_id} (not a connection of this proxy, and the cluster "
+                      f"registry cannot be reached to ask the others: {exc})", "HY000")
+        return True
+    if answer is None:
+        return False
+    if answer.get("errno"):
+        session.error(int(answer["errno"]), str(answer.get("message", "")), str(answer.get("sqlstate", "HY000")))
+    else:
+        session.ok()
+    return True
+
+
+async def other_sessions(session: Session, full: bool) -> list[tuple[Any, ...]]:
+    """The other proxies' sessions `session` may see, as SHOW PROCESSLIST rows (none in Standalone)."""
+    node = node_of(session.server)
+    if node is None:
+        return []
+    from proxy.cluster import remote
+
+    try:
+        rows = await remote.other_sessions(node)
+    except RegistryUnavailable:
+        return []  # the local sessions still answer; the log says the registry is gone
+    config = session.user_config
+    admin = config is not None and config.admin
+    out = []
+    for row in rows:
+        if admin or row[1] == session.user:
+            info = row[7] if full or row[7] is None else str(row[7])[:100]
+            out.append((*row[:7], info, 0.0))
+    return out
+
+
+async def compute_node_rows(server: ProxyServer) -> list[tuple[Any, ...]] | None:
+    """SHOW COMPUTE NODES in Cluster mode (None in Standalone)."""
+    node = node_of(server)
+    if node is None:
+        return None
+    try:
+        nodes = await node.compute_nodes()
+    except RegistryUnavailable as exc:
+        raise DistSQLError(REGISTRY_ERROR[0], f"SHOW COMPUTE NODES: the cluster registry (etcd {node.describe()}) "
+                           f"cannot be reached ({exc})", REGISTRY_ERROR[1]) from None
+    return [(n["instance_id"], "PROXY", n.get("host", ""), str(n.get("port", "")), "OK", "Cluster",
+             str(n.get("slot", "")), "", n.get("version", ""), "") for n in nodes]
