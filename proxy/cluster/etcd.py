@@ -197,6 +197,17 @@ class EtcdClient:
         })
         return bool(answer.get("succeeded"))
 
+    async def put_if_revision(self, key: str, value: str, mod_revision: int) -> int | None:
+        """Put key when its last change is still mod_revision (0: it does not exist); the new revision, or
+        None when another writer changed it first."""
+        answer = await self.call("/v3/kv/txn", {
+            "compare": [{"key": _b64(key), "result": "EQUAL", "target": "MOD", "mod_revision": str(mod_revision)}],
+            "success": [{"requestPut": {"key": _b64(key), "value": _b64(value)}}],
+        })
+        if not answer.get("succeeded"):
+            return None
+        return int(answer.get("header", {}).get("revision", 0))
+
     # -- leases -----------------------------------------------------------------------------------------
 
     async def grant(self, ttl: int) -> int:

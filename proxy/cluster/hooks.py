@@ -70,11 +70,16 @@ async def publish_database(server: ProxyServer, name: str, doc: Mapping[str, Any
     if node is None:
         return
     from proxy.cluster import registry as reg
+    from proxy.cluster.node import ConcurrentChange
 
     try:
-        await node.publish(reg.DATABASES + name, node.database_value(name, dict(doc), file))
+        await node.publish(reg.DATABASES + name, node.database_value(name, dict(doc), file), expect_unchanged=True)
     except RegistryUnavailable as exc:
         raise _refused(node, statement, exc) from None
+    except ConcurrentChange:
+        raise DistSQLError(1105, f"{statement} refused: another proxy of the cluster changed database {name} at the "
+                           "same moment; nothing was changed here. Its change arrives in a moment: look at the rules "
+                           "again and retry", "44000") from None
 
 
 async def publish_prop(server: ProxyServer, key: str, value: Any, statement: str) -> None:

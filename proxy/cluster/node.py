@@ -41,6 +41,10 @@ MAX_SLOTS = 1024  # compute nodes one cluster can hold at once (connection ids: 
 _BACKOFF = (0.1, 0.2, 0.5, 1.0, 2.0)
 
 
+class ConcurrentChange(Exception):
+    """Another proxy changed the same configuration first (its change is on its way here)."""
+
+
 class ClusterNode:
     def __init__(self, mode: ClusterMode, config: ProxyConfig, client: EtcdClient | None = None) -> None:
         self.mode = mode
@@ -223,14 +227,27 @@ class ClusterNode:
 
     # -- publishing -------------------------------------------------------------------------------------
 
-    async def publish(self, relative: str, value: Any) -> None:
-        """Put a configuration key for every proxy; raises RegistryUnavailable (nothing changed then)."""
+    async def publish(self, relative: str, value: Any, *, expect_unchanged: bool = False) -> None:
+        """Put a configuration key for every proxy; raises RegistryUnavailable (nothing changed then), or
+        ConcurrentChange when `expect_unchanged` and another proxy changed the key since this one saw it."""
         key = self.key(relative)
         text = reg.dumps(value)
+        before = self._seen.get(key)
+        self._seen[key] = (text, before[1] if before else 0)  # our own watch event must not apply it again
         try:
-            revision = await self.client.put(key, text)
-        except RegistryUnavailable as exc:
-            self._mark(False, exc)
+            if expect_unchanged:
+                revision = await self.client.put_if_revision(key, text, before[1] if before else 0)
+                if revision is None:
+                    raise ConcurrentChange(key)
+            else:
+                revision = await self.client.put(key, text)
+        except BaseException as exc:
+            if before is None:
+                self._seen.pop(key, None)
+            else:
+                self._seen[key] = before
+            if isinstance(exc, RegistryUnavailable):
+                self._mark(False, exc)
             raise
         self._mark(True)
         self._seen[key] = (text, revision)
