@@ -94,6 +94,15 @@ async def publish_prop(server: ProxyServer, key: str, value: Any, statement: str
         raise _refused(node, statement, exc) from None
 
 
+def metadata_changed(server: ProxyServer, database: str) -> None:
+    """DDL ran through this proxy: the others reload the database's metadata (in the background: a DDL
+    answer never waits for the registry, and without it the others reload at their next SHOW TABLES or
+    REFRESH DATABASE METADATA)."""
+    node = node_of(server)
+    if node is not None:
+        server.track(node.announce_metadata(database))
+
+
 async def remote_kill(session: Session, target_id: int, scope: str) -> bool:
     """KILL of a session another proxy holds: answered (OK or its error) and True; False when none does."""
     node = node_of(session.server)

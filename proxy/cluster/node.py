@@ -252,6 +252,15 @@ class ClusterNode:
         self._mark(True)
         self._seen[key] = (text, revision)
 
+    async def announce_metadata(self, database: str) -> None:
+        try:
+            await self.client.put(self.key(reg.METADATA_REFRESH + database),
+                                  reg.dumps({"from": self.instance_id, "at": time.time()}))
+        except RegistryUnavailable as exc:
+            self._mark(False, exc)
+            log.warning("cluster_metadata_not_announced", database=database, error=str(exc),
+                        detail="other proxies reload it at their next SHOW TABLES / REFRESH DATABASE METADATA")
+
     def database_value(self, name: str, doc: Any, file: str) -> dict[str, Any]:
         from pathlib import Path
 

@@ -4,6 +4,7 @@ Every key lives under `/<namespace>/`:
 
     seeded                                   written with the first proxy's configuration, in one transaction
     metadata/databases/<db>                  {"file": "database-x.yaml", "doc": <the database document>}
+    metadata/refresh/<db>                    DDL ran through a proxy: the others reload the tables' metadata
     props/<prop-key>                         the prop's value (JSON)
     authority, transaction                   global.yaml's sections, as documents
     nodes/compute/<instance-id>              a live proxy: host, port, slot, version (bound to its lease)
@@ -31,6 +32,7 @@ from proxy.privilege import parse_privilege
 
 SEEDED = "seeded"
 DATABASES = "metadata/databases/"
+METADATA_REFRESH = "metadata/refresh/"
 PROPS = "props/"
 AUTHORITY = "authority"
 TRANSACTION = "transaction"
@@ -80,7 +82,7 @@ def config_from_registry(config: ProxyConfig, kvs: Iterable[KeyValue], prefix: s
     """The registry's configuration in this proxy's ProxyConfig (its conf_dir and mode stay). Raises
     ConfigError when the registry holds something this proxy would not load from a file."""
     values = {kv.key.removeprefix(prefix): json.loads(kv.value) for kv in kvs if kv.key.startswith(prefix)
-              and not kv.key.removeprefix(prefix).startswith(("nodes/", "processlist/", "kill/"))}
+              and kv.key.removeprefix(prefix).startswith((DATABASES, PROPS, AUTHORITY, TRANSACTION))}
     warnings: list[str] = []
     source = f"etcd /{prefix.strip('/')}"
     databases = {}

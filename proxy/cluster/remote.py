@@ -69,7 +69,16 @@ async def _answer_kill(node: ClusterNode, relative: str, event: WatchEvent) -> N
     await node.client.put(node.key(reg.KILL_RESPONSES + req), reg.dumps(answer), lease=node.lease)
 
 
+async def _reload_metadata(node: ClusterNode, relative: str, event: WatchEvent) -> None:
+    if json.loads(event.value).get("from") == node.instance_id or node.server is None:
+        return
+    db = node.server.database(relative.removeprefix(reg.METADATA_REFRESH))
+    if db is not None:
+        await db.reload_metadata()
+
+
 def install(node: ClusterNode) -> None:
+    node.responders[reg.METADATA_REFRESH] = _reload_metadata
     node.responders[reg.PROCESSLIST_REQUESTS] = _answer_processlist
     node.responders[reg.KILL_REQUESTS] = _answer_kill
 

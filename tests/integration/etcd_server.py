@@ -3,12 +3,16 @@ free ports; stop() and start() again keep the data (a registry outage and its re
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+import pytest
 
 from tests.integration.harness import free_port
 
@@ -67,3 +71,24 @@ class EtcdServer:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+def ensure_etcd() -> str:
+    """The etcd binary; installed with apt-get when missing and possible (as .ci/run does), else the test
+    is skipped, saying so."""
+    binary = etcd_binary()
+    if binary is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "install", "-y", "-qq", "etcd-server"], capture_output=True, timeout=600)
+        binary = etcd_binary()
+    if binary is None:
+        pytest.skip("etcd is not installed and cannot be installed here (apt-get install etcd-server)")
+    return binary
+
+
+@pytest.fixture
+def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
+    """A fresh single-node etcd for one test (its own data directory and ports)."""
+    ensure_etcd()
+    server = EtcdServer(tmp_path / "etcd-data").start()
+    yield server
+    server.stop()
