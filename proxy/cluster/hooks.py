@@ -64,11 +64,12 @@ def _refused(node: ClusterNode, statement: str, exc: Exception) -> DistSQLError:
 
 
 async def publish_database(server: ProxyServer, name: str, doc: Mapping[str, Any], file: str,
-                           statement: str) -> None:
-    """A validated database document for every proxy; DistSQLError (nothing published) without etcd."""
+                           statement: str) -> bool:
+    """A validated database document for every proxy: True once published (the registry keeps it, conf/ is
+    not written); False in Standalone; DistSQLError (nothing published) without etcd."""
     node = node_of(server)
     if node is None:
-        return
+        return False
     from proxy.cluster import registry as reg
     from proxy.cluster.node import ConcurrentChange
 
@@ -80,6 +81,7 @@ async def publish_database(server: ProxyServer, name: str, doc: Mapping[str, Any
         raise DistSQLError(1105, f"{statement} refused: another proxy of the cluster changed database {name} at the "
                            "same moment; nothing was changed here. Its change arrives in a moment: look at the rules "
                            "again and retry", "44000") from None
+    return True
 
 
 async def publish_prop(server: ProxyServer, key: str, value: Any, statement: str) -> None:

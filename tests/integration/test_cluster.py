@@ -153,6 +153,7 @@ def test_three_proxies_one_configuration(mariadb_shards: list[MariaDBServer], et
         assert len(expected) == 1 and expected[0][1].startswith("SELECT * FROM t_user_")
         for p in (b, c):
             assert wait_for(lambda p=p: _preview(p, sharded) == expected, 5) < WITHIN
+        assert "t_user" not in (conf_a / "database-cl_db.yaml").read_text()  # the registry keeps it, not conf/
 
         # rows written through one proxy are read through another, where the backends have them
         a.query("CREATE TABLE t_user (id INT PRIMARY KEY, name VARCHAR(20))", "cl_db")
@@ -225,6 +226,17 @@ def test_three_proxies_one_configuration(mariadb_shards: list[MariaDBServer], et
         wait_for(lambda: _set_ok(c, "SET DIST VARIABLE proxy_merge_memory_rows = 777"), 10)
         wait_for(lambda: a.query("SHOW DIST VARIABLE WHERE NAME = proxy_merge_memory_rows")[0][1] == "777", 5)
         assert len(a.query("SHOW COMPUTE NODES")) == 2
+
+        # a proxy started now takes the registry's configuration as changed, not its conf/
+        d = start_proxy(conf_c)
+        try:
+            assert d.query(f"PREVIEW {sharded}", "cl_db") == expected
+            assert d.query("SHOW DIST VARIABLE WHERE NAME = proxy_merge_memory_rows") == [
+                ("proxy_merge_memory_rows", "777")]
+            assert len(d.query("SHOW COMPUTE NODES")) == 3
+        finally:
+            d.stop()
+        wait_for(lambda: len(a.query("SHOW COMPUTE NODES")) == 2, 5)  # a proxy that stops leaves at once
     finally:
         for p in (c, b, a):
             if isinstance(p, SubprocessProxy):
