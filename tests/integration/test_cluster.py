@@ -166,6 +166,19 @@ def test_three_proxies_one_configuration(mariadb_shards: list[MariaDBServer], et
                   for (t,) in s.execute("SHOW TABLES LIKE 't_user_%'", db) for r in _rows(s, db, t)]
         assert sorted(stored) == [(1, "one"), (2, "two"), (5, "five")]
 
+        # a storage unit registered on A opens on C (a pool there too), and leaves it when unregistered
+        s0 = mariadb_shards[0]
+        s0.execute("DROP DATABASE IF EXISTS cl_ds_2")
+        s0.execute("CREATE DATABASE cl_ds_2")
+        a.query(f"REGISTER STORAGE UNIT ds_2 (HOST='{s0.host}', PORT={s0.port}, DB='cl_ds_2', "
+                f"USER='{s0.user}', PASSWORD='{s0.password}')", "cl_db")
+        units = "SHOW STORAGE UNITS FROM cl_db"
+        assert wait_for(lambda: "ds_2" in {r[0] for r in c.query(units)}, 5) < WITHIN
+        assert c.call(lambda: ("cl_db", "ds_2") in c.server.sources)
+        b.query("UNREGISTER STORAGE UNIT ds_2", "cl_db")  # made on B this time
+        assert wait_for(lambda: "ds_2" not in {r[0] for r in c.query(units)} | {r[0] for r in a.query(units)},
+                        5) < WITHIN
+
         # a change that fails validation is refused where it was made and reaches no one
         errno, message = error_of(lambda: a.query("CREATE SHARDING TABLE RULE t_x (DATANODES('ds_9.t_x'))", "cl_db"))
         assert errno == 1105 and "ds_9" in message
