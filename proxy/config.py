@@ -21,10 +21,13 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from proxy.privilege import Privilege, parse_privilege
+
+if TYPE_CHECKING:
+    from proxy.cluster.mode import ClusterMode
 from routing.errors import ConfigError
 from routing.model import DatabaseRules
 
@@ -166,7 +169,7 @@ class ProxyConfig:
     warnings: tuple[str, ...] = ()
     privilege: Privilege = field(default_factory=Privilege)
     transaction: TransactionConfig = field(default_factory=TransactionConfig)
-    mode: Any = None  # cluster hook: proxy.cluster.mode.ClusterMode in Cluster mode, None in Standalone
+    mode: ClusterMode | None = None  # cluster hook: the registry's settings in Cluster mode, None in Standalone
 
     @property
     def port(self) -> int:

@@ -143,12 +143,6 @@ class ClusterNode:
             with contextlib.suppress(RegistryUnavailable):
                 await asyncio.wait_for(self.client.revoke(self.lease), 2)  # leaves the list at once
 
-    def abandon(self) -> None:
-        """Stop talking to the registry without leaving it (as a crashed proxy would; tests)."""
-        for task in self._tasks:
-            task.cancel()
-        self.lease = 0
-
     def _mark(self, available: bool, error: Exception | None = None) -> None:
         if available != self.available:
             if available:

@@ -11,7 +11,8 @@ this process (`--workers N` runs N processes, each with its own props): `sql_sho
 `proxy_frontend_max_connections`, `max_connections_size_per_query`, `proxy_merge_memory_rows`,
 `proxy_statement_timeout_seconds`, `proxy_default_database`. A prop read at start-up only is refused as
 read-only (MySQL's ERR 1238), one shardproxy does not use as not supported (1235), so that no SET appears
-to work and does nothing. The change lives in memory: `global.yaml` is not rewritten.
+to work and does nothing. The change lives in memory: `global.yaml` is not rewritten. In Cluster mode
+(proxy.cluster) it is validated here, published to the registry, and every proxy of the cluster applies it.
 """
 
 from __future__ import annotations
