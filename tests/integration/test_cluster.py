@@ -198,6 +198,7 @@ def test_three_proxies_one_configuration(mariadb_shards: list[MariaDBServer], et
         victim_id = victim.thread_id()
         assert victim_id not in {p_id for p_id in a.call(lambda: list(a.server.sessions))}
         assert victim_id in {int(r[0]) for r in a.query("SHOW PROCESSLIST")}
+        assert victim_id in {int(r[0]) for r in a.query("SELECT ID FROM information_schema.PROCESSLIST")}
         a.query(f"KILL {victim_id}")
         wait_for(lambda: victim_id not in c.call(lambda: list(c.server.sessions)), 5)
         with pytest.raises(pymysql.err.OperationalError):
