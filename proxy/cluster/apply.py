@@ -130,3 +130,12 @@ def apply_prop(server: ProxyServer, key: str, value: Any) -> bool:
     if isinstance(props, dict):
         props[key] = value
     return True
+
+
+def apply_transaction_rule(server: ProxyServer, doc: Mapping[str, Any]) -> None:
+    """ALTER TRANSACTION RULE made on another proxy (XA opens this proxy's own log, in its xa-log-dir)."""
+    try:
+        server.tm.alter(str(doc.get("defaultType") or "LOCAL"), doc.get("providerType"), doc.get("props") or {})
+    except Exception as exc:
+        log.error("cluster_transaction_rule_not_applied", rule=dict(doc), error=str(exc),
+                  hint="this proxy keeps its transaction rule; fix what the error names and ALTER it again")

@@ -105,6 +105,27 @@ def metadata_changed(server: ProxyServer, database: str) -> None:
         server.track(node.announce_metadata(database))
 
 
+async def publish_transaction_rule(server: ProxyServer, before: tuple[str, str, dict[str, Any]]) -> None:
+    """ALTER TRANSACTION RULE, applied here (which validated it and opened the XA log if needed), for every
+    proxy; without etcd the rule is put back as `before` and DistSQLError raised."""
+    node = node_of(server)
+    if node is None:
+        return
+    from proxy.cluster import registry as reg
+
+    tm = server.tm
+    if tm.props.get("xa-instance-id") is not None:
+        tm.alter(*before)
+        raise DistSQLError(1235, "ALTER TRANSACTION RULE refused: in Cluster mode every proxy needs its own XA "
+                           "instance id (kept in its xa-log-dir); leave out 'xa-instance-id'", "42000")
+    doc = {"defaultType": tm.default_type, "providerType": tm.provider_type, "props": dict(tm.props)}
+    try:
+        await node.publish(reg.TRANSACTION, doc)
+    except RegistryUnavailable as exc:
+        tm.alter(*before)
+        raise _refused(node, "ALTER TRANSACTION RULE", exc) from None
+
+
 async def remote_kill(session: Session, target_id: int, scope: str) -> bool:
     """KILL of a session another proxy holds: answered (OK or its error) and True; False when none does."""
     node = node_of(session.server)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from proxy.cluster import registry as reg
-from proxy.cluster.apply import apply_database, apply_prop
+from proxy.cluster.apply import apply_database, apply_prop, apply_transaction_rule
 from proxy.cluster.etcd import EtcdClient, KeyValue, RegistryUnavailable, WatchEvent
 from proxy.cluster.mode import ClusterMode
 from proxy.config import ProxyConfig
@@ -188,7 +188,7 @@ class ClusterNode:
         kvs, revision = await self.client.get_prefix(self.prefix)
         self._mark(True)
         for kv in kvs:
-            if kv.key.startswith(self.key("metadata/")) or kv.key.startswith(self.key(reg.PROPS)):
+            if kv.key.startswith((self.key("metadata/"), self.key(reg.PROPS), self.key(reg.TRANSACTION))):
                 await self._dispatch(WatchEvent("PUT", kv.key, kv.value, kv.mod_revision))
         self._revision = revision
 
@@ -201,6 +201,10 @@ class ClusterNode:
                     return
                 self._seen[event.key] = (event.value, event.revision)
                 await self._apply_database(relative.removeprefix(reg.DATABASES), event.value)
+            elif relative == reg.TRANSACTION and event.kind != "DELETE":
+                if self._seen.get(event.key, ("", 0))[0] != event.value and self.server is not None:
+                    apply_transaction_rule(self.server, json.loads(event.value))
+                self._seen[event.key] = (event.value, event.revision)
             elif relative.startswith(reg.PROPS) and event.kind != "DELETE":
                 if self._seen.get(event.key, ("", 0))[0] != event.value and self.server is not None:
                     apply_prop(self.server, relative.removeprefix(reg.PROPS), json.loads(event.value))

@@ -29,6 +29,7 @@ from typing import Any
 from proxy.cluster.etcd import KeyValue
 from proxy.config import ProxyConfig, _transaction, _users, database_config, load_yaml_file
 from proxy.privilege import parse_privilege
+from routing.errors import ConfigError
 
 SEEDED = "seeded"
 DATABASES = "metadata/databases/"
@@ -97,6 +98,10 @@ def config_from_registry(config: ProxyConfig, kvs: Iterable[KeyValue], prefix: s
     privilege = parse_privilege(authority.get("privilege") if isinstance(authority, Mapping) else None,
                                 f"{source}/{AUTHORITY}", users, warnings.append)
     transaction = _transaction(values.get(TRANSACTION), f"{source}/{TRANSACTION}", warnings.append)
+    if transaction.props.get("xa-instance-id") is not None:
+        raise ConfigError("in Cluster mode every proxy needs its own XA instance id (each proxy keeps it in its "
+                          "xa-log-dir); remove transaction.props.xa-instance-id", file=transaction.file,
+                          key="transaction.props.xa-instance-id")
     return replace(config, users=users, props=props, databases=databases or dict(config.databases),
                    privilege=privilege, transaction=transaction,
                    warnings=tuple(config.warnings) + tuple(warnings))

@@ -193,6 +193,20 @@ def test_three_proxies_one_configuration(mariadb_shards: list[MariaDBServer], et
             assert wait_for(lambda p=p, shown=shown: p.query(shown) == [("proxy_merge_memory_rows", "54321")],
                             5) < WITHIN
 
+        # ALTER TRANSACTION RULE travels too (each proxy opens its own XA log, in its own conf/)
+        a.query("ALTER TRANSACTION RULE (DEFAULT='XA', TYPE(NAME='Narayana'))")
+        for p in (b, c):
+            assert wait_for(lambda p=p: p.query("SHOW TRANSACTION RULE")[0][0] == "XA", 5) < WITHIN
+        assert (conf_c / "xa-log" / "decisions.log").exists()
+        b.query("INSERT INTO t_user (id, name) VALUES (11, 'xa1'), (12, 'xa2')", "cl_db")  # an XA write, via B
+        assert sorted(c.query("SELECT id FROM t_user WHERE id > 10", "cl_db")) == [(11,), (12,)]
+        errno, _message = error_of(lambda: a.query("ALTER TRANSACTION RULE (DEFAULT='XA', TYPE(NAME='Narayana', "
+                                                   "PROPERTIES('xa-instance-id'='same')))"))
+        assert errno == 1235 and c.query("SHOW TRANSACTION RULE")[0][0] == "XA"
+        c.query("ALTER TRANSACTION RULE (DEFAULT='LOCAL')")
+        for p in (a, b):
+            assert wait_for(lambda p=p: p.query("SHOW TRANSACTION RULE")[0][0] == "LOCAL", 5) < WITHIN
+
         # SHOW PROCESSLIST on A lists C's sessions; KILL on A ends a session on C
         victim = c.connect("cl_db")
         victim_id = victim.thread_id()
@@ -242,7 +256,7 @@ def test_three_proxies_one_configuration(mariadb_shards: list[MariaDBServer], et
         assert len(a.query("SHOW COMPUTE NODES")) == 2
 
         # a proxy started now takes the registry's configuration as changed, not its conf/
-        d = start_proxy(conf_c)
+        d = start_proxy(cluster_conf(tmp_path / "d", mariadb_shards, etcd, namespace, None))
         try:
             assert d.query(f"PREVIEW {sharded}", "cl_db") == expected
             assert d.query("SHOW DIST VARIABLE WHERE NAME = proxy_merge_memory_rows") == [
