@@ -21,7 +21,7 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -62,6 +62,9 @@ class ClusterNode:
         self._seen: dict[str, tuple[str, int]] = {}
         self._node_info: dict[str, Any] = {}
         self.responders: dict[str, Any] = {}  # key prefix (relative) -> async handler(node, event); remote.py
+        # called with a compute node's instance id when it leaves (lease revoked or expired): the place for
+        # a migration job's or an XA log's owner to be taken over (see take_over)
+        self.node_left: list[Callable[[str], Awaitable[None]]] = []
 
     def key(self, relative: str) -> str:
         return self.prefix + relative
@@ -209,6 +212,12 @@ class ClusterNode:
                 if self._seen.get(event.key, ("", 0))[0] != event.value and self.server is not None:
                     apply_prop(self.server, relative.removeprefix(reg.PROPS), json.loads(event.value))
                 self._seen[event.key] = (event.value, event.revision)
+            elif relative.startswith(reg.COMPUTE_NODES) and event.kind == "DELETE":
+                left = relative.removeprefix(reg.COMPUTE_NODES)
+                if left != self.instance_id:
+                    log.info("cluster_node_left", instance_id=left)
+                    for callback in list(self.node_left):
+                        await callback(left)
             else:
                 for start, handler in self.responders.items():
                     if relative.startswith(start) and event.kind != "DELETE":
@@ -267,3 +276,30 @@ class ClusterNode:
     async def compute_nodes(self) -> list[dict[str, Any]]:
         kvs, _rev = await self.client.get_prefix(self.key(reg.COMPUTE_NODES))
         return sorted((json.loads(kv.value) for kv in kvs), key=lambda n: (n.get("slot", 0), n["instance_id"]))
+
+    # -- state of long-running work (hooks: migration jobs, the XA log) ------------------------------------
+
+    async def put_state(self, area: str, name: str, value: Any) -> None:
+        """Keep `value` as this node's `name` in `area` (reg.MIGRATION_JOBS, reg.XA_LOG): not bound to the
+        lease, so it outlives the node for another to take over. Raises RegistryUnavailable."""
+        await self.client.put(self.key(f"{area}{self.instance_id}/{name}"), reg.dumps(value))
+
+    async def delete_state(self, area: str, name: str, *, owner: str | None = None) -> None:
+        await self.client.delete(self.key(f"{area}{owner or self.instance_id}/{name}"))
+
+    async def states(self, area: str) -> dict[str, dict[str, Any]]:
+        """Every node's states in `area`: owner instance id -> name -> value."""
+        kvs, _rev = await self.client.get_prefix(self.key(area))
+        out: dict[str, dict[str, Any]] = {}
+        for kv in kvs:
+            owner, _, name = kv.key.removeprefix(self.key(area)).partition("/")
+            out.setdefault(owner, {})[name] = json.loads(kv.value)
+        return out
+
+    async def take_over(self, area: str, owner: str) -> dict[str, Any] | None:
+        """The states a node that left kept in `area`, for exactly one surviving node: the first to claim
+        them (an etcd transaction, bound to its lease) gets them, every other gets None."""
+        claim = self.key(f"claims/{area}{owner}")
+        if not await self.client.put_all_if_absent(claim, [], lease=self.lease):
+            return None
+        return (await self.states(area)).get(owner, {})

@@ -1,0 +1,66 @@
+"""The cluster's hooks for long-running work (migration jobs, the XA log) against a real etcd, with two
+compute nodes and no proxy around them: state that outlives its node, a node leaving seen by the other,
+and exactly one taker for what the node that left kept. Also: the two hold different connection-id slots."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from proxy.cluster import registry as reg
+from proxy.cluster.mode import ClusterMode
+from proxy.cluster.node import ClusterNode
+from proxy.config import load_config
+from tests.integration.etcd_server import EtcdServer, etcd
+from tests.integration.harness import write_conf
+
+pytestmark = pytest.mark.integration
+__all__ = ["etcd"]
+
+
+def _config(tmp_path: Path, etcd: EtcdServer, namespace: str, name: str):  # type: ignore[no-untyped-def]
+    fake = SimpleNamespace(host="127.0.0.1", port=1, user="u", password="p")  # never connected to here
+    config = load_config(write_conf(tmp_path / name, {"db": {"ds_0": (fake, "x")}}))
+    host, port = etcd.endpoint.split(":")
+    return dataclasses.replace(config, mode=ClusterMode(namespace, ((host, int(port)),), ttl=2, timeout=2))
+
+
+async def test_state_outlives_its_node_and_has_one_taker(etcd: EtcdServer, tmp_path: Path) -> None:
+    namespace = f"st_{uuid.uuid4().hex[:8]}"
+    first = await ClusterNode.join(_config(tmp_path, etcd, namespace, "one"))
+    second = await ClusterNode.join(_config(tmp_path, etcd, namespace, "two"))
+    try:
+        assert (first.slot, second.slot) == (0, 1)
+        await first.start("127.0.0.1", 1, "t")
+        await second.start("127.0.0.1", 2, "t")
+        assert [n["instance_id"] for n in await second.compute_nodes()] == [first.instance_id, second.instance_id]
+        left: list[str] = []
+
+        async def seen(instance: str) -> None:
+            left.append(instance)
+
+        second.node_left.append(seen)
+        await first.put_state(reg.MIGRATION_JOBS, "job-1", {"position": 42})
+        await first.put_state(reg.XA_LOG, "sp-x-1", {"branches": ["ds_0", "ds_1"]})
+        assert (await second.states(reg.MIGRATION_JOBS)) == {first.instance_id: {"job-1": {"position": 42}}}
+
+        await first.close()  # revokes its lease: it leaves the list at once, its states stay
+        for _ in range(100):
+            if left:
+                break
+            await asyncio.sleep(0.02)
+        assert left == [first.instance_id]
+        assert [n["instance_id"] for n in await second.compute_nodes()] == [second.instance_id]
+        assert await second.take_over(reg.MIGRATION_JOBS, first.instance_id) == {"job-1": {"position": 42}}
+        assert await second.take_over(reg.MIGRATION_JOBS, first.instance_id) is None  # claimed once
+        assert await second.take_over(reg.XA_LOG, first.instance_id) == {"sp-x-1": {"branches": ["ds_0", "ds_1"]}}
+        await second.delete_state(reg.MIGRATION_JOBS, "job-1", owner=first.instance_id)
+        assert await second.states(reg.MIGRATION_JOBS) == {}
+    finally:
+        await first.close()
+        await second.close()
