@@ -187,10 +187,11 @@ class EtcdClient:
             body["range_end"] = _b64(prefix_end(key))
         await self.call("/v3/kv/deleterange", body)
 
-    async def put_all_if_absent(self, guard: str, items: Sequence[tuple[str, str]], *, lease: int = 0) -> bool:
+    async def put_all_if_absent(self, guard: str, items: Sequence[tuple[str, str]], *, lease: int = 0,
+                                guard_value: str = "1") -> bool:
         """In one transaction: when `guard` does not exist, put it and every item; True when they were put."""
         puts = [{"requestPut": {"key": _b64(k), "value": _b64(v), **({"lease": str(lease)} if lease else {})}}
-                for k, v in [(guard, "1"), *items]]
+                for k, v in [(guard, guard_value), *items]]
         answer = await self.call("/v3/kv/txn", {
             "compare": [{"key": _b64(guard), "result": "EQUAL", "target": "CREATE", "create_revision": "0"}],
             "success": puts,

@@ -106,11 +106,15 @@ class ClusterNode:
         self.lease = await self.client.grant(self.mode.ttl)
         wanted = [self.slot] if self.slot >= 0 else []
         for slot in [*wanted, *range(MAX_SLOTS)]:
-            if await self.client.put_all_if_absent(self.key(f"{reg.SLOTS}{slot}"), [], lease=self.lease):
-                await self.client.put(self.key(f"{reg.SLOTS}{slot}"), self.instance_id, lease=self.lease)
+            if await self.client.put_all_if_absent(self.key(f"{reg.SLOTS}{slot}"), [], lease=self.lease,
+                                                   guard_value=self.instance_id):
                 if self.slot >= 0 and slot != self.slot:
+                    # another node took our slot while our lease was gone: new connections take the new one
                     log.warning("cluster_slot_changed", old=self.slot, new=slot,
-                                detail="connection ids of sessions opened before keep their old slot")
+                                detail="sessions opened before keep their ids; KILL reaches them here only")
+                    if self.server is not None:
+                        self.server._ids = itertools.count(slot + 1, MAX_SLOTS)
+                    self._node_info["slot"] = slot
                 self.slot = slot
                 return
         raise RegistryUnavailable(f"all {MAX_SLOTS} compute node slots of the cluster are taken")

@@ -64,3 +64,23 @@ async def test_state_outlives_its_node_and_has_one_taker(etcd: EtcdServer, tmp_p
     finally:
         await first.close()
         await second.close()
+
+
+async def test_a_node_whose_lease_ended_registers_again(etcd: EtcdServer, tmp_path: Path) -> None:
+    """As after an etcd outage longer than timeToLiveSeconds: the lease is gone, the keep-alive sees it and the
+    node takes a new one, listed again under the same connection-id slot."""
+    node = await ClusterNode.join(_config(tmp_path, etcd, f"ls_{uuid.uuid4().hex[:8]}", "one"))
+    try:
+        await node.start("127.0.0.1", 1, "t")
+        slot, old_lease = node.slot, node.lease
+        await node.client.revoke(old_lease)
+        assert await node.compute_nodes() == []
+        for _ in range(200):
+            if await node.compute_nodes():
+                break
+            await asyncio.sleep(0.02)
+        assert [n["instance_id"] for n in await node.compute_nodes()] == [node.instance_id]
+        assert node.lease != old_lease and node.slot == slot
+        assert (await node.client.get(node.key(f"{reg.SLOTS}{slot}"))).value == node.instance_id  # type: ignore[union-attr]
+    finally:
+        await node.close()
