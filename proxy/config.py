@@ -515,14 +515,14 @@ def load_config(conf_dir: Path | str) -> ProxyConfig:
         if grant.database != "*" and grant.database not in defined:
             warnings.append(f"{global_path}: authority.privilege.props.user-database-mappings: "
                             f"{grant.database!r} is no logical database")
-    if not databases:
+    from proxy.cluster.mode import parse_mode  # cluster hook: in Cluster mode the registry may hold them
+
+    mode = parse_mode(gdoc.get("mode"), str(global_path)) if global_path.exists() else None
+    if not databases and mode is None:
         # an empty or mistyped mount must not come up "healthy" serving nothing with a default login
         found = "no files at all" if not any(conf.iterdir()) else "no database-*.yaml"
         raise ConfigError(f"configuration directory {conf.resolve()} has {found}: put global.yaml and one "
                           f"database-<name>.yaml per logical database there (see conf/ in the repository)")
-    from proxy.cluster.mode import parse_mode  # cluster hook
-
-    mode = parse_mode(gdoc.get("mode"), str(global_path)) if global_path.exists() else None
     return ProxyConfig(users, props, databases, conf, tuple(warnings), privilege, transaction, mode)
 
 

@@ -89,8 +89,8 @@ class ClusterNode:
         raise AssertionError("unreachable")
 
     async def _join(self) -> None:
-        seeded = await self.client.put_all_if_absent(self.key(reg.SEEDED),
-                                                     [(self.key(k), v) for k, v in reg.seed_items(self.config)])
+        seeded = bool(self.config.databases) and await self.client.put_all_if_absent(
+            self.key(reg.SEEDED), [(self.key(k), v) for k, v in reg.seed_items(self.config)])  # only a full conf/
         kvs, self._revision = await self.client.get_prefix(self.prefix)
         self.config = reg.config_from_registry(self.config, kvs, self.prefix)
         self._remember(kvs)

@@ -92,6 +92,9 @@ def config_from_registry(config: ProxyConfig, kvs: Iterable[KeyValue], prefix: s
             name = key.removeprefix(DATABASES)
             file = database_file(config, name, str(value.get("file") or f"database-{name}.yaml"))
             databases[name] = database_config(value["doc"], file, warnings.append)
+    if not databases and not config.databases:
+        raise ConfigError(f"neither {config.conf_dir} nor the cluster registry ({source}) has a logical database: "
+                          "put database-<name>.yaml files in conf/ of the first proxy that starts")
     props = {key.removeprefix(PROPS): value for key, value in values.items() if key.startswith(PROPS)}
     authority = values.get(AUTHORITY)
     users = _users(authority, f"{source}/{AUTHORITY}", warnings.append) or config.users

@@ -256,7 +256,9 @@ def test_three_proxies_one_configuration(mariadb_shards: list[MariaDBServer], et
         assert len(a.query("SHOW COMPUTE NODES")) == 2
 
         # a proxy started now takes the registry's configuration as changed, not its conf/
-        d = start_proxy(cluster_conf(tmp_path / "d", mariadb_shards, etcd, namespace, None))
+        conf_d = cluster_conf(tmp_path / "d", mariadb_shards, etcd, namespace, None)
+        (conf_d / "database-cl_db.yaml").unlink()  # global.yaml only: the registry has the databases
+        d = start_proxy(conf_d)
         try:
             assert d.query(f"PREVIEW {sharded}", "cl_db") == expected
             assert d.query("SHOW DIST VARIABLE WHERE NAME = proxy_merge_memory_rows") == [

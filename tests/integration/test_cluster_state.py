@@ -11,11 +11,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from proxy.cluster import registry as reg
 from proxy.cluster.mode import ClusterMode
 from proxy.cluster.node import ClusterNode
 from proxy.config import load_config
+from routing.errors import ConfigError
 from tests.integration.etcd_server import EtcdServer, etcd
 from tests.integration.harness import write_conf
 
@@ -84,3 +86,19 @@ async def test_a_node_whose_lease_ended_registers_again(etcd: EtcdServer, tmp_pa
         assert (await node.client.get(node.key(f"{reg.SLOTS}{slot}"))).value == node.instance_id  # type: ignore[union-attr]
     finally:
         await node.close()
+
+
+async def test_a_first_proxy_without_databases_seeds_nothing(etcd: EtcdServer, tmp_path: Path) -> None:
+    config = _config(tmp_path, etcd, f"nd_{uuid.uuid4().hex[:8]}", "one")
+    for path in config.conf_dir.glob("database-*.yaml"):
+        path.unlink()
+    gdoc = yaml.safe_load((config.conf_dir / "global.yaml").read_text())
+    gdoc["mode"] = {"type": "Cluster", "repository": {"type": "etcd", "props": {
+        "namespace": config.mode.namespace, "server-lists": etcd.endpoint, "connectionTimeout": 2}}}
+    (config.conf_dir / "global.yaml").write_text(yaml.safe_dump(gdoc))
+    empty = load_config(config.conf_dir)  # Cluster mode: conf/ may hold global.yaml only
+    assert empty.databases == {} and empty.mode is not None
+    with pytest.raises(ConfigError, match="nor the cluster registry"):
+        await ClusterNode.join(empty)
+    node = ClusterNode(config.mode, config)  # type: ignore[arg-type]
+    assert (await node.client.get_prefix(node.prefix))[0] == []  # not seeded: a full conf/ may still seed it
