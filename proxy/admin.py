@@ -147,7 +147,11 @@ async def transaction_statement(session: Session, stmt: ProxyStatement) -> None:
         return
     try:
         kind, provider, props = rule_from_statement(default, provider, props)
+        before = (tm.default_type, tm.provider_type, dict(tm.props))
         tm.alter(kind, provider, props)
+        from proxy.cluster import hooks as cluster  # cluster hook: every proxy takes it, or (put back) no one
+
+        await cluster.publish_transaction_rule(session.server, before)
     except ValueError as exc:
         session.error(ER_NOT_SUPPORTED_YET, f"ALTER TRANSACTION RULE: {exc}", "42000")
         return

@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from proxy.backend import BackendError
+from proxy.cluster.etcd import RegistryUnavailable
 from proxy.config import ProxyConfig, load_config
 from proxy.logs import configure
 from proxy.xalog import LogUnavailable
@@ -39,13 +40,21 @@ async def serve(config: ProxyConfig, host: str, port: int, *, ready: asyncio.Eve
                 started: Callable[[Any], None] | None = None) -> None:
     """Run the proxy until SIGTERM/SIGINT (or `stop` is set); closes sessions and drains pools.
     `started` is given the ProxyServer once it listens (tests inspect its pools)."""
+    from proxy.cluster import hooks as cluster  # cluster hook: the registry's configuration in Cluster mode
     from proxy.server import ProxyServer
 
+    config, node = await cluster.join(config)
     server = ProxyServer(config, worker=worker, workers=workers)
+    cluster.bind(node, server)  # cluster hook: cluster-unique connection ids
     if started is not None:
         started(server)
-    await server.start_backends()
-    addrs = await server.listen(host, port, reuse_port=workers > 1)
+    try:
+        await server.start_backends()
+        addrs = await server.listen(host, port, reuse_port=workers > 1)
+        await cluster.start(node, addrs, server.server_version)  # cluster hook: SHOW COMPUTE NODES, the watch
+    except BaseException:
+        await cluster.leave(node)
+        raise
     log.info("accepting_connections", address=[f"{h}:{p}" for h, p in addrs], version=server.server_version,
              databases=list(server.databases_by_name))
     stop = stop or asyncio.Event()
@@ -59,6 +68,7 @@ async def serve(config: ProxyConfig, host: str, port: int, *, ready: asyncio.Eve
         await stop.wait()
     finally:
         log.info("shutting_down", sessions=len(server.sessions))
+        await cluster.leave(node)  # cluster hook
         await server.close()
         for sig in STOP_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
@@ -99,7 +109,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:  # found once the server builds what the configuration names (TLS files ...)
         _config_error(exc, json_logs=args.log_json)
         return 2
-    except (BackendError, LogUnavailable) as exc:
+    except (BackendError, LogUnavailable, RegistryUnavailable) as exc:
         print(f"shardproxy: cannot start: {exc}", file=sys.stderr)
         return 3
     except OSError as exc:

@@ -7,7 +7,8 @@ keys we do not need), wrong types are errors.
 A rule or setting that would change the data or the security of the proxy, and that shardproxy does not
 implement, stops the start (`ConfigError` with the file and the key) instead of being ignored: the rules
 `!ENCRYPT`, `!MASK`, `!SHADOW`, `!DB_DISCOVERY` and any other tag but `!SHARDING`, `!BROADCAST`, `!SINGLE`,
-`!READWRITE_SPLITTING`; `transaction.defaultType` other than LOCAL; `mode.type: Cluster`;
+`!READWRITE_SPLITTING`; `transaction.defaultType` other than LOCAL or XA; a `mode` other than Standalone or
+Cluster over etcd (proxy.cluster.mode);
 `props.proxy-frontend-ssl-enabled: true` (no TLS); a frontend protocol other than MySQL; an unknown
 `authority.privilege.type` or authenticator type. Settings that change nothing here (`mode: Standalone`,
 `transaction: LOCAL`, `sqlParser`, `logging` ...) are accepted.
@@ -20,10 +21,13 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from proxy.privilege import Privilege, parse_privilege
+
+if TYPE_CHECKING:
+    from proxy.cluster.mode import ClusterMode
 from routing.errors import ConfigError
 from routing.model import DatabaseRules
 
@@ -165,6 +169,7 @@ class ProxyConfig:
     warnings: tuple[str, ...] = ()
     privilege: Privilege = field(default_factory=Privilege)
     transaction: TransactionConfig = field(default_factory=TransactionConfig)
+    mode: ClusterMode | None = None  # cluster hook: the registry's settings in Cluster mode, None in Standalone
 
     @property
     def port(self) -> int:
@@ -510,12 +515,15 @@ def load_config(conf_dir: Path | str) -> ProxyConfig:
         if grant.database != "*" and grant.database not in defined:
             warnings.append(f"{global_path}: authority.privilege.props.user-database-mappings: "
                             f"{grant.database!r} is no logical database")
-    if not databases:
+    from proxy.cluster.mode import parse_mode  # cluster hook: in Cluster mode the registry may hold them
+
+    mode = parse_mode(gdoc.get("mode"), str(global_path)) if global_path.exists() else None
+    if not databases and mode is None:
         # an empty or mistyped mount must not come up "healthy" serving nothing with a default login
         found = "no files at all" if not any(conf.iterdir()) else "no database-*.yaml"
         raise ConfigError(f"configuration directory {conf.resolve()} has {found}: put global.yaml and one "
                           f"database-<name>.yaml per logical database there (see conf/ in the repository)")
-    return ProxyConfig(users, props, databases, conf, tuple(warnings), privilege, transaction)
+    return ProxyConfig(users, props, databases, conf, tuple(warnings), privilege, transaction, mode)
 
 
 def _true(value: Any) -> bool:
@@ -556,11 +564,9 @@ def _check_global(gdoc: Mapping[str, Any], props: Mapping[str, Any], file: str, 
     mode = gdoc.get("mode")
     if mode is not None:
         _expect(mode, dict, file, "mode")
-        kind = str(mode.get("type") or "Standalone").strip()
-        if kind.upper() != "STANDALONE":
-            raise ConfigError(
-                f"mode type {kind} is not implemented by shardproxy: it reads its rules from conf/ only (no "
-                "registry center); use type: Standalone or remove the key", file=file, key="mode.type")
+        from proxy.cluster.mode import parse_mode  # cluster hook: Standalone or Cluster over etcd
+
+        parse_mode(mode, file, warn)
     protocol = props.get("proxy-frontend-database-protocol-type")
     if protocol is not None and str(protocol).strip().upper() not in ("MYSQL", "MARIADB"):
         raise ConfigError(f"shardproxy speaks the MySQL protocol only, not {protocol}", file=file,

@@ -193,6 +193,9 @@ async def execute_plan(
         session.error(exc.errno, exc.message, exc.sqlstate)
     if routed.kind is StatementKind.DDL:
         await db.reload_metadata()
+        from proxy.cluster import hooks as cluster  # cluster hook: the other proxies reload it too
+
+        cluster.metadata_changed(session.server, db.name)
 
 
 async def _after_relayed_select(session: Session, conn: BackendConnection, unit: ExecutionUnit) -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from protocol import text as ptext
 from protocol.constants import ColumnFlag, ColumnType
@@ -129,7 +130,10 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
             return True
         return False
     if "information_schema" in sql.lower() and head.startswith(("SELECT", "WITH", "(")):
-        rewritten = _processlist_table(session, sql)
+        from proxy.cluster import hooks as cluster  # cluster hook: the other proxies' sessions too
+
+        others = await cluster.other_sessions(session, True) if reads_processlist(sql) else []
+        rewritten = _processlist_table(session, sql, others)
         if rewritten is not None:
             await _select_on_default(session, db, rewritten)
             return True
@@ -538,7 +542,7 @@ def _text_literal(value: str | None) -> str:
     return f"CONVERT(X'{ptext.shown(value).encode().hex()}' USING utf8mb4)"
 
 
-def _processlist_rows_sql(session: Session) -> str:
+def _processlist_rows_sql(session: Session, others: Sequence[tuple[Any, ...]] = ()) -> str:
     """The proxy's sessions that `session` may see, as a derived table in information_schema.PROCESSLIST's
     columns (MariaDB's when the backends are MariaDB)."""
     now = time.monotonic()
@@ -553,10 +557,14 @@ def _processlist_rows_sql(session: Session) -> str:
             f"SELECT {s.id}, {_text_literal(s.user)}, {_text_literal(s.client_host)}, "
             f"{_text_literal(s.database.name if s.database else None)}, {_text_literal(s.command)}, "
             f"{int(now - s.command_started)}, '', {_text_literal(s.info)}{extra_values}")
+    for o in others:  # other proxies' sessions (Cluster mode): id, user, host, db, command, time, state, info
+        extra_values = ", 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0" if extra else ""
+        selects.append(f"SELECT {int(o[0])}, {_text_literal(o[1])}, {_text_literal(o[2])}, {_text_literal(o[3])}, "
+                       f"{_text_literal(o[4])}, {int(o[5])}, '', {_text_literal(o[7])}{extra_values}")
     return "(" + " UNION ALL ".join(selects) + ")"
 
 
-def _processlist_table(session: Session, sql: str) -> str | None:
+def _processlist_table(session: Session, sql: str, others: Sequence[tuple[Any, ...]] = ()) -> str | None:
     """`sql` with information_schema.PROCESSLIST replaced by the proxy's own sessions (those the user may
     see), or None when it does not read that table. The backends' PROCESSLIST would list the proxy's
     pooled connections, with every user's statements and ids KILL does not take."""
@@ -564,7 +572,7 @@ def _processlist_table(session: Session, sql: str) -> str | None:
     matches = list(_PROCESSLIST_TABLE.finditer(masked))
     if not matches:
         return None
-    derived = _processlist_rows_sql(session)
+    derived = _processlist_rows_sql(session, others)
     out: list[str] = []
     pos = 0
     for m in matches:
@@ -619,6 +627,9 @@ async def processlist(session: Session, full: bool) -> None:
         info = s.info if full else (s.info or "")[:100] if s.info else None
         rows.append((s.id, s.user, f"{s.client_host}", s.database.name if s.database else None, s.command,
                      int(now - s.command_started), "", info, 0.0))
+    from proxy.cluster import hooks as cluster  # cluster hook: the other proxies' sessions
+
+    rows = sorted([*rows, *await cluster.other_sessions(session, full)], key=lambda r: int(r[0]))
     number = ColumnDefinition41("", ColumnType.LONGLONG, column_length=21, flags=ColumnFlag.NOT_NULL | ColumnFlag.NUM)
     columns: list[str | ColumnDefinition41] = [
         replace(number, name="Id"), "User", "Host", "db", "Command", replace(number, name="Time", type=ColumnType.LONG),

@@ -837,6 +837,10 @@ class Session:
     async def _kill(self, target_id: int, scope: str) -> None:
         target = self.server.sessions.get(target_id)
         if target is None:
+            from proxy.cluster import hooks as cluster  # cluster hook: a session of another proxy
+
+            if await cluster.remote_kill(self, target_id, scope):
+                return
             self.error(ErrorCode.NO_SUCH_THREAD, f"Unknown thread id: {target_id}", "HY000")
             return
         if not metadata.may_see(self, target):  # another user's session, and we are no admin

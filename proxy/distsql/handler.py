@@ -202,7 +202,11 @@ async def _show_variables(session: Session, d: grammar.DistSQL) -> None:
 
 
 async def _set_variable(session: Session, d: grammar.DistSQL) -> None:
-    variables.set_variable(session.server, d.name or "", d.value or "")
+    from proxy.cluster import hooks as cluster  # cluster hook: validated here, published, then applied
+
+    variable, value = variables.check_setting(session.server, d.name or "", d.value or "")
+    await cluster.publish_prop(session.server, variable.key, value, "SET DIST VARIABLE")
+    variables.apply_setting(session.server, variable, value)
     session.log.info("dist_variable_set", variable=d.name, value=d.value)
     session.ok()
 
@@ -231,8 +235,13 @@ def _address(server: ProxyServer) -> tuple[str, int]:
 
 async def _compute_nodes(session: Session, d: grammar.DistSQL) -> None:
     from proxy.cli import version
+    from proxy.cluster import hooks as cluster  # cluster hook: every live compute node of the registry
 
     server = session.server
+    nodes = await cluster.compute_node_rows(server)
+    if nodes is not None:
+        session.rows(list(COMPUTE_NODE_COLUMNS), nodes)
+        return
     host, port = _address(server)
     worker = str(server.config.props.get("worker-id", 0))
     row = (instance_id(server), "PROXY", host, str(port), "OK", "Standalone", worker, "", version(), "")

@@ -18,7 +18,8 @@ STORAGE UNIT`, in ShardingSphere 5.5.2's syntax. Each statement:
    statement uses the new ones; then reloads the metadata and closes what it removed.
 
 Changes to one database are serialised. They apply to this process (`--workers N`: the others take them
-at their next start).
+at their next start). In Cluster mode (proxy.cluster) step 4 publishes the document to the registry
+instead of writing the file, and every proxy of the cluster takes it.
 """
 
 from __future__ import annotations
@@ -772,9 +773,15 @@ async def execute(session: Session, d: DistSQL) -> None:
                     await source.close()
                     raise DistSQLError(exc.errno or 2003, f"{_statement(d)} {unit}: {exc}", "HY000") from None
                 opened[unit] = source
+            from proxy.cluster import hooks as cluster  # cluster hook: every proxy takes it, or no one
+
+            # Cluster mode: the registry keeps the configuration (and every proxy takes it), not conf/
+            published = await cluster.publish_database(session.server, db.name, change.doc, db.config.file,
+                                                       _statement(d))
             text = document_yaml(change.doc, f"{_statement(d)} {change.summary}".strip())
             try:
-                await asyncio.to_thread(_write, db.config.file, text)
+                if not published:
+                    await asyncio.to_thread(_write, db.config.file, text)
             except OSError as exc:
                 raise DistSQLError(1105, f"{_statement(d)}: cannot write {db.config.file}: {exc.strerror or exc}; "
                                    "nothing was changed", "HY000") from exc

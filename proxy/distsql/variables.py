@@ -11,7 +11,8 @@ this process (`--workers N` runs N processes, each with its own props): `sql_sho
 `proxy_frontend_max_connections`, `max_connections_size_per_query`, `proxy_merge_memory_rows`,
 `proxy_statement_timeout_seconds`, `proxy_default_database`. A prop read at start-up only is refused as
 read-only (MySQL's ERR 1238), one shardproxy does not use as not supported (1235), so that no SET appears
-to work and does nothing. The change lives in memory: `global.yaml` is not rewritten.
+to work and does nothing. The change lives in memory: `global.yaml` is not rewritten. In Cluster mode
+(proxy.cluster) it is validated here, published to the registry, and every proxy of the cluster applies it.
 """
 
 from __future__ import annotations
@@ -184,6 +185,21 @@ def _typed(variable: Variable, raw: str) -> Any:
 
 def set_variable(server: ProxyServer, name: str, raw: str) -> None:
     """SET DIST VARIABLE name = raw: validated, applied to the running proxy, kept in its props."""
+    variable, value = check_setting(server, name, raw)
+    apply_setting(server, variable, value)
+
+
+def apply_setting(server: ProxyServer, variable: Variable, value: Any) -> None:
+    """A validated value (check_setting, or another proxy's: proxy.cluster) into the running proxy."""
+    if variable.apply is not None:
+        variable.apply(server, value)
+    props = server.config.props
+    if isinstance(props, dict):
+        props[variable.key] = value
+
+
+def check_setting(server: ProxyServer, name: str, raw: str) -> tuple[Variable, Any]:
+    """The variable and its typed value, or the DistSQLError SET DIST VARIABLE answers; changes nothing."""
     low = name.lower().replace("-", "_")
     variable = BY_NAME.get(low)
     if variable is None:
@@ -198,8 +214,6 @@ def set_variable(server: ProxyServer, name: str, raw: str) -> None:
         raise DistSQLError(1238, f"Variable '{variable.name}' is a read only variable: shardproxy reads "
                           f"props.{variable.key} at start-up ({hint})", "HY000")
     value = _typed(variable, raw)
-    if variable.apply is not None:
-        variable.apply(server, value)
-    props = server.config.props
-    if isinstance(props, dict):
-        props[variable.key] = value
+    if variable.apply is _check_database:
+        _check_database(server, value)
+    return variable, value

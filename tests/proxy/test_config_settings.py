@@ -41,7 +41,7 @@ def _conf(tmp_path: Path, global_doc: dict | str | None = None, rules: str = "")
 USERS = {"users": [{"user": "root@%", "password": "root", "admin": True}]}
 
 
-@pytest.mark.parametrize("conf_dir", ["conf", "docker/conf"])
+@pytest.mark.parametrize("conf_dir", ["conf", "docker/conf", "docker/conf-cluster"])
 def test_the_shipped_configurations_load(conf_dir: str) -> None:
     config = load_config(REPO / conf_dir)
     assert config.databases and config.privilege == Privilege()
@@ -81,7 +81,8 @@ def test_the_cli_names_file_and_key_without_a_traceback(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("doc", "key", "words"), [
     ({"transaction": {"defaultType": "BASE"}}, "transaction.defaultType", "BASE"),
-    ({"mode": {"type": "Cluster", "repository": {"type": "ZooKeeper"}}}, "mode.type", "Standalone"),
+    ({"mode": {"type": "Cluster", "repository": {"type": "ZooKeeper"}}}, "mode.repository.type", "etcd"),
+    ({"mode": {"type": "Federated"}}, "mode.type", "Cluster"),
     ({"props": {"proxy-frontend-database-protocol-type": "PostgreSQL"}},
      "props.proxy-frontend-database-protocol-type", "MySQL"),
     ({"authority": {**USERS, "privilege": {"type": "ROW_LEVEL"}}}, "authority.privilege.type", "ROW_LEVEL"),
@@ -193,3 +194,8 @@ def test_cli_help_still_works() -> None:
     with pytest.raises(SystemExit) as info:
         main(["serve", "--help"])
     assert info.value.code == 0
+
+
+def test_the_compose_cluster_configuration_is_cluster_mode() -> None:
+    mode = load_config(REPO / "docker/conf-cluster").mode
+    assert mode is not None and mode.endpoints == (("etcd", 2379),) and mode.namespace == "shardproxy-demo"
