@@ -41,6 +41,7 @@ from protocol.results import ResultEnd, ResultHeader
 from proxy import txn
 from proxy.backend import BackendConnection
 from proxy.codec import TEXT, StatementCodec, StatementFailed
+from routing.errors import RoutingError
 from routing.plan import ExecutionUnit, RoutedStatement, SessionHints, StatementKind
 
 if TYPE_CHECKING:
@@ -94,7 +95,14 @@ async def route_and_execute(
         log_statement(session, sql, routed, params or ())
         await explain.execute_explain(session, db, routed, codec)
         return
-    routed = db.kernel.route(sql, params, routing_hints(session, sql))
+    try:
+        routed = db.kernel.route(sql, params, routing_hints(session, sql))
+    except RoutingError as refusal:  # hook: a SELECT the kernel cannot distribute, answered by federation
+        from proxy.federation import federate
+
+        if not await federate(session, db, sql, params, codec, refusal):
+            raise
+        return
     log_statement(session, sql, routed, params or ())
     await execute_plan(session, db, routed, codec)
 
