@@ -211,9 +211,11 @@ async def _scratch_ddl(session: Session, db: LogicalDatabase, plan: FederationPl
 
 
 def scratch_ddl(create: str, name: str) -> str:
-    """SHOW CREATE TABLE text -> CREATE TEMPORARY TABLE `name`: columns as they are; PRIMARY / UNIQUE keys
-    become plain keys (shards may repeat a key), AUTO_INCREMENT, foreign keys, partitioning and system
-    versioning dropped (a copy holds given rows, nothing else)."""
+    """SHOW CREATE TABLE text -> CREATE TEMPORARY TABLE `name`: columns as they are. The PRIMARY KEY stays
+    (the copy is clustered and scanned in key order, as one unsharded table would be; shards repeating a
+    primary key make the copy fail with 1062 rather than answer wrongly); UNIQUE keys become plain keys;
+    AUTO_INCREMENT, foreign keys, partitioning and system versioning are dropped (a copy holds given rows,
+    nothing else)."""
     head = _CREATE.match(create)
     if head is None:
         raise FederationError(f"federation cannot read this table definition: {create[:80]}")
@@ -229,7 +231,6 @@ def scratch_ddl(create: str, name: str) -> str:
         upper = stripped.upper()
         if "FOREIGN KEY" in upper or upper.startswith("PERIOD FOR"):
             continue
-        line = re.sub(r"^(\s*)PRIMARY KEY\b", r"\1KEY", line)
         line = re.sub(r"^(\s*)UNIQUE KEY\b", r"\1KEY", line)
         line = re.sub(r"\bAUTO_INCREMENT\b(?!\s*=)", "", line) if stripped.startswith("`") else line
         line = re.sub(r"\bAUTO_INCREMENT=\d+\s*", "", line)
