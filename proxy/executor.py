@@ -90,7 +90,14 @@ async def route_and_execute(
     refusal = explain.xa_refusal(sql)
     if refusal is not None:
         raise refusal
-    routed = explain.route_explain(session, db, sql, params)
+    try:
+        routed = explain.route_explain(session, db, sql, params)
+    except RoutingError:  # hook: EXPLAIN of a statement federation answers (proxy.federation)
+        from proxy.federation import explain as explain_federated
+
+        if not explain_federated(session, db, sql, params):
+            raise
+        return
     if routed is not None:
         log_statement(session, sql, routed, params or ())
         await explain.execute_explain(session, db, routed, codec)

@@ -35,7 +35,14 @@ from protocol.results import ResultHeader
 from proxy.backend import BackendConnection, charset_for_collation
 from proxy.codec import StatementCodec, StatementFailed
 from routing.errors import RoutingError
-from routing.federation import FederationPlan, ScratchRead, plan_for
+from routing.federation import (
+    SCRATCH_PREFIX,
+    FederationPlan,
+    ScratchRead,
+    plan_for,
+    preview_rows,
+    scratch_names,
+)
 from routing.plan import ExecutionUnit
 
 if TYPE_CHECKING:
@@ -44,7 +51,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("shardproxy.federation")
 
-SCRATCH_PREFIX = "__shardproxy_fed_"
 _BATCH_ROWS = 1000
 _BATCH_BYTES = 1 << 20
 _NUMERIC = frozenset({
@@ -97,10 +103,40 @@ async def federate(session: Session, db: LogicalDatabase, sql: str, params: Sequ
     return True
 
 
+PREVIEW_COLUMNS = ["data_source_name", "actual_sql"]
+EXPLAIN_COLUMNS = ["federation_step", "data_source_name", "actual_sql"]
+
+
+def preview(session: Session, db: LogicalDatabase, sql: str) -> list[tuple[str, str]] | None:
+    """PREVIEW rows of a statement the kernel refused, when federation answers it (else None)."""
+    if not enabled(session):
+        return None
+    plan = plan_statement(db, sql)
+    if plan is None:
+        return None
+    return [(ds, f"/* federation {step} */ {text}") for step, ds, text in preview_rows(plan, db.kernel)]
+
+
+def explain(session: Session, db: LogicalDatabase, sql: str, params: Sequence[object] | None) -> bool:
+    """EXPLAIN of a federated statement: its federation steps (copies, then the answer on the host)
+    instead of a backend plan, which would need the copies made first. False: not federated."""
+    from proxy.explain import split_explain
+
+    parts = split_explain(sql)
+    if parts is None or not enabled(session) or session.hints() is not None:
+        return False
+    lead, _words, body = parts
+    plan = plan_statement(db, lead + body)
+    if plan is None:
+        return False
+    session.rows(list(EXPLAIN_COLUMNS), list(preview_rows(plan, db.kernel, params)))
+    return True
+
+
 async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, params: Sequence[object] | None,
                    codec: StatementCodec) -> None:
     host = await session.backend(plan.host, read=False, record_write=False)
-    names = {read.slot: f"{SCRATCH_PREFIX}{read.slot}" for read in plan.reads}
+    names = scratch_names(plan)
     created: list[str] = []
     budget = [max_rows(session)]
     session.route = "federated"

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlglot import exp
 
@@ -33,7 +34,9 @@ from routing.cache import PlanCache
 from routing.model import DatabaseRules, SchemaMetadata
 from routing.parse import Shape, node_span, parse_statement, scan_shape
 
-__all__ = ["FederationPlan", "ScratchRead", "federation_plan", "plan_for"]
+__all__ = ["SCRATCH_PREFIX", "FederationPlan", "ScratchRead", "federation_plan", "plan_for", "preview_rows"]
+
+SCRATCH_PREFIX = "__shardproxy_fed_"  # scratch (TEMPORARY) table names on the host: prefix + read slot
 
 # sqlglot classes a pushed-down conjunct may consist of (row-local, deterministic, regenerated faithfully)
 _PUSHABLE: tuple[type[exp.Expression], ...] = (
@@ -343,6 +346,29 @@ class _Planner:
         rendered = copy.sql(dialect="mysql", identify=True)
         params = [int(m.group(1)) for m in _PARAM_MARK.finditer(rendered)]
         return _PARAM_MARK.sub("", rendered), params
+
+
+def scratch_names(plan: FederationPlan) -> dict[int, str]:
+    return {read.slot: f"{SCRATCH_PREFIX}{read.slot}" for read in plan.reads}
+
+
+def preview_rows(plan: FederationPlan, kernel: Any, params: Sequence[object] | None = None
+                 ) -> list[tuple[str, str, str]]:
+    """PREVIEW / EXPLAIN of a federated statement: (step, data source, SQL) per copy read and the answer.
+    `kernel`: the routing.kernel.ShardingKernel that routes the reads."""
+    names = scratch_names(plan)
+    rows: list[tuple[str, str, str]] = []
+    for read in plan.reads:
+        target = names[read.slot]
+        if read.same_as is not None:
+            rows.append(("copy", plan.host, f"INSERT INTO `{target}` SELECT * FROM `{names[read.same_as]}`"))
+            continue
+        routed = kernel.route(read.sql, plan.read_params(read, params), None)
+        for unit in routed.execution_units:
+            where = "" if unit.data_source == plan.host else f" (streamed to {plan.host})"
+            rows.append(("copy", unit.data_source, f"/* into {target}{where} */ {unit.sql}"))
+    rows.append(("answer", plan.host, plan.render(names)))
+    return rows
 
 
 def _conjuncts(node: exp.Expression) -> list[exp.Expression]:

@@ -276,3 +276,40 @@ def test_federation_repeats_on_one_session(fed: FedEnv) -> None:
     for _ in range(3):
         assert proxy_client.run(sql)[1] == expected
         assert fed.clients["text"][0].run(sql)[1] == expected
+
+
+def _text(fed: FedEnv, sql: str) -> list[tuple[object, ...]]:
+    return fed.clients["text"][0].run(sql)[1]
+
+
+FEDERATED = "SELECT COUNT(*) FROM t_order o WHERE o.user_id = 3 AND o.order_id IN (SELECT order_id FROM t_order_item)"
+
+
+def test_preview_says_federated(fed: FedEnv) -> None:
+    """PREVIEW shows the copies (the pushed-down sharding condition reads one data source) and the answer."""
+    rows = _text(fed, f"PREVIEW {FEDERATED}")
+    steps = [(ds, sql.split("*/")[0]) for ds, sql in rows]
+    assert all("federation" in s for _, s in steps), rows
+    copies = [r for r in rows if "federation copy" in str(r[1])]
+    assert {r[0] for r in copies if "t_order_" in str(r[1]) and "t_order_item" not in str(r[1])} == {"ds_1"}
+    assert len([r for r in copies if "t_order_item" in str(r[1])]) == 4  # no condition: every node
+    assert "federation answer" in str(rows[-1][1]) and "__shardproxy_fed_0" in str(rows[-1][1])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_explain_says_federated(fed: FedEnv, mode: str) -> None:
+    names, rows, _ = fed.clients[mode][0].run(f"EXPLAIN {FEDERATED}")
+    assert names == ("federation_step", "data_source_name", "actual_sql")
+    assert [r[0] for r in rows][-1] == "answer" and {r[0] for r in rows[:-1]} == {"copy"}
+
+
+def test_sql_prepare_execute_federates(fed: FedEnv) -> None:
+    """PREPARE / EXECUTE ... USING as SQL: the statement is run as text with the user variables' values."""
+    proxy_client, oracle_client = fed.clients["text"]
+    sql = ("SELECT o.order_id FROM t_order o WHERE o.user_id = ? AND o.amount > "
+           "(SELECT AVG(amount) FROM t_order) ORDER BY o.order_id")
+    for client in (proxy_client, oracle_client):
+        client.run(f"PREPARE fed_stmt FROM '{sql}'")
+        client.run("SET @u = 7")
+    got, expected = proxy_client.run("EXECUTE fed_stmt USING @u")[1], oracle_client.run("EXECUTE fed_stmt USING @u")[1]
+    assert got and _typed(got) == _typed(expected)
