@@ -140,8 +140,12 @@ async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, 
     created: list[str] = []
     budget = [max_rows(session)]
     session.route = "federated"
+    shared = reopens_temporary(_server_version(host))
     try:
         for read in plan.reads:
+            if shared and read.same_as is not None:
+                names[read.slot] = names[read.same_as]  # the same rows: one copy, opened twice
+                continue
             await _fill(session, db, plan, read, names, host, params, created, budget)
         unit = ExecutionUnit(plan.host, plan.render(names), tuple(params) if params is not None else None)
         if session.server.sql_show:
@@ -153,12 +157,39 @@ async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, 
             return
         await session.relay_on(host, payload, _renamer(names, plan))
     finally:
-        if created and not host.broken:
+        if created:
+            await _drop(session, host, created)
+
+
+async def _drop(session: Session, host: BackendConnection, created: list[str]) -> None:
+    """Scratch tables never outlive the statement: dropped, or their connection is closed with them."""
+    if not host.broken and not host.busy:
+        try:
             answer = await host.execute("DROP TEMPORARY TABLE IF EXISTS " + ", ".join(f"`{n}`" for n in created))
+        except Exception as exc:  # the connection failed: it is dropped below, the tables with it
+            host.broken = True
+            log.warning("federation_drop_failed", conn=session.id, error=str(exc))
+        else:
             if isinstance(answer, ERRPacket):
-                host.broken = True  # scratch tables would stay on a pooled connection: drop the connection
+                host.broken = True
                 log.warning("federation_drop_failed", conn=session.id, error=answer.message)
-            session.drop_broken()
+    else:
+        host.broken = True
+    session.drop_broken()
+
+
+def _server_version(conn: BackendConnection) -> str:
+    try:
+        return str(conn.raw.get_server_info() or "")
+    except Exception:
+        return ""
+
+
+def reopens_temporary(version: str) -> bool:
+    """MariaDB 10.2+ opens a TEMPORARY table several times in one statement; MySQL answers 1137
+    (ER_CANT_REOPEN_TABLE), so there every occurrence gets a copy of its own."""
+    m = re.search(r"(\d+)\.(\d+)\.\d+-MariaDB", version)
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= (10, 2)
 
 
 def _logical(message: str, names: dict[int, str], plan: FederationPlan) -> str:
@@ -270,6 +301,9 @@ def scratch_ddl(create: str, name: str) -> str:
         line = re.sub(r"^(\s*)UNIQUE KEY\b", r"\1KEY", line)
         line = re.sub(r"\bAUTO_INCREMENT\b(?!\s*=)", "", line) if stripped.startswith("`") else line
         line = re.sub(r"\bAUTO_INCREMENT=\d+\s*", "", line)
+        if stripped.startswith("`"):  # a generated column becomes a plain one: the copy is given its values
+            line = re.sub(r"\s+(?:GENERATED\s+ALWAYS\s+)?AS\s+\(.*\)\s*(?:VIRTUAL|PERSISTENT|STORED)\b", "", line,
+                          flags=re.I)
         kept.append(line)
     # a dropped last definition may leave a trailing comma before the closing parenthesis
     for i in range(len(kept) - 1, 0, -1):
@@ -311,7 +345,9 @@ async def _stream(session: Session, conn: BackendConnection, ds: str, sql: str, 
         async for batch in events:
             for ev in batch:
                 if isinstance(ev, ResultHeader):
-                    columns = ev.columns
+                    columns = ev.columns  # by name: a node's column order may differ from the copy's
+                    listed = ", ".join("`" + (c.org_name or c.name).replace("`", "``") + "`" for c in columns)
+                    prefix = f"INSERT INTO `{name}` ({listed}) VALUES "
                 elif isinstance(ev, bytes):
                     row = decode_text_row(ev, len(columns))
                     text = "(" + ", ".join(literal(v, c) for v, c in zip(row, columns, strict=True)) + ")"

@@ -7,7 +7,7 @@ import pytest
 
 from protocol.constants import ColumnType
 from protocol.packets import ColumnDefinition41
-from proxy.federation import FederationError, literal, scratch_ddl
+from proxy.federation import FederationError, literal, reopens_temporary, scratch_ddl
 
 CREATE = """CREATE TABLE `t_order_0` (
   `order_id` bigint(20) NOT NULL AUTO_INCREMENT,
@@ -69,3 +69,21 @@ LITERALS = [
 @pytest.mark.parametrize(("value", "column", "expected"), LITERALS, ids=[repr(v[0]) for v in LITERALS])
 def test_literal(value: bytes | None, column: ColumnDefinition41, expected: str) -> None:
     assert literal(value, column) == expected
+
+
+def test_scratch_ddl_makes_generated_columns_plain() -> None:
+    ddl = scratch_ddl("CREATE TABLE `t` (\n  `a` int(11) NOT NULL,\n  `b` int(11) GENERATED ALWAYS AS (`a` * 2) "
+                      "VIRTUAL,\n  `c` varchar(5) AS (concat(`a`,'x')) PERSISTENT,\n  PRIMARY KEY (`a`)\n"
+                      ") ENGINE=InnoDB", "s")
+    assert "  `b` int(11),\n  `c` varchar(5),\n" in ddl
+
+
+@pytest.mark.parametrize(("version", "reopens"), [
+    ("10.11.19-MariaDB-0+deb12u1", True),
+    ("5.5.5-10.6.18-MariaDB-log", True),
+    ("10.1.48-MariaDB", False),
+    ("8.0.36", False),
+    ("", False),
+])
+def test_reopens_temporary(version: str, reopens: bool) -> None:
+    assert reopens_temporary(version) is reopens
