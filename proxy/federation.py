@@ -135,6 +135,7 @@ def explain(session: Session, db: LogicalDatabase, sql: str, params: Sequence[ob
 
 async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, params: Sequence[object] | None,
                    codec: StatementCodec) -> None:
+    plan = plan.placed(db.kernel, params)
     host = await session.backend(plan.host, read=False, record_write=False)
     names = scratch_names(plan)
     created: list[str] = []

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlglot import exp
@@ -73,6 +73,7 @@ class FederationPlan:
     reads: tuple[ScratchRead, ...]
     tables: tuple[str, ...]  # every logic table the statement reads (for logs, PREVIEW)
     _pieces: tuple[str | int, ...]  # statement text pieces; an int is a read's slot (its scratch name)
+    movable: bool = False  # no single table pins the host: `placed` may move it to where the rows are
 
     def render(self, names: Mapping[int, str]) -> str:
         """The statement with each copied occurrence's table reference replaced by its scratch table."""
@@ -82,6 +83,24 @@ class FederationPlan:
         if params is None:
             return None
         return [params[i] for i in read.params]
+
+    def placed(self, kernel: Any, params: Sequence[object] | None = None) -> FederationPlan:
+        """The plan on the data source that holds most of the nodes its reads route to (ties: the
+        configured first), so that as many rows as possible are copied within one server (``INSERT ...
+        SELECT``) instead of through the proxy; a read routed to one data source by its sharding
+        condition then moves nothing. Only when no single table pins the host."""
+        if not self.movable:
+            return self
+        counts: dict[str, int] = {}
+        for read in self.reads:
+            if read.same_as is None:
+                for unit in kernel.route(read.sql, self.read_params(read, params), None).execution_units:
+                    counts[unit.data_source] = counts.get(unit.data_source, 0) + 1
+        if not counts:
+            return self
+        best = max(counts.values())
+        host = self.host if counts.get(self.host) == best else next(ds for ds, c in counts.items() if c == best)
+        return self if host == self.host else replace(self, host=host)
 
 
 _CACHE: PlanCache[FederationPlan | None] = PlanCache(256)
@@ -185,7 +204,7 @@ class _Planner:
             pos = end
         pieces.append(self.sql[pos:])
         return FederationPlan(host, tuple(reads), tuple(dict.fromkeys(o.name for o in occurrences)),
-                              tuple(p for p in pieces if p != ""))
+                              tuple(p for p in pieces if p != ""), movable=not singles)
 
     # -- tables --
 
@@ -356,6 +375,7 @@ def preview_rows(plan: FederationPlan, kernel: Any, params: Sequence[object] | N
                  ) -> list[tuple[str, str, str]]:
     """PREVIEW / EXPLAIN of a federated statement: (step, data source, SQL) per copy read and the answer.
     `kernel`: the routing.kernel.ShardingKernel that routes the reads."""
+    plan = plan.placed(kernel, params)
     names = scratch_names(plan)
     rows: list[tuple[str, str, str]] = []
     for read in plan.reads:

@@ -111,4 +111,13 @@ def test_preview_routes_the_reads_by_their_sharding_conditions() -> None:
     item_reads = [r[1] for r in rows if r[0] == "copy" and "t_order_item" in r[2]]
     assert order_reads == ["ds_1", "ds_1"]  # user_id = 3: one data source, both tables
     assert sorted(item_reads) == ["ds_0", "ds_0", "ds_1", "ds_1"]
-    assert rows[-1][:2] == ("answer", "ds_0") and len(rows) == 7
+    # the host is where most of the nodes read are (ds_1: 4 of 6), the other two stream there
+    assert rows[-1][:2] == ("answer", "ds_1") and len(rows) == 7
+    assert [r[1] for r in rows if "streamed to ds_1" in r[2]] == ["ds_0", "ds_0"]
+
+
+def test_single_tables_pin_the_host() -> None:
+    plan = federation_plan("SELECT * FROM t_stat s JOIN t_order o ON o.user_id = s.x WHERE o.user_id = 2",
+                           RULES, METADATA)
+    assert plan is not None and not plan.movable
+    assert plan.placed(ShardingKernel(RULES, METADATA)).host == "ds_1"  # t_stat's, though t_order reads ds_0
