@@ -64,10 +64,17 @@ _TEMPORAL = frozenset({
 
 
 class FederationError(RoutingError):
-    """A federated statement that cannot complete (the copy bound, a backend's error while copying)."""
+    """A federated statement that cannot complete (a backend's error while copying: its errno)."""
 
     errno = 1235
     sqlstate = "42000"
+
+
+class FederationLimitError(FederationError):
+    """More rows to copy than props.proxy-federation-max-rows allows (as the merge's memory bound)."""
+
+    errno = 1038  # ER_OUT_OF_SORTMEMORY, as merge.errors.MergeMemoryError
+    sqlstate = "HY001"
 
 
 def enabled(session: Session) -> bool:
@@ -97,8 +104,8 @@ async def federate(session: Session, db: LogicalDatabase, sql: str, params: Sequ
     plan = plan_statement(db, sql)
     if plan is None:
         return False
-    log.info("federated", conn=session.id, sql=sql, host=plan.host, tables=list(plan.tables),
-             refusal=refusal.message if hasattr(refusal, "message") else str(refusal))
+    (log.info if session.server.sql_show else log.debug)(
+        "federated", conn=session.id, sql=sql, tables=list(plan.tables), refusal=str(refusal))
     await run_plan(session, db, plan, params, codec)
     return True
 
@@ -242,7 +249,7 @@ async def _fill(session: Session, db: LogicalDatabase, plan: FederationPlan, rea
 
 def _check_budget(session: Session, budget: list[int], read: ScratchRead) -> None:
     if budget[0] < 0:
-        raise FederationError(
+        raise FederationLimitError(
             f"this statement is answered by federation (the proxy copies the rows it reads to one data source), "
             f"and it would copy more than props.proxy-federation-max-rows ({max_rows(session)}) rows (at table "
             f"{read.table}); add conditions on the tables' own columns that the proxy can push down, or raise "
@@ -253,7 +260,8 @@ def _check_budget(session: Session, budget: list[int], read: ScratchRead) -> Non
 async def _must(conn: BackendConnection, ds: str, sql: str) -> OKPacket:
     answer = await conn.execute(sql)
     if isinstance(answer, ERRPacket):
-        raise FederationError(f"federation on data source {ds} failed: {answer.message} (errno {answer.errno})")
+        raise FederationError(f"federation on data source {ds} failed: {answer.message}", errno=answer.errno,
+                              sqlstate=answer.sqlstate)
     return answer if isinstance(answer, OKPacket) else OKPacket()
 
 
@@ -358,7 +366,7 @@ async def _stream(session: Session, conn: BackendConnection, ds: str, sql: str, 
                     _check_budget(session, budget, read)
                 elif isinstance(ev, ERRPacket):
                     raise FederationError(f"federation read of {read.table} on data source {ds} failed: "
-                                          f"{ev.message} (errno {ev.errno})")
+                                          f"{ev.message}", errno=ev.errno, sqlstate=ev.sqlstate)
             if len(parts) >= _BATCH_ROWS or size >= _BATCH_BYTES:
                 await _must(host, host_ds, prefix + ", ".join(parts))
                 parts, size = [], 0

@@ -255,7 +255,7 @@ def test_federation_bound_on_copied_rows(fed: FedEnv) -> None:
         with conn.cursor() as cur:
             with pytest.raises(pymysql.MySQLError) as info:
                 cur.execute("SELECT COUNT(*) FROM t_order WHERE order_id IN (SELECT order_id FROM t_order_item)")
-            assert info.value.args[0] == ER_NOT_SUPPORTED_YET
+            assert info.value.args[0] == 1038  # ER_OUT_OF_SORTMEMORY, as the merge's memory bound
             assert "proxy-federation-max-rows (100)" in info.value.args[1]
             # pushed down to a few rows, the same shape is answered
             cur.execute("SELECT COUNT(*) FROM t_order o WHERE o.user_id = 3 AND o.order_id < 400 AND o.order_id IN "
@@ -313,3 +313,20 @@ def test_sql_prepare_execute_federates(fed: FedEnv) -> None:
         client.run("SET @u = 7")
     got, expected = proxy_client.run("EXECUTE fed_stmt USING @u")[1], oracle_client.run("EXECUTE fed_stmt USING @u")[1]
     assert got and _typed(got) == _typed(expected)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("sql", [
+    "SELECT o.nope FROM t_order o WHERE o.order_id IN (SELECT order_id FROM t_order_item)",
+    "SELECT t_order.nope FROM t_order WHERE t_order.amount > (SELECT AVG(amount) FROM t_order_item i)",
+    "SELECT order_id FROM t_order WHERE order_id = (SELECT order_id FROM t_order_item)",
+])
+def test_federated_errors_are_the_oracles(fed: FedEnv, sql: str, mode: str) -> None:
+    """MariaDB's own error for the statement, in the client's names (no scratch table named)."""
+    proxy_client, oracle_client = fed.clients[mode]
+    with pytest.raises(Refused) as want:
+        oracle_client.run(sql)
+    with pytest.raises(Refused) as got:
+        proxy_client.run(sql)
+    assert (got.value.errno, got.value.message) == (want.value.errno, want.value.message)
+    assert proxy_client.run("SELECT COUNT(*) FROM t_address")[1] == [(60,)]  # the session goes on
