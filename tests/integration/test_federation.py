@@ -216,6 +216,8 @@ STILL_REFUSED = [
      "subquery on sharded table t_order_item"),
     ("SELECT @n := COUNT(*) FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.user_id = o.user_id)",
      "subquery on sharded table t_order_item"),
+    ("/* SHARDINGSPHERE_HINT: t_order.SHARDING_DATABASE_VALUE=1 */ SELECT COUNT(*) FROM t_order o WHERE "
+     "o.order_id IN (SELECT order_id FROM t_order_item)", "subquery on sharded table t_order_item"),
 ]
 
 
