@@ -48,6 +48,7 @@ USER_ROWS = "INSERT INTO t_user VALUES " + ", ".join(
 class FedEnv:
     proxy: RunningProxy
     bounded: RunningProxy  # the same databases behind props.proxy-federation-max-rows: 100
+    xa: RunningProxy  # the same databases under the XA transaction rule
     clients: dict[str, tuple[Client, Client]]
 
 
@@ -72,6 +73,8 @@ def fed(mariadb_shards: list[MariaDBServer], tmp_path_factory: pytest.TempPathFa
     proxy = start_proxy(Path(write_conf(tmp_path_factory.mktemp("fed-conf"), dbs, rules_yaml=rules)))
     bounded = start_proxy(Path(write_conf(tmp_path_factory.mktemp("fed-bounded"), dbs, rules_yaml=rules,
                                           props={"proxy-federation-max-rows": 100})))
+    xa = start_proxy(Path(write_conf(tmp_path_factory.mktemp("fed-xa"), dbs, rules_yaml=rules,
+                                     transaction={"defaultType": "XA", "providerType": "Atomikos"})))
     proxy_conn = proxy.connect("sharding_db", autocommit=True)
     oracle_conn = s0.connect(ORACLE_DB)
     try:
@@ -86,13 +89,14 @@ def fed(mariadb_shards: list[MariaDBServer], tmp_path_factory: pytest.TempPathFa
         oracle_conn.commit()
         clients = {mode: (Client(mode, proxy.host, proxy.port, "root", "sharding_db"),
                           Client(mode, s0.host, s0.port, s0.password, ORACLE_DB)) for mode in MODES}
-        yield FedEnv(proxy, bounded, clients)
+        yield FedEnv(proxy, bounded, xa, clients)
         for pair in clients.values():
             for client in pair:
                 client.close()
     finally:
         proxy_conn.close()
         oracle_conn.close()
+        xa.stop()
         bounded.stop()
         proxy.stop()
         for server, physical in zip(mariadb_shards, PHYSICAL, strict=True):
@@ -332,3 +336,25 @@ def test_federated_errors_are_the_oracles(fed: FedEnv, sql: str, mode: str) -> N
         proxy_client.run(sql)
     assert (got.value.errno, got.value.message) == (want.value.errno, want.value.message)
     assert proxy_client.run("SELECT COUNT(*) FROM t_address")[1] == [(60,)]  # the session goes on
+
+
+def test_federation_inside_an_xa_transaction(fed: FedEnv) -> None:
+    """Under the XA rule the copies live on the XA branches' connections: the transaction's own rows are
+    seen, the branches roll back, and autocommit statements are federated as well."""
+    sql = "SELECT order_id FROM t_order WHERE order_id IN (SELECT order_id FROM t_order_item WHERE qty = 78)"
+    conn = fed.xa.connect("sharding_db", autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("INSERT INTO t_order_item (order_item_id, order_id, user_id, qty, unit_price, sku) "
+                        f"VALUES (888888882, {_O[0]}, {_O[1]}, 78, 1.00, 'A-1')")
+            cur.execute(sql)
+            assert cur.fetchall() == ((_O[0],),)
+            cur.execute("ROLLBACK")
+            cur.execute(sql)
+            assert cur.fetchall() == ()
+            cur.execute("SELECT COUNT(*) FROM t_order a JOIN t_order b ON a.created = b.created "
+                        "AND a.order_id < b.order_id")
+            assert cur.fetchall()[0][0] > 0
+    finally:
+        conn.close()
