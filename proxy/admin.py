@@ -13,6 +13,7 @@ from proxy.backend import DataSource
 from proxy.readwrite import RULE_COLUMNS, ReadWriteGroup, storage_unit_rows
 from proxy.statements import ProxyStatement, unquote_ident
 from routing import admin as rule_rows
+from routing.errors import RoutingError
 
 if TYPE_CHECKING:
     from proxy.runtime import LogicalDatabase
@@ -174,7 +175,15 @@ async def admin_statement(session: Session, stmt: ProxyStatement, sql: str) -> N
         if db.kernel is None:
             rows = [(next(iter(db.sources)), inner)]
         else:
-            rows = rule_rows.preview_rows(db.kernel.route(inner, None, session.hints()))
+            try:
+                rows = rule_rows.preview_rows(db.kernel.route(inner, None, session.hints()))
+            except RoutingError:  # hook: a statement federation answers previews its copies (proxy.federation)
+                from proxy.federation import preview
+
+                federated = preview(session, db, inner)
+                if federated is None:
+                    raise
+                rows = federated
         session.rows(list(rule_rows.PREVIEW_COLUMNS), rows)
         return
     db = _target_db(session, stmt.arg2 if stmt.kind != "units" else stmt.arg)

@@ -78,6 +78,8 @@ KNOWN_PROPS = {
     "proxy-metrics-port", "proxy-metrics-host",
     # read/write splitting (proxy.readwrite); a group's own keys win
     "max-replication-lag-seconds", "replica-health-check-interval-milliseconds", "gtid-wait-timeout-milliseconds",
+    # federation (proxy.federation)
+    "proxy-federation-enabled", "proxy-federation-max-rows",
 }
 
 

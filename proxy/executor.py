@@ -41,6 +41,7 @@ from protocol.results import ResultEnd, ResultHeader
 from proxy import txn
 from proxy.backend import BackendConnection
 from proxy.codec import TEXT, StatementCodec, StatementFailed
+from routing.errors import RoutingError
 from routing.plan import ExecutionUnit, RoutedStatement, SessionHints, StatementKind
 
 if TYPE_CHECKING:
@@ -89,12 +90,26 @@ async def route_and_execute(
     refusal = explain.xa_refusal(sql)
     if refusal is not None:
         raise refusal
-    routed = explain.route_explain(session, db, sql, params)
+    try:
+        routed = explain.route_explain(session, db, sql, params)
+    except RoutingError:  # hook: EXPLAIN of a statement federation answers (proxy.federation)
+        from proxy.federation import explain as explain_federated
+
+        if not explain_federated(session, db, sql, params):
+            raise
+        return
     if routed is not None:
         log_statement(session, sql, routed, params or ())
         await explain.execute_explain(session, db, routed, codec)
         return
-    routed = db.kernel.route(sql, params, routing_hints(session, sql))
+    try:
+        routed = db.kernel.route(sql, params, routing_hints(session, sql))
+    except RoutingError as refusal:  # hook: a SELECT the kernel cannot distribute, answered by federation
+        from proxy.federation import federate
+
+        if not await federate(session, db, sql, params, codec, refusal):
+            raise
+        return
     log_statement(session, sql, routed, params or ())
     await execute_plan(session, db, routed, codec)
 

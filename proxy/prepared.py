@@ -599,7 +599,15 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
     if refusal is not None:
         raise refusal
     explained = route_explain(session, db, text, values)
-    routed = explained or db.kernel.route(text, values, session.hints())
+    try:
+        routed = explained or db.kernel.route(text, values, session.hints())
+    except RoutingError as refusal:  # hook: a statement federation answers, run as text (proxy.federation)
+        from proxy.codec import TEXT
+        from proxy.federation import federate
+
+        if not await federate(session, db, interpolate(text, values), None, TEXT, refusal):
+            raise
+        return
     units = tuple(replace(u, sql=interpolate(u.sql, u.params or ()), params=None) for u in routed.execution_units)
     routed = replace(routed, execution_units=units)
     if routed.upsert is not None:  # its row-by-row statements run as text too

@@ -6,7 +6,8 @@ NOT EXISTS, IN, ALL, SOME, scalar; correlated on the binding key or not; over sh
 tables), joins (binding, broadcast, outer joins with the broadcast table on either side), GROUP BY /
 HAVING / ORDER BY / LIMIT (``LIMIT o, 18446744073709551615`` too) and DISTINCT, with sharding conditions
 that route to one node, a few, or all. Every statement must get the oracle's answer through the proxy or
-a 1235 refusal, never another answer.
+a 1235 refusal, never another answer. Since issue 17 it also emits what only federation answers (joins not
+on the sharding columns, self joins, derived tables, set operations, CTEs, aggregates the merge lacks).
 
 Only deterministic statements are generated: an ORDER BY either ends with a unique key of the rows (the
 statement is then ``ordered``: rows compared as lists) or the rows are compared as multisets; LIMIT only
@@ -51,6 +52,14 @@ SOURCES = (
     Source("t_order o RIGHT JOIN t_address a ON o.user_id = a.user_id AND o.amount > 500", ("a", "o"),
            ("a.address_id", "o.order_id"), "outer_broadcast"),
     Source("t_address a", ("a",), ("a.address_id",), "broadcast"),
+    # joins that do not run node by node (answered by federation): tables not joined on their sharding
+    # columns, a self join, a derived table
+    Source("t_order o JOIN t_order_item i ON i.user_id = o.user_id AND i.qty = 9", ("o", "i"),
+           ("o.order_id", "i.order_item_id"), "plain"),
+    Source("t_order o JOIN t_order p ON p.created = o.created AND p.order_id <> o.order_id", ("o",),
+           ("o.order_id", "p.order_id"), "plain"),
+    Source("(SELECT order_id, user_id, status, amount, price, created, note FROM t_order WHERE amount > 0) o", ("o",),
+           ("o.order_id",), "plain"),
 )
 
 ROW_ITEMS = {
@@ -76,14 +85,21 @@ AGGREGATES = {
     "o": ("COUNT(*)", "COUNT(o.note)", "SUM(o.amount)", "MIN(o.amount)", "MAX(o.created)", "AVG(o.amount)",
           "AVG(o.price)", "SUM(o.price)", "COUNT(DISTINCT o.user_id)", "MAX(o.order_id)", "BIT_OR(o.user_id)",
           "BIT_XOR(o.order_id)", "MIN(o.price)", "COUNT(o.order_id)", "SUM(o.user_id)",
-          # not merged: refused over several nodes
-          "JSON_ARRAYAGG(o.order_id)", "STDDEV_POP(o.amount)", "SUM(o.amount) + 1", "VARIANCE(o.price)"),
+          # not merged: answered by federation (one MariaDB over copies of the rows); written so that their
+          # value does not depend on the order rows are read in: a float variance's last bits do, so it is
+          # rounded, and divided by 7 first (prices are multiples of 0.25: a variance can sit exactly on a
+          # rounding boundary)
+          "JSON_ARRAYAGG(o.order_id ORDER BY o.order_id)", "ROUND(STDDEV_POP(o.amount), 6)", "SUM(o.amount) + 1",
+          "ROUND(VARIANCE(o.price) / 7, 6)"),
     "i": ("SUM(i.qty)", "COUNT(i.order_item_id)", "MIN(i.unit_price)", "MAX(i.qty)", "AVG(i.qty)"),
     "a": ("MIN(a.address_id)", "MAX(a.address_id)", "COUNT(DISTINCT a.address_id)", "SUM(a.address_id)"),
 }
-WINDOWS = ("ROW_NUMBER() OVER (ORDER BY o.order_id)", "SUM(o.amount) OVER (PARTITION BY o.user_id)",
-           "RANK() OVER (PARTITION BY o.user_id ORDER BY o.order_id)", "COUNT(*) OVER ()",
-           "LAG(o.order_id) OVER (ORDER BY o.order_id)")
+# window functions: ordered by the source's unique key ({key}), so that ties cannot decide a value
+WINDOWS = ("ROW_NUMBER() OVER (ORDER BY {key})", "SUM(o.amount) OVER (PARTITION BY o.user_id)",
+           "RANK() OVER (PARTITION BY o.user_id ORDER BY {key})", "COUNT(*) OVER ()",
+           "LAG(o.order_id) OVER (ORDER BY {key})", "DENSE_RANK() OVER (ORDER BY o.user_id)",
+           "LEAD(o.amount, 2) OVER (PARTITION BY o.user_id ORDER BY {key})",
+           "SUM(o.user_id) OVER (ORDER BY {key} ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)")
 SUBQUERIES = (
     # co-located with the outer row: answered over several nodes
     "EXISTS (SELECT 1 FROM t_order_item x WHERE x.order_id = o.order_id)",
@@ -127,6 +143,11 @@ class StatementGenerator:
         return self.rng.random() < p
 
     def statement(self) -> Generated:
+        kind = self.rng.random()
+        if kind < 0.12:
+            return self.set_operation()
+        if kind < 0.2:
+            return self.cte()
         source = self.choice(SOURCES)
         if source.shape == "outer_broadcast" and self.maybe(0.6):
             return self.grouped(source, keys_from="a")
@@ -179,7 +200,7 @@ class StatementGenerator:
     def plain(self, source: Source, where: str) -> Generated:
         items = [self.choice(ROW_ITEMS[self.choice(source.aliases)]) for _ in range(self.rng.randint(1, 4))]
         if "o" in source.aliases and self.maybe(0.15):
-            items.append(self.choice(WINDOWS))
+            items.append(self.choice(WINDOWS).format(key=", ".join(source.key)))
         items = list(dict.fromkeys(items))
         distinct = self.maybe(0.15) and not any(_ci(i) for i in items) and not any("OVER" in i for i in items)
         select = [f"{item} AS c{n}" if self.maybe(0.5) else item for n, item in enumerate(items)]
@@ -233,6 +254,38 @@ class StatementGenerator:
         if where:
             sql += f" WHERE {where}"
         return Generated(sql, True)
+
+    def set_operation(self) -> Generated:
+        """UNION [ALL] / INTERSECT / EXCEPT of sharded tables, ORDER BY / LIMIT of the whole."""
+        op = self.choice(("UNION", "UNION ALL", "INTERSECT", "EXCEPT"))
+        left = f"SELECT o.user_id, o.order_id FROM t_order o WHERE {self.choice(FILTERS['o']).format(amount=500)}"
+        right = f"SELECT i.user_id, i.order_id FROM t_order_item i WHERE {self.choice(FILTERS['i'])}"
+        if self.maybe(0.5):
+            left += f" AND o.user_id < {self.rng.randint(5, 50)}"
+        sql = f"{left} {op} {right}"
+        if self.maybe(0.7):  # equal rows are indistinguishable: ordering by every column determines the list
+            sql += " ORDER BY " + self.choice(("1, 2", "user_id DESC, order_id", "2 DESC, 1"))
+            return Generated(sql + (self.limit() if self.maybe(0.4) else ""), True)
+        return Generated(sql, False)
+
+    def cte(self) -> Generated:
+        """A CTE (or a recursive one) over a sharded table, read once or twice."""
+        where = self.choice(FILTERS["o"]).format(amount=self.rng.choice((0, 100, 500)))
+        body = f"SELECT o.user_id, COUNT(*) AS n, SUM(o.amount) AS s FROM t_order o WHERE {where} GROUP BY o.user_id"
+        shape = self.rng.random()
+        if shape < 0.4:
+            sql = f"WITH c AS ({body}) SELECT c.user_id, c.n, c.s FROM c WHERE c.n > {self.rng.randint(0, 30)}"
+        elif shape < 0.7:
+            sql = (f"WITH c AS ({body}) SELECT a.user_id, a.n, b.n FROM c a JOIN c b ON b.user_id = a.user_id + 1 "
+                   f"WHERE a.n >= b.n")
+        else:
+            sql = (f"WITH RECURSIVE r (k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM r WHERE k < "
+                   f"{self.rng.randint(3, 55)}) SELECT r.k, COUNT(o.order_id) FROM r LEFT JOIN t_order o "
+                   f"ON o.user_id = r.k AND {where} GROUP BY r.k")
+            return Generated(sql + " ORDER BY r.k", True)
+        if self.maybe(0.6):
+            return Generated(sql + " ORDER BY 1", True)  # one row per user_id
+        return Generated(sql, False)
 
     def limit(self) -> str:
         n, o = self.rng.randint(0, 40), self.rng.randint(0, 60)
