@@ -15,8 +15,8 @@ from proxy.statements import ProxyStatement, unquote_ident
 from routing import admin as rule_rows
 
 if TYPE_CHECKING:
+    from proxy.context import SessionContext as Session
     from proxy.runtime import LogicalDatabase
-    from proxy.session import Session
 
 STORAGE_UNIT_COLUMNS = [
     "name", "type", "host", "port", "db", "connection_timeout_milliseconds", "idle_timeout_milliseconds",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aiomysql
 import pymysql
@@ -26,12 +26,19 @@ from protocol.verbatim import relay_for
 from proxy.config import DataSourceConfig
 from proxy.pool import ConnectionPool, Holder, Lease, PoolClosed, PoolTimeout
 
-if TYPE_CHECKING:
-    from proxy.fastpath import FastPath
-
 log = structlog.get_logger("shardproxy.backend")
 
 READ_CHUNK = 1 << 18
+
+class BackendRelay(Protocol):
+    """What a backend socket hands its bytes to while a fast-path answer is relayed (proxy.fastpath's
+    FastPath; named by this Protocol so that the backends never import the session's relay)."""
+
+    def backend_data(self, data: bytes) -> None: ...
+
+    def backend_lost(self) -> None: ...
+
+
 CLIENT_BUFFER_LIMIT = 1 << 18  # bytes queued for a client before the relay waits for it to read
 MAX_STATEMENTS_PER_CONNECTION = 256
 ADMIN_TIMEOUT = 5.0  # seconds for the admin connection's connect and each of its statements (KILL QUERY ...)
@@ -70,7 +77,7 @@ class BackendTap(asyncio.Protocol):
         self.inner = inner
         self.transport = transport
         self.conn = conn  # marked broken when its socket closes
-        self.relay: FastPath | None = None  # the session's fast path while it relays an answer from here
+        self.relay: BackendRelay | None = None  # the session's fast path while it relays an answer from here
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # pragma: no cover - installed later
         self.inner.connection_made(transport)

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from proxy.privilege import Privilege, parse_privilege
+from proxy.rwconfig import parse_groups
 from routing.errors import ConfigError
 from routing.model import DatabaseRules
 
@@ -458,8 +459,6 @@ def _load_rules(
         rules = rule_config.load_database_rules(dict(doc), data_source_names, file, warn=warn)
     other = tuple(r for r in doc.get("rules") or [] if isinstance(r, dict)
                   and r.get("__rule__") not in ("SHARDING", "BROADCAST", "SINGLE"))
-    from proxy.readwrite import parse_groups
-
     parse_groups(other, data_source_names, file, warn)  # configuration errors at load time, with the key
     return rules, other
 

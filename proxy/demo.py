@@ -215,7 +215,7 @@ def _port_busy(host: str, port: int) -> str | None:
 
 def _run(src: Path, host: str, port: int, servers: list[MariaDBServer]) -> int:
     """Start the servers (into `servers`, which the caller cleans up), write the demo configuration, serve."""
-    from proxy.cli import serve
+    from proxy.serve import serve
 
     try:
         servers.extend(start_servers(3, binlog=True))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -41,110 +41,32 @@ from protocol.results import ResultEnd, ResultHeader
 from proxy import txn
 from proxy.backend import BackendConnection
 from proxy.codec import TEXT, StatementCodec, StatementFailed
-from routing.plan import ExecutionUnit, RoutedStatement, SessionHints, StatementKind
+from proxy.into import select_into
+from proxy.units import (
+    UnitFailed,
+    _access,
+    _logical_message,
+    _merged_info,
+    _renames,
+    _run_unit_to_ok,
+    error_renamer,
+)
+from proxy.upsert import execute_upsert
+from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
 
 if TYPE_CHECKING:
+    from proxy.context import SessionContext as Session
     from proxy.runtime import LogicalDatabase
-    from proxy.session import Session
 
 log = structlog.get_logger("shardproxy.executor")
 
 
-class UnitFailed(Exception):
-    """A unit's backend answered with ERR; carries it to the client with the data source named."""
-
-    def __init__(self, data_source: str, err: ERRPacket) -> None:
-        super().__init__(err.message)
-        self.data_source = data_source
-        self.err = err
-
-
 _CALC_FOUND_ROWS = re.compile(r"\bSQL_CALC_FOUND_ROWS\b", re.I)
-# SELECT FOUND_ROWS() with no FROM: the proxy cannot answer it (the last SELECT ran on one node, relayed):
-# it goes to that node's connection
-_FOUND_ROWS_ONLY = re.compile(r"^(?:(?!\bFROM\b).)*\bFOUND_ROWS\s*\(\s*\)(?:(?!\bFROM\b).)*$", re.I | re.S)
-
-
-def routing_hints(session: Session, sql: str) -> SessionHints | None:
-    """The session's hints, and for SELECT FOUND_ROWS() the data source that knows the answer."""
-    hints = session.hints()
-    source = session.found_rows_source
-    if source is not None and session.found_rows_value is None and hints is None and _FOUND_ROWS_ONLY.match(sql):
-        return SessionHints(data_source=source)
-    return hints
-
-
-async def execute_routed(session: Session, db: LogicalDatabase, sql: str) -> None:
-    await route_and_execute(session, db, sql, None, TEXT)
-
-
-async def route_and_execute(
-    session: Session, db: LogicalDatabase, sql: str, params: Sequence[object] | None, codec: StatementCodec
-) -> None:
-    """Route a statement on a sharded database and run it (text or prepared); EXPLAIN of a statement is
-    routed like the statement, XA is refused (proxy.explain)."""
-    from proxy import explain
-
-    assert db.kernel is not None
-    refusal = explain.xa_refusal(sql)
-    if refusal is not None:
-        raise refusal
-    routed = explain.route_explain(session, db, sql, params)
-    if routed is not None:
-        log_statement(session, sql, routed, params or ())
-        await explain.execute_explain(session, db, routed, codec)
-        return
-    routed = db.kernel.route(sql, params, routing_hints(session, sql))
-    log_statement(session, sql, routed, params or ())
-    await execute_plan(session, db, routed, codec)
-
-
-def _logical_message(db: LogicalDatabase, routed: RoutedStatement, message: str) -> str:
-    """A backend's error text in the client's names: actual tables -> logic tables, physical databases ->
-    the logical database (`Table 'demo_ds_0.t_order_1' doesn't exist` -> `Table 'sharding_db.t_order' ...`)."""
-    names = {actual: logic for actual, logic in _renames(routed).items()}
-    for source in db.sources.values():
-        config = getattr(source, "config", None)
-        if config is not None and config.database != db.name:
-            names[config.database.lower()] = db.name
-    if not names:
-        return message
-    pattern = re.compile(r"(?<![\w$])(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-                         + r")(?![\w$])", re.I)
-    return pattern.sub(lambda m: names[m.group(1).lower()], message)
-
-
-def error_renamer(db: LogicalDatabase, routed: RoutedStatement) -> Callable[[bytes], bytes]:
-    """For relayed answers: the same renaming applied to an ERR packet (worked out only if one comes)."""
-
-    def rename(payload: bytes) -> bytes:
-        try:
-            err = ERRPacket.decode(payload)
-        except Exception:
-            return payload
-        message = _logical_message(db, routed, err.message)
-        return payload if message == err.message else replace(err, message=message).encode()
-
-    return rename
-
-
-def log_statement(session: Session, sql: str, routed: RoutedStatement, params: Sequence[object] = ()) -> None:
-    """props.sql-show: the logic statement and every actual statement with its data source."""
-    if not session.server.sql_show:
-        return
-    log.info("logic_sql", conn=session.id, sql=sql, params=list(params) if params else None)
-    for unit in routed.execution_units:
-        log.info("actual_sql", conn=session.id, data_source=unit.data_source, sql=unit.sql,
-                 params=list(unit.params) if unit.params else None)
-
-
 async def execute_plan(
     session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT
 ) -> None:
     if routed.into_variables:
-        from proxy.into import select_into
-
-        await select_into(session, db, routed, codec)
+        await select_into(session, db, routed, codec, execute_plan)
         return
     units = routed.execution_units
     session.route = "single" if len(units) == 1 else "multi"
@@ -152,8 +74,6 @@ async def execute_plan(
         return  # committing the open transaction first failed (the client has the error): the DDL is not run
     try:
         if routed.upsert is not None:  # a unique key without the sharding columns: looked up everywhere first
-            from proxy.upsert import execute_upsert
-
             await execute_upsert(session, db, routed, codec)
         elif len(units) == 1 and not routed.result_table_renames and not routed.generated_keys:
             unit = units[0]
@@ -188,7 +108,7 @@ async def execute_plan(
 async def _after_relayed_select(session: Session, conn: BackendConnection, unit: ExecutionUnit) -> None:
     """FOUND_ROWS() after a SELECT one node answered: that node knows it. With SQL_CALC_FOUND_ROWS it is
     asked at once (the session may run other statements on other nodes before asking); otherwise the
-    next SELECT FOUND_ROWS() goes to it (see `routing_hints`)."""
+    next SELECT FOUND_ROWS() goes to it (see `proxy.routed.routing_hints`)."""
     if _CALC_FOUND_ROWS.search(unit.sql) is None:
         session.found_rows_value, session.found_rows_source = None, unit.data_source
         return
@@ -199,31 +119,7 @@ async def _after_relayed_select(session: Session, conn: BackendConnection, unit:
         session.found_rows_value, session.found_rows_source = None, unit.data_source
 
 
-def _access(routed: RoutedStatement) -> dict[str, bool]:
-    """Read/write splitting: a plain SELECT may use a replica; locking or hinted SELECTs go to the primary
-    without counting as writes; every other statement is a write."""
-    select = routed.kind is StatementKind.SELECT
-    return {"read": select and not routed.write, "record_write": not select}
-
-
 # --- writes -----------------------------------------------------------------------------------------------
-
-
-async def _run_unit_to_ok(conn: BackendConnection, unit: ExecutionUnit, codec: StatementCodec) -> OKPacket:
-    result: OKPacket | None = None
-    try:
-        payload = await codec.command(conn, unit)
-    except StatementFailed as exc:
-        raise UnitFailed(unit.data_source, exc.err) from exc
-    async for ev in conn.events(payload):
-        if isinstance(ev, ERRPacket):
-            raise UnitFailed(unit.data_source, ev)
-        if isinstance(ev, OKPacket):
-            result = ev if result is None else replace(
-                ev, affected_rows=result.affected_rows + ev.affected_rows,
-                last_insert_id=result.last_insert_id or ev.last_insert_id,
-            )
-    return result or OKPacket()
 
 
 _DML = (StatementKind.INSERT, StatementKind.UPDATE, StatementKind.DELETE)
@@ -319,23 +215,6 @@ def _only_broadcast_tables(session: Session, routed: RoutedStatement) -> bool:
     if db is None or not routed.logic_tables:
         return False
     return all(table in db.rules.broadcast for table in routed.logic_tables)
-
-
-_INFO_NUMBER = re.compile(rb"\d+")
-
-
-def _merged_info(infos: list[bytes]) -> bytes:
-    """One OK info for several units, the counts summed: 'Rows matched: 3  Changed: 3  Warnings: 0' of an
-    UPDATE, 'Records: 4  Duplicates: 1  Warnings: 0' of a multi-row INSERT, as one server would report them.
-    Infos that do not share one shape (or have none) give none."""
-    if len(infos) <= 1:
-        return infos[0] if infos else b""
-    shape = _INFO_NUMBER.sub(b"#", infos[0])
-    if not infos[0] or any(_INFO_NUMBER.sub(b"#", info) != shape for info in infos[1:]):
-        return b""
-    totals = [sum(n) for n in zip(*([int(m) for m in _INFO_NUMBER.findall(info)] for info in infos), strict=True)]
-    numbers = iter(totals)
-    return _INFO_NUMBER.sub(lambda _m: str(next(numbers)).encode(), infos[0])
 
 
 # --- reads ------------------------------------------------------------------------------------------------
@@ -562,15 +441,6 @@ def _logic_column(col: ColumnDefinition41, renames: dict[str, str], schema: str)
     if table == col.table and org_table == col.org_table and not col.schema:
         return col
     return replace(col, table=table, org_table=org_table, schema=schema if col.schema else col.schema)
-
-
-def _renames(routed: RoutedStatement) -> dict[str, str]:
-    out = {actual.lower(): logic for actual, logic in routed.result_table_renames.items()}
-    for ru in routed.route_units:
-        for logic, actual in ru.table_map.items():
-            if actual.lower() != logic.lower():
-                out.setdefault(actual.lower(), logic)
-    return out
 
 
 async def _select(session: Session, routed: RoutedStatement, codec: StatementCodec,
@@ -802,4 +672,4 @@ async def _no_batches() -> AsyncIterator[list[object]]:
     yield
 
 
-__all__ = ["execute_plan", "execute_routed", "field_list_sharded"]
+__all__ = ["execute_plan", "field_list_sharded"]

@@ -32,12 +32,14 @@ from protocol.constants import ColumnType
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.results import ResultHeader
 from proxy.codec import TEXT, StatementCodec, StatementFailed
+from proxy.executor import execute_plan
+from proxy.units import UnitFailed, _logical_message
 from routing.errors import RoutingError
 from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
 
 if TYPE_CHECKING:
+    from proxy.context import SessionContext as Session
     from proxy.runtime import LogicalDatabase
-    from proxy.session import Session
 
 _COMMENTS = r"(?:\s*(?:/\*.*?\*/|#[^\n]*\n|--\s[^\n]*\n))*"
 _EXPLAIN = re.compile(
@@ -111,8 +113,6 @@ def _behind(words: str, sql: str) -> str:
 async def execute_explain(
     session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT
 ) -> None:
-    from proxy.executor import UnitFailed, _logical_message, execute_plan
-
     if len(routed.execution_units) == 1:
         await execute_plan(session, db, routed, codec)
         return
@@ -137,7 +137,6 @@ async def execute_explain(
 async def _unit_plan(conn: object, unit: ExecutionUnit, codec: StatementCodec
                      ) -> tuple[tuple[ColumnDefinition41, ...], list[tuple[bytes | None, ...]]]:
     from proxy.backend import BackendConnection
-    from proxy.executor import UnitFailed
 
     assert isinstance(conn, BackendConnection)
     try:

@@ -31,15 +31,15 @@ from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
 from proxy.backend import BACKEND_DEPRECATE_EOF
 from proxy.codec import execute_payload, query_payload
-from proxy.executor import error_renamer
 from proxy.sticky import may_be_sticky
+from proxy.units import error_renamer
 from routing.plan import StatementKind
 from routing.session_functions import CALL
 
 if TYPE_CHECKING:
     from proxy.backend import BackendConnection, BackendTap
+    from proxy.context import SessionContext as Session
     from proxy.runtime import LogicalDatabase
-    from proxy.session import Session
 
 CLIENT_BUFFER_LIMIT = 1 << 18  # bytes queued for a client before the backend socket stops being read
 _QUERY = 0x03

@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from dataclasses import replace
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from protocol import text
 from protocol.constants import ColumnFlag, ColumnType, ServerStatus
@@ -30,12 +30,13 @@ from protocol.results import ResultHeader
 from protocol.wire import Reader
 from proxy.backend import BackendConnection, BackendError
 from proxy.codec import StatementCodec
+from proxy.units import UnitFailed, _access, _logical_message, _run_unit_to_ok
 from proxy.wire import CapturedWriter
 from routing.plan import RoutedStatement
 
 if TYPE_CHECKING:
+    from proxy.context import SessionContext as Session
     from proxy.runtime import LogicalDatabase
-    from proxy.session import Session
 
 ER_TOO_MANY_ROWS = 1172
 ER_WRONG_NUMBER_OF_COLUMNS_IN_SELECT = 1222
@@ -52,19 +53,25 @@ _TEMPORAL = {ColumnType.DATE, ColumnType.NEWDATE, ColumnType.TIME, ColumnType.TI
 _collation_names: dict[int, tuple[str, str] | None] = {}
 
 
-async def select_into(session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec) -> None:
+class RunPlan(Protocol):
+    """How a routed SELECT runs and answers (the executor's execute_plan, handed in by the executor)."""
+
+    async def __call__(self, session: Session, db: LogicalDatabase, routed: RoutedStatement,
+                       codec: StatementCodec) -> None: ...
+
+
+async def select_into(session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec,
+                      run: RunPlan) -> None:
     if len(routed.execution_units) == 1:
         await _on_one_node(session, db, routed, codec)
     else:
-        await _merged(session, db, routed, codec)
+        await _merged(session, db, routed, codec, run)
 
 
 async def _on_one_node(session: Session, db: LogicalDatabase, routed: RoutedStatement,
                        codec: StatementCodec) -> None:
     """One unit: the statement runs as written (its INTO kept) on that node's connection, so MariaDB itself
     assigns, warns and fails; the variables it left there are read back and set on every other connection."""
-    from proxy.executor import UnitFailed, _access, _logical_message, _run_unit_to_ok
-
     unit = routed.execution_units[0]
     conn = await session.backend(unit.data_source, **_access(routed))
     try:
@@ -109,18 +116,17 @@ def _set_sql(names: tuple[str, ...], literals: list[str]) -> str:
     return "SET " + ", ".join(f"{name} = {lit}" for name, lit in zip(names, literals, strict=True))
 
 
-async def _merged(session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec) -> None:
+async def _merged(session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec,
+                  run: RunPlan) -> None:
     """Several units: the SELECT (its INTO removed by the kernel) runs and merges as usual into a capture;
     the proxy then does what MariaDB does with the one row. A value that MariaDB would assign with more
     precision than a result shows (a division's DECIMAL digits) is assigned as the merged result shows it."""
-    from proxy.executor import execute_plan
-
     variables = routed.into_variables
     capture = CapturedWriter()
     saved = session.writer, session.wire.writer, session.wire.seq
     session.writer = session.wire.writer = capture  # type: ignore[assignment]
     try:
-        await execute_plan(session, db, replace(routed, into_variables=()), codec)
+        await run(session, db, replace(routed, into_variables=()), codec)
     finally:
         session.writer, session.wire.writer, session.wire.seq = saved
     answer = [p for _f, _l, p in capture.frames.packets()]

@@ -25,8 +25,8 @@ from routing.session_functions import CALL, substitute_session_functions
 from routing.split import _TOKEN, split_statements
 
 if TYPE_CHECKING:
+    from proxy.context import SessionContext as Session
     from proxy.runtime import LogicalDatabase
-    from proxy.session import Session
 
 _SHOW_TABLES = re.compile(
     r"^\s*SHOW\s+(?P<full>FULL\s+)?TABLES(?:\s+(?:FROM|IN)\s+(?P<db>`[^`]+`|\w+))?"
@@ -320,8 +320,9 @@ async def _show_index(session: Session, db: LogicalDatabase, m: re.Match[str]) -
 
 async def _route(session: Session, db: LogicalDatabase, sql: str) -> None:
     """Run a statement the kernel routes, in the protocol of the client's command (text or binary rows)."""
-    from proxy.executor import execute_plan, log_statement
+    from proxy.executor import execute_plan
     from proxy.resultset import BINARY_ROWS
+    from proxy.units import log_statement
 
     assert db.kernel is not None
     routed = db.kernel.route(sql, [] if BINARY_ROWS.get() else None, session.hints())

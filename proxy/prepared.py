@@ -24,20 +24,18 @@ import re
 import struct
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from protocol.binary import (
     CURSOR_TYPE_READ_ONLY,
-    LAST_STATEMENT_ID,
     ComStmtClose,
     ComStmtExecute,
     ComStmtFetch,
     ComStmtPrepare,
     ComStmtReset,
     ComStmtSendLongData,
-    ParamType,
     PrepareResponse,
     StmtPrepareOK,
     value_to_sql_literal,
@@ -48,7 +46,9 @@ from protocol.results import ResultHeader
 from protocol.wire import Reader
 from proxy import txn
 from proxy.backend import BackendConnection, BackendError
-from proxy.readwrite import Access, ReadWriteGroup, TrackingWriter, classify_access, drop_replica, group_backend
+from proxy.readwrite import Access, ReadWriteGroup, classify_access
+from proxy.replicas import TrackingWriter, drop_replica, group_backend
+from proxy.state import ClientStatement
 from proxy.txn import classify_session_statement
 from proxy.wire import CapturedWriter
 from routing.errors import RoutingError
@@ -56,72 +56,12 @@ from routing.parse import scan_shape
 from routing.session_functions import CALL
 
 if TYPE_CHECKING:
-    from proxy.session import Session
+    from proxy.context import SessionContext as Session
 
 # MariaDB's and MySQL's definition of a `?` parameter in a PREPARE answer
 PARAM_DEFINITION = ColumnDefinition41(
     "?", ColumnType.VAR_STRING, character_set=Collation.BINARY, column_length=0, flags=ColumnFlag.BINARY
 )
-
-
-@dataclass
-class ClientStatement:
-    id: int
-    sql: str
-    num_params: int
-    columns: tuple[ColumnDefinition41, ...]
-    types: tuple[ParamType, ...] | None = None
-    long_data: dict[int, bytearray] = field(default_factory=dict)
-    # pass-through: the statement on the session's backend connection
-    backend: BackendConnection | None = None
-    backend_id: int = 0
-    # sharded: facts about the text, found once at PREPARE instead of at every EXECUTE
-    metadata_statement: bool = False
-    session_functions: bool = False
-    # KILL, SHOW PROCESSLIST, information_schema.PROCESSLIST ...: answered by the proxy at EXECUTE
-    proxy_answered: bool = False
-    # sharded, CURSOR_TYPE_READ_ONLY: the rows of the open cursor (binary row payloads), and its columns
-    cursor_rows: deque[bytes] | None = None
-    # sharded: may proxy.fastpath execute it (None: not known until its first execute)
-    fast: bool | None = None
-    # pass-through read/write splitting group: how the text is classified (None: not a group), and the
-    # connection / backend statement id of the open read-only cursor, when its EXECUTE ran on a replica
-    access: Access | None = None
-    cursor_conn: BackendConnection | None = None
-    cursor_id: int = 0
-
-
-class StatementRegistry:
-    """A session's prepared statements; ids are the proxy's own, per session."""
-
-    def __init__(self) -> None:
-        self.by_id: dict[int, ClientStatement] = {}
-        self._next = 1
-        self.last_id: int | None = None
-
-    def new_id(self) -> int:
-        sid = self._next
-        self._next += 1
-        return sid
-
-    def add(self, stmt: ClientStatement) -> None:
-        self.by_id[stmt.id] = stmt
-        self.last_id = stmt.id
-
-    def get(self, sid: int) -> ClientStatement | None:
-        if sid == LAST_STATEMENT_ID and self.last_id is not None:
-            sid = self.last_id
-        return self.by_id.get(sid)
-
-    def remove(self, sid: int) -> ClientStatement | None:
-        """COM_STMT_CLOSE: MariaDB's last-statement id closes the statement prepared last, too."""
-        if sid == LAST_STATEMENT_ID and self.last_id is not None:
-            sid = self.last_id
-        return self.by_id.pop(sid, None)
-
-    def clear(self) -> None:
-        self.by_id.clear()
-        self.last_id = None
 
 
 def _unknown(session: Session, sid: int, command: str) -> None:
@@ -323,8 +263,8 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
         return
     from proxy import metadata
     from proxy.codec import BINARY
-    from proxy.executor import route_and_execute
     from proxy.resultset import BINARY_ROWS
+    from proxy.routed import route_and_execute
 
     # results the proxy builds itself (metadata, SHOW INDEX / SHOW CREATE TABLE in logic names) in binary rows
     token = BINARY_ROWS.set(True)
@@ -592,8 +532,9 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
     values = await _user_variables(session, names) if names else []
     db = session.database
     assert db is not None and db.kernel is not None
-    from proxy.executor import execute_plan, log_statement
+    from proxy.executor import execute_plan
     from proxy.explain import execute_explain, route_explain, xa_refusal
+    from proxy.units import log_statement
 
     refusal = xa_refusal(text)
     if refusal is not None:

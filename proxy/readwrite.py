@@ -34,171 +34,28 @@ import contextlib
 import enum
 import random
 import re
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import aiomysql
 import pymysql
 import structlog
 
-from protocol.constants import ServerStatus
 from protocol.packets import ERRPacket, OKPacket
-from protocol.results import ResultSummary
-from proxy.backend import POOL_TIMEOUT_ERRNO, BackendConnection, BackendError, DataSource, Holder
-from routing.errors import ConfigError
+from proxy.backend import BackendConnection, BackendError, DataSource, Holder
 
 if TYPE_CHECKING:
     from proxy.config import DatabaseConfig
-    from proxy.session import Session
+
+from proxy.rwconfig import (
+    DEFAULT_GTID_WAIT,
+    DEFAULT_HEALTH_INTERVAL,
+    GroupConfig,
+    parse_groups,
+)
 
 log = structlog.get_logger("shardproxy.readwrite")
-
-LOAD_BALANCER_TYPES = ("ROUND_ROBIN", "RANDOM", "WEIGHT")
-TRANSACTIONAL_STRATEGIES = ("PRIMARY", "FIXED", "DYNAMIC")
-READ_AFTER_WRITE_MODES = ("SESSION", "TRANSACTION", "GTID")
-
-_GROUP_KEYS = {
-    "writeDataSourceName", "readDataSourceNames", "transactionalReadQueryStrategy", "loadBalancerName",
-    "readAfterWrite", "maxReplicationLagSeconds", "healthCheckIntervalMilliseconds", "gtidWaitTimeoutMilliseconds",
-    "staticStrategy",
-}  # fmt: skip
-_RULE_KEYS = {"dataSourceGroups", "dataSources", "loadBalancers", "__rule__"}
-
-DEFAULT_HEALTH_INTERVAL = 1.0
-DEFAULT_GTID_WAIT = 0.5
-
-Warn = Callable[[str], None]
-
-
-# --- configuration --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GroupConfig:
-    """One `dataSourceGroups` entry, checked. Durations in seconds; None = take the global prop / default."""
-
-    name: str
-    write: str
-    reads: tuple[str, ...]
-    load_balancer_type: str = "ROUND_ROBIN"
-    load_balancer_props: Mapping[str, Any] = field(default_factory=dict)
-    weights: Mapping[str, float] = field(default_factory=dict)
-    transactional_read_query_strategy: str = "PRIMARY"
-    read_after_write: str = "SESSION"
-    max_lag_seconds: float | None = None
-    health_interval: float | None = None
-    gtid_wait: float | None = None
-
-
-def _seconds(value: Any, scale: float, file: str, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ConfigError(f"expected a number, got {value!r}", file=file, key=key)
-    try:
-        number = float(value)
-    except ValueError as exc:
-        raise ConfigError(f"expected a number, got {value!r}", file=file, key=key) from exc
-    if number < 0:
-        raise ConfigError(f"must not be negative, got {value!r}", file=file, key=key)
-    return number * scale
-
-
-def _choice(value: Any, allowed: Sequence[str], default: str, file: str, key: str) -> str:
-    if value is None:
-        return default
-    text = str(value).strip().upper()
-    if text not in allowed:
-        raise ConfigError(f"expected one of {', '.join(allowed)}, got {value!r}", file=file, key=key)
-    return text
-
-
-def parse_groups(
-    rules: Sequence[Mapping[str, Any]], data_sources: Sequence[str], file: str, warn: Warn
-) -> list[GroupConfig]:
-    """The read/write splitting groups of one logical database; `ConfigError` names the key at fault."""
-    groups: list[GroupConfig] = []
-    seen: dict[str, str] = {}
-    for index, rule in enumerate(rules):
-        if str(rule.get("__rule__", "")).upper() != "READWRITE_SPLITTING":
-            continue
-        key = f"rules[{index}]"
-        for k in rule:
-            if k not in _RULE_KEYS:
-                warn(f"{file}: {key}.{k}: unknown key, ignored")
-        raw_groups = rule.get("dataSourceGroups", rule.get("dataSources")) or {}
-        if not isinstance(raw_groups, Mapping):
-            raise ConfigError("expected a mapping of group name to group", file=file, key=f"{key}.dataSourceGroups")
-        balancers = rule.get("loadBalancers") or {}
-        if not isinstance(balancers, Mapping):
-            raise ConfigError("expected a mapping of name to load balancer", file=file, key=f"{key}.loadBalancers")
-        for name, raw in raw_groups.items():
-            gkey = f"{key}.dataSourceGroups.{name}"
-            if not isinstance(raw, Mapping):
-                raise ConfigError("expected a mapping", file=file, key=gkey)
-            g: Mapping[str, Any] = raw.get("staticStrategy") if isinstance(raw.get("staticStrategy"), Mapping) else raw
-            for k in raw:
-                if k not in _GROUP_KEYS:
-                    warn(f"{file}: {gkey}.{k}: unknown key, ignored")
-            write = g.get("writeDataSourceName")
-            if not isinstance(write, str) or not write:
-                raise ConfigError("needs writeDataSourceName", file=file, key=f"{gkey}.writeDataSourceName")
-            reads_raw = g.get("readDataSourceNames") or []
-            if isinstance(reads_raw, str):
-                reads = tuple(p.strip() for p in reads_raw.split(",") if p.strip())
-            elif isinstance(reads_raw, list):
-                reads = tuple(str(r) for r in reads_raw)
-            else:
-                raise ConfigError("expected a list of data source names", file=file, key=f"{gkey}.readDataSourceNames")
-            for member in (write, *reads):
-                if member not in data_sources:
-                    raise ConfigError(f"data source {member!r} is not defined in dataSources", file=file, key=gkey)
-                if member in seen:
-                    raise ConfigError(f"data source {member!r} is already a member of group {seen[member]}",
-                                      file=file, key=gkey)
-                seen[member] = str(name)
-            if str(name) in data_sources:
-                raise ConfigError(f"group name {name!r} is also the name of a data source", file=file, key=gkey)
-            if not reads:
-                warn(f"{file}: {gkey}: no readDataSourceNames; every statement goes to {write}")
-            lb_type, lb_props, weights = "ROUND_ROBIN", {}, {}
-            lb_name = g.get("loadBalancerName")
-            if lb_name is not None:
-                lb = balancers.get(lb_name)
-                if not isinstance(lb, Mapping):
-                    raise ConfigError(f"load balancer {lb_name!r} is not defined in loadBalancers", file=file,
-                                      key=f"{gkey}.loadBalancerName")
-                lb_type = _choice(lb.get("type"), LOAD_BALANCER_TYPES, "ROUND_ROBIN", file,
-                                  f"{key}.loadBalancers.{lb_name}.type")
-                lb_props = dict(lb.get("props") or {})
-                if lb_type == "WEIGHT":
-                    for r in reads:
-                        if r not in lb_props:
-                            raise ConfigError(f"WEIGHT needs a weight for read data source {r!r} in props",
-                                              file=file, key=f"{key}.loadBalancers.{lb_name}.props")
-                        weights[r] = _seconds(lb_props[r], 1, file, f"{key}.loadBalancers.{lb_name}.props.{r}")
-            max_lag = g.get("maxReplicationLagSeconds")
-            interval = g.get("healthCheckIntervalMilliseconds")
-            wait = g.get("gtidWaitTimeoutMilliseconds")
-            groups.append(GroupConfig(
-                name=str(name),
-                write=write,
-                reads=reads,
-                load_balancer_type=lb_type,
-                load_balancer_props=lb_props,
-                weights=weights,
-                transactional_read_query_strategy=_choice(
-                    g.get("transactionalReadQueryStrategy"), TRANSACTIONAL_STRATEGIES, "PRIMARY", file,
-                    f"{gkey}.transactionalReadQueryStrategy"),
-                read_after_write=_choice(g.get("readAfterWrite"), READ_AFTER_WRITE_MODES, "SESSION", file,
-                                         f"{gkey}.readAfterWrite"),
-                max_lag_seconds=None if max_lag is None else _seconds(max_lag, 1, file,
-                                                                      f"{gkey}.maxReplicationLagSeconds"),
-                health_interval=None if interval is None else _seconds(
-                    interval, 0.001, file, f"{gkey}.healthCheckIntervalMilliseconds"),
-                gtid_wait=None if wait is None else _seconds(wait, 0.001, file, f"{gkey}.gtidWaitTimeoutMilliseconds"),
-            ))
-    return groups
-
 
 # --- which statements are reads (pass-through path) ------------------------------------------------------
 
@@ -609,194 +466,7 @@ async def open_data_sources(
     return result
 
 
-# --- per session ----------------------------------------------------------------------------------------
 
-
-@dataclass
-class GroupSessionState:
-    """What one session did on one group, for its read-after-write consistency."""
-
-    wrote: bool = False  # SESSION: pinned to the primary from the first write on
-    txn_wrote: bool = False  # a write in the transaction still open
-    gtid_pending: bool = False  # GTID: wrote since the position was last read
-    gtid: str = ""  # GTID: the primary's position after the session's last write
-    caught_up: set[str] = field(default_factory=set)  # replicas known to have applied `gtid`
-    fixed_replica: str | None = None  # FIXED: the replica of the open transaction
-
-
-def in_transaction(session: Session) -> bool:
-    db = session.database
-    if db is not None and db.kernel is not None:
-        return session.txn.active
-    return bool(session.status & ServerStatus.IN_TRANS) or not session.status & ServerStatus.AUTOCOMMIT
-
-
-def _stale(conn: BackendConnection) -> bool:
-    """The server closed this idle connection (shut down, killed, wait_timeout): seen without a round trip."""
-    reader = conn.raw._reader
-    if reader is None:
-        return True
-    return bool(reader.at_eof() or reader.exception() or getattr(reader, "eof_received", False))
-
-
-async def group_backend(
-    session: Session, group: ReadWriteGroup, *, read: bool, record_write: bool
-) -> BackendConnection | None:
-    """The session's replica connection for a read that may use one, else None (the caller then uses the
-    session's primary connection). Records writes for the group's `readAfterWrite` mode."""
-    state = session.read_state.setdefault(group.name, GroupSessionState())
-    in_txn = in_transaction(session)
-    if not in_txn:
-        state.txn_wrote = False
-        state.fixed_replica = None
-    if not read:
-        if record_write:
-            state.wrote = state.txn_wrote = state.gtid_pending = True
-            state.caught_up.clear()
-        return None
-    config = group.group_config
-    if in_txn and (state.txn_wrote or config.transactional_read_query_strategy == "PRIMARY"):
-        return None
-    if config.read_after_write == "SESSION" and state.wrote:
-        return None
-    fixed = in_txn and config.transactional_read_query_strategy == "FIXED"
-    tried: list[str] = []
-    while (replica := group.pick_replica(tried, state.fixed_replica if fixed else None)) is not None:
-        conn = await _replica_connection(session, group, replica)
-        if conn is None:
-            tried.append(replica.name)
-            continue
-        if config.read_after_write == "GTID" and not await _caught_up(session, group, state, replica, conn):
-            return None
-        if fixed:
-            state.fixed_replica = replica.name
-        return conn
-    return None
-
-
-async def _replica_connection(
-    session: Session, group: ReadWriteGroup, replica: ReplicaState
-) -> BackendConnection | None:
-    conn = session.read_backends.get(replica.name)
-    if conn is not None and (conn.broken or _stale(conn)):
-        del session.read_backends[replica.name]
-        conn.broken = True
-        session.give_back(conn)
-        conn = None
-    if conn is not None:
-        session.in_use.add(conn)
-        return conn
-    try:
-        conn = await session.acquire_from(replica.source)
-    except BackendError as exc:
-        if exc.errno != POOL_TIMEOUT_ERRNO:  # a busy replica is not a dead one
-            group.mark_down(replica.name, str(exc))
-        return None
-    session.in_use.add(conn)
-    try:
-        await session._prepare_connection(conn, join_transaction=False)
-    except BackendError as exc:
-        conn.broken = True
-        session.give_back(conn)
-        group.mark_down(replica.name, str(exc))
-        return None
-    session.read_backends[replica.name] = conn
-    return conn
-
-
-async def _caught_up(
-    session: Session, group: ReadWriteGroup, state: GroupSessionState, replica: ReplicaState,
-    conn: BackendConnection,
-) -> bool:
-    """GTID mode: has this replica applied the session's last write? Asked once per replica and position;
-    the position is read from the primary lazily, at the first read after writes (after their commit)."""
-    if state.gtid_pending:
-        primary = await session.backend(group.name, record_write=False)
-        rows = await primary.execute(group.gtid_position_sql)
-        if not isinstance(rows, list) or not rows:
-            return False
-        state.gtid = (rows[0][0] or b"").decode()
-        state.gtid_pending = False
-        state.caught_up.clear()
-    if not state.gtid or replica.name in state.caught_up:
-        return True
-    answer = await conn.execute(group.gtid_wait_sql(state.gtid))
-    if isinstance(answer, list) and answer and answer[0][0] == b"0":
-        state.caught_up.add(replica.name)
-        return True
-    group.log.info("replica_not_caught_up", data_source=replica.name, gtid=state.gtid, waited=group.gtid_wait,
-                   conn=session.id, answer=str(answer))
-    return False
-
-
-async def _relay_primary(session: Session, group: ReadWriteGroup, payload: bytes, *, record_write: bool
-                         ) -> ResultSummary:
-    conn = await session.backend(group.name, record_write=record_write)
-    return await session.relay_on(conn, payload)
-
-
-class TrackingWriter:
-    """The client's writer, remembering whether anything was sent (a failed read can then be retried)."""
-
-    def __init__(self, writer: Any) -> None:
-        self.writer = writer
-        self.written = False
-
-    def write(self, data: bytes) -> None:
-        self.written = True
-        self.writer.write(data)
-
-    @property
-    def transport(self) -> TrackingWriter:
-        return self  # the relay writes to the transport directly; this one records that it did
-
-    def get_write_buffer_size(self) -> int:
-        return int(self.writer.transport.get_write_buffer_size())
-
-    async def drain(self) -> None:
-        await self.writer.drain()
-
-
-async def relay_read(session: Session, group: ReadWriteGroup, payload: bytes) -> ResultSummary:
-    """Relay a read; when a replica connection dies before any byte reached the client, the replica goes
-    out of rotation and the read is retried on another member (the client sees no error)."""
-    for _attempt in range(len(group.replicas) + 1):
-        conn = await group_backend(session, group, read=True, record_write=False)
-        if conn is None:
-            return await _relay_primary(session, group, payload, record_write=False)
-        tracker = TrackingWriter(session.writer)
-        session.route = "replica"
-        try:
-            return await session.relay_on(conn, payload, writer=tracker, replica=True)
-        except BackendError as exc:
-            if tracker.written:
-                raise
-            drop_replica(session, group, conn, exc)
-    return await _relay_primary(session, group, payload, record_write=False)
-
-
-def drop_replica(session: Session, group: ReadWriteGroup, conn: BackendConnection, exc: BackendError) -> None:
-    """A replica connection failed before any byte of its answer reached the client: it is closed, the replica
-    leaves the rotation, and the caller tries another member."""
-    session.read_backends.pop(conn.name, None)
-    conn.broken = True
-    session.give_back(conn)
-    group.mark_down(conn.name, str(exc))
-
-
-async def relay_pass_through(session: Session, source: DataSource, payload: bytes, sql: str) -> None:
-    """The pass-through path: a read/write splitting group classifies the text; a plain data source
-    relays as before."""
-    session.route = "passthrough"
-    if not isinstance(source, ReadWriteGroup):
-        await session.relay(source.name, payload)
-        return
-    access = classify_access(sql)
-    if access is Access.READ:
-        await relay_read(session, source, payload)
-        return
-    # SET statements are remembered (for replica and re-borrowed connections) by Session._after_pass_through
-    await _relay_primary(session, source, payload, record_write=access is Access.WRITE)
 
 
 def storage_unit_rows(group: ReadWriteGroup) -> list[tuple[str, DataSource, tuple[str, str, float | None]]]:
@@ -811,14 +481,9 @@ __all__ = [
     "RULE_COLUMNS",
     "Access",
     "GroupConfig",
-    "GroupSessionState",
     "ReadWriteGroup",
-    "TrackingWriter",
     "classify_access",
-    "group_backend",
     "is_read",
     "open_data_sources",
     "parse_groups",
-    "relay_pass_through",
-    "relay_read",
 ]

@@ -40,18 +40,20 @@ from proxy.config import UserConfig
 from proxy.fastpath import ClientProtocol, FastPath, statement_kind
 from proxy.handshake import HandshakeFailed
 from proxy.privilege import ER_DBACCESS_DENIED_ERROR, denied_message
-from proxy.readwrite import GroupSessionState, ReadWriteGroup, group_backend, relay_pass_through
+from proxy.readwrite import ReadWriteGroup
+from proxy.replicas import group_backend, relay_pass_through
 from proxy.resultset import result_packets
+from proxy.state import GroupSessionState, StatementRegistry, TransactionState
 from proxy.statements import ProxyStatement, classify, like_to_regex
 from proxy.sticky import may_be_sticky
-from proxy.txn import TransactionState, classify_session_statement
+from proxy.txn import classify_session_statement
 from proxy.wire import ClientGone, ClientPackets
 from routing.plan import SessionHints
 from routing.split import split_statements
 
 if TYPE_CHECKING:
+    from proxy.context import ServerContext as ProxyServer
     from proxy.runtime import LogicalDatabase
-    from proxy.server import ProxyServer
 
 log = structlog.get_logger("shardproxy.session")
 
@@ -97,13 +99,13 @@ class Session:
         self.last_insert_id = 0  # sharded databases: the session's, across data sources
         self.row_count = -1
         # sharded databases, FOUND_ROWS(): the value the proxy knows (after a merged SELECT), or else the
-        # data source whose connection ran the last SELECT (proxy.executor.routing_hints)
+        # data source whose connection ran the last SELECT (proxy.routed.routing_hints)
         self.found_rows_value: int | None = None
         self.found_rows_source: str | None = None
         self.multi_statements = True
         self.backends: dict[str, BackendConnection] = {}
         self.txn = TransactionState()
-        self.statements = prepared.StatementRegistry()
+        self.statements = StatementRegistry()
         self.sql_statements: dict[str, str] = {}  # PREPARE name FROM ... on sharded databases
         self.borrowed: set[BackendConnection] = set()  # pooled connections lent for one statement
         # connections the current command has used: never given back by `_wait_without_holding` mid-command
@@ -659,7 +661,7 @@ class Session:
         if sql_prepared is not None:
             await prepared.sql_statement(self, *sql_prepared)
             return
-        from proxy.executor import execute_routed
+        from proxy.routed import execute_routed
 
         await execute_routed(self, db, sql)
 

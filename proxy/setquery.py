@@ -19,8 +19,8 @@ from protocol.packets import ComQuery, ERRPacket, decode_text_row
 from protocol.results import ResultHeader
 
 if TYPE_CHECKING:
+    from proxy.context import SessionContext as Session
     from proxy.runtime import LogicalDatabase
-    from proxy.session import Session
 
 _READS = re.compile(r"\bSELECT\b", re.I)
 _INTEGERS = {ColumnType.TINY, ColumnType.SHORT, ColumnType.LONG, ColumnType.LONGLONG, ColumnType.INT24,
@@ -41,7 +41,7 @@ async def routed_set(session: Session, db: LogicalDatabase, sql: str) -> bool:
     routed = db.kernel.route(sql, None, session.hints())  # RoutingError: the session answers 1235
     if len(routed.execution_units) != 1 or not routed.set_variables:
         return False
-    from proxy.executor import _logical_message, log_statement
+    from proxy.units import _logical_message, log_statement
 
     log_statement(session, sql, routed)
     unit = routed.execution_units[0]

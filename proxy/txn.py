@@ -20,7 +20,7 @@ COMMIT rolls back the rest instead of committing a part of it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from protocol import text
@@ -29,12 +29,13 @@ from protocol.errors import ServerError
 from protocol.packets import ERRPacket, OKPacket
 from proxy import setquery
 from proxy.backend import BackendError
+from proxy.locks import release_session_locks
 from proxy.xa import XAER_NOTA, LogUnavailable, XATransaction, bqual_for, server_key
 from proxy.xalog import Branch
 
 if TYPE_CHECKING:
     from proxy.backend import BackendConnection
-    from proxy.session import Session
+    from proxy.context import SessionContext as Session
 
 _TX = re.compile(
     r"^\s*(?:(?P<begin>BEGIN(?:\s+WORK)?|START\s+TRANSACTION\b[^;]*)"
@@ -76,26 +77,6 @@ def classify_session_statement(sql: str) -> SessionStatement | None:
         m = _SET_NAMES.match(sql)
         return SessionStatement("set", m.group("cs").lower() if m else None)
     return None
-
-
-@dataclass
-class TransactionState:
-    begin_sql: str | None = None  # the statement that opened the transaction, replayed per data source
-    joined: list[str] = field(default_factory=list)  # data sources the transaction has touched
-    autocommit: bool = True
-    session_sets: list[str] = field(default_factory=list)  # replayed on every newly borrowed connection
-    next_tx_sets: list[str] = field(default_factory=list)  # SET TRANSACTION: only for the next transaction
-    savepoints: list[str] = field(default_factory=list)  # names as written, oldest first (replayed on join)
-    # data sources whose part of the open transaction went with their connection (-> what happened): the
-    # transaction can no longer commit atomically; COMMIT rolls back the rest and says so
-    lost: dict[str, str] = field(default_factory=dict)
-    # named locks proxy.upsert took for the transaction (data source -> names), released when it ends
-    upsert_locks: dict[str, list[str]] = field(default_factory=dict)
-    xa: XATransaction | None = None  # the open transaction is XA (proxy.xa): its xid and branches
-
-    @property
-    def active(self) -> bool:
-        return self.begin_sql is not None or not self.autocommit
 
 
 # --- errors ------------------------------------------------------------------------------------------------
@@ -307,8 +288,6 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
             else:
                 failed[name] = outcome
         if txn.upsert_locks:
-            from proxy.upsert import release_session_locks
-
             await release_session_locks(session)
     finally:
         session.ending_transaction = False

@@ -32,14 +32,16 @@ from protocol.packets import ERRPacket, OKPacket
 from proxy import txn
 from proxy.backend import BackendConnection, BackendError
 from proxy.codec import StatementCodec
+from proxy.locks import release, release_session_locks
+from proxy.units import UnitFailed, _merged_info, _run_unit_to_ok
 from routing.errors import RoutingError
 from routing.model import DataNode
 from routing.plan import ExecutionUnit, RoutedStatement
 from routing.upsert import MODES, UpsertCheck
 
 if TYPE_CHECKING:
+    from proxy.context import SessionContext as Session
     from proxy.runtime import LogicalDatabase
-    from proxy.session import Session
 
 _SAVEPOINT = "shardproxy_upsert"
 ER_DUP_ENTRY = 1062
@@ -81,7 +83,6 @@ async def execute_upsert(session: Session, db: LogicalDatabase, routed: RoutedSt
     if outcome.last_id:
         session.last_insert_id = outcome.last_id
     if outcome.infos is not None:
-        from proxy.executor import _merged_info
 
         info = _merged_info(outcome.infos)
     elif len(check.rows) > 1:
@@ -155,25 +156,6 @@ async def _lock(session: Session, check: UpsertCheck, conn: BackendConnection, s
     return names
 
 
-async def release(conn: BackendConnection, names: list[str]) -> None:
-    """Give named locks back (a connection that fails here is closed, which gives them back too)."""
-    if not names or conn.broken:
-        return
-    try:
-        await conn.execute("SELECT " + ", ".join(f"RELEASE_LOCK('{n}')" for n in names))
-    except Exception:
-        conn.broken = True
-
-
-async def release_session_locks(session: Session) -> None:
-    """The transaction ended: the upsert locks it held go (called by proxy.txn.end_transaction)."""
-    locks, session.txn.upsert_locks = session.txn.upsert_locks, {}
-    for ds, names in locks.items():
-        conn = session.backends.get(ds)
-        if conn is not None:
-            await release(conn, names)
-
-
 # --- deciding ----------------------------------------------------------------------------------------------
 
 
@@ -210,7 +192,6 @@ async def _conflicts_elsewhere(check: UpsertCheck, conns: dict[str, BackendConne
 
 async def _batched(routed: RoutedStatement, conns: dict[str, BackendConnection], codec: StatementCodec
                    ) -> _Outcome:
-    from proxy.executor import _run_unit_to_ok
 
     by_source: dict[str, list[ExecutionUnit]] = {}
     for unit in routed.execution_units:
@@ -235,7 +216,6 @@ async def _batched(routed: RoutedStatement, conns: dict[str, BackendConnection],
 
 async def _row_by_row(check: UpsertCheck, conns: dict[str, BackendConnection], codec: StatementCodec,
                       charset: str) -> _Outcome:
-    from proxy.executor import _run_unit_to_ok
 
     out = _Outcome()
     for pos, row in enumerate(check.rows):
@@ -307,7 +287,6 @@ async def _conflicting(check: UpsertCheck, pos: int, conns: dict[str, BackendCon
 
 
 async def _rows(conn: BackendConnection, unit: ExecutionUnit) -> list[tuple[bytes | None, ...]]:
-    from proxy.executor import UnitFailed
 
     res = await conn.execute(unit.sql)
     if isinstance(res, ERRPacket):
@@ -316,7 +295,6 @@ async def _rows(conn: BackendConnection, unit: ExecutionUnit) -> list[tuple[byte
 
 
 async def _ok(conn: BackendConnection, unit: ExecutionUnit) -> OKPacket:
-    from proxy.executor import UnitFailed
 
     res = await conn.execute(unit.sql)
     if isinstance(res, ERRPacket):

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from protocol.constants import Capability
 from protocol.framing import FrameDecoder, PacketTooLarge, encode_packet
 from protocol.packets import ERRPacket
 from protocol.wire import MalformedPacket
 
-if TYPE_CHECKING:
-    from proxy.fastpath import FastPath
-
 READ_CHUNK = 1 << 16
+
+
+class Armable(Protocol):
+    """The session's fast path as this reader sees it (proxy.fastpath.FastPath): armed while the session
+    waits for a command, so that it may answer what arrives meanwhile."""
+
+    armed: bool
 
 
 class ClientGone(Exception):
@@ -30,7 +34,7 @@ class ClientPackets:
         self._pending: list[tuple[int, int, bytes]] = []
         self.seq = 0  # next sequence id to send
         self.capabilities = Capability(0)
-        self.fast: FastPath | None = None  # proxy.fastpath, armed while `read(idle=True)` waits
+        self.fast: Armable | None = None  # proxy.fastpath, armed while `read(idle=True)` waits
 
     async def read(self, timeout: float | None = None, *, idle: bool = False) -> bytes:
         """The next packet's payload; sets `seq` to answer it. Raises PacketTooLarge, ClientGone.

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -37,9 +37,16 @@ from proxy.xalog import Branch, CommitRecord, DecisionLog, LogUnavailable
 
 if TYPE_CHECKING:
     from proxy.backend import DataSource
-    from proxy.server import ProxyServer
+    from proxy.runtime import LogicalDatabase
 
 log = structlog.get_logger("shardproxy.xa")
+
+
+class ProxyServer(Protocol):
+    """What recovery reads of the server (proxy.server.ProxyServer, which owns the transaction manager):
+    its logical databases, for the data sources of the sharded ones."""
+
+    databases_by_name: dict[str, LogicalDatabase]
 
 FORMAT_ID = 21328  # 0x5350, "SP": the formatID of every xid this proxy makes
 DEFAULT_RECOVERY_INTERVAL = 5.0

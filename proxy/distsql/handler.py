@@ -16,16 +16,16 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from protocol.packets import ERRPacket
 from proxy.distsql import export, grammar, rules, variables
 from proxy.distsql.errors import DistSQLError, not_supported
+from proxy.distsql.targets import tables_by_source, target
 from proxy.readwrite import ReadWriteGroup
 from proxy.statements import like_to_regex
 
 if TYPE_CHECKING:
+    from proxy.context import ServerContext as ProxyServer
+    from proxy.context import SessionContext as Session
     from proxy.runtime import LogicalDatabase
-    from proxy.server import ProxyServer
-    from proxy.session import Session
     from proxy.statements import ProxyStatement
 
 COMPUTE_NODE_COLUMNS = ("instance_id", "instance_type", "host", "port", "status", "mode_type", "worker_id",
@@ -61,18 +61,6 @@ async def execute(session: Session, stmt: ProxyStatement) -> None:
 # --- helpers ------------------------------------------------------------------------------------------------
 
 
-def target(session: Session, name: str | None) -> LogicalDatabase:
-    """`FROM db`, else the session's database (ShardingSphere's errors as MySQL's: 1049, 1046)."""
-    if name:
-        db = session.server.database(name)
-        if db is None:
-            raise DistSQLError(1049, f"Unknown database '{name}'", "42000")
-        return db
-    if session.database is None:
-        raise DistSQLError(1046, "No database selected", "3D000")
-    return session.database
-
-
 def _doc(db: LogicalDatabase) -> dict[str, object] | None:
     doc = db.config.doc
     return dict(doc) if doc is not None else None
@@ -82,22 +70,6 @@ def groups_of(db: LogicalDatabase) -> dict[str, list[str]]:
     """Read/write splitting group -> its members (primary first)."""
     return {name: [s.primary.name, *(r.name for r in s.replicas)]
             for name, s in db.sources.items() if isinstance(s, ReadWriteGroup)}
-
-
-async def tables_by_source(db: LogicalDatabase) -> dict[str, list[str]]:
-    """The actual tables of each data source: the loaded metadata (sharded databases), or asked of the one
-    data source (pass-through databases load none)."""
-    if db.kernel is not None:
-        return {ds: db.metadata.actual_tables(ds) for ds in db.rules.data_sources}
-    out: dict[str, list[str]] = {}
-    for name, source in db.sources.items():
-        res = await source.admin_execute(
-            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME")
-        if isinstance(res, ERRPacket) or not isinstance(res, list):
-            raise DistSQLError(1105, f"cannot list the tables of data source {name}: "
-                               f"{res.message if isinstance(res, ERRPacket) else 'unreachable'}", "HY000")
-        out[name] = [(r[0] or b"").decode() for r in res]
-    return out
 
 
 def _like(rows: Sequence[tuple[object, ...]], pattern: str | None, column: int = 0) -> list[tuple[object, ...]]:
@@ -230,7 +202,7 @@ def _address(server: ProxyServer) -> tuple[str, int]:
 
 
 async def _compute_nodes(session: Session, d: grammar.DistSQL) -> None:
-    from proxy.cli import version
+    from proxy.version import version
 
     server = session.server
     host, port = _address(server)

@@ -44,11 +44,12 @@ from proxy.distsql import rules as rq
 from proxy.distsql.errors import DistSQLError, not_supported
 from proxy.distsql.export import write_file
 from proxy.distsql.grammar import DistSQL
+from proxy.distsql.targets import tables_by_source, target
 from routing.errors import ConfigError
 
 if TYPE_CHECKING:
+    from proxy.context import SessionContext as Session
     from proxy.runtime import LogicalDatabase
-    from proxy.session import Session
 
 log = structlog.get_logger("shardproxy.distsql")
 
@@ -730,8 +731,6 @@ def _mode_change_blocked(session: Session, db: LogicalDatabase, config: Database
 
 
 async def execute(session: Session, d: DistSQL) -> None:
-    from proxy.distsql.handler import tables_by_source, target
-
     db = target(session, None)
     lock = _LOCKS.get(db)
     if lock is None:

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from proxy.distsql.errors import DistSQLError
 
 if TYPE_CHECKING:
-    from proxy.server import ProxyServer
-    from proxy.session import Session
+    from proxy.context import ServerContext as ProxyServer
+    from proxy.context import SessionContext as Session
 
 COLUMNS = ("variable_name", "variable_value")
 
