@@ -12,12 +12,12 @@ from pathlib import Path
 
 import structlog
 
-from proxy.backend import BackendError
+from proxy.backends.backend import BackendError
+from proxy.backends.xalog import LogUnavailable
 from proxy.config import load_config
 from proxy.logs import configure
 from proxy.serve import serve
 from proxy.version import version
-from proxy.xalog import LogUnavailable
 from routing.errors import ConfigError
 
 log = structlog.get_logger("shardproxy")

@@ -24,8 +24,8 @@ from typing import Any
 import pymysql
 import structlog
 
+from proxy.backends.readwrite import parse_groups
 from proxy.config import load_config, load_yaml_file, parse_data_source_url
-from proxy.readwrite import parse_groups
 from proxy.sandbox import MariaDBServer, SandboxError, setup_replication, start_servers
 
 log = structlog.get_logger("shardproxy.demo")

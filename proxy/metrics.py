@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 if TYPE_CHECKING:
-    from proxy.backend import DataSource
-    from proxy.runtime import LogicalDatabase
+    from proxy.backends.backend import DataSource
+    from proxy.backends.runtime import LogicalDatabase
 
 log = structlog.get_logger("shardproxy.metrics")
 

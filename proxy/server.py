@@ -13,17 +13,17 @@ from typing import Any
 import structlog
 
 from protocol.packets import ERRPacket
-from proxy import tls
-from proxy.backend import BackendError, DataSource
+from proxy.backends.backend import BackendError, DataSource
+from proxy.backends.readwrite import open_data_sources
+from proxy.backends.runtime import LogicalDatabase
+from proxy.backends.xa import TransactionManager
+from proxy.backends.xalog import LogUnavailable
 from proxy.config import ProxyConfig
-from proxy.fastpath import ClientProtocol
-from proxy.handshake import Authenticator
+from proxy.execution.fastpath import ClientProtocol
+from proxy.frontend import tls
+from proxy.frontend.handshake import Authenticator
 from proxy.metrics import MetricsEndpoint, StatementStats
-from proxy.readwrite import open_data_sources
-from proxy.runtime import LogicalDatabase
-from proxy.session import Session
-from proxy.xa import TransactionManager
-from proxy.xalog import LogUnavailable
+from proxy.session.session import Session
 
 log = structlog.get_logger("shardproxy.server")
 

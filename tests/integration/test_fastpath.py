@@ -16,7 +16,7 @@ import pytest
 
 from protocol.framing import encode_packet
 from protocol.packets import is_err
-from proxy.fastpath import STATS, plain_statement
+from proxy.execution.fastpath import STATS, plain_statement
 from proxy.sandbox import MariaDBServer
 from tests.integration.harness import RunningProxy, start_proxy
 from tests.integration.sharding_fixtures import ShardedEnv

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.distsql import grammar, rules
-from proxy.statements import classify
+from proxy.session.distsql import grammar, rules
+from proxy.session.statements import classify
 from routing.config import load_database_rules, load_yaml
 
 

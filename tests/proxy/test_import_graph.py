@@ -2,7 +2,7 @@
 
 Every import counts: module level, inside functions, and under `if TYPE_CHECKING:` (a type is a dependency
 too). A lower module that must name a higher one's object declares a small `typing.Protocol` of its own
-(proxy.context for the session and the server). The graph is read from the source with `ast`, so a cycle
+(proxy.execution.context for the session and the server). The graph is read from the source with `ast`, so a cycle
 hidden in a function body fails here even if no test ever runs that function.
 """
 
@@ -138,14 +138,14 @@ def test_cycles_finds_every_strongly_connected_component(graph: dict[str, set[st
 
 
 @pytest.mark.parametrize(("module", "source", "expected"), [
-    ("proxy.executor", "from proxy.units import UnitFailed", {"proxy.units"}),
-    ("proxy.executor", "import proxy.units", {"proxy.units"}),
-    ("proxy.distsql.rdl", "from proxy.distsql import grammar", {"proxy.distsql.grammar"}),
-    ("proxy.distsql.rdl", "from . import grammar", {"proxy.distsql.grammar"}),
-    ("proxy.distsql.rdl", "from .targets import target", {"proxy.distsql.targets"}),
+    ("proxy.execution.executor", "from proxy.execution.units import UnitFailed", {"proxy.execution.units"}),
+    ("proxy.execution.executor", "import proxy.execution.units", {"proxy.execution.units"}),
+    ("proxy.session.distsql.rdl", "from proxy.session.distsql import grammar", {"proxy.session.distsql.grammar"}),
+    ("proxy.session.distsql.rdl", "from . import grammar", {"proxy.session.distsql.grammar"}),
+    ("proxy.session.distsql.rdl", "from .targets import target", {"proxy.session.distsql.targets"}),
     ("merge.keys", "from merge import coltypes as t", {"merge.coltypes"}),
-    ("proxy.session", "from merge import MergeError", {"merge"}),
-    ("proxy.session", "import asyncio", set()),
+    ("proxy.session.session", "from merge import MergeError", {"merge"}),
+    ("proxy.session.session", "import asyncio", set()),
 ])  # fmt: skip
 def test_an_import_depends_on_the_modules_it_names(module: str, source: str, expected: set[str]) -> None:
     node = ast.parse(source).body[0]
@@ -157,9 +157,9 @@ def test_an_import_depends_on_the_modules_it_names(module: str, source: str, exp
 
 def test_the_graph_sees_imports_inside_functions_and_type_checking_blocks() -> None:
     graph = import_graph()
-    assert "proxy.session" in graph["proxy.server"]  # module level
+    assert "proxy.session.session" in graph["proxy.server"]  # module level
     assert "proxy.server" in graph["proxy.serve"]
-    assert "proxy.context" in graph["proxy.executor"]  # under `if TYPE_CHECKING:`
+    assert "proxy.execution.context" in graph["proxy.execution.executor"]  # under `if TYPE_CHECKING:`
 
 
 def test_no_import_cycle_anywhere() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from proxy.pool import ConnectionPool, Lease, PoolClosed, PoolInvariantError, PoolTimeout
+from proxy.backends.pool import ConnectionPool, Lease, PoolClosed, PoolInvariantError, PoolTimeout
 
 
 class FakeConn:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from proxy.readwrite import Access, classify_access, parse_groups
+from proxy.backends.readwrite import Access, classify_access, parse_groups
 from routing.errors import ConfigError
 
 
