@@ -53,6 +53,14 @@ class ProxyStatement:
     arg2: str | None = None
 
 
+# every kind `classify` returns (proxy.session.dispatch has one handler for each)
+KINDS = frozenset({
+    "use", "show_databases", "select_database", "processlist", "kill", "kill_other", "preview", "show_rules",
+    "show_nodes", "units", "show_rw_rules", "show_txn_rule", "show_in_doubt", "alter_txn_rule", "distsql",
+    "distsql_unsupported",
+})
+
+
 def classify(sql: str) -> ProxyStatement | None:
     """A statement the proxy handles itself, or None when it goes to the kernel / the backend."""
     text = strip_leading_comments(sql)

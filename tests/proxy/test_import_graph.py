@@ -174,3 +174,46 @@ def test_lower_packages_never_import_proxy(package: str) -> None:
     bad = sorted(f"{m} -> {t}" for m, targets in graph.items() if m.split(".")[0] == package
                  for t in targets if t.split(".")[0] == "proxy")
     assert not bad
+
+
+# --- the rooms: each imports only its own room and the rooms below it --------------------------------------
+
+ROOMS = (  # lowest first
+    ("configuration", ("proxy.config", "proxy.privilege", "proxy.rwconfig", "proxy.logs", "proxy.version",
+                       "proxy.sandbox")),
+    ("backends", ("proxy.backends",)),
+    ("frontend", ("proxy.frontend",)),
+    ("execution", ("proxy.execution",)),
+    ("session", ("proxy.session",)),
+    ("edges", ("proxy",)),  # proxy.server (the composition root), proxy.metrics, proxy.serve, proxy.cli, ...
+)  # fmt: skip
+
+
+def room_of(module: str) -> int:
+    best = (-1, -1)  # (prefix length, rank)
+    for rank, (_name, prefixes) in enumerate(ROOMS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best[0]:
+                best = (len(prefix), rank)
+    return best[1]
+
+
+@pytest.mark.parametrize(("module", "room"), [
+    ("proxy.config", "configuration"),
+    ("proxy.backends.pool", "backends"),
+    ("proxy.frontend.wire", "frontend"),
+    ("proxy.execution.executor", "execution"),
+    ("proxy.session.distsql.rdl", "session"),
+    ("proxy.server", "edges"),
+    ("proxy.cli", "edges"),
+])  # fmt: skip
+def test_room_of(module: str, room: str) -> None:
+    assert ROOMS[room_of(module)][0] == room
+
+
+def test_rooms_import_only_downward() -> None:
+    graph = import_graph()
+    upward = sorted(f"{m} ({ROOMS[room_of(m)][0]}) -> {t} ({ROOMS[room_of(t)][0]})"
+                    for m, targets in graph.items() if m.startswith("proxy")
+                    for t in targets if t.startswith("proxy") and room_of(t) > room_of(m))
+    assert not upward
