@@ -73,7 +73,7 @@ KNOWN_PROPS = {
     "proxy-frontend-database-protocol-type", "proxy-merge-memory-rows", "plan-cache-size",
     "proxy-statement-timeout-seconds", "proxy-version-comment", "proxy-backlog",
     "proxy-metrics-port", "proxy-metrics-host",
-    # read/write splitting (proxy.readwrite); a group's own keys win
+    # read/write splitting (proxy.backends.readwrite); a group's own keys win
     "max-replication-lag-seconds", "replica-health-check-interval-milliseconds", "gtid-wait-timeout-milliseconds",
 }
 
@@ -140,7 +140,7 @@ class DatabaseConfig:
 
 
 TRANSACTION_TYPES = ("LOCAL", "XA")  # ShardingSphere's BASE (Seata) is not implemented
-# transaction.props the proxy's XA transaction manager reads (proxy.xa); others (Atomikos / Narayana
+# transaction.props the proxy's XA transaction manager reads (proxy.backends.xa); others (Atomikos / Narayana
 # settings brought over from ShardingSphere) are warned about and ignored
 XA_PROPS = {"xa-log-dir", "xa-instance-id", "xa-recovery-interval-seconds"}
 

@@ -1,7 +1,7 @@
 """The `!READWRITE_SPLITTING` rule read from a database's YAML: groups, load balancers, read-after-write.
 
 Why its own module: proxy.config checks these keys at load time (errors with the file and key) and the
-running group (proxy.readwrite) is built from the result; neither then imports the other.
+running group (proxy.backends.readwrite) is built from the result; neither then imports the other.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ log = structlog.get_logger("shardproxy.backend")
 READ_CHUNK = 1 << 18
 
 class BackendRelay(Protocol):
-    """What a backend socket hands its bytes to while a fast-path answer is relayed (proxy.fastpath's
+    """What a backend socket hands its bytes to while a fast-path answer is relayed (proxy.execution.fastpath's
     FastPath; named by this Protocol so that the backends never import the session's relay)."""
 
     def backend_data(self, data: bytes) -> None: ...
@@ -68,7 +68,7 @@ _BASE_FLAGS = Capability.MULTI_STATEMENTS | Capability.MULTI_RESULTS | Capabilit
 
 class BackendTap(asyncio.Protocol):
     """Sits in front of a backend socket's own protocol (aiomysql's StreamReaderProtocol): while a
-    proxy.fastpath command is answered the bytes go to the fast path, otherwise everything goes through
+    proxy.execution.fastpath command is answered the bytes go to the fast path, otherwise everything goes through
     unchanged."""
 
     __slots__ = ("conn", "inner", "relay", "transport")
@@ -149,12 +149,12 @@ class BackendConnection:
         # ROW_COUNT(), FOUND_ROWS()): the connection is not lent to another session until the next command
         self.keep_for_next = False
         # the xid of the XA branch this connection has started and not yet committed or rolled back
-        # (proxy.txn): such a connection is never reset or pooled, only closed (MariaDB leaves a connection
+        # (proxy.execution.txn): such a connection is never reset or pooled, only closed (MariaDB leaves a connection
         # reset with a branch open in a state that fails later statements)
         self.xa: str | None = None
-        # answers to fast-path commands are read by this, in the socket's callback (proxy.fastpath)
+        # answers to fast-path commands are read by this, in the socket's callback (proxy.execution.fastpath)
         self.tap = install_tap(raw._writer.transport if raw._writer is not None else None, self)
-        # where the pool (proxy.pool) has it, and who owns it: changed by the pool only
+        # where the pool (proxy.backends.pool) has it, and who owns it: changed by the pool only
         self.lease = Lease.LENT
         self.owner: object | None = None
         self.created_at = time.monotonic()
@@ -413,10 +413,10 @@ class BackendConnection:
 
 
 class DataSource:
-    """One configured data source: its connection pool (proxy.pool, the single owner of its connections)
+    """One configured data source: its connection pool (proxy.backends.pool, the single owner of its connections)
     and an admin connection outside the pool for KILL QUERY and metadata."""
 
-    fast_relay = True  # pass-through commands may be relayed by proxy.fastpath (not a read/write group)
+    fast_relay = True  # pass-through commands may be relayed by proxy.execution.fastpath (not a read/write group)
 
     def __init__(self, config: DataSourceConfig) -> None:
         self.config = config

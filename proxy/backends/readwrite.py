@@ -178,7 +178,7 @@ class ReadWriteGroup(DataSource):
     `name` is the group's, as the transaction bookkeeping expects). Replica connections come from
     `acquire_read` / `pick_replica`."""
 
-    fast_relay = False  # every statement is classified read or write first (no proxy.fastpath)
+    fast_relay = False  # every statement is classified read or write first (no proxy.execution.fastpath)
 
     def __init__(
         self, config: GroupConfig, primary: DataSource, replicas: Sequence[DataSource], props: Mapping[str, Any]

@@ -1,10 +1,10 @@
 """The proxy as an XA transaction manager: the transaction rule, xids, the decision log, recovery.
 
 A transaction on a sharded database runs as the rule's `defaultType` says when it starts (global.yaml
-`transaction.defaultType`, changed at run time by `ALTER TRANSACTION RULE`): LOCAL (proxy.txn's fan-out
+`transaction.defaultType`, changed at run time by `ALTER TRANSACTION RULE`): LOCAL (proxy.execution.txn's fan-out
 of BEGIN/COMMIT) or XA. Under XA every data source joins with `XA START <xid>`; COMMIT on one data source
 is `XA END` + `XA COMMIT ... ONE PHASE`; on several it is two-phase: `XA END` + `XA PREPARE` on each, the
-commit decision written to the durable log (proxy.xalog), then `XA COMMIT` on each. The branches of one
+commit decision written to the durable log (proxy.backends.xalog), then `XA COMMIT` on each. The branches of one
 transaction share its gtrid, `sp-<instance>-<boot>-<n>`, and differ by bqual (the data source's name);
 formatID is `FORMAT_ID`.
 
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from protocol.packets import ERRPacket
+from proxy.backends.readwrite import ReadWriteGroup
 from proxy.backends.xalog import Branch, CommitRecord, DecisionLog, LogUnavailable
 from proxy.config import ProxyConfig
 
@@ -285,7 +286,6 @@ class TransactionManager:
     def _servers(self) -> dict[str, tuple[DataSource, list[str]]]:
         """One data source per server of the sharded databases (read/write groups: the primary), with the
         data source names it serves."""
-        from proxy.backends.readwrite import ReadWriteGroup
 
         out: dict[str, tuple[DataSource, list[str]]] = {}
         if self._server is None:

@@ -1,12 +1,12 @@
 """What the execution and handler modules see of a session and of the server: two `typing.Protocol`s.
 
-Why: the session (proxy.session) dispatches to the executor, transactions, prepared statements, metadata,
+Why: the session (proxy.session.session) dispatches to the executor, transactions, prepared statements, metadata,
 admin and DistSQL handlers, and the server (proxy.server) creates the sessions; those modules must name
 the session and the server they are handed without importing them (the import would point back up and
 close a cycle). They name these Protocols instead; `Session` and `ProxyServer` satisfy them structurally.
 This module imports only what lies below every room (backends, state, configuration), never a handler.
 
-The session's state as plain data lives in proxy.state; the rest listed here is the session's interface
+The session's state as plain data lives in proxy.execution.state; the rest listed here is the session's interface
 to its client (answers), to its connections (the broker's leases: backend, give_back, ...) and to the
 current command's bookkeeping.
 """
@@ -82,7 +82,7 @@ class SessionContext(Protocol):
     charset: str
     log: Any  # a structlog BoundLogger bound to the connection id
 
-    # -- state (plain data: proxy.state)
+    # -- state (plain data: proxy.execution.state)
     txn: TransactionState
     statements: StatementRegistry
     sql_statements: dict[str, str]

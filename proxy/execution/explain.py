@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from protocol.constants import ColumnType
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.results import ResultHeader
+from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
 from proxy.execution.executor import execute_plan
 from proxy.execution.units import UnitFailed, _logical_message
@@ -136,7 +137,6 @@ async def execute_explain(
 
 async def _unit_plan(conn: object, unit: ExecutionUnit, codec: StatementCodec
                      ) -> tuple[tuple[ColumnDefinition41, ...], list[tuple[bytes | None, ...]]]:
-    from proxy.backends.backend import BackendConnection
 
     assert isinstance(conn, BackendConnection)
     try:

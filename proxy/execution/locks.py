@@ -1,6 +1,6 @@
 """The named locks an upsert check holds until its transaction ends (GET_LOCK on each data source).
 
-Why its own module: the upsert check takes them and proxy.txn gives them back when the transaction
+Why its own module: the upsert check takes them and proxy.execution.txn gives them back when the transaction
 ends; both import this, so the transaction code never imports the upsert check that uses it.
 """
 
@@ -24,7 +24,7 @@ async def release(conn: BackendConnection, names: list[str]) -> None:
 
 
 async def release_session_locks(session: Session) -> None:
-    """The transaction ended: the upsert locks it held go (called by proxy.txn.end_transaction)."""
+    """The transaction ended: the upsert locks it held go (called by proxy.execution.txn.end_transaction)."""
     locks, session.txn.upsert_locks = session.txn.upsert_locks, {}
     for ds, names in locks.items():
         conn = session.backends.get(ds)

@@ -1,8 +1,8 @@
 """A session's side of read/write splitting: which of its connections a statement uses (replica or
 primary), read-after-write bookkeeping, relaying a read with retry on another member.
 
-Why apart from proxy.readwrite: the group (members, health, balancing) is a data source shared by all
-sessions; this is per session and works on the session's connections (named by proxy.context's
+Why apart from proxy.backends.readwrite: the group (members, health, balancing) is a data source shared by all
+sessions; this is per session and works on the session's connections (named by proxy.execution.context's
 Protocol, never the Session class).
 """
 

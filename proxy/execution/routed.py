@@ -1,7 +1,7 @@
 """Route a statement on a sharded database and run it: the entry the session (text protocol) and
 prepared statements (binary) call.
 
-Why its own module: EXPLAIN of a statement is routed like the statement and answered by proxy.explain,
+Why its own module: EXPLAIN of a statement is routed like the statement and answered by proxy.execution.explain,
 which runs plans through the executor; this entry sits above both, so neither imports the other's caller.
 """
 
@@ -43,7 +43,7 @@ async def route_and_execute(
     session: Session, db: LogicalDatabase, sql: str, params: Sequence[object] | None, codec: StatementCodec
 ) -> None:
     """Route a statement on a sharded database and run it (text or prepared); EXPLAIN of a statement is
-    routed like the statement, XA is refused (proxy.explain)."""
+    routed like the statement, XA is refused (proxy.execution.explain)."""
     assert db.kernel is not None
     refusal = explain.xa_refusal(sql)
     if refusal is not None:

@@ -1,6 +1,6 @@
 """``SET @v = (SELECT ... FROM t)`` on a sharded database.
 
-A plain SET is replayed on every backend connection the session uses (proxy.txn); one that reads tables
+A plain SET is replayed on every backend connection the session uses (proxy.execution.txn); one that reads tables
 cannot be: its text names logic tables, which the backends do not have, and each data source holds other
 rows. The kernel routes it like the SELECT it contains (one data node, table names rewritten; several
 nodes are refused with 1235), it runs on that node's connection, and the values it assigned are read back
@@ -17,6 +17,8 @@ from protocol import text
 from protocol.constants import ColumnType
 from protocol.packets import ComQuery, ERRPacket, decode_text_row
 from protocol.results import ResultHeader
+from proxy.backends.backend import BackendError
+from proxy.execution.units import _logical_message, log_statement
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
@@ -41,7 +43,6 @@ async def routed_set(session: Session, db: LogicalDatabase, sql: str) -> bool:
     routed = db.kernel.route(sql, None, session.hints())  # RoutingError: the session answers 1235
     if len(routed.execution_units) != 1 or not routed.set_variables:
         return False
-    from proxy.execution.units import _logical_message, log_statement
 
     log_statement(session, sql, routed)
     unit = routed.execution_units[0]
@@ -75,7 +76,6 @@ async def _as_literals(conn: object, variables: tuple[str, ...]) -> str:
         elif isinstance(ev, bytes):
             row = decode_text_row(ev, len(types))
         elif isinstance(ev, ERRPacket):
-            from proxy.backends.backend import BackendError
 
             raise BackendError(getattr(conn, "name", "?"), f"reading the values a SET assigned failed: {ev.message}",
                                errno=ev.errno, sqlstate=ev.sqlstate)

@@ -2,7 +2,7 @@
 prepared statements. No behaviour beyond bookkeeping, no I/O.
 
 Why its own module: the session holds these, and the execution and handler modules read and change them
-through proxy.context's `SessionContext`; kept here, at the bottom, every module may name them.
+through proxy.execution.context's `SessionContext`; kept here, at the bottom, every module may name them.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ class TransactionState:
     # data sources whose part of the open transaction went with their connection (-> what happened): the
     # transaction can no longer commit atomically; COMMIT rolls back the rest and says so
     lost: dict[str, str] = field(default_factory=dict)
-    # named locks proxy.upsert took for the transaction (data source -> names), released when it ends
+    # named locks proxy.execution.upsert took for the transaction (data source -> names), released when it ends
     upsert_locks: dict[str, list[str]] = field(default_factory=dict)
-    xa: XATransaction | None = None  # the open transaction is XA (proxy.xa): its xid and branches
+    xa: XATransaction | None = None  # the open transaction is XA (proxy.backends.xa): its xid and branches
 
     @property
     def active(self) -> bool:
@@ -70,7 +70,7 @@ class ClientStatement:
     proxy_answered: bool = False
     # sharded, CURSOR_TYPE_READ_ONLY: the rows of the open cursor (binary row payloads), and its columns
     cursor_rows: deque[bytes] | None = None
-    # sharded: may proxy.fastpath execute it (None: not known until its first execute)
+    # sharded: may proxy.execution.fastpath execute it (None: not known until its first execute)
     fast: bool | None = None
     # pass-through read/write splitting group: how the text is classified (None: not a group), and the
     # connection / backend statement id of the open read-only cursor, when its EXECUTE ran on a replica

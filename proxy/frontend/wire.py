@@ -14,7 +14,7 @@ READ_CHUNK = 1 << 16
 
 
 class Armable(Protocol):
-    """The session's fast path as this reader sees it (proxy.fastpath.FastPath): armed while the session
+    """The session's fast path as this reader sees it (proxy.execution.fastpath.FastPath): armed while the session
     waits for a command, so that it may answer what arrives meanwhile."""
 
     armed: bool
@@ -34,7 +34,7 @@ class ClientPackets:
         self._pending: list[tuple[int, int, bytes]] = []
         self.seq = 0  # next sequence id to send
         self.capabilities = Capability(0)
-        self.fast: Armable | None = None  # proxy.fastpath, armed while `read(idle=True)` waits
+        self.fast: Armable | None = None  # proxy.execution.fastpath, armed while `read(idle=True)` waits
 
     async def read(self, timeout: float | None = None, *, idle: bool = False) -> bytes:
         """The next packet's payload; sets `seq` to answer it. Raises PacketTooLarge, ClientGone.

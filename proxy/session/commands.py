@@ -18,7 +18,7 @@ from proxy.execution.executor import field_list_sharded
 from proxy.execution.state import TransactionState
 from proxy.frontend.handshake import HandshakeFailed
 from proxy.frontend.wire import ClientGone
-from proxy.session import metadata
+from proxy.session import processlist
 
 if TYPE_CHECKING:
     from proxy.session.handle import SessionHandle as Session
@@ -113,7 +113,7 @@ async def kill(session: Session, target_id: int, scope: str) -> None:
     if target is None:
         session.error(ErrorCode.NO_SUCH_THREAD, f"Unknown thread id: {target_id}", "HY000")
         return
-    if not metadata.may_see(session, target):  # another user's session, and we are no admin
+    if not processlist.may_see(session, target):  # another user's session, and we are no admin
         session.error(ErrorCode.KILL_DENIED_ERROR, f"You are not owner of thread {target_id}", "HY000")
         return
     if scope == "QUERY":

@@ -103,7 +103,7 @@ class SessionConnections:
         """The session's connection to a data source, borrowed on first use and kept.
 
         For a read/write splitting group, a `read` that may use a replica gets the session's connection to
-        the replica the load balancer picks (see proxy.readwrite); everything else gets the primary, and a
+        the replica the load balancer picks (see proxy.backends.readwrite); everything else gets the primary, and a
         `record_write` counts for the group's read-after-write consistency."""
         if self.database is not None:
             group = self.database.sources.get(data_source)

@@ -20,7 +20,7 @@ from protocol.packets import ComInitDB, ComProcessKill, ComSetOption, end_of_res
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BackendError
 from proxy.execution.fastpath import statement_kind
-from proxy.session import admin, commands, metadata, prepared, query
+from proxy.session import admin, commands, prepared, processlist, query
 from proxy.session.distsql import handler as distsql
 from proxy.session.statements import KINDS, ProxyStatement, like_to_regex
 
@@ -144,7 +144,7 @@ async def _select_database(session: Session, stmt: ProxyStatement, sql: str) -> 
 
 
 async def _processlist(session: Session, stmt: ProxyStatement, sql: str) -> None:
-    await metadata.processlist(session, stmt.arg == "FULL")
+    await processlist.processlist(session, stmt.arg == "FULL")
 
 
 async def _kill(session: Session, stmt: ProxyStatement, sql: str) -> None:

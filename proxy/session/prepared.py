@@ -4,7 +4,7 @@ Pass-through: the statement is prepared on the session's backend connection and 
 forwarded with the statement id translated; answers are relayed frame by frame.
 
 Read/write splitting on a pass-through database: the statement is prepared on the primary (which answers
-the PREPARE); its text is classified once (`proxy.readwrite.classify_access`, as a text statement is) and
+the PREPARE); its text is classified once (`proxy.backends.readwrite.classify_access`, as a text statement is) and
 every EXECUTE of a read asks the group for a replica connection by the same rules as a text read
 (transaction strategy, read-after-write, health), where it is prepared once per connection. Such an
 EXECUTE is decoded and re-encoded with its parameter types bound, so a statement executed on a replica,
@@ -45,12 +45,20 @@ from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_tex
 from protocol.results import ResultHeader
 from protocol.wire import Reader
 from proxy.backends.backend import BackendConnection, BackendError
+from proxy.backends.codec import BINARY
 from proxy.backends.readwrite import Access, ReadWriteGroup, classify_access
-from proxy.execution import txn
+from proxy.execution import txn_control
+from proxy.execution.executor import execute_plan
+from proxy.execution.explain import execute_explain, route_explain, split_explain, xa_refusal
 from proxy.execution.replicas import TrackingWriter, drop_replica, group_backend
+from proxy.execution.resultset import BINARY_ROWS
+from proxy.execution.routed import route_and_execute
 from proxy.execution.state import ClientStatement
-from proxy.execution.txn import classify_session_statement
+from proxy.execution.txn_control import classify_session_statement
+from proxy.execution.units import log_statement
 from proxy.frontend.wire import CapturedWriter
+from proxy.session import metadata, processlist
+from proxy.session.statements import classify
 from routing.errors import RoutingError
 from routing.parse import scan_shape
 from routing.session_functions import CALL
@@ -109,7 +117,7 @@ async def prepare(session: Session, payload: bytes) -> None:
         return
     assert db.kernel is not None
     num_params = sum(1 for _s, _e, kind in scan_shape(sql).spans if kind == "p")
-    # BEGIN / COMMIT / SET ... are the session's (proxy.txn), prepared or not: nothing to describe
+    # BEGIN / COMMIT / SET ... are the session's (proxy.execution.txn), prepared or not: nothing to describe
     columns = () if classify_session_statement(sql) else await _describe(session, sql, num_params)
     stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns,
                            metadata_statement=bool(_METADATA_HINT.search(sql)),
@@ -124,7 +132,6 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
     the binary protocol sends the columns with every result anyway."""
     db = session.database
     assert db is not None and db.kernel is not None
-    from proxy.execution.explain import split_explain, xa_refusal
 
     if split_explain(sql) is not None or xa_refusal(sql) is not None:
         return ()  # EXPLAIN: one column more with several units, known at EXECUTE; XA: refused there
@@ -221,17 +228,12 @@ async def _execute_on_group(session: Session, stmt: ClientStatement, payload: by
 
 
 def _answered_by_proxy(sql: str) -> bool:
-    from proxy.session import metadata
-    from proxy.session.statements import classify
 
-    return classify(sql) is not None or metadata.reads_processlist(sql)
+    return classify(sql) is not None or processlist.reads_processlist(sql)
 
 
 async def _execute_proxy_answered(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
     """A statement the proxy answers itself, prepared on a pass-through database: answered in binary rows."""
-    from proxy.execution.resultset import BINARY_ROWS
-    from proxy.session import metadata
-    from proxy.session.statements import classify
 
     sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
     sql = metadata.substitute(session, sql) or sql
@@ -259,18 +261,14 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
         # a prepared BEGIN / COMMIT / ROLLBACK / SET (sysbench --db-ps-mode=auto prepares BEGIN and COMMIT):
         # the proxy's LOCAL transaction and SET fan-out, exactly as for the text form
         sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
-        await txn.session_statement(session, session_stmt, sql)
+        await txn_control.session_statement(session, session_stmt, sql)
         return
-    from proxy.backends.codec import BINARY
-    from proxy.execution.resultset import BINARY_ROWS
-    from proxy.execution.routed import route_and_execute
-    from proxy.session import metadata
 
     # results the proxy builds itself (metadata, SHOW INDEX / SHOW CREATE TABLE in logic names) in binary rows
     token = BINARY_ROWS.set(True)
     try:
         if stmt.metadata_statement:
-            # SHOW ... / DESCRIBE / information_schema: the proxy's logical answer (proxy.metadata)
+            # SHOW ... / DESCRIBE / information_schema: the proxy's logical answer (proxy.session.metadata)
             sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
             if await metadata.answer(session, db, metadata.substitute(session, sql) or sql):
                 return
@@ -532,9 +530,6 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
     values = await _user_variables(session, names) if names else []
     db = session.database
     assert db is not None and db.kernel is not None
-    from proxy.execution.executor import execute_plan
-    from proxy.execution.explain import execute_explain, route_explain, xa_refusal
-    from proxy.execution.units import log_statement
 
     refusal = xa_refusal(text)
     if refusal is not None:

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 from protocol.constants import ErrorCode
 from protocol.packets import ComQuery
 from proxy.backends.readwrite import ReadWriteGroup
-from proxy.execution import txn
+from proxy.execution import txn_control
 from proxy.execution.fastpath import statement_kind
 from proxy.execution.replicas import relay_pass_through
 from proxy.execution.routed import execute_routed
 from proxy.execution.sticky import may_be_sticky
-from proxy.execution.txn import classify_session_statement
+from proxy.execution.txn_control import classify_session_statement
 from proxy.session import metadata, prepared
 from proxy.session.statements import classify
 from routing.split import split_statements
@@ -110,7 +110,7 @@ async def multi(session: Session, db: LogicalDatabase, statements: list[str]) ->
 async def routed_query(session: Session, db: LogicalDatabase, sql: str) -> None:
     session_stmt = classify_session_statement(sql)
     if session_stmt is not None:
-        await txn.session_statement(session, session_stmt, sql)
+        await txn_control.session_statement(session, session_stmt, sql)
         return
     sql_prepared = prepared.classify_sql_prepared(sql)
     if sql_prepared is not None:

@@ -92,7 +92,7 @@ class Session(SessionConnections, StatementStopping):
         self.last_insert_id = 0  # sharded databases: the session's, across data sources
         self.row_count = -1
         # sharded databases, FOUND_ROWS(): the value the proxy knows (after a merged SELECT), or else the
-        # data source whose connection ran the last SELECT (proxy.routed.routing_hints)
+        # data source whose connection ran the last SELECT (proxy.execution.routed.routing_hints)
         self.found_rows_value: int | None = None
         self.found_rows_source: str | None = None
         self.multi_statements = True
@@ -105,7 +105,7 @@ class Session(SessionConnections, StatementStopping):
         self.in_use: set[BackendConnection] = set()
         self.client_lost = False  # the client left mid-command and the command was stopped
         self.ending_transaction = False  # COMMIT/ROLLBACK fanning out: not stopped when the client leaves
-        self.commit_note = ""  # XA: what the OK of a COMMIT says besides success (proxy.txn)
+        self.commit_note = ""  # XA: what the OK of a COMMIT says besides success (proxy.execution.txn)
         self.connecting: list[str] = []  # data sources this command waits on for a connection
         # read/write splitting: replica connections (by replica name) and read-after-write state per group
         self.read_backends: dict[str, BackendConnection] = {}
@@ -171,7 +171,7 @@ class Session(SessionConnections, StatementStopping):
             await self.close()
 
     def begin_command(self, command: int) -> None:
-        """A command starts (here or in proxy.fastpath): processlist state, and nothing of the previous
+        """A command starts (here or in proxy.execution.fastpath): processlist state, and nothing of the previous
         statement's results is kept for it any more."""
         self.command = _COMMAND_NAMES.get(command, "?")
         self.command_started = time.monotonic()

@@ -48,7 +48,7 @@ def unquote_ident(name: str) -> str:
 class ProxyStatement:
     kind: str  # use | show_databases | preview | show_rules | show_nodes | kill | kill_other | select_database
     # | units | show_rw_rules | show_txn_rule | show_in_doubt | alter_txn_rule | distsql (arg: the statement,
-    # parsed by proxy.distsql) | distsql_unsupported (arg: the DistSQL statement's name)
+    # parsed by proxy.session.distsql) | distsql_unsupported (arg: the DistSQL statement's name)
     arg: str | None = None
     arg2: str | None = None
 
@@ -112,7 +112,7 @@ def classify(sql: str) -> ProxyStatement | None:
     word = _FIRST_WORD.match(text)
     head = word.group(0).upper() if word is not None else ""
     if head in distsql.MAYBE_DISTSQL and distsql.starts_like_distsql(text, head):
-        # DistSQL: answered by proxy.distsql, or refused there; never sent to a backend
+        # DistSQL: answered by proxy.session.distsql, or refused there; never sent to a backend
         if distsql.parse(text) is not None:
             return ProxyStatement("distsql", text)
         name = distsql.looks_like_distsql(text)

@@ -1,5 +1,5 @@
-"""DistSQL recognition (proxy.distsql.grammar) and the RQL rows built from a configuration
-(proxy.distsql.rules): no server needed."""
+"""DistSQL recognition (proxy.session.distsql.grammar) and the RQL rows built from a configuration
+(proxy.session.distsql.rules): no server needed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""proxy.explain without servers: which texts are EXPLAIN of a statement, and XA."""
+"""proxy.execution.explain without servers: which texts are EXPLAIN of a statement, and XA."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""proxy.readwrite without servers: which statement texts may use a replica, and group configuration errors."""
+"""proxy.backends.readwrite without servers: which statement texts may use a replica, and group configuration errors."""
 
 from __future__ import annotations
 

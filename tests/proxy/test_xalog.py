@@ -1,4 +1,4 @@
-"""The XA decision log (proxy.xalog) and the transaction rule's configuration and RAL parsing."""
+"""The XA decision log (proxy.backends.xalog) and the transaction rule's configuration and RAL parsing."""
 
 from __future__ import annotations
 

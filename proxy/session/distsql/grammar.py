@@ -3,7 +3,7 @@
 `parse()` returns the statements shardproxy answers, with their arguments; `looks_like_distsql()` tells
 the rest of ShardingSphere's DistSQL apart from SQL, so that those get a clear "not supported by
 shardproxy" error instead of a backend's syntax error (they are never sent to a backend). Both look at
-the first words only, and `MAYBE_DISTSQL` lets `proxy.statements.classify` skip them for the statements
+the first words only, and `MAYBE_DISTSQL` lets `proxy.session.statements.classify` skip them for the statements
 that cannot be DistSQL (SELECT, INSERT, ...).
 
 The grammar follows ShardingSphere 5.5.2's ANTLR files (parser/distsql/engine, features/*/distsql/parser,
@@ -114,7 +114,7 @@ _STATEMENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("unregister_storage_unit", _rx(r"UNREGISTER\s+STORAGE\s+UNIT\s+.+")),
 )  # fmt: skip
 
-#: RDL kinds above: rule changes at run time (proxy.distsql.rdl), only when that module supports them
+#: RDL kinds above: rule changes at run time (proxy.session.distsql.rdl), only when that module supports them
 RDL_KINDS = frozenset(kind for kind, _ in _STATEMENTS if kind.split("_", 1)[0] in ("create", "alter", "drop",
                                                                                    "register", "unregister"))
 

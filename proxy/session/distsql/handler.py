@@ -2,7 +2,7 @@
 for the rest of ShardingSphere's DistSQL (never a backend's syntax error, never sent to a backend).
 
 `execute` is called by `Session._proxy_statement` for the `distsql` / `distsql_unsupported` kinds that
-`proxy.statements.classify` returns. Errors are raised as `DistSQLError` (a `ServerError`): the session
+`proxy.session.statements.classify` returns. Errors are raised as `DistSQLError` (a `ServerError`): the session
 answers them with their errno and SQLSTATE.
 """
 
@@ -17,10 +17,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from proxy.backends.readwrite import ReadWriteGroup
-from proxy.session.distsql import export, grammar, rules, variables
+from proxy.session.admin import STORAGE_UNIT_COLUMNS, storage_units
+from proxy.session.distsql import export, grammar, rdl, rules, variables
 from proxy.session.distsql.errors import DistSQLError, not_supported
 from proxy.session.distsql.targets import tables_by_source, target
+from proxy.session.metadata import existing_tables
 from proxy.session.statements import like_to_regex
+from proxy.version import version
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
@@ -48,7 +51,6 @@ async def execute(session: Session, stmt: ProxyStatement) -> None:
         raise DistSQLError(1227, f"Access denied; {statement_name} needs a user with admin: true in "
                            "global.yaml's authority.users", "42000")
     if d.kind in grammar.RDL_KINDS:
-        from proxy.session.distsql import rdl
 
         await rdl.execute(session, d)
         return
@@ -144,14 +146,12 @@ async def _count(session: Session, d: grammar.DistSQL) -> None:
 
 
 async def _storage_units(session: Session, d: grammar.DistSQL) -> None:
-    from proxy.session.admin import STORAGE_UNIT_COLUMNS, storage_units
 
     db = target(session, d.database)
     session.rows(STORAGE_UNIT_COLUMNS, _like(storage_units(db), d.like))
 
 
 async def _logical_tables(session: Session, d: grammar.DistSQL) -> None:
-    from proxy.session.metadata import existing_tables
 
     db = target(session, d.database)
     if db.kernel is not None:
@@ -202,7 +202,6 @@ def _address(server: ProxyServer) -> tuple[str, int]:
 
 
 async def _compute_nodes(session: Session, d: grammar.DistSQL) -> None:
-    from proxy.version import version
 
     server = session.server
     host, port = _address(server)

@@ -1,6 +1,6 @@
 """Which logical database a DistSQL statement is about, and the actual tables of its data sources.
 
-Why its own module: RQL/RAL (proxy.distsql.handler) and RDL (proxy.distsql.rdl, which the handler
+Why its own module: RQL/RAL (proxy.session.distsql.handler) and RDL (proxy.session.distsql.rdl, which the handler
 dispatches to) both need these; here neither imports the other for them.
 """
 
