@@ -43,8 +43,9 @@ class SessionConnections:
     busy: bool
     log: Any
 
-    @property
-    def found_rows(self) -> bool: ...
+    if TYPE_CHECKING:  # provided by Session; declared for the type checker only
+        @property
+        def found_rows(self) -> bool: ...
 
     def give_back(self, conn: BackendConnection, *, reset: bool = True) -> None:
         """Hand a connection this session owns back to its pool (synchronously; never raises)."""
