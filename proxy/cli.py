@@ -6,20 +6,19 @@ import argparse
 import asyncio
 import contextlib
 import os
-import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import structlog
 
-from proxy.backend import BackendError
+from proxy.backends.backend import BackendError
+from proxy.backends.xalog import LogUnavailable
 from proxy.cluster.etcd import RegistryUnavailable
-from proxy.config import ProxyConfig, load_config
+from proxy.config import load_config
 from proxy.logs import configure
-from proxy.xalog import LogUnavailable
+from proxy.serve import serve
+from proxy.version import version
 from routing.errors import ConfigError
 
 log = structlog.get_logger("shardproxy")
@@ -32,63 +31,12 @@ def _install_loop() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGHUP: the terminal went away
-
-
-async def serve(config: ProxyConfig, host: str, port: int, *, ready: asyncio.Event | None = None,
-                stop: asyncio.Event | None = None, worker: int = 0, workers: int = 1,
-                started: Callable[[Any], None] | None = None) -> None:
-    """Run the proxy until SIGTERM/SIGINT (or `stop` is set); closes sessions and drains pools.
-    `started` is given the ProxyServer once it listens (tests inspect its pools)."""
-    from proxy.cluster import hooks as cluster  # cluster hook: the registry's configuration in Cluster mode
-    from proxy.server import ProxyServer
-
-    config, node = await cluster.join(config)
-    server = ProxyServer(config, worker=worker, workers=workers)
-    cluster.bind(node, server)  # cluster hook: cluster-unique connection ids
-    if started is not None:
-        started(server)
-    try:
-        await server.start_backends()
-        addrs = await server.listen(host, port, reuse_port=workers > 1)
-        await cluster.start(node, addrs, server.server_version)  # cluster hook: SHOW COMPUTE NODES, the watch
-    except BaseException:
-        await cluster.leave(node)
-        raise
-    log.info("accepting_connections", address=[f"{h}:{p}" for h, p in addrs], version=server.server_version,
-             databases=list(server.databases_by_name))
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in STOP_SIGNALS:
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
-            loop.add_signal_handler(sig, stop.set)
-    if ready is not None:
-        ready.set()
-    try:
-        await stop.wait()
-    finally:
-        log.info("shutting_down", sessions=len(server.sessions))
-        await cluster.leave(node)  # cluster hook
-        await server.close()
-        for sig in STOP_SIGNALS:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
-                loop.remove_signal_handler(sig)
-
 
 def _config_error(exc: ConfigError, *, json_logs: bool) -> None:
     """A configuration error, for a person (one line) or, under --log-json, also for a log collector."""
     print(f"shardproxy: configuration error: {exc}", file=sys.stderr)
     if json_logs:
         log.error("configuration_error", error=str(exc))
-
-
-def version() -> str:
-    try:
-        from importlib.metadata import version as dist_version
-
-        return dist_version("shardproxy")
-    except Exception:
-        return "0.1.0+checkout"
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from proxy.privilege import Privilege, parse_privilege
+from proxy.rwconfig import parse_groups
 
 if TYPE_CHECKING:
     from proxy.cluster.mode import ClusterMode
@@ -76,7 +77,7 @@ KNOWN_PROPS = {
     "proxy-frontend-database-protocol-type", "proxy-merge-memory-rows", "plan-cache-size",
     "proxy-statement-timeout-seconds", "proxy-version-comment", "proxy-backlog",
     "proxy-metrics-port", "proxy-metrics-host",
-    # read/write splitting (proxy.readwrite); a group's own keys win
+    # read/write splitting (proxy.backends.readwrite); a group's own keys win
     "max-replication-lag-seconds", "replica-health-check-interval-milliseconds", "gtid-wait-timeout-milliseconds",
     # federation (proxy.federation)
     "proxy-federation-enabled", "proxy-federation-max-rows",
@@ -145,7 +146,7 @@ class DatabaseConfig:
 
 
 TRANSACTION_TYPES = ("LOCAL", "XA")  # ShardingSphere's BASE (Seata) is not implemented
-# transaction.props the proxy's XA transaction manager reads (proxy.xa); others (Atomikos / Narayana
+# transaction.props the proxy's XA transaction manager reads (proxy.backends.xa); others (Atomikos / Narayana
 # settings brought over from ShardingSphere) are warned about and ignored
 XA_PROPS = {"xa-log-dir", "xa-instance-id", "xa-recovery-interval-seconds"}
 
@@ -465,8 +466,6 @@ def _load_rules(
         rules = rule_config.load_database_rules(dict(doc), data_source_names, file, warn=warn)
     other = tuple(r for r in doc.get("rules") or [] if isinstance(r, dict)
                   and r.get("__rule__") not in ("SHARDING", "BROADCAST", "SINGLE"))
-    from proxy.readwrite import parse_groups
-
     parse_groups(other, data_source_names, file, warn)  # configuration errors at load time, with the key
     return rules, other
 

@@ -24,8 +24,8 @@ from typing import Any
 import pymysql
 import structlog
 
+from proxy.backends.readwrite import parse_groups
 from proxy.config import load_config, load_yaml_file, parse_data_source_url
-from proxy.readwrite import parse_groups
 from proxy.sandbox import MariaDBServer, SandboxError, setup_replication, start_servers
 
 log = structlog.get_logger("shardproxy.demo")
@@ -215,7 +215,7 @@ def _port_busy(host: str, port: int) -> str | None:
 
 def _run(src: Path, host: str, port: int, servers: list[MariaDBServer]) -> int:
     """Start the servers (into `servers`, which the caller cleans up), write the demo configuration, serve."""
-    from proxy.cli import serve
+    from proxy.serve import serve
 
     try:
         servers.extend(start_servers(3, binlog=True))

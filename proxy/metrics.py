@@ -13,15 +13,26 @@ import bisect
 import contextlib
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 if TYPE_CHECKING:
-    from proxy.server import ProxyServer
+    from proxy.backends.backend import DataSource
+    from proxy.backends.runtime import LogicalDatabase
 
 log = structlog.get_logger("shardproxy.metrics")
+
+
+class ProxyServer(Protocol):
+    """What the collector reads of the server (proxy.server.ProxyServer, which owns this endpoint)."""
+
+    sessions: Mapping[int, object]
+    sources: Mapping[tuple[str, str], DataSource]
+    databases_by_name: Mapping[str, LogicalDatabase]
+    started_monotonic: float
+    stats: StatementStats
 
 # seconds: from a fast-path point select (~100 us) to a slow scatter query
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -34,12 +34,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from routing.errors import ConfigError
 
-if TYPE_CHECKING:
-    from proxy.config import UserConfig
+
+class User(Protocol):
+    """What a privilege check reads of a configured user (proxy.config.UserConfig, which imports this)."""
+
+    user: str
+    host: str
+    admin: bool
 
 ALL_PERMITTED = "ALL_PERMITTED"
 DATABASE_PERMITTED = "DATABASE_PERMITTED"
@@ -61,7 +66,7 @@ class Privilege:
     type: str = ALL_PERMITTED
     mappings: tuple[Grant, ...] = ()
 
-    def databases(self, user: UserConfig | None) -> frozenset[str] | None:
+    def databases(self, user: User | None) -> frozenset[str] | None:
         """The (lower-case) names `user` may use; None: every database."""
         if self.type == ALL_PERMITTED or user is None or user.admin:
             return None
@@ -69,22 +74,22 @@ class Privilege:
         found = frozenset(m.database for m in self.mappings if m.user == name and m.host in ("%", host))
         return None if "*" in found else found
 
-    def permits(self, user: UserConfig | None, database: str) -> bool:
+    def permits(self, user: User | None, database: str) -> bool:
         allowed = self.databases(user)
         return allowed is None or database.lower() in allowed
 
-    def visible(self, user: UserConfig | None, names: Iterable[str]) -> list[str]:
+    def visible(self, user: User | None, names: Iterable[str]) -> list[str]:
         allowed = self.databases(user)
         return [n for n in names if allowed is None or n.lower() in allowed]
 
 
-def denied_message(user: UserConfig | None, database: str) -> str:
+def denied_message(user: User | None, database: str) -> str:
     name = user.user if user is not None else ""
     host = user.host if user is not None else "%"
     return f"Access denied for user '{name}'@'{host}' to database '{database}'"
 
 
-def parse_privilege(raw: Any, file: str, users: Iterable[UserConfig], warn: Callable[[str], None]) -> Privilege:
+def parse_privilege(raw: Any, file: str, users: Iterable[User], warn: Callable[[str], None]) -> Privilege:
     """`authority.privilege` of global.yaml; `ConfigError` names the key at fault."""
     key = "authority.privilege"
     if raw is None:

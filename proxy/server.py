@@ -13,17 +13,18 @@ from typing import Any
 import structlog
 
 from protocol.packets import ERRPacket
-from proxy import tls
-from proxy.backend import BackendError, DataSource
+from proxy.clusterport import STANDALONE, Standalone
+from proxy.backends.backend import BackendError, DataSource
+from proxy.backends.readwrite import open_data_sources
+from proxy.backends.runtime import LogicalDatabase
+from proxy.backends.xa import TransactionManager
+from proxy.backends.xalog import LogUnavailable
 from proxy.config import ProxyConfig
-from proxy.fastpath import ClientProtocol
-from proxy.handshake import Authenticator
+from proxy.execution.fastpath import ClientProtocol
+from proxy.frontend import tls
+from proxy.frontend.handshake import Authenticator
 from proxy.metrics import MetricsEndpoint, StatementStats
-from proxy.readwrite import open_data_sources
-from proxy.runtime import LogicalDatabase
-from proxy.session import Session
-from proxy.xa import TransactionManager
-from proxy.xalog import LogUnavailable
+from proxy.session.session import Session
 
 log = structlog.get_logger("shardproxy.server")
 
@@ -51,6 +52,7 @@ class ProxyServer:
         self.sources: dict[tuple[str, str], DataSource] = {}
         self.databases_by_name: dict[str, LogicalDatabase] = {}
         self.sessions: dict[int, Session] = {}
+        self.cluster: Standalone = STANDALONE  # proxy.cluster.hooks.bind: Cluster mode's ClusterHooks
         self._background: set[asyncio.Task[None]] = set()
         # connection ids stay unique across --workers processes: worker k of n hands out k+1, k+1+n, ...
         self._ids = itertools.count(worker + 1, workers)

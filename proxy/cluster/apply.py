@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from proxy.backend import DataSource
+from proxy.backends.backend import DataSource
+from proxy.backends.readwrite import open_data_sources
+from proxy.backends.runtime import LogicalDatabase
 from proxy.config import DatabaseConfig, database_config
-from proxy.readwrite import open_data_sources
-from proxy.runtime import LogicalDatabase
 
 if TYPE_CHECKING:
     from proxy.server import ProxyServer
@@ -31,7 +31,7 @@ _NEW_DATABASE_LOCKS: weakref.WeakKeyDictionary[ProxyServer, asyncio.Lock] = weak
 
 def database_lock(db: LogicalDatabase) -> asyncio.Lock:
     """The lock RDL takes for this database: a change from the registry and a local one never interleave."""
-    from proxy.distsql import rdl
+    from proxy.session.distsql import rdl
 
     lock = rdl._LOCKS.get(db)
     if lock is None:
@@ -113,7 +113,7 @@ def _detach(server: ProxyServer, db: LogicalDatabase, units: list[str]) -> None:
 
 def apply_prop(server: ProxyServer, key: str, value: Any) -> bool:
     """A prop SET DIST VARIABLE changed on another proxy: applied when it is one the proxy reads live."""
-    from proxy.distsql import variables
+    from proxy.session.distsql import variables
 
     props = server.config.props
     if isinstance(props, dict) and props.get(key) == value:

@@ -1,7 +1,7 @@
-"""The cluster's entry points for the rest of the proxy; each is a no-op in Standalone mode.
+"""The cluster's side of proxy.clusterport: what DistSQL, KILL, the processlist and DDL ask of Cluster mode.
 
-Kept to one call per place in the existing code (proxy.cli.serve, proxy.distsql.rdl / handler,
-proxy.session._kill, proxy.metadata.processlist) so that the hooks survive that code being moved.
+proxy.serve joins, binds, starts and leaves; `bind` gives the server a `ClusterHooks`, which the lower
+rooms reach through `proxy.clusterport.port(server)` without importing this package.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from proxy.cluster.etcd import RegistryUnavailable
+from proxy.clusterport import Standalone
 from proxy.config import ProxyConfig
-from proxy.distsql.errors import DistSQLError
+from proxy.session.distsql.errors import DistSQLError
 
 if TYPE_CHECKING:
     from proxy.cluster.node import ClusterNode
     from proxy.server import ProxyServer
-    from proxy.session import Session
+    from proxy.session.session import Session
 
 REGISTRY_ERROR = (1105, "HY000")
 
@@ -44,6 +45,7 @@ def bind(node: ClusterNode | None, server: ProxyServer) -> None:
     if node is not None:
         node.bind(server)
         _NODES[server] = node
+        server.cluster = ClusterHooks(node, server)
 
 
 async def start(node: ClusterNode | None, addrs: list[tuple[str, int]], version: str) -> None:
@@ -63,121 +65,110 @@ def _refused(node: ClusterNode, statement: str, exc: Exception) -> DistSQLError:
                         "with the configuration they have; retry when etcd is back", REGISTRY_ERROR[1])
 
 
-async def publish_database(server: ProxyServer, name: str, doc: Mapping[str, Any], file: str,
-                           statement: str) -> bool:
-    """A validated database document for every proxy: True once published (the registry keeps it, conf/ is
-    not written); False in Standalone; DistSQLError (nothing published) without etcd."""
-    node = node_of(server)
-    if node is None:
-        return False
-    from proxy.cluster import registry as reg
-    from proxy.cluster.node import ConcurrentChange
+class ClusterHooks(Standalone):
+    """Cluster mode's answers for one server (proxy.clusterport.Standalone's methods, over the registry)."""
 
-    try:
-        await node.publish(reg.DATABASES + name, node.database_value(name, dict(doc), file), expect_unchanged=True)
-    except RegistryUnavailable as exc:
-        raise _refused(node, statement, exc) from None
-    except ConcurrentChange:
-        raise DistSQLError(1105, f"{statement} refused: another proxy of the cluster changed database {name} at the "
-                           "same moment; nothing was changed here. Its change arrives in a moment: look at the rules "
-                           "again and retry", "44000") from None
-    return True
+    def __init__(self, node: ClusterNode, server: ProxyServer) -> None:
+        self.node = node
+        self.server = server
 
+    async def publish_database(self, name: str, doc: Mapping[str, Any], file: str,
+                               statement: str) -> bool:
+        """A validated database document for every proxy: True once published (the registry keeps it, conf/ is
+        not written); False in Standalone; DistSQLError (nothing published) without etcd."""
+        node = self.node
+        from proxy.cluster import registry as reg
+        from proxy.cluster.node import ConcurrentChange
 
-async def publish_prop(server: ProxyServer, key: str, value: Any, statement: str) -> None:
-    node = node_of(server)
-    if node is None:
-        return
-    from proxy.cluster import registry as reg
-
-    try:
-        await node.publish(reg.PROPS + key, value)
-    except RegistryUnavailable as exc:
-        raise _refused(node, statement, exc) from None
-
-
-def metadata_changed(server: ProxyServer, database: str) -> None:
-    """DDL ran through this proxy: the others reload the database's metadata (in the background: a DDL
-    answer never waits for the registry, and without it the others reload at their next SHOW TABLES or
-    REFRESH DATABASE METADATA)."""
-    node = node_of(server)
-    if node is not None:
-        server.track(node.announce_metadata(database))
-
-
-async def publish_transaction_rule(server: ProxyServer, before: tuple[str, str, dict[str, Any]]) -> None:
-    """ALTER TRANSACTION RULE, applied here (which validated it and opened the XA log if needed), for every
-    proxy; without etcd the rule is put back as `before` and DistSQLError raised."""
-    node = node_of(server)
-    if node is None:
-        return
-    from proxy.cluster import registry as reg
-
-    tm = server.tm
-    if tm.props.get("xa-instance-id") is not None:
-        tm.alter(*before)
-        raise DistSQLError(1235, "ALTER TRANSACTION RULE refused: in Cluster mode every proxy needs its own XA "
-                           "instance id (kept in its xa-log-dir); leave out 'xa-instance-id'", "42000")
-    doc = {"defaultType": tm.default_type, "providerType": tm.provider_type, "props": dict(tm.props)}
-    try:
-        await node.publish(reg.TRANSACTION, doc)
-    except RegistryUnavailable as exc:
-        tm.alter(*before)
-        raise _refused(node, "ALTER TRANSACTION RULE", exc) from None
-
-
-async def remote_kill(session: Session, target_id: int, scope: str) -> bool:
-    """KILL of a session another proxy holds: answered (OK or its error) and True; False when none does."""
-    node = node_of(session.server)
-    if node is None:
-        return False
-    from proxy.cluster import remote
-
-    try:
-        answer = await remote.kill(node, session, target_id, scope)
-    except RegistryUnavailable as exc:
-        session.error(1094, f"Unknown thread id: {target_id} (not a connection of this proxy, and the cluster "
-                      f"registry cannot be reached to ask the others: {exc})", "HY000")
+        try:
+            await node.publish(reg.DATABASES + name, node.database_value(name, dict(doc), file), expect_unchanged=True)
+        except RegistryUnavailable as exc:
+            raise _refused(node, statement, exc) from None
+        except ConcurrentChange:
+            raise DistSQLError(1105, f"{statement} refused: another proxy of the cluster changed database {name} "
+                               "at the same moment; nothing was changed here. Its change arrives in a moment: look at "
+                               "the rules again and retry", "44000") from None
         return True
-    if answer is None:
-        return False
-    if answer.get("errno"):
-        session.error(int(answer["errno"]), str(answer.get("message", "")), str(answer.get("sqlstate", "HY000")))
-    else:
-        session.ok()
-    return True
 
+    async def publish_prop(self, key: str, value: Any, statement: str) -> None:
+        node = self.node
+        from proxy.cluster import registry as reg
 
-async def other_sessions(session: Session, full: bool) -> list[tuple[Any, ...]]:
-    """The other proxies' sessions `session` may see, as SHOW PROCESSLIST rows (none in Standalone)."""
-    node = node_of(session.server)
-    if node is None:
-        return []
-    from proxy.cluster import remote
+        try:
+            await node.publish(reg.PROPS + key, value)
+        except RegistryUnavailable as exc:
+            raise _refused(node, statement, exc) from None
 
-    try:
-        rows = await remote.other_sessions(node)
-    except RegistryUnavailable:
-        return []  # the local sessions still answer; the log says the registry is gone
-    config = session.user_config
-    admin = config is not None and config.admin
-    out = []
-    for row in rows:
-        if admin or row[1] == session.user:
-            info = row[7] if full or row[7] is None else str(row[7])[:100]
-            out.append((*row[:7], info, 0.0))
-    return out
+    def metadata_changed(self, database: str) -> None:
+        """DDL ran through this proxy: the others reload the database's metadata (in the background: a DDL
+        answer never waits for the registry, and without it the others reload at their next SHOW TABLES or
+        REFRESH DATABASE METADATA)."""
+        node, server = self.node, self.server
+        if node is not None:
+            server.track(node.announce_metadata(database))
 
+    async def publish_transaction_rule(self, before: tuple[str, str, dict[str, Any]]) -> None:
+        """ALTER TRANSACTION RULE, applied here (which validated it and opened the XA log if needed), for every
+        proxy; without etcd the rule is put back as `before` and DistSQLError raised."""
+        node, server = self.node, self.server
+        from proxy.cluster import registry as reg
 
-async def compute_node_rows(server: ProxyServer) -> list[tuple[Any, ...]] | None:
-    """SHOW COMPUTE NODES in Cluster mode (None in Standalone)."""
-    node = node_of(server)
-    if node is None:
-        return None
-    try:
-        nodes = await node.compute_nodes()
-    except RegistryUnavailable as exc:
-        raise DistSQLError(REGISTRY_ERROR[0], f"SHOW COMPUTE NODES: the cluster registry (etcd {node.describe()}) "
-                           f"cannot be reached ({exc})", REGISTRY_ERROR[1]) from None
-    return [(n["instance_id"], "PROXY", n.get("host", ""), str(n.get("port", "")), "OK", "Cluster",
-             str(n.get("slot", "")), "", n.get("version", ""), "") for n in nodes]
+        tm = server.tm
+        if tm.props.get("xa-instance-id") is not None:
+            tm.alter(*before)
+            raise DistSQLError(1235, "ALTER TRANSACTION RULE refused: in Cluster mode every proxy needs its own XA "
+                               "instance id (kept in its xa-log-dir); leave out 'xa-instance-id'", "42000")
+        doc = {"defaultType": tm.default_type, "providerType": tm.provider_type, "props": dict(tm.props)}
+        try:
+            await node.publish(reg.TRANSACTION, doc)
+        except RegistryUnavailable as exc:
+            tm.alter(*before)
+            raise _refused(node, "ALTER TRANSACTION RULE", exc) from None
+
+    async def remote_kill(self, session: Session, target_id: int, scope: str) -> bool:
+        """KILL of a session another proxy holds: answered (OK or its error) and True; False when none does."""
+        node = self.node
+        from proxy.cluster import remote
+
+        try:
+            answer = await remote.kill(node, session, target_id, scope)
+        except RegistryUnavailable as exc:
+            session.error(1094, f"Unknown thread id: {target_id} (not a connection of this proxy, and the cluster "
+                          f"registry cannot be reached to ask the others: {exc})", "HY000")
+            return True
+        if answer is None:
+            return False
+        if answer.get("errno"):
+            session.error(int(answer["errno"]), str(answer.get("message", "")), str(answer.get("sqlstate", "HY000")))
+        else:
+            session.ok()
+        return True
+
+    async def other_sessions(self, session: Session, full: bool) -> list[tuple[Any, ...]]:
+        """The other proxies' sessions `session` may see, as SHOW PROCESSLIST rows (none in Standalone)."""
+        node = self.node
+        from proxy.cluster import remote
+
+        try:
+            rows = await remote.other_sessions(node)
+        except RegistryUnavailable:
+            return []  # the local sessions still answer; the log says the registry is gone
+        config = session.user_config
+        admin = config is not None and config.admin
+        out = []
+        for row in rows:
+            if admin or row[1] == session.user:
+                info = row[7] if full or row[7] is None else str(row[7])[:100]
+                out.append((*row[:7], info, 0.0))
+        return out
+
+    async def compute_node_rows(self) -> list[tuple[Any, ...]] | None:
+        """SHOW COMPUTE NODES in Cluster mode (None in Standalone)."""
+        node = self.node
+        try:
+            nodes = await node.compute_nodes()
+        except RegistryUnavailable as exc:
+            raise DistSQLError(REGISTRY_ERROR[0], f"SHOW COMPUTE NODES: the cluster registry (etcd {node.describe()}) "
+                               f"cannot be reached ({exc})", REGISTRY_ERROR[1]) from None
+        return [(n["instance_id"], "PROXY", n.get("host", ""), str(n.get("port", "")), "OK", "Cluster",
+                 str(n.get("slot", "")), "", n.get("version", ""), "") for n in nodes]

@@ -121,7 +121,7 @@ class ClusterNode:
 
     def bind(self, server: ProxyServer) -> None:
         """The server built from `self.config`: cluster-unique connection ids from here on."""
-        from proxy.distsql.handler import _INSTANCE_IDS
+        from proxy.session.distsql.handler import _INSTANCE_IDS
 
         self.server = server
         server._ids = itertools.count(self.slot + 1, MAX_SLOTS)

@@ -25,7 +25,7 @@ from proxy.cluster.etcd import RegistryUnavailable, WatchEvent
 
 if TYPE_CHECKING:
     from proxy.cluster.node import ClusterNode
-    from proxy.session import Session
+    from proxy.session.session import Session
 
 log = structlog.get_logger("shardproxy.cluster")
 

@@ -1,4 +1,4 @@
-"""The synchronous pass-through relay (proxy.fastpath) against a real MariaDB: it answers what it takes
+"""The synchronous pass-through relay (proxy.execution.fastpath) against a real MariaDB: it answers what it takes
 exactly as the session's coroutine would, leaves everything else to it, keeps commands in order, stops
 reading the backend for a slow client, and survives a backend that dies mid-answer."""
 
@@ -16,7 +16,7 @@ import pytest
 
 from protocol.framing import encode_packet
 from protocol.packets import is_err
-from proxy.fastpath import STATS, plain_statement
+from proxy.execution.fastpath import STATS, plain_statement
 from proxy.sandbox import MariaDBServer
 from tests.integration.harness import RunningProxy, start_proxy
 from tests.integration.sharding_fixtures import ShardedEnv

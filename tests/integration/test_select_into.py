@@ -88,7 +88,7 @@ def test_select_into_outfile_over_several_nodes_is_refused(orders: ShardedEnv) -
 def test_select_into_is_never_relayed_by_the_fast_path(orders: ShardedEnv) -> None:
     """A one-node SELECT ... INTO on a connection the session holds idle (what the fast path relays) must
     still reach the session's other connections."""
-    from proxy.fastpath import STATS
+    from proxy.execution.fastpath import STATS
 
     with orders.connect() as conn, conn.cursor() as cur:
         cur.execute("SELECT COUNT(*) FROM t_order")  # holds a connection to each data source

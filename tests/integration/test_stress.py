@@ -23,7 +23,7 @@ import pymysql.cursors
 import pytest
 import structlog
 
-from proxy.pool import Lease
+from proxy.backends.pool import Lease
 from tests.conftest import ServerFactory
 from tests.integration.faults import abort
 from tests.integration.harness import RunningProxy, start_proxy, write_conf

@@ -28,7 +28,7 @@ from protocol import auth
 from protocol.constants import Capability
 from protocol.framing import FrameDecoder, encode_packet
 from protocol.packets import AuthMoreData, HandshakeResponse41, HandshakeV10, SSLRequest
-from proxy import fastpath
+from proxy.execution import fastpath
 from proxy.sandbox import MariaDBServer
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
 

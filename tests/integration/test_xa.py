@@ -18,8 +18,8 @@ from typing import Any
 import pymysql
 import pytest
 
+from proxy.backends.xa import FORMAT_ID
 from proxy.sandbox import MariaDBServer, start_servers
-from proxy.xa import FORMAT_ID
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
 
 RULES = """\

@@ -1,12 +1,12 @@
-"""DistSQL recognition (proxy.distsql.grammar) and the RQL rows built from a configuration
-(proxy.distsql.rules): no server needed."""
+"""DistSQL recognition (proxy.session.distsql.grammar) and the RQL rows built from a configuration
+(proxy.session.distsql.rules): no server needed."""
 
 from __future__ import annotations
 
 import pytest
 
-from proxy.distsql import grammar, rules
-from proxy.statements import classify
+from proxy.session.distsql import grammar, rules
+from proxy.session.statements import classify
 from routing.config import load_database_rules, load_yaml
 
 

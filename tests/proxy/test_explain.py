@@ -1,10 +1,10 @@
-"""proxy.explain without servers: which texts are EXPLAIN of a statement, and XA."""
+"""proxy.execution.explain without servers: which texts are EXPLAIN of a statement, and XA."""
 
 from __future__ import annotations
 
 import pytest
 
-from proxy.explain import _behind, split_explain, xa_refusal
+from proxy.execution.explain import _behind, split_explain, xa_refusal
 
 
 @pytest.mark.parametrize(("sql", "parts"), [
@@ -30,7 +30,7 @@ def test_split_explain(sql: str, parts: tuple[str, str, str] | None) -> None:
 def test_analyze_runs_only_reads() -> None:
     from unittest.mock import MagicMock
 
-    from proxy.explain import route_explain
+    from proxy.execution.explain import route_explain
     from routing.errors import RoutingError
 
     for sql in ("ANALYZE DELETE FROM t", "ANALYZE UPDATE t SET a = 1", "EXPLAIN ANALYZE INSERT INTO t VALUES (1)",

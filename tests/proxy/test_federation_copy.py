@@ -1,4 +1,4 @@
-"""proxy.federation's pure parts: the scratch table's definition from SHOW CREATE TABLE, and the literals
+"""proxy.execution.federation's pure parts: the scratch table's definition from SHOW CREATE TABLE, and the literals
 that store a text-protocol value unchanged in a column of the same definition."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from protocol.constants import ColumnType
 from protocol.packets import ColumnDefinition41
-from proxy.federation import FederationError, literal, reopens_temporary, scratch_ddl
+from proxy.execution.federation import FederationError, literal, reopens_temporary, scratch_ddl
 
 CREATE = """CREATE TABLE `t_order_0` (
   `order_id` bigint(20) NOT NULL AUTO_INCREMENT,

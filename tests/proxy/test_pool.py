@@ -1,4 +1,4 @@
-"""proxy.pool: the ownership state machine, driven by randomized concurrent schedules.
+"""proxy.backends.pool: the ownership state machine, driven by randomized concurrent schedules.
 
 The connections here are stand-ins with the attributes the pool reads (the pool never does I/O on a
 connection except `reset_state`, and opening goes through the `opener` it is given); what is under test
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from proxy.pool import ConnectionPool, Lease, PoolClosed, PoolInvariantError, PoolTimeout
+from proxy.backends.pool import ConnectionPool, Lease, PoolClosed, PoolInvariantError, PoolTimeout
 
 
 class FakeConn:

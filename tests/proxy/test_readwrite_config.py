@@ -1,4 +1,4 @@
-"""proxy.readwrite without servers: which statement texts may use a replica, and group configuration errors."""
+"""proxy.backends.readwrite without servers: which statement texts may use a replica, and group configuration errors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from proxy.readwrite import Access, classify_access, parse_groups
+from proxy.backends.readwrite import Access, classify_access, parse_groups
 from routing.errors import ConfigError
 
 

@@ -1,10 +1,10 @@
-"""proxy.stepwise's bounded capture: a step's answer kept within the merge's memory bound."""
+"""proxy.execution.stepwise's bounded capture: a step's answer kept within the merge's memory bound."""
 
 from __future__ import annotations
 
 import pytest
 
-from proxy.stepwise import _BoundedCapture
+from proxy.execution.stepwise import _BoundedCapture
 
 
 def frame(seq: int, payload: bytes) -> bytes:

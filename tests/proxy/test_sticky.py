@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.sticky import MARKERS, STICKY, may_be_sticky, mentions_marker
+from proxy.execution.sticky import MARKERS, STICKY, may_be_sticky, mentions_marker
 
 STATEMENTS = [
     # (SQL, sticky)

@@ -1,4 +1,4 @@
-"""The XA decision log (proxy.xalog) and the transaction rule's configuration and RAL parsing."""
+"""The XA decision log (proxy.backends.xalog) and the transaction rule's configuration and RAL parsing."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from proxy import xalog
-from proxy.admin import RuleSyntaxError, parse_transaction_rule
+from proxy.backends import xalog
+from proxy.backends.xa import FORMAT_ID, bqual_for, parse_recover, rule_from_statement, xid_sql
+from proxy.backends.xalog import Branch, CommitRecord, DecisionLog, LogUnavailable, decode_line, encode_commit
 from proxy.config import load_config
-from proxy.statements import classify
-from proxy.xa import FORMAT_ID, bqual_for, parse_recover, rule_from_statement, xid_sql
-from proxy.xalog import Branch, CommitRecord, DecisionLog, LogUnavailable, decode_line, encode_commit
+from proxy.session.admin import RuleSyntaxError, parse_transaction_rule
+from proxy.session.statements import classify
 from routing.errors import ConfigError
 
 
@@ -231,7 +231,7 @@ def test_the_transaction_ral_is_the_proxys() -> None:
 
 
 def test_each_worker_process_has_a_log_and_an_instance_of_its_own(tmp_path: Path) -> None:
-    from proxy.xa import TransactionManager
+    from proxy.backends.xa import TransactionManager
 
     config = load_config(_conf(tmp_path, "transaction: {defaultType: XA, props: {xa-instance-id: px}}\n"))
     single = TransactionManager(config)

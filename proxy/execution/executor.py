@@ -1,0 +1,467 @@
+"""Executing a routed statement: run its units on their data sources, then answer the client.
+
+* one unit: the backend's answer is relayed frame by frame (no row decoding);
+* several units, rows simply concatenated: column definitions once, then every unit's raw row payloads;
+* several units needing a merge (ORDER BY, GROUP BY, aggregates, DISTINCT, LIMIT): rows are decoded and
+  streamed through `merge.merge_rows`, which pulls from each unit only as it needs;
+* writes and DDL: units run concurrently per data source (sequentially within one), affected rows summed.
+
+A unit's data source is served by the session's own connection to it; when a SELECT has several units
+on one data source and their results must be open at once, the extra units borrow pooled connections
+for the duration of the statement (outside transactions), or are read one after another into memory
+(inside a transaction, where only the session's connection sees its uncommitted rows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import structlog
+
+from merge import ColumnMeta, MergeError, MergeSpec, merge_rows
+from merge.aggregate import MergeStats
+from merge.pipeline import decoded_width
+from protocol.constants import Capability, ServerStatus
+from protocol.framing import encode_packet
+from protocol.packets import (
+    ColumnDefinition41,
+    ComFieldList,
+    EOFPacket,
+    OKPacket,
+    column_count_payload,
+    end_of_result,
+)
+from proxy.backends.backend import BackendConnection
+from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
+from proxy.clusterport import port
+from proxy.execution import txn, txn_control
+from proxy.execution.into import select_into
+from proxy.execution.readers import _by_source, _finish_readers, _open_merge_readers, _Reader, _UnitStream
+from proxy.execution.resultset import result_packets
+from proxy.execution.stepwise import execute_stepwise
+from proxy.execution.units import (
+    UnitFailed,
+    _access,
+    _logical_message,
+    _merged_info,
+    _renames,
+    _run_unit_to_ok,
+    error_renamer,
+)
+from proxy.execution.upsert import execute_upsert
+from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
+
+if TYPE_CHECKING:
+    from proxy.backends.runtime import LogicalDatabase
+    from proxy.execution.context import SessionContext as Session
+
+log = structlog.get_logger("shardproxy.executor")
+
+
+_CALC_FOUND_ROWS = re.compile(r"\bSQL_CALC_FOUND_ROWS\b", re.I)
+
+
+async def execute_plan(
+    session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT
+) -> None:
+    if routed.stepwise is not None:  # a write over several nodes run in steps (proxy.execution.stepwise)
+        session.route = "multi"
+        try:
+            await execute_stepwise(session, db, routed, execute_plan)
+        except UnitFailed as exc:
+            session.error(exc.err.errno, f"[{exc.data_source}] " + _logical_message(db, routed, exc.err.message),
+                          exc.err.sqlstate)
+        return
+    if routed.into_variables:
+        await select_into(session, db, routed, codec, execute_plan)
+        return
+    units = routed.execution_units
+    session.route = "single" if len(units) == 1 else "multi"
+    if routed.kind is StatementKind.DDL and not await txn_control.implicit_commit(session):
+        return  # committing the open transaction first failed (the client has the error): the DDL is not run
+    try:
+        if routed.upsert is not None:  # a unique key without the sharding columns: looked up everywhere first
+            await execute_upsert(session, db, routed, codec)
+        elif len(units) == 1 and not routed.result_table_renames and not routed.generated_keys:
+            unit = units[0]
+            conn = await session.backend(unit.data_source, **_access(routed))
+            try:
+                payload = await codec.command(conn, unit)
+            except StatementFailed as exc:
+                raise UnitFailed(unit.data_source, exc.err) from exc
+            summary = await session.relay_on(conn, payload, error_renamer(db, routed))
+            if routed.kind is StatementKind.SELECT and summary.error is None:
+                await _after_relayed_select(session, conn, unit)
+        else:
+            # every data source's connection first, in one order, before any unit runs (see
+            # Session.backends_for): a statement never holds one pool's connection while it waits for another's
+            conns = await session.backends_for([u.data_source for u in units], **_access(routed))
+            if routed.kind is StatementKind.SELECT or routed.result_table_renames:
+                await _select(session, routed, codec, conns)
+            elif routed.kind in _DML and not session.txn.active and session.server.tm.xa:
+                await _write_in_xa(session, routed, codec, conns)
+            else:
+                await _write(session, routed, codec, conns)
+    except UnitFailed as exc:
+        err = exc.err
+        prefix = "" if len(units) == 1 else f"[{exc.data_source}] "
+        session.error(err.errno, prefix + _logical_message(db, routed, err.message), err.sqlstate)
+    except MergeError as exc:
+        session.error(exc.errno, exc.message, exc.sqlstate)
+    if routed.kind is StatementKind.DDL:
+        await db.reload_metadata()
+        port(session.server).metadata_changed(db.name)  # Cluster mode: the other proxies reload it too
+
+
+async def _after_relayed_select(session: Session, conn: BackendConnection, unit: ExecutionUnit) -> None:
+    """FOUND_ROWS() after a SELECT one node answered: that node knows it. With SQL_CALC_FOUND_ROWS it is
+    asked at once (the session may run other statements on other nodes before asking); otherwise the
+    next SELECT FOUND_ROWS() goes to it (see `proxy.execution.routed.routing_hints`)."""
+    if _CALC_FOUND_ROWS.search(unit.sql) is None:
+        session.found_rows_value, session.found_rows_source = None, unit.data_source
+        return
+    answer = await conn.execute("SELECT FOUND_ROWS()")
+    if isinstance(answer, list) and answer and answer[0][0] is not None:
+        session.found_rows_value, session.found_rows_source = int(answer[0][0]), None
+    else:
+        session.found_rows_value, session.found_rows_source = None, unit.data_source
+
+
+# --- writes -----------------------------------------------------------------------------------------------
+
+
+_DML = (StatementKind.INSERT, StatementKind.UPDATE, StatementKind.DELETE)
+
+
+async def _write_in_xa(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                       conns: dict[str, BackendConnection]) -> None:
+    """Under the XA rule, an autocommit INSERT/UPDATE/DELETE with several units runs as one XA transaction
+    of its own, so that its parts commit on every data source or on none (under LOCAL each part commits on
+    its own, and a failing one leaves the others done). Its OK comes after the commit."""
+    state = session.txn
+    state.begin_sql = "BEGIN"
+    try:
+        for name in sorted(conns):
+            await txn.join(session, conns[name])
+        if state.xa is not None:
+            state.xa.written.update(conns)
+        answer = await _write_units(session, routed, codec, conns)
+    except asyncio.CancelledError:
+        txn.abandon(session)
+        txn.reset(session)
+        raise
+    except BaseException:
+        failure = await txn.end_transaction(session, "ROLLBACK", label="the implicit XA ROLLBACK of the statement")
+        if failure is not None:
+            log.warning("implicit_xa_rollback_failed", conn=session.id, error=failure.message)
+        raise
+    failure = await txn.end_transaction(session, "COMMIT", label="the implicit XA COMMIT of the statement")
+    if failure is not None:
+        session.error(failure.errno, failure.message, failure.sqlstate)
+        return
+    affected, last_id, warnings, info = answer
+    note, session.commit_note = session.commit_note, ""
+    session.wire.send(OKPacket(affected, last_id, ServerStatus(session.status), min(warnings, 0xFFFF),
+                               note.encode() if note else info).encode(session.capabilities))
+
+
+async def _write(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                 conns: dict[str, BackendConnection]) -> None:
+    affected, last_id, warnings, info = await _write_units(session, routed, codec, conns)
+    session.wire.send(
+        OKPacket(affected, last_id, ServerStatus(session.status), min(warnings, 0xFFFF), info).encode(
+            session.capabilities
+        )
+    )
+
+
+async def _write_units(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                       conns: dict[str, BackendConnection]) -> tuple[int, int, int, bytes]:
+    """Run a write's units (each data source's in turn, the data sources at once); (affected rows, last
+    insert id, warnings, info) for its OK."""
+    by_source: dict[str, list[ExecutionUnit]] = {}
+    for unit in routed.execution_units:
+        by_source.setdefault(unit.data_source, []).append(unit)
+
+    async def run_source(name: str, units: list[ExecutionUnit]) -> list[OKPacket]:
+        conn = conns[name]
+        return [await _run_unit_to_ok(conn, u, codec) for u in units]
+
+    tasks = [asyncio.create_task(run_source(n, us)) for n, us in by_source.items()]
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    failures = [r for r in results if isinstance(r, BaseException)]
+    if failures:
+        first = failures[0]
+        done = [n for n, r in zip(by_source, results, strict=True) if not isinstance(r, BaseException)]
+        if done and len(by_source) > 1:
+            log.warning("partial_write", conn=session.id, succeeded=done, error=str(first))
+        if isinstance(first, UnitFailed):
+            raise first
+        raise first
+    per_source = [r for r in results if not isinstance(r, BaseException)]
+    oks = [ok for r in per_source for ok in r]
+    # Every data source holds a full copy of a broadcast table: the client changed its rows once, so the
+    # count is one copy's (as ShardingSphere does: no accumulation when all tables are broadcast tables).
+    counted = per_source[:1] if _only_broadcast_tables(session, routed) else per_source
+    affected = sum(ok.affected_rows for r in counted for ok in r)
+    warnings = sum(ok.warnings for r in counted for ok in r)
+    last_id = 0
+    if routed.generated_keys and isinstance(routed.generated_keys[0], int):
+        last_id = routed.generated_keys[0]
+    else:
+        last_id = next((ok.last_insert_id for ok in oks if ok.last_insert_id), 0)
+    session.update_status(oks[-1].status if oks else session.status)
+    session.row_count = affected
+    if last_id:
+        session.last_insert_id = last_id
+    info = _merged_info([ok.info for r in counted for ok in r])
+    return affected, last_id, warnings, info
+
+
+def _only_broadcast_tables(session: Session, routed: RoutedStatement) -> bool:
+    db = session.database
+    if db is None or not routed.logic_tables:
+        return False
+    return all(table in db.rules.broadcast for table in routed.logic_tables)
+
+
+# --- reads ------------------------------------------------------------------------------------------------
+
+
+def _logic_column(col: ColumnDefinition41, renames: dict[str, str], schema: str) -> ColumnDefinition41:
+    table = renames.get(col.table.lower(), col.table)
+    org_table = renames.get(col.org_table.lower(), col.org_table)
+    if table == col.table and org_table == col.org_table and not col.schema:
+        return col
+    return replace(col, table=table, org_table=org_table, schema=schema if col.schema else col.schema)
+
+
+async def _select(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                  conns: dict[str, BackendConnection]) -> None:
+    if routed.merge_spec is None and not routed.result_table_renames:
+        await _select_concatenated(session, routed, codec, conns)
+        return
+    readers = await _open_merge_readers(session, routed, codec, conns)
+    answered = False
+    try:
+        await _start_all(readers)
+        await _answer_merged(session, routed, readers, codec)
+        answered = True
+    finally:
+        await _finish_readers(session, readers, failed=not answered)
+
+
+async def _start_all(readers: Sequence[_Reader]) -> None:
+    """Send every unit's query at once (they run in parallel on the backends) and read their headers.
+    The first failure stops the rest: KILL QUERY on what is still running, instead of waiting for it."""
+    tasks = {asyncio.ensure_future(r.start()): r for r in readers}
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    failure = next((t.exception() for t in done if t.exception() is not None), None)
+    if failure is not None and pending:
+        for task in pending:
+            reader = tasks[task]
+            if isinstance(reader, _UnitStream):
+                await reader.conn.source.kill_query(reader.conn.thread_id)
+        await asyncio.wait(pending)
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            failure = failure or task.exception()
+    if failure is not None:
+        raise failure
+
+
+def _send_header(session: Session, columns: Sequence[ColumnDefinition41]) -> None:
+    head = [column_count_payload(len(columns))] + [c.encode() for c in columns]
+    if not session.capabilities & Capability.DEPRECATE_EOF:
+        head.append(EOFPacket(0, ServerStatus(session.status)).encode())
+    session.wire.send_many(head)
+
+
+def _send_end(session: Session, status: int, warnings: int) -> None:
+    session.update_status(status or session.status)
+    session.wire.send(end_of_result(ServerStatus(session.status), min(warnings, 0xFFFF), session.capabilities))
+
+
+async def _select_concatenated(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                               conns: dict[str, BackendConnection]) -> None:
+    """Rows need no merging: one connection per data source, its units one after another, raw row
+    payloads relayed as they come. The first unit of every data source starts at once."""
+    groups = _by_source(routed.execution_units)
+    firsts = [_UnitStream(conns[ds], units[0], codec, borrowed=False) for ds, units in groups.items()]
+    active: list[_Reader] = list(firsts)
+    try:
+        await _start_all(firsts)
+        header = next((r for r in firsts if r.columns), None)
+        if header is None:
+            session.update_status(firsts[-1].status)
+            session.ok()
+            return
+        renames = _renames(routed)
+        schema = session.database.name if session.database else ""
+        _send_header(session, [_logic_column(c, renames, schema) for c in header.columns])
+        status = warnings = sent = 0
+        for first, (ds, units) in zip(firsts, groups.items(), strict=True):
+            reader: _UnitStream = first
+            for i in range(len(units)):
+                if i:
+                    reader = _UnitStream(conns[ds], units[i], codec, borrowed=False)
+                    active.append(reader)
+                    await reader.start()
+                sent += await _relay_payloads(session, reader.payload_batches())
+                status, warnings = reader.status, warnings + reader.warnings
+        _send_end(session, status, warnings)
+        session.found_rows_value, session.found_rows_source = sent, None
+    finally:
+        await _finish_readers(session, active)
+
+
+async def _answer_merged(
+    session: Session, routed: RoutedStatement, readers: Sequence[_Reader], codec: StatementCodec
+) -> None:
+    header = next((r for r in readers if r.columns), None)
+    if header is None:
+        # no unit returned a result set: answer OK
+        session.update_status(readers[-1].status if readers else session.status)
+        session.ok()
+        return
+    spec = routed.merge_spec
+    renames = _renames(routed)
+    schema = session.database.name if session.database else ""
+    ncols = len(header.columns)
+    visible = spec.visible_columns if spec is not None else ncols
+    columns = [_logic_column(c, renames, schema) for c in header.columns[:visible]]
+    if routed.result_table_renames:
+        await _renamed_rows(session, readers, columns, renames)
+        return
+    _send_header(session, columns)
+    wire = session.wire
+    if spec is None or not _needs_merge(spec, ncols):
+        sent = 0
+        for r in readers:
+            sent += await _relay_payloads(session, r.payload_batches())
+        session.found_rows_value, session.found_rows_source = sent, None
+    else:
+        metas = [_meta(c) for c in header.columns]
+        width = decoded_width(spec, metas)
+        row_streams = [r.rows(header.columns, width if width < ncols else None) for r in readers]
+        out: list[bytes] = []
+        encode = codec.encode_row
+        merge_warnings = MergeStats()
+        sent = 0
+        async for row in merge_rows(row_streams, spec, metas, memory_row_budget=session.server.merge_memory_rows,
+                                    warnings=merge_warnings):
+            sent += 1
+            out.append(encode(row, columns))
+            if len(out) >= 256:
+                wire.send_many(out)
+                out = []
+                await wire.flush()
+        if out:
+            wire.send_many(out)
+        for rs in row_streams:
+            with contextlib.suppress(Exception):
+                await rs.aclose()  # type: ignore[attr-defined]
+        warning_count = max(0, sum(r.warnings for r in readers) + merge_warnings.adjustment)
+        _send_end(session, readers[-1].status, warning_count)
+        found = merge_warnings.found_rows if spec.found_rows is not None else None
+        session.found_rows_value, session.found_rows_source = sent if found is None else found, None
+        return
+    _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
+
+
+def _needs_merge(spec: MergeSpec, node_columns: int) -> bool:
+    return bool(
+        spec.needs_decoding
+        or spec.offset
+        or spec.limit is not None
+        or spec.having_sql
+        or spec.visible_columns < node_columns
+    )
+
+
+async def _relay_payloads(session: Session, batches: AsyncIterator[list[bytes]]) -> int:
+    """Rows that need no merging, framed with the client's sequence ids a read batch at a time; how many."""
+    wire = session.wire
+    writer = wire.writer
+    seq = wire.seq
+    count = 0
+    async for batch in batches:
+        count += len(batch)
+        out = bytearray()
+        for p in batch:
+            n = len(p)
+            if n < 0xFFFFFF:
+                out += bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, seq))
+                out += p
+                seq = (seq + 1) & 0xFF
+            else:
+                data, seq = encode_packet(p, seq)
+                out += data
+        writer.write(out)
+        await wire.flush()
+    wire.seq = seq
+    return count
+
+
+async def _renamed_rows(
+    session: Session, streams: Sequence[_Reader], columns: list[ColumnDefinition41], renames: dict[str, str]
+) -> None:
+    """DESCRIBE / SHOW CREATE TABLE / SHOW INDEX of a logic table: map actual table names in the values back."""
+    rows: list[tuple[bytes | None, ...]] = []
+    for s in streams:
+        async for row in s.rows(s.columns):
+            rows.append(tuple(_rename_value(v, renames) for v in row))
+
+    session.wire.send_many(
+        result_packets(columns, rows, capabilities=session.capabilities, status=session.status)
+    )
+
+
+def _rename_value(value: bytes | None, renames: dict[str, str]) -> bytes | None:
+    if value is None:
+        return None
+    text = value.decode("utf-8", errors="surrogateescape")
+    for actual, logic in renames.items():
+        if text.lower() == actual:
+            return logic.encode()
+        for q in ("`", ""):
+            needle = f"TABLE {q}{actual}{q}"
+            idx = text.lower().find(needle.lower())
+            if idx >= 0:
+                text = text[:idx] + f"TABLE {q}{logic}{q}" + text[idx + len(needle):]
+    return text.encode("utf-8", errors="surrogateescape")
+
+
+def _meta(col: ColumnDefinition41) -> ColumnMeta:
+    return ColumnMeta(col.name, int(col.type), col.character_set, col.flags, col.decimals)
+
+
+async def field_list_sharded(session: Session, db: LogicalDatabase, req: ComFieldList) -> None:
+    """COM_FIELD_LIST of a logic table: ask its first actual table, answer with the logic name."""
+    assert db.kernel is not None
+    routed = db.kernel.route(f"SELECT * FROM `{req.table}` LIMIT 0")
+    unit = routed.execution_units[0]
+    conn = await session.backend(unit.data_source, record_write=False)
+    table_map = routed.route_units[0].table_map if routed.route_units else {}
+    actual = table_map.get(req.table.lower(), req.table)
+    payload = ComFieldList(actual, req.wildcard).encode()
+    out = await conn.simple_command(payload)
+    result: list[bytes] = []
+    for p in out:
+        if p[:1] == b"\xff":
+            result.append(p)
+            continue
+        if p[:1] == b"\xfe" and len(p) < 9:
+            result.append(end_of_result(ServerStatus(session.status), 0, session.capabilities))
+            continue
+        col = ColumnDefinition41.decode(p)
+        result.append(replace(col, table=req.table, org_table=req.table, schema=db.name).encode())
+    session.wire.send_many(result)
+
+
+__all__ = ["execute_plan", "field_list_sharded"]

@@ -1,0 +1,408 @@
+"""The synchronous relay: single-connection commands answered inside the socket callbacks.
+
+Why: on a point select the proxy's own work is small next to what asyncio streams cost around it: a
+StreamReader future and a Task step to wake the session for the command, another pair to wake it for the
+backend's answer, and the coroutine frames in between (50 us of CPU per query before, about 30 us with
+this path; bench/RESULTS.md). Here the client's packet is checked and written to the backend inside the
+client socket's `data_received`, and the backend's answer is relayed to the client inside the backend
+socket's `data_received`: two reads and two writes per query and no coroutine switch. It serves
+pass-through databases and, for SELECTs the kernel routes to one node, sharded ones.
+
+The session's coroutine stays the one place where behaviour is defined. The fast path takes only a
+command whose slow-path handling would be exactly "relay to the connection the session already holds"
+(`fast_forward`); everything else, and anything that arrives while the fast path is not armed, goes to
+the coroutine in arrival order. The coroutine arms it only while it waits for the next command with
+nothing buffered (`ClientPackets.read(idle=True)`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from protocol.binary import ComStmtExecute
+from protocol.constants import ErrorCode
+from protocol.framing import encode_packet
+from protocol.packets import ERRPacket
+from protocol.results import ResultRelay
+from protocol.verbatim import VerbatimRelay, relay_for
+from protocol.wire import MalformedPacket
+from proxy.backends.backend import BACKEND_DEPRECATE_EOF
+from proxy.backends.codec import execute_payload, query_payload
+from proxy.execution.sticky import may_be_sticky
+from proxy.execution.units import error_renamer
+from routing.plan import StatementKind
+from routing.session_functions import CALL
+
+if TYPE_CHECKING:
+    from proxy.backends.backend import BackendConnection, BackendTap
+    from proxy.backends.runtime import LogicalDatabase
+    from proxy.execution.context import SessionContext as Session
+
+CLIENT_BUFFER_LIMIT = 1 << 18  # bytes queued for a client before the backend socket stops being read
+_QUERY = 0x03
+_STMT_EXECUTE = 0x17
+_MAX_FRAME = 0xFFFFFF
+_SELECT = StatementKind.SELECT
+
+
+class ClientProtocol(asyncio.StreamReaderProtocol):
+    """The client socket's protocol: a StreamReaderProtocol (the session's coroutine reads through it)
+    that first offers each chunk to the session's fast path."""
+
+    fast: FastPath | None = None
+    on_lost: Callable[[], None] | None = None  # the session's: a client gone mid-command stops its statement
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        on_lost = self.on_lost
+        if on_lost is not None:
+            self.on_lost = None
+            on_lost()
+
+    def data_received(self, data: bytes) -> None:
+        fast = self.fast
+        if fast is not None and fast.take(data):
+            return
+        super().data_received(data)
+
+    def eof_received(self) -> bool | None:
+        fast = self.fast
+        if fast is not None and fast.relay is not None:
+            fast.eof_pending = True  # after the answer in flight and the commands that came before the EOF
+            return True
+        keep_open = super().eof_received()
+        if self.on_lost is not None:
+            self.on_lost()  # a statement running in the session's coroutine is stopped (the client left)
+        return keep_open
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self.fast is not None:
+            self.fast.client_drained()
+
+
+SELECT, WRITE, TRANSACTION = "select", "write", "transaction"
+_WRITE_HEADS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+_TRANSACTION_WORDS = ("BEGIN", "COMMIT", "ROLLBACK")
+
+
+def plain_statement(sql: str) -> str | None:
+    """What the session's `_query` would do nothing to but relay to the pass-through connection (and then,
+    for a write, keep the connection for the LAST_INSERT_ID() / ROW_COUNT() that may come next): SELECT,
+    a write (INSERT, UPDATE, DELETE, REPLACE), or exactly BEGIN / COMMIT / ROLLBACK; with no leading comment
+    or hint, no session function the proxy answers itself (DATABASE(), LAST_INSERT_ID() ...), no
+    information_schema (logical names), nothing that makes the session sticky, and a single statement.
+    None for anything else."""
+    head = sql[:7].upper()
+    if head.startswith("SELECT"):
+        kind = SELECT
+    elif head.startswith(_WRITE_HEADS):
+        kind = WRITE
+    elif head in _TRANSACTION_WORDS or sql.upper() in _TRANSACTION_WORDS:
+        kind = TRANSACTION
+    else:
+        return None
+    if ";" in sql or ("(" in sql and CALL.search(sql) is not None):
+        return None
+    low = sql.lower()
+    if "information_schema" in low or may_be_sticky(sql, low):
+        return None
+    return kind
+
+
+_KINDS = {"SELECT": SELECT, "WITH": SELECT, "INSERT": WRITE, "UPDATE": WRITE, "DELETE": WRITE, "REPLACE": WRITE,
+          "BEGIN": TRANSACTION, "START": TRANSACTION, "COMMIT": TRANSACTION, "ROLLBACK": TRANSACTION,
+          "SAVEPOINT": TRANSACTION, "RELEASE": TRANSACTION, "XA": TRANSACTION, "CREATE": "ddl", "ALTER": "ddl",
+          "DROP": "ddl", "TRUNCATE": "ddl", "RENAME": "ddl", "SET": "set", "SHOW": "show", "DESC": "show",
+          "DESCRIBE": "show", "EXPLAIN": "show", "USE": "use", "CALL": "call", "PREPARE": "prepare",
+          "EXECUTE": "execute", "DEALLOCATE": "prepare", "KILL": "kill", "PREVIEW": "distsql"}
+
+
+def statement_kind(sql: str) -> str:
+    """The metrics label of a statement: select, write, transaction, ddl, set, show, ... or other."""
+    words = sql.lstrip(" \t\r\n(").split(None, 1)
+    return _KINDS.get(words[0].upper(), "other") if words else "other"
+
+
+class FastPathStats:
+    """Counts for tests and benchmarks. (An instance, not a class attribute: assigning to a class attribute
+    per command would invalidate the interpreter's attribute caches for that class every time.)"""
+
+    __slots__ = ("taken",)
+
+    def __init__(self) -> None:
+        self.taken = 0  # commands answered by fast paths in this process
+
+
+STATS = FastPathStats()
+
+
+class FastPath:
+    """One session's synchronous relay state."""
+
+    __slots__ = ("armed", "backend_transport", "client", "conn", "eof_pending", "keep_for_next", "paused", "pending",
+                 "relay", "session", "tap", "transport")
+
+    def __init__(self, session: Session, client: ClientProtocol, transport: asyncio.WriteTransport) -> None:
+        self.session = session
+        self.client = client
+        self.transport = transport
+        self.armed = False  # the session's coroutine waits for a command and holds no buffered bytes
+        self.relay: ResultRelay | VerbatimRelay | None = None  # the answer being relayed
+        self.conn: BackendConnection | None = None
+        self.tap: BackendTap | None = None
+        self.backend_transport: Any = None
+        self.keep_for_next = False  # the command in flight is a write passed through
+        self.pending: list[bytes] = []  # client bytes that arrived while an answer was relayed
+        self.paused = False  # the backend socket is not read until the client drains
+        self.eof_pending = False  # the client half-closed while an answer was relayed
+
+    # -- client side --------------------------------------------------------------------------------------
+
+    def take(self, data: bytes) -> bool:
+        """Handle `data` here (True), or leave it to the session's coroutine (False, and disarm so that
+        everything after it goes there too, in order)."""
+        if self.relay is not None:
+            self.pending.append(data)
+            return True
+        if not self.armed:
+            return False
+        n = len(data) - 4
+        if n < 1 or n >= _MAX_FRAME or data[0] | (data[1] << 8) | (data[2] << 16) != n or data[3] != 0:
+            self.armed = False  # not exactly one whole command packet
+            return False
+        try:
+            target = fast_forward(self.session, data)
+        except Exception:  # a bug must not cost the connection (uvloop closes it): the slow path answers
+            self.session.log.exception("fast_path_failed")
+            target = None
+        if target is None:
+            self.armed = False
+            return False
+        self._start(target, data[4])
+        return True
+
+    def _start(self, target: Forward, command: int) -> None:
+        conn = target.conn
+        tap = conn.tap
+        assert tap is not None
+        STATS.taken += 1
+        session = self.session
+        session.begin_command(command)
+        transport = tap.transport
+        self.conn, self.tap, self.backend_transport = conn, tap, transport
+        self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
+                               client_deprecate_eof=session.deprecate_eof, error_rewriter=target.error_rewriter)
+        self.keep_for_next = target.keep_for_next
+        tap.relay = self
+        conn.busy = True
+        transport.write(target.data)
+
+    def client_drained(self) -> None:
+        if self.paused:
+            self.paused = False
+            if self.backend_transport is not None:
+                self.backend_transport.resume_reading()
+
+    # -- backend side -------------------------------------------------------------------------------------
+
+    def backend_data(self, data: bytes) -> None:
+        relay = self.relay
+        if relay is None:  # pragma: no cover - the tap is cleared with the relay
+            return
+        try:
+            out = relay.feed(data)
+        except MalformedPacket as exc:  # the backend's answer makes no sense: the connection is unusable
+            self.backend_failed(ErrorCode.MALFORMED_PACKET, f"Malformed communication packet: {exc}")
+            return
+        except Exception as exc:  # a bug: this statement fails, the session and the server go on
+            self.session.log.exception("fast_path_failed")
+            self.backend_failed(ErrorCode.UNKNOWN_ERROR, f"shardproxy internal error: {type(exc).__name__}: {exc}")
+            return
+        transport = self.transport
+        if out and not transport.is_closing():
+            transport.write(out)
+        if relay.done:
+            self._finish()
+        elif not self.paused and transport.get_write_buffer_size() > CLIENT_BUFFER_LIMIT:
+            self.paused = True  # the client reads slowly: stop reading the backend until it drains
+            self.backend_transport.pause_reading()
+
+    def backend_lost(self) -> None:
+        """The backend connection broke mid-answer: the client hears 2013, as from the slow path."""
+        if self.conn is not None:
+            self.backend_failed(2013, f"data source {self.conn.name}: lost connection to MySQL server during query")
+
+    def backend_failed(self, errno: int, message: str) -> None:
+        """End the command with an ERR; the connection is dropped (the session borrows another next time)."""
+        conn = self.conn
+        if conn is None or self.relay is None:
+            return
+        conn.broken = True
+        self.session.last_errno = errno
+        if not self.transport.is_closing():
+            payload = ERRPacket(errno, message, "HY000").encode(self.session.capabilities)
+            self.transport.write(encode_packet(payload, 1)[0])
+        self.session.log.warning("backend_error", data_source=conn.name, error=message)
+        self._finish(lost=True)
+
+    def _finish(self, *, lost: bool = False) -> None:
+        relay, conn, tap = self.relay, self.conn, self.tap
+        assert relay is not None and conn is not None and tap is not None
+        self.relay = self.conn = self.tap = self.backend_transport = None
+        tap.relay = None
+        if self.paused:
+            self.paused = False
+        session = self.session
+        if lost:
+            session.drop_broken()
+        else:
+            summary = relay.summary
+            status = summary.status
+            conn.busy = False
+            conn.status = status
+            conn.raw.server_status = status
+            session.update_status(status)
+            session.errored = summary.error is not None
+            if summary.error is not None:
+                session.last_errno = summary.error.errno
+            if self.keep_for_next and summary.error is None:
+                conn.keep_for_next = True  # as Session._after_pass_through does for writes
+        session.end_command()
+        pending, self.pending = self.pending, []
+        for data in pending:
+            self.client.data_received(data)
+        if self.eof_pending and self.relay is None:
+            self.eof_pending = False
+            asyncio.StreamReaderProtocol.eof_received(self.client)
+
+    def abort(self) -> None:
+        """The session ends: stop relaying (the connection, still busy, is closed by its release)."""
+        self.armed = False
+        if self.tap is not None:
+            self.tap.relay = None
+        if self.paused and self.backend_transport is not None:
+            self.backend_transport.resume_reading()
+        self.relay = self.conn = self.tap = self.backend_transport = None
+        self.pending = []
+
+
+class Forward(NamedTuple):
+    """What the fast path sends where, and how the answer comes back."""
+
+    conn: BackendConnection
+    data: bytes  # the framed command for the backend
+    error_rewriter: Callable[[bytes], bytes] | None  # sharded: backend errors in the client's logical names
+    # a write passed through: its connection is kept for what the client may ask next (LAST_INSERT_ID() ...)
+    keep_for_next: bool
+
+
+def fast_forward(session: Session, packet: bytes) -> Forward | None:
+    """Where to send this command, when the session's slow path would do nothing but relay it to a connection
+    the session already holds (idle, on a plain data source: read/write splitting groups choose per
+    statement), with no statement timeout to arm and no sql-show to log:
+
+    * pass-through: a COM_STMT_EXECUTE of a statement prepared on that connection, or a `plain_statement`;
+    * sharded: a `plain_statement` SELECT, as text or as an executed prepared statement, that the kernel routes to a
+      single node (the plan comes from its cache), outside a transaction that has not joined that node yet,
+      when the connection already has the actual statement prepared."""
+    db = session.database
+    if db is None or session.server.statement_timeout > 0:
+        return None
+    source = db.pass_through_source
+    if source is None:
+        return _sharded(session, db, packet)
+    if not source.fast_relay:
+        return None
+    conn = session.backends.get(source.name)
+    if conn is None or conn.broken or conn.busy or conn.tap is None:
+        return None
+    command = packet[4]
+    if command == _STMT_EXECUTE:
+        if len(packet) < 9:
+            return None
+        stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
+        if stmt is None or stmt.backend is not conn:
+            return None
+        session.stmt_kind, session.route = statement_kind(stmt.sql), "passthrough"
+        return Forward(conn, packet[:5] + struct.pack("<I", stmt.backend_id) + packet[9:], None, False)
+    if command == _QUERY:
+        if len(packet) > 4096:
+            return None
+        sql = packet[5:].decode("utf-8", errors="surrogateescape")
+        kind = plain_statement(sql)
+        if kind is None:
+            return None
+        session.info = sql[:100]
+        session.stmt_kind, session.route = kind, "passthrough"
+        return Forward(conn, packet, None, kind is WRITE)
+    return None
+
+
+def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | None:
+    if session.server.sql_show or db.kernel is None:
+        return None
+    command = packet[4]
+    params: list[object] | None = None
+    if command == _STMT_EXECUTE:
+        if len(packet) < 10 or packet[9] != 0:  # a cursor: the slow path materializes it
+            return None
+        stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
+        if stmt is None or stmt.backend is not None or stmt.long_data or stmt.cursor_rows is not None:
+            return None
+        if stmt.fast is None:  # worked out at the first execute
+            stmt.fast = (not stmt.metadata_statement and not stmt.session_functions
+                         and plain_statement(stmt.sql) is SELECT)
+        if not stmt.fast:
+            return None
+        try:
+            request = ComStmtExecute.decode(packet[4:], stmt.num_params, stmt.types, stmt.long_data)
+        except MalformedPacket:
+            return None
+        stmt.types = request.types
+        sql = stmt.sql
+        params = list(request.values)
+    elif command == _QUERY:
+        if len(packet) > 4096:
+            return None
+        sql = packet[5:].decode("utf-8", errors="surrogateescape")
+        if plain_statement(sql) is not SELECT:
+            return None
+    else:
+        return None
+    try:
+        routed = db.kernel.route(sql, params, None)
+    except Exception:  # the slow path routes again and answers the refusal
+        return None
+    units = routed.execution_units
+    if len(units) != 1 or routed.result_table_renames or routed.generated_keys or routed.kind is not _SELECT \
+            or routed.into_variables:  # SELECT ... INTO @v: the variables go to every connection (proxy.execution.into)
+        return None
+    unit = units[0]
+    if not db.sources[unit.data_source].fast_relay:
+        return None
+    txn = session.txn
+    if txn.active and unit.data_source not in txn.joined:
+        return None
+    conn = session.backends.get(unit.data_source)
+    if conn is None or conn.broken or conn.busy or conn.tap is None:
+        return None
+    if params is None:
+        if unit.params:
+            return None
+        data = query_payload(unit)
+    else:
+        prepared = conn.statements.get(unit.sql)
+        if prepared is None:
+            return None
+        data = execute_payload(prepared.ok.statement_id, unit)
+    session.info = sql[:100]
+    session.stmt_kind, session.route = SELECT, "single"
+    session.found_rows_value, session.found_rows_source = None, unit.data_source  # FOUND_ROWS(): that node's
+    return Forward(conn, encode_packet(data, 0)[0], error_renamer(db, routed), False)
+
+
+__all__ = ["STATS", "ClientProtocol", "FastPath", "FastPathStats", "Forward", "fast_forward", "plain_statement"]

@@ -1,0 +1,253 @@
+"""Reading several units' results at once for a merge: one reader per unit, streaming on a connection of
+its own or buffered in memory.
+
+A unit's data source is served by the session's own connection to it; when a SELECT has several units on
+one data source and their results must be open at once, the extra units borrow pooled connections for
+the duration of the statement (outside transactions), or are read one after another into memory (inside
+a transaction, where only the session's connection sees its uncommitted rows).
+
+Why its own module: the executor decides how a statement is answered; this is how the rows of many units
+are pulled, with backpressure, and how every connection a reader borrowed goes back afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
+
+from merge import MergeError
+from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
+from protocol.results import ResultEnd, ResultHeader
+from proxy.backends.backend import BackendConnection
+from proxy.backends.codec import StatementCodec, StatementFailed
+from proxy.execution.units import UnitFailed
+from routing.plan import ExecutionUnit, RoutedStatement
+
+if TYPE_CHECKING:
+    from proxy.execution.context import SessionContext as Session
+
+class _UnitStream:
+    """One unit's result: header first (column definitions), then row payloads, pulled lazily and in the
+    batches the backend's reads deliver (the relay awaits per chunk, not per row)."""
+
+    def __init__(self, conn: BackendConnection, unit: ExecutionUnit, codec: StatementCodec, *, borrowed: bool) -> None:
+        self.conn = conn
+        self.unit = unit
+        self.codec = codec
+        self.borrowed = borrowed
+        self._batches: AsyncIterator[list[object]] = _no_batches()
+        self._pending: list[object] = []  # events of a read batch not consumed yet
+        self.columns: tuple[ColumnDefinition41, ...] = ()
+        self.started = False
+        self.finished = False
+        self.status = 0
+        self.warnings = 0
+
+    async def _next_batch(self) -> list[object] | None:
+        if self._pending:
+            batch, self._pending = self._pending, []
+            return batch
+        return await anext(self._batches, None)
+
+    async def start(self) -> None:
+        """Read up to the column definitions (or the OK/ERR of a statement without a result set)."""
+        self.started = True
+        try:
+            payload = await self.codec.command(self.conn, self.unit)
+        except StatementFailed as exc:
+            self.finished = True
+            raise UnitFailed(self.unit.data_source, exc.err) from exc
+        self._batches = self.conn.event_batches(payload)
+        while (batch := await self._next_batch()) is not None:
+            for i, ev in enumerate(batch):
+                if isinstance(ev, ResultHeader):
+                    self.columns = ev.columns
+                    self._pending = batch[i + 1 :]
+                    return
+                if isinstance(ev, ERRPacket):
+                    self.finished = True
+                    raise UnitFailed(self.unit.data_source, ev)
+                if isinstance(ev, OKPacket):
+                    self.finished = True
+                    self.status = int(ev.status)
+                    return
+        self.finished = True
+
+    async def payload_batches(self) -> AsyncIterator[list[bytes]]:
+        if self.finished:
+            return
+        while (batch := await self._next_batch()) is not None:
+            rows: list[bytes] = []
+            for ev in batch:
+                if isinstance(ev, bytes):
+                    rows.append(ev)
+                elif isinstance(ev, ResultEnd):
+                    self.status, self.warnings = ev.status, ev.warnings
+                elif isinstance(ev, ERRPacket):
+                    self.finished = True
+                    if rows:
+                        yield rows
+                    raise UnitFailed(self.unit.data_source, ev)
+            if rows:
+                yield rows
+        self.finished = True
+
+    async def payloads(self) -> AsyncIterator[bytes]:
+        async for batch in self.payload_batches():
+            for payload in batch:
+                yield payload
+
+    async def rows(
+        self, columns: Sequence[ColumnDefinition41], count: int | None = None
+    ) -> AsyncIterator[tuple[bytes | None, ...]]:
+        decode = self.codec.decode_row
+        async for payload in self.payloads():
+            yield decode(payload, columns, count)
+
+    async def drain(self) -> None:
+        if not self.started:
+            self.finished = True
+            return
+        if not self.finished:
+            with contextlib.suppress(UnitFailed):
+                async for _ in self.payload_batches():
+                    pass
+
+
+class _BufferedUnit:
+    """A unit whose rows were read into memory before the merge started: used when a data source has
+    more units than `max-connections-size-per-query` allows to stream at once (or inside a transaction,
+    where only the session's own connection may run them). Bounded by the merge row budget."""
+
+    def __init__(self, unit: ExecutionUnit, codec: StatementCodec) -> None:
+        self.unit = unit
+        self.codec = codec
+        self.borrowed = False
+        self.columns: tuple[ColumnDefinition41, ...] = ()
+        self.started = True
+        self.finished = True
+        self.status = 0
+        self.warnings = 0
+        self._rows: list[bytes] = []
+
+    async def load(self, conn: BackendConnection, budget: int) -> None:
+        stream = _UnitStream(conn, self.unit, self.codec, borrowed=False)
+        await stream.start()
+        rows = self._rows
+        async for batch in stream.payload_batches():
+            rows.extend(batch)
+            if len(rows) > budget:
+                await stream.drain()
+                raise MergeError(
+                    f"more than {budget} rows of data source {self.unit.data_source} had to be held in memory "
+                    f"because it has more route units than max-connections-size-per-query connections; raise "
+                    f"props.max-connections-size-per-query or props.proxy-merge-memory-rows"
+                )
+        self.columns, self.status, self.warnings = stream.columns, stream.status, stream.warnings
+
+    async def start(self) -> None:
+        return None
+
+    async def payload_batches(self) -> AsyncIterator[list[bytes]]:
+        rows, self._rows = self._rows, []
+        if rows:
+            yield rows
+
+    async def payloads(self) -> AsyncIterator[bytes]:
+        async for batch in self.payload_batches():
+            for p in batch:
+                yield p
+
+    async def rows(
+        self, columns: Sequence[ColumnDefinition41], count: int | None = None
+    ) -> AsyncIterator[tuple[bytes | None, ...]]:
+        decode = self.codec.decode_row
+        async for payload in self.payloads():
+            yield decode(payload, columns, count)
+
+    async def drain(self) -> None:
+        self._rows = []
+
+
+_Reader = _UnitStream | _BufferedUnit
+
+
+def _by_source(units: Sequence[ExecutionUnit]) -> dict[str, list[ExecutionUnit]]:
+    groups: dict[str, list[ExecutionUnit]] = {}
+    for unit in units:
+        groups.setdefault(unit.data_source, []).append(unit)
+    return groups
+
+
+async def _open_merge_readers(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                              conns: dict[str, BackendConnection]) -> list[_Reader]:
+    """Readers for a merge, which needs every unit's stream open at once. Per data source: up to
+    `max-connections-size-per-query` units stream (the session's connection plus borrowed ones); the
+    rest are read into memory first, on the session's connection, before its own unit starts."""
+    limit = max(1, session.server.max_connections_per_query)
+    if session.txn.active:
+        limit = 1  # uncommitted rows are visible on the session's connection only
+    budget = session.server.merge_memory_rows
+    readers: dict[int, _Reader] = {}
+    index = {id(u): i for i, u in enumerate(routed.execution_units)}
+
+    async def prepare(ds: str, units: list[ExecutionUnit]) -> None:
+        conn = conns[ds]
+        # extra connections only if free now: waiting for one while holding `conn` could deadlock
+        streams: list[tuple[ExecutionUnit, BackendConnection]] = []
+        for unit in units[1:limit]:
+            extra = await session.try_extra_backend(ds, like=conn)
+            if extra is None:
+                break
+            streams.append((unit, extra))
+            readers[index[id(unit)]] = _UnitStream(extra, unit, codec, borrowed=True)  # returned on failure too
+        readers[index[id(units[0])]] = _UnitStream(conn, units[0], codec, borrowed=False)
+        for unit in units[1 + len(streams):]:
+            reader = _BufferedUnit(unit, codec)
+            readers[index[id(unit)]] = reader
+            await reader.load(conn, budget)
+
+    results = await asyncio.gather(
+        *(prepare(ds, us) for ds, us in _by_source(routed.execution_units).items()), return_exceptions=True
+    )
+    ordered = [readers[i] for i in sorted(readers)]
+    failure = next((r for r in results if isinstance(r, BaseException)), None)
+    if failure is not None:
+        await _finish_readers(session, ordered)
+        raise failure
+    return ordered
+
+
+async def _finish_readers(session: Session, readers: Sequence[_Reader], *, failed: bool = True) -> None:
+    """Leave every connection clean after a failure, an early end or a timeout: after a failure, KILL
+    QUERY what still runs; drain what is left (after an early end, e.g. a merged LIMIT, that is at most
+    the rows each node's rewritten LIMIT allows); return borrowed connections; drop what cannot be
+    cleaned."""
+    running = [r for r in readers if isinstance(r, _UnitStream) and r.started and not r.finished]
+    if failed:
+        for r in running:
+            await r.conn.source.kill_query(r.conn.thread_id)
+
+    async def drain(r: _UnitStream) -> None:
+        try:
+            await asyncio.wait_for(r.drain(), timeout=10)
+        except Exception:
+            r.conn.broken = True
+
+    await asyncio.gather(*(drain(r) for r in running))
+    for r in readers:
+        if isinstance(r, _UnitStream) and r.borrowed:
+            session.return_extra_backend(r.conn, broken=r.started and not r.finished)
+    session.drop_broken()
+
+
+async def _no_batches() -> AsyncIterator[list[object]]:
+    return
+    yield
+
+
+__all__ = [
+    "_BufferedUnit", "_Reader", "_UnitStream", "_by_source", "_finish_readers", "_no_batches", "_open_merge_readers",
+]

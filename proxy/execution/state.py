@@ -1,0 +1,115 @@
+"""A session's state as plain data: its transaction, what it did on each read/write splitting group, its
+prepared statements. No behaviour beyond bookkeeping, no I/O.
+
+Why its own module: the session holds these, and the execution and handler modules read and change them
+through proxy.execution.context's `SessionContext`; kept here, at the bottom, every module may name them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from protocol.binary import LAST_STATEMENT_ID, ParamType
+from protocol.packets import ColumnDefinition41
+
+if TYPE_CHECKING:
+    from proxy.backends.backend import BackendConnection
+    from proxy.backends.readwrite import Access
+    from proxy.backends.xa import XATransaction
+
+
+@dataclass
+class TransactionState:
+    begin_sql: str | None = None  # the statement that opened the transaction, replayed per data source
+    joined: list[str] = field(default_factory=list)  # data sources the transaction has touched
+    autocommit: bool = True
+    session_sets: list[str] = field(default_factory=list)  # replayed on every newly borrowed connection
+    next_tx_sets: list[str] = field(default_factory=list)  # SET TRANSACTION: only for the next transaction
+    savepoints: list[str] = field(default_factory=list)  # names as written, oldest first (replayed on join)
+    # data sources whose part of the open transaction went with their connection (-> what happened): the
+    # transaction can no longer commit atomically; COMMIT rolls back the rest and says so
+    lost: dict[str, str] = field(default_factory=dict)
+    # named locks proxy.execution.upsert took for the transaction (data source -> names), released when it ends
+    upsert_locks: dict[str, list[str]] = field(default_factory=dict)
+    xa: XATransaction | None = None  # the open transaction is XA (proxy.backends.xa): its xid and branches
+
+    @property
+    def active(self) -> bool:
+        return self.begin_sql is not None or not self.autocommit
+
+
+@dataclass
+class GroupSessionState:
+    """What one session did on one group, for its read-after-write consistency."""
+
+    wrote: bool = False  # SESSION: pinned to the primary from the first write on
+    txn_wrote: bool = False  # a write in the transaction still open
+    gtid_pending: bool = False  # GTID: wrote since the position was last read
+    gtid: str = ""  # GTID: the primary's position after the session's last write
+    caught_up: set[str] = field(default_factory=set)  # replicas known to have applied `gtid`
+    fixed_replica: str | None = None  # FIXED: the replica of the open transaction
+
+
+@dataclass
+class ClientStatement:
+    id: int
+    sql: str
+    num_params: int
+    columns: tuple[ColumnDefinition41, ...]
+    types: tuple[ParamType, ...] | None = None
+    long_data: dict[int, bytearray] = field(default_factory=dict)
+    # pass-through: the statement on the session's backend connection
+    backend: BackendConnection | None = None
+    backend_id: int = 0
+    # sharded: facts about the text, found once at PREPARE instead of at every EXECUTE
+    metadata_statement: bool = False
+    session_functions: bool = False
+    # KILL, SHOW PROCESSLIST, information_schema.PROCESSLIST ...: answered by the proxy at EXECUTE
+    proxy_answered: bool = False
+    # sharded, CURSOR_TYPE_READ_ONLY: the rows of the open cursor (binary row payloads), and its columns
+    cursor_rows: deque[bytes] | None = None
+    # sharded: may proxy.execution.fastpath execute it (None: not known until its first execute)
+    fast: bool | None = None
+    # pass-through read/write splitting group: how the text is classified (None: not a group), and the
+    # connection / backend statement id of the open read-only cursor, when its EXECUTE ran on a replica
+    access: Access | None = None
+    cursor_conn: BackendConnection | None = None
+    cursor_id: int = 0
+
+
+class StatementRegistry:
+    """A session's prepared statements; ids are the proxy's own, per session."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, ClientStatement] = {}
+        self._next = 1
+        self.last_id: int | None = None
+
+    def new_id(self) -> int:
+        sid = self._next
+        self._next += 1
+        return sid
+
+    def add(self, stmt: ClientStatement) -> None:
+        self.by_id[stmt.id] = stmt
+        self.last_id = stmt.id
+
+    def get(self, sid: int) -> ClientStatement | None:
+        if sid == LAST_STATEMENT_ID and self.last_id is not None:
+            sid = self.last_id
+        return self.by_id.get(sid)
+
+    def remove(self, sid: int) -> ClientStatement | None:
+        """COM_STMT_CLOSE: MariaDB's last-statement id closes the statement prepared last, too."""
+        if sid == LAST_STATEMENT_ID and self.last_id is not None:
+            sid = self.last_id
+        return self.by_id.pop(sid, None)
+
+    def clear(self) -> None:
+        self.by_id.clear()
+        self.last_id = None
+
+
+__all__ = ["ClientStatement", "GroupSessionState", "StatementRegistry", "TransactionState"]

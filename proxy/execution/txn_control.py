@@ -1,0 +1,296 @@
+"""The statements that control a transaction and the session's SET state on sharded databases: BEGIN /
+START TRANSACTION, COMMIT, ROLLBACK, SET autocommit, SAVEPOINT / ROLLBACK TO / RELEASE, SET TRANSACTION,
+SET NAMES and other session SETs; and the implicit commit before DDL.
+
+Why apart from proxy.execution.txn: that module fans one transaction out over the data sources (joining,
+losing a part, ending it, XA); this one decides what a client's statement means for it. The text is
+classified without parsing (`classify_session_statement`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from protocol.constants import ServerStatus
+from protocol.packets import ERRPacket
+from proxy.execution import setquery
+from proxy.execution.txn import (
+    _LOST,
+    CR_SERVER_LOST,
+    ER_SP_DOES_NOT_EXIST,
+    _detail,
+    _drop_lost,
+    _names,
+    _over,
+    end_transaction,
+    join,
+    next_is_xa,
+)
+
+if TYPE_CHECKING:
+    from proxy.backends.backend import BackendConnection
+    from proxy.execution.context import SessionContext as Session
+
+_TX = re.compile(
+    r"^\s*(?:(?P<begin>BEGIN(?:\s+WORK)?|START\s+TRANSACTION\b[^;]*)"
+    r"|(?P<end>COMMIT|ROLLBACK)(?:\s+WORK)?(?:\s+AND\s+(?:NO\s+)?CHAIN)?(?:\s+(?:NO\s+)?RELEASE)?"
+    r"|(?P<savepoint>SAVEPOINT\s+\S+|ROLLBACK\s+(?:WORK\s+)?TO\s+(?:SAVEPOINT\s+)?\S+|RELEASE\s+SAVEPOINT\s+\S+))"
+    r"\s*;?\s*$",
+    re.I | re.S,
+)
+_SET = re.compile(r"^\s*SET\s+(?!GLOBAL\b|@@global\.|PASSWORD\b|ROLE\b|DEFAULT\s+ROLE\b|STATEMENT\b)", re.I)
+_AUTOCOMMIT = re.compile(r"^\s*SET\s+(?:SESSION\s+|LOCAL\s+|@@session\.|@@local\.|@@)?autocommit\s*(?::=|=)\s*"
+                         r"(?P<v>1|0|ON|OFF|TRUE|FALSE)\s*;?\s*$", re.I)
+_SET_NAMES = re.compile(r"^\s*SET\s+(?:NAMES|CHARACTER\s+SET|CHARSET)\s+'?`?(?P<cs>\w+)", re.I)
+_NEXT_TX = re.compile(r"^\s*SET\s+TRANSACTION\b", re.I)
+
+
+@dataclass(frozen=True)
+class SessionStatement:
+    kind: str  # begin | commit | rollback | savepoint | autocommit | set | next_tx
+    value: str | None = None
+
+
+def classify_session_statement(sql: str) -> SessionStatement | None:
+    m = _TX.match(sql)
+    if m:
+        if m.group("begin"):
+            return SessionStatement("begin")
+        if m.group("end"):
+            return SessionStatement(m.group("end").lower())
+        return SessionStatement("savepoint")
+    if not sql.lstrip()[:3].upper() == "SET":
+        return None
+    m = _AUTOCOMMIT.match(sql)
+    if m:
+        v = m.group("v").upper()
+        return SessionStatement("autocommit", "1" if v in ("1", "ON", "TRUE") else "0")
+    if _NEXT_TX.match(sql):
+        return SessionStatement("next_tx")
+    if _SET.match(sql):
+        m = _SET_NAMES.match(sql)
+        return SessionStatement("set", m.group("cs").lower() if m else None)
+    return None
+
+
+async def session_statement(session: Session, stmt: SessionStatement, sql: str) -> None:
+    """Transactions and SET on a sharded database, fanned out over the data sources."""
+    txn = session.txn
+    if stmt.kind == "begin":
+        if txn.active and (txn.joined or txn.lost):
+            # implicit commit, as MySQL does; when it fails, no new transaction starts (as in MySQL)
+            failure = await end_transaction(session, "COMMIT", label=f"the implicit COMMIT of {sql.strip()}",
+                                            consequence="; no new transaction was started")
+            if failure is not None:
+                session.error(failure.errno, failure.message, failure.sqlstate)
+                return
+        txn.begin_sql = sql
+        txn.joined = []
+        session.update_status(0)
+        session.ok()
+    elif stmt.kind in ("commit", "rollback"):
+        failure = await end_transaction(session, stmt.kind.upper())
+        if failure is not None:
+            session.error(failure.errno, failure.message, failure.sqlstate)
+        else:
+            note, session.commit_note = session.commit_note, ""
+            session.ok(info=note.encode() if note else b"")
+    elif stmt.kind == "savepoint":
+        await savepoint(session, sql)
+    elif stmt.kind == "autocommit":
+        on = stmt.value == "1"
+        if on and not txn.autocommit:
+            # SET autocommit=1 commits, as MySQL does; when that fails, autocommit stays 0 (as in MySQL)
+            failure = await end_transaction(session, "COMMIT", label="the implicit COMMIT of SET autocommit=1",
+                                            consequence="; autocommit is still 0")
+            if failure is not None:
+                session.error(failure.errno, failure.message, failure.sqlstate)
+                return
+            txn.joined = []
+            for conn in list(session.backends.values()):  # join() left them at autocommit=0
+                try:
+                    await session._must(conn, "SET autocommit=1")
+                except Exception as exc:
+                    conn.broken = True  # closed: the next statement there gets a pooled (autocommit) one
+                    session.log.warning("autocommit_restore_failed", data_source=conn.name, error=str(exc))
+            session.drop_broken()
+        elif not on and next_is_xa(session):
+            # XA: the held connections are at autocommit=0 too (as @@autocommit says), and each one starts
+            # its branch when the transaction touches it; one holding a branch now gets it at its next join
+            txn.autocommit = False
+            for conn in list(session.backends.values()):
+                if conn.xa is None and conn.status & ServerStatus.AUTOCOMMIT:
+                    await session._must(conn, "SET autocommit=0")
+        elif not on:
+            was_on = txn.autocommit
+            txn.autocommit = False
+            for conn in list(session.backends.values()):
+                if conn.name not in txn.joined:
+                    await join(session, conn)
+                elif was_on:  # already in the BEGIN transaction: sending BEGIN again would commit it
+                    await session._must(conn, "SET autocommit=0")
+        txn.autocommit = on
+        session.update_status(0)
+        session.ok()
+    elif stmt.kind == "next_tx":
+        probe = await _probe(session)
+        for conn in list(session.backends.values()):
+            await session._must(conn, sql)
+        txn.next_tx_sets.append(sql)  # only once it ran: a SET TRANSACTION that fails is not replayed
+        _end_probe(session, probe)
+        session.ok()
+    else:  # plain SET: every connection now, and every one borrowed later
+        db = session.database
+        if stmt.value is None and db is not None and db.kernel is not None and setquery.reads_tables(sql) \
+                and await setquery.routed_set(session, db, sql):
+            return  # SET @v = (SELECT ... FROM t): run where the kernel routes it, values copied
+        session.release_read_backends()
+        # SET NAMES <known character set> (every connector sends one when it connects) needs no trial run:
+        # only the name is replayed, and MariaDB takes every one of these
+        probe = None if (stmt.value or "").lower() in _CLIENT_CHARSETS else await _probe(session)
+        for conn in list(session.backends.values()):
+            await session._must(conn, sql)
+        if stmt.value:
+            session.charset = stmt.value if stmt.value != "utf8" else "utf8mb3"
+            for conn in session.backends.values():
+                conn.charset = session.charset
+        else:
+            txn.session_sets.append(sql)
+            for conn in session.backends.values():
+                conn.session_sets = tuple(txn.session_sets)
+        _end_probe(session, probe)
+        session.ok()
+
+
+_CLIENT_CHARSETS = frozenset(
+    "armscii8 ascii big5 binary cp1250 cp1251 cp1256 cp1257 cp850 cp852 cp866 cp932 dec8 default eucjpms euckr "
+    "gb18030 gb2312 gbk geostd8 greek hebrew hp8 keybcs2 koi8r koi8u latin1 latin2 latin5 latin7 macce macroman "
+    "sjis swe7 tis620 ujis utf8 utf8mb3 utf8mb4".split()
+)
+
+
+async def _probe(session: Session) -> BackendConnection | None:
+    """A SET recorded for the connections borrowed later must have run somewhere first: with no connection
+    held yet, one is borrowed for it, so that a SET the backends refuse fails now (and is not recorded)
+    instead of failing every later statement that borrows a connection."""
+    db = session.database
+    if session.backends or db is None or not db.sources:
+        return None
+    # not a write: a read/write splitting group must not pin the session to its primary for a SET
+    return await session.backend(next(iter(db.sources)), record_write=False)
+
+
+def _end_probe(session: Session, probe: BackendConnection | None) -> None:
+    """The SET ran: the connection borrowed only for it goes back to the pool (it keeps the session's
+    state, so borrowing it again costs nothing), as if the SET had been recorded without running."""
+    if probe is None or not session._lendable(probe):
+        return
+    for name, conn in list(session.backends.items()):
+        if conn is probe:
+            del session.backends[name]
+            session.give_back(probe, reset=False)
+
+
+_SAVEPOINT = re.compile(
+    r"^\s*(?:(?P<set>SAVEPOINT)|(?P<rollback>ROLLBACK)(?:\s+WORK)?\s+TO(?:\s+SAVEPOINT)?|(?P<release>RELEASE\s+SAVEPOINT))"
+    r"\s+(?P<name>`(?:[^`]|``)+`|[^\s;`]+)\s*;?\s*$",
+    re.I | re.S,
+)
+
+
+def _savepoint_key(name: str) -> str:
+    if name.startswith("`") and name.endswith("`"):
+        name = name[1:-1].replace("``", "`")
+    return name.lower()  # savepoint names compare case-insensitively, as in MySQL
+
+
+async def savepoint(session: Session, sql: str) -> None:
+    """SAVEPOINT / ROLLBACK TO / RELEASE SAVEPOINT on every data source the transaction touched. The proxy
+    keeps the transaction's savepoints itself: a data source joining later sets them too (so ROLLBACK TO
+    undoes its part), and an unknown name is refused before anything runs (1305, as MySQL).
+
+    A data source on which the statement fails after it ran on others (or whose connection is lost) leaves
+    the transaction in a state no data source agrees on: that data source's connection is closed (its part
+    rolled back by its server) and its part of the transaction recorded as lost, so that COMMIT cannot
+    claim success; the client hears it at once."""
+    txn = session.txn
+    m = _SAVEPOINT.match(sql)
+    name = m.group("name") if m else None
+    keys = [_savepoint_key(n) for n in txn.savepoints]
+    key = _savepoint_key(name) if name else None
+    if m is not None and not m.group("set") and key not in keys:
+        shown = name[1:-1].replace("``", "`") if name and name.startswith("`") else name
+        session.error(ER_SP_DOES_NOT_EXIST, f"SAVEPOINT {shown} does not exist", "42000")
+        return
+    fresh = _drop_lost(session)
+    done: list[str] = []
+    failed: dict[str, str] = {}
+    errno = CR_SERVER_LOST
+    for ds in list(txn.joined):
+        conn = session.backends.get(ds)
+        if conn is None or conn.broken:
+            continue
+        try:
+            res = await conn.execute(sql)
+        except Exception as exc:
+            conn.broken = True
+            failed[ds] = _detail(exc)
+            continue
+        if isinstance(res, ERRPacket):
+            if not done and not failed:  # refused on the first data source, nothing changed anywhere
+                session.error(res.errno, f"[{ds}] {res.message}" if len(txn.joined) > 1 else res.message,
+                              res.sqlstate)
+                return
+            conn.broken = True
+            failed[ds] = f"{res.errno}: {res.message}"
+            errno = res.errno if len(failed) == 1 else errno
+            continue
+        done.append(ds)
+    fresh += _drop_lost(session)
+    for ds, detail in failed.items():
+        if ds in txn.lost:
+            txn.lost[ds] = detail
+    if m is not None and txn.active and name is not None and key is not None:
+        if m.group("set"):
+            txn.savepoints = [n for n, k in zip(txn.savepoints, keys, strict=True) if k != key] + [name]
+        elif m.group("rollback"):
+            txn.savepoints = txn.savepoints[: keys.index(key) + 1]
+        else:
+            txn.savepoints = txn.savepoints[: keys.index(key)]
+    session.update_status(0)
+    if failed or fresh:
+        problems = {n: txn.lost.get(n, _LOST) for n in fresh} | failed
+        session.error(
+            errno,
+            f"{sql.strip()} failed on " + ", ".join(f"{n} ({d})" for n, d in problems.items())
+            + f"; done on {_names(done)}; the open transaction's work on {', '.join(problems)} is lost with its "
+            f"connection: the transaction cannot commit any more (ROLLBACK ends it; COMMIT rolls back the rest "
+            f"and reports it)",
+            "HY000",
+        )
+        return
+    session.ok()
+
+
+async def implicit_commit(session: Session) -> bool:
+    """DDL commits the open transaction first, as MySQL does: every data source it touched (the DDL's own
+    connections would commit theirs implicitly, the others would stay open). False when that commit failed:
+    the client has the error and the DDL must not run (as in MySQL)."""
+    txn = session.txn
+    if not txn.active:
+        return True
+    if not txn.joined and not txn.lost:
+        if txn.begin_sql is not None:
+            _over(session)
+        return True
+    failure = await end_transaction(session, "COMMIT", label="the implicit COMMIT before the DDL",
+                                    consequence="; the DDL was not run")
+    if failure is not None:
+        session.error(failure.errno, failure.message, failure.sqlstate)
+        return False
+    return True
+
+
+__all__ = ["SessionStatement", "classify_session_statement", "implicit_commit", "savepoint", "session_statement"]

@@ -1,0 +1,146 @@
+"""What every way of running a routed statement shares: a unit's failure, a unit run to its OK, error
+texts in the client's names, the access a statement asks of read/write splitting, props.sql-show.
+
+Why its own module: the executor, SELECT ... INTO, the upsert check, EXPLAIN, routed SET and the fast path
+all need these, and the executor dispatches to several of them; kept here, below all of them, the imports
+run one way (no module imports the executor only to reach a helper).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol
+
+import structlog
+
+from protocol.packets import ERRPacket, OKPacket
+from proxy.backends.codec import StatementCodec, StatementFailed
+from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
+
+if TYPE_CHECKING:
+    from proxy.backends.backend import BackendConnection
+    from proxy.backends.runtime import LogicalDatabase
+
+log = structlog.get_logger("shardproxy.executor")
+
+
+class _ShowsSql(Protocol):
+    """What log_statement reads of a server: props.sql-show."""
+
+    sql_show: bool
+
+
+class _LoggingSession(Protocol):
+    """What log_statement reads of a session."""
+
+    id: int
+
+    @property
+    def server(self) -> _ShowsSql: ...
+
+
+class UnitFailed(Exception):
+    """A unit's backend answered with ERR; carries it to the client with the data source named."""
+
+    def __init__(self, data_source: str, err: ERRPacket) -> None:
+        super().__init__(err.message)
+        self.data_source = data_source
+        self.err = err
+
+
+
+def _logical_message(db: LogicalDatabase, routed: RoutedStatement, message: str) -> str:
+    """A backend's error text in the client's names: actual tables -> logic tables, physical databases ->
+    the logical database (`Table 'demo_ds_0.t_order_1' doesn't exist` -> `Table 'sharding_db.t_order' ...`)."""
+    names = {actual: logic for actual, logic in _renames(routed).items()}
+    for source in db.sources.values():
+        config = getattr(source, "config", None)
+        if config is not None and config.database != db.name:
+            names[config.database.lower()] = db.name
+    if not names:
+        return message
+    pattern = re.compile(r"(?<![\w$])(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+                         + r")(?![\w$])", re.I)
+    return pattern.sub(lambda m: names[m.group(1).lower()], message)
+
+
+def error_renamer(db: LogicalDatabase, routed: RoutedStatement) -> Callable[[bytes], bytes]:
+    """For relayed answers: the same renaming applied to an ERR packet (worked out only if one comes)."""
+
+    def rename(payload: bytes) -> bytes:
+        try:
+            err = ERRPacket.decode(payload)
+        except Exception:
+            return payload
+        message = _logical_message(db, routed, err.message)
+        return payload if message == err.message else replace(err, message=message).encode()
+
+    return rename
+
+
+
+def _renames(routed: RoutedStatement) -> dict[str, str]:
+    out = {actual.lower(): logic for actual, logic in routed.result_table_renames.items()}
+    for ru in routed.route_units:
+        for logic, actual in ru.table_map.items():
+            if actual.lower() != logic.lower():
+                out.setdefault(actual.lower(), logic)
+    return out
+
+
+
+def _access(routed: RoutedStatement) -> dict[str, bool]:
+    """Read/write splitting: a plain SELECT may use a replica; locking or hinted SELECTs go to the primary
+    without counting as writes; every other statement is a write."""
+    select = routed.kind is StatementKind.SELECT
+    return {"read": select and not routed.write, "record_write": not select}
+
+
+
+async def _run_unit_to_ok(conn: BackendConnection, unit: ExecutionUnit, codec: StatementCodec) -> OKPacket:
+    result: OKPacket | None = None
+    try:
+        payload = await codec.command(conn, unit)
+    except StatementFailed as exc:
+        raise UnitFailed(unit.data_source, exc.err) from exc
+    async for ev in conn.events(payload):
+        if isinstance(ev, ERRPacket):
+            raise UnitFailed(unit.data_source, ev)
+        if isinstance(ev, OKPacket):
+            result = ev if result is None else replace(
+                ev, affected_rows=result.affected_rows + ev.affected_rows,
+                last_insert_id=result.last_insert_id or ev.last_insert_id,
+            )
+    return result or OKPacket()
+
+
+
+_INFO_NUMBER = re.compile(rb"\d+")
+
+
+def _merged_info(infos: list[bytes]) -> bytes:
+    """One OK info for several units, the counts summed: 'Rows matched: 3  Changed: 3  Warnings: 0' of an
+    UPDATE, 'Records: 4  Duplicates: 1  Warnings: 0' of a multi-row INSERT, as one server would report them.
+    Infos that do not share one shape (or have none) give none."""
+    if len(infos) <= 1:
+        return infos[0] if infos else b""
+    shape = _INFO_NUMBER.sub(b"#", infos[0])
+    if not infos[0] or any(_INFO_NUMBER.sub(b"#", info) != shape for info in infos[1:]):
+        return b""
+    totals = [sum(n) for n in zip(*([int(m) for m in _INFO_NUMBER.findall(info)] for info in infos), strict=True)]
+    numbers = iter(totals)
+    return _INFO_NUMBER.sub(lambda _m: str(next(numbers)).encode(), infos[0])
+
+
+
+
+def log_statement(session: _LoggingSession, sql: str, routed: RoutedStatement, params: Sequence[object] = ()) -> None:
+    """props.sql-show: the logic statement and every actual statement with its data source."""
+    if not session.server.sql_show:
+        return
+    log.info("logic_sql", conn=session.id, sql=sql, params=list(params) if params else None)
+    for unit in routed.execution_units:
+        log.info("actual_sql", conn=session.id, data_source=unit.data_source, sql=unit.sql,
+                 params=list(unit.params) if unit.params else None)

@@ -1,0 +1,249 @@
+"""The session's side of the connection broker: the backend connections a session holds, borrows for one
+statement, lends back between commands and gives back to the pools (proxy.backends.pool owns the leases).
+
+Why its own module: holding connections is one job with its own invariants (a session never waits for a
+pool while it holds an idle connection another session may need; connections are taken in sorted data
+source order; nothing with the session's state on it is lent), apart from answering commands. `Session`
+inherits these methods; the execution room reaches them through proxy.execution.context.SessionContext.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from protocol import text
+from protocol.constants import ServerStatus, SetOption
+from protocol.packets import ComSetOption, ERRPacket
+from proxy.backends.backend import BackendConnection, BackendError, DataSource
+from proxy.backends.readwrite import ReadWriteGroup
+from proxy.execution import txn
+from proxy.execution.replicas import group_backend
+
+if TYPE_CHECKING:
+    from proxy.backends.runtime import LogicalDatabase
+    from proxy.execution.state import StatementRegistry, TransactionState
+
+
+class SessionConnections:
+    """Mixin of `Session`: the connections it holds (`backends`, `read_backends`), borrows (`borrowed`)
+    and is waiting for (`connecting`)."""
+
+    # set by Session.__init__
+    backends: dict[str, BackendConnection]
+    read_backends: dict[str, BackendConnection]
+    borrowed: set[BackendConnection]
+    in_use: set[BackendConnection]
+    connecting: list[str]
+    database: LogicalDatabase | None
+    txn: TransactionState
+    statements: StatementRegistry
+    charset: str
+    multi_statements: bool
+    sticky: bool
+    busy: bool
+    log: Any
+
+    if TYPE_CHECKING:  # provided by Session; declared for the type checker only
+        @property
+        def found_rows(self) -> bool: ...
+
+    def give_back(self, conn: BackendConnection, *, reset: bool = True) -> None:
+        """Hand a connection this session owns back to its pool (synchronously; never raises)."""
+        self.in_use.discard(conn)
+        try:
+            conn.source.release(conn, owner=self, reset=reset)
+        except Exception:
+            self.log.exception("release_failed", data_source=conn.name)
+
+    def drop_broken(self) -> None:
+        for held in (self.backends, self.read_backends):
+            for name, conn in list(held.items()):
+                if conn.broken:
+                    if held is self.backends:
+                        txn.connection_lost(self, conn)  # its part of an open transaction is gone with it
+                    del held[name]
+                    self.give_back(conn)
+
+    def release_read_backends(self) -> None:
+        """Replica connections go back to their pools (USE, RESET, SET): the next read prepares a fresh
+        one with the session's state, instead of replaying every change on every replica connection."""
+        conns, self.read_backends = self.read_backends, {}
+        for conn in conns.values():
+            self.give_back(conn)
+
+    def _wait_without_holding(self) -> None:
+        """Before waiting for a pool: give back every held connection that this command has not used and
+        that holds nothing of ours (no transaction, nothing sticky), so that no set of sessions can wait
+        for each other's idle connections (hold-and-wait). The command's connections are taken in one
+        order (sorted data source names, see `backends_for`), so the ones it keeps cannot form a cycle."""
+        for held in (self.backends, self.read_backends):
+            for name, conn in list(held.items()):
+                if conn not in self.in_use and self._lendable(conn):
+                    del held[name]
+                    self.give_back(conn, reset=False)
+
+    async def acquire_from(self, source: DataSource, *, hold: bool = True) -> BackendConnection:
+        """A connection of `source` for this session: now if one is free, else after giving back what
+        the session holds idle, waiting at most the data source's connectionTimeoutMilliseconds."""
+        holder = self if hold else None
+        self.connecting.append(source.name)
+        try:
+            conn = await source.try_acquire(self, found_rows=self.found_rows, holder=holder)
+            if conn is None:
+                self._wait_without_holding()
+                conn = await source.acquire(self, found_rows=self.found_rows, holder=holder)
+        finally:
+            self.connecting.remove(source.name)
+        return conn
+
+    async def backends_for(self, data_sources: list[str], **access: bool) -> dict[str, BackendConnection]:
+        """The session's connections to several data sources for one statement, taken in sorted order."""
+        return {name: await self.backend(name, **access) for name in sorted(set(data_sources))}
+
+    async def backend(self, data_source: str, *, read: bool = False, record_write: bool = True) -> BackendConnection:
+        """The session's connection to a data source, borrowed on first use and kept.
+
+        For a read/write splitting group, a `read` that may use a replica gets the session's connection to
+        the replica the load balancer picks (see proxy.backends.readwrite); everything else gets the primary, and a
+        `record_write` counts for the group's read-after-write consistency."""
+        if self.database is not None:
+            group = self.database.sources.get(data_source)
+            if isinstance(group, ReadWriteGroup):
+                replica = await group_backend(self, group, read=read, record_write=record_write)
+                if replica is not None:
+                    return replica
+        conn = self.backends.get(data_source)
+        if conn is not None and not conn.broken:
+            self.in_use.add(conn)
+            if self.txn.active and data_source not in self.txn.joined and self.database is not None \
+                    and self.database.kernel is not None:
+                await txn.join(self, conn)
+            if not read and self.txn.xa is not None:
+                self.txn.xa.written.add(data_source)  # not a plain read: this branch takes part in 2PC
+            return conn
+        assert self.database is not None
+        source = self.database.sources[data_source]
+        if conn is not None:
+            txn.connection_lost(self, conn)
+            self.backends.pop(data_source, None)
+            self.give_back(conn)
+        if self.txn.lost and data_source in self.txn.lost:
+            raise txn.lost_error(self, data_source)  # a new connection would commit apart from the transaction
+        conn = await self.acquire_from(source)
+        self.in_use.add(conn)
+        try:
+            await self._prepare_connection(conn, join_transaction=True)
+        except BaseException:
+            self.give_back(conn)
+            raise
+        self.backends[data_source] = conn
+        if not read and self.txn.xa is not None:
+            self.txn.xa.written.add(data_source)
+        return conn
+
+    def _lendable(self, conn: BackendConnection) -> bool:
+        """May this held connection serve another session between our commands? Only when nothing of
+        ours lives on it beyond the state `_fit` can re-create: no transaction, no statement results a
+        client may ask for next, no prepared statements, no temporary tables or locks (`sticky`)."""
+        status = conn.status
+        return not (
+            conn.broken
+            or conn.busy
+            or conn.keep_for_next
+            or self.sticky
+            or status & ServerStatus.IN_TRANS
+            or not status & ServerStatus.AUTOCOMMIT
+            or self.txn.active
+            or conn.xa is not None
+            or conn in self.borrowed
+            or any(stmt.backend is conn or stmt.cursor_conn is conn for stmt in self.statements.by_id.values())
+        )
+
+    def give_up(self, conn: BackendConnection) -> bool:
+        """Called (synchronously) by a data source whose pool is exhausted: hand over an idle connection."""
+        if self.busy or not self._lendable(conn):
+            return False
+        for held in (self.backends, self.read_backends):
+            for name, c in held.items():
+                if c is conn:
+                    del held[name]
+                    return True
+        return False  # not ours to give (the pool's registry and ours disagree: keep it where it is)
+
+    def _lend_idle(self) -> None:
+        """Between commands: connections other sessions are waiting for go back to the pool now."""
+        if not self.read_backends:
+            for c in self.backends.values():
+                if c.source.waiters:
+                    break
+            else:
+                return  # nobody waits for what we hold (the common case, checked without a generator)
+        for held in (self.backends, self.read_backends):
+            for name, conn in list(held.items()):
+                if conn.source.waiters > 0 and self._lendable(conn):
+                    del held[name]
+                    self.give_back(conn, reset=False)
+
+    async def _fit(self, conn: BackendConnection) -> None:
+        """Give a borrowed connection this session's state (character set, multi-statement option, SET
+        statements); a connection left with another session's state is reset first. A connection that
+        already has this state costs nothing."""
+        wanted = (self.charset, self.multi_statements, tuple(self.txn.session_sets))
+        if conn.state == wanted:
+            return
+        if not conn.clean:
+            await conn.source.reset(conn)
+        if self.charset != conn.charset:
+            await self._must(conn, f"SET NAMES {self.charset}")
+            conn.charset = self.charset
+        if not self.multi_statements:
+            # match the client's setting so 'a; b' fails as it would on a server
+            await conn.simple_command(ComSetOption(SetOption.MULTI_STATEMENTS_OFF).encode())
+        for sql in self.txn.session_sets:
+            await self._must(conn, sql)
+        conn.session_sets = tuple(self.txn.session_sets)
+
+    async def try_extra_backend(self, data_source: str, *, like: BackendConnection | None = None
+                                ) -> BackendConnection | None:
+        """A pooled connection for one statement (a second unit on a data source), with the session's
+        character set and SET state applied, or None when the pool has nothing free now: a statement
+        never waits for a second connection of a data source while it holds the first (the caller reads
+        that unit into memory instead). `like`: from the same source as that connection (the replica a
+        read/write splitting group chose for the statement)."""
+        assert self.database is not None
+        source = like.source if like is not None else self.database.sources[data_source]
+        self.connecting.append(source.name)
+        try:
+            conn = await source.try_acquire(self, found_rows=self.found_rows)
+        finally:
+            self.connecting.remove(source.name)
+        if conn is None:
+            return None
+        self.borrowed.add(conn)
+        try:
+            await self._prepare_connection(conn, join_transaction=False)
+        except BaseException:
+            self.borrowed.discard(conn)
+            self.give_back(conn)
+            raise
+        return conn
+
+    def return_extra_backend(self, conn: BackendConnection, *, broken: bool = False) -> None:
+        if broken:
+            conn.broken = True
+        self.borrowed.discard(conn)
+        self.give_back(conn, reset=False)
+
+    async def _prepare_connection(self, conn: BackendConnection, *, join_transaction: bool) -> None:
+        await self._fit(conn)
+        if join_transaction and self.txn.active:
+            await txn.join(self, conn)
+
+    async def _must(self, conn: BackendConnection, sql: str) -> None:
+        res = await conn.execute(sql)  # SET values may hold bytes that are not UTF-8
+        if isinstance(res, ERRPacket):
+            raise BackendError(conn.name, f"{text.shown(sql)!r} failed: {res.message}", errno=res.errno,
+                               sqlstate=res.sqlstate)
+
+
+__all__ = ["SessionConnections"]

@@ -1,0 +1,482 @@
+"""Metadata answers in logical names: what GUI tools, ORMs and drivers ask when they connect and browse.
+
+* Session functions (DATABASE(), CONNECTION_ID(), USER(), ...) are replaced by the session's values.
+* `SHOW [FULL] TABLES` on a sharded database lists logic, broadcast and single tables.
+* information_schema queries run on every data source with the logical names in their literals turned
+  into the physical ones, and the answers are mapped back: physical schema -> logical database, the first
+  actual table of a sharded table -> its logic name, the other actual tables hidden, rows deduplicated.
+* `SHOW PROCESSLIST` lists the proxy's sessions.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from protocol import text as ptext
+from protocol.constants import ColumnFlag, ColumnType
+from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row
+from protocol.results import ResultHeader
+from proxy.backends.codec import BINARY
+from proxy.clusterport import port
+from proxy.execution.executor import execute_plan
+from proxy.execution.resultset import BINARY_ROWS, result_packets
+from proxy.execution.units import log_statement
+from proxy.session.processlist import (
+    _NOT_ALIAS,
+    _QUALIFIER,
+    _hides_proxy_statement,
+    _masked,
+    _processlist_table,
+    _select_on_default,
+    reads_processlist,
+)
+from proxy.session.statements import like_to_regex, unquote_ident
+from routing.logical_names import LogicalNames
+from routing.session_functions import CALL, substitute_session_functions
+from routing.split import _TOKEN
+
+if TYPE_CHECKING:
+    from proxy.backends.runtime import LogicalDatabase
+    from proxy.execution.context import SessionContext as Session
+
+_SHOW_TABLES = re.compile(
+    r"^\s*SHOW\s+(?P<full>FULL\s+)?TABLES(?:\s+(?:FROM|IN)\s+(?P<db>`[^`]+`|\w+))?"
+    r"(?:\s+LIKE\s+'(?P<like>(?:[^'\\]|\\.|'')*)'|\s+WHERE\s+(?P<where>.+?))?\s*;?\s*$",
+    re.I | re.S,
+)
+_SHOW_TABLE_STATUS = re.compile(
+    r"^\s*SHOW\s+TABLE\s+STATUS(?:\s+(?:FROM|IN)\s+(?P<db>`[^`]+`|\w+))?"
+    r"(?:\s+LIKE\s+'(?P<like>(?:[^'\\]|\\.|'')*)'|\s+WHERE\s+(?P<where>.+?))?\s*;?\s*$",
+    re.I | re.S,
+)
+# the spellings of SHOW INDEX the kernel does not parse: INDEXES / KEYS, IN, EXTENDED
+_SHOW_INDEX = re.compile(
+    r"^\s*SHOW\s+(?P<extended>EXTENDED\s+)?(?P<word>INDEX|INDEXES|KEYS)\s+(?P<prep>FROM|IN)\s+"
+    r"(?P<table>(?:(?:`[^`]+`|\w+)\.)?(?:`[^`]+`|\w+))(?:\s+(?:FROM|IN)\s+(?P<db>`[^`]+`|\w+))?"
+    r"(?P<where>\s+WHERE\s+.+?)?\s*;?\s*$",
+    re.I | re.S,
+)
+# DESCRIBE t col / DESC t 'pattern': the kernel parses only the form without a column
+_DESCRIBE_COLUMN = re.compile(
+    r"^\s*(?:DESCRIBE|DESC)\s+(?!(?:SELECT|INSERT|UPDATE|DELETE|REPLACE|WITH|TABLE|EXTENDED|PARTITIONS|FORMAT|"
+    r"ANALYZE|FOR)\b)(?P<table>(?:(?:`[^`]+`|\w+)\.)?(?:`[^`]+`|\w+))\s+"
+    r"(?P<column>`[^`]+`|\w+|'(?:[^'\\]|\\.|'')*')\s*;?\s*$",
+    re.I | re.S,
+)
+_SHOW_CREATE_DATABASE = re.compile(
+    r"^\s*SHOW\s+CREATE\s+(?:DATABASE|SCHEMA)\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?(?P<db>`[^`]+`|\w+)\s*;?\s*$",
+    re.I,
+)
+_SYSTEM_SCHEMAS = {"information_schema", "performance_schema", "mysql", "sys"}
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def function_values(session: Session) -> dict[str, str]:
+    db = session.database
+    user = session.user_config
+    values = {
+        "database": _quote(db.name) if db else "NULL",
+        "schema": _quote(db.name) if db else "NULL",
+        "connection_id": str(session.id),
+        "user": _quote(f"{session.user}@{session.client_host}"),
+        "session_user": _quote(f"{session.user}@{session.client_host}"),
+        "system_user": _quote(f"{session.user}@{session.client_host}"),
+        "current_user": _quote(f"{session.user}@{user.host if user else '%'}"),
+    }
+    if db is not None and db.kernel is not None:
+        # on one pass-through connection the backend knows these; across shards only the proxy does
+        values["last_insert_id"] = str(session.last_insert_id)
+        values["row_count"] = str(session.row_count)
+        if session.found_rows_value is not None:
+            values["found_rows"] = str(session.found_rows_value)
+    return values
+
+
+def substitute(session: Session, sql: str) -> str | None:
+    if "(" not in sql or not CALL.search(sql):
+        return None  # the common case, decided before building the session's values
+    return substitute_session_functions(sql, function_values(session))
+
+
+def logical_names(db: LogicalDatabase) -> LogicalNames:
+    tables = {ds: db.metadata.actual_tables(ds) for ds in db.sources}
+    return LogicalNames(db.rules, tables)
+
+
+async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool:
+    """Answer `sql` here when it is a metadata statement that needs logical names; False otherwise."""
+    if ";" in sql and (db is None or db.kernel is None) and _hides_proxy_statement(sql):
+        session.error(1235, "shardproxy: KILL, SHOW PROCESSLIST and information_schema.PROCESSLIST are answered by "
+                      "the proxy: send them as a statement of their own, not in a multi-statement query", "42000")
+        return True
+    head = sql.lstrip()[:20].upper()
+    if head.startswith("SHOW"):
+        m = _SHOW_CREATE_DATABASE.match(sql)
+        if m:
+            await _show_create_database(session, m)
+            return True
+        if db is not None and db.kernel is not None:
+            m = _SHOW_TABLES.match(sql)
+            if m:
+                await _show_tables(session, db, m)
+                return True
+            m = _SHOW_TABLE_STATUS.match(sql)
+            if m:
+                await _show_table_status(session, db, m)
+                return True
+            m = _SHOW_INDEX.match(sql)
+            if m and (m.group("extended") or m.group("word").upper() != "INDEX" or m.group("prep").upper() != "FROM"):
+                return await _show_index(session, db, m)
+        return False
+    if head.startswith("DESC") and db is not None and db.kernel is not None:
+        m = _DESCRIBE_COLUMN.match(sql)
+        if m:
+            column = m.group("column")
+            pattern = column[1:-1] if column[0] == "'" else unquote_ident(column).replace("'", "''")
+            await _route(session, db, f"SHOW COLUMNS FROM {m.group('table')} LIKE '{pattern}'")
+            return True
+        return False
+    if "information_schema" in sql.lower() and head.startswith(("SELECT", "WITH", "(")):
+        others = await port(session.server).other_sessions(session, True) if reads_processlist(sql) else []
+        rewritten = _processlist_table(session, sql, others)
+        if rewritten is not None:
+            await _select_on_default(session, db, rewritten)
+            return True
+        if db is not None:
+            await _information_schema(session, db, sql)
+            return True
+    return False
+
+
+def _target(session: Session, db: LogicalDatabase, named: str | None) -> LogicalDatabase | None:
+    """The database a `SHOW ... FROM db` names (the current one without FROM); None after an error."""
+    if not named:
+        return db
+    if _invalid_name(session, unquote_ident(named)):
+        return None
+    return session.database_named(unquote_ident(named))
+
+
+def _invalid_name(session: Session, name: str) -> bool:
+    """A database name that is not valid in the session's character set gets MariaDB's ERR (True)."""
+    bad = ptext.invalid_string(name, session.charset)
+    if bad is not None:
+        session.error(ptext.INVALID_CHARACTER_STRING, bad, "HY000")
+    return bad is not None
+
+
+async def _show_tables(session: Session, db: LogicalDatabase, m: re.Match[str]) -> None:
+    target = _target(session, db, m.group("db"))
+    if target is None:
+        return
+    if target.kernel is None:
+        # a pass-through database lists its own tables; only the logical FROM name must not reach it
+        text = m.string[: m.start("db")] + "`" + target.sources[next(iter(target.sources))].config.database \
+            + "`" + m.string[m.end("db") :] if m.group("db") else m.string
+        await session.relay(next(iter(target.sources)), ComQuery(text.encode("utf-8", "surrogateescape")).encode())
+        return
+    await target.reload_metadata()  # tables may have been created behind the proxy's back
+    names = existing_tables(target)
+    if m.group("like") is not None:
+        rx = like_to_regex(m.group("like"))
+        names = [n for n in names if rx.match(n)]
+    # MariaDB writes a byte of the pattern that is not UTF-8 as '?' in the column name
+    column = f"Tables_in_{target.name}" + (f" ({ptext.shown(m.group('like'))})" if m.group("like") is not None else "")
+    columns = [column, "Table_type"] if m.group("full") else [column]
+    rows: list[tuple[object, ...]] = [(n, "BASE TABLE") if m.group("full") else (n,) for n in names]
+    if m.group("where"):
+        filtered = await _filter_where(session, db, columns, rows, m.group("where"))
+        if filtered is None:
+            return
+        rows = list(filtered)
+    session.rows(list(columns), rows)
+
+
+def existing_tables(db: LogicalDatabase) -> list[str]:
+    """The logical tables that exist on the backends: a sharded table when one of its actual tables does,
+    a broadcast table when one of its copies does, single tables as found (not every configured rule
+    names a table somebody created: a listing that shows one makes ORMs skip creating it)."""
+    names = logical_names(db)
+    present = {(ds, t.lower()) for ds in db.sources for t in db.metadata.actual_tables(ds)}
+    sharding = db.rules.sharding
+    out: list[str] = []
+    for name in names.tables:
+        rule = sharding.table(name.lower()) if sharding is not None else None
+        if rule is not None:
+            if any((n.data_source, n.table.lower()) in present for n in rule.data_nodes):
+                out.append(name)
+        elif name in db.rules.broadcast:
+            if any((ds, name.lower()) in present for ds in db.sources):
+                out.append(name)
+        else:
+            out.append(name)
+    return out
+
+
+def _actual_to_logic(db: LogicalDatabase) -> dict[tuple[str, str], str]:
+    """(data source, actual table lower-case) -> logic table, for every node of every sharded table."""
+    out: dict[tuple[str, str], str] = {}
+    sharding = db.rules.sharding
+    if sharding is not None:
+        for rule in sharding.tables.values():
+            for node in rule.data_nodes:
+                out[(node.data_source, node.table.lower())] = rule.logic_table
+    return out
+
+
+async def _filter_where(session: Session, db: LogicalDatabase, columns: list[str], rows: list[tuple[object, ...]],
+                        where: str) -> list[tuple[bytes | None, ...]] | None:
+    """Evaluate a SHOW statement's WHERE over rows the proxy built, by MySQL itself: the rows go to a
+    backend as a derived table (values as text, so that `Rows > 0` compares as MySQL would). None after
+    an error was sent to the client."""
+    def lit(v: object) -> str:
+        if v is None:
+            return "NULL"
+        return _quote(v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v))
+
+    first = rows[0] if rows else tuple(None for _ in columns)
+    head = "SELECT " + ", ".join(f"{lit(v)} AS `{c.replace('`', '``')}`" for v, c in zip(first, columns, strict=True))
+    selects = " UNION ALL ".join([head, *("SELECT " + ", ".join(lit(v) for v in r) for r in rows[1:])])
+    empty = "" if rows else " AND FALSE"
+    sql = f"SELECT * FROM ({selects}) AS t WHERE ({where}){empty}"
+    conn = await session.backend(next(iter(db.sources)), record_write=False)
+    res = await conn.execute(sql)
+    if isinstance(res, ERRPacket):
+        session.error(res.errno, res.message, res.sqlstate)
+        return None
+    return res if isinstance(res, list) else []
+
+
+_TABLE_STATUS_COLUMNS = (
+    ("Name", None), ("Engine", None), ("Version", ColumnType.LONGLONG), ("Row_format", None),
+    ("Rows", ColumnType.LONGLONG), ("Avg_row_length", ColumnType.LONGLONG), ("Data_length", ColumnType.LONGLONG),
+    ("Max_data_length", ColumnType.LONGLONG), ("Index_length", ColumnType.LONGLONG),
+    ("Data_free", ColumnType.LONGLONG), ("Auto_increment", ColumnType.LONGLONG), ("Create_time", ColumnType.DATETIME),
+    ("Update_time", ColumnType.DATETIME), ("Check_time", ColumnType.DATETIME), ("Collation", None),
+    ("Checksum", ColumnType.LONGLONG), ("Create_options", None), ("Comment", None),
+    ("Max_index_length", ColumnType.LONGLONG), ("Temporary", None),
+)
+_SUMMED = {"Rows", "Data_length", "Index_length", "Data_free"}
+
+
+async def _show_table_status(session: Session, db: LogicalDatabase, m: re.Match[str]) -> None:
+    """SHOW TABLE STATUS of logical tables: one row per logic table, its sizes summed over its actual tables."""
+    target = _target(session, db, m.group("db"))
+    if target is None:
+        return
+    names = logical_names(target)
+    logic_of = _actual_to_logic(target)
+    merged: dict[str, list[bytes | None]] = {}
+    width = 0
+    for ds, source in target.sources.items():
+        physical = source.config.database
+        res = await source.admin_execute(f"SHOW TABLE STATUS FROM `{physical.replace('`', '``')}`")
+        if isinstance(res, ERRPacket):
+            session.error(res.errno, res.message, res.sqlstate)
+            return
+        if not isinstance(res, list):
+            session.error(2013, f"data source {ds} cannot be reached", "HY000")
+            return
+        for raw in res:
+            row = list(raw)
+            width = max(width, len(row))
+            actual = (row[0] or b"").decode("utf-8", "surrogateescape")
+            logic = logic_of.get((ds, actual.lower()))
+            if logic is None:
+                shown = names.view(ds, actual)
+                if shown is None:
+                    continue  # a copy of a broadcast table on another data source
+                logic = shown
+            row[0] = logic.encode()
+            have = merged.get(logic.lower())
+            if have is None:
+                merged[logic.lower()] = row
+                continue
+            for i, (label, _type) in enumerate(_TABLE_STATUS_COLUMNS[: len(row)]):
+                if label in _SUMMED and row[i] is not None:
+                    have[i] = str(int(have[i] or 0) + int(row[i] or 0)).encode()
+    rows: list[tuple[object, ...]] = []
+    for row in sorted(merged.values(), key=lambda r: (r[0] or b"").lower()):
+        if row[4] and row[6] is not None:
+            row[5] = str(int(row[6]) // max(1, int(row[4]))).encode()  # Avg_row_length over the summed rows
+        rows.append(tuple(row))
+    if m.group("like") is not None:
+        rx = like_to_regex(m.group("like"))
+        rows = [r for r in rows if rx.match(ptext.decode(r[0] or b"") if isinstance(r[0], bytes) else str(r[0]))]
+    labels = [label for label, _t in _TABLE_STATUS_COLUMNS[: width or 18]]
+    if m.group("where"):
+        filtered = await _filter_where(session, target if target is db else db, labels, rows, m.group("where"))
+        if filtered is None:
+            return
+        rows = list(filtered)
+    columns: list[str | ColumnDefinition41] = [
+        label if kind is None else ColumnDefinition41(label, kind, column_length=21 if kind != ColumnType.DATETIME
+                                                      else 19, flags=ColumnFlag.NUM if kind != ColumnType.DATETIME
+                                                      else ColumnFlag(0))
+        for label, kind in _TABLE_STATUS_COLUMNS[: width or 18]
+    ]
+    session.rows(columns, rows)
+
+
+async def _show_index(session: Session, db: LogicalDatabase, m: re.Match[str]) -> bool:
+    """SHOW INDEXES / KEYS / IN / EXTENDED: the same statement in the spelling the kernel routes."""
+    other = m.group("db")
+    if other is not None and unquote_ident(other).lower() != db.name.lower():
+        return False
+    await _route(session, db, f"SHOW INDEX FROM {m.group('table')}{m.group('where') or ''}")
+    return True
+
+
+async def _route(session: Session, db: LogicalDatabase, sql: str) -> None:
+    """Run a statement the kernel routes, in the protocol of the client's command (text or binary rows)."""
+
+    assert db.kernel is not None
+    routed = db.kernel.route(sql, [] if BINARY_ROWS.get() else None, session.hints())
+    log_statement(session, sql, routed)
+    if BINARY_ROWS.get():
+
+        await execute_plan(session, db, routed, BINARY)
+    else:
+        await execute_plan(session, db, routed)
+
+
+async def _show_create_database(session: Session, m: re.Match[str]) -> None:
+    name = unquote_ident(m.group("db"))
+    if _invalid_name(session, name):
+        return
+    target = session.database_named(name)
+    if target is None:
+        return
+    source = next(iter(target.sources.values()))
+    physical = source.config.database
+    res = await source.admin_execute(
+        f"SHOW CREATE DATABASE {m.group('ine') or ''}`{physical.replace('`', '``')}`")
+    if isinstance(res, ERRPacket):
+        session.error(res.errno, res.message, res.sqlstate)
+        return
+    if not isinstance(res, list) or not res:
+        session.error(2013, f"data source {source.name} cannot be reached", "HY000")
+        return
+    text = (res[0][1] or b"").decode("utf-8", "surrogateescape")
+    text = text.replace(f"`{physical.replace('`', '``')}`", f"`{target.name.replace('`', '``')}`", 1)
+    session.rows(["Database", "Create Database"], [(target.name, text)])
+
+
+def _rewrite_literals(sql: str, mapping: dict[str, str]) -> str:
+    """Replace string literals whose value is a logical name by the physical one (outside comments)."""
+    out: list[str] = []
+    for m in _TOKEN.finditer(sql):
+        piece = m.group()
+        if len(piece) >= 2 and piece[0] in ("'", '"') and piece[-1] == piece[0]:
+            value = piece[1:-1]
+            replacement = mapping.get(value.lower())
+            if replacement is not None:
+                out.append(_quote(replacement))
+                continue
+        out.append(piece)
+    return "".join(out)
+
+
+async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -> None:
+    names = logical_names(db)
+    header: tuple[ColumnDefinition41, ...] | None = None
+    rows: list[tuple[bytes | None, ...]] = []
+    seen: set[tuple[bytes | None, ...]] = set()
+    for ds, source in db.sources.items():
+        physical = source.config.database
+        mapping = {db.name.lower(): physical}
+        for table in names.tables:
+            actual = names.actual(ds, table)
+            if actual is not None:
+                mapping.setdefault(table.lower(), actual)
+        conn = await session.backend(ds, record_write=False)  # a read of metadata: no write to remember
+        columns: tuple[ColumnDefinition41, ...] = ()
+        scoped = _scope_to_schema(_rewrite_literals(sql, mapping), physical)
+        async for ev in conn.events(ComQuery(scoped.encode("utf-8", "surrogateescape")).encode()):
+            if isinstance(ev, ResultHeader):
+                columns = ev.columns
+                header = header or columns
+            elif isinstance(ev, bytes):
+                row = _map_row(decode_text_row(ev, len(columns)), columns, ds, physical, db.name, names)
+                if row is not None and row not in seen:
+                    seen.add(row)
+                    rows.append(row)
+            elif isinstance(ev, ERRPacket):
+                session.wire.send(ev.encode(session.capabilities))
+                session.errored = True
+                return
+    if header is None:
+        session.ok()
+        return
+
+    session.wire.send_many(result_packets(list(header), rows, capabilities=session.capabilities,
+                                          status=session.status))
+
+
+# information_schema tables whose rows belong to a schema, and the column naming it
+_SCHEMA_COLUMNS = {
+    "TABLES": "TABLE_SCHEMA", "COLUMNS": "TABLE_SCHEMA", "STATISTICS": "TABLE_SCHEMA",
+    "KEY_COLUMN_USAGE": "TABLE_SCHEMA", "TABLE_CONSTRAINTS": "TABLE_SCHEMA", "VIEWS": "TABLE_SCHEMA",
+    "PARTITIONS": "TABLE_SCHEMA", "SCHEMA_PRIVILEGES": "TABLE_SCHEMA", "TABLE_PRIVILEGES": "TABLE_SCHEMA",
+    "COLUMN_PRIVILEGES": "TABLE_SCHEMA", "COLUMNS_EXTENSIONS": "TABLE_SCHEMA", "TABLES_EXTENSIONS": "TABLE_SCHEMA",
+    "TABLE_STATISTICS": "TABLE_SCHEMA", "INDEX_STATISTICS": "TABLE_SCHEMA", "ST_GEOMETRY_COLUMNS": "TABLE_SCHEMA",
+    "REFERENTIAL_CONSTRAINTS": "CONSTRAINT_SCHEMA", "CHECK_CONSTRAINTS": "CONSTRAINT_SCHEMA",
+    "TRIGGERS": "TRIGGER_SCHEMA", "ROUTINES": "ROUTINE_SCHEMA", "PARAMETERS": "SPECIFIC_SCHEMA",
+    "EVENTS": "EVENT_SCHEMA", "SCHEMATA": "SCHEMA_NAME", "VIEW_TABLE_USAGE": "VIEW_SCHEMA",
+    "VIEW_ROUTINE_USAGE": "VIEW_SCHEMA",
+}
+_SCHEMA_TABLE = re.compile(
+    r"(?<![\w$`.])`?information_schema`?\s*\.\s*`?(" + "|".join(_SCHEMA_COLUMNS) + r")`?(?![\w$`])", re.I)
+
+
+def _scope_to_schema(sql: str, physical: str) -> str:
+    """`sql` with every information_schema table that lists schema objects replaced by its rows of the
+    data source's physical database (and of the system schemas) only: the other databases on the same
+    server — other logical databases, ones the user may not use, databases of no logical database — must
+    not show, even through a column that does not name the schema (`SELECT table_name FROM ...TABLES`) or
+    an aggregate (`COUNT(*)`)."""
+    masked = _masked(sql)
+    matches = list(_SCHEMA_TABLE.finditer(masked))
+    if not matches:
+        return sql
+    schemas = ", ".join(_quote(n) for n in (physical, *sorted(_SYSTEM_SCHEMAS)))
+    out: list[str] = []
+    pos = 0
+    for m in matches:
+        out.append(sql[pos : m.start()])
+        table = m.group(1).upper()
+        if _QUALIFIER.match(masked, m.end()):
+            out.append(table)  # information_schema.TABLES.TABLE_NAME: a column of the derived table
+        else:
+            out.append(f"(SELECT * FROM information_schema.{table} WHERE {_SCHEMA_COLUMNS[table]} IN ({schemas}))")
+            if _NOT_ALIAS.match(masked, m.end()):
+                out.append(f" AS {table}")
+        pos = m.end()
+    out.append(sql[pos:])
+    return "".join(out)
+
+
+def _map_row(row: tuple[bytes | None, ...], columns: tuple[ColumnDefinition41, ...], ds: str, physical: str,
+             logical: str, names: LogicalNames) -> tuple[bytes | None, ...] | None:
+    out = list(row)
+    for i, col in enumerate(columns):
+        value = row[i]
+        if value is None:
+            continue
+        label = (col.org_name or col.name).upper()
+        text = value.decode("utf-8", "surrogateescape")
+        if label.endswith("SCHEMA") or label in ("SCHEMA_NAME", "TABLE_CATALOG_SCHEMA", "DB"):
+            if text == physical:
+                out[i] = logical.encode()
+            elif text.lower() not in _SYSTEM_SCHEMAS:
+                return None  # another database on the same server: not part of this logical database
+        elif label.endswith("TABLE_NAME"):
+            shown = names.view(ds, text)
+            if shown is None:
+                return None
+            out[i] = shown.encode()
+    return tuple(out)

@@ -1,0 +1,544 @@
+"""Prepared statements (COM_STMT_*), for pass-through and sharded logical databases.
+
+Pass-through: the statement is prepared on the session's backend connection and every COM_STMT_* is
+forwarded with the statement id translated; answers are relayed frame by frame.
+
+Read/write splitting on a pass-through database: the statement is prepared on the primary (which answers
+the PREPARE); its text is classified once (`proxy.backends.readwrite.classify_access`, as a text statement is) and
+every EXECUTE of a read asks the group for a replica connection by the same rules as a text read
+(transaction strategy, read-after-write, health), where it is prepared once per connection. Such an
+EXECUTE is decoded and re-encoded with its parameter types bound, so a statement executed on a replica,
+then on the primary, never lacks the types the client bound only once; long data is kept in the proxy
+and sent inline. A read-only cursor stays on the connection that opened it, for COM_STMT_FETCH.
+
+Sharded: PREPARE parses nothing per execution — the kernel's plan cache keys on the prepared text, so
+each EXECUTE only evaluates the algorithms with the bound values. The answer to PREPARE describes the
+logic statement (columns obtained by preparing one routed variant on a backend); EXECUTE routes with the
+parameter values and runs each unit as a prepared statement on its backend (prepared once per backend
+connection), relaying binary rows for a single unit and merging them for several.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections import deque
+from dataclasses import replace
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from protocol.binary import (
+    CURSOR_TYPE_READ_ONLY,
+    ComStmtClose,
+    ComStmtExecute,
+    ComStmtFetch,
+    ComStmtPrepare,
+    ComStmtReset,
+    ComStmtSendLongData,
+    PrepareResponse,
+    StmtPrepareOK,
+)
+from protocol.constants import Collation, ColumnFlag, ColumnType, ErrorCode, ServerStatus
+from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row, end_of_result
+from protocol.results import ResultHeader
+from protocol.wire import Reader
+from proxy.backends.backend import BackendConnection, BackendError
+from proxy.backends.codec import BINARY
+from proxy.backends.readwrite import Access, ReadWriteGroup, classify_access
+from proxy.execution import txn_control
+from proxy.execution.executor import execute_plan
+from proxy.execution.explain import execute_explain, route_explain, split_explain, xa_refusal
+from proxy.execution.replicas import TrackingWriter, drop_replica, group_backend
+from proxy.execution.resultset import BINARY_ROWS
+from proxy.execution.routed import route_and_execute
+from proxy.execution.state import ClientStatement
+from proxy.execution.txn_control import classify_session_statement
+from proxy.execution.units import log_statement
+from proxy.frontend.wire import CapturedWriter
+from proxy.session import metadata, processlist
+from proxy.session.statements import classify
+from routing.errors import RoutingError
+from routing.interpolate import interpolate
+from routing.parse import scan_shape
+from routing.session_functions import CALL
+
+if TYPE_CHECKING:
+    from proxy.execution.context import SessionContext as Session
+
+# MariaDB's and MySQL's definition of a `?` parameter in a PREPARE answer
+PARAM_DEFINITION = ColumnDefinition41(
+    "?", ColumnType.VAR_STRING, character_set=Collation.BINARY, column_length=0, flags=ColumnFlag.BINARY
+)
+
+
+def _unknown(session: Session, sid: int, command: str) -> None:
+    session.error(ErrorCode.UNKNOWN_STMT_HANDLER,
+                  f"Unknown prepared statement handler ({sid}) given to {command}", "HY000")
+
+
+def _prepare_answer(session: Session, stmt: ClientStatement, warnings: int = 0) -> None:
+    params = tuple(PARAM_DEFINITION for _ in range(stmt.num_params))
+    answer = PrepareResponse(StmtPrepareOK(stmt.id, len(stmt.columns), stmt.num_params, warnings), params,
+                             stmt.columns)
+    session.wire.send_many(answer.encode(session.deprecate_eof, session.status))
+
+
+async def prepare(session: Session, payload: bytes) -> None:
+    req = ComStmtPrepare.decode(payload)
+    sql = req.sql.decode("utf-8", errors="surrogateescape")
+    db = session.database
+    if db is None:
+        session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+        return
+    source = db.pass_through_source
+    if _answered_by_proxy(sql):
+        # KILL, SHOW PROCESSLIST, information_schema.PROCESSLIST ... are the proxy's, prepared or not: a backend
+        # would answer (or kill) its own threads. Kept here, answered at EXECUTE as the text statement is.
+        num_params = sum(1 for _s, _e, kind in scan_shape(sql).spans if kind == "p")
+        stmt = ClientStatement(session.statements.new_id(), sql, num_params, (), metadata_statement=True,
+                               session_functions=bool(CALL.search(sql)), proxy_answered=True)
+        session.statements.add(stmt)
+        _prepare_answer(session, stmt)
+        return
+    if source is not None:
+        # preparing is no write: on a read/write splitting group it must not pin the session to the primary
+        conn = await session.backend(source.name, record_write=False)
+        answer = await conn.prepare(sql)
+        if isinstance(answer, ERRPacket):
+            session.wire.send(answer.encode(session.capabilities))
+            return
+        stmt = ClientStatement(session.statements.new_id(), sql, answer.ok.num_params, answer.columns,
+                               backend=conn, backend_id=answer.ok.statement_id,
+                               access=classify_access(sql) if isinstance(source, ReadWriteGroup) else None)
+        session.statements.add(stmt)
+        fixed = replace(answer, ok=replace(answer.ok, statement_id=stmt.id))
+        session.wire.send_many(fixed.encode(session.deprecate_eof, session.status))
+        return
+    assert db.kernel is not None
+    num_params = sum(1 for _s, _e, kind in scan_shape(sql).spans if kind == "p")
+    # BEGIN / COMMIT / SET ... are the session's (proxy.execution.txn), prepared or not: nothing to describe
+    columns = () if classify_session_statement(sql) else await _describe(session, sql, num_params)
+    stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns,
+                           metadata_statement=bool(_METADATA_HINT.search(sql)),
+                           session_functions=bool(CALL.search(sql)))
+    session.statements.add(stmt)
+    _prepare_answer(session, stmt)
+
+
+async def _describe(session: Session, sql: str, num_params: int) -> tuple[ColumnDefinition41, ...]:
+    """The columns of a sharded statement, from preparing one routed variant on its backend. A statement
+    that cannot be routed without its values (or cannot be routed at all) is described when executed:
+    the binary protocol sends the columns with every result anyway."""
+    db = session.database
+    assert db is not None and db.kernel is not None
+
+    if split_explain(sql) is not None or xa_refusal(sql) is not None:
+        return ()  # EXPLAIN: one column more with several units, known at EXECUTE; XA: refused there
+    for dummy in (0, "0", None):
+        try:
+            routed = db.kernel.route(sql, [dummy] * num_params, session.hints())
+        except RoutingError:
+            continue
+        if routed.into_variables:
+            return ()  # SELECT ... INTO @v answers OK, no rows
+        unit = routed.execution_units[0]
+        conn = await session.backend(unit.data_source, record_write=False)  # describing is no write
+        answer = await conn.prepared(unit.sql)
+        if isinstance(answer, ERRPacket):
+            raise RoutingError(answer.message, errno=answer.errno, sqlstate=answer.sqlstate)
+        renames = {actual.lower(): logic for ru in routed.route_units for logic, actual in ru.table_map.items()}
+        visible = routed.merge_spec.visible_columns if routed.merge_spec else len(answer.columns)
+        return tuple(
+            replace(c, table=renames.get(c.table.lower(), c.table), org_table=renames.get(c.org_table.lower(),
+                    c.org_table), schema=db.name if c.schema else "")
+            for c in answer.columns[:visible]
+        )
+    return ()
+
+
+async def execute(session: Session, payload: bytes) -> None:
+    if len(payload) < 5:
+        session.error(ErrorCode.MALFORMED_PACKET, "Malformed communication packet: COM_STMT_EXECUTE", "HY000")
+        return
+    sid = struct.unpack_from("<I", payload, 1)[0]
+    stmt = session.statements.get(sid)
+    if stmt is None:
+        _unknown(session, sid, "mysqld_stmt_execute")
+        return
+    if stmt.access is not None:
+        await _execute_on_group(session, stmt, payload)
+        return
+    if stmt.backend is not None:
+        conn = await _pass_through_conn(session, stmt)
+        if conn is None:
+            return
+        forwarded = payload[:1] + struct.pack("<I", stmt.backend_id) + payload[5:]
+        await session.relay_on(conn, forwarded)
+        return
+    request = ComStmtExecute.decode(payload, stmt.num_params, stmt.types, stmt.long_data)
+    stmt.types = request.types
+    stmt.long_data.clear()
+    if request.flags & CURSOR_TYPE_READ_ONLY:
+        await _open_cursor(session, stmt, request)
+        return
+    await _execute_sharded(session, stmt, request)
+
+
+async def _execute_on_group(session: Session, stmt: ClientStatement, payload: bytes) -> None:
+    """COM_STMT_EXECUTE on a pass-through read/write splitting group: a read where a text read of the same
+    statement would go (a replica, or the primary), anything else on the primary (counted as a write
+    unless it is a session statement, a locking or hinted read)."""
+    db = session.database
+    assert db is not None
+    group = db.pass_through_source
+    if not isinstance(group, ReadWriteGroup):  # (the database was replaced under the statement)
+        _unknown(session, stmt.id, "mysqld_stmt_execute")
+        return
+    request = ComStmtExecute.decode(payload, stmt.num_params, stmt.types, stmt.long_data)
+    stmt.types = request.types
+    stmt.long_data.clear()
+    stmt.cursor_conn = None
+    if stmt.access is Access.READ:
+        for _attempt in range(len(group.replicas) + 1):
+            conn = await group_backend(session, group, read=True, record_write=False)
+            if conn is None:
+                break
+            answer = await conn.prepared(stmt.sql)
+            if isinstance(answer, ERRPacket):
+                session.wire.send(answer.encode(session.capabilities))
+                return
+            backend_id = answer.ok.statement_id
+            forwarded = replace(request, statement_id=backend_id, new_params_bound=True).encode()
+            tracker = TrackingWriter(session.writer)
+            try:
+                await session.relay_on(conn, forwarded, writer=tracker, replica=True)
+            except BackendError as exc:  # a replica lost before any byte reached the client: another member
+                if tracker.written:
+                    raise
+                drop_replica(session, group, conn, exc)
+                continue
+            if request.flags & CURSOR_TYPE_READ_ONLY:
+                stmt.cursor_conn, stmt.cursor_id = conn, backend_id
+            return
+    conn = await _pass_through_conn(session, stmt, record_write=stmt.access is Access.WRITE)
+    if conn is None:
+        return
+    await session.relay_on(conn, replace(request, statement_id=stmt.backend_id, new_params_bound=True).encode())
+
+
+def _answered_by_proxy(sql: str) -> bool:
+
+    return classify(sql) is not None or processlist.reads_processlist(sql)
+
+
+async def _execute_proxy_answered(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
+    """A statement the proxy answers itself, prepared on a pass-through database: answered in binary rows."""
+
+    sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
+    sql = metadata.substitute(session, sql) or sql
+    token = BINARY_ROWS.set(True)
+    try:
+        proxy_stmt = classify(sql)
+        if proxy_stmt is not None:
+            await session._proxy_statement(proxy_stmt, sql)
+        elif not await metadata.answer(session, session.database, sql):
+            session.error(ErrorCode.NOT_SUPPORTED_YET, "shardproxy: this prepared statement cannot be answered",
+                          "HY000")
+    finally:
+        BINARY_ROWS.reset(token)
+
+
+async def _execute_sharded(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
+    db = session.database
+    assert db is not None
+    if stmt.proxy_answered:  # (on a pass-through database, the only statements that come here)
+        await _execute_proxy_answered(session, stmt, request)
+        return
+    assert db.kernel is not None
+    session_stmt = classify_session_statement(stmt.sql)
+    if session_stmt is not None:
+        # a prepared BEGIN / COMMIT / ROLLBACK / SET (sysbench --db-ps-mode=auto prepares BEGIN and COMMIT):
+        # the proxy's LOCAL transaction and SET fan-out, exactly as for the text form
+        sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
+        await txn_control.session_statement(session, session_stmt, sql)
+        return
+
+    # results the proxy builds itself (metadata, SHOW INDEX / SHOW CREATE TABLE in logic names) in binary rows
+    token = BINARY_ROWS.set(True)
+    try:
+        if stmt.metadata_statement:
+            # SHOW ... / DESCRIBE / information_schema: the proxy's logical answer (proxy.session.metadata)
+            sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
+            if await metadata.answer(session, db, metadata.substitute(session, sql) or sql):
+                return
+        # DATABASE(), CONNECTION_ID(), LAST_INSERT_ID() ... are the session's, as in the text protocol
+        sql = (metadata.substitute(session, stmt.sql) or stmt.sql) if stmt.session_functions else stmt.sql
+        await route_and_execute(session, db, sql, list(request.values), BINARY)
+    finally:
+        BINARY_ROWS.reset(token)
+
+
+_METADATA_HINT = re.compile(r"^\s*(?:SHOW|DESC)|information_schema", re.I)
+
+
+async def _pass_through_conn(session: Session, stmt: ClientStatement, *, record_write: bool = True
+                             ) -> BackendConnection | None:
+    """The backend connection the statement lives on; re-prepared if that connection was replaced.
+    `record_write`: a read/write splitting group counts the command as the session's write."""
+    db = session.database
+    assert db is not None
+    source = db.pass_through_source
+    if source is None:
+        _unknown(session, stmt.id, "mysqld_stmt_execute")
+        return None
+    conn = await session.backend(source.name, record_write=record_write)
+    if conn is not stmt.backend:
+        answer = await conn.prepare(stmt.sql)
+        if isinstance(answer, ERRPacket):
+            session.wire.send(answer.encode(session.capabilities))
+            return None
+        stmt.backend, stmt.backend_id = conn, answer.ok.statement_id
+    return conn
+
+
+async def send_long_data(session: Session, payload: bytes) -> None:
+    """No answer, by protocol; errors surface at EXECUTE."""
+    req = ComStmtSendLongData.decode(payload)
+    stmt = session.statements.get(req.statement_id)
+    if stmt is None:
+        return
+    if stmt.backend is not None and stmt.access is None:
+        conn = await _pass_through_conn(session, stmt)
+        if conn is not None:
+            conn.send_only(ComStmtSendLongData(stmt.backend_id, req.param_id, req.data).encode())
+        return
+    stmt.long_data.setdefault(req.param_id, bytearray()).extend(req.data)
+
+
+async def close(session: Session, payload: bytes) -> None:
+    """No answer, by protocol."""
+    req = ComStmtClose.decode(payload)
+    stmt = session.statements.remove(req.statement_id)
+    if stmt is not None and stmt.backend is not None and not stmt.backend.broken \
+            and stmt.backend in session.backends.values():
+        stmt.backend.send_only(ComStmtClose(stmt.backend_id).encode())
+
+
+async def reset(session: Session, payload: bytes) -> None:
+    req = ComStmtReset.decode(payload)
+    stmt = session.statements.get(req.statement_id)
+    if stmt is None:
+        _unknown(session, req.statement_id, "mysqld_stmt_reset")
+        return
+    stmt.long_data.clear()
+    stmt.cursor_rows = None  # COM_STMT_RESET closes the statement's cursor
+    cursor_conn, stmt.cursor_conn = stmt.cursor_conn, None
+    if cursor_conn is not None and _held(session, cursor_conn):  # the replica's cursor is closed too
+        await cursor_conn.simple_command(ComStmtReset(stmt.cursor_id).encode())
+    if stmt.backend is not None:
+        conn = await _pass_through_conn(session, stmt, record_write=stmt.access is None)
+        if conn is None:
+            return
+        answer = await conn.simple_command(ComStmtReset(stmt.backend_id).encode())
+        session.wire.send_many(answer)
+        return
+    session.ok()
+
+
+async def fetch(session: Session, payload: bytes) -> None:
+    req = ComStmtFetch.decode(payload)
+    stmt = session.statements.get(req.statement_id)
+    if stmt is None:
+        _unknown(session, req.statement_id, "mysqld_stmt_fetch")
+        return
+    if stmt.backend is None:
+        rows = stmt.cursor_rows
+        if rows is None:
+            session.error(ER_STMT_HAS_NO_OPEN_CURSOR, f"The statement ({stmt.id}) has no open cursor", "HY000")
+            return
+        out = [rows.popleft() for _ in range(min(req.num_rows, len(rows)))]
+        status = session.status | _CURSOR_EXISTS
+        if not rows:  # the last page: the cursor is closed, as MariaDB says it
+            status = session.status | _LAST_ROW_SENT
+            stmt.cursor_rows = None
+        out.append(end_of_result(ServerStatus(status), 0, session.capabilities))
+        session.wire.send_many(out)
+        return
+    if stmt.cursor_conn is not None:  # a read/write splitting group's read: the cursor is on the replica
+        if not _held(session, stmt.cursor_conn):  # (given back by a SET or USE since)
+            stmt.cursor_conn = None
+            session.error(ER_STMT_HAS_NO_OPEN_CURSOR, f"The statement ({stmt.id}) has no open cursor", "HY000")
+            return
+        conn, backend_id = stmt.cursor_conn, stmt.cursor_id
+    else:
+        found = await _pass_through_conn(session, stmt, record_write=stmt.access is None)
+        if found is None:
+            return
+        conn, backend_id = found, stmt.backend_id
+    summary = await conn.relay(
+        ComStmtFetch(backend_id, req.num_rows).encode(), session.writer, first_seq=session.wire.seq,
+        client_deprecate_eof=session.deprecate_eof, rows_only=True,
+    )
+    if stmt.cursor_conn is None:
+        session.update_status(summary.status)
+
+
+def _held(session: Session, conn: BackendConnection) -> bool:
+    return not conn.broken and (conn in session.read_backends.values() or conn in session.backends.values())
+
+
+# --- read-only cursors on sharded databases ---------------------------------------------------------------
+
+_CURSOR_EXISTS = int(ServerStatus.CURSOR_EXISTS)
+ER_STMT_HAS_NO_OPEN_CURSOR = 1421
+_LAST_ROW_SENT = int(ServerStatus.LAST_ROW_SENT)
+
+
+async def _open_cursor(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
+    """COM_STMT_EXECUTE with CURSOR_TYPE_READ_ONLY on a sharded database: the statement runs (and merges)
+    as usual, its rows are kept for COM_STMT_FETCH (within props.proxy-merge-memory-rows), and the client
+    gets the columns and a status saying a cursor is open, as from MySQL. (`request` was decoded with the
+    statement's long data, which is gone from it since.)"""
+    capture = CapturedWriter()
+    saved = session.writer, session.wire.writer, session.wire.seq
+    session.writer = session.wire.writer = capture  # type: ignore[assignment]
+    try:
+        await _execute_sharded(session, stmt, request)
+    finally:
+        session.writer, session.wire.writer, session.wire.seq = saved
+    answer = [p for _f, _l, p in capture.frames.packets()]
+    if not answer or answer[0][:1] in (b"\x00", b"\xff"):
+        session.wire.send_many(answer)  # OK or ERR: no result set, no cursor
+        return
+    count = Reader(answer[0]).lenenc_int() or 0
+    head = answer[: 1 + count]
+    rows_start = 1 + count + (0 if session.deprecate_eof else 1)
+    rows = answer[rows_start:-1]
+    if len(rows) > session.server.merge_memory_rows:
+        session.error(ErrorCode.NOT_SUPPORTED_YET,
+                      f"a cursor over {len(rows)} rows exceeds props.proxy-merge-memory-rows "
+                      f"({session.server.merge_memory_rows}); raise it or read without a cursor", "HY000")
+        return
+    stmt.cursor_rows = deque(rows)
+    status = session.status | _CURSOR_EXISTS
+    session.wire.send_many([*head, end_of_result(ServerStatus(status), 0, session.capabilities)])
+
+
+# --- SQL-level PREPARE / EXECUTE / DEALLOCATE on sharded databases --------------------------------------
+
+_SQL_PREPARE = re.compile(
+    r"^\s*PREPARE\s+(?P<name>`[^`]+`|\w+)\s+FROM\s+(?P<src>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|@\w+)"
+    r"\s*;?\s*$", re.I | re.S)
+_SQL_EXECUTE = re.compile(r"^\s*EXECUTE\s+(?P<name>`[^`]+`|\w+)(?:\s+USING\s+(?P<vars>@\w+(?:\s*,\s*@\w+)*))?\s*;?\s*$",
+                          re.I | re.S)
+_SQL_DEALLOCATE = re.compile(r"^\s*(?:DEALLOCATE|DROP)\s+PREPARE\s+(?P<name>`[^`]+`|\w+)\s*;?\s*$", re.I | re.S)
+
+
+def classify_sql_prepared(sql: str) -> tuple[str, re.Match[str]] | None:
+    head = sql.lstrip()[:10].upper()
+    if not head.startswith(("PREPARE", "EXECUTE", "DEALLOCATE", "DROP")):
+        return None
+    for kind, pattern in (("prepare", _SQL_PREPARE), ("execute", _SQL_EXECUTE), ("deallocate", _SQL_DEALLOCATE)):
+        m = pattern.match(sql)
+        if m:
+            return kind, m
+    return None
+
+
+def _name(raw: str) -> str:
+    return raw[1:-1].lower() if raw.startswith("`") else raw.lower()
+
+
+def _unquote(literal: str) -> str:
+    q = literal[0]
+    body = literal[1:-1].replace(q + q, q)
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}.get(m.group(1), m.group(1)), body)
+
+
+async def _user_variables(session: Session, names: list[str]) -> list[object]:
+    """The values of user variables, read from a backend connection (SET statements reach every one)."""
+    db = session.database
+    assert db is not None
+    conn = await session.backend(next(iter(db.sources)), record_write=False)
+    types: list[int] = []
+    row: tuple[bytes | None, ...] = ()
+    async for ev in conn.events(ComQuery(("SELECT " + ", ".join(names)).encode()).encode()):
+        if isinstance(ev, ResultHeader):
+            types = [int(c.type) for c in ev.columns]
+        elif isinstance(ev, bytes):
+            row = decode_text_row(ev, len(types))
+        elif isinstance(ev, ERRPacket):
+            raise RoutingError(ev.message, errno=ev.errno, sqlstate=ev.sqlstate)
+    return [_typed(v, t) for v, t in zip(row, types, strict=True)]
+
+
+def _typed(value: bytes | None, column_type: int) -> object:
+    if value is None:
+        return None
+    if column_type in (ColumnType.TINY, ColumnType.SHORT, ColumnType.LONG, ColumnType.LONGLONG, ColumnType.INT24):
+        return int(value)
+    if column_type in (ColumnType.DECIMAL, ColumnType.NEWDECIMAL):
+        return Decimal(value.decode())
+    if column_type in (ColumnType.FLOAT, ColumnType.DOUBLE):
+        return float(value)
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value
+
+
+async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
+    """PREPARE / EXECUTE / DEALLOCATE PREPARE as SQL on a sharded database: the statement text is kept by
+    the proxy; EXECUTE routes it with the values of its user variables and runs the units as text."""
+    name = _name(m.group("name"))
+    if kind == "prepare":
+        src = m.group("src")
+        text = str((await _user_variables(session, [src]))[0] or "") if src.startswith("@") else _unquote(src)
+        session.sql_statements[name] = text
+        session.ok(info=b"Statement prepared")
+        return
+    if kind == "deallocate":
+        if session.sql_statements.pop(name, None) is None:
+            session.error(ErrorCode.UNKNOWN_STMT_HANDLER,
+                          f"Unknown prepared statement handler ({name}) given to DEALLOCATE PREPARE", "HY000")
+            return
+        session.ok()
+        return
+    text = session.sql_statements.get(name)
+    if text is None:
+        session.error(ErrorCode.UNKNOWN_STMT_HANDLER, f"Unknown prepared statement handler ({name}) given to EXECUTE",
+                      "HY000")
+        return
+    names = [v.strip() for v in (m.group("vars") or "").split(",") if v.strip()]
+    values = await _user_variables(session, names) if names else []
+    db = session.database
+    assert db is not None and db.kernel is not None
+
+    refusal = xa_refusal(text)
+    if refusal is not None:
+        raise refusal
+    explained = route_explain(session, db, text, values)
+    try:
+        routed = explained or db.kernel.route(text, values, session.hints())
+    except RoutingError as refusal:  # hook: a statement federation answers, run as text (proxy.federation)
+        from proxy.backends.codec import TEXT
+        from proxy.execution.federation import federate
+
+        if not await federate(session, db, interpolate(text, values), None, TEXT, refusal):
+            raise
+        return
+    units = tuple(replace(u, sql=interpolate(u.sql, u.params or ()), params=None) for u in routed.execution_units)
+    routed = replace(routed, execution_units=units)
+    if routed.upsert is not None:  # its row-by-row statements run as text too
+        render_row = routed.upsert.render_row
+
+        def interpolated(i: int, node: object) -> object:
+            unit = render_row(i, node)
+            return replace(unit, sql=interpolate(unit.sql, unit.params or ()), params=None)
+
+        routed = replace(routed, upsert=replace(routed.upsert, render_row=interpolated))
+    log_statement(session, text, routed, values)
+    if explained is not None:
+        await execute_explain(session, db, routed)
+    else:
+        await execute_plan(session, db, routed)

@@ -1,0 +1,151 @@
+"""COM_QUERY: what one text statement is and who answers it.
+
+In order: statements the proxy answers itself (proxy.session.statements: USE, SHOW PROCESSLIST, KILL,
+DistSQL, ...), metadata the proxy must answer or rewrite (proxy.session.metadata), no database chosen
+yet, pass-through databases (relayed, with read/write splitting), several statements in one query, and
+on sharded databases session statements (SET, transactions), SQL-level PREPARE and routed statements.
+
+Why its own module: the text protocol's decision tree is one job; the session holds the state it reads.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.constants import ErrorCode
+from protocol.packets import ComQuery
+from proxy.backends.readwrite import ReadWriteGroup
+from proxy.execution import txn_control
+from proxy.execution.fastpath import statement_kind
+from proxy.execution.replicas import relay_pass_through
+from proxy.execution.routed import execute_routed
+from proxy.execution.sticky import may_be_sticky
+from proxy.execution.txn_control import classify_session_statement
+from proxy.session import metadata, prepared
+from proxy.session.statements import classify
+from routing.split import split_statements
+
+if TYPE_CHECKING:
+    from proxy.backends.backend import DataSource
+    from proxy.backends.runtime import LogicalDatabase
+    from proxy.session.handle import SessionHandle as Session
+
+
+async def query(session: Session, payload: bytes) -> None:
+    sql = payload[1:].decode("utf-8", errors="surrogateescape")
+    session.stmt_kind = statement_kind(sql)
+    session.info = sql[:100]
+    stmt = classify(sql)
+    if stmt is not None:
+        await session._proxy_statement(stmt, sql)
+        return
+    rewritten = metadata.substitute(session, sql)
+    if rewritten is not None:
+        sql = rewritten
+        payload = ComQuery(sql.encode("utf-8", errors="surrogateescape")).encode()
+    db = session.database
+    if await metadata.answer(session, db, sql):
+        return
+    if db is None:
+        await without_database(session, payload, sql)
+        return
+    if not session.sticky and may_be_sticky(sql):
+        session.sticky = True
+    source = db.pass_through_source
+    if source is not None:
+        await relay_pass_through(session, source, payload, sql)
+        after_pass_through(session, source, sql)
+        return
+    if session.multi_statements and ";" in sql:
+        statements = split_statements(sql)
+        if len(statements) > 1:
+            await multi(session, db, statements)
+            return
+    await routed_query(session, db, sql)
+
+
+def after_pass_through(session: Session, source: DataSource, sql: str) -> None:
+    """What a passed-through statement leaves on its connection that the proxy must know: SET state to
+    re-create on another connection, and results the client may ask for next (LAST_INSERT_ID() ...)."""
+    conn = session.backends.get(source.name)
+    if conn is None or session.errored:
+        return
+    head = sql.lstrip()[:7].upper()
+    if head.startswith(("INSERT", "REPLACE", "UPDATE", "DELETE", "CALL", "LOAD")):
+        conn.keep_for_next = True  # LAST_INSERT_ID(), ROW_COUNT() of this statement may come next
+    if head.startswith("SET"):
+        stmt = classify_session_statement(sql)
+        if stmt is not None and stmt.kind == "set":
+            if stmt.value:
+                session.charset = conn.charset = stmt.value if stmt.value != "utf8" else "utf8mb3"
+            else:
+                session.txn.session_sets.append(sql)
+                conn.session_sets = tuple(session.txn.session_sets)
+            if isinstance(source, ReadWriteGroup):
+                session.release_read_backends()  # the next read borrows a replica connection with it
+        elif stmt is not None and stmt.kind in ("next_tx", "savepoint"):
+            session.sticky = True
+
+
+async def multi(session: Session, db: LogicalDatabase, statements: list[str]) -> None:
+    """Several statements in one COM_QUERY on a sharded database: each routed on its own, answered as
+    consecutive results flagged MORE_RESULTS_EXISTS; the first error ends the sequence, as on MySQL."""
+    for i, statement in enumerate(statements):
+        session.more_results = i < len(statements) - 1
+        session.errored = False
+        try:
+            stmt = classify(statement)
+            if stmt is not None:
+                await session._proxy_statement(stmt, statement)
+                continue
+            statement = metadata.substitute(session, statement) or statement
+            if not await metadata.answer(session, session.database or db, statement):
+                await routed_query(session, session.database or db, statement)
+        finally:
+            session.more_results = False
+        if session.errored:
+            return
+
+
+async def routed_query(session: Session, db: LogicalDatabase, sql: str) -> None:
+    session_stmt = classify_session_statement(sql)
+    if session_stmt is not None:
+        await txn_control.session_statement(session, session_stmt, sql)
+        return
+    sql_prepared = prepared.classify_sql_prepared(sql)
+    if sql_prepared is not None:
+        await prepared.sql_statement(session, *sql_prepared)
+        return
+    await execute_routed(session, db, sql)
+
+
+async def without_database(session: Session, payload: bytes, sql: str) -> None:
+    """No logical database chosen yet: table-less statements (SELECT @@version_comment, SET ...) run on a
+    default data source; anything naming a table needs `USE` first, as on MySQL."""
+    default = session.server.default_database()
+    if default is None or _mentions_tables(sql):
+        session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+        return
+    saved = session.database
+    session.database = default
+    try:
+        ds = next(iter(default.sources))
+        await session.relay(ds, payload)
+    finally:
+        session.database = saved
+
+
+def _mentions_tables(sql: str) -> bool:
+    try:
+        import sqlglot
+        from sqlglot import exp
+
+        tree = sqlglot.parse_one(sql, read="mysql")
+    except Exception:
+        return True
+    if tree is None:
+        return False
+    return any(True for _ in tree.find_all(exp.Table))
+
+
+__all__ = ["after_pass_through", "multi", "query", "routed_query", "without_database"]

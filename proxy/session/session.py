@@ -1,0 +1,379 @@
+"""One client connection: the handshake, then one command at a time until the client leaves.
+
+The session owns the client's logical state (current logical database, status flags, capabilities) and
+the backend connections it holds: one per data source it has used, kept until the session ends, so that
+everything a client sets on its connection (SET, user variables, temporary tables, transactions) stays
+where the client put it. Connections are reset before they go back to the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from protocol import text
+from protocol.constants import Capability, Command, ErrorCode, ServerStatus
+from protocol.errors import ServerError
+from protocol.framing import PacketTooLarge
+from protocol.packets import (
+    ColumnDefinition41,
+    ERRPacket,
+    OKPacket,
+)
+from protocol.results import ResultSummary
+from protocol.wire import MalformedPacket
+from proxy.backends.backend import BackendConnection, BackendError, charset_for_collation
+from proxy.config import UserConfig
+from proxy.execution import txn
+from proxy.execution.fastpath import ClientProtocol, FastPath
+from proxy.execution.resultset import result_packets
+from proxy.execution.state import GroupSessionState, StatementRegistry, TransactionState
+from proxy.frontend.handshake import HandshakeFailed
+from proxy.frontend.wire import ClientGone, ClientPackets
+from proxy.privilege import ER_DBACCESS_DENIED_ERROR, denied_message
+from proxy.session.connections import SessionConnections
+from proxy.session.dispatch import dispatch_command, dispatch_proxy_statement
+from proxy.session.statements import ProxyStatement
+from proxy.session.stopping import StatementStopping
+from routing.plan import SessionHints
+
+if TYPE_CHECKING:
+    from proxy.backends.runtime import LogicalDatabase
+    from proxy.execution.context import ServerContext as ProxyServer
+
+log = structlog.get_logger("shardproxy.session")
+
+_COMMAND_NAMES = {int(c): c.name.title() for c in Command}
+_IN_TRANS = int(ServerStatus.IN_TRANS)
+_AUTOCOMMIT = int(ServerStatus.AUTOCOMMIT)
+_MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
+
+class Session(SessionConnections, StatementStopping):
+    """One client connection's state and lifecycle; commands go to proxy.session.dispatch's tables, the
+    connections it holds are managed by the SessionConnections mixin (proxy.session.connections)."""
+
+    def __init__(
+        self, server: ProxyServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection_id: int
+    ) -> None:
+        self.server = server
+        self.id = connection_id
+        self.writer = writer
+        self.wire = ClientPackets(reader, writer, server.max_packet)
+        protocol = writer.transport.get_protocol()
+        self.fast: FastPath | None = None
+        if isinstance(protocol, ClientProtocol):
+            self.fast = protocol.fast = self.wire.fast = FastPath(self, protocol, writer.transport)
+            protocol.on_lost = self._client_lost
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        self.client_host = str(peer[0]) if isinstance(peer, tuple) else "localhost"
+        self.user = ""
+        self.database: LogicalDatabase | None = None
+        self.capabilities = Capability(0)
+        self.secure = False  # TLS
+        self._deprecate_eof = False
+        self.charset = "utf8mb4"
+        self._status = int(ServerStatus.AUTOCOMMIT)
+        self.more_results = False  # a multi-statement query has statements after the current one
+        self.errored = False  # the current statement's answer was an ERR
+        self.busy = False  # a command is being answered: held connections may not be taken back
+        self.sticky = False  # the session put state on its connections that cannot be re-created
+        self.user_config: UserConfig | None = None
+        self.command_started = time.monotonic()
+        self.command_seq = 0  # the client's sequence id when the current command began
+        # what the current command is, for proxy.metrics (set by whoever handles it, counted at its end)
+        self.stmt_kind = "other"
+        self.route = "proxy"
+        self.last_errno = 0
+        self.last_insert_id = 0  # sharded databases: the session's, across data sources
+        self.row_count = -1
+        # sharded databases, FOUND_ROWS(): the value the proxy knows (after a merged SELECT), or else the
+        # data source whose connection ran the last SELECT (proxy.execution.routed.routing_hints)
+        self.found_rows_value: int | None = None
+        self.found_rows_source: str | None = None
+        self.multi_statements = True
+        self.backends: dict[str, BackendConnection] = {}
+        self.txn = TransactionState()
+        self.statements = StatementRegistry()
+        self.sql_statements: dict[str, str] = {}  # PREPARE name FROM ... on sharded databases
+        self.borrowed: set[BackendConnection] = set()  # pooled connections lent for one statement
+        # connections the current command has used: never given back by `_wait_without_holding` mid-command
+        self.in_use: set[BackendConnection] = set()
+        self.client_lost = False  # the client left mid-command and the command was stopped
+        self.ending_transaction = False  # COMMIT/ROLLBACK fanning out: not stopped when the client leaves
+        self.commit_note = ""  # XA: what the OK of a COMMIT says besides success (proxy.execution.txn)
+        self.connecting: list[str] = []  # data sources this command waits on for a connection
+        # read/write splitting: replica connections (by replica name) and read-after-write state per group
+        self.read_backends: dict[str, BackendConnection] = {}
+        self.read_state: dict[str, GroupSessionState] = {}
+        self.log = log.bind(conn=connection_id)
+        self.task: asyncio.Task[None] | None = None
+        self.command = "Connect"
+        self.info: str | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+
+    @property
+    def status(self) -> int:
+        """The status flags for the packet that ends the current answer (with MORE_RESULTS_EXISTS while a
+        multi-statement query has statements left)."""
+        if self.more_results:
+            return self._status | _MORE_RESULTS
+        return self._status
+
+    @status.setter
+    def status(self, value: int) -> None:
+        self._status = int(value) & ~_MORE_RESULTS
+
+    @property
+    def deprecate_eof(self) -> bool:
+        return self._deprecate_eof
+
+    @property
+    def found_rows(self) -> bool:
+        return bool(self.capabilities & Capability.FOUND_ROWS)
+
+    async def run(self) -> None:
+        try:
+            if not await self._handshake():
+                return
+            while True:
+                try:
+                    payload = await self.wire.read(idle=True)
+                except PacketTooLarge as exc:
+                    self.wire.send_error(ErrorCode.NET_PACKET_TOO_LARGE,
+                                         f"Got a packet bigger than 'max_allowed_packet' bytes ({exc})", "08S01")
+                    await self.wire.flush()
+                    return
+                if not payload:
+                    self.wire.send_error(ErrorCode.MALFORMED_PACKET, "Malformed communication packet: empty", "HY000")
+                    await self.wire.flush()
+                    continue
+                if payload[0] == Command.QUIT:
+                    return
+                self.begin_command(payload[0])
+                try:
+                    await self._dispatch(payload)
+                finally:
+                    self.end_command()
+                await self.wire.flush()
+        except ClientGone as exc:
+            self.log.debug("client_gone", reason=str(exc))
+        except asyncio.CancelledError:
+            self.log.info("session_killed")
+        except Exception:
+            self.log.exception("session_failed")
+        finally:
+            await self.close()
+
+    def begin_command(self, command: int) -> None:
+        """A command starts (here or in proxy.execution.fastpath): processlist state, and nothing of the previous
+        statement's results is kept for it any more."""
+        self.command = _COMMAND_NAMES.get(command, "?")
+        self.command_started = time.monotonic()
+        self.command_seq = self.wire.seq
+        self.busy = True
+        self.errored = False
+        for conn in self.backends.values():
+            conn.keep_for_next = False
+        if self.in_use:
+            self.in_use.clear()
+
+    def end_command(self) -> None:
+        """The command is answered: idle again, and held connections others wait for are lent."""
+        self.server.stats.observe(self.stmt_kind, self.route, time.monotonic() - self.command_started,
+                                  self.last_errno)
+        self.stmt_kind, self.route, self.last_errno = "other", "proxy", 0
+        self.command = "Sleep"
+        self.info = None
+        self.busy = False
+        self._lend_idle()
+
+    async def close(self) -> None:
+        if self.fast is not None:
+            self.fast.abort()
+        txn.abandon(self)  # an XA branch still open ends with its connection (closed, never reset)
+        backends, self.backends = self.backends, {}
+        backends.update(self.read_backends)
+        self.read_backends = {}
+        borrowed, self.borrowed = self.borrowed, set()
+        self.server.sessions.pop(self.id, None)
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        # synchronous: the pool resets (rolls back, clears) or closes them; nothing is left "in use"
+        for conn in [*backends.values(), *borrowed]:
+            self.give_back(conn)
+
+    async def _handshake(self) -> bool:
+        try:
+            client = await self.server.authenticator.run(
+                self.wire,
+                connection_id=self.id,
+                server_version=self.server.server_version,
+                client_host=self.client_host,
+            )
+        except HandshakeFailed as exc:
+            self.log.info("auth_failed", reason=exc.message)
+            self.wire.send_error(exc.errno, exc.message, exc.sqlstate)
+            with contextlib.suppress(ClientGone):
+                await self.wire.flush()
+            return False
+        except (PacketTooLarge, MalformedPacket) as exc:
+            self.wire.send_error(ErrorCode.HANDSHAKE_ERROR, f"Bad handshake: {exc}", "08S01")
+            with contextlib.suppress(ClientGone):
+                await self.wire.flush()
+            return False
+        except TimeoutError:
+            return False
+        self.capabilities = client.capabilities
+        self.secure = client.secure
+        if self.fast is not None:
+            self.fast.transport = self.writer.transport  # the TLS transport, after an SSLRequest
+        self._deprecate_eof = bool(client.capabilities & Capability.DEPRECATE_EOF)
+        self.user = client.user.user
+        self.user_config = client.user
+        self.charset = charset_for_collation(client.response.character_set)
+        self.multi_statements = bool(client.capabilities & Capability.MULTI_STATEMENTS)
+        if client.response.database:
+            db, refusal = self.database_access(client.response.database)
+            if db is None:
+                self.wire.send_error(*refusal)
+                await self.wire.flush()
+                return False
+            self.database = db
+        self.wire.send(OKPacket(status=ServerStatus(self.status)).encode(self.capabilities))
+        await self.wire.flush()
+        self.log = self.log.bind(user=self.user)
+        self.log.debug("session_started", database=self.database.name if self.database else None)
+        return True
+
+    # -- commands ---------------------------------------------------------------------------------------
+
+    def ok(self, affected: int = 0, last_insert_id: int = 0, info: bytes = b"") -> None:
+        self.wire.send(OKPacket(affected, last_insert_id, ServerStatus(self.status), 0, info).encode(self.capabilities))
+
+    def error(self, errno: int, message: str, sqlstate: str = "HY000") -> None:
+        self.errored = True
+        self.last_errno = errno
+        self.wire.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities))
+
+    def rows(
+        self, columns: list[str | ColumnDefinition41], rows: list[tuple[object, ...]] | list[list[object]]
+    ) -> None:
+        self.wire.send_many(result_packets(columns, rows, capabilities=self.capabilities, status=self.status))
+
+    async def _dispatch(self, payload: bytes) -> None:
+        """One command, answered by its handler (proxy.session.dispatch); what a handler raises becomes
+        the command's ERR, and a bug costs the statement, never the session."""
+        try:
+            await dispatch_command(self, payload)
+        except MalformedPacket as exc:
+            self.error(ErrorCode.MALFORMED_PACKET, f"Malformed communication packet: {exc}", "HY000")
+        except ServerError as exc:  # the kernel's refusals, the merge's limits: their own errno and SQLSTATE
+            self.error(exc.errno, exc.message, exc.sqlstate)
+        except BackendError as exc:
+            self.log.warning("backend_error", data_source=exc.data_source, error=str(exc))
+            message = txn.note_failure(self, exc)  # drops the broken connections; a lost transaction part is said
+            self.error(exc.errno, message, exc.sqlstate)
+        except (ClientGone, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            # a bug must cost one statement, not the session: report it and keep serving
+            self.log.exception("command_failed")
+            self.drop_broken()
+            self.error(ErrorCode.UNKNOWN_ERROR, f"shardproxy internal error: {type(exc).__name__}: {exc}", "HY000")
+
+    async def _proxy_statement(self, stmt: ProxyStatement, sql: str) -> None:
+        await dispatch_proxy_statement(self, stmt, sql)
+
+    # -- relaying a backend's answer ---------------------------------------------------------------------
+
+    async def relay(self, data_source: str, payload: bytes) -> None:
+        await self.relay_on(await self.backend(data_source), payload)
+
+    async def relay_on(
+        self, conn: BackendConnection, payload: bytes, error_rewriter: Callable[[bytes], bytes] | None = None,
+        *, writer: Any = None, replica: bool = False,
+    ) -> ResultSummary:
+        """Send a command on `conn` and relay its answer to the client (or to `writer`, standing in for it).
+        A `replica`'s status flags say nothing of the session's transaction, which lives on the primary."""
+        summary = await conn.relay(
+            payload, writer or self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
+            more_results=self.more_results, error_rewriter=error_rewriter,
+        )
+        self.wire.seq = summary.next_seq
+        if summary.error is not None:
+            self.errored = True
+            self.last_errno = summary.error.errno
+        if not replica:
+            self.update_status(summary.status)
+        return summary
+
+    def update_status(self, backend_status: int) -> None:
+        """Take the transaction flags from a backend's answer (pass-through), or from the proxy's own
+        transaction state (sharded databases, where no single backend knows the whole picture)."""
+        if self.database is not None and self.database.kernel is not None:
+            status = _AUTOCOMMIT if self.txn.autocommit else 0
+            # IN_TRANS after BEGIN, and under autocommit=0 once a statement opened the implicit transaction
+            # on a joined connection (not right after COMMIT/ROLLBACK: connectors check it, e.g.
+            # mysql-connector's start_transaction())
+            if self.txn.begin_sql is not None or (self.txn.active and any(
+                    (c := self.backends.get(n)) is not None and c.status & ServerStatus.IN_TRANS
+                    for n in self.txn.joined)):
+                status |= _IN_TRANS
+            self._status = status
+        else:
+            self._status = int(backend_status) & ~_MORE_RESULTS
+
+    def hints(self) -> SessionHints | None:
+        return None
+
+    def database_access(self, name: str) -> tuple[LogicalDatabase | None, tuple[int, str, str]]:
+        """The logical database `name` for this session's user, or None and the error to answer: MySQL's
+        ER_DBACCESS_DENIED_ERROR 1044 when authority.privilege does not permit it (also for a name no
+        database has: the error tells nothing of what exists), else 1049 for an unknown name."""
+        privilege = self.server.config.privilege
+        if not privilege.permits(self.user_config, name):
+            return None, (ER_DBACCESS_DENIED_ERROR, denied_message(self.user_config, name), "42000")
+        db = self.server.database(name)
+        if db is None:
+            return None, (ErrorCode.BAD_DB_ERROR, f"Unknown database '{name}'", "42000")
+        return db, (0, "", "")
+
+    def database_named(self, name: str) -> LogicalDatabase | None:
+        """`database_access`, the error sent to the client."""
+        db, refusal = self.database_access(name)
+        if db is None:
+            self.error(*refusal)
+        return db
+
+    def visible_databases(self) -> list[str]:
+        """The logical databases SHOW DATABASES lists for this session's user."""
+        return self.server.config.privilege.visible(self.user_config, sorted(self.server.databases_by_name))
+
+    def _use(self, name: str) -> None:
+        bad = text.invalid_string(name, self.charset)
+        if bad is not None:  # not a name in the session's character set: MariaDB's answer
+            self.error(text.INVALID_CHARACTER_STRING, bad, "HY000")
+            return
+        db = self.database_named(name)
+        if db is None:
+            return
+        if self.database is not db:
+            txn.abandon(self)
+            for conn in list(self.backends.values()):
+                self.give_back(conn)
+            self.backends.clear()
+            self.release_read_backends()
+            self.read_state = {}
+            self.txn = TransactionState()
+            self.statements.clear()
+            self.sql_statements.clear()
+        self.database = db
+        self.ok()
+
+__all__ = ["Session"]
