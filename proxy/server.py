@@ -13,12 +13,12 @@ from typing import Any
 import structlog
 
 from protocol.packets import ERRPacket
-from proxy.clusterport import STANDALONE, Standalone
 from proxy.backends.backend import BackendError, DataSource
 from proxy.backends.readwrite import open_data_sources
 from proxy.backends.runtime import LogicalDatabase
 from proxy.backends.xa import TransactionManager
 from proxy.backends.xalog import LogUnavailable
+from proxy.clusterport import STANDALONE, Standalone
 from proxy.config import ProxyConfig
 from proxy.execution.fastpath import ClientProtocol
 from proxy.frontend import tls
