@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from merge.aggregate import GroupAccumulator, MergeStats, make_aggregator
 from merge.coltypes import STRING_TYPES
+from merge.compute import compute_stage
 from merge.errors import MergeError, RowBudget
 from merge.filters import DistinctFilter, SortStage
 from merge.grouping import GroupByMemoryMerger, GroupByStreamMerger
@@ -118,6 +119,8 @@ def plan_merge(
     else:
         source = IteratorMerger(stream_count)
 
+    if spec.computed:
+        stages.append(compute_stage(spec.computed, columns, spec.increment_index))
     if spec.having_sql:
         stages.append(HavingFilter(spec.having_sql, columns, spec.having_bindings, spec.having_weights, weights))
     if spec.distinct:

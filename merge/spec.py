@@ -66,6 +66,10 @@ class MergeSpec:
     # return all their rows); "window" — each node's rows carry its count in `found_rows_index`
     found_rows: str | None = None
     found_rows_index: int | None = None
+    # select items computed after the merge from merged aggregates (merge.compute): (column index, the
+    # expression over ``__c<N>`` names of columns), and the column carrying @@div_precision_increment
+    computed: tuple[tuple[int, str], ...] = ()
+    increment_index: int | None = None
 
     @property
     def needs_decoding(self) -> bool:

@@ -19,6 +19,7 @@ from sqlglot import exp
 from merge.spec import AggregateItem, AggregateKind, MergeSpec, OrderItem
 from merge.weights import weight_sql_pieces
 from protocol.binary import value_to_sql_literal
+from routing.computed import ComputedPlanner, ComputedRefusal
 from routing.errors import RoutingError
 from routing.parse import UNKNOWN, Shape, Token
 
@@ -245,6 +246,8 @@ class MergeTemplate:
     weights: tuple[tuple[int, int], ...] = ()
     having_bindings: tuple[tuple[str, int], ...] = ()  # HAVING name (normalized SQL) -> the column it means
     having_weights: tuple[tuple[str, int, int], ...] = ()
+    computed: tuple[tuple[int, Template], ...] = ()  # (column, the expression over __c<N>) (routing.computed)
+    increment_index: int | None = None
 
     def spec(self, values: Sequence[Any], shape: Shape | None = None) -> MergeSpec:
         offset = values[self.offset_slot] if self.offset_slot is not None else 0
@@ -277,6 +280,9 @@ class MergeTemplate:
             having_weights=self.having_weights,
             found_rows=self.found_rows,
             found_rows_index=self.found_rows_index,
+            computed=tuple((i, render_having(tpl, shape, values)) for i, tpl in self.computed)
+            if shape is not None else (),
+            increment_index=self.increment_index,
         )
 
 
@@ -453,6 +459,7 @@ class _SelectRewriter:
         self.ordinals: set[int] = set()  # ENUM / SET columns: ORDER BY sorts them by their number
         self.merged_having: list[exp.Expression] | None = None  # HAVING conjuncts the merge evaluates
         self.having_weights: list[tuple[str, int, int]] = []  # (comparison, value column, literal weight)
+        self.computed_planner: ComputedPlanner | None = None  # select items computed after the merge
 
     # literal helpers: a plan serves every statement of its shape, so a decision taken by comparing SQL
     # text that contains literals (ORDER BY a + 1 is the select item a + 1) must pin those literals
@@ -708,11 +715,8 @@ class _SelectRewriter:
             inner = item.unalias()
             kind = _AGGREGATES.get(type(inner))
             if kind is None:
-                if any(True for _ in _own_aggregates(inner)):
-                    raise _Refuse(
-                        f"the select item {self.sql[tokens[a].start : tokens[b - 1].end]} computes with an "
-                        "aggregate; over several data nodes select the aggregate itself and compute in the client"
-                    )
+                if any(True for _ in _own_aggregates(inner)):  # computed after the merge (routing.computed)
+                    self._computed_item(item, index, a, b, aggregates)
                 continue
             open_i = next(i for i in range(a, b) if tokens[i].text == "(")
             close_i = max(i for i in range(a, b) if tokens[i].text == ")" and tokens[i].depth == tokens[open_i].depth)
@@ -966,6 +970,8 @@ class _SelectRewriter:
             weights=weights,
             having_bindings=tuple(having_bindings.items()),
             having_weights=tuple(self.having_weights),
+            computed=tuple(self.computed_planner.computed) if self.computed_planner else (),
+            increment_index=self.computed_planner.increment_index if self.computed_planner else None,
         )
         return template, merge, tuple(self.pins), None
 
@@ -1133,6 +1139,25 @@ class _SelectRewriter:
             self.extra.append(Edit(count_token.start, count_token.end,
                                    (LimitCountSlot(count_slot, None, minimum=minimum),)))
         return offset_slot, count_slot, default, with_ties
+
+    def _computed_item(self, item: exp.Expression, index: int, a: int, b: int,
+                       aggregates: list[AggregateItem]) -> None:
+        """Select item `index` computes with aggregates: merged partial aggregates, then computed."""
+        stop = b
+        if isinstance(item, exp.Alias):
+            stop -= 1
+            if stop - 1 > a and self.tokens[stop - 1].upper == "AS":
+                stop -= 1
+        if self.computed_planner is None:
+            self.computed_planner = ComputedPlanner(
+                self.sql, self.tokens, self.add_derived, self.pieces, self.note, self.want_weight,
+                lambda start, end, edits: build_template(
+                    self.shape, start, end, [Edit(s, e, (text,)) for s, e, text in edits]))
+        try:
+            self.computed_planner.plan(index, a, stop, aggregates)
+        except ComputedRefusal as refusal:
+            raise _Refuse(str(refusal)) from refusal
+        self.maybe_text[index] = False  # a node's weight would be of its partial value, not of the result
 
     def _item_expression(self, item: exp.Expression, a: int, b: int) -> tuple[Piece, ...] | None:
         """The pieces of a select item's expression without its alias (None when they cannot be cut)."""

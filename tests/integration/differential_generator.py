@@ -76,9 +76,13 @@ AGGREGATES = {
     "o": ("COUNT(*)", "COUNT(o.note)", "SUM(o.amount)", "MIN(o.amount)", "MAX(o.created)", "AVG(o.amount)",
           "AVG(o.price)", "SUM(o.price)", "COUNT(DISTINCT o.user_id)", "MAX(o.order_id)", "BIT_OR(o.user_id)",
           "BIT_XOR(o.order_id)", "MIN(o.price)", "COUNT(o.order_id)", "SUM(o.user_id)",
+          # computed after the merge from merged aggregates (issue 17)
+          "SUM(o.amount) + 1", "IFNULL(SUM(o.amount), 0)", "ROUND(AVG(o.amount), 2)", "SUM(o.amount) / COUNT(*)",
+          "MAX(o.amount) - MIN(o.amount)", "COUNT(*) * 2 - MIN(o.user_id) % 5", "COALESCE(MAX(o.price), -1)",
           # not merged: refused over several nodes
-          "JSON_ARRAYAGG(o.order_id)", "STDDEV_POP(o.amount)", "SUM(o.amount) + 1", "VARIANCE(o.price)"),
-    "i": ("SUM(i.qty)", "COUNT(i.order_item_id)", "MIN(i.unit_price)", "MAX(i.qty)", "AVG(i.qty)"),
+          "JSON_ARRAYAGG(o.order_id)", "STDDEV_POP(o.amount)", "VARIANCE(o.price)"),
+    "i": ("SUM(i.qty)", "COUNT(i.order_item_id)", "MIN(i.unit_price)", "MAX(i.qty)", "AVG(i.qty)",
+          "SUM(i.qty) / COUNT(*)", "ROUND(AVG(i.unit_price), 1)", "IF(MAX(i.qty) > 5, 'big', 'small')"),
     "a": ("MIN(a.address_id)", "MAX(a.address_id)", "COUNT(DISTINCT a.address_id)", "SUM(a.address_id)"),
 }
 WINDOWS = ("ROW_NUMBER() OVER (ORDER BY o.order_id)", "SUM(o.amount) OVER (PARTITION BY o.user_id)",

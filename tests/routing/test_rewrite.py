@@ -153,7 +153,10 @@ def test_single_unit_select_is_untouched(kernel: ShardingKernel, sql: str) -> No
 @pytest.mark.parametrize(
     ("sql", "fragment"),
     [
-        ("SELECT COUNT(*) + 1 FROM t_order", "computes with an aggregate"),
+        ("SELECT COUNT(*) + SUM(DISTINCT amount) FROM t_order", "DISTINCT aggregate inside an expression"),
+        ("SELECT CONCAT(status, COUNT(*)) FROM t_order", "cannot be computed by the proxy"),
+        ("SELECT user_id + COUNT(*) FROM t_order GROUP BY user_id", "the column user_id outside the aggregates"),
+        ("SELECT STD(amount) + 1 FROM t_order", "StddevPop is an aggregate the merge does not implement"),
         ("SELECT * FROM t_log ORDER BY id", "list the columns"),
         ("SELECT status FROM t_order GROUP BY status WITH ROLLUP", "ROLLUP"),
         ("SELECT COUNT(DISTINCT status), COUNT(DISTINCT amount) FROM t_order", "several different DISTINCT"),

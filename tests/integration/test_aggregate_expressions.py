@@ -1,0 +1,112 @@
+# ruff: noqa: E501  (table-driven: one case per line)
+"""Issue 17, aggregates in full: select items, HAVING and ORDER BY computed from merged aggregates answer
+exactly as one unsharded MariaDB with the same rows (values, their types, column names, the column types
+and scales MariaDB sends), text and prepared. Same layout and rows as the differential suite."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pymysql
+import pytest
+
+from proxy.sandbox import MariaDBServer
+from tests.integration.test_differential import MODES, ORACLE_DB, Client, Env, Refused, _typed, env  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+# (sql, the order is fixed by the query)
+CASES: list[tuple[str, bool]] = [
+    ("SELECT COUNT(*) + 1 FROM t_order", True),
+    ("SELECT SUM(amount * 2), SUM(amount) + 1, COUNT(*) - 1 FROM t_order", True),
+    ("SELECT IFNULL(SUM(amount), 0), COALESCE(MAX(price), -1) FROM t_order WHERE user_id = 999", True),
+    ("SELECT IFNULL(SUM(amount), 0) AS s FROM t_order WHERE user_id = 7", True),
+    ("SELECT ROUND(AVG(amount), 2), ROUND(AVG(price), 3), ROUND(AVG(user_id)) FROM t_order", True),
+    ("SELECT SUM(amount) / COUNT(*), SUM(amount) / COUNT(amount), COUNT(*) / 7 FROM t_order", True),
+    ("SELECT SUM(price) / COUNT(*), AVG(amount) * 1000000000000, AVG(qty) * 3 FROM t_order, t_order_item WHERE t_order.order_id = t_order_item.order_id AND t_order.user_id = t_order_item.user_id", True),
+    ("SELECT MAX(amount) - MIN(amount), MAX(order_id) - MIN(order_id), MAX(price) - MIN(price) FROM t_order", True),
+    ("SELECT TRUNCATE(AVG(amount), 1), CEIL(AVG(amount)), FLOOR(SUM(price)), ABS(MIN(amount) - 1000) FROM t_order", True),
+    ("SELECT IF(COUNT(*) > 100, 'many', 'few'), CASE WHEN SUM(amount) > 0 THEN 1 ELSE 0 END FROM t_order", True),
+    ("SELECT NULLIF(COUNT(*), 0), GREATEST(MAX(user_id), 20), LEAST(MIN(user_id), 3) FROM t_order WHERE user_id > 10", True),
+    ("SELECT COUNT(*) DIV 7, COUNT(*) MOD 7, SUM(amount) MOD 3 FROM t_order", True),
+    ("SELECT user_id, IFNULL(SUM(amount), 0) AS s, ROUND(AVG(amount), 2), COUNT(*) + 1 FROM t_order GROUP BY user_id", True),
+    ("SELECT user_id, MAX(amount) - MIN(amount) AS spread FROM t_order GROUP BY user_id ORDER BY spread, user_id", True),
+    ("SELECT user_id, SUM(price) / COUNT(*) FROM t_order GROUP BY user_id ORDER BY user_id", True),
+    ("SELECT user_id, SUM(amount) / COUNT(*) AS a FROM t_order GROUP BY user_id ORDER BY a DESC, user_id LIMIT 5", True),
+    ("SELECT user_id, COUNT(*) * 2 AS c2 FROM t_order GROUP BY user_id HAVING c2 > 120 ORDER BY user_id", True),
+    ("SELECT user_id % 7 AS m, ROUND(AVG(amount), 2) FROM t_order WHERE user_id < 20 GROUP BY m ORDER BY 2, 1", True),
+    ("SELECT user_id, (SUM(amount) + SUM(price)) / 2 FROM t_order WHERE user_id < 5 GROUP BY user_id", True),
+    ("SELECT order_id % 2 AS p, AVG(amount) / 3, SUM(amount) / 3 * 3 FROM t_order GROUP BY p", True),
+]
+PREPARED_ONLY: list[tuple[str, bool]] = []
+
+
+@pytest.fixture(scope="module")
+def clients(env: Env, mariadb_shards: list[MariaDBServer]) -> Iterator[dict[str, tuple[Client, Client]]]:  # noqa: F811
+    s0 = mariadb_shards[0]
+    out = {mode: (Client(mode, env.proxy.host, env.proxy.port, "root", "sharding_db"),
+                  Client(mode, s0.host, s0.port, s0.password, ORACLE_DB)) for mode in MODES}
+    yield out
+    for proxy_client, oracle_client in out.values():
+        proxy_client.close()
+        oracle_client.close()
+
+
+def _columns(conn: Any, sql: str) -> list[tuple[Any, ...]]:
+    """(name, type code, scale) of each result column, as the server describes it."""
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        cur.fetchall()
+        return [(d[0], d[1], d[5]) for d in cur.description]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("sql", "ordered"), CASES, ids=[c[0][:100] for c in CASES])
+def test_aggregate_expressions_match_mariadb(clients: dict[str, tuple[Client, Client]], mode: str, sql: str,
+                                             ordered: bool) -> None:
+    proxy_client, oracle_client = clients[mode]
+    exp_names, expected, _ = oracle_client.run(sql)
+    try:
+        got_names, got, _ = proxy_client.run(sql)
+    except Refused as exc:
+        pytest.fail(f"refused: {exc}")
+    assert got_names == exp_names
+    g, e = _typed(got), _typed(expected)
+    assert (g == e) if ordered else (Counter(g) == Counter(e)), f"\n proxy  {got[:5]!r}\n oracle {expected[:5]!r}"
+
+
+@pytest.mark.parametrize(("sql", "ordered"), CASES[:12], ids=[c[0][:100] for c in CASES[:12]])
+def test_aggregate_expression_columns_are_described_as_mariadb_does(env: Env, sql: str, ordered: bool) -> None:  # noqa: F811
+    assert _columns(env.proxy_conn, sql) == _columns(env.oracle_conn, sql)
+
+
+def test_div_precision_increment_applies_to_computed_items(env: Env) -> None:  # noqa: F811
+    sql = "SELECT SUM(amount) / COUNT(*), AVG(amount) / 7, COUNT(*) / 9 FROM t_order"
+    for conn in (env.proxy_conn, env.oracle_conn):
+        with conn.cursor() as cur:
+            cur.execute("SET div_precision_increment = 9")
+    try:
+        with env.proxy_conn.cursor() as cur:
+            cur.execute(sql)
+            got = cur.fetchall()
+        with env.oracle_conn.cursor() as cur:
+            cur.execute(sql)
+            expected = cur.fetchall()
+        assert _typed(list(got)) == _typed(list(expected))
+    finally:
+        for conn in (env.proxy_conn, env.oracle_conn):
+            with conn.cursor() as cur:
+                cur.execute("SET div_precision_increment = 4")
+
+
+def test_integer_overflow_is_mariadbs_error(env: Env) -> None:  # noqa: F811
+    sql = "SELECT COUNT(*) * 9223372036854775807 FROM t_order"
+    with pytest.raises(pymysql.MySQLError) as oracle:
+        with env.oracle_conn.cursor() as cur:
+            cur.execute(sql)
+    with pytest.raises(pymysql.MySQLError) as proxied:
+        with env.proxy_conn.cursor() as cur:
+            cur.execute(sql)
+    assert proxied.value.args[0] == oracle.value.args[0] == 1690
