@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import decimal
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -41,6 +41,9 @@ from merge.numfmt import DEC_CTX, format_number, gcvt
 from merge.spec import ColumnMeta
 
 Evaluator = Callable[[Row], Value]
+# HAVING binding names of the derived SUM / COUNT of an AVG (followed by the AVG's normalized SQL)
+AVG_SUM = "avg_sum:"
+AVG_COUNT = "avg_count:"
 _DIG = 9  # decimal digits per word of MariaDB's decimal type
 _BIGINT = (-(1 << 63), (1 << 63) - 1)
 ER_DATA_OUT_OF_RANGE = 1690
@@ -144,8 +147,9 @@ class ExpressionCompiler(HavingCompiler):
     """`HavingCompiler` plus MariaDB's exact arithmetic and the functions of `_SUPPORTED`."""
 
     def __init__(self, columns: Sequence[ColumnMeta], bindings: Sequence[tuple[str, int]],
-                 increment_index: int | None) -> None:
-        super().__init__(columns, bindings)
+                 increment_index: int | None, text_comparisons: Sequence[tuple[str, int, int]] = (),
+                 weights: Mapping[int, int] | None = None) -> None:
+        super().__init__(columns, bindings, text_comparisons, weights)
         self.increment_index = increment_index
 
     def _increment(self, row: Row) -> int:
@@ -156,6 +160,20 @@ class ExpressionCompiler(HavingCompiler):
 
     def _compile(self, node: exp.Expression) -> Evaluator:
         sql = node.sql(dialect="mysql")
+        if isinstance(node, exp.Avg) and f"{AVG_SUM}{sql.lower()}" in self._bound:
+            # HAVING AVG(x): the merged SUM divided by the merged COUNT, unrounded, as MariaDB compares it
+            total = self._ref(self._bound[f"{AVG_SUM}{sql.lower()}"])
+            count = self._ref(self._bound[f"{AVG_COUNT}{sql.lower()}"])
+
+            def avg(row: Row) -> Value:
+                s, c = total(row), count(row)
+                if s is None or not c:
+                    return None
+                if isinstance(s, float):
+                    return s / float(c)  # type: ignore[arg-type]
+                return decimal_div(s, c, self._increment(row))  # type: ignore[arg-type]
+
+            return avg
         if isinstance(node, exp.Add | exp.Sub | exp.Mul):
             left, right = self._compile(node.this), self._compile(node.expression)
             op = type(node)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from merge.aggregate import GroupAccumulator, MergeStats, make_aggregator
 from merge.coltypes import STRING_TYPES
-from merge.compute import compute_stage
+from merge.compute import ExpressionCompiler, compute_stage
 from merge.errors import MergeError, RowBudget
 from merge.filters import DistinctFilter, SortStage
 from merge.grouping import GroupByMemoryMerger, GroupByStreamMerger
@@ -122,7 +122,8 @@ def plan_merge(
     if spec.computed:
         stages.append(compute_stage(spec.computed, columns, spec.increment_index))
     if spec.having_sql:
-        stages.append(HavingFilter(spec.having_sql, columns, spec.having_bindings, spec.having_weights, weights))
+        compiler = ExpressionCompiler(columns, spec.having_bindings, spec.increment_index, spec.having_weights, weights)
+        stages.append(HavingFilter(spec.having_sql, columns, compiler=compiler))
     if spec.distinct:
         stages.append(DistinctFilter(equality_key(range(spec.visible_columns), columns, weights), budget))
     if final_order:

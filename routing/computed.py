@@ -103,9 +103,14 @@ class ComputedPlanner:
             raise ComputedRefusal(
                 f"{bad} in the select item {text} cannot be computed by the proxy after merging the nodes' "
                 "aggregates")
+        self.increment()
+        self.computed.append((index, template))
+
+    def increment(self) -> int:
+        """The derived column carrying the session's div_precision_increment (added once)."""
         if self.increment_index is None:
             self.increment_index = self.add_derived(("@@div_precision_increment",), "DIV_PRECISION_DERIVED")
-        self.computed.append((index, template))
+        return self.increment_index
 
     def _aggregate(self, node: exp.Expression, call: str, start: int, close: int,
                    aggregates: list[AggregateItem]) -> str:

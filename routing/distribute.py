@@ -395,6 +395,8 @@ def _placed_aggregates(root: exp.Expression) -> set[int]:
     order = root.args.get("order")
     if order is not None:
         out.update(id(o.this) for o in order.expressions if isinstance(o, exp.Ordered))
+        # inside an ORDER BY expression: computed after the merge (routing.computed) or refused there
+        out.update(id(a) for o in order.expressions for a in o.find_all(exp.AggFunc))
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from merge.compute import AVG_COUNT, AVG_SUM
 from merge.spec import AggregateItem, AggregateKind, MergeSpec, OrderItem
 from merge.weights import weight_sql_pieces
 from protocol.binary import value_to_sql_literal
@@ -830,12 +831,15 @@ class _SelectRewriter:
                 node_having = (*node_parts, ")")
             for agg in (having.this.find_all(exp.AggFunc) if having_template is not None else ()):
                 kind = _AGGREGATES.get(type(agg))
-                if kind is None or isinstance(agg.this, exp.Distinct) or kind is AggregateKind.AVG:
+                if kind is None or isinstance(agg.this, exp.Distinct):
                     raise _Refuse("this HAVING aggregate cannot be merged over several data nodes")
                 if any(self.shape.spans[k][2] == "p" for k in self.literal_slots(agg)):
                     raise _Refuse("a parameter inside a HAVING aggregate is not supported over several data nodes")
                 self.pin_matches(agg, [i for i in items if not isinstance(i, exp.Alias)], force=True)
                 text = agg.sql(dialect="mysql")
+                if kind is AggregateKind.AVG:  # the merged SUM / COUNT, divided unrounded (merge.compute)
+                    self._having_avg(agg, text, aggregates, having_bindings)
+                    continue
                 same = next((index for i, index in zip(items, item_index, strict=True)
                              if not isinstance(i, exp.Alias) and _norm(i) == text.lower()), None)
                 if same is not None:
@@ -860,6 +864,8 @@ class _SelectRewriter:
                     self.want_weight(index)
             if having_template is not None:
                 self._having_text_comparisons(having_bindings)
+                if having.this.find(exp.Div, exp.Avg) is not None:
+                    self._planner().increment()  # a division in HAVING divides as the session does
             # the clause ends at its last token: clauses the rewrite inserts after it (ORDER BY) go there
             start = tokens[having_i].start if node_having else tokens[having_i - 1].end
             self.extra.append(Edit(start, h_end, node_having))
@@ -884,7 +890,10 @@ class _SelectRewriter:
                     index = self.add_derived(self.pieces(a, b), "ORDER_BY_DERIVED")
                     self.note(index, node)
                     kind = _AGGREGATES.get(type(node))
-                    if kind is not None and kind not in (AggregateKind.AVG, AggregateKind.GROUP_CONCAT):
+                    if (kind is AggregateKind.AVG and not isinstance(node.this, exp.Distinct)) or (
+                            kind is None and any(True for _ in _own_aggregates(node))):
+                        self._computed_item(node, index, a, b, aggregates)  # hidden: computed after the merge
+                    elif kind is not None and kind not in (AggregateKind.AVG, AggregateKind.GROUP_CONCAT):
                         if isinstance(node.this, exp.Distinct):
                             raise _Refuse("ORDER BY a DISTINCT aggregate over several data nodes is not supported")
                         aggregates.append(AggregateItem(kind, index))
@@ -1140,6 +1149,28 @@ class _SelectRewriter:
                                    (LimitCountSlot(count_slot, None, minimum=minimum),)))
         return offset_slot, count_slot, default, with_ties
 
+    def _planner(self) -> ComputedPlanner:
+        if self.computed_planner is None:
+            self.computed_planner = ComputedPlanner(
+                self.sql, self.tokens, self.add_derived, self.pieces, self.note, self.want_weight,
+                lambda start, end, edits: build_template(
+                    self.shape, start, end, [Edit(s, e, (text,)) for s, e, text in edits]))
+        return self.computed_planner
+
+    def _having_avg(self, agg: exp.Expression, text: str, aggregates: list[AggregateItem],
+                    bindings: dict[str, int]) -> None:
+        """HAVING AVG(x): derived SUM(x) and COUNT(x), bound for merge.compute's AVG."""
+        if any(c.table for c in agg.find_all(exp.Column)):
+            raise _Refuse("qualified columns in HAVING aggregates are not supported over several data nodes")
+        if f"{AVG_SUM}{text.lower()}" in bindings:
+            return
+        arg = agg.this.sql(dialect="mysql")
+        count_i = self.add_derived((f"COUNT({arg})",), "HAVING_AVG_COUNT")
+        sum_i = self.add_derived((f"SUM({arg})",), "HAVING_AVG_SUM")
+        aggregates += [AggregateItem(AggregateKind.COUNT, count_i), AggregateItem(AggregateKind.SUM, sum_i)]
+        bindings[f"{AVG_SUM}{text.lower()}"] = sum_i
+        bindings[f"{AVG_COUNT}{text.lower()}"] = count_i
+
     def _computed_item(self, item: exp.Expression, index: int, a: int, b: int,
                        aggregates: list[AggregateItem]) -> None:
         """Select item `index` computes with aggregates: merged partial aggregates, then computed."""
@@ -1148,13 +1179,8 @@ class _SelectRewriter:
             stop -= 1
             if stop - 1 > a and self.tokens[stop - 1].upper == "AS":
                 stop -= 1
-        if self.computed_planner is None:
-            self.computed_planner = ComputedPlanner(
-                self.sql, self.tokens, self.add_derived, self.pieces, self.note, self.want_weight,
-                lambda start, end, edits: build_template(
-                    self.shape, start, end, [Edit(s, e, (text,)) for s, e, text in edits]))
         try:
-            self.computed_planner.plan(index, a, stop, aggregates)
+            self._planner().plan(index, a, stop, aggregates)
         except ComputedRefusal as refusal:
             raise _Refuse(str(refusal)) from refusal
         self.maybe_text[index] = False  # a node's weight would be of its partial value, not of the result

@@ -39,6 +39,15 @@ CASES: list[tuple[str, bool]] = [
     ("SELECT user_id % 7 AS m, ROUND(AVG(amount), 2) FROM t_order WHERE user_id < 20 GROUP BY m ORDER BY 2, 1", True),
     ("SELECT user_id, (SUM(amount) + SUM(price)) / 2 FROM t_order WHERE user_id < 5 GROUP BY user_id", True),
     ("SELECT order_id % 2 AS p, AVG(amount) / 3, SUM(amount) / 3 * 3 FROM t_order GROUP BY p", True),
+    # ORDER BY / HAVING on aggregates that are not selected, and on expressions over them
+    ("SELECT user_id FROM t_order GROUP BY user_id ORDER BY AVG(amount) DESC, user_id", True),
+    ("SELECT user_id FROM t_order GROUP BY user_id ORDER BY SUM(amount) / COUNT(*), user_id LIMIT 7", True),
+    ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id ORDER BY MAX(amount) - MIN(amount) DESC, user_id", True),
+    ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id HAVING AVG(amount) > 250 ORDER BY user_id", True),
+    ("SELECT user_id, AVG(amount) FROM t_order GROUP BY user_id HAVING AVG(amount) BETWEEN 200 AND 300 ORDER BY user_id", True),
+    ("SELECT user_id FROM t_order GROUP BY user_id HAVING SUM(amount) / COUNT(*) > 240 AND AVG(price) < 600 ORDER BY user_id", True),
+    ("SELECT user_id, ROUND(AVG(amount), 1) AS r FROM t_order GROUP BY user_id HAVING r > 250 ORDER BY r DESC, user_id", True),
+    ("SELECT COUNT(*) FROM t_order HAVING AVG(amount) > 1", True),
 ]
 PREPARED_ONLY: list[tuple[str, bool]] = []
 
