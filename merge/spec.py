@@ -23,6 +23,7 @@ class AggregateKind(enum.Enum):
     BIT_XOR = "BIT_XOR"
     BIT_OR = "BIT_OR"
     BIT_AND = "BIT_AND"
+    AVG_DISTINCT = "AVG_DISTINCT"  # the distinct values' SUM / COUNT (merge.distinct)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class AggregateItem:
     separator: str = ","  # GROUP_CONCAT
     distinct_index: int | None = None  # COUNT/SUM(DISTINCT x): column carrying x per distinct value
     limit_index: int | None = None  # GROUP_CONCAT: column carrying '<group_concat_max_len>:<result charset>'
+    distinct_more: tuple[int, ...] = ()  # COUNT(DISTINCT a, b, ...): the columns of b, ... (a: distinct_index)
 
 
 @dataclass(frozen=True)

@@ -325,6 +325,8 @@ _AGGREGATES: dict[type, AggregateKind] = {
     exp.BitwiseOrAgg: AggregateKind.BIT_OR,
     exp.BitwiseAndAgg: AggregateKind.BIT_AND,
 }
+_DISTINCT_KINDS = {AggregateKind.COUNT: AggregateKind.COUNT_DISTINCT, AggregateKind.SUM: AggregateKind.SUM_DISTINCT,
+                   AggregateKind.AVG: AggregateKind.AVG_DISTINCT}
 _CLAUSES = {
     "GROUP": "BY", "HAVING": None, "ORDER": "BY", "LIMIT": None, "OFFSET": None, "FETCH": None, "FOR": None,
     "LOCK": None, "WINDOW": None,
@@ -710,7 +712,8 @@ class _SelectRewriter:
 
         # aggregates of the select list
         aggregates: list[AggregateItem] = []
-        distinct_source: int | None = None
+        distinct_sources: dict[tuple[Piece, ...], int] = {}  # DISTINCT argument -> its derived column
+        distinct_bodies: list[tuple[Piece, ...]] = []
         distinct_group: tuple[Piece, ...] | None = None
         for item, index, (a, b) in zip(items, item_index, spans, strict=True):
             inner = item.unalias()
@@ -723,9 +726,7 @@ class _SelectRewriter:
             close_i = max(i for i in range(a, b) if tokens[i].text == ")" and tokens[i].depth == tokens[open_i].depth)
             arg = self.pieces(open_i + 1, close_i) if close_i > open_i + 1 else ()
             is_distinct = isinstance(inner.this, exp.Distinct)
-            if kind is AggregateKind.AVG:
-                if is_distinct:
-                    raise _Refuse("AVG(DISTINCT ...) over several data nodes is not supported")
+            if kind is AggregateKind.AVG and not is_distinct:
                 count_i = self.add_derived(("COUNT(", *arg, ")"), "AVG_DERIVED_COUNT")
                 sum_i = self.add_derived(("SUM(", *arg, ")"), "AVG_DERIVED_SUM")
                 aggregates.append(AggregateItem(kind, index, sum_index=sum_i, count_index=count_i))
@@ -746,21 +747,36 @@ class _SelectRewriter:
                 sep_pieces = self.pieces(sep_i + 1, close_i) if sep_i + 1 < close_i else ("','",)
                 limit_i = self.add_derived(_group_concat_limit(values, sep_pieces), "GROUP_CONCAT_LIMIT")
                 aggregates.append(AggregateItem(kind, index, separator=separator, limit_index=limit_i))
-            elif is_distinct and kind in (AggregateKind.COUNT, AggregateKind.SUM):
+            elif is_distinct and kind in (AggregateKind.COUNT, AggregateKind.SUM, AggregateKind.AVG):
+                # one node row per (group, distinct values): every DISTINCT argument joins the nodes' GROUP BY
                 inner_args = inner.this.expressions
-                if len(inner_args) != 1:
-                    raise _Refuse("COUNT(DISTINCT a, b) over several data nodes is not supported")
-                body = _strip_distinct(arg)
-                if distinct_group is not None and distinct_group != body:
-                    raise _Refuse("several different DISTINCT aggregates over several data nodes are not supported")
-                if distinct_source is None:
-                    distinct_source = self.add_derived(body, "AGGREGATION_DISTINCT_DERIVED")
-                    self.maybe_text[distinct_source] = self._maybe_text(inner_args[0])
-                    distinct_group = body
-                dkind = AggregateKind.COUNT_DISTINCT if kind is AggregateKind.COUNT else AggregateKind.SUM_DISTINCT
+                first_arg = open_i + 1
+                if tokens[first_arg].upper not in ("DISTINCT", "DISTINCTROW"):
+                    raise _Refuse("the proxy could not read the DISTINCT aggregate")
+                depth = tokens[open_i].depth + 1
+                commas = [i for i in range(first_arg + 1, close_i)
+                          if tokens[i].text == "," and tokens[i].depth == depth]
+                bounds = [first_arg, *commas, close_i]
+                arg_spans = [(bounds[j] + 1, bounds[j + 1]) for j in range(len(bounds) - 1)]
+                if len(arg_spans) != len(inner_args) or (kind is not AggregateKind.COUNT and len(inner_args) != 1):
+                    raise _Refuse("the proxy could not read the DISTINCT aggregate's arguments")
+                sources: list[int] = []
+                for node_arg, (x, y) in zip(inner_args, arg_spans, strict=True):
+                    body = self.pieces(x, y)
+                    source = distinct_sources.get(body)
+                    if source is None:
+                        source = self.add_derived(body, "AGGREGATION_DISTINCT_DERIVED")
+                        self.maybe_text[source] = self._maybe_text(node_arg)
+                        distinct_sources[body] = source
+                        distinct_bodies.append(body)
+                    sources.append(source)
+                dkind = _DISTINCT_KINDS[kind]
                 if dkind is AggregateKind.COUNT_DISTINCT:
-                    self.want_weight(distinct_source)
-                aggregates.append(AggregateItem(dkind, index, distinct_index=distinct_source))
+                    for source in sources:
+                        self.want_weight(source)
+                aggregates.append(AggregateItem(dkind, index, distinct_index=sources[0],
+                                                distinct_more=tuple(sources[1:])))
+                distinct_group = tuple(p for j, b in enumerate(distinct_bodies) for p in ((", ",) if j else ()) + b)
             else:
                 # MIN/MAX(DISTINCT x) == MIN/MAX(x)
                 aggregates.append(AggregateItem(kind, index))

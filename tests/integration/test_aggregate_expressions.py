@@ -48,6 +48,13 @@ CASES: list[tuple[str, bool]] = [
     ("SELECT user_id FROM t_order GROUP BY user_id HAVING SUM(amount) / COUNT(*) > 240 AND AVG(price) < 600 ORDER BY user_id", True),
     ("SELECT user_id, ROUND(AVG(amount), 1) AS r FROM t_order GROUP BY user_id HAVING r > 250 ORDER BY r DESC, user_id", True),
     ("SELECT COUNT(*) FROM t_order HAVING AVG(amount) > 1", True),
+    # several DISTINCT aggregates, COUNT(DISTINCT a, b), AVG(DISTINCT x): GROUP BY keys + distinct args pushed down
+    ("SELECT COUNT(DISTINCT user_id, status), COUNT(DISTINCT user_id, amount), AVG(DISTINCT amount), AVG(DISTINCT price), AVG(DISTINCT user_id) FROM t_order", True),
+    ("SELECT user_id, COUNT(DISTINCT status), SUM(DISTINCT amount), AVG(DISTINCT amount), COUNT(*), SUM(amount), MAX(price) FROM t_order GROUP BY user_id", True),
+    ("SELECT user_id % 3 AS m, COUNT(DISTINCT user_id, amount), AVG(DISTINCT qty), COUNT(DISTINCT sku) FROM t_order_item JOIN t_order USING (order_id, user_id) GROUP BY m ORDER BY m DESC", True),
+    ("SELECT COUNT(DISTINCT status, note) FROM t_order WHERE note IS NOT NULL", True),
+    ("SELECT AVG(DISTINCT amount), COUNT(DISTINCT amount) FROM t_order WHERE user_id = 999", True),
+    ("SELECT user_id, AVG(DISTINCT amount) AS a FROM t_order GROUP BY user_id ORDER BY a DESC, user_id LIMIT 4", True),
 ]
 PREPARED_ONLY: list[tuple[str, bool]] = []
 
