@@ -72,6 +72,7 @@ class MergeSpec:
     # expression over ``__c<N>`` names of columns), and the column carrying @@div_precision_increment
     computed: tuple[tuple[int, str], ...] = ()
     increment_index: int | None = None
+    rollup: bool = False  # GROUP BY ... WITH ROLLUP: super-aggregate rows after the merge (merge.rollup)
 
     @property
     def needs_decoding(self) -> bool:

@@ -249,6 +249,7 @@ class MergeTemplate:
     having_weights: tuple[tuple[str, int, int], ...] = ()
     computed: tuple[tuple[int, Template], ...] = ()  # (column, the expression over __c<N>) (routing.computed)
     increment_index: int | None = None
+    rollup: bool = False
 
     def spec(self, values: Sequence[Any], shape: Shape | None = None) -> MergeSpec:
         offset = values[self.offset_slot] if self.offset_slot is not None else 0
@@ -284,6 +285,7 @@ class MergeTemplate:
             computed=tuple((i, render_having(tpl, shape, values)) for i, tpl in self.computed)
             if shape is not None else (),
             increment_index=self.increment_index,
+            rollup=self.rollup,
         )
 
 
@@ -527,8 +529,9 @@ class _SelectRewriter:
         full = build_template(self.shape, 0, len(self.sql), self.edits)
         if not (order or group or having or distinct or has_limit or aggregates_present):
             return full, None, (), None
-        if group is not None and group.args.get("rollup"):
-            raise _Refuse("GROUP BY ... WITH ROLLUP over several data nodes is not supported")
+        rollup = group is not None and bool(group.args.get("rollup"))
+        if rollup and order is not None:
+            raise _Refuse("ORDER BY with GROUP BY ... WITH ROLLUP is not supported (MariaDB refuses it too)")
         select_i = next(i for i, t in enumerate(tokens) if t.depth == 0 and t.upper == "SELECT")
         from_i = self.clause("FROM", select_i)
         if from_i is None:
@@ -793,6 +796,14 @@ class _SelectRewriter:
             g_spans = _split_items(tokens, group_i + 2, stop)
             if len(g_spans) != len(group.expressions):
                 raise _Refuse("the proxy could not split the GROUP BY list")
+            if rollup:  # the nodes group without it; the merge adds the super-aggregate rows (merge.rollup)
+                last_a, last_b = g_spans[-1]
+                if last_b - last_a < 3 or [t.upper for t in tokens[last_b - 2 : last_b]] != ["WITH", "ROLLUP"]:
+                    raise _Refuse("the proxy could not read GROUP BY ... WITH ROLLUP")
+                if any(t.upper in ("ASC", "DESC") and t.depth == 0 for t in tokens[group_i + 2 : last_b - 2]):
+                    raise _Refuse("GROUP BY ... ASC / DESC WITH ROLLUP over several data nodes is not supported")
+                self.extra.append(Edit(tokens[last_b - 3].end, tokens[last_b - 1].end, ()))
+                g_spans[-1] = (last_a, last_b - 2)
             for node, (a, b) in zip(group.expressions, g_spans, strict=True):
                 text = self.pieces(a, b)
                 index = resolve_group(node)
@@ -830,6 +841,9 @@ class _SelectRewriter:
             # that holds part of it, so each node keeps or drops it alike) and are compared there, by the
             # collation; the rest is evaluated after merging.
             local, merged = self._split_having(having.this, having_i, stop_i, set(group_by), bound_columns)
+            if rollup:
+                local = []  # it also filters the super-aggregate rows, whose keys are NULL: all after the merge
+                self._rollup_having_nulls(having.this, bound_columns, set(group_by))
             node_having: tuple[Piece, ...] = ()
             if merged is None or not local:
                 having_template = build_template(self.shape, h_start, h_end, ())
@@ -951,7 +965,7 @@ class _SelectRewriter:
         # also holds, or a group HAVING would drop. Nodes keep LIMIT only when they return groups in
         # the order of the merge (ORDER BY = GROUP BY, nothing filtered or split after merging): then
         # every global top-n group is among each node's top-n groups, complete.
-        keep = not grouped or (groups_sorted and having_template is None and distinct_group is None)
+        keep = not grouped or (groups_sorted and having_template is None and distinct_group is None and not rollup)
         # SQL_CALC_FOUND_ROWS with pagination: FOUND_ROWS() is the number of rows without it. Merged rows
         # (groups, DISTINCT) are counted by the merge, which then needs every node row; plain rows are
         # counted by each node (COUNT(*) OVER () beside its first offset + count rows).
@@ -997,6 +1011,7 @@ class _SelectRewriter:
             having_weights=tuple(self.having_weights),
             computed=tuple(self.computed_planner.computed) if self.computed_planner else (),
             increment_index=self.computed_planner.increment_index if self.computed_planner else None,
+            rollup=rollup,
         )
         return template, merge, tuple(self.pins), None
 
@@ -1164,6 +1179,16 @@ class _SelectRewriter:
             self.extra.append(Edit(count_token.start, count_token.end,
                                    (LimitCountSlot(count_slot, None, minimum=minimum),)))
         return offset_slot, count_slot, default, with_ties
+
+    @staticmethod
+    def _rollup_having_nulls(condition: exp.Expression, bound: dict[int, int | None], keys: set[int]) -> None:
+        """MariaDB folds ``<NOT NULL column> IS NULL`` (and the like) to FALSE before ROLLUP makes the column
+        NULL in the super-aggregate rows; the merge would keep those rows. Refused rather than guessed."""
+        for node in condition.find_all(exp.Is, exp.NullSafeEQ, exp.Coalesce, exp.Anonymous, exp.If, exp.Case):
+            if any(bound.get(id(c)) in keys for c in node.find_all(exp.Column)):
+                raise _Refuse(f"HAVING {node.sql(dialect='mysql')} tests a GROUP BY column for NULL with WITH "
+                              "ROLLUP, which MariaDB may fold before the super-aggregate rows exist; test an "
+                              "aggregate instead")
 
     def _planner(self) -> ComputedPlanner:
         if self.computed_planner is None:

@@ -217,11 +217,14 @@ class StatementGenerator:
         style = self.rng.random()
         group_by = [f"k{n}" if style < 0.4 else (str(n + 1) if style < 0.6 else k) for n, k in enumerate(keys)]
         sql += " GROUP BY " + ", ".join(group_by)
+        rollup = self.maybe(0.15)  # super-aggregate rows after the merge (issue 17); MariaDB: no ORDER BY then
+        if rollup:
+            sql += " WITH ROLLUP"
         if self.maybe(0.3):
             sql += " HAVING " + self.choice(("COUNT(*) > 2", "v0 IS NOT NULL", "COUNT(*) BETWEEN 1 AND 60",
                                              f"k0 IS NOT NULL AND COUNT(*) > {self.rng.randint(1, 40)}"))
         ordered = False
-        if self.maybe(0.7):
+        if not rollup and self.maybe(0.7):
             lead = ["v0 DESC"] if self.maybe(0.3) and not _unordered_agg(aggs[0]) else []
             sql += " ORDER BY " + ", ".join([*lead, *(f"k{n}" for n in range(len(keys)))])
             ordered = True  # the group keys are unique per group

@@ -55,6 +55,16 @@ CASES: list[tuple[str, bool]] = [
     ("SELECT COUNT(DISTINCT status, note) FROM t_order WHERE note IS NOT NULL", True),
     ("SELECT AVG(DISTINCT amount), COUNT(DISTINCT amount) FROM t_order WHERE user_id = 999", True),
     ("SELECT user_id, AVG(DISTINCT amount) AS a FROM t_order GROUP BY user_id ORDER BY a DESC, user_id LIMIT 4", True),
+    # WITH ROLLUP: the nodes group without it, the merge adds the super-aggregate rows
+    ("SELECT user_id % 3 AS a, order_id % 2 AS b, COUNT(*), SUM(amount), AVG(price), MIN(created) FROM t_order GROUP BY a, b WITH ROLLUP", True),
+    ("SELECT user_id, COUNT(*), MAX(amount) - MIN(amount), ROUND(AVG(amount), 1) FROM t_order WHERE user_id < 6 GROUP BY user_id WITH ROLLUP", True),
+    ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id WITH ROLLUP LIMIT 4", True),
+    ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id WITH ROLLUP LIMIT 48, 5", True),
+    ("SELECT user_id % 4 AS a, COUNT(*) AS n FROM t_order GROUP BY a WITH ROLLUP HAVING n > 700", True),
+    ("SELECT user_id % 2 AS a, COUNT(DISTINCT user_id), AVG(DISTINCT amount), SUM(DISTINCT order_id) FROM t_order GROUP BY a WITH ROLLUP", True),
+    ("SELECT user_id, COUNT(*) FROM t_order WHERE user_id = 999 GROUP BY user_id WITH ROLLUP", True),
+    ("SELECT user_id AS k, COUNT(*) FROM t_order GROUP BY k WITH ROLLUP HAVING k < 3 OR COUNT(*) < 50", True),
+    ("SELECT o.user_id % 2 AS a, i.qty, SUM(i.unit_price), COUNT(*) FROM t_order o JOIN t_order_item i ON i.order_id = o.order_id WHERE o.user_id < 8 GROUP BY a, i.qty WITH ROLLUP", True),
 ]
 PREPARED_ONLY: list[tuple[str, bool]] = []
 
@@ -96,6 +106,18 @@ def test_aggregate_expressions_match_mariadb(clients: dict[str, tuple[Client, Cl
 @pytest.mark.parametrize(("sql", "ordered"), CASES[:12], ids=[c[0][:100] for c in CASES[:12]])
 def test_aggregate_expression_columns_are_described_as_mariadb_does(env: Env, sql: str, ordered: bool) -> None:  # noqa: F811
     assert _columns(env.proxy_conn, sql) == _columns(env.oracle_conn, sql)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT user_id AS k, COUNT(*) FROM t_order GROUP BY k WITH ROLLUP HAVING k IS NULL OR k < 3",
+    "SELECT user_id AS k, COUNT(*) FROM t_order GROUP BY k WITH ROLLUP HAVING k IS NOT NULL AND COUNT(*) > 50",
+])
+def test_rollup_having_null_tests_on_keys_are_refused(env: Env, sql: str) -> None:  # noqa: F811
+    """MariaDB folds `user_id IS NULL` (a NOT NULL column) to FALSE even on super-aggregate rows."""
+    with pytest.raises(pymysql.MySQLError) as info:
+        with env.proxy_conn.cursor() as cur:
+            cur.execute(sql)
+    assert info.value.args[0] == 1235 and "WITH ROLLUP" in info.value.args[1]
 
 
 def test_div_precision_increment_applies_to_computed_items(env: Env) -> None:  # noqa: F811

@@ -123,7 +123,7 @@ REFUSED_OVER_SEVERAL = [
      "HAVING is evaluated by the proxy"),
     ("SELECT user_id, COUNT(*) c FROM t_order GROUP BY user_id HAVING ABS(c) > 2", "ABS(c)"),
     # clauses the rewrite does not handle
-    ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id WITH ROLLUP", "ROLLUP"),
+    ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id WITH CUBE", "CUBE"),
     ("SELECT order_id FROM t_order PARTITION (p0)", "partition"),
 ]
 

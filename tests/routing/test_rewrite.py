@@ -158,7 +158,8 @@ def test_single_unit_select_is_untouched(kernel: ShardingKernel, sql: str) -> No
         ("SELECT user_id + COUNT(*) FROM t_order GROUP BY user_id", "the column user_id outside the aggregates"),
         ("SELECT STD(amount) + 1 FROM t_order", "StddevPop is an aggregate the merge does not implement"),
         ("SELECT * FROM t_log ORDER BY id", "list the columns"),
-        ("SELECT status FROM t_order GROUP BY status WITH ROLLUP", "ROLLUP"),
+        ("SELECT status FROM t_order GROUP BY status WITH ROLLUP ORDER BY status", "ORDER BY with GROUP BY ... WITH ROLLUP"),
+        ("SELECT status FROM t_order GROUP BY status DESC WITH ROLLUP", "cannot parse"),
     ],
 )
 def test_multi_node_select_refusals(kernel: ShardingKernel, sql: str, fragment: str) -> None:
