@@ -390,6 +390,9 @@ def make_aggregator(
         from merge.distinct import AvgDistinctAggregator
         return AvgDistinctAggregator(item, columns, budget, weights)
     if kind is AggregateKind.GROUP_CONCAT:
+        if item.distinct_index is not None:  # DISTINCT / ORDER BY: the values come one by one
+            from merge.concat import OrderedGroupConcatAggregator
+            return OrderedGroupConcatAggregator(item, columns, budget, weights, warnings)
         return GroupConcatAggregator(item, columns, warnings)
     return BitAggregator(item, columns)
 

@@ -42,6 +42,9 @@ class AggregateItem:
     distinct_index: int | None = None  # COUNT/SUM(DISTINCT x): column carrying x per distinct value
     limit_index: int | None = None  # GROUP_CONCAT: column carrying '<group_concat_max_len>:<result charset>'
     distinct_more: tuple[int, ...] = ()  # COUNT(DISTINCT a, b, ...): the columns of b, ... (a: distinct_index)
+    # GROUP_CONCAT finished in the proxy (merge.concat): value in distinct_index, its row count in count_index
+    concat_order: tuple[OrderItem, ...] = ()
+    concat_distinct: bool = False
 
 
 @dataclass(frozen=True)

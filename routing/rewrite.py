@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import sqlglot
+import sqlglot.errors
 from sqlglot import exp
 
 from merge.compute import AVG_COUNT, AVG_SUM
@@ -734,8 +736,6 @@ class _SelectRewriter:
                 sum_i = self.add_derived(("SUM(", *arg, ")"), "AVG_DERIVED_SUM")
                 aggregates.append(AggregateItem(kind, index, sum_index=sum_i, count_index=count_i))
             elif kind is AggregateKind.GROUP_CONCAT:
-                if is_distinct or inner.find(exp.Order) is not None:
-                    raise _Refuse("GROUP_CONCAT with DISTINCT or ORDER BY over several data nodes is not supported")
                 sep = inner.args.get("separator")
                 separator = sep.this if isinstance(sep, exp.Literal) else ","
                 sep_slot = self.slot_of(sep) if isinstance(sep, exp.Literal) else None
@@ -748,6 +748,14 @@ class _SelectRewriter:
                               if tokens[i].upper == "SEPARATOR" and tokens[i].depth == depth), close_i)
                 values = self.pieces(open_i + 1, sep_i) if sep_i > open_i + 1 else ("''",)
                 sep_pieces = self.pieces(sep_i + 1, close_i) if sep_i + 1 < close_i else ("','",)
+                is_distinct = tokens[open_i + 1].upper in ("DISTINCT", "DISTINCTROW")
+                if is_distinct or inner.find(exp.Order) is not None:  # finished in the proxy (merge.concat)
+                    item_ = self._ordered_group_concat(open_i, sep_i, index, separator, is_distinct,
+                                                       distinct_sources, distinct_bodies)
+                    aggregates.append(item_)
+                    distinct_group = tuple(p for j, b in enumerate(distinct_bodies)
+                                           for p in ((", ",) if j else ()) + b)
+                    continue
                 limit_i = self.add_derived(_group_concat_limit(values, sep_pieces), "GROUP_CONCAT_LIMIT")
                 aggregates.append(AggregateItem(kind, index, separator=separator, limit_index=limit_i))
             elif is_distinct and kind in (AggregateKind.COUNT, AggregateKind.SUM, AggregateKind.AVG):
@@ -1180,6 +1188,60 @@ class _SelectRewriter:
                                    (LimitCountSlot(count_slot, None, minimum=minimum),)))
         return offset_slot, count_slot, default, with_ties
 
+    def _ordered_group_concat(self, open_i: int, sep_i: int, index: int, separator: str, is_distinct: bool,
+                              sources: dict[tuple[Piece, ...], int], bodies: list[tuple[Piece, ...]]
+                              ) -> AggregateItem:
+        """GROUP_CONCAT([DISTINCT] v, ... [ORDER BY o [ASC|DESC], ...] [SEPARATOR s]): the value and the order
+        keys join the nodes' GROUP BY (with COUNT(*), the rows of each), the merge sorts and joins them."""
+        tokens = self.tokens
+        depth = tokens[open_i].depth + 1
+        first = open_i + 2 if is_distinct else open_i + 1
+        order_i = next((i for i in range(first, sep_i) if tokens[i].upper == "ORDER" and tokens[i].depth == depth
+                        and i + 1 < sep_i and tokens[i + 1].upper == "BY"), sep_i)
+
+        def split(a: int, b: int) -> list[tuple[int, int]]:
+            commas = [i for i in range(a, b) if tokens[i].text == "," and tokens[i].depth == depth]
+            bounds = [a - 1, *commas, b]
+            return [(bounds[j] + 1, bounds[j + 1]) for j in range(len(bounds) - 1)]
+
+        args = split(first, order_i)
+        if not args or any(x >= y for x, y in args):
+            raise _Refuse("the proxy could not read the GROUP_CONCAT arguments")
+        arg_pieces = [self.pieces(x, y) for x, y in args]
+        value: tuple[Piece, ...] = arg_pieces[0] if len(args) == 1 else (
+            "CONCAT(", *[p for j, a in enumerate(arg_pieces) for p in ((", ",) if j else ()) + a], ")")
+
+        def source(body: tuple[Piece, ...], node: exp.Expression | None) -> int:
+            found = sources.get(body)
+            if found is None:
+                found = self.add_derived(body, "GROUP_CONCAT_DERIVED")
+                self.maybe_text[found] = True if node is None else self._maybe_text(node)
+                sources[body] = found
+                bodies.append(body)
+            return found
+
+        value_i = source(value, None if len(args) > 1 else sqlglot_parse(self.sql, tokens, *args[0]))
+        self.want_weight(value_i)
+        order: list[OrderItem] = []
+        if order_i < sep_i:
+            for x, y in split(order_i + 2, sep_i):
+                desc = tokens[y - 1].upper == "DESC"
+                if tokens[y - 1].upper in ("ASC", "DESC"):
+                    y -= 1
+                if x >= y or (y - x == 1 and tokens[x].kind == "n"):
+                    raise _Refuse("GROUP_CONCAT ... ORDER BY <position> over several data nodes is not supported")
+                key_i = source(self.pieces(x, y), sqlglot_parse(self.sql, tokens, x, y))
+                self.want_weight(key_i)
+                order.append(OrderItem(key_i, desc))
+        count_i = self.add_derived(("COUNT(*)",), "GROUP_CONCAT_COUNT")
+        values = tuple(p for j, a in enumerate(arg_pieces) for p in ((", ",) if j else ()) + a)
+        close_i = next(i for i in range(sep_i, len(tokens)) if tokens[i].text == ")" and tokens[i].depth == depth - 1)
+        separator_pieces = self.pieces(sep_i + 1, close_i) if sep_i + 1 < close_i else ("','",)
+        limit_i = self.add_derived(_group_concat_limit(values, separator_pieces), "GROUP_CONCAT_LIMIT")
+        return AggregateItem(AggregateKind.GROUP_CONCAT, index, separator=separator, limit_index=limit_i,
+                             distinct_index=value_i, count_index=count_i, concat_order=tuple(order),
+                             concat_distinct=is_distinct)
+
     @staticmethod
     def _rollup_having_nulls(condition: exp.Expression, bound: dict[int, int | None], keys: set[int]) -> None:
         """MariaDB folds ``<NOT NULL column> IS NULL`` (and the like) to FALSE before ROLLUP makes the column
@@ -1361,6 +1423,14 @@ class _SelectRewriter:
         if found:
             return self.tokens[min(found) - 1].end
         return self._end()
+
+
+def sqlglot_parse(sql: str, tokens: Sequence[Token], a: int, b: int) -> exp.Expression | None:
+    """The expression of tokens[a:b] (None when sqlglot cannot read it alone)."""
+    try:
+        return sqlglot.parse_one(sql[tokens[a].start : tokens[b - 1].end], read="mysql")
+    except (sqlglot.errors.ParseError, ValueError):
+        return None
 
 
 def _own_aggregates(node: exp.Expression) -> list[exp.Expression]:

@@ -284,10 +284,8 @@ _CASES: list[Any] = [
     Q("SELECT COUNT(*), SUM(amount), AVG(amount), MIN(amount), MAX(amount) FROM t_order WHERE user_id IN (13, 14)"),
     Q("SELECT MAX(price / 3), MIN(price * 1.1) FROM t_order"),
     Q("SELECT SUM(amount * 2), SUM(amount) + 1, COUNT(*) - 1 FROM t_order"),
-    R("SELECT GROUP_CONCAT(DISTINCT user_id ORDER BY user_id) FROM t_order WHERE user_id < 20",
-      "GROUP_CONCAT with DISTINCT or ORDER BY"),
-    R("SELECT GROUP_CONCAT(order_id ORDER BY order_id SEPARATOR '|') FROM t_order WHERE user_id = 4",
-      "GROUP_CONCAT with DISTINCT or ORDER BY"),
+    Q("SELECT GROUP_CONCAT(DISTINCT user_id ORDER BY user_id) FROM t_order WHERE user_id < 20"),
+    Q("SELECT GROUP_CONCAT(order_id ORDER BY order_id SEPARATOR '|') FROM t_order WHERE user_id = 4"),
     Q("SELECT SUM(qty), MIN(qty), MAX(qty), AVG(qty), COUNT(unit_price), AVG(unit_price) FROM t_order_item"),
     # -- aggregates over empty results ----------------------------------------------------------------------
     Q("SELECT COUNT(*) FROM t_order WHERE user_id = 999"),
@@ -308,10 +306,9 @@ _CASES: list[Any] = [
     Q("SELECT user_id, COUNT(DISTINCT status) FROM t_order GROUP BY user_id"),
     Q("SELECT user_id, SUM(DISTINCT amount), COUNT(DISTINCT price) FROM t_order GROUP BY user_id"),
     Q("SELECT user_id, BIT_XOR(order_id) FROM t_order GROUP BY user_id"),
-    R("SELECT user_id, GROUP_CONCAT(order_id ORDER BY order_id) FROM t_order GROUP BY user_id",
-      "GROUP_CONCAT with DISTINCT or ORDER BY"),
-    R("SELECT user_id, GROUP_CONCAT(DISTINCT status ORDER BY status SEPARATOR ' / ') FROM t_order "
-      "WHERE user_id < 6 GROUP BY user_id", "GROUP_CONCAT with DISTINCT or ORDER BY"),
+    Q("SELECT user_id, GROUP_CONCAT(order_id ORDER BY order_id) FROM t_order GROUP BY user_id"),
+    Q("SELECT user_id, GROUP_CONCAT(DISTINCT amount ORDER BY amount SEPARATOR ' / ') FROM t_order "
+      "WHERE user_id < 6 GROUP BY user_id"),
     Q("SELECT status, COUNT(*) FROM t_order GROUP BY status", ci=(0,)),
     Q("SELECT status, COUNT(*) FROM t_order GROUP BY status ORDER BY status DESC", ci=(0,)),
     Q("SELECT status, COUNT(*) AS n FROM t_order GROUP BY status ORDER BY n DESC, status", ci=(0,)),

@@ -55,6 +55,15 @@ CASES: list[tuple[str, bool]] = [
     ("SELECT COUNT(DISTINCT status, note) FROM t_order WHERE note IS NOT NULL", True),
     ("SELECT AVG(DISTINCT amount), COUNT(DISTINCT amount) FROM t_order WHERE user_id = 999", True),
     ("SELECT user_id, AVG(DISTINCT amount) AS a FROM t_order GROUP BY user_id ORDER BY a DESC, user_id LIMIT 4", True),
+    # GROUP_CONCAT with DISTINCT / ORDER BY: values, order keys and their row counts pushed down, joined in the proxy
+    ("SELECT GROUP_CONCAT(order_id ORDER BY order_id SEPARATOR '|') FROM t_order WHERE user_id = 4", True),
+    ("SELECT user_id, GROUP_CONCAT(order_id ORDER BY order_id DESC), COUNT(*) FROM t_order GROUP BY user_id", True),
+    ("SELECT user_id, GROUP_CONCAT(DISTINCT amount ORDER BY amount DESC SEPARATOR ' / '), SUM(amount) FROM t_order WHERE user_id < 6 GROUP BY user_id", True),
+    ("SELECT GROUP_CONCAT(DISTINCT user_id % 5), GROUP_CONCAT(DISTINCT user_id ORDER BY user_id DESC) FROM t_order", True),
+    ("SELECT user_id, GROUP_CONCAT(order_id, '-', user_id ORDER BY order_id DESC SEPARATOR ';') FROM t_order WHERE user_id IN (3, 4) GROUP BY user_id", True),
+    ("SELECT user_id % 2 AS p, GROUP_CONCAT(qty ORDER BY qty, order_item_id) FROM t_order_item WHERE user_id < 4 GROUP BY p", True),
+    ("SELECT GROUP_CONCAT(DISTINCT order_id ORDER BY order_id) FROM t_order WHERE user_id = 999", True),
+    ("SELECT user_id, GROUP_CONCAT(DISTINCT YEAR(created) ORDER BY YEAR(created)) FROM t_order WHERE user_id < 5 GROUP BY user_id WITH ROLLUP", True),
     # WITH ROLLUP: the nodes group without it, the merge adds the super-aggregate rows
     ("SELECT user_id % 3 AS a, order_id % 2 AS b, COUNT(*), SUM(amount), AVG(price), MIN(created) FROM t_order GROUP BY a, b WITH ROLLUP", True),
     ("SELECT user_id, COUNT(*), MAX(amount) - MIN(amount), ROUND(AVG(amount), 1) FROM t_order WHERE user_id < 6 GROUP BY user_id WITH ROLLUP", True),
