@@ -157,3 +157,20 @@ def test_integer_overflow_is_mariadbs_error(env: Env) -> None:  # noqa: F811
         with env.proxy_conn.cursor() as cur:
             cur.execute(sql)
     assert proxied.value.args[0] == oracle.value.args[0] == 1690
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_insert_without_column_list_gets_a_generated_key(clients: dict[str, tuple[Client, Client]], mode: str) -> None:
+    """Issue 17 (3): INSERT INTO t VALUES (...) with a value for every column but the generated key."""
+    proxy_client, _ = clients[mode]
+    user = 777 if mode == "text" else 778
+    try:
+        proxy_client.run(f"INSERT INTO t_order VALUES ({user}, 'gen', 1.50, 2.5, '2024-01-02 03:04:05', NULL), "
+                         f"({user}, 'gen2', NULL, NULL, NULL, 'n')")
+        _, rows, _ = proxy_client.run(f"SELECT order_id, status, amount, note FROM t_order WHERE user_id = {user} "
+                                      "ORDER BY status")
+        assert [r[1:] for r in rows] == [("gen", rows[0][2], None), ("gen2", None, "n")]
+        assert str(rows[0][2]) == "1.50"
+        assert rows[0][0] != rows[1][0] and all(isinstance(r[0], int) and r[0] > 0 for r in rows)
+    finally:
+        proxy_client.run(f"DELETE FROM t_order WHERE user_id = {user}")
