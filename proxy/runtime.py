@@ -196,5 +196,8 @@ class LogicalDatabase:
             self.metadata.tables = tables
             self.metadata.keys = keys
             self.metadata.infos = infos
+            from proxy import table_metadata  # issue 17: indexes, node differences (logged)
+
+            await table_metadata.after_reload(self)
             if self.kernel is not None:
                 self.kernel.invalidate()

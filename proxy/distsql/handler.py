@@ -191,6 +191,13 @@ async def _logical_tables(session: Session, d: grammar.DistSQL) -> None:
     session.rows(columns, _like(rows, d.like))
 
 
+async def _table_metadata(session: Session, d: grammar.DistSQL) -> None:
+    from proxy import table_metadata  # issue 17
+
+    db = target(session, d.database)
+    session.rows(list(table_metadata.SHOW_COLUMNS), table_metadata.show_rows(db, table_metadata.table_names(d.text)))
+
+
 # --- RAL --------------------------------------------------------------------------------------------------
 
 
@@ -305,6 +312,7 @@ _HANDLERS = {
     "set_dist_variable": _set_variable,
     "show_compute_nodes": _compute_nodes,
     "refresh_table_metadata": _refresh_table,
+    "show_table_metadata": _table_metadata,
     "refresh_database_metadata": _refresh_database,
     "export_database_configuration": _export,
 }

@@ -174,3 +174,47 @@ def test_insert_without_column_list_gets_a_generated_key(clients: dict[str, tupl
         assert rows[0][0] != rows[1][0] and all(isinstance(r[0], int) and r[0] > 0 for r in rows)
     finally:
         proxy_client.run(f"DELETE FROM t_order WHERE user_id = {user}")
+
+
+def test_show_table_metadata_follows_ddl_through_the_proxy(env: Env) -> None:  # noqa: F811
+    """Issue 17 (2): SHOW TABLE METADATA lists the logic table's columns and indexes as loaded from the data
+    sources, and a DDL through the proxy refreshes them."""
+
+    def rows() -> list[tuple[Any, ...]]:
+        with env.proxy_conn.cursor() as cur:
+            cur.execute("SHOW TABLE METADATA t_order")
+            assert [d[0] for d in cur.description] == ["database_name", "table_name", "type", "name", "value"]
+            return list(cur.fetchall())
+
+    before = rows()
+    assert [(r[2], r[3]) for r in before if r[2] == "COLUMN"] == [("COLUMN", c) for c in
+                                                                ("order_id", "user_id", "status", "amount", "price",
+                                                                 "created", "note")]
+    assert ("INDEX", "PRIMARY") in [(r[2], r[3]) for r in before]
+    with env.proxy_conn.cursor() as cur:
+        cur.execute("CREATE INDEX i17_created ON t_order (created)")
+    try:
+        assert ("INDEX", "i17_created") in [(r[2], r[3]) for r in rows()]
+    finally:
+        with env.proxy_conn.cursor() as cur:
+            cur.execute("DROP INDEX i17_created ON t_order")
+    assert ("INDEX", "i17_created") not in [(r[2], r[3]) for r in rows()]
+
+
+def test_node_differences_are_logged(env: Env, mariadb_shards: list[MariaDBServer]) -> None:  # noqa: F811
+    """Issue 17 (2): an actual table that differs from the logic table's first one is reported when the
+    metadata is (re)loaded."""
+    import structlog
+
+    server = mariadb_shards[1]
+    server.execute("ALTER TABLE diff_ds_1.t_order_1 ADD COLUMN i17_extra INT NULL")
+    try:
+        with structlog.testing.capture_logs() as events:
+            with env.proxy_conn.cursor() as cur:
+                cur.execute("REFRESH TABLE METADATA")
+        found = [e for e in events if e.get("event") == "table_metadata_differs" and e.get("table") == "t_order"]
+        assert found and "i17_extra" in found[0]["difference"] and "t_order_1" in found[0]["difference"]
+    finally:
+        server.execute("ALTER TABLE diff_ds_1.t_order_1 DROP COLUMN i17_extra")
+        with env.proxy_conn.cursor() as cur:
+            cur.execute("REFRESH TABLE METADATA")
