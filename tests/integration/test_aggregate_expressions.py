@@ -64,6 +64,11 @@ CASES: list[tuple[str, bool]] = [
     ("SELECT user_id % 2 AS p, GROUP_CONCAT(qty ORDER BY qty, order_item_id) FROM t_order_item WHERE user_id < 4 GROUP BY p", True),
     ("SELECT GROUP_CONCAT(DISTINCT order_id ORDER BY order_id) FROM t_order WHERE user_id = 999", True),
     ("SELECT user_id, GROUP_CONCAT(DISTINCT YEAR(created) ORDER BY YEAR(created)) FROM t_order WHERE user_id < 5 GROUP BY user_id WITH ROLLUP", True),
+    # SELECT * over several nodes: the columns come from the table metadata
+    ("SELECT * FROM t_order ORDER BY amount DESC, order_id LIMIT 5", True),
+    ("SELECT DISTINCT * FROM t_order_item WHERE qty > 3 ORDER BY order_item_id LIMIT 10, 5", True),
+    ("SELECT *, COUNT(*) FROM t_order_item WHERE user_id < 5 GROUP BY order_item_id ORDER BY order_item_id LIMIT 8", True),
+    ("SELECT o.*, i.qty FROM t_order o JOIN t_order_item i ON i.order_id = o.order_id ORDER BY i.order_item_id LIMIT 4", True),
     # WITH ROLLUP: the nodes group without it, the merge adds the super-aggregate rows
     ("SELECT user_id % 3 AS a, order_id % 2 AS b, COUNT(*), SUM(amount), AVG(price), MIN(created) FROM t_order GROUP BY a, b WITH ROLLUP", True),
     ("SELECT user_id, COUNT(*), MAX(amount) - MIN(amount), ROUND(AVG(amount), 1) FROM t_order WHERE user_id < 6 GROUP BY user_id WITH ROLLUP", True),
