@@ -223,3 +223,35 @@ def test_node_differences_are_logged(env: Env, mariadb_shards: list[MariaDBServe
         server.execute("ALTER TABLE diff_ds_1.t_order_1 DROP COLUMN i17_extra")
         with env.proxy_conn.cursor() as cur:
             cur.execute("REFRESH TABLE METADATA")
+
+
+# (sql with ? parameters, the parameters): prepared statements whose parameters are in computed items
+PARAM_CASES: list[tuple[str, tuple[Any, ...]]] = [
+    ("SELECT COUNT(*) + ?, ROUND(AVG(amount), ?) FROM t_order WHERE user_id < ?", (5, 1, 20)),
+    ("SELECT user_id, SUM(amount) / ? AS s FROM t_order GROUP BY user_id HAVING s > ? ORDER BY s DESC, user_id LIMIT ?", (3, 4000, 6)),
+    ("SELECT user_id, IFNULL(MAX(price), ?) FROM t_order WHERE user_id IN (?, ?) GROUP BY user_id WITH ROLLUP", (-1, 3, 999)),
+    ("SELECT user_id, GROUP_CONCAT(DISTINCT amount ORDER BY amount SEPARATOR '|'), COUNT(amount) * ? FROM t_order WHERE user_id < ? GROUP BY user_id", (2, 4)),
+]
+
+
+@pytest.mark.parametrize(("sql", "params"), PARAM_CASES, ids=[c[0][:80] for c in PARAM_CASES])
+def test_prepared_parameters_in_computed_items(env: Env, mariadb_shards: list[MariaDBServer], sql: str,  # noqa: F811
+                                               params: tuple[Any, ...]) -> None:
+    import mysql.connector
+
+    s0 = mariadb_shards[0]
+    answers = []
+    for host, port, password, database in ((env.proxy.host, env.proxy.port, "root", "sharding_db"),
+                                           (s0.host, s0.port, s0.password, ORACLE_DB)):
+        conn = mysql.connector.connect(host=host, port=port, user="root", password=password, database=database,
+                                       use_pure=True, ssl_disabled=True, autocommit=True)
+        try:
+            cur = conn.cursor(prepared=True)
+            cur.execute(sql, params)
+            answers.append(([d[0] for d in cur.description], [tuple(r) for r in cur.fetchall()]))
+            cur.close()
+        finally:
+            conn.close()
+    got, expected = answers
+    assert got[0] == expected[0]
+    assert _typed(got[1]) == _typed(expected[1])
