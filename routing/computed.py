@@ -64,7 +64,8 @@ class ComputedPlanner:
 
     def __init__(self, sql: str, tokens: Sequence[Token], add_derived: Callable[..., int],
                  pieces: Callable[[int, int], tuple[Any, ...]], note: Callable[[int, exp.Expression], None],
-                 want_weight: Callable[[int], None], expression_template: Callable[..., Any]) -> None:
+                 want_weight: Callable[[int], None], expression_template: Callable[..., Any],
+                 distinct_source: Callable[[tuple[Any, ...], exp.Expression, bool], int] | None = None) -> None:
         self.sql = sql
         self.tokens = tokens
         self.add_derived = add_derived
@@ -72,6 +73,7 @@ class ComputedPlanner:
         self.note = note
         self.want_weight = want_weight
         self.expression_template = expression_template  # (start, end, edits) -> Template
+        self.distinct_source = distinct_source  # (argument pieces, its node, wants a weight) -> its column
         self.computed: list[tuple[int, Any]] = []  # (column index, Template of the expression)
         self.increment_index: int | None = None
 
@@ -115,8 +117,7 @@ class ComputedPlanner:
     def _aggregate(self, node: exp.Expression, call: str, start: int, close: int,
                    aggregates: list[AggregateItem]) -> str:
         if isinstance(node.this, exp.Distinct):
-            raise ComputedRefusal(f"{call}: a DISTINCT aggregate inside an expression over several data nodes "
-                                  "is not supported; select it as an item of its own")
+            return self._distinct(node, call, start, close, aggregates)
         if isinstance(node, exp.Avg):
             arg = self.pieces(start + 2, close)
             count_i = self.add_derived(("COUNT(", *arg, ")"), "AVG_DERIVED_COUNT")
@@ -133,6 +134,41 @@ class ComputedPlanner:
         if kind in (AggregateKind.MIN, AggregateKind.MAX):
             self.note(index, node)
             self.want_weight(index)
+        return f" __c{index} "
+
+
+    _DISTINCT_KINDS = {exp.Count: AggregateKind.COUNT_DISTINCT, exp.Sum: AggregateKind.SUM_DISTINCT,
+                       exp.Avg: AggregateKind.AVG_DISTINCT}
+
+    def _distinct(self, node: exp.Expression, call: str, start: int, close: int,
+                  aggregates: list[AggregateItem]) -> str:
+        """COUNT / SUM / AVG(DISTINCT ...) inside an expression: its arguments join the nodes' GROUP BY, the
+        merge unions the values (merge.distinct); MIN / MAX(DISTINCT x) are MIN / MAX(x)."""
+        tokens = self.tokens
+        kind = self._DISTINCT_KINDS.get(type(node))
+        if isinstance(node, exp.Min | exp.Max):
+            index = self.add_derived(self.pieces(start, close + 1), "AGGREGATION_EXPR_DERIVED")
+            aggregates.append(AggregateItem(_MERGEABLE[type(node)], index))
+            self.note(index, node)
+            self.want_weight(index)
+            return f" __c{index} "
+        if kind is None or self.distinct_source is None:
+            raise ComputedRefusal(f"{call}: this DISTINCT aggregate inside an expression over several data nodes "
+                                  "is not supported; select it as an item of its own")
+        open_i = start + 1
+        depth = tokens[open_i].depth + 1
+        first = open_i + 2  # after DISTINCT
+        commas = [i for i in range(first, close) if tokens[i].text == "," and tokens[i].depth == depth]
+        bounds = [first - 1, *commas, close]
+        spans = [(bounds[j] + 1, bounds[j + 1]) for j in range(len(bounds) - 1)]
+        args = node.this.expressions
+        if len(spans) != len(args) or any(x >= y for x, y in spans) or (
+                kind is not AggregateKind.COUNT_DISTINCT and len(args) != 1):
+            raise ComputedRefusal(f"the proxy could not read the arguments of {call}")
+        sources = [self.distinct_source(self.pieces(x, y), arg, kind is AggregateKind.COUNT_DISTINCT)
+                   for (x, y), arg in zip(spans, args, strict=True)]
+        index = self.add_derived(self.pieces(start, close + 1), "AGGREGATION_EXPR_DERIVED")
+        aggregates.append(AggregateItem(kind, index, distinct_index=sources[0], distinct_more=tuple(sources[1:])))
         return f" __c{index} "
 
 

@@ -467,6 +467,8 @@ class _SelectRewriter:
         self.merged_having: list[exp.Expression] | None = None  # HAVING conjuncts the merge evaluates
         self.having_weights: list[tuple[str, int, int]] = []  # (comparison, value column, literal weight)
         self.computed_planner: ComputedPlanner | None = None  # select items computed after the merge
+        self.distinct_sources: dict[tuple[Piece, ...], int] = {}
+        self.distinct_bodies: list[tuple[Piece, ...]] = []
 
     # literal helpers: a plan serves every statement of its shape, so a decision taken by comparing SQL
     # text that contains literals (ORDER BY a + 1 is the select item a + 1) must pin those literals
@@ -717,8 +719,8 @@ class _SelectRewriter:
 
         # aggregates of the select list
         aggregates: list[AggregateItem] = []
-        distinct_sources: dict[tuple[Piece, ...], int] = {}  # DISTINCT argument -> its derived column
-        distinct_bodies: list[tuple[Piece, ...]] = []
+        distinct_sources = self.distinct_sources  # DISTINCT argument -> its derived column
+        distinct_bodies = self.distinct_bodies  # the columns the nodes' GROUP BY gains (one row per value)
         distinct_group: tuple[Piece, ...] | None = None
         for item, index, (a, b) in zip(items, item_index, spans, strict=True):
             inner = item.unalias()
@@ -942,6 +944,8 @@ class _SelectRewriter:
                 order_by.append(OrderItem(index, bool(ordered.args.get("desc"))))
                 self.want_weight(index)
         groups_sorted = False
+        if distinct_bodies:  # (computed items and ORDER BY may have added some)
+            distinct_group = tuple(p for j, b in enumerate(distinct_bodies) for p in ((", ",) if j else ()) + b)
         if distinct_group is not None:
             # one node row per (group, distinct value)
             if group_i is not None:
@@ -1252,12 +1256,25 @@ class _SelectRewriter:
                               "ROLLUP, which MariaDB may fold before the super-aggregate rows exist; test an "
                               "aggregate instead")
 
+    def _distinct_source(self, body: tuple[Piece, ...], node: exp.Expression, weight: bool) -> int:
+        """The derived column carrying a DISTINCT argument (added to the nodes' GROUP BY once)."""
+        found = self.distinct_sources.get(body)
+        if found is None:
+            found = self.add_derived(body, "AGGREGATION_DISTINCT_DERIVED")
+            self.maybe_text[found] = self._maybe_text(node)
+            self.distinct_sources[body] = found
+            self.distinct_bodies.append(body)
+        if weight:
+            self.want_weight(found)
+        return found
+
     def _planner(self) -> ComputedPlanner:
         if self.computed_planner is None:
             self.computed_planner = ComputedPlanner(
                 self.sql, self.tokens, self.add_derived, self.pieces, self.note, self.want_weight,
                 lambda start, end, edits: build_template(
-                    self.shape, start, end, [Edit(s, e, (text,)) for s, e, text in edits]))
+                    self.shape, start, end, [Edit(s, e, (text,)) for s, e, text in edits]),
+                self._distinct_source)
         return self.computed_planner
 
     def _having_avg(self, agg: exp.Expression, text: str, aggregates: list[AggregateItem],

@@ -55,6 +55,9 @@ CASES: list[tuple[str, bool]] = [
     ("SELECT COUNT(DISTINCT status, note) FROM t_order WHERE note IS NOT NULL", True),
     ("SELECT AVG(DISTINCT amount), COUNT(DISTINCT amount) FROM t_order WHERE user_id = 999", True),
     ("SELECT user_id, AVG(DISTINCT amount) AS a FROM t_order GROUP BY user_id ORDER BY a DESC, user_id LIMIT 4", True),
+    ("SELECT user_id, COUNT(DISTINCT status) * 2, SUM(DISTINCT amount) / COUNT(DISTINCT amount), ROUND(AVG(DISTINCT price), 2) FROM t_order GROUP BY user_id", True),
+    ("SELECT COUNT(DISTINCT user_id, status) + COUNT(*), IFNULL(SUM(DISTINCT amount), 0), MAX(DISTINCT amount) - MIN(DISTINCT amount) FROM t_order WHERE user_id < 9", True),
+    ("SELECT user_id FROM t_order GROUP BY user_id ORDER BY COUNT(DISTINCT amount) * 1, user_id LIMIT 5", True),
     # GROUP_CONCAT with DISTINCT / ORDER BY: values, order keys and their row counts pushed down, joined in the proxy
     ("SELECT GROUP_CONCAT(order_id ORDER BY order_id SEPARATOR '|') FROM t_order WHERE user_id = 4", True),
     ("SELECT user_id, GROUP_CONCAT(order_id ORDER BY order_id DESC), COUNT(*) FROM t_order GROUP BY user_id", True),

@@ -153,7 +153,7 @@ def test_single_unit_select_is_untouched(kernel: ShardingKernel, sql: str) -> No
 @pytest.mark.parametrize(
     ("sql", "fragment"),
     [
-        ("SELECT COUNT(*) + SUM(DISTINCT amount) FROM t_order", "DISTINCT aggregate inside an expression"),
+        ("SELECT LENGTH(GROUP_CONCAT(status)) FROM t_order", "GROUP_CONCAT\\(status\\) inside an expression"),
         ("SELECT CONCAT(status, COUNT(*)) FROM t_order", "cannot be computed by the proxy"),
         ("SELECT user_id + COUNT(*) FROM t_order GROUP BY user_id", "the column user_id outside the aggregates"),
         ("SELECT STD(amount) + 1 FROM t_order", "StddevPop is an aggregate the merge does not implement"),
