@@ -79,6 +79,9 @@ AGGREGATES = {
           # computed after the merge from merged aggregates (issue 17)
           "SUM(o.amount) + 1", "IFNULL(SUM(o.amount), 0)", "ROUND(AVG(o.amount), 2)", "SUM(o.amount) / COUNT(*)",
           "MAX(o.amount) - MIN(o.amount)", "COUNT(*) * 2 - MIN(o.user_id) % 5", "COALESCE(MAX(o.price), -1)",
+          "COUNT(DISTINCT o.user_id) + 1", "SUM(DISTINCT o.amount) / COUNT(DISTINCT o.amount)",
+          "AVG(DISTINCT o.user_id)", "COUNT(DISTINCT o.user_id, o.amount)",
+          "GROUP_CONCAT(DISTINCT o.user_id % 7 ORDER BY o.user_id % 7 DESC)",
           # not merged: refused over several nodes
           "JSON_ARRAYAGG(o.order_id)", "STDDEV_POP(o.amount)", "VARIANCE(o.price)"),
     "i": ("SUM(i.qty)", "COUNT(i.order_item_id)", "MIN(i.unit_price)", "MAX(i.qty)", "AVG(i.qty)",
