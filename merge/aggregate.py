@@ -160,23 +160,26 @@ class AvgAggregator(Aggregator):
         return state
 
     def result(self, state: list[Any]) -> bytes | None:
-        total, count = state
-        if total is None or count == 0:
-            return None
-        col = self.column
-        if col.type_code in t.FLOAT_TYPES:
-            return format_double(float(total) / count, col.decimals, is_float=col.type_code == ColumnType.FLOAT)
-        if isinstance(total, float):
-            total = Decimal(repr(total))
-        quotient = DEC_CTX.divide(Decimal(total), Decimal(count))
-        if col.type_code in t.DECIMAL_TYPES:
-            if col.decimals % 9 == 0:
-                # MariaDB divides DECIMALs to whole 9-digit words of scale + div_precision_increment digits,
-                # dropping the rest, and rounds to the column's scale only when printing: a scale that is a
-                # multiple of 9 (div_precision_increment 0 on integers, 9, ...) shows the truncated quotient
-                quotient = quotient.quantize(Decimal(1).scaleb(-col.decimals), rounding=ROUND_DOWN, context=DEC_CTX)
-            return format_decimal(quotient, col.decimals)
-        return format_number(quotient, col)
+        return avg_text(state[0], state[1], self.column)
+
+
+def avg_text(total: int | Decimal | float | None, count: int, col: ColumnMeta) -> bytes | None:
+    """AVG = total / count as MariaDB prints it for the AVG column `col` (type, scale)."""
+    if total is None or count == 0:
+        return None
+    if col.type_code in t.FLOAT_TYPES:
+        return format_double(float(total) / count, col.decimals, is_float=col.type_code == ColumnType.FLOAT)
+    if isinstance(total, float):
+        total = Decimal(repr(total))
+    quotient = DEC_CTX.divide(Decimal(total), Decimal(count))
+    if col.type_code in t.DECIMAL_TYPES:
+        if col.decimals % 9 == 0:
+            # MariaDB divides DECIMALs to whole 9-digit words of scale + div_precision_increment digits,
+            # dropping the rest, and rounds to the column's scale only when printing: a scale that is a
+            # multiple of 9 (div_precision_increment 0 on integers, 9, ...) shows the truncated quotient
+            quotient = quotient.quantize(Decimal(1).scaleb(-col.decimals), rounding=ROUND_DOWN, context=DEC_CTX)
+        return format_decimal(quotient, col.decimals)
+    return format_number(quotient, col)
 
 
 class DistinctAggregator(Aggregator):
@@ -379,8 +382,17 @@ def make_aggregator(
     if kind is AggregateKind.AVG:
         return AvgAggregator(item, columns)
     if kind in (AggregateKind.COUNT_DISTINCT, AggregateKind.SUM_DISTINCT):
+        if item.distinct_more:  # COUNT(DISTINCT a, b, ...)
+            from merge.distinct import TupleDistinctAggregator
+            return TupleDistinctAggregator(item, columns, budget, weights)
         return DistinctAggregator(item, columns, budget, weights)
+    if kind is AggregateKind.AVG_DISTINCT:
+        from merge.distinct import AvgDistinctAggregator
+        return AvgDistinctAggregator(item, columns, budget, weights)
     if kind is AggregateKind.GROUP_CONCAT:
+        if item.distinct_index is not None:  # DISTINCT / ORDER BY: the values come one by one
+            from merge.concat import OrderedGroupConcatAggregator
+            return OrderedGroupConcatAggregator(item, columns, budget, weights, warnings)
         return GroupConcatAggregator(item, columns, warnings)
     return BitAggregator(item, columns)
 

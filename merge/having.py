@@ -454,8 +454,11 @@ class HavingFilter:
     def __init__(
         self, having_sql: str, columns: Sequence[ColumnMeta], bindings: Sequence[tuple[str, int]] = (),
         text_comparisons: Sequence[tuple[str, int, int]] = (), weights: Mapping[int, int] | None = None,
+        compiler: HavingCompiler | None = None,  # merge.compute's, with MariaDB's arithmetic and functions
     ) -> None:
-        self.predicate = HavingCompiler(columns, bindings, text_comparisons, weights).compile(having_sql)
+        if compiler is None:
+            compiler = HavingCompiler(columns, bindings, text_comparisons, weights)
+        self.predicate = compiler.compile(having_sql)
 
     def push(self, row: Row) -> Sequence[Row]:
         return (row,) if _truth(self.predicate(row)) else NOTHING

@@ -20,12 +20,14 @@ from dataclasses import dataclass
 
 from merge.aggregate import GroupAccumulator, MergeStats, make_aggregator
 from merge.coltypes import STRING_TYPES
+from merge.compute import ExpressionCompiler, compute_stage
 from merge.errors import MergeError, RowBudget
 from merge.filters import DistinctFilter, SortStage
 from merge.grouping import GroupByMemoryMerger, GroupByStreamMerger
 from merge.having import HavingFilter
 from merge.keys import Row, equality_key, order_key, weight_index
 from merge.paginate import CountingPaginator, Paginator, paginator
+from merge.rollup import RollupMerger
 from merge.sources import IteratorMerger, OrderByMerger, Source
 from merge.spec import ColumnMeta, MergeSpec, OrderItem
 from merge.stages import Stage, finish_through, push_through
@@ -96,7 +98,12 @@ def plan_merge(
         acc = GroupAccumulator([make_aggregator(a, columns, budget, weights, warnings) for a in spec.aggregates])
         group_set = set(spec.group_by)
         group_asc = tuple(OrderItem(i) for i in spec.group_by)
-        if not spec.group_by:
+        if spec.rollup and spec.group_by:
+            merge_key = order_key(group_asc, columns, weights)
+            source = OrderByMerger(stream_count, merge_key, check_sorted=_weighted(group_asc, columns, weights))
+            levels = [equality_key(spec.group_by[: i + 1], columns, weights) for i in range(len(spec.group_by))]
+            stages.append(RollupMerger(spec.group_by, levels, acc))
+        elif not spec.group_by:
             source = IteratorMerger(stream_count)
             stages.append(GroupByStreamMerger(lambda row: (), acc, len(columns), always_one_row=True))
         elif spec.groups_sorted and (not spec.order_by or {o.index for o in spec.order_by} == group_set):
@@ -118,8 +125,11 @@ def plan_merge(
     else:
         source = IteratorMerger(stream_count)
 
+    if spec.computed:
+        stages.append(compute_stage(spec.computed, columns, spec.increment_index))
     if spec.having_sql:
-        stages.append(HavingFilter(spec.having_sql, columns, spec.having_bindings, spec.having_weights, weights))
+        compiler = ExpressionCompiler(columns, spec.having_bindings, spec.increment_index, spec.having_weights, weights)
+        stages.append(HavingFilter(spec.having_sql, columns, compiler=compiler))
     if spec.distinct:
         stages.append(DistinctFilter(equality_key(range(spec.visible_columns), columns, weights), budget))
     if final_order:

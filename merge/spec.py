@@ -23,6 +23,7 @@ class AggregateKind(enum.Enum):
     BIT_XOR = "BIT_XOR"
     BIT_OR = "BIT_OR"
     BIT_AND = "BIT_AND"
+    AVG_DISTINCT = "AVG_DISTINCT"  # the distinct values' SUM / COUNT (merge.distinct)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,10 @@ class AggregateItem:
     separator: str = ","  # GROUP_CONCAT
     distinct_index: int | None = None  # COUNT/SUM(DISTINCT x): column carrying x per distinct value
     limit_index: int | None = None  # GROUP_CONCAT: column carrying '<group_concat_max_len>:<result charset>'
+    distinct_more: tuple[int, ...] = ()  # COUNT(DISTINCT a, b, ...): the columns of b, ... (a: distinct_index)
+    # GROUP_CONCAT finished in the proxy (merge.concat): value in distinct_index, its row count in count_index
+    concat_order: tuple[OrderItem, ...] = ()
+    concat_distinct: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,11 @@ class MergeSpec:
     # return all their rows); "window" — each node's rows carry its count in `found_rows_index`
     found_rows: str | None = None
     found_rows_index: int | None = None
+    # select items computed after the merge from merged aggregates (merge.compute): (column index, the
+    # expression over ``__c<N>`` names of columns), and the column carrying @@div_precision_increment
+    computed: tuple[tuple[int, str], ...] = ()
+    increment_index: int | None = None
+    rollup: bool = False  # GROUP BY ... WITH ROLLUP: super-aggregate rows after the merge (merge.rollup)
 
     @property
     def needs_decoding(self) -> bool:

@@ -46,7 +46,7 @@ ALLOWED: frozenset[str] = frozenset(
     Sum BitwiseAndAgg BitwiseOrAgg BitwiseXorAgg Abs Acos Asin Atan Atan2 Ceil Cos Cot Degrees Exp Floor Ln Log Pi
     Radians Round Sign Sin Sqrt Tan Trunc BitwiseCount CTE From Group Having Join Limit Lock Offset Order Select
     Subquery Table TableAlias Tuple Where With Fetch LimitOptions Union Except Intersect IndexTableHint Introducer
-    HexString BitString
+    HexString BitString Rollup
     National JSONPath JSONPathKey JSONPathRoot JSONPathSubscript JSONPathWildcard JSONKeyValue Ascii BitLength Chr
     Compress Concat ConcatWs ConvertToCharset Decode Elt Encode Hex Left Length Lower MD5 NumberToStr Pad
     RegexpInstr RegexpReplace RegexpSubstr Repeat Replace Reverse Right SHA SHA2 Soundex Space StrPosition Substring
@@ -142,7 +142,7 @@ REFUSED: frozenset[str] = frozenset(
     RefreshTriggerProperty RegDomain RegexpCount RegexpExtract RegexpExtractAll RegexpFullMatch RegexpILike
     RegexpSplit RegrAvgx RegrAvgy RegrCount RegrIntercept RegrR2 RegrSlope RegrSxx RegrSxy RegrSyy RegrValx RegrValy
     RemoteWithConnectionModelProperty RenameColumn RenameIndex RepeatBlock ReplaceColumns ReplacePartition
-    RespectNulls Return Returning ReturnsProperty Revoke Rint Rollback Rollup RollupIndex RollupProperty
+    RespectNulls Return Returning ReturnsProperty Revoke Rint Rollback RollupIndex RollupProperty
     RowAccessProperty RowFormatDelimitedProperty RowFormatProperty RowFormatSerdeProperty RowNumber RtrimmedLength
     SHA1Digest SHA2Digest SafeAdd SafeConvertBytesToString SafeDivide SafeFunc SafeMultiply SafeNegate SafeSubtract
     SampleProperty Schema SchemaCommentProperty ScopeResolution Search SearchIp Sec Sech Secret SecureProperty
@@ -232,7 +232,6 @@ _CLASS_REASONS: dict[str, str] = {
     "CurrentSchema": "it would answer each data node's physical database",
     "CurrentUser": "it would answer the proxy's backend user",
     "SessionUser": "it would answer the proxy's backend user",
-    "Rollup": "the merge does not compute WITH ROLLUP super-aggregate rows",
     "Cube": "the merge does not compute CUBE super-aggregate rows",
     "GroupingSets": "the merge does not compute GROUPING SETS",
     "Partition": "PARTITION (...) names partitions of one actual table",
@@ -395,6 +394,8 @@ def _placed_aggregates(root: exp.Expression) -> set[int]:
     order = root.args.get("order")
     if order is not None:
         out.update(id(o.this) for o in order.expressions if isinstance(o, exp.Ordered))
+        # inside an ORDER BY expression: computed after the merge (routing.computed) or refused there
+        out.update(id(a) for o in order.expressions for a in o.find_all(exp.AggFunc))
     return out
 
 
@@ -436,7 +437,7 @@ def _context_refusal(node: exp.Expression, root: exp.Expression, placed: set[int
             return Refusal(shown(node), f"the table option {extra[0]} is not handled over several data nodes")
         return None
     if isinstance(node, exp.Group):
-        extra = [k for k in _set_args(node) if k != "expressions"]
+        extra = [k for k in _set_args(node) if k not in ("expressions", "rollup")]  # ROLLUP: merge.rollup
         if extra:
             reason = _CLASS_REASONS.get(extra[0].capitalize(), "the merge does not compute super-aggregate rows")
             return Refusal(f"GROUP BY ... {extra[0].upper()}", reason)

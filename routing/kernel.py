@@ -1009,6 +1009,9 @@ class _Compiler:
                     sqlstate="21S01",
                 )
             columns = [c.lower() for c in known]
+        default_list = _default_key_columns(rule, columns, ast) if schema is None else None
+        if default_list is not None:  # the values are for every column but the generated key (ShardingSphere's)
+            columns = [c for c in columns if c != default_list[1]]
         conflict = ast.args.get("conflict")
         if conflict is not None:
             for assignment in conflict.expressions or ():
@@ -1026,6 +1029,8 @@ class _Compiler:
             key = rule.key_generate.column.lower()
             if key not in columns:
                 key_column = key
+        elif default_list is not None:
+            key_column = default_list[1]
         rows: list[InsertRow] = []
         for i, row in enumerate(tuples):
             values = row.expressions if isinstance(row, exp.Tuple) else [row]
@@ -1042,7 +1047,8 @@ class _Compiler:
             )
             rows.append(InsertRow(sharding_values))
         base = self.base(StatementKind.INSERT, True, [target.name])
-        head, row_templates, tail = self.insert_templates(target, edits, len(tuples), key_column)
+        head, row_templates, tail = self.insert_templates(
+            target, edits, len(tuples), key_column, default_list[0] if default_list is not None else None)
         mode = ("replace" if is_replace(self.sql) else "update" if conflict is not None
                 else "ignore" if ast.args.get("ignore") else None)
         upsert = None
@@ -1064,7 +1070,8 @@ class _Compiler:
         )
 
     def insert_templates(
-        self, target: Occurrence, edits: list[Edit], row_count: int, key_column: str | None
+        self, target: Occurrence, edits: list[Edit], row_count: int, key_column: str | None,
+        column_list: str | None = None,
     ) -> tuple[Template, tuple[Template, ...], Template]:
         tokens = self.tokens
         span = node_span(target.table.this)
@@ -1085,6 +1092,8 @@ class _Compiler:
                 build_template(self.shape, pos, end, edits),
             )
         extra = list(edits)
+        if column_list is not None and tokens[i].upper in ("VALUES", "VALUE"):
+            extra.append(Edit(tokens[i].start, tokens[i].start, (f"{column_list} ",)))  # default columns + key
         if tokens[i].text == "(":
             close = _matching(tokens, i)
             if key_column:
@@ -1115,6 +1124,22 @@ class _Compiler:
             tuple(rows),
             build_template(self.shape, spans[-1][1], end, edits),
         )
+
+
+def _default_key_columns(rule: Any, columns: Sequence[str], ast: exp.Insert) -> tuple[str, str] | None:
+    """INSERT INTO t VALUES (...) without a column list, whose rows have one value fewer than the table has
+    columns, into a table with a generated key: the values are for the other columns, in table order, and
+    the proxy adds the key (as ShardingSphere does). Returns (the column list to splice in, the key)."""
+    key_generate = getattr(rule, "key_generate", None)
+    if key_generate is None or ast.args.get("conflict") is not None:
+        return None
+    key = key_generate.column.lower()
+    tuples = list(ast.expression.expressions) if ast.expression is not None else []
+    if key not in columns or not tuples or not all(
+            isinstance(row, exp.Tuple) and len(row.expressions) == len(columns) - 1 for row in tuples):
+        return None
+    names = [c for c in columns if c != key] + [key]
+    return "(" + ", ".join("`" + c.replace("`", "``") + "`" for c in names) + ")", key
 
 
 def _levels_equated(

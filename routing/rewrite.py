@@ -14,11 +14,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import sqlglot
+import sqlglot.errors
 from sqlglot import exp
 
+from merge.compute import AVG_COUNT, AVG_SUM
 from merge.spec import AggregateItem, AggregateKind, MergeSpec, OrderItem
 from merge.weights import weight_sql_pieces
 from protocol.binary import value_to_sql_literal
+from routing.computed import ComputedPlanner, ComputedRefusal
 from routing.errors import RoutingError
 from routing.parse import UNKNOWN, Shape, Token
 
@@ -245,6 +249,9 @@ class MergeTemplate:
     weights: tuple[tuple[int, int], ...] = ()
     having_bindings: tuple[tuple[str, int], ...] = ()  # HAVING name (normalized SQL) -> the column it means
     having_weights: tuple[tuple[str, int, int], ...] = ()
+    computed: tuple[tuple[int, Template], ...] = ()  # (column, the expression over __c<N>) (routing.computed)
+    increment_index: int | None = None
+    rollup: bool = False
 
     def spec(self, values: Sequence[Any], shape: Shape | None = None) -> MergeSpec:
         offset = values[self.offset_slot] if self.offset_slot is not None else 0
@@ -277,6 +284,10 @@ class MergeTemplate:
             having_weights=self.having_weights,
             found_rows=self.found_rows,
             found_rows_index=self.found_rows_index,
+            computed=tuple((i, render_having(tpl, shape, values)) for i, tpl in self.computed)
+            if shape is not None else (),
+            increment_index=self.increment_index,
+            rollup=self.rollup,
         )
 
 
@@ -318,6 +329,8 @@ _AGGREGATES: dict[type, AggregateKind] = {
     exp.BitwiseOrAgg: AggregateKind.BIT_OR,
     exp.BitwiseAndAgg: AggregateKind.BIT_AND,
 }
+_DISTINCT_KINDS = {AggregateKind.COUNT: AggregateKind.COUNT_DISTINCT, AggregateKind.SUM: AggregateKind.SUM_DISTINCT,
+                   AggregateKind.AVG: AggregateKind.AVG_DISTINCT}
 _CLAUSES = {
     "GROUP": "BY", "HAVING": None, "ORDER": "BY", "LIMIT": None, "OFFSET": None, "FETCH": None, "FOR": None,
     "LOCK": None, "WINDOW": None,
@@ -453,6 +466,9 @@ class _SelectRewriter:
         self.ordinals: set[int] = set()  # ENUM / SET columns: ORDER BY sorts them by their number
         self.merged_having: list[exp.Expression] | None = None  # HAVING conjuncts the merge evaluates
         self.having_weights: list[tuple[str, int, int]] = []  # (comparison, value column, literal weight)
+        self.computed_planner: ComputedPlanner | None = None  # select items computed after the merge
+        self.distinct_sources: dict[tuple[Piece, ...], int] = {}
+        self.distinct_bodies: list[tuple[Piece, ...]] = []
 
     # literal helpers: a plan serves every statement of its shape, so a decision taken by comparing SQL
     # text that contains literals (ORDER BY a + 1 is the select item a + 1) must pin those literals
@@ -517,8 +533,9 @@ class _SelectRewriter:
         full = build_template(self.shape, 0, len(self.sql), self.edits)
         if not (order or group or having or distinct or has_limit or aggregates_present):
             return full, None, (), None
-        if group is not None and group.args.get("rollup"):
-            raise _Refuse("GROUP BY ... WITH ROLLUP over several data nodes is not supported")
+        rollup = group is not None and bool(group.args.get("rollup"))
+        if rollup and order is not None:
+            raise _Refuse("ORDER BY with GROUP BY ... WITH ROLLUP is not supported (MariaDB refuses it too)")
         select_i = next(i for i, t in enumerate(tokens) if t.depth == 0 and t.upper == "SELECT")
         from_i = self.clause("FROM", select_i)
         if from_i is None:
@@ -702,31 +719,25 @@ class _SelectRewriter:
 
         # aggregates of the select list
         aggregates: list[AggregateItem] = []
-        distinct_source: int | None = None
+        distinct_sources = self.distinct_sources  # DISTINCT argument -> its derived column
+        distinct_bodies = self.distinct_bodies  # the columns the nodes' GROUP BY gains (one row per value)
         distinct_group: tuple[Piece, ...] | None = None
         for item, index, (a, b) in zip(items, item_index, spans, strict=True):
             inner = item.unalias()
             kind = _AGGREGATES.get(type(inner))
             if kind is None:
-                if any(True for _ in _own_aggregates(inner)):
-                    raise _Refuse(
-                        f"the select item {self.sql[tokens[a].start : tokens[b - 1].end]} computes with an "
-                        "aggregate; over several data nodes select the aggregate itself and compute in the client"
-                    )
+                if any(True for _ in _own_aggregates(inner)):  # computed after the merge (routing.computed)
+                    self._computed_item(item, index, a, b, aggregates)
                 continue
             open_i = next(i for i in range(a, b) if tokens[i].text == "(")
             close_i = max(i for i in range(a, b) if tokens[i].text == ")" and tokens[i].depth == tokens[open_i].depth)
             arg = self.pieces(open_i + 1, close_i) if close_i > open_i + 1 else ()
             is_distinct = isinstance(inner.this, exp.Distinct)
-            if kind is AggregateKind.AVG:
-                if is_distinct:
-                    raise _Refuse("AVG(DISTINCT ...) over several data nodes is not supported")
+            if kind is AggregateKind.AVG and not is_distinct:
                 count_i = self.add_derived(("COUNT(", *arg, ")"), "AVG_DERIVED_COUNT")
                 sum_i = self.add_derived(("SUM(", *arg, ")"), "AVG_DERIVED_SUM")
                 aggregates.append(AggregateItem(kind, index, sum_index=sum_i, count_index=count_i))
             elif kind is AggregateKind.GROUP_CONCAT:
-                if is_distinct or inner.find(exp.Order) is not None:
-                    raise _Refuse("GROUP_CONCAT with DISTINCT or ORDER BY over several data nodes is not supported")
                 sep = inner.args.get("separator")
                 separator = sep.this if isinstance(sep, exp.Literal) else ","
                 sep_slot = self.slot_of(sep) if isinstance(sep, exp.Literal) else None
@@ -739,23 +750,46 @@ class _SelectRewriter:
                               if tokens[i].upper == "SEPARATOR" and tokens[i].depth == depth), close_i)
                 values = self.pieces(open_i + 1, sep_i) if sep_i > open_i + 1 else ("''",)
                 sep_pieces = self.pieces(sep_i + 1, close_i) if sep_i + 1 < close_i else ("','",)
+                is_distinct = tokens[open_i + 1].upper in ("DISTINCT", "DISTINCTROW")
+                if is_distinct or inner.find(exp.Order) is not None:  # finished in the proxy (merge.concat)
+                    item_ = self._ordered_group_concat(open_i, sep_i, index, separator, is_distinct,
+                                                       distinct_sources, distinct_bodies)
+                    aggregates.append(item_)
+                    distinct_group = tuple(p for j, b in enumerate(distinct_bodies)
+                                           for p in ((", ",) if j else ()) + b)
+                    continue
                 limit_i = self.add_derived(_group_concat_limit(values, sep_pieces), "GROUP_CONCAT_LIMIT")
                 aggregates.append(AggregateItem(kind, index, separator=separator, limit_index=limit_i))
-            elif is_distinct and kind in (AggregateKind.COUNT, AggregateKind.SUM):
+            elif is_distinct and kind in (AggregateKind.COUNT, AggregateKind.SUM, AggregateKind.AVG):
+                # one node row per (group, distinct values): every DISTINCT argument joins the nodes' GROUP BY
                 inner_args = inner.this.expressions
-                if len(inner_args) != 1:
-                    raise _Refuse("COUNT(DISTINCT a, b) over several data nodes is not supported")
-                body = _strip_distinct(arg)
-                if distinct_group is not None and distinct_group != body:
-                    raise _Refuse("several different DISTINCT aggregates over several data nodes are not supported")
-                if distinct_source is None:
-                    distinct_source = self.add_derived(body, "AGGREGATION_DISTINCT_DERIVED")
-                    self.maybe_text[distinct_source] = self._maybe_text(inner_args[0])
-                    distinct_group = body
-                dkind = AggregateKind.COUNT_DISTINCT if kind is AggregateKind.COUNT else AggregateKind.SUM_DISTINCT
+                first_arg = open_i + 1
+                if tokens[first_arg].upper not in ("DISTINCT", "DISTINCTROW"):
+                    raise _Refuse("the proxy could not read the DISTINCT aggregate")
+                depth = tokens[open_i].depth + 1
+                commas = [i for i in range(first_arg + 1, close_i)
+                          if tokens[i].text == "," and tokens[i].depth == depth]
+                bounds = [first_arg, *commas, close_i]
+                arg_spans = [(bounds[j] + 1, bounds[j + 1]) for j in range(len(bounds) - 1)]
+                if len(arg_spans) != len(inner_args) or (kind is not AggregateKind.COUNT and len(inner_args) != 1):
+                    raise _Refuse("the proxy could not read the DISTINCT aggregate's arguments")
+                sources: list[int] = []
+                for node_arg, (x, y) in zip(inner_args, arg_spans, strict=True):
+                    body = self.pieces(x, y)
+                    source = distinct_sources.get(body)
+                    if source is None:
+                        source = self.add_derived(body, "AGGREGATION_DISTINCT_DERIVED")
+                        self.maybe_text[source] = self._maybe_text(node_arg)
+                        distinct_sources[body] = source
+                        distinct_bodies.append(body)
+                    sources.append(source)
+                dkind = _DISTINCT_KINDS[kind]
                 if dkind is AggregateKind.COUNT_DISTINCT:
-                    self.want_weight(distinct_source)
-                aggregates.append(AggregateItem(dkind, index, distinct_index=distinct_source))
+                    for source in sources:
+                        self.want_weight(source)
+                aggregates.append(AggregateItem(dkind, index, distinct_index=sources[0],
+                                                distinct_more=tuple(sources[1:])))
+                distinct_group = tuple(p for j, b in enumerate(distinct_bodies) for p in ((", ",) if j else ()) + b)
             else:
                 # MIN/MAX(DISTINCT x) == MIN/MAX(x)
                 aggregates.append(AggregateItem(kind, index))
@@ -772,6 +806,14 @@ class _SelectRewriter:
             g_spans = _split_items(tokens, group_i + 2, stop)
             if len(g_spans) != len(group.expressions):
                 raise _Refuse("the proxy could not split the GROUP BY list")
+            if rollup:  # the nodes group without it; the merge adds the super-aggregate rows (merge.rollup)
+                last_a, last_b = g_spans[-1]
+                if last_b - last_a < 3 or [t.upper for t in tokens[last_b - 2 : last_b]] != ["WITH", "ROLLUP"]:
+                    raise _Refuse("the proxy could not read GROUP BY ... WITH ROLLUP")
+                if any(t.upper in ("ASC", "DESC") and t.depth == 0 for t in tokens[group_i + 2 : last_b - 2]):
+                    raise _Refuse("GROUP BY ... ASC / DESC WITH ROLLUP over several data nodes is not supported")
+                self.extra.append(Edit(tokens[last_b - 3].end, tokens[last_b - 1].end, ()))
+                g_spans[-1] = (last_a, last_b - 2)
             for node, (a, b) in zip(group.expressions, g_spans, strict=True):
                 text = self.pieces(a, b)
                 index = resolve_group(node)
@@ -809,6 +851,9 @@ class _SelectRewriter:
             # that holds part of it, so each node keeps or drops it alike) and are compared there, by the
             # collation; the rest is evaluated after merging.
             local, merged = self._split_having(having.this, having_i, stop_i, set(group_by), bound_columns)
+            if rollup:
+                local = []  # it also filters the super-aggregate rows, whose keys are NULL: all after the merge
+                self._rollup_having_nulls(having.this, bound_columns, set(group_by))
             node_having: tuple[Piece, ...] = ()
             if merged is None or not local:
                 having_template = build_template(self.shape, h_start, h_end, ())
@@ -826,12 +871,15 @@ class _SelectRewriter:
                 node_having = (*node_parts, ")")
             for agg in (having.this.find_all(exp.AggFunc) if having_template is not None else ()):
                 kind = _AGGREGATES.get(type(agg))
-                if kind is None or isinstance(agg.this, exp.Distinct) or kind is AggregateKind.AVG:
+                if kind is None or isinstance(agg.this, exp.Distinct):
                     raise _Refuse("this HAVING aggregate cannot be merged over several data nodes")
                 if any(self.shape.spans[k][2] == "p" for k in self.literal_slots(agg)):
                     raise _Refuse("a parameter inside a HAVING aggregate is not supported over several data nodes")
                 self.pin_matches(agg, [i for i in items if not isinstance(i, exp.Alias)], force=True)
                 text = agg.sql(dialect="mysql")
+                if kind is AggregateKind.AVG:  # the merged SUM / COUNT, divided unrounded (merge.compute)
+                    self._having_avg(agg, text, aggregates, having_bindings)
+                    continue
                 same = next((index for i, index in zip(items, item_index, strict=True)
                              if not isinstance(i, exp.Alias) and _norm(i) == text.lower()), None)
                 if same is not None:
@@ -856,6 +904,8 @@ class _SelectRewriter:
                     self.want_weight(index)
             if having_template is not None:
                 self._having_text_comparisons(having_bindings)
+                if having.this.find(exp.Div, exp.Avg) is not None:
+                    self._planner().increment()  # a division in HAVING divides as the session does
             # the clause ends at its last token: clauses the rewrite inserts after it (ORDER BY) go there
             start = tokens[having_i].start if node_having else tokens[having_i - 1].end
             self.extra.append(Edit(start, h_end, node_having))
@@ -880,7 +930,10 @@ class _SelectRewriter:
                     index = self.add_derived(self.pieces(a, b), "ORDER_BY_DERIVED")
                     self.note(index, node)
                     kind = _AGGREGATES.get(type(node))
-                    if kind is not None and kind not in (AggregateKind.AVG, AggregateKind.GROUP_CONCAT):
+                    if (kind is AggregateKind.AVG and not isinstance(node.this, exp.Distinct)) or (
+                            kind is None and any(True for _ in _own_aggregates(node))):
+                        self._computed_item(node, index, a, b, aggregates)  # hidden: computed after the merge
+                    elif kind is not None and kind not in (AggregateKind.AVG, AggregateKind.GROUP_CONCAT):
                         if isinstance(node.this, exp.Distinct):
                             raise _Refuse("ORDER BY a DISTINCT aggregate over several data nodes is not supported")
                         aggregates.append(AggregateItem(kind, index))
@@ -891,6 +944,8 @@ class _SelectRewriter:
                 order_by.append(OrderItem(index, bool(ordered.args.get("desc"))))
                 self.want_weight(index)
         groups_sorted = False
+        if distinct_bodies:  # (computed items and ORDER BY may have added some)
+            distinct_group = tuple(p for j, b in enumerate(distinct_bodies) for p in ((", ",) if j else ()) + b)
         if distinct_group is not None:
             # one node row per (group, distinct value)
             if group_i is not None:
@@ -922,7 +977,7 @@ class _SelectRewriter:
         # also holds, or a group HAVING would drop. Nodes keep LIMIT only when they return groups in
         # the order of the merge (ORDER BY = GROUP BY, nothing filtered or split after merging): then
         # every global top-n group is among each node's top-n groups, complete.
-        keep = not grouped or (groups_sorted and having_template is None and distinct_group is None)
+        keep = not grouped or (groups_sorted and having_template is None and distinct_group is None and not rollup)
         # SQL_CALC_FOUND_ROWS with pagination: FOUND_ROWS() is the number of rows without it. Merged rows
         # (groups, DISTINCT) are counted by the merge, which then needs every node row; plain rows are
         # counted by each node (COUNT(*) OVER () beside its first offset + count rows).
@@ -966,6 +1021,9 @@ class _SelectRewriter:
             weights=weights,
             having_bindings=tuple(having_bindings.items()),
             having_weights=tuple(self.having_weights),
+            computed=tuple(self.computed_planner.computed) if self.computed_planner else (),
+            increment_index=self.computed_planner.increment_index if self.computed_planner else None,
+            rollup=rollup,
         )
         return template, merge, tuple(self.pins), None
 
@@ -1134,6 +1192,119 @@ class _SelectRewriter:
                                    (LimitCountSlot(count_slot, None, minimum=minimum),)))
         return offset_slot, count_slot, default, with_ties
 
+    def _ordered_group_concat(self, open_i: int, sep_i: int, index: int, separator: str, is_distinct: bool,
+                              sources: dict[tuple[Piece, ...], int], bodies: list[tuple[Piece, ...]]
+                              ) -> AggregateItem:
+        """GROUP_CONCAT([DISTINCT] v, ... [ORDER BY o [ASC|DESC], ...] [SEPARATOR s]): the value and the order
+        keys join the nodes' GROUP BY (with COUNT(*), the rows of each), the merge sorts and joins them."""
+        tokens = self.tokens
+        depth = tokens[open_i].depth + 1
+        first = open_i + 2 if is_distinct else open_i + 1
+        order_i = next((i for i in range(first, sep_i) if tokens[i].upper == "ORDER" and tokens[i].depth == depth
+                        and i + 1 < sep_i and tokens[i + 1].upper == "BY"), sep_i)
+
+        def split(a: int, b: int) -> list[tuple[int, int]]:
+            commas = [i for i in range(a, b) if tokens[i].text == "," and tokens[i].depth == depth]
+            bounds = [a - 1, *commas, b]
+            return [(bounds[j] + 1, bounds[j + 1]) for j in range(len(bounds) - 1)]
+
+        args = split(first, order_i)
+        if not args or any(x >= y for x, y in args):
+            raise _Refuse("the proxy could not read the GROUP_CONCAT arguments")
+        arg_pieces = [self.pieces(x, y) for x, y in args]
+        value: tuple[Piece, ...] = arg_pieces[0] if len(args) == 1 else (
+            "CONCAT(", *[p for j, a in enumerate(arg_pieces) for p in ((", ",) if j else ()) + a], ")")
+
+        def source(body: tuple[Piece, ...], node: exp.Expression | None) -> int:
+            found = sources.get(body)
+            if found is None:
+                found = self.add_derived(body, "GROUP_CONCAT_DERIVED")
+                self.maybe_text[found] = True if node is None else self._maybe_text(node)
+                sources[body] = found
+                bodies.append(body)
+            return found
+
+        value_i = source(value, None if len(args) > 1 else sqlglot_parse(self.sql, tokens, *args[0]))
+        self.want_weight(value_i)
+        order: list[OrderItem] = []
+        if order_i < sep_i:
+            for x, y in split(order_i + 2, sep_i):
+                desc = tokens[y - 1].upper == "DESC"
+                if tokens[y - 1].upper in ("ASC", "DESC"):
+                    y -= 1
+                if x >= y or (y - x == 1 and tokens[x].kind == "n"):
+                    raise _Refuse("GROUP_CONCAT ... ORDER BY <position> over several data nodes is not supported")
+                key_i = source(self.pieces(x, y), sqlglot_parse(self.sql, tokens, x, y))
+                self.want_weight(key_i)
+                order.append(OrderItem(key_i, desc))
+        count_i = self.add_derived(("COUNT(*)",), "GROUP_CONCAT_COUNT")
+        values = tuple(p for j, a in enumerate(arg_pieces) for p in ((", ",) if j else ()) + a)
+        close_i = next(i for i in range(sep_i, len(tokens)) if tokens[i].text == ")" and tokens[i].depth == depth - 1)
+        separator_pieces = self.pieces(sep_i + 1, close_i) if sep_i + 1 < close_i else ("','",)
+        limit_i = self.add_derived(_group_concat_limit(values, separator_pieces), "GROUP_CONCAT_LIMIT")
+        return AggregateItem(AggregateKind.GROUP_CONCAT, index, separator=separator, limit_index=limit_i,
+                             distinct_index=value_i, count_index=count_i, concat_order=tuple(order),
+                             concat_distinct=is_distinct)
+
+    @staticmethod
+    def _rollup_having_nulls(condition: exp.Expression, bound: dict[int, int | None], keys: set[int]) -> None:
+        """MariaDB folds ``<NOT NULL column> IS NULL`` (and the like) to FALSE before ROLLUP makes the column
+        NULL in the super-aggregate rows; the merge would keep those rows. Refused rather than guessed."""
+        for node in condition.find_all(exp.Is, exp.NullSafeEQ, exp.Coalesce, exp.Anonymous, exp.If, exp.Case):
+            if any(bound.get(id(c)) in keys for c in node.find_all(exp.Column)):
+                raise _Refuse(f"HAVING {node.sql(dialect='mysql')} tests a GROUP BY column for NULL with WITH "
+                              "ROLLUP, which MariaDB may fold before the super-aggregate rows exist; test an "
+                              "aggregate instead")
+
+    def _distinct_source(self, body: tuple[Piece, ...], node: exp.Expression, weight: bool) -> int:
+        """The derived column carrying a DISTINCT argument (added to the nodes' GROUP BY once)."""
+        found = self.distinct_sources.get(body)
+        if found is None:
+            found = self.add_derived(body, "AGGREGATION_DISTINCT_DERIVED")
+            self.maybe_text[found] = self._maybe_text(node)
+            self.distinct_sources[body] = found
+            self.distinct_bodies.append(body)
+        if weight:
+            self.want_weight(found)
+        return found
+
+    def _planner(self) -> ComputedPlanner:
+        if self.computed_planner is None:
+            self.computed_planner = ComputedPlanner(
+                self.sql, self.tokens, self.add_derived, self.pieces, self.note, self.want_weight,
+                lambda start, end, edits: build_template(
+                    self.shape, start, end, [Edit(s, e, (text,)) for s, e, text in edits]),
+                self._distinct_source)
+        return self.computed_planner
+
+    def _having_avg(self, agg: exp.Expression, text: str, aggregates: list[AggregateItem],
+                    bindings: dict[str, int]) -> None:
+        """HAVING AVG(x): derived SUM(x) and COUNT(x), bound for merge.compute's AVG."""
+        if any(c.table for c in agg.find_all(exp.Column)):
+            raise _Refuse("qualified columns in HAVING aggregates are not supported over several data nodes")
+        if f"{AVG_SUM}{text.lower()}" in bindings:
+            return
+        arg = agg.this.sql(dialect="mysql")
+        count_i = self.add_derived((f"COUNT({arg})",), "HAVING_AVG_COUNT")
+        sum_i = self.add_derived((f"SUM({arg})",), "HAVING_AVG_SUM")
+        aggregates += [AggregateItem(AggregateKind.COUNT, count_i), AggregateItem(AggregateKind.SUM, sum_i)]
+        bindings[f"{AVG_SUM}{text.lower()}"] = sum_i
+        bindings[f"{AVG_COUNT}{text.lower()}"] = count_i
+
+    def _computed_item(self, item: exp.Expression, index: int, a: int, b: int,
+                       aggregates: list[AggregateItem]) -> None:
+        """Select item `index` computes with aggregates: merged partial aggregates, then computed."""
+        stop = b
+        if isinstance(item, exp.Alias):
+            stop -= 1
+            if stop - 1 > a and self.tokens[stop - 1].upper == "AS":
+                stop -= 1
+        try:
+            self._planner().plan(index, a, stop, aggregates)
+        except ComputedRefusal as refusal:
+            raise _Refuse(str(refusal)) from refusal
+        self.maybe_text[index] = False  # a node's weight would be of its partial value, not of the result
+
     def _item_expression(self, item: exp.Expression, a: int, b: int) -> tuple[Piece, ...] | None:
         """The pieces of a select item's expression without its alias (None when they cannot be cut)."""
         tokens = self.tokens
@@ -1269,6 +1440,14 @@ class _SelectRewriter:
         if found:
             return self.tokens[min(found) - 1].end
         return self._end()
+
+
+def sqlglot_parse(sql: str, tokens: Sequence[Token], a: int, b: int) -> exp.Expression | None:
+    """The expression of tokens[a:b] (None when sqlglot cannot read it alone)."""
+    try:
+        return sqlglot.parse_one(sql[tokens[a].start : tokens[b - 1].end], read="mysql")
+    except (sqlglot.errors.ParseError, ValueError):
+        return None
 
 
 def _own_aggregates(node: exp.Expression) -> list[exp.Expression]:

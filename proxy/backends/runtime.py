@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 import structlog
 
 from protocol.packets import ERRPacket
+from proxy.backends import table_metadata
 from proxy.backends.backend import DataSource
 from proxy.config import DatabaseConfig
 from routing.model import ColumnInfo, DatabaseRules, UniqueKey
@@ -196,5 +197,6 @@ class LogicalDatabase:
             self.metadata.tables = tables
             self.metadata.keys = keys
             self.metadata.infos = infos
+            await table_metadata.after_reload(self)  # indexes, node differences (logged)
             if self.kernel is not None:
                 self.kernel.invalidate()

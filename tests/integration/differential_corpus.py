@@ -309,6 +309,8 @@ _CASES: list[Any] = [
     Q("SELECT user_id, GROUP_CONCAT(order_id ORDER BY order_id) FROM t_order GROUP BY user_id"),
     Q("SELECT user_id, GROUP_CONCAT(DISTINCT status ORDER BY status SEPARATOR ' / ') FROM t_order "
       "WHERE user_id < 6 GROUP BY user_id", ci=(1,)),
+    Q("SELECT user_id, GROUP_CONCAT(DISTINCT amount ORDER BY amount SEPARATOR ' / ') FROM t_order "
+      "WHERE user_id < 6 GROUP BY user_id"),
     Q("SELECT status, COUNT(*) FROM t_order GROUP BY status", ci=(0,)),
     Q("SELECT status, COUNT(*) FROM t_order GROUP BY status ORDER BY status DESC", ci=(0,)),
     Q("SELECT status, COUNT(*) AS n FROM t_order GROUP BY status ORDER BY n DESC, status", ci=(0,)),
@@ -327,6 +329,8 @@ _CASES: list[Any] = [
     Q("SELECT user_id FROM t_order GROUP BY user_id ORDER BY SUM(amount) DESC, user_id"),
     Q("SELECT user_id, MAX(amount) - MIN(amount) AS spread FROM t_order GROUP BY user_id ORDER BY spread, user_id"),
     Q("SELECT user_id, COUNT(*) FROM t_order WHERE user_id = 7 GROUP BY user_id"),
+    Q("SELECT user_id % 3 AS m, order_id % 2 AS p, COUNT(*), SUM(amount) FROM t_order GROUP BY m, p WITH ROLLUP"),
+    Q("SELECT user_id, COUNT(*) + 1, AVG(DISTINCT amount) FROM t_order GROUP BY user_id WITH ROLLUP LIMIT 3, 60"),
     Q("SELECT user_id, COUNT(*) FROM t_order WHERE user_id IN (7, 8) GROUP BY user_id"),
     Q("SELECT order_id % 2 AS p, COUNT(*), SUM(amount) FROM t_order GROUP BY p"),
     Q("SELECT sku, SUM(qty), COUNT(*) FROM t_order_item GROUP BY sku", ci=(0,)),

@@ -85,13 +85,20 @@ AGGREGATES = {
     "o": ("COUNT(*)", "COUNT(o.note)", "SUM(o.amount)", "MIN(o.amount)", "MAX(o.created)", "AVG(o.amount)",
           "AVG(o.price)", "SUM(o.price)", "COUNT(DISTINCT o.user_id)", "MAX(o.order_id)", "BIT_OR(o.user_id)",
           "BIT_XOR(o.order_id)", "MIN(o.price)", "COUNT(o.order_id)", "SUM(o.user_id)",
+          # computed after the merge from merged aggregates (issue 17)
+          "SUM(o.amount) + 1", "IFNULL(SUM(o.amount), 0)", "ROUND(AVG(o.amount), 2)", "SUM(o.amount) / COUNT(*)",
+          "MAX(o.amount) - MIN(o.amount)", "COUNT(*) * 2 - MIN(o.user_id) % 5", "COALESCE(MAX(o.price), -1)",
+          "COUNT(DISTINCT o.user_id) + 1", "SUM(DISTINCT o.amount) / COUNT(DISTINCT o.amount)",
+          "AVG(DISTINCT o.user_id)", "COUNT(DISTINCT o.user_id, o.amount)",
+          "GROUP_CONCAT(DISTINCT o.user_id % 7 ORDER BY o.user_id % 7 DESC)",
           # not merged: answered by federation (one MariaDB over copies of the rows); written so that their
           # value does not depend on the order rows are read in: a float variance's last bits do, so it is
           # rounded, and divided by 7 first (prices are multiples of 0.25: a variance can sit exactly on a
           # rounding boundary)
-          "JSON_ARRAYAGG(o.order_id ORDER BY o.order_id)", "ROUND(STDDEV_POP(o.amount), 6)", "SUM(o.amount) + 1",
+          "JSON_ARRAYAGG(o.order_id ORDER BY o.order_id)", "ROUND(STDDEV_POP(o.amount), 6)",
           "ROUND(VARIANCE(o.price) / 7, 6)"),
-    "i": ("SUM(i.qty)", "COUNT(i.order_item_id)", "MIN(i.unit_price)", "MAX(i.qty)", "AVG(i.qty)"),
+    "i": ("SUM(i.qty)", "COUNT(i.order_item_id)", "MIN(i.unit_price)", "MAX(i.qty)", "AVG(i.qty)",
+          "SUM(i.qty) / COUNT(*)", "ROUND(AVG(i.unit_price), 1)", "IF(MAX(i.qty) > 5, 'big', 'small')"),
     "a": ("MIN(a.address_id)", "MAX(a.address_id)", "COUNT(DISTINCT a.address_id)", "SUM(a.address_id)"),
 }
 # window functions: ordered by the source's unique key ({key}), so that ties cannot decide a value
@@ -234,11 +241,14 @@ class StatementGenerator:
         style = self.rng.random()
         group_by = [f"k{n}" if style < 0.4 else (str(n + 1) if style < 0.6 else k) for n, k in enumerate(keys)]
         sql += " GROUP BY " + ", ".join(group_by)
+        rollup = self.maybe(0.15)  # super-aggregate rows after the merge (issue 17); MariaDB: no ORDER BY then
+        if rollup:
+            sql += " WITH ROLLUP"
         if self.maybe(0.3):
             sql += " HAVING " + self.choice(("COUNT(*) > 2", "v0 IS NOT NULL", "COUNT(*) BETWEEN 1 AND 60",
                                              f"k0 IS NOT NULL AND COUNT(*) > {self.rng.randint(1, 40)}"))
         ordered = False
-        if self.maybe(0.7):
+        if not rollup and self.maybe(0.7):
             lead = ["v0 DESC"] if self.maybe(0.3) and not _unordered_agg(aggs[0]) else []
             sql += " ORDER BY " + ", ".join([*lead, *(f"k{n}" for n in range(len(keys)))])
             ordered = True  # the group keys are unique per group

@@ -92,6 +92,8 @@ _STATEMENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("show_rules_used_storage_unit", _rx(rf"SHOW\s+RULES\s+USED\s+STORAGE\s+UNIT\s+(?P<name>{IDENT}){_FROM_DB}")),
     ("show_storage_units_like", _rx(rf"SHOW\s+STORAGE\s+UNITS{_FROM_DB}\s+LIKE\s+(?P<like>{STRING})")),
     ("show_logical_tables", _rx(rf"SHOW\s+(?P<full>FULL\s+)?LOGICAL\s+TABLES{_FROM_DB}{_LIKE}")),
+    ("show_table_metadata",  # issue 17 (proxy.backends.table_metadata)
+     _rx(rf"SHOW\s+TABLE\s+METADATA\s+{IDENT}(?:\s*,\s*{IDENT})*{_FROM_DB}")),
     # RAL
     ("show_dist_variable", _rx(rf"SHOW\s+DIST\s+VARIABLE\s+WHERE\s+NAME\s*=\s*(?P<name>{IDENT}|{STRING})")),
     ("show_dist_variables", _rx(rf"SHOW\s+DIST\s+VARIABLES{_LIKE}")),

@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from proxy.backends import table_metadata
 from proxy.backends.readwrite import ReadWriteGroup
 from proxy.clusterport import port as cluster_port
 from proxy.session.admin import STORAGE_UNIT_COLUMNS, storage_units
@@ -164,6 +165,11 @@ async def _logical_tables(session: Session, d: grammar.DistSQL) -> None:
     session.rows(columns, _like(rows, d.like))
 
 
+async def _table_metadata(session: Session, d: grammar.DistSQL) -> None:
+    db = target(session, d.database)
+    session.rows(list(table_metadata.SHOW_COLUMNS), table_metadata.show_rows(db, table_metadata.table_names(d.text)))
+
+
 # --- RAL --------------------------------------------------------------------------------------------------
 
 
@@ -283,6 +289,7 @@ _HANDLERS = {
     "set_dist_variable": _set_variable,
     "show_compute_nodes": _compute_nodes,
     "refresh_table_metadata": _refresh_table,
+    "show_table_metadata": _table_metadata,
     "refresh_database_metadata": _refresh_database,
     "export_database_configuration": _export,
 }
