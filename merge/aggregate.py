@@ -368,35 +368,6 @@ class BitAggregator(Aggregator):
         return format_int(state)
 
 
-def make_aggregator(
-    item: AggregateItem, columns: Sequence[ColumnMeta], budget: RowBudget, weights: Weights | None = None,
-    warnings: MergeStats | None = None,
-) -> Aggregator:
-    kind = item.kind
-    if kind is AggregateKind.COUNT:
-        return CountAggregator(item, columns)
-    if kind is AggregateKind.SUM:
-        return SumAggregator(item, columns)
-    if kind in (AggregateKind.MIN, AggregateKind.MAX):
-        return MinMaxAggregator(item, columns, weights)
-    if kind is AggregateKind.AVG:
-        return AvgAggregator(item, columns)
-    if kind in (AggregateKind.COUNT_DISTINCT, AggregateKind.SUM_DISTINCT):
-        if item.distinct_more:  # COUNT(DISTINCT a, b, ...)
-            from merge.distinct import TupleDistinctAggregator
-            return TupleDistinctAggregator(item, columns, budget, weights)
-        return DistinctAggregator(item, columns, budget, weights)
-    if kind is AggregateKind.AVG_DISTINCT:
-        from merge.distinct import AvgDistinctAggregator
-        return AvgDistinctAggregator(item, columns, budget, weights)
-    if kind is AggregateKind.GROUP_CONCAT:
-        if item.distinct_index is not None:  # DISTINCT / ORDER BY: the values come one by one
-            from merge.concat import OrderedGroupConcatAggregator
-            return OrderedGroupConcatAggregator(item, columns, budget, weights, warnings)
-        return GroupConcatAggregator(item, columns, warnings)
-    return BitAggregator(item, columns)
-
-
 class GroupAccumulator:
     """Folds the rows of one group into one output row: the first row's values, with every aggregate
     column replaced by its merged value (other columns keep the first row's value, as MySQL would

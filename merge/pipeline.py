@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from merge.aggregate import GroupAccumulator, MergeStats, make_aggregator
+from merge.aggregate import GroupAccumulator, MergeStats
+from merge.aggregators import make_aggregator
 from merge.coltypes import STRING_TYPES
 from merge.compute import ExpressionCompiler, compute_stage
 from merge.errors import MergeError, RowBudget

@@ -1,6 +1,6 @@
 """Table metadata of the logic tables beyond what routing reads: indexes, node differences, SHOW TABLE METADATA.
 
-Why: the kernel reads columns, types, collations and unique keys (`proxy.runtime.SchemaSnapshot`); an
+Why: the kernel reads columns, types, collations and unique keys (`proxy.backends.runtime.SchemaSnapshot`); an
 operator also needs to see what the proxy believes a logic table is, and to know when the actual tables
 behind one logic table disagree (a column added on one node only, another collation, a missing index):
 answers merged over such nodes would differ from node to node. So after every metadata load (start-up,
@@ -17,15 +17,24 @@ import json
 import re
 import weakref
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from protocol.packets import ERRPacket
 
 if TYPE_CHECKING:
-    from proxy.backends.runtime import LogicalDatabase
     from routing.model import ColumnInfo
+
+
+class LogicalDatabase(Protocol):
+    """What this module reads of proxy.backends.runtime.LogicalDatabase (which calls after_reload: a Protocol
+    here keeps the import one way)."""
+
+    name: str
+    rules: Any
+    sources: Any
+    metadata: Any
 
 log = structlog.get_logger("shardproxy.metadata")
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from proxy.runtime import SchemaSnapshot
+from proxy.backends.runtime import SchemaSnapshot
 
 from proxy.backends import table_metadata as tm
 from routing.model import ColumnInfo
