@@ -8,9 +8,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from proxy.backends.runtime import SchemaSnapshot
 
 from proxy.backends import table_metadata as tm
+from proxy.backends.runtime import SchemaSnapshot
 from routing.model import ColumnInfo
 from tests.routing.conftest import build_rules
 
