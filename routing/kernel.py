@@ -609,6 +609,7 @@ class _Compiler:
             )
         base = self.base(kind, write, names)
         base["pins"] = base["pins"] + tuple(getattr(self, "pins", ()))
+        dual_read, dual_refusal = self.window_read(ast, kind, sharded, ours, edits)  # routing.dualread
         return ShardedPlan(
             **base,
             sharding=self.sharding,
@@ -622,7 +623,35 @@ class _Compiler:
             refuse_multi=refuse,
             set_checks=set_checks,
             layout=self.join_layout(ast, sharded) if len(sharded) > 1 else None,
+            dual_read=dual_read,
+            dual_refusal=dual_refusal,
         )
+
+    def window_read(
+        self, ast: exp.Expression, kind: StatementKind, sharded: list[Occurrence], ours: list[Occurrence],
+        edits: list[Edit],
+    ) -> tuple[Any, str | None]:
+        """A SELECT on a table inside its resharding window: its dual read (routing.dualread) or why none."""
+        windowed = [o for o in sharded if (r := self.table_rule(o.name)) is not None and r.window is not None]
+        if not windowed:
+            return None, None
+        read = [o for o in windowed if o.nested]
+        if kind is StatementKind.INSERT and read:
+            raise RoutingError(
+                f"INSERT ... SELECT reads sharded table {read[0].name} during its resharding window, where a "
+                "row may have two copies the proxy cannot de-duplicate inside INSERT ... SELECT; select the rows "
+                "and insert them from the client, or finish the migration first"
+            )
+        if kind is not StatementKind.SELECT:
+            return None, None
+        from routing.dualread import compile_dual_read
+
+        rule = self.table_rule(windowed[0].name)
+        assert rule is not None
+        foreign = [o for o in self.occurrences if o.category == "foreign"]
+        result = compile_dual_read(self.shape, self.tokens, ast, ours + foreign, edits, rule, self.metadata,
+                                   has_into=self.into is not None)
+        return (None, result) if isinstance(result, str) else (result, None)
 
     def multi_unit_refusal(self, ast: exp.Expression, kind: StatementKind, sharded: list[Occurrence]) -> str | None:
         tables = ", ".join(dict.fromkeys(o.name for o in sharded))

@@ -70,3 +70,6 @@ class RoutedStatement:
     # SET @v = (SELECT ...) routed to one unit: the user variables it assigns, whose values the proxy copies
     # to the session's other connections
     set_variables: tuple[str, ...] = ()
+    # SELECT on a table inside its resharding window over several nodes: a routing.dualread.DualRead the
+    # proxy runs instead of the execution units (which show its first step, for PREVIEW)
+    dual_read: Any = None

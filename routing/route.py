@@ -154,25 +154,40 @@ def _in_order(targets: Sequence[str], chosen: Sequence[str]) -> list[str]:
     return [t for t in targets if t in wanted]
 
 
-def route_table(rule: TableRule, groups: list[Group] | None, hints: SessionHints | None = None) -> list[DataNode]:
-    """Data nodes of ``rule`` that rows matching any group may live on, in data node order."""
+def route_table(
+    rule: TableRule, groups: list[Group] | None, hints: SessionHints | None = None, *, old: bool = False
+) -> list[DataNode]:
+    """Data nodes of ``rule`` that rows matching any group may live on, in data node order. ``old``: where
+    the resharding window's old strategies put them (``rule.window``; the new strategies without one)."""
     name = rule.logic_table
     low = name.lower()
     db_hint = hint_values(hints, low, True)
     table_hint = hint_values(hints, low, False)
+    db_strategy, table_strategy = rule.database_strategy, rule.table_strategy
+    if old and rule.window is not None:
+        db_strategy, table_strategy = rule.window.database_strategy, rule.window.table_strategy
     chosen: set[DataNode] = set()
     for group in groups if groups is not None else [{}]:
         if rule.auto:
             tables = shard_targets(
-                rule.table_strategy, [n.table for n in rule.data_nodes], group, table_hint, name, "table"
+                table_strategy, [n.table for n in rule.data_nodes], group, table_hint, name, "table"
             )
             wanted = set(tables)
             chosen.update(n for n in rule.data_nodes if n.table in wanted)
             continue
-        for ds in shard_targets(rule.database_strategy, rule.data_sources, group, db_hint, name, "data source"):
-            for table in shard_targets(rule.table_strategy, rule.tables_in(ds), group, table_hint, name, "table"):
+        for ds in shard_targets(db_strategy, rule.data_sources, group, db_hint, name, "data source"):
+            for table in shard_targets(table_strategy, rule.tables_in(ds), group, table_hint, name, "table"):
                 chosen.add(DataNode(ds, table))
     return [n for n in rule.data_nodes if n in chosen]
+
+
+def route_window(rule: TableRule, groups: list[Group] | None, hints: SessionHints | None = None) -> list[DataNode]:
+    """SELECT / UPDATE / DELETE during a resharding window: the new nodes and the old ones, in data node
+    order (the seed's dual read, dual update and dual delete)."""
+    nodes = set(route_table(rule, groups, hints))
+    if rule.window is not None:
+        nodes.update(route_table(rule, groups, hints, old=True))
+    return [n for n in rule.data_nodes if n in nodes]
 
 
 def precise_group(values: Mapping[str, Any]) -> Group:
@@ -459,14 +474,20 @@ class ShardedPlan(Plan):
     refuse_multi: str | None = None  # why this statement cannot run on several units
     set_checks: tuple[SetCheck, ...] = ()
     layout: JoinLayout | None = None
+    dual_read: Any = None  # routing.dualread.DualReadTemplate of a windowed single-table SELECT
+    dual_refusal: str | None = None  # why a windowed SELECT has none
 
     def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
         assert self.sharding is not None
         values = statement_values(shape, params)
         routed: dict[str, list[DataNode]] = {}
+        dual = self.kind is not StatementKind.INSERT  # INSERT ... SELECT writes by the new strategy only
         for logic, cond in self.conditions:
             rule = self.sharding.tables[logic]
-            nodes = route_table(rule, evaluate(cond, values), hints)
+            if dual and rule.window is not None:
+                nodes = route_window(rule, evaluate(cond, values), hints)
+            else:
+                nodes = route_table(rule, evaluate(cond, values), hints)
             previous = routed.get(logic)
             if previous is None:
                 routed[logic] = nodes
@@ -490,6 +511,8 @@ class ShardedPlan(Plan):
                     f"the sharded tables {', '.join(self.order)} route to {', '.join(stray)} as well; "
                     "add sharding conditions that keep them on one data source"
                 )
+        if self.kind is StatementKind.SELECT and len(units) > 1 and (self.dual_read or self.dual_refusal):
+            return self._dual_read(shape, params, values, routed, hints)
         if len(units) > 1 and self.refuse_multi:
             raise RoutingError(self.refuse_multi)
         for check in self.set_checks:
@@ -509,6 +532,35 @@ class ShardedPlan(Plan):
             into_variables=self.into_variables,
             into_trailing=self.into_trailing,
             set_variables=self.set_variables,
+        )
+
+
+    def _dual_read(self, shape: Shape, params: Sequence[Any] | None, values: Sequence[Any],
+                   routed: Mapping[str, list[DataNode]], hints: SessionHints | None) -> RoutedStatement:
+        """A windowed SELECT over several nodes: the dual read (routing.dualread), or its refusal."""
+        from routing.dualread import window_refusal
+
+        template = self.dual_read
+        if template is None:
+            table = next(t for t in self.order if self.sharding and self.sharding.tables[t].window is not None)
+            raise RoutingError(window_refusal(table, sum(len(n) for n in routed.values()),
+                                              self.dual_refusal or "cannot be de-duplicated"))
+        rule = template.rule
+        nodes = routed[rule.logic_table.lower()]
+
+        def new_home(row: Mapping[str, Any]) -> DataNode | None:
+            homes = route_table(rule, [precise_group(row)], hints)
+            return homes[0] if len(homes) == 1 else None
+
+        dual = template.route(nodes, self._ctx(shape, params, values), new_home)
+        logic = rule.logic_table.lower()
+        return RoutedStatement(
+            kind=self.kind,
+            route_units=tuple(RouteUnit(n.data_source, {logic: n.table}) for n in nodes),
+            execution_units=tuple(ExecutionUnit(n.data_source, sql) for n, sql in dual.key_sql),
+            write=self._write(hints),
+            logic_tables=self.logic_tables,
+            dual_read=dual,
         )
 
 
