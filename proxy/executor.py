@@ -151,7 +151,11 @@ async def execute_plan(
     if routed.kind is StatementKind.DDL and not await txn.implicit_commit(session):
         return  # committing the open transaction first failed (the client has the error): the DDL is not run
     try:
-        if routed.upsert is not None:  # a unique key without the sharding columns: looked up everywhere first
+        if routed.dual_read is not None:  # resharding window: copies de-duplicated first (proxy.dualread)
+            from proxy.dualread import execute_dual_read
+
+            await execute_dual_read(session, db, routed, codec, _access(routed))
+        elif routed.upsert is not None:  # a unique key without the sharding columns: looked up everywhere first
             from proxy.upsert import execute_upsert
 
             await execute_upsert(session, db, routed, codec)

@@ -94,6 +94,7 @@ class DualReadTemplate:
     key_column: str
     version_column: str | None
     column_types: Mapping[str, str | None]  # lower-case column -> information_schema DATA_TYPE
+    columns: tuple[str, ...]  # the table's columns in table order (copied into the temporary table)
     where_template: Template  # `FROM <table> [alias] [WHERE ...]` of the user's statement
     final_template: Template  # the user's statement, its table slot renamed to the temporary table
 
@@ -118,6 +119,7 @@ class DualReadTemplate:
             key_column=self.key_column,
             version_column=self.version_column,
             column_types=self.column_types,
+            columns=self.columns,
             key_sql=key_sql,
             temp_node=DataNode(home.data_source, home.table),
             temp_table=temp,
@@ -134,6 +136,7 @@ class DualRead:
     key_column: str
     version_column: str | None
     column_types: Mapping[str, str | None]
+    columns: tuple[str, ...]
     key_sql: tuple[tuple[DataNode, str], ...]  # step 1, per node of the old and new routes
     temp_node: DataNode  # the temporary table is created LIKE this node's table, on its data source
     temp_table: str
@@ -147,9 +150,11 @@ class DualRead:
     def copy_sql(self, node: DataNode, keys: Sequence[bytes]) -> list[str]:
         """Step 2: every copy of these keys on this node, all columns, in batches of `COPY_BATCH` keys."""
         out = []
+        cols = ", ".join(quote_ident(c) for c in self.columns)
         for i in range(0, len(keys), COPY_BATCH):
             chunk = ", ".join(value_to_sql_literal(k) for k in keys[i : i + COPY_BATCH])
-            out.append(f"SELECT * FROM {quote_ident(node.table)} WHERE {quote_ident(self.key_column)} IN ({chunk})")
+            where = f"{quote_ident(self.key_column)} IN ({chunk})"
+            out.append(f"SELECT {cols} FROM {quote_ident(node.table)} WHERE {where}")
         return out
 
     def create_sql(self) -> str:
@@ -158,15 +163,14 @@ class DualRead:
     def drop_sql(self) -> str:
         return f"DROP TEMPORARY TABLE IF EXISTS {quote_ident(self.temp_table)}"
 
-    def insert_sql(self, columns: Sequence[str], rows: Sequence[Sequence[bytes | None]]) -> str:
-        cols = ", ".join(quote_ident(c) for c in columns)
+    def insert_sql(self, rows: Sequence[Sequence[bytes | None]]) -> str:
+        cols = ", ".join(quote_ident(c) for c in self.columns)
         values = ", ".join("(" + ", ".join(value_to_sql_literal(v) for v in row) + ")" for row in rows)
         return f"INSERT INTO {quote_ident(self.temp_table)} ({cols}) VALUES {values}"
 
-    def pick(self, columns: Sequence[str], copies: Iterable[tuple[DataNode, Sequence[bytes | None]]]) -> list[
-            Sequence[bytes | None]]:
-        return pick_winners(self.rule, self.key_column, self.version_column, self.column_types, columns, copies,
-                            self.new_home)
+    def pick(self, copies: Iterable[tuple[DataNode, Sequence[bytes | None]]]) -> list[Sequence[bytes | None]]:
+        return pick_winners(self.rule, self.key_column, self.version_column, self.column_types, self.columns,
+                            copies, self.new_home)
 
 
 def pick_winners(
@@ -286,6 +290,9 @@ def compile_dual_read(
         return "has no FROM clause the proxy can find"
     if end is None:
         end = len(shape.sql)
+    columns = metadata.columns(rule.logic_table.lower())
+    if not columns:
+        return f"cannot be de-duplicated: the proxy does not know the columns of {table}"
     info = getattr(metadata, "column_info", None)
     wanted = {key_column.lower(), *(c for c in rule.sharding_columns)}
     if window.version_column is not None:
@@ -299,6 +306,7 @@ def compile_dual_read(
         key_column=key_column,
         version_column=window.version_column,
         column_types=types,
+        columns=tuple(columns),
         where_template=build_template(shape, start, end, edits),
         final_template=build_template(shape, 0, len(shape.sql), edits),
     )

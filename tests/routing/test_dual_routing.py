@@ -147,7 +147,7 @@ def test_dual_read_statements() -> None:
     assert dual.final.params == ("U0000000001",)
     assert dual.create_sql() == "CREATE TEMPORARY TABLE `t_order_info__dual_read` LIKE `t_order_info`"
     assert dual.copy_sql(DataNode(DS1, "t_order_info"), [b"O1", b"O'2"]) == [
-        "SELECT * FROM `t_order_info` WHERE `id` IN ('O1', 'O\\'2')"]
+        "SELECT `id`, `user_id`, `update_time`, `amount` FROM `t_order_info` WHERE `id` IN ('O1', 'O\\'2')"]
 
 
 @pytest.mark.parametrize(

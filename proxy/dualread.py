@@ -1,0 +1,133 @@
+"""Running a dual read (``routing.dualread``): a SELECT on a table inside its resharding window.
+
+The kernel says which nodes to ask and what to send; here the steps run on the session's connections (so
+a transaction sees its own uncommitted rows): the keys matching the statement on every old and new node,
+every copy of those keys, the winner per key, then the user's statement on a temporary table holding the
+winners, whose answer is relayed to the client like any single-node answer. The number of keys is bounded
+by ``proxy-merge-memory-rows``; beyond it the statement is refused, never answered from a subset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import structlog
+
+from merge import MergeError
+from protocol.packets import ERRPacket
+from proxy.backend import BackendConnection
+from proxy.codec import StatementCodec, StatementFailed
+from routing.dualread import DualRead
+from routing.model import DataNode
+from routing.plan import RoutedStatement
+
+if TYPE_CHECKING:
+    from proxy.runtime import LogicalDatabase
+    from proxy.session import Session
+
+log = structlog.get_logger("shardproxy.dualread")
+
+INSERT_BATCH = 500  # winners per INSERT into the temporary table
+
+
+class _Failed(Exception):
+    def __init__(self, data_source: str, err: ERRPacket) -> None:
+        super().__init__(err.message)
+        self.data_source = data_source
+        self.err = err
+
+
+async def _rows(conn: BackendConnection, data_source: str, sql: str) -> list[tuple[bytes | None, ...]]:
+    answer = await conn.execute(sql)
+    if isinstance(answer, ERRPacket):
+        raise _Failed(data_source, answer)
+    return answer if isinstance(answer, list) else []
+
+
+async def _run(conn: BackendConnection, data_source: str, sql: str) -> None:
+    answer = await conn.execute(sql)
+    if isinstance(answer, ERRPacket):
+        raise _Failed(data_source, answer)
+
+
+async def _per_source(dual: DualRead, conns: dict[str, BackendConnection], work: object) -> None:
+    """Run ``work(node, conn)`` for every node: data sources in parallel, a data source's nodes in turn
+    (they share the session's one connection to it)."""
+    groups: dict[str, list[DataNode]] = {}
+    for node in dual.nodes:
+        groups.setdefault(node.data_source, []).append(node)
+
+    async def one(ds: str, nodes: list[DataNode]) -> None:
+        for node in nodes:
+            await work(node, conns[ds])  # type: ignore[operator]
+
+    await asyncio.gather(*(one(ds, nodes) for ds, nodes in groups.items()))
+
+
+async def execute_dual_read(session: Session, db: LogicalDatabase, routed: RoutedStatement,
+                            codec: StatementCodec, access: dict[str, bool]) -> None:
+    from proxy.executor import UnitFailed, error_renamer
+
+    dual: DualRead = routed.dual_read
+    budget = session.server.merge_memory_rows
+    conns = await session.backends_for([n.data_source for n in dual.nodes] + [dual.final.data_source], **access)
+    table = dual.rule.logic_table
+    try:
+        keys: dict[bytes | None, None] = {}
+        key_sql = dict(dual.key_sql)
+
+        async def find_keys(node: DataNode, conn: BackendConnection) -> None:
+            for row in await _rows(conn, node.data_source, key_sql[node]):
+                keys[row[0]] = None
+            if len(keys) > budget:
+                raise _TooMany()
+
+        await _per_source(dual, conns, find_keys)
+        wanted = [k for k in keys if k is not None]
+        copies: list[tuple[DataNode, Sequence[bytes | None]]] = []
+
+        async def fetch_copies(node: DataNode, conn: BackendConnection) -> None:
+            for sql in dual.copy_sql(node, wanted):
+                copies.extend((node, row) for row in await _rows(conn, node.data_source, sql))
+
+        if wanted:
+            await _per_source(dual, conns, fetch_copies)
+        winners = dual.pick(copies)
+    except _TooMany:
+        raise MergeError(
+            f"the SELECT on {table} during its resharding window matches more than {budget} rows "
+            "(props.proxy-merge-memory-rows), which the proxy would have to de-duplicate in memory; add "
+            "conditions, raise proxy-merge-memory-rows, or finish the migration to end the window"
+        ) from None
+    except _Failed as exc:
+        raise UnitFailed(exc.data_source, exc.err) from exc
+    conn = conns[dual.final.data_source]
+    created = False
+    try:
+        await _run(conn, dual.final.data_source, dual.drop_sql())
+        await _run(conn, dual.final.data_source, dual.create_sql())
+        created = True
+        for i in range(0, len(winners), INSERT_BATCH):
+            await _run(conn, dual.final.data_source, dual.insert_sql(winners[i : i + INSERT_BATCH]))
+        try:
+            payload = await codec.command(conn, dual.final)
+        except StatementFailed as exc:
+            raise UnitFailed(dual.final.data_source, exc.err) from exc
+        await session.relay_on(conn, payload, error_renamer(db, routed))
+    except _Failed as exc:
+        raise UnitFailed(exc.data_source, exc.err) from exc
+    finally:
+        if created:
+            try:
+                await _run(conn, dual.final.data_source, dual.drop_sql())
+            except Exception:  # a connection still holding the temporary table must not serve anyone else
+                conn.broken = True
+                session.drop_broken()
+    log.debug("dual_read", table=table, nodes=len(dual.nodes), keys=len(wanted), copies=len(copies),
+              rows=len(winners))
+
+
+class _TooMany(Exception):
+    pass
