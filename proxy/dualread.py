@@ -66,18 +66,16 @@ async def _per_source(dual: DualRead, conns: dict[str, BackendConnection], work:
     await asyncio.gather(*(one(ds, nodes) for ds, nodes in groups.items()))
 
 
-async def execute_dual_read(session: Session, db: LogicalDatabase, routed: RoutedStatement,
-                            codec: StatementCodec, access: dict[str, bool]) -> None:
-    from proxy.executor import UnitFailed, error_renamer
+async def _collect(session: Session, dual: DualRead, conns: dict[str, BackendConnection]
+                   ) -> list[tuple[DataNode, Sequence[bytes | None]]]:
+    """Steps 1 and 2: the keys matching the statement on every node, then every copy of those keys."""
+    from proxy.executor import UnitFailed
 
-    dual: DualRead = routed.dual_read
     budget = session.server.merge_memory_rows
-    conns = await session.backends_for([n.data_source for n in dual.nodes] + [dual.final.data_source], **access)
-    table = dual.rule.logic_table
+    keys: dict[bytes | None, None] = {}
+    key_sql = dict(dual.key_sql)
+    copies: list[tuple[DataNode, Sequence[bytes | None]]] = []
     try:
-        keys: dict[bytes | None, None] = {}
-        key_sql = dict(dual.key_sql)
-
         async def find_keys(node: DataNode, conn: BackendConnection) -> None:
             for row in await _rows(conn, node.data_source, key_sql[node]):
                 keys[row[0]] = None
@@ -86,7 +84,6 @@ async def execute_dual_read(session: Session, db: LogicalDatabase, routed: Route
 
         await _per_source(dual, conns, find_keys)
         wanted = [k for k in keys if k is not None]
-        copies: list[tuple[DataNode, Sequence[bytes | None]]] = []
 
         async def fetch_copies(node: DataNode, conn: BackendConnection) -> None:
             for sql in dual.copy_sql(node, wanted):
@@ -94,15 +91,44 @@ async def execute_dual_read(session: Session, db: LogicalDatabase, routed: Route
 
         if wanted:
             await _per_source(dual, conns, fetch_copies)
-        winners = dual.pick(copies)
     except _TooMany:
         raise MergeError(
-            f"the SELECT on {table} during its resharding window matches more than {budget} rows "
-            "(props.proxy-merge-memory-rows), which the proxy would have to de-duplicate in memory; add "
+            f"the statement on {dual.rule.logic_table} during its resharding window matches more than {budget} "
+            "rows (props.proxy-merge-memory-rows), whose copies the proxy would have to reconcile in memory; add "
             "conditions, raise proxy-merge-memory-rows, or finish the migration to end the window"
         ) from None
     except _Failed as exc:
         raise UnitFailed(exc.data_source, exc.err) from exc
+    return copies
+
+
+async def reconcile_copies(session: Session, routed: RoutedStatement, access: dict[str, bool]) -> None:
+    """Before a dual UPDATE / DELETE: copies differing from their row's winner are overwritten with it
+    (`DualRead.repair_sql`), so that the statement changes every copy alike."""
+    from proxy.executor import UnitFailed
+
+    dual: DualRead = routed.dual_repair
+    conns = await session.backends_for([n.data_source for n in dual.nodes], **access)
+    copies = await _collect(session, dual, conns)
+    repairs = dual.repair_sql(copies)
+    try:
+        for node, sql in repairs:
+            await _run(conns[node.data_source], node.data_source, sql)
+    except _Failed as exc:
+        raise UnitFailed(exc.data_source, exc.err) from exc
+    if repairs:
+        log.info("dual_write_reconciled", table=dual.rule.logic_table, statements=len(repairs))
+
+
+async def execute_dual_read(session: Session, db: LogicalDatabase, routed: RoutedStatement,
+                            codec: StatementCodec, access: dict[str, bool]) -> None:
+    from proxy.executor import UnitFailed, error_renamer
+
+    dual: DualRead = routed.dual_read
+    conns = await session.backends_for([n.data_source for n in dual.nodes] + [dual.final.data_source], **access)
+    table = dual.rule.logic_table
+    copies = await _collect(session, dual, conns)
+    winners = dual.pick(copies)
     conn = conns[dual.final.data_source]
     created = False
     try:
@@ -125,8 +151,7 @@ async def execute_dual_read(session: Session, db: LogicalDatabase, routed: Route
             except Exception:  # a connection still holding the temporary table must not serve anyone else
                 conn.broken = True
                 session.drop_broken()
-    log.debug("dual_read", table=table, nodes=len(dual.nodes), keys=len(wanted), copies=len(copies),
-              rows=len(winners))
+    log.debug("dual_read", table=table, nodes=len(dual.nodes), copies=len(copies), rows=len(winners))
 
 
 class _TooMany(Exception):

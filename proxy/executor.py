@@ -151,6 +151,10 @@ async def execute_plan(
     if routed.kind is StatementKind.DDL and not await txn.implicit_commit(session):
         return  # committing the open transaction first failed (the client has the error): the DDL is not run
     try:
+        if routed.dual_repair is not None:  # resharding window: copies made alike before a dual write
+            from proxy.dualread import reconcile_copies
+
+            await reconcile_copies(session, routed, _access(routed))
         if routed.dual_read is not None:  # resharding window: copies de-duplicated first (proxy.dualread)
             from proxy.dualread import execute_dual_read
 

@@ -172,6 +172,23 @@ class DualRead:
         return pick_winners(self.rule, self.key_column, self.version_column, self.column_types, self.columns,
                             copies, self.new_home)
 
+    def repair_sql(self, copies: Iterable[tuple[DataNode, Sequence[bytes | None]]]) -> list[tuple[DataNode, str]]:
+        """Before a dual UPDATE / DELETE: every copy that differs from its row's winner is overwritten with
+        the winner, so that the statement changes (or removes) all copies alike and the winner stays the
+        winner: an UPDATE ``SET n = n + 1`` or a WHERE matching only the stale copy cannot diverge them."""
+        out: list[tuple[DataNode, str]] = []
+        groups = resolve_copies(self.rule, self.key_column, self.version_column, self.column_types, self.columns,
+                                copies, self.new_home)
+        k = [c.lower() for c in self.columns].index(self.key_column.lower())
+        for winner, losers in groups:
+            for node, row in losers:
+                out.append((node, f"DELETE FROM {quote_ident(node.table)} WHERE {quote_ident(self.key_column)} = "
+                                  f"{value_to_sql_literal(row[k])}"))
+                cols = ", ".join(quote_ident(c) for c in self.columns)
+                values = ", ".join(value_to_sql_literal(x) for x in winner)
+                out.append((node, f"INSERT INTO {quote_ident(node.table)} ({cols}) VALUES ({values})"))
+        return out
+
 
 def pick_winners(
     rule: TableRule,
@@ -184,6 +201,21 @@ def pick_winners(
 ) -> list[Sequence[bytes | None]]:
     """One row per key: the copy with the highest version (NULL lowest); on a tie the copy on the row's new
     node (as the new strategy routes the row's sharding values); otherwise the first copy seen."""
+    groups = resolve_copies(rule, key_column, version_column, column_types, columns, copies, new_home)
+    return [winner for winner, _ in groups]
+
+
+def resolve_copies(
+    rule: TableRule,
+    key_column: str,
+    version_column: str | None,
+    column_types: Mapping[str, str | None],
+    columns: Sequence[str],
+    copies: Iterable[tuple[DataNode, Sequence[bytes | None]]],
+    new_home: Callable[[Mapping[str, Any]], DataNode | None],
+) -> list[tuple[Sequence[bytes | None], list[tuple[DataNode, Sequence[bytes | None]]]]]:
+    """Per key, in first-seen order: the winning row (see `pick_winners`) and the losing copies that differ
+    from it (a dual write first makes them equal to the winner, so that it changes every copy alike)."""
     index = {c.lower(): i for i, c in enumerate(columns)}
     k = index.get(key_column.lower())
     if k is None:
@@ -191,23 +223,25 @@ def pick_winners(
     v = index.get(version_column.lower()) if version_column is not None else None
     if version_column is not None and v is None:
         raise KeyError(f"column {version_column} is not among the columns of {rule.logic_table}")
+    vtype = column_types.get(version_column.lower()) if version_column is not None else None
     sharding = [c for c in rule.sharding_columns if c in index]
     best: dict[Any, tuple[Any, bool, Sequence[bytes | None]]] = {}
-    order: list[Any] = []
+    seen: dict[Any, list[tuple[DataNode, Sequence[bytes | None]]]] = {}
     for node, row in copies:
         key = typed_value(row[k], column_types.get(key_column.lower()))
         if isinstance(key, str):
             key = key.casefold()  # the key's collation is case-insensitive by default; a copy is the same row
-        version = typed_value(row[v], column_types.get(version_column.lower())) if v is not None else None  # type: ignore[union-attr]
+        version = typed_value(row[v], vtype) if v is not None else None
         at_home = new_home({c: typed_value(row[index[c]], column_types.get(c)) for c in sharding}) == node
+        seen.setdefault(key, []).append((node, row))
         current = best.get(key)
-        if current is None:
-            order.append(key)
+        if current is None or _beats(version, at_home, current[0], current[1]):
             best[key] = (version, at_home, row)
-            continue
-        if _beats(version, at_home, current[0], current[1]):
-            best[key] = (version, at_home, row)
-    return [best[key][2] for key in order]
+    out = []
+    for key, entries in seen.items():
+        winner = best[key][2]
+        out.append((winner, [(node, row) for node, row in entries if tuple(row) != tuple(winner)]))
+    return out
 
 
 def _beats(version: Any, at_home: bool, other_version: Any, other_home: bool) -> bool:
@@ -226,11 +260,11 @@ def _beats(version: Any, at_home: bool, other_version: Any, other_home: bool) ->
 # --- compile time ---------------------------------------------------------------------------------------
 
 
-def window_refusal(table: str, nodes: int, why: str) -> str:
+def window_refusal(table: str, nodes: int, why: str, statement: str = "SELECT") -> str:
     return (
-        f"SELECT on sharded table {table} during its resharding window (oldDatabaseStrategy/oldTableStrategy) "
-        f"routes to {nodes} data nodes, where a row may have two copies; the proxy de-duplicates them only for "
-        f"a SELECT that reads {table} alone, and this one {why}. Add sharding conditions that route it to one "
+        f"{statement} on sharded table {table} during its resharding window (oldDatabaseStrategy/oldTableStrategy) "
+        f"routes to {nodes} data nodes, where a row may have two copies; the proxy reconciles them only for "
+        f"a {statement} that reads {table} alone, and this one {why}. Add sharding conditions that route it to one "
         "data node, select from the table alone and combine the results in the client, or finish the "
         "migration (COMMIT MIGRATION) to end the window"
     )
@@ -252,9 +286,9 @@ def compile_dual_read(
 
     from routing.rewrite import build_template
 
-    window = rule.window
-    assert window is not None
-    table = rule.logic_table
+    assert rule.window is not None
+    if isinstance(ast, exp.Update | exp.Delete):
+        return _compile_write(shape, tokens, ast, occurrences, edits, rule, metadata)
     if not isinstance(ast, exp.Select):
         return "is a UNION / INTERSECT / EXCEPT"
     if len(occurrences) != 1 or occurrences[0].nested:
@@ -267,14 +301,6 @@ def compile_dual_read(
         return "has a WITH clause"
     if ast.args.get("joins"):
         return "joins or nests other table references"
-    key_column = window.key_column
-    if key_column is None:
-        keys = getattr(metadata, "unique_keys", None)
-        primary = next(iter(keys(rule.logic_table.lower()) or ()), None) if keys is not None else None
-        if primary is None or primary.name.upper() != "PRIMARY" or len(primary.columns) != 1:
-            return (f"cannot be de-duplicated: {table} has no single-column primary key (set "
-                    "dualRouting.keyColumn)")
-        key_column = primary.columns[0]
     start = end = None
     for t in tokens:
         if t.depth != 0:
@@ -290,6 +316,58 @@ def compile_dual_read(
         return "has no FROM clause the proxy can find"
     if end is None:
         end = len(shape.sql)
+    return _template(rule, metadata, build_template(shape, start, end, edits),
+                     build_template(shape, 0, len(shape.sql), edits))
+
+
+def _compile_write(shape: Any, tokens: Sequence[Any], ast: Any, occurrences: Sequence[Any], edits: Sequence[Any],
+                   rule: TableRule, metadata: Any) -> DualReadTemplate | str:
+    """UPDATE / DELETE of one windowed table: the key lookup of its copies' repair (`DualRead.repair_sql`)."""
+    from sqlglot import exp
+
+    from routing.rewrite import build_template
+
+    if len(occurrences) != 1 or occurrences[0].nested or ast.args.get("joins"):
+        return "joins or nests other table references"
+    top = [t for t in tokens if t.depth == 0]
+    words = [t.text.upper() if t.kind == "w" else t.text for t in top]
+    if isinstance(ast, exp.Delete):
+        if "FROM" not in words:
+            return "has no FROM clause the proxy can find"
+        first = top[words.index("FROM")].start
+        stop = next((t.start for t, w in zip(top, words, strict=True) if t.start > first and w in CLAUSE_ENDS),
+                    len(shape.sql))
+        region = build_template(shape, first, stop, edits)
+    else:
+        if "SET" not in words or words[0] != "UPDATE":
+            return "has no SET clause the proxy can find"
+        set_at = words.index("SET")
+        skip = 1
+        while skip < set_at and words[skip] in ("LOW_PRIORITY", "IGNORE"):
+            skip += 1
+        table_part = build_template(shape, top[skip].start, top[set_at].start, edits)
+        where = next((i for i, w in enumerate(words) if i > set_at and w == "WHERE"), None)
+        pieces: list[Any] = ["FROM ", *table_part.pieces]
+        if where is not None:
+            stop = next((t.start for t, w in zip(top[where:], words[where:], strict=True) if w in CLAUSE_ENDS),
+                        len(shape.sql))
+            pieces += [" ", *build_template(shape, top[where].start, stop, edits).pieces]
+        region = Template(tuple(pieces))
+    return _template(rule, metadata, region, Template(()))
+
+
+def _template(rule: TableRule, metadata: Any, where: Template, final: Template) -> DualReadTemplate | str:
+    window = rule.window
+    assert window is not None
+    table = rule.logic_table
+    key_column = window.key_column
+    if key_column is None:
+        keys = getattr(metadata, "unique_keys", None)
+        primary = next(iter(keys(rule.logic_table.lower()) or ()), None) if keys is not None else None
+        if primary is None or primary.name.upper() != "PRIMARY" or len(primary.columns) != 1:
+            return (f"cannot be de-duplicated: {table} has no single-column primary key (set "
+                    "dualRouting.keyColumn)")
+        key_column = primary.columns[0]
     columns = metadata.columns(rule.logic_table.lower())
     if not columns:
         return f"cannot be de-duplicated: the proxy does not know the columns of {table}"
@@ -307,6 +385,6 @@ def compile_dual_read(
         version_column=window.version_column,
         column_types=types,
         columns=tuple(columns),
-        where_template=build_template(shape, start, end, edits),
-        final_template=build_template(shape, 0, len(shape.sql), edits),
+        where_template=where,
+        final_template=final,
     )

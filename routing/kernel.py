@@ -642,7 +642,7 @@ class _Compiler:
                 "row may have two copies the proxy cannot de-duplicate inside INSERT ... SELECT; select the rows "
                 "and insert them from the client, or finish the migration first"
             )
-        if kind is not StatementKind.SELECT:
+        if kind not in (StatementKind.SELECT, StatementKind.UPDATE, StatementKind.DELETE):
             return None, None
         from routing.dualread import compile_dual_read
 

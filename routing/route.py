@@ -522,7 +522,9 @@ class ShardedPlan(Plan):
         template = self.multi_template if multi else self.single_template
         execution = tuple(ExecutionUnit(u.data_source, *render_sql(template, u.table_map, ctx)) for u in units)
         spec = self.merge.spec(values, shape) if multi and self.merge is not None else None
+        repair = self._dual_repair(ctx, routed, hints) if multi and (self.dual_read or self.dual_refusal) else None
         return RoutedStatement(
+            dual_repair=repair,
             kind=self.kind,
             route_units=tuple(units),
             execution_units=execution,
@@ -534,6 +536,24 @@ class ShardedPlan(Plan):
             set_variables=self.set_variables,
         )
 
+
+    def _dual_repair(self, ctx: RenderContext, routed: Mapping[str, list[DataNode]], hints: SessionHints | None
+                     ) -> Any:
+        """A windowed UPDATE / DELETE over several nodes: the copies to reconcile first (routing.dualread)."""
+        from routing.dualread import window_refusal
+
+        template = self.dual_read
+        if template is None:
+            table = next(t for t in self.order if self.sharding and self.sharding.tables[t].window is not None)
+            raise RoutingError(window_refusal(table, sum(len(n) for n in routed.values()),
+                                              self.dual_refusal or "cannot be reconciled", self.kind.name))
+        rule = template.rule
+
+        def new_home(row: Mapping[str, Any]) -> DataNode | None:
+            homes = route_table(rule, [precise_group(row)], hints)
+            return homes[0] if len(homes) == 1 else None
+
+        return template.route(routed[rule.logic_table.lower()], ctx, new_home)
 
     def _dual_read(self, shape: Shape, params: Sequence[Any] | None, values: Sequence[Any],
                    routed: Mapping[str, list[DataNode]], hints: SessionHints | None) -> RoutedStatement:

@@ -205,3 +205,35 @@ def test_pick_winners(version: str | None, copies: list[Any], winners: list[str]
     raw = [(node, tuple(None if v is None else v.encode() for v in row)) for node, row in copies]
     picked = pick_winners(rule, "id", version, COLUMNS, COLS, raw, _home)
     assert [row[3].decode() for row in picked] == winners  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("sql", "params", "key_sql"),
+    [
+        ("UPDATE t_order_info SET amount = amount + 1 WHERE user_id = ?", ["U0000000001"],
+         "SELECT `id` FROM `t_order_info`  WHERE user_id = 'U0000000001'"),
+        ("UPDATE t_order_info o SET o.amount = ? WHERE o.user_id = ?", [3, "U0000000001"],
+         "SELECT `id` FROM `t_order_info` o  WHERE o.user_id = 'U0000000001'"),
+        ("UPDATE t_order_info SET amount = 1", None, "SELECT `id` FROM `t_order_info` "),
+        (f"DELETE FROM t_order_info WHERE user_id = {U1} AND amount > 2", None,
+         f"SELECT `id` FROM `t_order_info` WHERE user_id = {U1} AND amount > 2"),
+    ],
+)
+def test_dual_write_reconciles_copies_first(sql: str, params: list[Any] | None, key_sql: str) -> None:
+    routed = kernel().route(sql, params)
+    repair = routed.dual_repair
+    assert repair is not None and routed.dual_read is None
+    assert {s for _, s in repair.key_sql} == {key_sql}
+
+
+def test_repair_overwrites_the_losing_copy_with_the_winner() -> None:
+    routed = kernel().route(f"DELETE FROM t_order_info WHERE user_id = {U1}")
+    repair = routed.dual_repair
+    stale = (b"O1", b"U0000000001", b"2026-01-01 00:00:00.000", b"7")
+    fresh = (b"O1", b"U0000000001", b"2026-01-02 00:00:00.000", b"8")
+    same = (b"O2", b"U0000000001", b"2026-01-02 00:00:00.000", b"9")
+    assert repair.repair_sql([(NEW, stale), (OLD, fresh), (OLD, same), (NEW, same)]) == [
+        (NEW, "DELETE FROM `t_order_info` WHERE `id` = 'O1'"),
+        (NEW, "INSERT INTO `t_order_info` (`id`, `user_id`, `update_time`, `amount`) "
+              "VALUES ('O1', 'U0000000001', '2026-01-02 00:00:00.000', '8')"),
+    ]
