@@ -41,6 +41,7 @@ from protocol.results import ResultEnd, ResultHeader
 from proxy import txn
 from proxy.backend import BackendConnection
 from proxy.codec import TEXT, StatementCodec, StatementFailed
+from proxy.migration.gate import write_gate
 from routing.plan import ExecutionUnit, RoutedStatement, SessionHints, StatementKind
 
 if TYPE_CHECKING:
@@ -139,8 +140,13 @@ def log_statement(session: Session, sql: str, routed: RoutedStatement, params: S
 
 
 async def execute_plan(
-    session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT
+    session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT,
+    *, gated: bool = False,
 ) -> None:
+    if not gated and (gate := write_gate(db.name, routed)) is not None:  # a migration holds the table's writes
+        async with gate.write():
+            await execute_plan(session, db, routed, codec, gated=True)
+        return
     if routed.into_variables:
         from proxy.into import select_into
 
