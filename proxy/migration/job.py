@@ -145,8 +145,13 @@ class Job:
         state = self.state
         try:
             rule = self.rule()
-            if not state.total:
-                state.total = await self._count(rule)
+            if not state.total and not state.position:
+                # nodes empty at the start hold no row to move (only copies, soon): not scanned
+                for node, count in (await self._count(rule)).items():
+                    state.total += count
+                    if not count:
+                        state.position[str(node)] = "done"
+                await self.save()
             for node in rule.data_nodes:
                 while state.position.get(str(node)) != "done":
                     await self._copy_batch(rule, node)
@@ -162,13 +167,13 @@ class Job:
             with contextlib.suppress(Exception):
                 await self.save()
 
-    async def _count(self, rule: TableRule) -> int:
-        total = 0
+    async def _count(self, rule: TableRule) -> dict[DataNode, int]:
+        counts = {}
         for node in rule.data_nodes:
             async with self.conn(node.data_source) as conn:
                 rows = await self.run(conn, f"SELECT COUNT(*) FROM {quote_ident(node.table)}")
-                total += int(rows[0][0])
-        return total
+                counts[node] = int(rows[0][0])
+        return counts
 
     def _upsert(self, rule: TableRule, node: DataNode, columns: Sequence[str],
                 rows: Sequence[Sequence[bytes | None]]) -> str:
