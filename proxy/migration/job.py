@@ -62,6 +62,8 @@ class Job:
         self.task: asyncio.Task[None] | None = None
         self._rate_started = 0.0
         self._rate_rows = 0
+        self._homes: dict[tuple[bytes | None, ...], DataNode | None] = {}
+        self._homes_rule: TableRule | None = None
 
     # -- the table --
 
@@ -97,9 +99,25 @@ class Job:
 
     def home(self, rule: TableRule, row: Sequence[bytes | None], index: dict[str, int],
              types: dict[str, str | None]) -> DataNode | None:
-        values = {c: typed_value(row[index[c]], types.get(c)) for c in rule.sharding_columns if c in index}
+        """The row's node under the new strategies (remembered per sharding values: rows share them)."""
+        columns = [c for c in sorted(rule.sharding_columns) if c in index]
+        raw = tuple(row[index[c]] for c in columns)
+        cache = self._homes if self._homes_rule is rule else {}
+        if self._homes_rule is not rule:
+            self._homes, self._homes_rule = cache, rule
+        if raw in cache:
+            return cache[raw]
+        values = {c: typed_value(v, types.get(c)) for c, v in zip(columns, raw, strict=True)}
         nodes = route_table(rule, [precise_group(values)])
-        return nodes[0] if len(nodes) == 1 else None
+        home = nodes[0] if len(nodes) == 1 else None
+        if len(cache) < 100_000:
+            cache[raw] = home
+        return home
+
+    def old_nodes(self, rule: TableRule) -> list[DataNode]:
+        """The data nodes that held rows when the job started (every node, for a job saved without them)."""
+        known = set(self.state.sources)
+        return [n for n in rule.data_nodes if not known or str(n) in known]
 
     # -- connections --
 
@@ -151,6 +169,8 @@ class Job:
                     state.total += count
                     if not count:
                         state.position[str(node)] = "done"
+                    else:
+                        state.sources.append(str(node))
                 await self.save()
             for node in rule.data_nodes:
                 while state.position.get(str(node)) != "done":
@@ -278,7 +298,7 @@ class Job:
         crc = self._crc_sql(self.columns(rule))
         ncrc = 1 + len(rule.sharding_columns)
         result: list[dict[str, Any]] = []
-        for node in rule.data_nodes:
+        for node in self.old_nodes(rule):
             source: dict[DataNode, dict[bytes, int]] = {}
             async for batch in self._moved_rows(rule, node, crc):
                 for home, row in batch:
@@ -320,42 +340,57 @@ class Job:
     # -- commit / rollback --
 
     async def commit(self, switch: Any) -> float:
-        """Writes paused: every moved row present on its new node is deleted from its old node (a row
-        missing there is copied first), then `switch()` ends the window; the pause in milliseconds."""
+        """First, with writes paused one batch at a time only, every old copy whose row is on its new node is
+        deleted (a copy missing or differing there is copied again first, by the upsert's version rule):
+        reads and dual writes are the same before and after. Then, writes paused, the same for what changed
+        meanwhile, and `switch()` ends the window. Answers the final pause in milliseconds."""
         if self.state.phase != store.READY:
             raise MigrationError(f"migration {self.state.id} is {self.state.phase}, not ready; wait until "
                                  "SHOW MIGRATION STATUS says ready", 1105)
         rule = self.rule()
-        key = self.key_column(rule)
-        columns = self.columns(rule)
         gate = gate_for(self.db.name, rule.logic_table)
+        deleted = await self._drain(rule, gate)
         started = time.monotonic()
-        deleted = 0
         async with gate.exclusive():
-            for node in rule.data_nodes:
-                async for batch in self._moved_rows(rule, node):
-                    by_home: dict[DataNode, list[bytes]] = {}
-                    for home, row in batch:
-                        by_home.setdefault(home, []).append(row[0])  # type: ignore[arg-type]
-                    for home, keys in by_home.items():
-                        present = await self._crcs(home, key, "1", keys)
-                        missing = [k for k in keys if k not in present]
-                        if missing:
-                            await self._recopy(rule, node, home, key, columns, missing)
-                        async with self.conn(node.data_source) as conn:
-                            for i in range(0, len(keys), KEYS_PER_STATEMENT):
-                                chunk = ", ".join(_lit(k) for k in keys[i : i + KEYS_PER_STATEMENT])
-                                ok = await self.run(conn, f"DELETE FROM {quote_ident(node.table)} WHERE "
-                                                          f"{quote_ident(key)} IN ({chunk})")
-                                deleted += int(getattr(ok, "affected_rows", 0) or 0)
+            deleted += await self._drain(rule, None)
+            drained = time.monotonic()
             await switch()
             pause = (time.monotonic() - started) * 1000
+        log.info("migration_commit_pause", job=self.state.id, drain_ms=round((drained - started) * 1000, 1),
+                 switch_ms=round((time.monotonic() - drained) * 1000, 1))
         self.state.phase, self.state.pause_ms, self.state.deleted = store.COMMITTED, pause, deleted
         self.state.finished = time.time()
         await self.save()
         log.info("migration_committed", job=self.state.id, table=self.state.table, pause_ms=round(pause, 1),
                  deleted=deleted)
         return pause
+
+    async def _drain(self, rule: TableRule, gate: Any) -> int:
+        """Delete the old copies of moved rows, each batch under `gate` (None: the caller holds it)."""
+        key = self.key_column(rule)
+        columns = self.columns(rule)
+        crc = self._crc_sql(columns)
+        deleted = 0
+        for node in self.old_nodes(rule):
+            async for batch in self._moved_rows(rule, node):
+                by_home: dict[DataNode, list[bytes]] = {}
+                for home, row in batch:
+                    by_home.setdefault(home, []).append(row[0])  # type: ignore[arg-type]
+                async with gate.exclusive() if gate is not None else contextlib.nullcontext():
+                    for home, keys in by_home.items():
+                        source = await self._crcs(node, key, crc, keys)  # as they are now, writes paused
+                        target = await self._crcs(home, key, crc, list(source))
+                        differing = [k for k, v in source.items() if target.get(k) != v]
+                        if differing:
+                            await self._recopy(rule, node, home, key, columns, differing)
+                        async with self.conn(node.data_source) as conn:
+                            gone = list(source)
+                            for i in range(0, len(gone), KEYS_PER_STATEMENT):
+                                chunk = ", ".join(_lit(k) for k in gone[i : i + KEYS_PER_STATEMENT])
+                                ok = await self.run(conn, f"DELETE FROM {quote_ident(node.table)} WHERE "
+                                                          f"{quote_ident(key)} IN ({chunk})")
+                                deleted += int(getattr(ok, "affected_rows", 0) or 0)
+        return deleted
 
     async def _recopy(self, rule: TableRule, node: DataNode, home: DataNode, key: str, columns: Sequence[str],
                       keys: Sequence[bytes]) -> None:
@@ -379,7 +414,7 @@ class Job:
         key = self.key_column(rule)
         removed = 0
         gate = gate_for(self.db.name, rule.logic_table)
-        for node in rule.data_nodes:
+        for node in self.old_nodes(rule):
             async for batch in self._moved_rows(rule, node):
                 by_home: dict[DataNode, list[bytes]] = {}
                 for home, row in batch:

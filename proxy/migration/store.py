@@ -33,6 +33,7 @@ class JobState:
     scanned: int = 0  # rows looked at
     copied: int = 0  # rows written to their new node
     position: dict[str, str | None] = field(default_factory=dict)  # data node -> last key done (hex), "done"
+    sources: list[str] = field(default_factory=list)  # data nodes holding rows at the start (the old ones)
     started: float = 0.0
     finished: float = 0.0
     error: str = ""
