@@ -298,3 +298,20 @@ def test_a_stopped_proxy_resumes_the_copy(seed: Seed) -> None:
     seed.dist(f"ROLLBACK MIGRATION '{job}'")
     assert seed.status(str(job))["phase"] == "rolled back"
     assert all(nodes == [SOURCES[0]] for nodes in seed.placement().values())
+
+
+@pytest.mark.parametrize("seed", [(2000, {"migration-batch-rows": 300})], indirect=True)
+def test_the_cli_runs_the_move(seed: Seed, capsys: pytest.CaptureFixture[str]) -> None:
+    from proxy.cli import main
+
+    proxy = seed.start()
+    base = ["migrate", "--conf", str(seed.conf), "--database", "order_db", "--table", "t_order_info",
+            "--port", str(proxy.port), "--user", "root", "--password", "root"]
+    assert main([*base[:1], "start", *base[1:], "--wait"]) == 0
+    out = capsys.readouterr().out
+    assert "started" in out and "100% 2000/2000 rows" in out and "ready" in out
+    assert main([*base[:1], "check", *base[1:]]) == 0
+    assert capsys.readouterr().out.count(": ok") == 3
+    assert main([*base[:1], "commit", *base[1:]]) == 0
+    assert "committed: writes paused" in capsys.readouterr().out
+    assert all(nodes == [HOMES[USERS[int(oid[1:]) % len(USERS)]]] for oid, nodes in seed.placement().items())
