@@ -24,7 +24,7 @@ import structlog
 
 from protocol.binary import value_to_sql_literal
 from protocol.packets import ERRPacket
-from proxy.migration import store
+from proxy.migration import binlog, store
 from proxy.migration.gate import gate_for
 from routing.dualread import quote_ident, typed_value
 from routing.model import DataNode, TableRule
@@ -165,7 +165,10 @@ class Job:
             rule = self.rule()
             if not state.total and not state.position:
                 # nodes empty at the start hold no row to move (only copies, soon): not scanned
-                for node, count in (await self._count(rule)).items():
+                counts = await self._count(rule)
+                await binlog.start_positions(self, list(dict.fromkeys(n.data_source for n, c in counts.items()
+                                                                      if c)))
+                for node, count in counts.items():
                     state.total += count
                     if not count:
                         state.position[str(node)] = "done"
@@ -175,10 +178,21 @@ class Job:
             for node in rule.data_nodes:
                 while state.position.get(str(node)) != "done":
                     await self._copy_batch(rule, node)
-            state.phase = store.READY
-            state.finished = time.time()
+            if state.phase == store.COPYING:
+                state.phase = store.CATCHING_UP
+                await self.save()
+            while await binlog.catch_up(self):  # until a pass finds nothing new
+                await self.save()
+            if state.phase == store.CATCHING_UP:
+                state.phase = store.READY
+                state.finished = time.time()
             await self.save()
-            log.info("migration_ready", job=state.id, table=state.table, copied=state.copied)
+            log.info("migration_ready", job=state.id, table=state.table, copied=state.copied,
+                     binlog_events=state.applied)
+            while any(state.binlog.values()):  # ready: keep applying, so that the lag stays small
+                await asyncio.sleep(0.5)
+                if await binlog.catch_up(self):
+                    await self.save()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -197,8 +211,13 @@ class Job:
 
     def _upsert(self, rule: TableRule, node: DataNode, columns: Sequence[str],
                 rows: Sequence[Sequence[bytes | None]]) -> str:
+        return self.upsert_sql(rule, node, columns, [[_lit(v) for v in row] for row in rows])
+
+    def upsert_sql(self, rule: TableRule, node: DataNode, columns: Sequence[str],
+                   rows: Sequence[Sequence[str]]) -> str:
+        """Rows (as SQL literals) onto their new node, never replacing a copy with a higher version."""
         cols = ", ".join(quote_ident(c) for c in columns)
-        values = ", ".join("(" + ", ".join(_lit(v) for v in row) + ")" for row in rows)
+        values = ", ".join("(" + ", ".join(row) + ")" for row in rows)
         version = rule.window.version_column if rule.window is not None else None
         if version is None:
             return f"INSERT IGNORE INTO {quote_ident(node.table)} ({cols}) VALUES {values}"
@@ -310,7 +329,11 @@ class Job:
                     async with gate_for(self.db.name, rule.logic_table).exclusive():
                         again_src = await self._crcs(node, key, crc, bad)
                         again_dst = await self._crcs(home, key, crc, bad)
-                    expected.update({k: v for k, v in again_src.items()})
+                    for k in bad:  # deleted meanwhile (from both copies, by a dual delete): not a row any more
+                        if k not in again_src:
+                            expected.pop(k, None)
+                            target.pop(k, None)
+                    expected.update(again_src)
                     target.update(again_dst)
                     bad = [k for k in bad if k in again_src and again_dst.get(k) != again_src[k]]
                 keys = sorted(expected)
@@ -349,9 +372,12 @@ class Job:
                                  "SHOW MIGRATION STATUS says ready", 1105)
         rule = self.rule()
         gate = gate_for(self.db.name, rule.logic_table)
+        await self._stop_task()
+        await binlog.catch_up(self)
         deleted = await self._drain(rule, gate)
         started = time.monotonic()
         async with gate.exclusive():
+            await binlog.catch_up(self)  # writes paused: the logs' ends are final
             deleted += await self._drain(rule, None)
             drained = time.monotonic()
             await switch()
@@ -385,11 +411,17 @@ class Job:
                             await self._recopy(rule, node, home, key, columns, differing)
                         async with self.conn(node.data_source) as conn:
                             gone = list(source)
+                            # the old copies' deletion is the move itself, not a change to catch up on
+                            logged = bool(self.state.binlog.get(node.data_source))
+                            if logged:
+                                await self.run(conn, "SET SESSION sql_log_bin = 0")
                             for i in range(0, len(gone), KEYS_PER_STATEMENT):
                                 chunk = ", ".join(_lit(k) for k in gone[i : i + KEYS_PER_STATEMENT])
                                 ok = await self.run(conn, f"DELETE FROM {quote_ident(node.table)} WHERE "
                                                           f"{quote_ident(key)} IN ({chunk})")
                                 deleted += int(getattr(ok, "affected_rows", 0) or 0)
+                            if logged:
+                                await self.run(conn, "SET SESSION sql_log_bin = 1")
         return deleted
 
     async def _recopy(self, rule: TableRule, node: DataNode, home: DataNode, key: str, columns: Sequence[str],
@@ -402,14 +434,18 @@ class Job:
             async with self.conn(home.data_source) as conn:
                 await self.run(conn, self._upsert(rule, home, columns, rows))
 
+    async def _stop_task(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            with contextlib.suppress(BaseException):
+                await self.task
+        self.task = None
+
     async def rollback(self) -> None:
         if self.state.phase not in store.ACTIVE and self.state.phase != store.FAILED:
             raise MigrationError(f"migration {self.state.id} is {self.state.phase}; only a migration not yet "
                                  "committed can be rolled back")
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(BaseException):
-                await self.task
+        await self._stop_task()
         rule = self.rule()
         key = self.key_column(rule)
         removed = 0

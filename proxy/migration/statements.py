@@ -77,7 +77,7 @@ async def resume(server: ProxyServer) -> None:
             log.warning("migration_state_unreadable", database=db.name, error=str(exc))
             continue
         for job in _jobs(server).values():
-            if job.db is db and job.state.phase == store.COPYING and job.task is None:
+            if job.db is db and job.state.phase in store.ACTIVE and job.task is None:
                 log.info("migration_resumed", job=job.state.id, table=job.state.table,
                          position=job.state.position)
                 job.start()
@@ -174,8 +174,14 @@ def _status(job: Job) -> tuple[Any, ...]:
     elapsed = (s.finished or time.time()) - s.started
     rate = s.scanned / elapsed if elapsed > 0 else 0.0
     eta = (s.total - s.scanned) / rate if s.phase == store.COPYING and rate > 0 else 0.0
+    if not any(s.binlog.values()):
+        lag = "no binary log (writes through the proxy only)"
+    elif s.phase in store.ACTIVE:
+        lag = f"{max(0.0, time.time() - s.caught_up_at):.1f} s" if s.caught_up_at else "not caught up yet"
+    else:
+        lag = ""
     return (s.id, s.table, s.phase, s.copied, s.scanned, s.total, round(rate, 1), round(max(eta, 0.0), 1),
-            "dual writes (no binlog lag)", "" if s.pause_ms is None else round(s.pause_ms, 1), s.deleted, s.error)
+            lag, "" if s.pause_ms is None else round(s.pause_ms, 1), s.deleted, s.error)
 
 
 async def _end_window(job: Job) -> None:

@@ -19,8 +19,9 @@ DDL = (
 )
 
 #: phases, as SHOW MIGRATION STATUS prints them
-COPYING, READY, COMMITTED, ROLLED_BACK, FAILED = "copying", "ready", "committed", "rolled back", "failed"
-ACTIVE = (COPYING, READY)
+COPYING, CATCHING_UP, READY = "copying", "catching up", "ready"
+COMMITTED, ROLLED_BACK, FAILED = "committed", "rolled back", "failed"
+ACTIVE = (COPYING, CATCHING_UP, READY)
 
 
 @dataclass
@@ -41,6 +42,10 @@ class JobState:
     deleted: int = 0  # rows COMMIT removed from their old nodes (ROLLBACK: copies removed)
     check: list[dict[str, Any]] = field(default_factory=list)  # CHECK MIGRATION's rows
     check_time: float = 0.0
+    binlog: dict[str, list[Any]] = field(default_factory=dict)  # source data source -> [file, position], [] off
+    gtid: dict[str, str] = field(default_factory=dict)  # source data source -> @@gtid_binlog_pos applied up to
+    applied: int = 0  # binlog row events applied
+    caught_up_at: float = 0.0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
