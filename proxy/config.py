@@ -74,6 +74,8 @@ KNOWN_PROPS = {
     "proxy-metrics-port", "proxy-metrics-host",
     # read/write splitting (proxy.readwrite); a group's own keys win
     "max-replication-lag-seconds", "replica-health-check-interval-milliseconds", "gtid-wait-timeout-milliseconds",
+    # MIGRATE TABLE (proxy.migration)
+    "migration-batch-rows", "migration-rows-per-second",
 }
 
 
