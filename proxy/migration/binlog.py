@@ -82,6 +82,8 @@ def _read(settings: dict[str, Any], schema: str, tables: list[str], file: str, p
     events: list[tuple[str, str, list[dict[str, Any]]]] = []
     try:
         for ev in stream:
+            if str(ev.schema) != schema:  # the package's schema filter lets other schemas' same-named tables by
+                continue
             kind = "delete" if isinstance(ev, DeleteRowsEvent) else "upsert"
             for row in ev.rows:
                 values = row.get("after_values") if "after_values" in row else row.get("values")
@@ -123,9 +125,8 @@ async def catch_up(job: Job) -> int:
             node = nodes.get(table.lower())
             if node is None:
                 continue
-            for values in rows:
-                await _apply(job, rule, node, key, columns, kind, _ordered(values, columns))
-                applied += 1
+            for values in rows:  # counted when it concerns a row that moves (not one already at home)
+                applied += await _apply(job, rule, node, key, columns, kind, _ordered(values, columns))
         job.state.binlog[ds] = [file, end]
         if events:
             async with job.conn(ds) as conn:
@@ -137,12 +138,12 @@ async def catch_up(job: Job) -> int:
 
 
 async def _apply(job: Job, rule: TableRule, node: DataNode, key: str, columns: Sequence[str], kind: str,
-                 row: list[Any]) -> None:
+                 row: list[Any]) -> int:
     index = {c.lower(): i for i, c in enumerate(columns)}
     values = {c: row[index[c]] for c in rule.sharding_columns if c in index}
     homes = route_table(rule, [precise_group(values)])
     if len(homes) != 1 or homes[0] == node:
-        return
+        return 0  # a row at home (a copy arriving on a node that is also a source, a new row): nothing to move
     home = homes[0]
     async with job.conn(home.data_source) as conn:
         if kind == "delete":
@@ -150,3 +151,4 @@ async def _apply(job: Job, rule: TableRule, node: DataNode, key: str, columns: S
                                 f"{literal(row[index[key.lower()]])}")
         else:
             await job.run(conn, job.upsert_sql(rule, home, columns, [[literal(v) for v in row]]))
+    return 1

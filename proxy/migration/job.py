@@ -181,8 +181,12 @@ class Job:
             if state.phase == store.COPYING:
                 state.phase = store.CATCHING_UP
                 await self.save()
-            while await binlog.catch_up(self):  # until a pass finds nothing new
+            while True:  # until a pass is short: the lag is then below a second (writes may go on forever)
+                began = time.monotonic()
+                applied = await binlog.catch_up(self)
                 await self.save()
+                if applied < 100 or time.monotonic() - began < 0.5:
+                    break
             if state.phase == store.CATCHING_UP:
                 state.phase = store.READY
                 state.finished = time.time()
