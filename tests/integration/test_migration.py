@@ -2,8 +2,8 @@
 writer inserts, updates and deletes through the proxy and a reader compares every answer with an unsharded
 oracle that receives the same writes; and a proxy stopped mid-copy that resumes the job.
 
-Four data sources (`datasource-name`, `datasource-name-1..3`, the seed's names) on the two session servers;
-all rows start on `datasource-name`; the new strategy is CONSISTENT_HASH on user_id.
+Four data sources (`datasource-name`, `datasource-name-1..3`, the seed's names) on four servers with row-based
+binary logs; all rows start on `datasource-name`; the new strategy is CONSISTENT_HASH on user_id.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ HOMES = _homes()
 class Seed:
     def __init__(self, servers: list[MariaDBServer], prefix: str, rows: int, conf_dir: Path,
                  props: dict[str, Any] | None = None) -> None:
-        self.servers = {ds: servers[0] if i < 2 else servers[1] for i, ds in enumerate(SOURCES)}
+        self.servers = {ds: servers[i * len(servers) // len(SOURCES)] for i, ds in enumerate(SOURCES)}
         self.physical = {ds: f"{prefix}_ds_{i}" for i, ds in enumerate(SOURCES)}
         self.oracle_db = f"{prefix}_oracle"
         self.oracle_server = servers[0]
@@ -229,7 +229,7 @@ class Traffic:
 
 @pytest.fixture
 def seed(binlog_servers: list[MariaDBServer], tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Seed]:
-    """Two servers with row-based binary logs, holding the four data sources' databases."""
+    """Four servers with row-based binary logs, one per data source."""
     rows, props = request.param
     s = Seed(binlog_servers, "mg", rows, tmp_path / "conf", props)
     try:
@@ -361,7 +361,7 @@ def test_the_cli_runs_the_move(seed: Seed) -> None:
 def binlog_servers() -> Iterator[list[MariaDBServer]]:
     from proxy.sandbox import start_servers
 
-    servers = start_servers(2, binlog=True)
+    servers = start_servers(4, binlog=True)  # one per data source, as in the seed
     try:
         yield servers
     finally:
