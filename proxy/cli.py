@@ -153,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     p_schema.add_argument("--password", default="root")
     p_schema.add_argument("--wait", type=float, default=60, help="seconds to wait for the proxy (default 60)")
     p_schema.set_defaults(func=_cmd_demo_schema)
+    from proxy.migration.cli import add_parser as add_migrate
+
+    add_migrate(sub)  # shardproxy migrate start|status|check|commit|rollback (proxy.migration.cli)
     args = parser.parse_args(argv)
     configure(args.log_level, json=args.log_json)
     return int(args.func(args))

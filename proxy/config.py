@@ -81,6 +81,8 @@ KNOWN_PROPS = {
     "max-replication-lag-seconds", "replica-health-check-interval-milliseconds", "gtid-wait-timeout-milliseconds",
     # federation (proxy.federation)
     "proxy-federation-enabled", "proxy-federation-max-rows",
+    # MIGRATE TABLE (proxy.migration)
+    "migration-batch-rows", "migration-rows-per-second",
 }
 
 

@@ -93,6 +93,9 @@ class ProxyServer:
                 exc.data_source, f"{reason} (configured in {self._file_of(exc.data_source)})", errno=exc.errno
             ) from exc
         await self._detect_version()
+        from proxy.session.distsql.migration import resume
+
+        await resume(self)  # migration copies a stopped proxy left unfinished (proxy.migration)
         try:
             await self.tm.start(self)  # XA: the decision log, and a first recovery pass before any client
         except LogUnavailable as exc:
@@ -155,6 +158,9 @@ class ProxyServer:
         return task
 
     async def close(self) -> None:
+        from proxy.session.distsql.migration import stop_all
+
+        await stop_all(self)  # migration copies resume from their saved position at the next start
         if self.metrics is not None:
             await self.metrics.close()
         if self._server is not None:

@@ -26,6 +26,15 @@ TABLE_RULE_COLUMNS = (
     "table_sharding_algorithm_props",
     "key_generate_column",
     "key_generator_type",
+    # the resharding window (routing.model.DualRouting): empty when the table has none
+    "old_database_strategy_type",
+    "old_database_sharding_column",
+    "old_database_sharding_algorithm_type",
+    "old_table_strategy_type",
+    "old_table_sharding_column",
+    "old_table_sharding_algorithm_type",
+    "dual_routing_key_column",
+    "dual_routing_version_column",
 )
 TABLE_NODE_COLUMNS = ("name", "nodes")
 
@@ -64,6 +73,12 @@ def table_rule_rows(rules: DatabaseRules, table: str | None = None) -> list[tupl
         if table is not None and name != table.lower():
             continue
         key = rule.key_generate
+        window = rule.window
+        if window is None:
+            old: tuple[str, ...] = ("",) * 8
+        else:
+            old = (*_strategy(window.database_strategy)[:3], *_strategy(window.table_strategy)[:3],
+                   window.key_column or "(primary key)", window.version_column or "")
         rows.append(
             (
                 rule.logic_table,
@@ -73,6 +88,7 @@ def table_rule_rows(rules: DatabaseRules, table: str | None = None) -> list[tupl
                 *_strategy(rule.table_strategy),
                 key.column if key else "",
                 _algorithm_type(key.generator, "KeyGenerator") if key else "",
+                *old,
             )
         )
     return rows

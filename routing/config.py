@@ -36,6 +36,7 @@ from routing.model import (
     ComplexStrategy,
     DatabaseRules,
     DataNode,
+    DualRouting,
     HintStrategy,
     KeyGenerateStrategy,
     KeyGenerator,
@@ -319,11 +320,11 @@ def _load_single(ctx: _Ctx, key: str, rule: Mapping[str, Any], known_sources: se
 _SHARDING_KEYS = {
     "tables", "autoTables", "bindingTables", "broadcastTables", "defaultDatabaseStrategy", "defaultTableStrategy",
     "defaultKeyGenerateStrategy", "defaultAuditStrategy", "defaultShardingColumn", "shardingAlgorithms",
-    "keyGenerators", "auditors", "shardingCache",
+    "keyGenerators", "auditors", "shardingCache", "oldDatabaseStrategy", "oldTableStrategy",
 }  # fmt: skip
 # logicTable: ShardingSphere writes it into every table it exports (the table's name again)
 _TABLE_KEYS = {"actualDataNodes", "databaseStrategy", "tableStrategy", "keyGenerateStrategy", "auditStrategy",
-               "logicTable"}
+               "logicTable", "oldDatabaseStrategy", "oldTableStrategy", "dualRouting"}
 _AUTO_TABLE_KEYS = {
     "logicTable",
     "actualDataSources",
@@ -351,6 +352,8 @@ class _ShardingLoader:
         self.algorithms: dict[str, Any] = {}
         self.generators: dict[str, KeyGenerator] = {}
         self.default_column: str | None = None
+        self.old_db: ShardingStrategy | None = None
+        self.old_table: ShardingStrategy | None = None
 
     def load(self, rule: Mapping[str, Any]) -> tuple[ShardingRule, set[str]]:
         ctx, key = self.ctx, self.key
@@ -365,6 +368,9 @@ class _ShardingLoader:
         default_db = self._strategy(rule.get("defaultDatabaseStrategy"), f"{key}.defaultDatabaseStrategy")
         default_table = self._strategy(rule.get("defaultTableStrategy"), f"{key}.defaultTableStrategy")
         default_keygen = self._key_generate(rule.get("defaultKeyGenerateStrategy"), f"{key}.defaultKeyGenerateStrategy")
+        # the resharding window's defaults (routing.model.DualRouting)
+        self.old_db = self._strategy(rule.get("oldDatabaseStrategy"), f"{key}.oldDatabaseStrategy")
+        self.old_table = self._strategy(rule.get("oldTableStrategy"), f"{key}.oldTableStrategy")
 
         tables: dict[str, TableRule] = {}
         for logic, conf in ctx.mapping(rule.get("tables"), f"{key}.tables").items():
@@ -375,6 +381,10 @@ class _ShardingLoader:
             tables[table.logic_table.lower()] = table
         for logic, conf in ctx.mapping(rule.get("autoTables"), f"{key}.autoTables").items():
             tkey = f"{key}.autoTables.{logic}"
+            if isinstance(conf, Mapping) and any(k in conf for k in ("oldDatabaseStrategy", "oldTableStrategy",
+                                                                      "dualRouting")):
+                raise ctx.error("a resharding window (oldDatabaseStrategy / oldTableStrategy / dualRouting) needs "
+                                "a table of 'tables' with actualDataNodes, not an auto table", tkey)
             if str(logic).lower() in tables:
                 raise ctx.error(f"table {logic!r} is configured in both tables and autoTables", tkey)
             tables[str(logic).lower()] = self._auto_table(str(logic), conf, tkey, default_keygen)
@@ -517,12 +527,38 @@ class _ShardingLoader:
             table_strategy=table or default_table or NoneStrategy(),
             key_generate=self._key_generate(conf.get("keyGenerateStrategy"), f"{key}.keyGenerateStrategy")
             or default_keygen,
+            window=self._window(
+                conf, key, db or default_db or NoneStrategy(), table or default_table or NoneStrategy()
+            ),
         )
         sources = rule.data_sources
         tables = list(dict.fromkeys(n.table for n in nodes))
         self._check_inline(rule.database_strategy, sources, db is not None, f"{key}.databaseStrategy", "data sources")
         self._check_inline(rule.table_strategy, tables, table is not None, f"{key}.tableStrategy", "actual tables")
         return rule
+
+    def _window(
+        self, conf: Mapping[str, Any], key: str, new_db: ShardingStrategy, new_table: ShardingStrategy
+    ) -> DualRouting | None:
+        """The table's resharding window: its own old strategies, else the rule's; None without any."""
+        old_db = self._strategy(conf.get("oldDatabaseStrategy"), f"{key}.oldDatabaseStrategy") or self.old_db
+        old_table = self._strategy(conf.get("oldTableStrategy"), f"{key}.oldTableStrategy") or self.old_table
+        dkey = f"{key}.dualRouting"
+        dual = self.ctx.mapping(conf.get("dualRouting"), dkey)
+        self.ctx.check_keys(dual, {"keyColumn", "versionColumn"}, dkey)
+        if old_db is None and old_table is None:
+            if dual:
+                raise self.ctx.error("dualRouting needs an oldDatabaseStrategy or oldTableStrategy (the table's or "
+                                     "the rule's) saying where rows not yet moved live", dkey)
+            return None
+        key_column = dual.get("keyColumn")
+        version = dual.get("versionColumn")
+        return DualRouting(
+            database_strategy=old_db or new_db,
+            table_strategy=old_table or new_table,
+            key_column=self.ctx.string(key_column, f"{dkey}.keyColumn") if key_column is not None else None,
+            version_column=self.ctx.string(version, f"{dkey}.versionColumn") if version is not None else None,
+        )
 
     def _check_inline(self, strategy: ShardingStrategy, targets: list[str], own: bool, key: str, what: str) -> None:
         """For a modulo-style INLINE expression over an integer column, every result must be a target.

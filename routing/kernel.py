@@ -610,6 +610,7 @@ class _Compiler:
             )
         base = self.base(kind, write, names)
         base["pins"] = base["pins"] + tuple(getattr(self, "pins", ()))
+        dual_read, dual_refusal = self.window_read(ast, kind, sharded, ours, edits)  # routing.dualread
         return ShardedPlan(
             **base,
             sharding=self.sharding,
@@ -625,6 +626,8 @@ class _Compiler:
             layout=self.join_layout(ast, sharded) if len(sharded) > 1 else None,
             stepwise=stepwise,
             stepwise_table=ours[0].name if stepwise else "",
+            dual_read=dual_read,
+            dual_refusal=dual_refusal,
         )
 
     def stepwise_kind(self, ast: exp.Expression, kind: StatementKind, ours: list[Occurrence],
@@ -651,6 +654,32 @@ class _Compiler:
         if limited or refuse is None:
             return stepwise.ROWS
         return None
+
+    def window_read(
+        self, ast: exp.Expression, kind: StatementKind, sharded: list[Occurrence], ours: list[Occurrence],
+        edits: list[Edit],
+    ) -> tuple[Any, str | None]:
+        """A SELECT on a table inside its resharding window: its dual read (routing.dualread) or why none."""
+        windowed = [o for o in sharded if (r := self.table_rule(o.name)) is not None and r.window is not None]
+        if not windowed:
+            return None, None
+        read = [o for o in windowed if o.nested]
+        if kind is StatementKind.INSERT and read:
+            raise RoutingError(
+                f"INSERT ... SELECT reads sharded table {read[0].name} during its resharding window, where a "
+                "row may have two copies the proxy cannot de-duplicate inside INSERT ... SELECT; select the rows "
+                "and insert them from the client, or finish the migration first"
+            )
+        if kind not in (StatementKind.SELECT, StatementKind.UPDATE, StatementKind.DELETE):
+            return None, None
+        from routing.dualread import compile_dual_read
+
+        rule = self.table_rule(windowed[0].name)
+        assert rule is not None
+        foreign = [o for o in self.occurrences if o.category == "foreign"]
+        result = compile_dual_read(self.shape, self.tokens, ast, ours + foreign, edits, rule, self.metadata,
+                                   has_into=self.into is not None)
+        return (None, result) if isinstance(result, str) else (result, None)
 
     def multi_unit_refusal(self, ast: exp.Expression, kind: StatementKind, sharded: list[Occurrence]) -> str | None:
         tables = ", ".join(dict.fromkeys(o.name for o in sharded))

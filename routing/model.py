@@ -114,6 +114,20 @@ class KeyGenerateStrategy:
 
 
 @dataclass(frozen=True)
+class DualRouting:
+    """The compatibility window of a resharding (``oldDatabaseStrategy`` / ``oldTableStrategy`` next to the
+    new strategies, the seed's "dual routing"): rows not yet moved still live where the *old* strategies
+    put them. SELECT, UPDATE and DELETE go to the old and the new nodes, INSERT to the new ones only; a
+    SELECT's copies of one logical row are de-duplicated by ``key_column`` (None: the primary key), keeping
+    the highest ``version_column`` (or, without one, the copy on the row's new node)."""
+
+    database_strategy: ShardingStrategy
+    table_strategy: ShardingStrategy
+    key_column: str | None = None
+    version_column: str | None = None
+
+
+@dataclass(frozen=True)
 class TableRule:
     """How one logic table is laid out and sharded.
 
@@ -127,6 +141,7 @@ class TableRule:
     table_strategy: ShardingStrategy
     key_generate: KeyGenerateStrategy | None = None
     auto: bool = False
+    window: DualRouting | None = None  # resharding in progress: old strategies still hold rows
 
     @property
     def data_sources(self) -> list[str]:

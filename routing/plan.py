@@ -75,3 +75,9 @@ class RoutedStatement:
     set_variables: tuple[str, ...] = ()
     # a write the proxy must run in steps (routing.stepwise.StepwiseWrite): the units are not run as they are
     stepwise: Any = None
+    # SELECT on a table inside its resharding window over several nodes: a routing.dualread.DualRead the
+    # proxy runs instead of the execution units (which show its first step, for PREVIEW)
+    dual_read: Any = None
+    # UPDATE / DELETE on a table inside its resharding window over several nodes: a routing.dualread.DualRead
+    # whose differing copies the proxy reconciles (DualRead.repair_sql) before it runs the execution units
+    dual_repair: Any = None

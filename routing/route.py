@@ -154,25 +154,40 @@ def _in_order(targets: Sequence[str], chosen: Sequence[str]) -> list[str]:
     return [t for t in targets if t in wanted]
 
 
-def route_table(rule: TableRule, groups: list[Group] | None, hints: SessionHints | None = None) -> list[DataNode]:
-    """Data nodes of ``rule`` that rows matching any group may live on, in data node order."""
+def route_table(
+    rule: TableRule, groups: list[Group] | None, hints: SessionHints | None = None, *, old: bool = False
+) -> list[DataNode]:
+    """Data nodes of ``rule`` that rows matching any group may live on, in data node order. ``old``: where
+    the resharding window's old strategies put them (``rule.window``; the new strategies without one)."""
     name = rule.logic_table
     low = name.lower()
     db_hint = hint_values(hints, low, True)
     table_hint = hint_values(hints, low, False)
+    db_strategy, table_strategy = rule.database_strategy, rule.table_strategy
+    if old and rule.window is not None:
+        db_strategy, table_strategy = rule.window.database_strategy, rule.window.table_strategy
     chosen: set[DataNode] = set()
     for group in groups if groups is not None else [{}]:
         if rule.auto:
             tables = shard_targets(
-                rule.table_strategy, [n.table for n in rule.data_nodes], group, table_hint, name, "table"
+                table_strategy, [n.table for n in rule.data_nodes], group, table_hint, name, "table"
             )
             wanted = set(tables)
             chosen.update(n for n in rule.data_nodes if n.table in wanted)
             continue
-        for ds in shard_targets(rule.database_strategy, rule.data_sources, group, db_hint, name, "data source"):
-            for table in shard_targets(rule.table_strategy, rule.tables_in(ds), group, table_hint, name, "table"):
+        for ds in shard_targets(db_strategy, rule.data_sources, group, db_hint, name, "data source"):
+            for table in shard_targets(table_strategy, rule.tables_in(ds), group, table_hint, name, "table"):
                 chosen.add(DataNode(ds, table))
     return [n for n in rule.data_nodes if n in chosen]
+
+
+def route_window(rule: TableRule, groups: list[Group] | None, hints: SessionHints | None = None) -> list[DataNode]:
+    """SELECT / UPDATE / DELETE during a resharding window: the new nodes and the old ones, in data node
+    order (the seed's dual read, dual update and dual delete)."""
+    nodes = set(route_table(rule, groups, hints))
+    if rule.window is not None:
+        nodes.update(route_table(rule, groups, hints, old=True))
+    return [n for n in rule.data_nodes if n in nodes]
 
 
 def precise_group(values: Mapping[str, Any]) -> Group:
@@ -461,14 +476,20 @@ class ShardedPlan(Plan):
     layout: JoinLayout | None = None
     stepwise: str | None = None  # routing.stepwise kind: over several nodes the proxy runs it in steps
     stepwise_table: str = ""
+    dual_read: Any = None  # routing.dualread.DualReadTemplate of a windowed single-table SELECT
+    dual_refusal: str | None = None  # why a windowed SELECT has none
 
     def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
         assert self.sharding is not None
         values = statement_values(shape, params)
         routed: dict[str, list[DataNode]] = {}
+        dual = self.kind is not StatementKind.INSERT  # INSERT ... SELECT writes by the new strategy only
         for logic, cond in self.conditions:
             rule = self.sharding.tables[logic]
-            nodes = route_table(rule, evaluate(cond, values), hints)
+            if dual and rule.window is not None:
+                nodes = route_window(rule, evaluate(cond, values), hints)
+            else:
+                nodes = route_table(rule, evaluate(cond, values), hints)
             previous = routed.get(logic)
             if previous is None:
                 routed[logic] = nodes
@@ -490,12 +511,16 @@ class ShardedPlan(Plan):
             stepwise = True
         else:
             units, stepwise = self._units(routed, values, hints, inner)
+        if self.kind is StatementKind.SELECT and len(units) > 1 and (self.dual_read or self.dual_refusal):
+            return self._dual_read(shape, params, values, routed, hints)
         ctx = self._ctx(shape, params, values)
         multi = len(units) > 1
         template = self.multi_template if multi else self.single_template
         execution = tuple(ExecutionUnit(u.data_source, *render_sql(template, u.table_map, ctx)) for u in units)
         spec = self.merge.spec(values, shape) if multi and self.merge is not None else None
+        repair = self._dual_repair(ctx, routed, hints) if multi and (self.dual_read or self.dual_refusal) else None
         return RoutedStatement(
+            dual_repair=repair,
             kind=self.kind,
             route_units=tuple(units),
             execution_units=execution,
@@ -526,6 +551,8 @@ class ShardedPlan(Plan):
                     f"the sharded tables {', '.join(self.order)} route to {', '.join(stray)} as well; "
                     "add sharding conditions that keep them on one data source"
                 )
+        if self.kind is StatementKind.SELECT and len(units) > 1 and (self.dual_read or self.dual_refusal):
+            return units, False  # a windowed SELECT: its dual read (execute) takes over
         stepwise = False
         if len(units) > 1 and self.refuse_multi and not inner:
             if self.stepwise is None:
@@ -546,6 +573,52 @@ class ShardedPlan(Plan):
 
         return StepwiseWrite(self.stepwise or "", self.stepwise_table, shape.sql,
                              tuple(params) if params is not None else None, bool(self.set_checks))
+
+    def _dual_repair(self, ctx: RenderContext, routed: Mapping[str, list[DataNode]], hints: SessionHints | None
+                     ) -> Any:
+        """A windowed UPDATE / DELETE over several nodes: the copies to reconcile first (routing.dualread)."""
+        from routing.dualread import window_refusal
+
+        template = self.dual_read
+        if template is None:
+            table = next(t for t in self.order if self.sharding and self.sharding.tables[t].window is not None)
+            raise RoutingError(window_refusal(table, sum(len(n) for n in routed.values()),
+                                              self.dual_refusal or "cannot be reconciled", self.kind.name))
+        rule = template.rule
+
+        def new_home(row: Mapping[str, Any]) -> DataNode | None:
+            homes = route_table(rule, [precise_group(row)], hints)
+            return homes[0] if len(homes) == 1 else None
+
+        return template.route(routed[rule.logic_table.lower()], ctx, new_home)
+
+    def _dual_read(self, shape: Shape, params: Sequence[Any] | None, values: Sequence[Any],
+                   routed: Mapping[str, list[DataNode]], hints: SessionHints | None) -> RoutedStatement:
+        """A windowed SELECT over several nodes: the dual read (routing.dualread), or its refusal."""
+        from routing.dualread import window_refusal
+
+        template = self.dual_read
+        if template is None:
+            table = next(t for t in self.order if self.sharding and self.sharding.tables[t].window is not None)
+            raise RoutingError(window_refusal(table, sum(len(n) for n in routed.values()),
+                                              self.dual_refusal or "cannot be de-duplicated"))
+        rule = template.rule
+        nodes = routed[rule.logic_table.lower()]
+
+        def new_home(row: Mapping[str, Any]) -> DataNode | None:
+            homes = route_table(rule, [precise_group(row)], hints)
+            return homes[0] if len(homes) == 1 else None
+
+        dual = template.route(nodes, self._ctx(shape, params, values), new_home)
+        logic = rule.logic_table.lower()
+        return RoutedStatement(
+            kind=self.kind,
+            route_units=tuple(RouteUnit(n.data_source, {logic: n.table}) for n in nodes),
+            execution_units=tuple(ExecutionUnit(n.data_source, sql) for n, sql in dual.key_sql),
+            write=self._write(hints),
+            logic_tables=self.logic_tables,
+            dual_read=dual,
+        )
 
 
 def _check_set(check: SetCheck, values: Sequence[Any]) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
@@ -40,6 +41,7 @@ from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
 from proxy.clusterport import port
 from proxy.execution import txn, txn_control
+from proxy.execution.dualread import execute_dual_read, reconcile_copies
 from proxy.execution.into import select_into
 from proxy.execution.readers import _by_source, _finish_readers, _open_merge_readers, _Reader, _UnitStream
 from proxy.execution.resultset import result_packets
@@ -54,6 +56,7 @@ from proxy.execution.units import (
     error_renamer,
 )
 from proxy.execution.upsert import execute_upsert
+from proxy.execution.write_gate import write_gate
 from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
 
 if TYPE_CHECKING:
@@ -67,12 +70,18 @@ _CALC_FOUND_ROWS = re.compile(r"\bSQL_CALC_FOUND_ROWS\b", re.I)
 
 
 async def execute_plan(
-    session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT
+    session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT,
+    *, gated: bool = False,
 ) -> None:
+    if not gated and (gate := write_gate(db.name, routed)) is not None:  # a migration holds the table's writes
+        async with gate.write():
+            await execute_plan(session, db, routed, codec, gated=True)
+        return
     if routed.stepwise is not None:  # a write over several nodes run in steps (proxy.execution.stepwise)
         session.route = "multi"
         try:
-            await execute_stepwise(session, db, routed, execute_plan)
+            # the steps inherit this statement's pass through a migration's write gate
+            await execute_stepwise(session, db, routed, functools.partial(execute_plan, gated=gated))
         except UnitFailed as exc:
             session.error(exc.err.errno, f"[{exc.data_source}] " + _logical_message(db, routed, exc.err.message),
                           exc.err.sqlstate)
@@ -85,7 +94,11 @@ async def execute_plan(
     if routed.kind is StatementKind.DDL and not await txn_control.implicit_commit(session):
         return  # committing the open transaction first failed (the client has the error): the DDL is not run
     try:
-        if routed.upsert is not None:  # a unique key without the sharding columns: looked up everywhere first
+        if routed.dual_repair is not None:  # resharding window: copies made alike before a dual write
+            await reconcile_copies(session, routed, _access(routed))
+        if routed.dual_read is not None:  # resharding window: copies de-duplicated first (proxy.execution.dualread)
+            await execute_dual_read(session, db, routed, codec, _access(routed))
+        elif routed.upsert is not None:  # a unique key without the sharding columns: looked up everywhere first
             await execute_upsert(session, db, routed, codec)
         elif len(units) == 1 and not routed.result_table_renames and not routed.generated_keys:
             unit = units[0]

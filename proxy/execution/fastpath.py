@@ -379,8 +379,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         return None
     units = routed.execution_units
     if len(units) != 1 or routed.result_table_renames or routed.generated_keys or routed.kind is not _SELECT \
-            or routed.into_variables:  # SELECT ... INTO @v: the variables go to every connection (proxy.execution.into)
-        return None
+            or routed.into_variables or routed.dual_read is not None:  # INTO @v: every connection;
+        return None  # a dual read runs several steps (proxy.execution.dualread)
     unit = units[0]
     if not db.sources[unit.data_source].fast_relay:
         return None

@@ -62,7 +62,7 @@ def test_parse(sql: str, kind: str, fields: dict[str, object]) -> None:
     ("CREATE ENCRYPT RULE t (COLUMNS((NAME=c)))", "CREATE ENCRYPT RULE"),
     ("DROP SHARDING KEY GENERATOR IF EXISTS snowflake", "DROP SHARDING KEY GENERATOR"),
     ("SHOW STATUS FROM READWRITE_SPLITTING RULES", "SHOW STATUS FROM READWRITE_SPLITTING RULES"),
-    ("COMMIT MIGRATION 'j'", "COMMIT MIGRATION"),
+    ("STOP MIGRATION 'j'", "STOP MIGRATION"),  # COMMIT MIGRATION is answered (proxy.migration)
     ("SHOW PLUGINS OF 'x'", "SHOW PLUGINS OF"),
     ("SET DEFAULT SINGLE TABLE STORAGE UNIT = RANDOM", "SET DEFAULT SINGLE TABLE STORAGE UNIT"),
     ("show shadow rules", "SHOW SHADOW RULES"),
@@ -160,3 +160,21 @@ def test_no_sharding_rule_gives_no_rows() -> None:
                   rules.reference_rule_rows, rules.unused_algorithm_rows, rules.broadcast_rows):
         assert build(doc) == []
     assert rules.default_single_storage_unit_rows(doc) == [("RANDOM",)]
+
+
+@pytest.mark.parametrize(("sql", "kind", "name"), [
+    ("MIGRATE TABLE t_order_info", "migrate_table", "t_order_info"),
+    ("migrate table `t_order_info` FROM order_db;", "migrate_table", "t_order_info"),
+    ("SHOW MIGRATION LIST", "show_migration_list", None),
+    ("SHOW MIGRATION STATUS 'j1'", "show_migration_status", "j1"),
+    ("SHOW MIGRATION CHECK STATUS 'j1'", "show_migration_check_status", "j1"),
+    ("CHECK MIGRATION 'j1'", "check_migration", "j1"),
+    ("COMMIT MIGRATION \"j1\"", "commit_migration", "j1"),
+    ("ROLLBACK MIGRATION 'j1'", "rollback_migration", "j1"),
+])
+def test_migration_statements(sql: str, kind: str, name: str | None) -> None:
+    parsed = grammar.parse(sql)
+    assert parsed is not None and (parsed.kind, parsed.name) == (kind, name)
+    assert kind in grammar.MIGRATION_KINDS
+    stmt = classify(sql)
+    assert stmt is not None and stmt.kind == "distsql"

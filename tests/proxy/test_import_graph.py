@@ -184,8 +184,10 @@ ROOMS = (  # lowest first
     ("backends", ("proxy.backends",)),
     ("frontend", ("proxy.frontend",)),
     ("execution", ("proxy.execution",)),
+    ("migration", ("proxy.migration",)),  # the resharding job: below the DistSQL that starts it
     ("session", ("proxy.session",)),
-    ("edges", ("proxy",)),  # proxy.server (the composition root), proxy.metrics, proxy.serve, proxy.cli, ...
+    # proxy.server (the composition root), proxy.metrics, proxy.serve, proxy.cli, ...
+    ("edges", ("proxy", "proxy.migration.cli")),
 )  # fmt: skip
 
 

@@ -114,7 +114,19 @@ _STATEMENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("drop_sharding_table_rule", _rx(r"DROP\s+SHARDING\s+TABLE\s+RULE\s+.+")),
     ("register_storage_unit", _rx(r"REGISTER\s+STORAGE\s+UNIT\s+.+")),
     ("unregister_storage_unit", _rx(r"UNREGISTER\s+STORAGE\s+UNIT\s+.+")),
+    # RAL: migration (proxy.migration)
+    ("migrate_table", _rx(rf"MIGRATE\s+TABLE\s+(?P<name>{IDENT}){_FROM_DB}")),
+    ("show_migration_list", _rx(r"SHOW\s+MIGRATION\s+LIST")),
+    ("show_migration_check_status", _rx(rf"SHOW\s+MIGRATION\s+CHECK\s+STATUS\s+(?P<name>{STRING})")),
+    ("show_migration_status", _rx(rf"SHOW\s+MIGRATION\s+STATUS\s+(?P<name>{STRING})")),
+    ("check_migration", _rx(rf"CHECK\s+MIGRATION\s+(?P<name>{STRING})")),
+    ("commit_migration", _rx(rf"COMMIT\s+MIGRATION\s+(?P<name>{STRING})")),
+    ("rollback_migration", _rx(rf"ROLLBACK\s+MIGRATION\s+(?P<name>{STRING})")),
 )  # fmt: skip
+
+#: the migration statements (proxy.session.distsql.migration answers them)
+MIGRATION_KINDS = frozenset({"migrate_table", "show_migration_list", "show_migration_check_status",
+                             "show_migration_status", "check_migration", "commit_migration", "rollback_migration"})
 
 #: RDL kinds above: rule changes at run time (proxy.session.distsql.rdl), only when that module supports them
 RDL_KINDS = frozenset(kind for kind, _ in _STATEMENTS if kind.split("_", 1)[0] in ("create", "alter", "drop",

@@ -37,7 +37,8 @@ COMPUTE_NODE_COLUMNS = ("instance_id", "instance_type", "host", "port", "status"
                         "labels", "version", "database_name")
 
 # statements that change the proxy, write files or print passwords: users with `admin: true` only
-_ADMIN_ONLY = frozenset({"set_dist_variable", "export_database_configuration"}) | grammar.RDL_KINDS
+_ADMIN_ONLY = (frozenset({"set_dist_variable", "export_database_configuration"}) | grammar.RDL_KINDS
+               | grammar.MIGRATION_KINDS)
 
 _INSTANCE_IDS: weakref.WeakKeyDictionary[ProxyServer, str] = weakref.WeakKeyDictionary()
 
@@ -55,6 +56,11 @@ async def execute(session: Session, stmt: ProxyStatement) -> None:
     if d.kind in grammar.RDL_KINDS:
 
         await rdl.execute(session, d)
+        return
+    if d.kind in grammar.MIGRATION_KINDS:  # MIGRATE TABLE, SHOW MIGRATION ..., COMMIT MIGRATION ...
+        from proxy.session.distsql.migration import execute as migration
+
+        await migration(session, d)
         return
     handler = _HANDLERS.get(d.kind)
     if handler is None:  # pragma: no cover - every parsed kind has a handler
