@@ -224,7 +224,9 @@ class _Planner:
                 return None  # another database's table: the host may not have it
             if table.args.get("partition") is not None or table.args.get("hints"):
                 return None
-            if sharding is not None and sharding.table(name) is not None:
+            if sharding is not None and (rule := sharding.table(name)) is not None:
+                if rule.window is not None:
+                    return None  # inside a resharding window a row may have two copies: copying both is wrong
                 category = "sharded"
             elif name in self.rules.broadcast:
                 category = "broadcast"

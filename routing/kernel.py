@@ -637,6 +637,8 @@ class _Compiler:
         INSERT ... SELECT into a sharded table; everything else keeps its refusal."""
         from routing import stepwise
 
+        if any((r := self.table_rule(o.name)) is not None and r.window is not None for o in sharded):
+            return None  # inside a resharding window rows may have two copies: the dual write handles it
         if kind is StatementKind.INSERT and isinstance(ast, exp.Insert) and ours[0].category == "sharded" \
                 and not ours[0].nested and not is_replace(self.sql) and ast.args.get("conflict") is None:
             return stepwise.INSERT_SELECT
