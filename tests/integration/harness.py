@@ -95,6 +95,9 @@ class RunningProxy:
                                              stop=self._stop, started=self._started))
             waiter = asyncio.create_task(ready.wait())
             await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if task.done():  # the start failed: its error must be stored before start() sees ready
+                waiter.cancel()
+                await task
             self._ready.set()
             await task
 
