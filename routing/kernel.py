@@ -48,6 +48,7 @@ from routing.model import (
 )
 from routing.parse import Shape, Token, is_replace, node_span, parse_statement, scan_shape, tokenize
 from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
+from routing.point import point_plan
 from routing.rewrite import Edit, KeySlot, TableSlot, Template, build_template
 from routing.route import (
     NODE,
@@ -129,7 +130,7 @@ class ShardingKernel:
                 self._shapes.put(sql, shape)
         plan = self._cache.get(shape.key)
         if plan is None or not plan.accepts(shape):
-            plan = compile_plan(shape, self.rules, self.metadata)
+            plan = point_plan(compile_plan(shape, self.rules, self.metadata))  # issue 15: routing.point
             self._cache.put(shape.key, plan)
         routed = plan.execute(shape, params, hints)
         if comment is not None and comment.skip_sql_rewrite:
