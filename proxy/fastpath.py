@@ -27,6 +27,7 @@ from protocol.constants import ErrorCode
 from protocol.framing import encode_packet
 from protocol.packets import ERRPacket
 from protocol.results import ResultRelay
+from protocol.retarget import retarget_execute
 from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
 from proxy.backend import BACKEND_DEPRECATE_EOF
@@ -390,6 +391,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
     conn = session.backends.get(unit.data_source)
     if conn is None or conn.broken or conn.busy or conn.tap is None:
         return None
+    framed: bytes | None = None
     if params is None:
         if unit.params:
             return None
@@ -398,11 +400,13 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         prepared = conn.statements.get(unit.sql)
         if prepared is None:
             return None
-        data = execute_payload(prepared.ok.statement_id, unit)
+        if unit.params == request.values:  # issue 15: the client's parameter bytes, re-addressed (protocol.retarget)
+            framed = retarget_execute(packet, prepared.ok.statement_id, stmt.num_params, request.types)
+        data = execute_payload(prepared.ok.statement_id, unit) if framed is None else b""
     session.info = sql[:100]
     session.stmt_kind, session.route = SELECT, "single"
     session.found_rows_value, session.found_rows_source = None, unit.data_source  # FOUND_ROWS(): that node's
-    return Forward(conn, encode_packet(data, 0)[0], error_renamer(db, routed), False)
+    return Forward(conn, framed or encode_packet(data, 0)[0], error_renamer(db, routed), False)
 
 
 __all__ = ["STATS", "ClientProtocol", "FastPath", "FastPathStats", "Forward", "fast_forward", "plain_statement"]
