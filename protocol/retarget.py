@@ -12,14 +12,71 @@ bound last.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from protocol.binary import ParamType
+from protocol.binary import _INT_SIZES, ComStmtExecute, ParamType, _is_string_type
+from protocol.constants import ColumnType
 
-__all__ = ["retarget_execute"]
+__all__ = ["execute_params", "retarget_execute"]
 
 _HEAD = 4 + 1 + 4 + 1 + 4  # frame header, command, statement id, flags, iteration count
 _MAX_FRAME = 0xFFFFFF
+_NULL = ColumnType.NULL
+
+
+def execute_params(packet: bytes, num_params: int, previous_types: tuple[ParamType, ...] | None,
+                   long_data: Mapping[int, bytes] | None) -> tuple[tuple[object, ...], tuple[ParamType, ...]]:
+    """The parameter values and types of one framed COM_STMT_EXECUTE, as `ComStmtExecute.decode` gives them.
+
+    An execute that binds no new types (what libmysqlclient sends after the first), with integer, string or
+    NULL parameters and no long data, is read here with slices and `int.from_bytes`; anything else goes to
+    the full decoder (which raises MalformedPacket for what makes no sense)."""
+    if previous_types is not None and not long_data and len(previous_types) == num_params:
+        values = _unbound_values(packet, num_params, previous_types)
+        if values is not None:
+            return values, previous_types
+    request = ComStmtExecute.decode(packet[4:], num_params, previous_types, long_data)
+    return request.values, request.types
+
+
+def _unbound_values(packet: bytes, n: int, types: Sequence[ParamType]) -> tuple[object, ...] | None:
+    pos = _HEAD + (n + 7) // 8
+    end = len(packet)
+    if n == 0 or end <= pos or packet[pos] != 0:
+        return None
+    nulls = packet[_HEAD:pos]
+    pos += 1
+    out: list[object] = []
+    for i, t in enumerate(types):
+        ctype = t.type
+        if nulls[i >> 3] & (1 << (i & 7)) or ctype == _NULL:
+            out.append(None)
+            continue
+        size = _INT_SIZES.get(ctype)
+        if size is not None:
+            if pos + size > end:
+                return None
+            out.append(int.from_bytes(packet[pos:pos + size], "little", signed=not t.unsigned))
+            pos += size
+        elif _is_string_type(ctype):
+            if pos >= end:
+                return None
+            first = packet[pos]
+            if first < 0xFB:
+                length, pos = first, pos + 1
+            elif first == 0xFC:
+                length, pos = int.from_bytes(packet[pos + 1:pos + 3], "little"), pos + 3
+            elif first == 0xFD:
+                length, pos = int.from_bytes(packet[pos + 1:pos + 4], "little"), pos + 4
+            else:
+                return None  # NULL marker or an 8-byte length: the full decoder words it
+            if pos + length > end:
+                return None
+            out.append(packet[pos:pos + length])
+            pos += length
+        else:
+            return None
+    return tuple(out) if pos == end else None
 
 
 def retarget_execute(packet: bytes, statement_id: int, num_params: int, types: Sequence[ParamType]) -> bytes | None:

@@ -22,12 +22,11 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from protocol.binary import ComStmtExecute
 from protocol.constants import ErrorCode
 from protocol.framing import encode_packet
 from protocol.packets import ERRPacket
 from protocol.results import ResultRelay
-from protocol.retarget import retarget_execute
+from protocol.retarget import execute_params, retarget_execute
 from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
 from proxy.backend import BACKEND_DEPRECATE_EOF
@@ -359,13 +358,12 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
                          and plain_statement(stmt.sql) is SELECT)
         if not stmt.fast:
             return None
-        try:
-            request = ComStmtExecute.decode(packet[4:], stmt.num_params, stmt.types, stmt.long_data)
+        try:  # issue 15: protocol.retarget reads the common executes without the full decoder
+            values, stmt.types = execute_params(packet, stmt.num_params, stmt.types, stmt.long_data)
         except MalformedPacket:
             return None
-        stmt.types = request.types
         sql = stmt.sql
-        params = list(request.values)
+        params = list(values)
     elif command == _QUERY:
         if len(packet) > 4096:
             return None
@@ -400,8 +398,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         prepared = conn.statements.get(unit.sql)
         if prepared is None:
             return None
-        if unit.params == request.values:  # issue 15: the client's parameter bytes, re-addressed (protocol.retarget)
-            framed = retarget_execute(packet, prepared.ok.statement_id, stmt.num_params, request.types)
+        if unit.params == values:  # issue 15: the client's parameter bytes, re-addressed (protocol.retarget)
+            framed = retarget_execute(packet, prepared.ok.statement_id, stmt.num_params, stmt.types)
         data = execute_payload(prepared.ok.statement_id, unit) if framed is None else b""
     session.info = sql[:100]
     session.stmt_kind, session.route = SELECT, "single"
