@@ -33,7 +33,7 @@ from proxy.backend import BACKEND_DEPRECATE_EOF
 from proxy.codec import execute_payload, query_payload
 from proxy.executor import error_renamer
 from proxy.sticky import may_be_sticky
-from routing.plan import StatementKind
+from routing.plan import ExecutionUnit, StatementKind
 from routing.session_functions import CALL
 
 if TYPE_CHECKING:
@@ -372,21 +372,32 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
             return None
     else:
         return None
-    try:
-        routed = db.kernel.route(sql, params, None)
-    except Exception:  # the slow path routes again and answers the refusal
-        return None
-    units = routed.execution_units
-    if len(units) != 1 or routed.result_table_renames or routed.generated_keys or routed.kind is not _SELECT \
-            or routed.into_variables:  # SELECT ... INTO @v: the variables go to every connection (proxy.into)
-        return None
-    unit = units[0]
-    if not db.sources[unit.data_source].fast_relay:
+    kernel = db.kernel
+    point = kernel.route_point(sql, params)  # issue 15: a cached routing.point plan, no RoutedStatement built
+    if point is not None:
+        kind, ds, unit_sql = point
+        if kind is not _SELECT:
+            return None
+        unit = ExecutionUnit(ds, unit_sql, tuple(params) if params is not None else None)
+        renamer = _lazy_renamer(db, sql, params)
+    else:
+        try:
+            routed = kernel.route(sql, params, None)
+        except Exception:  # the slow path routes again and answers the refusal
+            return None
+        units = routed.execution_units
+        if len(units) != 1 or routed.result_table_renames or routed.generated_keys or routed.kind is not _SELECT \
+                or routed.into_variables:  # SELECT ... INTO @v: the variables go to every connection (proxy.into)
+            return None
+        unit = units[0]
+        ds = unit.data_source
+        renamer = error_renamer(db, routed)
+    if not db.sources[ds].fast_relay:
         return None
     txn = session.txn
-    if txn.active and unit.data_source not in txn.joined:
+    if txn.active and ds not in txn.joined:
         return None
-    conn = session.backends.get(unit.data_source)
+    conn = session.backends.get(ds)
     if conn is None or conn.broken or conn.busy or conn.tap is None:
         return None
     framed: bytes | None = None
@@ -403,8 +414,17 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         data = execute_payload(prepared.ok.statement_id, unit) if framed is None else b""
     session.info = sql[:100]
     session.stmt_kind, session.route = SELECT, "single"
-    session.found_rows_value, session.found_rows_source = None, unit.data_source  # FOUND_ROWS(): that node's
-    return Forward(conn, framed or encode_packet(data, 0)[0], error_renamer(db, routed), False)
+    session.found_rows_value, session.found_rows_source = None, ds  # FOUND_ROWS(): that node's
+    return Forward(conn, framed or encode_packet(data, 0)[0], renamer, False)
 
+
+def _lazy_renamer(db: LogicalDatabase, sql: str, params: list[object] | None) -> Callable[[bytes], bytes]:
+    """`error_renamer` of the statement's route, routed again only if an ERR comes (the kernel is pure)."""
+
+    def rename(payload: bytes) -> bytes:
+        assert db.kernel is not None
+        return error_renamer(db, db.kernel.route(sql, params, None))(payload)
+
+    return rename
 
 __all__ = ["STATS", "ClientProtocol", "FastPath", "FastPathStats", "Forward", "fast_forward", "plain_statement"]

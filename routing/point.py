@@ -95,6 +95,17 @@ class PointPlan(Plan):
             set_variables=self.set_variables,
         )
 
+    def single(self, shape: Shape, params: Sequence[Any] | None) -> tuple[str, str] | None:
+        """(data source, actual SQL) of `execute(shape, params, None)`, whose one unit then has the statement's
+        parameters as given; None when the general plan must answer."""
+        if params is not None and (len(params) != self.n_params or not self.params_in_order):
+            return None
+        try:
+            ds, table = self._node(shape, params)
+        except _Fallback:
+            return None
+        return ds, self._sql(shape, table)
+
     # -- routing ------------------------------------------------------------------------------------------
 
     def _value(self, column: str, shape: Shape, params: Sequence[Any] | None) -> Any:

@@ -77,3 +77,29 @@ def test_point_plan_leaves_other_plans_alone() -> None:
         kernel.route(sql)
         plan = kernel.cache.get(scan_shape(sql).key)
         assert plan is not None and point_plan(plan) is plan
+
+
+@pytest.mark.parametrize(("sql", "params", "hints", "point"), [c for c in CASES if c[2] is None])
+def test_route_point_is_the_one_unit_route_gives(sql: str, params: list[Any] | None, hints: None, point: bool) -> None:
+    kernel = ShardingKernel(build_rules(), METADATA)
+    assert kernel.route_point(sql, params) is None  # nothing compiled yet: route() compiles
+    try:
+        routed = kernel.route(sql, params)
+    except RoutingError:
+        assert kernel.route_point(sql, params) is None
+        return
+    got = kernel.route_point(sql, params)
+    if got is None:
+        return  # route() answers (a general plan, or a call the point plan hands over)
+    assert point and len(routed.execution_units) == 1
+    unit = routed.execution_units[0]
+    assert got == (routed.kind, unit.data_source, unit.sql)
+    assert unit.params == (tuple(params) if params is not None else None)
+
+
+def test_route_point_answers_the_point_calls() -> None:
+    kernel = ShardingKernel(build_rules(), METADATA)
+    kernel.route("SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [1, 2])
+    assert kernel.route_point("SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [3, 4]) is not None
+    assert kernel.route_point("SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [3, None]) is None
+    assert kernel.route_point("/* c */ SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [3, 4]) is None
