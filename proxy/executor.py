@@ -26,6 +26,7 @@ import structlog
 from merge import ColumnMeta, MergeError, MergeSpec, merge_rows
 from merge.aggregate import MergeStats
 from merge.pipeline import decoded_width
+from merge.raw import raw_mergeable, raw_order_merge
 from protocol.constants import Capability, ServerStatus
 from protocol.framing import encode_packet
 from protocol.packets import (
@@ -679,6 +680,11 @@ async def _answer_merged(
         session.found_rows_value, session.found_rows_source = sent, None
     else:
         metas = [_meta(c) for c in header.columns]
+        if raw_mergeable(spec, ncols):  # issue 15: merge.raw interleaves the nodes' row payloads as they came
+            sent = await _raw_merged(session, readers, spec, metas, header.columns, codec)
+            _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
+            session.found_rows_value, session.found_rows_source = sent, None
+            return
         width = decoded_width(spec, metas)
         row_streams = [r.rows(header.columns, width if width < ncols else None) for r in readers]
         out: list[bytes] = []
@@ -704,6 +710,19 @@ async def _answer_merged(
         session.found_rows_value, session.found_rows_source = sent if found is None else found, None
         return
     _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
+
+
+async def _raw_merged(session: Session, readers: Sequence[_Reader], spec: MergeSpec, metas: list[ColumnMeta],
+                      columns: tuple[ColumnDefinition41, ...], codec: StatementCodec) -> int:
+    """issue 15: `merge.raw.raw_order_merge` over the readers' payload batches; the rows sent."""
+    batches = [r.payload_batches() for r in readers]
+    decode = codec.decode_row
+    try:
+        return await _relay_payloads(session, raw_order_merge(batches, spec, metas, lambda p, n: decode(p, columns, n)))
+    finally:
+        for b in batches:
+            with contextlib.suppress(Exception):
+                await b.aclose()  # type: ignore[attr-defined]
 
 
 def _needs_merge(spec: MergeSpec, node_columns: int) -> bool:
