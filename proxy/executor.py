@@ -39,6 +39,7 @@ from protocol.packets import (
     end_of_result,
 )
 from protocol.results import ResultEnd, ResultHeader
+from protocol.rowscan import text_prefix
 from proxy import txn
 from proxy.backend import BackendConnection
 from proxy.codec import TEXT, StatementCodec, StatementFailed
@@ -716,9 +717,10 @@ async def _raw_merged(session: Session, readers: Sequence[_Reader], spec: MergeS
                       columns: tuple[ColumnDefinition41, ...], codec: StatementCodec) -> int:
     """issue 15: `merge.raw.raw_order_merge` over the readers' payload batches; the rows sent."""
     batches = [r.payload_batches() for r in readers]
-    decode = codec.decode_row
+    decode_row = codec.decode_row
+    decode = text_prefix if codec is TEXT else (lambda p, n: decode_row(p, columns, n))
     try:
-        return await _relay_payloads(session, raw_order_merge(batches, spec, metas, lambda p, n: decode(p, columns, n)))
+        return await _relay_payloads(session, raw_order_merge(batches, spec, metas, decode))
     finally:
         for b in batches:
             with contextlib.suppress(Exception):
