@@ -43,6 +43,7 @@ from protocol.rowscan import text_prefix
 from proxy import txn
 from proxy.backend import BackendConnection
 from proxy.codec import TEXT, StatementCodec, StatementFailed
+from proxy.cork import corked
 from routing.plan import ExecutionUnit, RoutedStatement, SessionHints, StatementKind
 
 if TYPE_CHECKING:
@@ -578,13 +579,15 @@ def _renames(routed: RoutedStatement) -> dict[str, str]:
 async def _select(session: Session, routed: RoutedStatement, codec: StatementCodec,
                   conns: dict[str, BackendConnection]) -> None:
     if routed.merge_spec is None and not routed.result_table_renames:
-        await _select_concatenated(session, routed, codec, conns)
+        with corked(session.wire):  # issue 15: proxy.cork
+            await _select_concatenated(session, routed, codec, conns)
         return
     readers = await _open_merge_readers(session, routed, codec, conns)
     answered = False
     try:
         await _start_all(readers)
-        await _answer_merged(session, routed, readers, codec)
+        with corked(session.wire):  # issue 15: header, rows and end in one write (proxy.cork)
+            await _answer_merged(session, routed, readers, codec)
         answered = True
     finally:
         await _finish_readers(session, readers, failed=not answered)
