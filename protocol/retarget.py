@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 from protocol.binary import _INT_SIZES, ComStmtExecute, ParamType, _is_string_type
 from protocol.constants import ColumnType
@@ -79,6 +80,11 @@ def _unbound_values(packet: bytes, n: int, types: Sequence[ParamType]) -> tuple[
     return tuple(out) if pos == end else None
 
 
+@lru_cache(maxsize=1024)
+def _type_block(types: tuple[ParamType, ...]) -> bytes:
+    return b"".join(t.encode() for t in types)
+
+
 def retarget_execute(packet: bytes, statement_id: int, num_params: int, types: Sequence[ParamType]) -> bytes | None:
     """The framed command (sequence id 0) for the backend's `statement_id`, or None when `packet` (one framed
     COM_STMT_EXECUTE) is not laid out as `num_params` parameters with a new-params-bound flag of 0 or 1."""
@@ -93,7 +99,7 @@ def retarget_execute(packet: bytes, statement_id: int, num_params: int, types: S
         if bound == 1:
             payload = head + packet[_HEAD:]
         elif bound == 0 and len(types) == num_params:
-            payload = b"".join((head, packet[_HEAD:flag_at], b"\x01", *(t.encode() for t in types),
+            payload = b"".join((head, packet[_HEAD:flag_at], b"\x01", _type_block(tuple(types)),
                                 packet[flag_at + 1:]))
         else:
             return None

@@ -30,7 +30,7 @@ from protocol.retarget import execute_params, retarget_execute
 from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
 from proxy.backend import BACKEND_DEPRECATE_EOF
-from proxy.codec import execute_payload, query_payload
+from proxy.codec import execute_payload
 from proxy.executor import error_renamer
 from proxy.sticky import may_be_sticky
 from routing.plan import ExecutionUnit, StatementKind
@@ -378,7 +378,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         kind, ds, unit_sql = point
         if kind is not _SELECT:
             return None
-        unit = ExecutionUnit(ds, unit_sql, tuple(params) if params is not None else None)
+        unit: ExecutionUnit | None = None  # its parameters are the statement's
         renamer = _lazy_renamer(db, sql, params)
     else:
         try:
@@ -390,7 +390,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
                 or routed.into_variables:  # SELECT ... INTO @v: the variables go to every connection (proxy.into)
             return None
         unit = units[0]
-        ds = unit.data_source
+        ds, unit_sql = unit.data_source, unit.sql
         renamer = error_renamer(db, routed)
     if not db.sources[ds].fast_relay:
         return None
@@ -402,16 +402,17 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         return None
     framed: bytes | None = None
     if params is None:
-        if unit.params:
+        if unit is not None and unit.params:
             return None
-        data = query_payload(unit)
+        data = b"\x03" + unit_sql.encode("utf-8", errors="surrogateescape")  # COM_QUERY (codec.query_payload)
     else:
-        prepared = conn.statements.get(unit.sql)
+        prepared = conn.statements.get(unit_sql)
         if prepared is None:
             return None
-        if unit.params == values:  # issue 15: the client's parameter bytes, re-addressed (protocol.retarget)
+        if unit is None or unit.params == values:  # issue 15: the client's parameter bytes, re-addressed
             framed = retarget_execute(packet, prepared.ok.statement_id, stmt.num_params, stmt.types)
-        data = execute_payload(prepared.ok.statement_id, unit) if framed is None else b""
+        data = b"" if framed is not None else \
+            execute_payload(prepared.ok.statement_id, unit or ExecutionUnit(ds, unit_sql, tuple(params)))
     session.info = sql[:100]
     session.stmt_kind, session.route = SELECT, "single"
     session.found_rows_value, session.found_rows_source = None, ds  # FOUND_ROWS(): that node's
