@@ -66,21 +66,19 @@ class FrameDecoder:
     def packets(self) -> Iterator[tuple[int, int, bytes]]:
         buf = self._buf
         pos = 0
-        max_payload = self.max_payload
         try:
             while len(buf) - pos >= 4:
                 length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
                 seq = buf[pos + 3]
-                if length > max_payload or (
-                    self._partial and length + sum(len(p) for p in self._partial) > max_payload
+                if length > self.max_payload or (
+                    self._partial and length + sum(len(p) for p in self._partial) > self.max_payload
                 ):
-                    raise PacketTooLarge(f"packet of {length} bytes exceeds the limit of {max_payload}",
+                    raise PacketTooLarge(f"packet of {length} bytes exceeds the limit of {self.max_payload}",
                                          (seq + 1) & 0xFF)
-                end = pos + 4 + length
-                if len(buf) < end:
+                if len(buf) - pos < 4 + length:
                     break
-                payload = bytes(buf[pos + 4 : end])
-                pos = end
+                payload = bytes(buf[pos + 4 : pos + 4 + length])
+                pos += 4 + length
                 if length == MAX_PAYLOAD:
                     if not self._partial:
                         self._partial_seq = seq
