@@ -345,7 +345,7 @@ def aggregate_raw(raw: str) -> tuple[int, Counter[str], Counter[str]]:
 
 
 def profile_point_select(port: int, proxy_pid: int, seconds: int, threads: int, tables: int, table_size: int,
-                         out: Path, rate: int = 250) -> str:
+                         out: Path, rate: int = 250, db: str = "sbtest_pass", ps_mode: str = "auto") -> str:
     pyspy = shutil.which("py-spy")
     if pyspy is None:
         return "py-spy is not installed (pip install py-spy): no profile"
@@ -353,8 +353,8 @@ def profile_point_select(port: int, proxy_pid: int, seconds: int, threads: int, 
                             "-d", str(seconds + 1), "--nonblocking"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     time.sleep(1.0)
-    run = sysbench_run([*sysbench_common("oltp_point_select", port, "sbtest_pass", "root", tables, table_size),
-                        "--db-ps-mode=auto"], seconds, threads, proxy_pid, "pass")
+    run = sysbench_run([*sysbench_common("oltp_point_select", port, db, "root", tables, table_size),
+                        f"--db-ps-mode={ps_mode}"], seconds, threads, proxy_pid, db)
     spy_out = spy.communicate(timeout=120)[0].decode(errors="replace")
     if not out.exists():
         return f"py-spy wrote no profile:\n{spy_out[-2000:]}"
@@ -363,7 +363,7 @@ def profile_point_select(port: int, proxy_pid: int, seconds: int, threads: int, 
         return f"py-spy recorded no samples:\n{spy_out[-2000:]}"
     busy = total / (rate * (seconds + 1))
     lines = [f"py-spy record -p PID -f raw -r {rate} --nonblocking -d {seconds + 1}, during sysbench "
-             f"oltp_point_select --db-ps-mode=auto --threads={threads} through sbtest_pass: {describe(run)}",
+             f"oltp_point_select --db-ps-mode={ps_mode} --threads={threads} through {db}: {describe(run)}",
              f"{total} samples of the proxy's threads while not idle (~{busy:.0%} of the wall time; samples in the "
              "event loop's poll are idle and not recorded); raw stacks: " + str(out),
              "", "| function | self % | inclusive % |", "|---|---|---|"]
@@ -487,6 +487,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the streaming tables")
     ap.add_argument("--quick", action="store_true", help="2 s runs, highest thread count, 200,000 rows")
     ap.add_argument("--profile", action="store_true", help="py-spy profile of the prepared point select")
+    ap.add_argument("--profile-db", default="sbtest_pass", choices=("sbtest_pass", "sbtest"),
+                    help="the logical database --profile runs the point select on (sbtest: the sharded one)")
+    ap.add_argument("--profile-ps-mode", default="auto", choices=("auto", "disable"))
+    ap.add_argument("--no-scatter", action="store_true", help="skip the scatter and streaming runs")
     ap.add_argument("--workers", type=int, default=None, help="pass --workers N to `proxy serve` (if it has it)")
     ap.add_argument("--no-sysbench", action="store_true", help="streaming and scatter only")
     ap.add_argument("--workdir", type=Path, default=None, help="keep configs, logs and results.json here")
@@ -556,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
                                     print("  " + describe(run), flush=True)
 
             print("\nscatter ORDER BY ... LIMIT 10 over 4 nodes", flush=True)
-            for threads in args.threads:
+            for threads in [] if args.no_scatter else args.threads:
                 for name, (p, db, password, ppid, tbl) in {
                     "1 node directly": (a.port, sm.PHYSICAL[0], a.password, None, "t_order_0"),
                     "proxy, 4 nodes": (port, "sharding_db", "root", pid, "t_order"),
@@ -567,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
                     print("  " + describe(run), flush=True)
 
             print("\nstreaming", flush=True)
-            for label, p, db, password, ppid, sql in (
+            for label, p, db, password, ppid, sql in () if args.no_scatter else (
                 ("direct single node (A.bench_stream)", a.port, "bench_stream", a.password, None,
                  "SELECT * FROM t_stream"),
                 ("proxy single-node relay (pass-through)", port, "stream_pass", "root", pid, "SELECT * FROM t_stream"),
@@ -583,7 +587,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.profile:
                 print("\nprofiling ...", flush=True)
                 profile = profile_point_select(port, pid, max(args.time, 10), max(args.threads), args.tables,
-                                               args.table_size, work / "pyspy-point-select.raw")
+                                               args.table_size, work / "pyspy-point-select.raw",
+                                               db=args.profile_db, ps_mode=args.profile_ps_mode)
             time.sleep(0.5)
         log_text = (work / "proxy.log").read_text(errors="replace")
         log_errors = [ln for ln in log_text.splitlines() if "error" in ln.lower() or "Traceback" in ln]

@@ -364,6 +364,21 @@ class ColumnDefinition41:
 
     @classmethod
     def decode(cls, payload: bytes) -> ColumnDefinition41:
+        # a scatter reads the same definitions from every node for every execution: decoded once (issue 15;
+        # the instances are immutable, so sharing them is safe)
+        key = payload if type(payload) is bytes else bytes(payload)
+        known = _DECODED_COLUMNS.get(key)
+        if known is not None and cls is ColumnDefinition41:
+            return known
+        col = cls._decode(payload)
+        if cls is ColumnDefinition41:
+            if len(_DECODED_COLUMNS) >= _DECODED_COLUMNS_MAX:
+                _DECODED_COLUMNS.clear()
+            _DECODED_COLUMNS[key] = col
+        return col
+
+    @classmethod
+    def _decode(cls, payload: bytes) -> ColumnDefinition41:
         r = Reader(payload)
 
         def s() -> str:
@@ -383,6 +398,10 @@ class ColumnDefinition41:
             raise MalformedPacket(f"unknown column type {ctype}") from exc
         return cls(name, col_type, schema, table, org_table, org_name, catalog, charset, length, flags, decimals,
                    default, has_default)
+
+
+_DECODED_COLUMNS: dict[bytes, ColumnDefinition41] = {}
+_DECODED_COLUMNS_MAX = 4096
 
 
 def encode_text_row(values: tuple[bytes | None, ...] | list[bytes | None]) -> bytes:

@@ -313,7 +313,12 @@ class ResultParser:
 
     def feed(self, data: bytes) -> Iterator[object]:
         self._frames.feed(data)
+        rows = _Phase.ROWS
         for _first, _last, payload in self._frames.packets():
+            # a row (what `_packet` yields as is in the ROWS phase), without a generator per packet (issue 15)
+            if self._phase is rows and (not payload or payload[0] < 0xFE or (payload[0] == 0xFE and len(payload) >= 9)):
+                yield payload
+                continue
             yield from self._packet(payload)
             if self.done:
                 return

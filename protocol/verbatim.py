@@ -32,11 +32,15 @@ class VerbatimRelay:
     """Finds the end of an answer in the classic (EOF) framing, or in the DEPRECATE_EOF framing when
     `deprecate_eof`, and passes every byte through."""
 
-    __slots__ = ("_columns_left", "_continuation", "_deprecate_eof", "_phase", "_seq", "_skip", "_tail",
-                 "done", "rows", "summary")
+    __slots__ = ("_columns_left", "_continuation", "_deprecate_eof", "_err_payload", "_phase", "_rewrite_error",
+                 "_seq", "_skip", "_tail", "done", "rows", "summary")
 
-    def __init__(self, *, deprecate_eof: bool = False) -> None:
+    def __init__(self, *, deprecate_eof: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None) -> None:
         self._deprecate_eof = deprecate_eof
+        # e.g. actual table names back to logic names (a sharded single-node answer). With one, an incomplete
+        # control packet is held back instead of passed on, so that an ERR can be replaced whole (issue 15)
+        self._rewrite_error = error_rewriter
+        self._err_payload: bytes | None = None
         self._phase = _FIRST
         self._columns_left = 0
         self._continuation = False  # the current frame continues a packet of 16 MB or more
@@ -155,7 +159,15 @@ class VerbatimRelay:
             self._skip = pos - end
         elif pos < end:
             self._tail = bytes(buf[pos:])
-        return data
+        if self._rewrite_error is None:
+            return data
+        # held back: the tail (passed on with the next read, which it then starts); replaced: a rewritten ERR
+        cut = pos if phase != _DONE and pos < end else end
+        err = self._err_payload
+        if err is not None and phase == _DONE:
+            self._err_payload = None
+            return bytes(buf[:header]) + len(err).to_bytes(3, "little") + buf[header + 3:header + 4] + err
+        return buf if cut == end else bytes(buf[:cut])
 
     def _first(self, payload: bytes) -> int:
         head = payload[0] if payload else 0
@@ -194,6 +206,10 @@ class VerbatimRelay:
         return self._end(status, warnings)
 
     def _error(self, payload: bytes) -> int:
+        if self._rewrite_error is not None:
+            rewritten = self._rewrite_error(payload)
+            if rewritten != payload:
+                self._err_payload = payload = rewritten
         try:
             self.summary.error = ERRPacket.decode(payload)
         except MalformedPacket:
@@ -215,11 +231,10 @@ def relay_for(
     *, backend_deprecate_eof: bool, client_deprecate_eof: bool, first_seq: int = 1, rows_only: bool = False,
     more_results: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None,
 ) -> ResultRelay | VerbatimRelay:
-    """A `VerbatimRelay` when the answer needs no change (same framing, sequence ids from 1, nothing to
-    rewrite), else a `ResultRelay`."""
-    if (backend_deprecate_eof == client_deprecate_eof and first_seq == 1 and not rows_only and not more_results
-            and error_rewriter is None):
-        return VerbatimRelay(deprecate_eof=backend_deprecate_eof)
+    """A `VerbatimRelay` when the answer needs no change (same framing, sequence ids from 1; an ERR may be
+    rewritten), else a `ResultRelay`."""
+    if backend_deprecate_eof == client_deprecate_eof and first_seq == 1 and not rows_only and not more_results:
+        return VerbatimRelay(deprecate_eof=backend_deprecate_eof, error_rewriter=error_rewriter)
     return ResultRelay(backend_deprecate_eof=backend_deprecate_eof, client_deprecate_eof=client_deprecate_eof,
                        first_seq=first_seq, rows_only=rows_only, more_results=more_results,
                        error_rewriter=error_rewriter)

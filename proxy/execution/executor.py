@@ -27,6 +27,7 @@ import structlog
 from merge import ColumnMeta, MergeError, MergeSpec, merge_rows
 from merge.aggregate import MergeStats
 from merge.pipeline import decoded_width
+from merge.raw import raw_mergeable, raw_order_merge
 from protocol.constants import Capability, ServerStatus
 from protocol.framing import encode_packet
 from protocol.packets import (
@@ -37,6 +38,7 @@ from protocol.packets import (
     column_count_payload,
     end_of_result,
 )
+from protocol.rowscan import text_prefix
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
 from proxy.clusterport import port
@@ -57,6 +59,7 @@ from proxy.execution.units import (
 )
 from proxy.execution.upsert import execute_upsert
 from proxy.execution.write_gate import write_gate
+from proxy.frontend.cork import corked
 from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
 
 if TYPE_CHECKING:
@@ -257,13 +260,15 @@ def _logic_column(col: ColumnDefinition41, renames: dict[str, str], schema: str)
 async def _select(session: Session, routed: RoutedStatement, codec: StatementCodec,
                   conns: dict[str, BackendConnection]) -> None:
     if routed.merge_spec is None and not routed.result_table_renames:
-        await _select_concatenated(session, routed, codec, conns)
+        with corked(session.wire):  # issue 15: proxy.frontend.cork
+            await _select_concatenated(session, routed, codec, conns)
         return
     readers = await _open_merge_readers(session, routed, codec, conns)
     answered = False
     try:
         await _start_all(readers)
-        await _answer_merged(session, routed, readers, codec)
+        with corked(session.wire):  # issue 15: header, rows and end in one write (proxy.frontend.cork)
+            await _answer_merged(session, routed, readers, codec)
         answered = True
     finally:
         await _finish_readers(session, readers, failed=not answered)
@@ -360,6 +365,11 @@ async def _answer_merged(
         session.found_rows_value, session.found_rows_source = sent, None
     else:
         metas = [_meta(c) for c in header.columns]
+        if raw_mergeable(spec, ncols):  # issue 15: merge.raw interleaves the nodes' row payloads as they came
+            sent = await _raw_merged(session, readers, spec, metas, header.columns, codec)
+            _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
+            session.found_rows_value, session.found_rows_source = sent, None
+            return
         width = decoded_width(spec, metas)
         row_streams = [r.rows(header.columns, width if width < ncols else None) for r in readers]
         out: list[bytes] = []
@@ -385,6 +395,20 @@ async def _answer_merged(
         session.found_rows_value, session.found_rows_source = sent if found is None else found, None
         return
     _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
+
+
+async def _raw_merged(session: Session, readers: Sequence[_Reader], spec: MergeSpec, metas: list[ColumnMeta],
+                      columns: tuple[ColumnDefinition41, ...], codec: StatementCodec) -> int:
+    """issue 15: `merge.raw.raw_order_merge` over the readers' payload batches; the rows sent."""
+    batches = [r.payload_batches() for r in readers]
+    decode_row = codec.decode_row
+    decode = text_prefix if codec is TEXT else (lambda p, n: decode_row(p, columns, n))
+    try:
+        return await _relay_payloads(session, raw_order_merge(batches, spec, metas, decode))
+    finally:
+        for b in batches:
+            with contextlib.suppress(Exception):
+                await b.aclose()  # type: ignore[attr-defined]
 
 
 def _needs_merge(spec: MergeSpec, node_columns: int) -> bool:

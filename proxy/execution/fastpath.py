@@ -22,18 +22,18 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from protocol.binary import ComStmtExecute
 from protocol.constants import ErrorCode
 from protocol.framing import encode_packet
 from protocol.packets import ERRPacket
 from protocol.results import ResultRelay
+from protocol.retarget import execute_params, retarget_execute
 from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF
-from proxy.backends.codec import execute_payload, query_payload
+from proxy.backends.codec import execute_payload
 from proxy.execution.sticky import may_be_sticky
 from proxy.execution.units import error_renamer
-from routing.plan import StatementKind
+from routing.plan import ExecutionUnit, StatementKind
 from routing.session_functions import CALL
 
 if TYPE_CHECKING:
@@ -358,13 +358,12 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
                          and plain_statement(stmt.sql) is SELECT)
         if not stmt.fast:
             return None
-        try:
-            request = ComStmtExecute.decode(packet[4:], stmt.num_params, stmt.types, stmt.long_data)
+        try:  # issue 15: protocol.retarget reads the common executes without the full decoder
+            values, stmt.types = execute_params(packet, stmt.num_params, stmt.types, stmt.long_data)
         except MalformedPacket:
             return None
-        stmt.types = request.types
         sql = stmt.sql
-        params = list(request.values)
+        params = list(values)
     elif command == _QUERY:
         if len(packet) > 4096:
             return None
@@ -373,36 +372,60 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
             return None
     else:
         return None
-    try:
-        routed = db.kernel.route(sql, params, None)
-    except Exception:  # the slow path routes again and answers the refusal
-        return None
-    units = routed.execution_units
-    if len(units) != 1 or routed.result_table_renames or routed.generated_keys or routed.kind is not _SELECT \
-            or routed.into_variables or routed.dual_read is not None:  # INTO @v: every connection;
-        return None  # a dual read runs several steps (proxy.execution.dualread)
-    unit = units[0]
-    if not db.sources[unit.data_source].fast_relay:
+    kernel = db.kernel
+    point = kernel.route_point(sql, params)  # issue 15: a cached routing.point plan, no RoutedStatement built
+    if point is not None:
+        kind, ds, unit_sql = point
+        if kind is not _SELECT:
+            return None
+        unit: ExecutionUnit | None = None  # its parameters are the statement's
+        renamer = _lazy_renamer(db, sql, params)
+    else:
+        try:
+            routed = kernel.route(sql, params, None)
+        except Exception:  # the slow path routes again and answers the refusal
+            return None
+        units = routed.execution_units
+        if len(units) != 1 or routed.result_table_renames or routed.generated_keys or routed.kind is not _SELECT \
+                or routed.into_variables or routed.dual_read is not None:  # INTO @v: every connection;
+            return None  # a dual read runs several steps (proxy.execution.dualread)
+        unit = units[0]
+        ds, unit_sql = unit.data_source, unit.sql
+        renamer = error_renamer(db, routed)
+    if not db.sources[ds].fast_relay:
         return None
     txn = session.txn
-    if txn.active and unit.data_source not in txn.joined:
+    if txn.active and ds not in txn.joined:
         return None
-    conn = session.backends.get(unit.data_source)
+    conn = session.backends.get(ds)
     if conn is None or conn.broken or conn.busy or conn.tap is None:
         return None
+    framed: bytes | None = None
     if params is None:
-        if unit.params:
+        if unit is not None and unit.params:
             return None
-        data = query_payload(unit)
+        data = b"\x03" + unit_sql.encode("utf-8", errors="surrogateescape")  # COM_QUERY (codec.query_payload)
     else:
-        prepared = conn.statements.get(unit.sql)
+        prepared = conn.statements.get(unit_sql)
         if prepared is None:
             return None
-        data = execute_payload(prepared.ok.statement_id, unit)
+        if unit is None or unit.params == values:  # issue 15: the client's parameter bytes, re-addressed
+            framed = retarget_execute(packet, prepared.ok.statement_id, stmt.num_params, stmt.types)
+        data = b"" if framed is not None else \
+            execute_payload(prepared.ok.statement_id, unit or ExecutionUnit(ds, unit_sql, tuple(params)))
     session.info = sql[:100]
     session.stmt_kind, session.route = SELECT, "single"
-    session.found_rows_value, session.found_rows_source = None, unit.data_source  # FOUND_ROWS(): that node's
-    return Forward(conn, encode_packet(data, 0)[0], error_renamer(db, routed), False)
+    session.found_rows_value, session.found_rows_source = None, ds  # FOUND_ROWS(): that node's
+    return Forward(conn, framed or encode_packet(data, 0)[0], renamer, False)
 
+
+def _lazy_renamer(db: LogicalDatabase, sql: str, params: list[object] | None) -> Callable[[bytes], bytes]:
+    """`error_renamer` of the statement's route, routed again only if an ERR comes (the kernel is pure)."""
+
+    def rename(payload: bytes) -> bytes:
+        assert db.kernel is not None
+        return error_renamer(db, db.kernel.route(sql, params, None))(payload)
+
+    return rename
 
 __all__ = ["STATS", "ClientProtocol", "FastPath", "FastPathStats", "Forward", "fast_forward", "plain_statement"]

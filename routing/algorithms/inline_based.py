@@ -8,6 +8,7 @@ which lets the kernel refuse instead of sending SQL to a table that does not exi
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -52,6 +53,16 @@ class _ExpressionAlgorithm(Algorithm):
         return (column, *(v for v in self.expression.free_variables if v != column and v.lower() == low))
 
 
+# ``prefix${column % N}suffix``, the most common inline algorithm: evaluated without the general evaluator
+_MODULO_FORM = re.compile(r"\A([\w.-]*)\$(?:->)?\{\s*([A-Za-z_]\w*)\s*%\s*([1-9]\d{0,8})\s*\}([\w.-]*)\Z")
+
+
+def modulo_form(text: str) -> tuple[str, str, int, str] | None:
+    """(prefix, variable, divisor, suffix) of an expression that is exactly ``prefix${variable % N}suffix``."""
+    m = _MODULO_FORM.match(text)
+    return (m.group(1), m.group(2), int(m.group(3)), m.group(4)) if m else None
+
+
 class InlineShardingAlgorithm(_ExpressionAlgorithm):
     """INLINE: ``algorithm-expression`` over one sharding column; ranges only when explicitly allowed."""
 
@@ -62,11 +73,17 @@ class InlineShardingAlgorithm(_ExpressionAlgorithm):
         super().__init__(name, props, file=file, key=key)
         self.allow_range = self.prop_bool(_ALLOW_RANGE, False)
         self._binds: dict[str, tuple[str, ...]] = {}
+        self._modulo = modulo_form(self.expression.text)
 
     def evaluate(self, column: str, value: Any) -> str:
         names = self._binds.get(column)
         if names is None:
             names = self._binds[column] = self._variables_for(column)
+        modulo = self._modulo
+        if modulo is not None and type(value) is int and modulo[1] in names:
+            # issue 15: Groovy's % on an integer keeps the dividend's sign; the remainder fits any width
+            prefix, _, n, suffix = modulo
+            return f"{prefix}{value % n if value >= 0 else -(-value % n)}{suffix}"
         try:
             return self.expression.evaluate(dict.fromkeys(names, value))
         except RoutingError:

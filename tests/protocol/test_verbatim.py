@@ -68,6 +68,21 @@ def test_verbatim_passes_bytes_and_ends_like_the_relay(stream: bytes, deof: bool
     assert relay.next_seq == oracle.next_seq
 
 
+def _longer(payload: bytes) -> bytes:
+    return payload + b" (in logic names)"
+
+
+@pytest.mark.parametrize(("stream", "deof"), ANSWERS)
+@pytest.mark.parametrize("chunk", [None, 1, 3, 7], ids=["whole", "byte-by-byte", "chunk3", "chunk7"])
+@pytest.mark.parametrize("rewriter", [_longer, bytes], ids=["longer", "unchanged"])
+def test_verbatim_rewrites_errors_like_the_relay(stream: bytes, deof: bool, chunk: int | None, rewriter: Any) -> None:
+    oracle = ResultRelay(backend_deprecate_eof=deof, client_deprecate_eof=deof, error_rewriter=rewriter)
+    expected = oracle.feed(stream)
+    relay = VerbatimRelay(deprecate_eof=deof, error_rewriter=rewriter)
+    assert _feed(relay, stream, chunk) == expected
+    assert relay.done and relay.summary == oracle.summary and relay.next_seq == oracle.next_seq
+
+
 @pytest.mark.parametrize(("stream", "deof"), ANSWERS)
 def test_verbatim_is_not_done_before_the_last_byte(stream: bytes, deof: bool) -> None:
     relay = VerbatimRelay(deprecate_eof=deof)
@@ -114,7 +129,7 @@ RELAY_CHOICES = [
     ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "first_seq": 2}, False),
     ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "more_results": True}, False),
     ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "rows_only": True}, False),
-    ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "error_rewriter": bytes}, False),
+    ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "error_rewriter": bytes}, True),  # issue 15
 ]
 
 

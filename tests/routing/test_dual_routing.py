@@ -237,3 +237,17 @@ def test_repair_overwrites_the_losing_copy_with_the_winner() -> None:
         (NEW, "INSERT INTO `t_order_info` (`id`, `user_id`, `update_time`, `amount`) "
               "VALUES ('O1', 'U0000000001', '2026-01-02 00:00:00.000', '8')"),
     ]
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM t_order_info WHERE user_id = 'U0000000001'",
+    "UPDATE t_order_info SET amount = 1 WHERE user_id = 'U0000000001'",
+    "DELETE FROM t_order_info WHERE user_id = 'U0000000001'",
+])  # fmt: skip
+def test_point_plans_leave_windowed_tables_to_the_dual_routes(sql: str) -> None:
+    """A point plan (routing.point) routes by the new strategy only: inside a window the general plan answers."""
+    k = kernel()
+    for _ in range(2):  # the second call finds the cached plan
+        routed = k.route(sql)
+        assert {u.data_source for u in routed.route_units} == {DS0, DS1}
+        assert k.route_point(sql) is None

@@ -1,0 +1,91 @@
+"""Sharded point selects on the fast path (routing.point + protocol.retarget) against real MariaDB: a client's
+COM_STMT_EXECUTE, with or without its parameter types bound, re-addressed to the node's statement with the
+parameter bytes as sent, answers exactly the rows the data holds, also after the slow path executed the same
+backend statement with types of its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from protocol.binary import ColumnType, ComStmtExecute, ComStmtPrepare, ParamType, StmtPrepareOK, decode_binary_row
+from protocol.packets import ColumnDefinition41, is_eof
+from proxy.execution.fastpath import STATS
+from tests.integration.sharding_fixtures import ShardedEnv
+from tests.integration.test_malformed import RawClient
+
+pytestmark = pytest.mark.integration
+
+ORDERS = [(2000 + i, i % 4, f"pt{i % 3}") for i in range(16)]  # (order_id, user_id, status)
+SQL = "SELECT order_id, status FROM t_order WHERE user_id = ? AND order_id = ?"
+LONG, STR = ParamType(ColumnType.LONG), ParamType(ColumnType.VAR_STRING)
+ULONGLONG = ParamType(ColumnType.LONGLONG, True)
+
+
+@pytest.fixture(scope="module")
+def sharded(sharded_env: ShardedEnv) -> ShardedEnv:
+    sharded_env.clean("t_order")
+    values = ", ".join(f"({o}, {u}, '{s}')" for o, u, s in ORDERS)
+    sharded_env.run(f"INSERT INTO t_order (order_id, user_id, status) VALUES {values}")
+    return sharded_env
+
+
+def prepare(client: RawClient, sql: str) -> StmtPrepareOK:
+    client.send(ComStmtPrepare(sql.encode()).encode())
+    ok = StmtPrepareOK.decode(client.read()[1])
+    for count in (ok.num_params, ok.num_columns):
+        for _ in range(count + (1 if count else 0)):  # definitions, then an EOF (no DEPRECATE_EOF)
+            client.read()
+    return ok
+
+
+def execute(client: RawClient, stmt: int, values: tuple[Any, ...], types: tuple[ParamType, ...],
+            bound: bool) -> list[tuple[object, ...]]:
+    payload = ComStmtExecute(stmt, 0, 1, values, types, True).encode()
+    if not bound:  # what libmysqlclient sends on later executes: flag 0, no type block
+        at = 10 + (len(values) + 7) // 8
+        payload = payload[:at] + b"\x00" + payload[at + 1 + 2 * len(values):]
+    packets = [p for _, p in client.command(payload)]
+    assert packets[0][:1] not in (b"\xff",), packets[0]
+    n = packets[0][0]
+    columns = [ColumnDefinition41.decode(p) for p in packets[1:1 + n]]
+    return [decode_binary_row(p, columns) for p in packets[2 + n:] if not is_eof(p)]
+
+
+def expected(user_id: object, order_id: object) -> list[tuple[object, ...]]:
+    wanted = int(user_id) if isinstance(user_id, bytes) else user_id
+    return [(o, s.encode()) for o, u, s in ORDERS if u == wanted and o == order_id]
+
+
+# (user_id, order_id, types, bound): in order, on one statement; None = NULL (the slow path answers)
+CALLS: list[tuple[object, object, tuple[ParamType, ...], bool]] = [
+    (1, 2001, (LONG, LONG), True),
+    (2, 2002, (LONG, LONG), False),
+    (3, 2003, (LONG, LONG), False),
+    (0, 2004, (LONG, LONG), False),
+    (1, 2005, (LONG, ULONGLONG), True),
+    (2, 2006, (LONG, ULONGLONG), False),
+    (b"3", 2007, (STR, LONG), True),
+    (b"0", 2008, (STR, LONG), False),
+    (1, None, (LONG, LONG), True),  # NULL: a scatter on the slow path, which binds the backends' types itself
+    (1, 2009, (LONG, LONG), False),  # then unbound again: the client's types are written in
+    (2, 2010, (LONG, LONG), False),
+    (3, 999999, (LONG, LONG), False),  # no such row
+]
+
+
+def test_point_executes_answer_the_rows_the_data_holds(sharded: ShardedEnv) -> None:
+    client = RawClient(sharded.proxy.host, sharded.proxy.port)
+    try:
+        client.login(database="sharding_db")
+        ok = prepare(client, SQL)
+        for user_id, order_id, types, _ in CALLS[:4]:  # prepares the actual statement on every node
+            execute(client, ok.statement_id, (user_id, order_id), types, True)
+        before = STATS.taken
+        for user_id, order_id, types, bound in CALLS:
+            got = execute(client, ok.statement_id, (user_id, order_id), types, bound)
+            assert got == ([] if order_id is None else expected(user_id, order_id)), (user_id, order_id, bound)
+        assert STATS.taken - before >= len(CALLS) - 2  # all but the NULL (and a node first prepared by it)
+    finally:
+        client.close()

@@ -1,0 +1,27 @@
+"""text_prefix reads the same leading values as decode_text_row, and refuses rows that end early."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.packets import decode_text_row, encode_text_row
+from protocol.rowscan import text_prefix
+from protocol.wire import MalformedPacket
+
+ROWS: list[list[bytes | None]] = [
+    [b"1", b"abc", None], [None, None], [b"", b"x"], [b"y" * 250, b"z"], [b"y" * 251, b"1"], [b"q" * 70000, None],
+    [b"w" * (1 << 24), b"2"], [b"\xff\xfe", b"\x00"],
+]
+
+
+@pytest.mark.parametrize("values", ROWS, ids=range(len(ROWS)))
+def test_text_prefix_matches_decode_text_row(values: list[bytes | None]) -> None:
+    payload = encode_text_row(values)
+    for n in range(len(values) + 1):
+        assert text_prefix(payload, n) == decode_text_row(payload, n)
+
+
+@pytest.mark.parametrize("payload", [b"", b"\x05abc", b"\xfc\x10", b"\xff", b"\x01a"])
+def test_text_prefix_refuses_short_rows(payload: bytes) -> None:
+    with pytest.raises(MalformedPacket):
+        text_prefix(payload, 2)

@@ -1,0 +1,105 @@
+"""Point plans (routing.point) answer every call exactly as the general ShardedPlan they were compiled from:
+same units, SQL, parameters and flags, and the same refusal when the general plan refuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from routing.errors import RoutingError
+from routing.kernel import ShardingKernel
+from routing.parse import scan_shape
+from routing.plan import SessionHints
+from routing.point import PointPlan, point_plan
+from tests.routing.conftest import METADATA, build_rules
+
+# (sql, params, hints, compiles to a PointPlan)
+CASES: list[tuple[str, list[Any] | None, SessionHints | None, bool]] = [
+    ("SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2", None, None, True),
+    ("SELECT * FROM t_order WHERE order_id = 3 AND user_id = 4", None, None, True),
+    ("SELECT * FROM `t_order` WHERE user_id = 1 AND order_id = 2", None, None, True),
+    ("SELECT * FROM t_order o WHERE o.user_id = ? AND o.order_id = ?", [3, 5], None, True),
+    ("SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [3, None], None, True),  # NULL: general plan
+    ("SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [3], None, True),  # missing parameter
+    ("SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [3, 5, 7], None, True),  # one too many
+    ("SELECT * FROM t_order WHERE user_id = -1 AND order_id = 2", None, None, True),
+    ("SELECT * FROM t_order WHERE user_id = 1.0 AND order_id = 2e0", None, None, True),
+    ("SELECT * FROM t_order WHERE user_id = '7' AND order_id = '2'", None, None, True),
+    ("SELECT * FROM t_order WHERE user_id = 'abc' AND order_id = 2", None, None, True),  # the algorithm refuses
+    ("SELECT * FROM t_order WHERE user_id = 1", None, None, False),  # two tables on ds_1: not a point
+    ("SELECT * FROM t_order WHERE user_id IN (1, 2) AND order_id = 2", None, None, False),
+    ("SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2 LIMIT 5", None, None, True),
+    ("SELECT * FROM t_order WHERE user_id = ? AND order_id = ? LIMIT ?", [1, 2, 3], None, True),
+    ("SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2", None,
+     SessionHints(database_values={"t_order": (0,)}), True),
+    ("SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2", None, SessionHints(write_route_only=True), True),
+    ("SELECT id FROM t_log WHERE id = 6", None, None, True),  # auto table
+    ("SELECT id FROM t_log WHERE id = ?", [7], None, True),
+    ("SELECT * FROM t_other WHERE user_id = ?", [9], None, True),  # table strategy none, one table per source
+    ("UPDATE t_order SET status = 'x' WHERE user_id = ? AND order_id = ?", [1, 1], None, True),
+    ("DELETE FROM t_order WHERE user_id = 2 AND order_id = 3", None, None, True),
+    ("SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2 FOR UPDATE", None, None, True),
+    ("SELECT * FROM t_order o JOIN t_order_item i ON o.order_id = i.order_id AND o.user_id = i.user_id "
+     "WHERE o.user_id = 1 AND o.order_id = 2", None, None, False),
+    ("SELECT * FROM t_order WHERE user_id = 1 OR order_id = 2", None, None, False),
+]
+
+
+@pytest.mark.parametrize(("sql", "params", "hints", "point"), CASES)
+def test_point_plan_answers_as_the_general_plan(sql: str, params: list[Any] | None, hints: SessionHints | None,
+                                                point: bool) -> None:
+    kernel = ShardingKernel(build_rules(), METADATA)
+    shape = scan_shape(sql)
+    try:
+        kernel.route(sql, params, hints)
+    except RoutingError:
+        pass
+    plan = kernel.cache.get(shape.key)
+    assert isinstance(plan, PointPlan) is point
+    base = plan.base if isinstance(plan, PointPlan) else plan
+    assert base is not None
+    for _ in range(2):  # the second call uses the SQL cached per actual table
+        try:
+            expected: object = base.execute(shape, params, hints)
+        except RoutingError as exc:
+            expected = ("refused", str(exc))
+        try:
+            got: object = plan.execute(shape, params, hints)
+        except RoutingError as exc:
+            got = ("refused", str(exc))
+        assert got == expected
+
+
+def test_point_plan_leaves_other_plans_alone() -> None:
+    kernel = ShardingKernel(build_rules(), METADATA)
+    for sql in ("SELECT * FROM t_address WHERE address_id = 1", "SELECT * FROM t_order ORDER BY order_id LIMIT 3"):
+        kernel.route(sql)
+        plan = kernel.cache.get(scan_shape(sql).key)
+        assert plan is not None and point_plan(plan) is plan
+
+
+@pytest.mark.parametrize(("sql", "params", "hints", "point"), [c for c in CASES if c[2] is None])
+def test_route_point_is_the_one_unit_route_gives(sql: str, params: list[Any] | None, hints: None, point: bool) -> None:
+    kernel = ShardingKernel(build_rules(), METADATA)
+    assert kernel.route_point(sql, params) is None  # nothing compiled yet: route() compiles
+    try:
+        routed = kernel.route(sql, params)
+    except RoutingError:
+        assert kernel.route_point(sql, params) is None
+        return
+    got = kernel.route_point(sql, params)
+    if got is None:
+        return  # route() answers (a general plan, or a call the point plan hands over)
+    assert point and len(routed.execution_units) == 1
+    unit = routed.execution_units[0]
+    assert got == (routed.kind, unit.data_source, unit.sql)
+    assert unit.params == (tuple(params) if params is not None else None)
+
+
+def test_route_point_answers_the_point_calls() -> None:
+    kernel = ShardingKernel(build_rules(), METADATA)
+    kernel.route("SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [1, 2])
+    assert kernel.route_point("SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [3, 4]) is not None
+    assert kernel.route_point("SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [3, None]) is None
+    assert kernel.route_point("/* c */ SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [3, 4]) is None
