@@ -21,30 +21,15 @@ from proxy.sandbox import MariaDBServer
 from routing.config import load_database_rules, load_yaml
 from routing.route import precise_group, route_table
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
+from tests.integration.resharding_fixtures import COLUMNS, RULES, SOURCES
 
 pytestmark = pytest.mark.integration
 
-SOURCES = ("datasource-name", "datasource-name-1", "datasource-name-2", "datasource-name-3")
 PHYSICAL = {ds: f"dr_ds_{i}" for i, ds in enumerate(SOURCES)}
 ORACLE = "dr_oracle"
 
-RULES = """\
-- !SHARDING
-  oldDatabaseStrategy:
-    standard: {shardingColumn: user_id, shardingAlgorithmName: old_ds}
-  defaultDatabaseStrategy:
-    standard: {shardingColumn: user_id, shardingAlgorithmName: ring}
-  tables:
-    t_order_info:
-      actualDataNodes: datasource-name.t_order_info, datasource-name-$->{1..3}.t_order_info
-      dualRouting: {keyColumn: id, versionColumn: update_time}
-  shardingAlgorithms:
-    old_ds: {type: INLINE, props: {algorithm-expression: datasource-name}}
-    ring: {type: CONSISTENT_HASH}
-"""
 DDL = ("CREATE TABLE t_order_info (id VARCHAR(32) NOT NULL PRIMARY KEY, user_id VARCHAR(32) NOT NULL, "
        "update_time DATETIME(3) NOT NULL, amount INT NOT NULL, status VARCHAR(16) NULL)")
-COLUMNS = "id, user_id, update_time, amount, status"
 
 
 def _home(user: str) -> str:
