@@ -24,7 +24,7 @@ from protocol.packets import ComQuery, ERRPacket, OKPacket
 from protocol.results import ResultEnd, ResultHeader, ResultParser, ResultSummary
 from protocol.verbatim import relay_for
 from proxy.backends.pool import ConnectionPool, Holder, Lease, PoolClosed, PoolTimeout
-from proxy.config import DataSourceConfig
+from proxy.config.model import DataSourceConfig
 
 log = structlog.get_logger("shardproxy.backend")
 

@@ -23,7 +23,7 @@ from protocol.packets import (
 )
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import charset_for_collation
-from proxy.config import UserConfig
+from proxy.config.model import UserConfig
 from proxy.frontend import tls
 from proxy.frontend.wire import ClientPackets
 

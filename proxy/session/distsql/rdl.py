@@ -8,7 +8,7 @@ STORAGE UNIT`, in ShardingSphere 5.5.2's syntax. Each statement:
    table's algorithms are named `<table>_<database|table>_<type>` (auto tables `<table>_<type>`), its key
    generator `<table>_<type>`, types in lower case; algorithms and key generators only the changed or
    dropped table used go with it;
-2. is validated by loading that document exactly as the file is loaded (`proxy.config.database_config`,
+2. is validated by loading that document exactly as the file is loaded (`proxy.config.load.database_config`,
    `routing.config`): a change the YAML would refuse is refused, with the same message;
 3. opens what it adds (a new storage unit's pool: an unreachable one is refused and nothing changes);
 4. writes the document back to the `database-*.yaml` file, atomically (temporary file, fsync, rename; the
@@ -41,7 +41,8 @@ import yaml
 from protocol.constants import ServerStatus
 from proxy.backends.backend import BackendError, DataSource
 from proxy.clusterport import port
-from proxy.config import DatabaseConfig, database_config
+from proxy.config.load import database_config
+from proxy.config.model import DatabaseConfig
 from proxy.session.distsql import rules as rq
 from proxy.session.distsql.definitions import (
     Assign,
