@@ -42,7 +42,7 @@ from protocol.rowscan import text_prefix
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
 from proxy.clusterport import port
-from proxy.execution import txn, txn_control
+from proxy.execution import txn, txn_control, txn_end
 from proxy.execution.dualread import execute_dual_read, reconcile_copies
 from proxy.execution.into import select_into
 from proxy.execution.readers import _by_source, _finish_readers, _open_merge_readers, _Reader, _UnitStream
@@ -172,11 +172,11 @@ async def _write_in_xa(session: Session, routed: RoutedStatement, codec: Stateme
         txn.reset(session)
         raise
     except BaseException:
-        failure = await txn.end_transaction(session, "ROLLBACK", label="the implicit XA ROLLBACK of the statement")
+        failure = await txn_end.end_transaction(session, "ROLLBACK", label="the implicit XA ROLLBACK of the statement")
         if failure is not None:
             log.warning("implicit_xa_rollback_failed", conn=session.id, error=failure.message)
         raise
-    failure = await txn.end_transaction(session, "COMMIT", label="the implicit XA COMMIT of the statement")
+    failure = await txn_end.end_transaction(session, "COMMIT", label="the implicit XA COMMIT of the statement")
     if failure is not None:
         session.error(failure.errno, failure.message, failure.sqlstate)
         return
