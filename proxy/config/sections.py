@@ -20,9 +20,7 @@ from routing.errors import ConfigError
 
 Warn = Callable[[str], None]
 
-
 _AUTHORITY_KEYS = {"users", "privilege", "authenticators", "defaultAuthenticator"}
-
 
 # ShardingSphere's MySQL authenticator types (MySQLAuthenticatorType) -> the plugin; OLD_PASSWORD,
 # WINDOWS_NATIVE and SHA256 are mysql_native_password there too
@@ -31,7 +29,6 @@ _AUTHENTICATOR_TYPES = {"NATIVE": "mysql_native_password", "MYSQL_NATIVE_PASSWOR
                         "SHA256": "mysql_native_password", "CLEAR_TEXT": "mysql_clear_password",
                         "MYSQL_CLEAR_PASSWORD": "mysql_clear_password",
                         "CACHING_SHA2_PASSWORD": "caching_sha2_password"}
-
 
 _DATA_SOURCE_KEYS = {
     "url", "jdbcUrl", "username", "password", "connectionTimeoutMilliseconds", "idleTimeoutMilliseconds",

@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
 
 log = structlog.get_logger("shardproxy.executor")
-
-
 _DML = (StatementKind.INSERT, StatementKind.UPDATE, StatementKind.DELETE)
 
 

@@ -21,7 +21,6 @@ from pathlib import Path
 DIR_PREFIX = "shardproxy-mariadb-"
 """Prefix of every sandbox directory; :func:`reap_orphans` only ever looks at these."""
 
-
 SEARCH_DIRS: tuple[str, ...] = ("/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/sbin")
 """Debian puts ``mariadbd`` in /usr/sbin, which is not on a normal user's (or CI's) PATH."""
 
@@ -78,8 +77,6 @@ def find_binary(*names: str) -> Path:
 
 
 _port_lock = threading.Lock()
-
-
 _handed_out_ports: set[int] = set()
 
 
@@ -162,8 +159,6 @@ def _install_datadir(install_db: Path, work_dir: Path, datadir: Path, extra_args
 
 
 _template_lock = threading.Lock()
-
-
 _template: Path | None = None
 
 
