@@ -13,8 +13,8 @@ Cluster over etcd (proxy.cluster.mode);
 `authority.privilege.type` or authenticator type. Settings that change nothing here (`mode: Standalone`,
 `transaction: LOCAL`, `sqlParser`, `logging` ...) are accepted.
 
-The package: `model.py` (the loaded configuration as frozen dataclasses), `sections.py` (data sources, users,
-transaction: the sections both kinds of file share), `load.py` (the files, the refusals, `load_config`).
+The package: `model.py` (the loaded configuration as frozen dataclasses), `sections.py` (the data source,
+`authority` and `transaction` sections, field by field), `load.py` (the files, the refusals, `load_config`).
 `load_config` is re-exported here because most tests and the CLI import it from `proxy.config`.
 """
 

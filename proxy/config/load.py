@@ -1,8 +1,8 @@
 """Reading a `conf/` directory: `global.yaml` and each `database-*.yaml`, into a `ProxyConfig`.
 
 The entry points (`load_config`, `database_config`, `load_yaml_file`) and the checks that refuse what the
-proxy does not implement (rule tags, global rules, `mode`, frontend TLS). The sections both kinds of file
-share are parsed in `sections.py`; what the result is, in `model.py`.
+proxy does not implement (rule tags, global rules, `mode`, frontend TLS). The data source, `authority` and
+`transaction` sections are parsed in `sections.py`; what the result is, in `model.py`.
 """
 
 from __future__ import annotations
