@@ -25,7 +25,9 @@ import pymysql
 import structlog
 
 from proxy.backends.readwrite import parse_groups
-from proxy.config import load_config, load_yaml_file, parse_data_source_url
+from proxy.config import load_config
+from proxy.config.load import load_yaml_file
+from proxy.config.sections import parse_data_source_url
 from proxy.sandbox import MariaDBServer, SandboxError, setup_replication, start_servers
 
 log = structlog.get_logger("shardproxy.demo")

@@ -40,7 +40,7 @@ from routing.errors import ConfigError
 
 
 class User(Protocol):
-    """What a privilege check reads of a configured user (proxy.config.UserConfig, which imports this)."""
+    """What a privilege check reads of a configured user (proxy.config.model.UserConfig, which imports this)."""
 
     user: str
     host: str

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from proxy.cluster import hooks as cluster
-from proxy.config import ProxyConfig
+from proxy.config.model import ProxyConfig
 from proxy.server import ProxyServer
 
 log = structlog.get_logger("shardproxy")

@@ -19,7 +19,7 @@ from proxy.backends.runtime import LogicalDatabase
 from proxy.backends.xa import TransactionManager
 from proxy.backends.xalog import LogUnavailable
 from proxy.clusterport import STANDALONE, Standalone
-from proxy.config import ProxyConfig
+from proxy.config.model import ProxyConfig
 from proxy.execution.fastpath import ClientProtocol
 from proxy.frontend import tls
 from proxy.frontend.handshake import Authenticator

@@ -7,8 +7,7 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from proxy import sandbox
-from proxy.sandbox import MariaDBServer, SandboxUnavailableError, setup_replication, wait_for_replica
+from proxy.sandbox import MariaDBServer, SandboxUnavailableError, install, setup_replication, wait_for_replica
 from tests.conftest import ServerFactory
 
 ACCESS_DENIED = 1045
@@ -105,15 +104,15 @@ def test_replication_copies_rows(mariadb_factory: ServerFactory) -> None:
 def test_missing_binaries_give_install_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("SHARDPROXY_MARIADB_BINDIR", raising=False)
-    monkeypatch.setattr(sandbox, "SEARCH_DIRS", (str(tmp_path),))
+    monkeypatch.setattr(install, "SEARCH_DIRS", (str(tmp_path),))
     with pytest.raises(SandboxUnavailableError, match="apt-get install"):
         MariaDBServer.start()
 
 
 def test_finds_mariadbd_outside_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # Debian ships mariadbd in /usr/sbin, which CI's PATH may not include.
-    real = sandbox.find_binary("mariadbd")
+    real = install.find_binary("mariadbd")
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("SHARDPROXY_MARIADB_BINDIR", raising=False)
-    monkeypatch.setattr(sandbox, "SEARCH_DIRS", (str(real.parent),))
-    assert sandbox.find_binary("mariadbd") == real
+    monkeypatch.setattr(install, "SEARCH_DIRS", (str(real.parent),))
+    assert install.find_binary("mariadbd") == real

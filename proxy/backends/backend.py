@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
 
 import aiomysql
 import pymysql
@@ -18,25 +17,18 @@ import structlog
 
 from protocol import text
 from protocol.binary import ComStmtClose, ComStmtPrepare, PrepareResponse, StmtPrepareOK
-from protocol.constants import Capability, Collation
+from protocol.constants import Capability
 from protocol.framing import encode_packet
 from protocol.packets import ComQuery, ERRPacket, OKPacket
 from protocol.results import ResultEnd, ResultHeader, ResultParser, ResultSummary
 from protocol.verbatim import relay_for
 from proxy.backends.pool import ConnectionPool, Holder, Lease, PoolClosed, PoolTimeout
-from proxy.config import DataSourceConfig
+from proxy.backends.tap import install_tap
+from proxy.config.model import DataSourceConfig
 
 log = structlog.get_logger("shardproxy.backend")
 
 READ_CHUNK = 1 << 18
-
-class BackendRelay(Protocol):
-    """What a backend socket hands its bytes to while a fast-path answer is relayed (proxy.execution.fastpath's
-    FastPath; named by this Protocol so that the backends never import the session's relay)."""
-
-    def backend_data(self, data: bytes) -> None: ...
-
-    def backend_lost(self) -> None: ...
 
 
 CLIENT_BUFFER_LIMIT = 1 << 18  # bytes queued for a client before the relay waits for it to read
@@ -64,66 +56,6 @@ CLEAN_STATE: tuple[str, bool, tuple[str, ...]] = ("utf8mb4", True, ())
 # A backend connection speaks to us with the classic EOF framing: PyMySQL never asks for DEPRECATE_EOF.
 BACKEND_DEPRECATE_EOF = False
 _BASE_FLAGS = Capability.MULTI_STATEMENTS | Capability.MULTI_RESULTS | Capability.PS_MULTI_RESULTS
-
-
-class BackendTap(asyncio.Protocol):
-    """Sits in front of a backend socket's own protocol (aiomysql's StreamReaderProtocol): while a
-    proxy.execution.fastpath command is answered the bytes go to the fast path, otherwise everything goes through
-    unchanged."""
-
-    __slots__ = ("conn", "inner", "relay", "transport")
-
-    def __init__(self, inner: Any, conn: BackendConnection, transport: Any) -> None:
-        self.inner = inner
-        self.transport = transport
-        self.conn = conn  # marked broken when its socket closes
-        self.relay: BackendRelay | None = None  # the session's fast path while it relays an answer from here
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # pragma: no cover - installed later
-        self.inner.connection_made(transport)
-
-    def data_received(self, data: bytes) -> None:
-        relay = self.relay
-        if relay is not None:
-            relay.backend_data(data)
-        else:
-            self.inner.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        self._lost()
-        result: bool | None = self.inner.eof_received()
-        return result
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._lost()
-        self.inner.connection_lost(exc)
-
-    def _lost(self) -> None:
-        # killed, timed out or restarted between commands: the session's next command borrows another
-        # connection instead of failing on this one
-        self.conn.broken = True
-        relay = self.relay
-        if relay is not None:
-            relay.backend_lost()
-
-    def pause_writing(self) -> None:
-        self.inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.inner.resume_writing()
-
-
-def install_tap(transport: asyncio.BaseTransport | None, conn: BackendConnection) -> BackendTap | None:
-    """Put a BackendTap in front of a backend connection's protocol (None when the transport cannot)."""
-    if transport is None or not hasattr(transport, "set_protocol"):
-        return None
-    inner = transport.get_protocol()
-    if isinstance(inner, BackendTap):
-        inner.conn, inner.transport = conn, transport
-        return inner
-    tap = BackendTap(inner, conn, transport)
-    transport.set_protocol(tap)
-    return tap
 
 
 class BackendConnection:
@@ -542,14 +474,3 @@ class DataSource:
         return {"size": st.size, "free": st.idle, "used": st.size - st.idle, "waiting": st.waiting}
 
 
-def charset_for_collation(collation_id: int) -> str:
-    """The character set a client's handshake collation id belongs to (for SET NAMES on backends)."""
-    if collation_id in (Collation.UTF8MB4_GENERAL_CI, Collation.UTF8MB4_BIN, 255) or 224 <= collation_id <= 247:
-        return "utf8mb4"
-    if collation_id in (33, 83) or 192 <= collation_id <= 215:
-        return "utf8mb3"
-    return {8: "latin1", 47: "latin1", 48: "latin1", 5: "latin1", 63: "binary", 28: "gbk", 87: "gbk",
-            24: "gb2312", 11: "ascii", 65: "ascii", 1: "big5", 84: "big5", 95: "cp932", 97: "eucjpms",
-            13: "sjis", 88: "sjis", 12: "ujis", 91: "ujis", 35: "ucs2", 54: "utf16", 60: "utf32",
-            9: "latin2", 57: "cp1256", 51: "cp1251", 7: "koi8r", 22: "koi8u", 19: "euckr", 36: "cp866",
-            }.get(collation_id, "utf8mb4")

@@ -46,7 +46,7 @@ from protocol.packets import ERRPacket, OKPacket
 from proxy.backends.backend import BackendConnection, BackendError, DataSource, Holder
 
 if TYPE_CHECKING:
-    from proxy.config import DatabaseConfig
+    from proxy.config.model import DatabaseConfig
 
 from proxy.rwconfig import (
     DEFAULT_GTID_WAIT,

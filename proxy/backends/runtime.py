@@ -15,7 +15,7 @@ import structlog
 from protocol.packets import ERRPacket
 from proxy.backends import table_metadata
 from proxy.backends.backend import DataSource
-from proxy.config import DatabaseConfig
+from proxy.config.model import DatabaseConfig
 from routing.model import ColumnInfo, DatabaseRules, UniqueKey
 
 if TYPE_CHECKING:

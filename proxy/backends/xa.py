@@ -34,7 +34,7 @@ import structlog
 from protocol.packets import ERRPacket
 from proxy.backends.readwrite import ReadWriteGroup
 from proxy.backends.xalog import Branch, CommitRecord, DecisionLog, LogUnavailable
-from proxy.config import ProxyConfig
+from proxy.config.model import ProxyConfig
 
 if TYPE_CHECKING:
     from proxy.backends.backend import DataSource

@@ -1,7 +1,7 @@
 """Taking a change another proxy made (a database document, a prop) into this running proxy.
 
 The proxy that received the DistSQL statement validated it, opened what it adds and published it; here the
-document is loaded through the same validation (proxy.config.database_config), the storage units it adds
+document is loaded through the same validation (proxy.config.load.database_config), the storage units it adds
 are opened, and the database is swapped in one synchronous step (LogicalDatabase.reconfigure), as RDL does
 locally: statements already routed finish on the old rules, the next statement of every session uses the
 new ones. Nothing here writes conf/: the registry is the cluster's configuration.
@@ -19,7 +19,8 @@ import structlog
 from proxy.backends.backend import DataSource
 from proxy.backends.readwrite import open_data_sources
 from proxy.backends.runtime import LogicalDatabase
-from proxy.config import DatabaseConfig, database_config
+from proxy.config.load import database_config
+from proxy.config.model import DatabaseConfig
 
 if TYPE_CHECKING:
     from proxy.server import ProxyServer

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from proxy.cluster.etcd import RegistryUnavailable
 from proxy.clusterport import Standalone
-from proxy.config import ProxyConfig
+from proxy.config.model import ProxyConfig
 from proxy.session.distsql.errors import DistSQLError
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from proxy.cluster import registry as reg
 from proxy.cluster.apply import apply_database, apply_prop, apply_transaction_rule
 from proxy.cluster.etcd import EtcdClient, KeyValue, RegistryUnavailable, WatchEvent
 from proxy.cluster.mode import ClusterMode
-from proxy.config import ProxyConfig
+from proxy.config.model import ProxyConfig
 
 if TYPE_CHECKING:
     from proxy.server import ProxyServer

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from proxy.cluster.etcd import KeyValue
-from proxy.config import ProxyConfig, _transaction, _users, database_config, load_yaml_file
+from proxy.config.load import database_config, load_yaml_file
+from proxy.config.model import ProxyConfig
+from proxy.config.sections import _transaction, _users
 from proxy.privilege import parse_privilege
 from routing.errors import ConfigError
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from proxy.backends.backend import BackendConnection, DataSource
     from proxy.backends.runtime import LogicalDatabase
     from proxy.backends.xa import TransactionManager
-    from proxy.config import ProxyConfig, UserConfig
+    from proxy.config.model import ProxyConfig, UserConfig
     from proxy.execution.state import GroupSessionState, StatementRegistry, TransactionState
     from proxy.frontend.handshake import Authenticator
     from proxy.frontend.wire import ClientPackets

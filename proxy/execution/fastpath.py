@@ -37,8 +37,9 @@ from routing.plan import ExecutionUnit, StatementKind
 from routing.session_functions import CALL
 
 if TYPE_CHECKING:
-    from proxy.backends.backend import BackendConnection, BackendTap
+    from proxy.backends.backend import BackendConnection
     from proxy.backends.runtime import LogicalDatabase
+    from proxy.backends.tap import BackendTap
     from proxy.execution.context import SessionContext as Session
 
 CLIENT_BUFFER_LIMIT = 1 << 18  # bytes queued for a client before the backend socket stops being read

@@ -32,7 +32,8 @@ import structlog
 from protocol.constants import ColumnType
 from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, OKPacket, decode_text_row
 from protocol.results import ResultHeader
-from proxy.backends.backend import BackendConnection, charset_for_collation
+from proxy.backends.backend import BackendConnection
+from proxy.backends.charset import charset_for_collation
 from proxy.backends.codec import StatementCodec, StatementFailed
 from routing.errors import RoutingError
 from routing.federation import (

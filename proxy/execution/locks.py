@@ -24,7 +24,7 @@ async def release(conn: BackendConnection, names: list[str]) -> None:
 
 
 async def release_session_locks(session: Session) -> None:
-    """The transaction ended: the upsert locks it held go (called by proxy.execution.txn.end_transaction)."""
+    """The transaction ended: the upsert locks it held go (called by proxy.execution.txn_end.end_transaction)."""
     locks, session.txn.upsert_locks = session.txn.upsert_locks, {}
     for ds, names in locks.items():
         conn = session.backends.get(ds)

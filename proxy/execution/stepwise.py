@@ -34,7 +34,7 @@ from protocol.constants import ColumnType, ServerStatus
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.wire import Reader
 from proxy.backends.codec import TEXT
-from proxy.execution import txn
+from proxy.execution import txn, txn_end
 from proxy.execution.units import _merged_info, log_statement
 from proxy.execution.upsert import _ok, _rows
 from proxy.frontend.wire import CapturedWriter
@@ -120,7 +120,7 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
         raise
     except BaseException as exc:
         if implicit:
-            await txn.end_transaction(session, "ROLLBACK")
+            await txn_end.end_transaction(session, "ROLLBACK")
         else:
             await _rollback_to(savepoints)
         if isinstance(exc, StepFailed):
@@ -128,7 +128,7 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
             return
         raise
     if implicit:
-        failure = await txn.end_transaction(session, "COMMIT", label="the COMMIT of this statement's steps")
+        failure = await txn_end.end_transaction(session, "COMMIT", label="the COMMIT of this statement's steps")
         if failure is not None:
             raise failure
     else:

@@ -24,10 +24,10 @@ from proxy.execution.txn import (
     _drop_lost,
     _names,
     _over,
-    end_transaction,
     join,
     next_is_xa,
 )
+from proxy.execution.txn_end import end_transaction
 
 if TYPE_CHECKING:
     from proxy.backends.backend import BackendConnection

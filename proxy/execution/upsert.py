@@ -31,7 +31,7 @@ from protocol.errors import ServerError
 from protocol.packets import ERRPacket, OKPacket
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import StatementCodec
-from proxy.execution import txn
+from proxy.execution import txn_end
 from proxy.execution.locks import release, release_session_locks
 from proxy.execution.units import UnitFailed, _merged_info, _run_unit_to_ok
 from routing.errors import RoutingError
@@ -70,10 +70,10 @@ async def execute_upsert(session: Session, db: LogicalDatabase, routed: RoutedSt
         outcome = await _run(session, routed, check, codec, explicit=not implicit)
     except BaseException:
         if implicit:
-            await txn.end_transaction(session, "ROLLBACK")  # releases the locks too
+            await txn_end.end_transaction(session, "ROLLBACK")  # releases the locks too
         raise
     if implicit:
-        failure = await txn.end_transaction(session, "COMMIT", label=label)
+        failure = await txn_end.end_transaction(session, "COMMIT", label=label)
         if failure is not None:
             raise failure
     if routed.generated_keys and isinstance(routed.generated_keys[0], int):

@@ -22,8 +22,8 @@ from protocol.packets import (
     SSLRequest,
 )
 from protocol.wire import MalformedPacket
-from proxy.backends.backend import charset_for_collation
-from proxy.config import UserConfig
+from proxy.backends.charset import charset_for_collation
+from proxy.config.model import UserConfig
 from proxy.frontend import tls
 from proxy.frontend.wire import ClientPackets
 

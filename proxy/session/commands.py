@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from protocol.constants import Command, ErrorCode, ServerStatus
 from protocol.packets import ComChangeUser, ComFieldList, end_of_result
-from proxy.backends.backend import charset_for_collation
+from proxy.backends.charset import charset_for_collation
 from proxy.clusterport import port
 from proxy.execution import txn
 from proxy.execution.executor import field_list_sharded

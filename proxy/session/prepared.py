@@ -16,6 +16,8 @@ each EXECUTE only evaluates the algorithms with the bound values. The answer to 
 logic statement (columns obtained by preparing one routed variant on a backend); EXECUTE routes with the
 parameter values and runs each unit as a prepared statement on its backend (prepared once per backend
 connection), relaying binary rows for a single unit and merging them for several.
+
+PREPARE / EXECUTE sent as SQL text are `sql_prepared.py`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import re
 import struct
 from collections import deque
 from dataclasses import replace
-from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from protocol.binary import (
@@ -39,21 +40,18 @@ from protocol.binary import (
     StmtPrepareOK,
 )
 from protocol.constants import Collation, ColumnFlag, ColumnType, ErrorCode, ServerStatus
-from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row, end_of_result
-from protocol.results import ResultHeader
+from protocol.packets import ColumnDefinition41, ERRPacket, end_of_result
 from protocol.wire import Reader
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import BINARY
 from proxy.backends.readwrite import Access, ReadWriteGroup, classify_access
 from proxy.execution import txn_control
-from proxy.execution.executor import execute_plan
-from proxy.execution.explain import execute_explain, route_explain, split_explain, xa_refusal
+from proxy.execution.explain import split_explain, xa_refusal
 from proxy.execution.replicas import TrackingWriter, drop_replica, group_backend
 from proxy.execution.resultset import BINARY_ROWS
 from proxy.execution.routed import route_and_execute
 from proxy.execution.state import ClientStatement
 from proxy.execution.txn_control import classify_session_statement
-from proxy.execution.units import log_statement
 from proxy.frontend.wire import CapturedWriter
 from proxy.session import metadata, processlist
 from proxy.session.statements import classify
@@ -422,123 +420,3 @@ async def _open_cursor(session: Session, stmt: ClientStatement, request: ComStmt
     stmt.cursor_rows = deque(rows)
     status = session.status | _CURSOR_EXISTS
     session.wire.send_many([*head, end_of_result(ServerStatus(status), 0, session.capabilities)])
-
-
-# --- SQL-level PREPARE / EXECUTE / DEALLOCATE on sharded databases --------------------------------------
-
-_SQL_PREPARE = re.compile(
-    r"^\s*PREPARE\s+(?P<name>`[^`]+`|\w+)\s+FROM\s+(?P<src>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|@\w+)"
-    r"\s*;?\s*$", re.I | re.S)
-_SQL_EXECUTE = re.compile(r"^\s*EXECUTE\s+(?P<name>`[^`]+`|\w+)(?:\s+USING\s+(?P<vars>@\w+(?:\s*,\s*@\w+)*))?\s*;?\s*$",
-                          re.I | re.S)
-_SQL_DEALLOCATE = re.compile(r"^\s*(?:DEALLOCATE|DROP)\s+PREPARE\s+(?P<name>`[^`]+`|\w+)\s*;?\s*$", re.I | re.S)
-
-
-def classify_sql_prepared(sql: str) -> tuple[str, re.Match[str]] | None:
-    head = sql.lstrip()[:10].upper()
-    if not head.startswith(("PREPARE", "EXECUTE", "DEALLOCATE", "DROP")):
-        return None
-    for kind, pattern in (("prepare", _SQL_PREPARE), ("execute", _SQL_EXECUTE), ("deallocate", _SQL_DEALLOCATE)):
-        m = pattern.match(sql)
-        if m:
-            return kind, m
-    return None
-
-
-def _name(raw: str) -> str:
-    return raw[1:-1].lower() if raw.startswith("`") else raw.lower()
-
-
-def _unquote(literal: str) -> str:
-    q = literal[0]
-    body = literal[1:-1].replace(q + q, q)
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}.get(m.group(1), m.group(1)), body)
-
-
-async def _user_variables(session: Session, names: list[str]) -> list[object]:
-    """The values of user variables, read from a backend connection (SET statements reach every one)."""
-    db = session.database
-    assert db is not None
-    conn = await session.backend(next(iter(db.sources)), record_write=False)
-    types: list[int] = []
-    row: tuple[bytes | None, ...] = ()
-    async for ev in conn.events(ComQuery(("SELECT " + ", ".join(names)).encode()).encode()):
-        if isinstance(ev, ResultHeader):
-            types = [int(c.type) for c in ev.columns]
-        elif isinstance(ev, bytes):
-            row = decode_text_row(ev, len(types))
-        elif isinstance(ev, ERRPacket):
-            raise RoutingError(ev.message, errno=ev.errno, sqlstate=ev.sqlstate)
-    return [_typed(v, t) for v, t in zip(row, types, strict=True)]
-
-
-def _typed(value: bytes | None, column_type: int) -> object:
-    if value is None:
-        return None
-    if column_type in (ColumnType.TINY, ColumnType.SHORT, ColumnType.LONG, ColumnType.LONGLONG, ColumnType.INT24):
-        return int(value)
-    if column_type in (ColumnType.DECIMAL, ColumnType.NEWDECIMAL):
-        return Decimal(value.decode())
-    if column_type in (ColumnType.FLOAT, ColumnType.DOUBLE):
-        return float(value)
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return value
-
-
-async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
-    """PREPARE / EXECUTE / DEALLOCATE PREPARE as SQL on a sharded database: the statement text is kept by
-    the proxy; EXECUTE routes it with the values of its user variables and runs the units as text."""
-    name = _name(m.group("name"))
-    if kind == "prepare":
-        src = m.group("src")
-        text = str((await _user_variables(session, [src]))[0] or "") if src.startswith("@") else _unquote(src)
-        session.sql_statements[name] = text
-        session.ok(info=b"Statement prepared")
-        return
-    if kind == "deallocate":
-        if session.sql_statements.pop(name, None) is None:
-            session.error(ErrorCode.UNKNOWN_STMT_HANDLER,
-                          f"Unknown prepared statement handler ({name}) given to DEALLOCATE PREPARE", "HY000")
-            return
-        session.ok()
-        return
-    text = session.sql_statements.get(name)
-    if text is None:
-        session.error(ErrorCode.UNKNOWN_STMT_HANDLER, f"Unknown prepared statement handler ({name}) given to EXECUTE",
-                      "HY000")
-        return
-    names = [v.strip() for v in (m.group("vars") or "").split(",") if v.strip()]
-    values = await _user_variables(session, names) if names else []
-    db = session.database
-    assert db is not None and db.kernel is not None
-
-    refusal = xa_refusal(text)
-    if refusal is not None:
-        raise refusal
-    explained = route_explain(session, db, text, values)
-    try:
-        routed = explained or db.kernel.route(text, values, session.hints())
-    except RoutingError as refusal:  # hook: a statement federation answers, run as text (proxy.federation)
-        from proxy.backends.codec import TEXT
-        from proxy.execution.federation import federate
-
-        if not await federate(session, db, interpolate(text, values), None, TEXT, refusal):
-            raise
-        return
-    units = tuple(replace(u, sql=interpolate(u.sql, u.params or ()), params=None) for u in routed.execution_units)
-    routed = replace(routed, execution_units=units)
-    if routed.upsert is not None:  # its row-by-row statements run as text too
-        render_row = routed.upsert.render_row
-
-        def interpolated(i: int, node: object) -> object:
-            unit = render_row(i, node)
-            return replace(unit, sql=interpolate(unit.sql, unit.params or ()), params=None)
-
-        routed = replace(routed, upsert=replace(routed.upsert, render_row=interpolated))
-    log_statement(session, text, routed, values)
-    if explained is not None:
-        await execute_explain(session, db, routed)
-    else:
-        await execute_plan(session, db, routed)

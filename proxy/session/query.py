@@ -21,7 +21,7 @@ from proxy.execution.replicas import relay_pass_through
 from proxy.execution.routed import execute_routed
 from proxy.execution.sticky import may_be_sticky
 from proxy.execution.txn_control import classify_session_statement
-from proxy.session import metadata, prepared
+from proxy.session import metadata, sql_prepared
 from proxy.session.statements import classify
 from routing.split import split_statements
 
@@ -112,9 +112,9 @@ async def routed_query(session: Session, db: LogicalDatabase, sql: str) -> None:
     if session_stmt is not None:
         await txn_control.session_statement(session, session_stmt, sql)
         return
-    sql_prepared = prepared.classify_sql_prepared(sql)
-    if sql_prepared is not None:
-        await prepared.sql_statement(session, *sql_prepared)
+    prepared_sql = sql_prepared.classify_sql_prepared(sql)
+    if prepared_sql is not None:
+        await sql_prepared.sql_statement(session, *prepared_sql)
         return
     await execute_routed(session, db, sql)
 

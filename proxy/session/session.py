@@ -27,8 +27,9 @@ from protocol.packets import (
 )
 from protocol.results import ResultSummary
 from protocol.wire import MalformedPacket
-from proxy.backends.backend import BackendConnection, BackendError, charset_for_collation
-from proxy.config import UserConfig
+from proxy.backends.backend import BackendConnection, BackendError
+from proxy.backends.charset import charset_for_collation
+from proxy.config.model import UserConfig
 from proxy.execution import txn
 from proxy.execution.fastpath import ClientProtocol, FastPath
 from proxy.execution.resultset import result_packets

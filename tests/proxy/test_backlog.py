@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import ProxyConfig
+from proxy.config.model import ProxyConfig
 from proxy.server import DEFAULT_BACKLOG, listen_backlog
 
 

@@ -23,7 +23,7 @@ import structlog
 from protocol.packets import OKPacket
 from proxy.backends.backend import CLEAN_STATE, POOL_TIMEOUT_ERRNO, BackendError, DataSource
 from proxy.backends.pool import Lease
-from proxy.config import DataSourceConfig
+from proxy.config.model import DataSourceConfig
 from proxy.execution.state import StatementRegistry, TransactionState
 from proxy.session.connections import SessionConnections
 

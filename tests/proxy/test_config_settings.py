@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from proxy.cli import main
-from proxy.config import UserConfig, load_config
+from proxy.config import load_config
+from proxy.config.model import UserConfig
 from proxy.privilege import Privilege, denied_message, parse_privilege
 from routing.errors import ConfigError
 

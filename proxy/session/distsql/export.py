@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from proxy.config import DatabaseConfig
+from proxy.config.model import DatabaseConfig
 
 RULE_KEY = "__rule__"
 COLUMNS = ("result",)

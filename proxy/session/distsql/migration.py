@@ -186,7 +186,7 @@ def _status(job: Job) -> tuple[Any, ...]:
 
 async def _end_window(job: Job) -> None:
     """The rule switch: the table's window leaves the YAML file and the running rules."""
-    from proxy.config import database_config
+    from proxy.config.load import database_config
     from proxy.session.distsql.rdl import _write, document_yaml
 
     db = job.db

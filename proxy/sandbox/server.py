@@ -1,13 +1,7 @@
-"""Throwaway local MariaDB servers for tests and ``shardproxy demo``.
+"""One throwaway MariaDB server (`MariaDBServer`): start, stop, restart, clean up; `start_servers` starts several.
 
-Each server lives in its own temporary directory (datadir, socket, logs) and listens on a free
-loopback port, so any number can run beside a system MariaDB on 3306 without touching it. The
-settings trade durability for start-up speed and a small footprint: the data is disposable and a
-2-core box should be able to run a handful of these at once.
-
-Servers are stopped and their directories removed at interpreter exit. A run that dies without
-running ``atexit`` (SIGKILL, a CI timeout) leaves its servers behind; the next process that starts a
-sandbox in the default temp directory reaps them (see :func:`reap_orphans`).
+Split from the sandbox's groundwork (`install.py`: binaries, ports, datadirs, orphan reaping) so this module
+reads as the life of a server process; the registry here is what the interpreter's exit stops.
 """
 
 from __future__ import annotations
@@ -18,7 +12,6 @@ import itertools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -31,43 +24,19 @@ from typing import Any, Self
 
 import pymysql
 
-__all__ = [
-    "MariaDBServer",
-    "SandboxError",
-    "SandboxUnavailableError",
-    "find_binary",
-    "reap_orphans",
-    "setup_replication",
-    "start_servers",
-    "wait_for_replica",
-]
-
-DIR_PREFIX = "shardproxy-mariadb-"
-"""Prefix of every sandbox directory; :func:`reap_orphans` only ever looks at these."""
-
-SEARCH_DIRS: tuple[str, ...] = ("/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/sbin")
-"""Debian puts ``mariadbd`` in /usr/sbin, which is not on a normal user's (or CI's) PATH."""
-
-# Small, fast and disposable. Passed to mariadb-install-db too, so the redo log is created at the
-# size the server will use instead of being resized on first start.
-_SERVER_ARGS: tuple[str, ...] = (
-    "--innodb-buffer-pool-size=32M",
-    "--innodb-log-file-size=16M",
-    "--innodb-log-buffer-size=2M",
-    "--innodb-flush-log-at-trx-commit=2",
-    "--innodb-doublewrite=0",
-    # Native AIO reserves kernel aio slots per instance; several sandboxes can exhaust them.
-    "--innodb-use-native-aio=0",
-    "--innodb-buffer-pool-dump-at-shutdown=0",
-    "--innodb-buffer-pool-load-at-startup=0",
-    "--aria-pagecache-buffer-size=8M",
-    "--key-buffer-size=1M",
-    "--skip-performance-schema",
-    "--skip-name-resolve",
-    "--max-connections=500",
-    "--character-set-server=utf8mb4",
-    "--collation-server=utf8mb4_general_ci",
+from proxy.sandbox.install import (
+    _SERVER_ARGS,
+    DIR_PREFIX,
+    SandboxError,
+    _free_port,
+    _install_datadir,
+    _template_datadir,
+    find_binary,
+    reap_orphans,
 )
+
+__all__ = ["MariaDBServer", "start_servers"]
+
 
 _BINLOG_ARGS: tuple[str, ...] = (
     "--log-bin=mysql-bin",
@@ -82,59 +51,8 @@ _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux; leave room for the ter
 _PORT_ATTEMPTS = 5
 
 
-class SandboxError(RuntimeError):
-    """A sandbox server could not be started, reached or configured."""
-
-
-class SandboxUnavailableError(SandboxError):
-    """The MariaDB binaries are not installed; the message says how to install them."""
-
-
 # --------------------------------------------------------------------------------------------------
-# binaries, ports, registry
-
-
-def find_binary(*names: str) -> Path:
-    """Locate the first of ``names`` on PATH or in the usual system directories.
-
-    ``SHARDPROXY_MARIADB_BINDIR`` takes precedence so a developer can point at a tarball install.
-    """
-    dirs: list[str] = []
-    if env_dir := os.environ.get("SHARDPROXY_MARIADB_BINDIR"):
-        dirs.append(env_dir)
-    dirs.extend(os.environ.get("PATH", "").split(os.pathsep))
-    dirs.extend(SEARCH_DIRS)
-    for name in names:
-        for d in dirs:
-            if d and os.access(candidate := Path(d) / name, os.X_OK) and candidate.is_file():
-                return candidate
-    raise SandboxUnavailableError(
-        f"cannot find {' or '.join(names)} on PATH or in {', '.join(SEARCH_DIRS)}; "
-        "install the MariaDB server (Debian/Ubuntu: apt-get install -y mariadb-server) "
-        "or set SHARDPROXY_MARIADB_BINDIR"
-    )
-
-
-_port_lock = threading.Lock()
-_handed_out_ports: set[int] = set()
-
-
-def _free_port() -> int:
-    """Ask the kernel for an unused loopback port.
-
-    The port is released before mariadbd binds it, so another process may grab it in between; the
-    caller retries on "address in use". Remembering what we handed out stops two threads of this
-    process from racing for the same port.
-    """
-    with _port_lock:
-        for _ in range(100):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind(("127.0.0.1", 0))
-                port: int = s.getsockname()[1]
-            if port not in _handed_out_ports:
-                _handed_out_ports.add(port)
-                return port
-    raise SandboxError("could not find a free loopback port")
+# the registry of live servers
 
 
 _registry_lock = threading.Lock()
@@ -152,97 +70,12 @@ def _cleanup_all() -> None:
             server.cleanup()
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def reap_orphans(parent: Path | None = None) -> int:
-    """Kill and remove sandboxes whose owning Python process is gone; return how many.
-
-    Only directories named ``shardproxy-mariadb-*`` that record a dead owner pid are touched, and a
-    server process is killed only if its command line names that very directory, so neither other
-    users' MariaDB servers nor sandboxes of live test runs are affected.
-    """
-    parent = Path(parent or tempfile.gettempdir())
-    reaped = 0
-    for d in parent.glob(DIR_PREFIX + "*"):
-        try:
-            owner = int((d / "owner.pid").read_text().strip())
-        except (OSError, ValueError):
-            continue
-        if _pid_alive(owner):
-            continue
-        with contextlib.suppress(OSError, ValueError):
-            pid = int((d / "mysqld.pid").read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-            if str(d) in cmdline:
-                os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(d, ignore_errors=True)
-        reaped += 1
-    return reaped
-
-
 def _tail(path: Path, lines: int = 25) -> str:
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return f"({path} not readable)"
     return "\n".join(text.splitlines()[-lines:])
-
-
-def _install_datadir(install_db: Path, work_dir: Path, datadir: Path, extra_args: Sequence[str] = ()) -> None:
-    args = [
-        str(install_db),
-        "--no-defaults",
-        f"--datadir={datadir}",
-        f"--tmpdir={work_dir / 'tmp'}",
-        "--auth-root-authentication-method=normal",
-        "--skip-test-db",
-        "--skip-name-resolve",
-        *_SERVER_ARGS,
-        *extra_args,
-    ]
-    if os.geteuid() == 0:
-        args.append("--user=root")
-    (work_dir / "tmp").mkdir(exist_ok=True)
-    log = work_dir / "install.log"
-    with log.open("wb") as out:
-        rc = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
-    if rc != 0:
-        # The script ends with a long generic help text; the actual error comes first.
-        head = "\n".join(log.read_text(errors="replace").splitlines()[:20])
-        raise SandboxError(f"mariadb-install-db failed with exit code {rc}; start of {log}:\n{head}")
-
-
-_template_lock = threading.Lock()
-_template: Path | None = None
-
-
-def _template_datadir(install_db: Path) -> Path:
-    """Return a pristine datadir made once per process, for servers to copy.
-
-    mariadb-install-db takes most of a server's start time; copying its result is about ten times
-    faster. Copying a cleanly shut down datadir is a supported way to clone a MariaDB server.
-    """
-    global _template
-    with _template_lock:
-        if _template is None or not _template.exists():
-            work = Path(tempfile.mkdtemp(prefix=DIR_PREFIX + "template-"))
-            (work / "owner.pid").write_text(f"{os.getpid()}\n")
-            try:
-                _install_datadir(install_db, work, work / "data")
-            except BaseException:
-                shutil.rmtree(work, ignore_errors=True)
-                raise
-            atexit.register(shutil.rmtree, work, ignore_errors=True)
-            _template = work
-        return _template / "data"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -587,7 +420,7 @@ def _quote_ident(name: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# several servers, replication
+# several servers
 
 
 def start_servers(n: int, **kwargs: Any) -> list[MariaDBServer]:
@@ -618,57 +451,3 @@ def start_servers(n: int, **kwargs: Any) -> list[MariaDBServer]:
     return servers
 
 
-def setup_replication(primary: MariaDBServer, replica: MariaDBServer, timeout: float = 30.0) -> None:
-    """Make ``replica`` follow ``primary`` by GTID and wait until both replication threads run.
-
-    The replica starts from an empty ``gtid_slave_pos``, i.e. it replays the primary's whole binary
-    log, so rows written before this call are copied too. ``primary`` must be started with
-    ``binlog=True``.
-    """
-    if primary.server_id == replica.server_id:
-        raise SandboxError(f"primary and replica share server_id {primary.server_id}; replication needs distinct ids")
-    if not primary.execute("SELECT @@log_bin")[0][0]:
-        raise SandboxError(f"{primary!r} has no binary log; start it with binlog=True")
-    conn = replica.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute("STOP SLAVE")
-            cur.execute(
-                "CHANGE MASTER TO MASTER_HOST=%s, MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, "
-                "MASTER_CONNECT_RETRY=1, MASTER_USE_GTID=slave_pos",
-                (primary.host, primary.port, primary.user, primary.password),
-            )
-            cur.execute("START SLAVE")
-            deadline = time.monotonic() + timeout
-            status: dict[str, Any] = {}
-            while time.monotonic() < deadline:
-                cur.execute("SHOW SLAVE STATUS")
-                row = cur.fetchone()
-                assert cur.description is not None and row is not None
-                status = dict(zip((d[0] for d in cur.description), row, strict=True))
-                if status["Slave_IO_Running"] == "Yes" and status["Slave_SQL_Running"] == "Yes":
-                    return
-                if status["Last_SQL_Error"] or (status["Slave_IO_Running"] == "No" and status["Last_IO_Error"]):
-                    break
-                time.sleep(0.05)
-    finally:
-        conn.close()
-    raise SandboxError(
-        f"replication {primary.port} -> {replica.port} did not start: "
-        f"IO={status.get('Slave_IO_Running')} SQL={status.get('Slave_SQL_Running')} "
-        f"io_error={status.get('Last_IO_Error')!r} sql_error={status.get('Last_SQL_Error')!r}"
-    )
-
-
-def wait_for_replica(primary: MariaDBServer, replica: MariaDBServer, timeout: float = 30.0) -> None:
-    """Block until ``replica`` has applied everything ``primary`` had written when this was called.
-
-    Tests use it instead of sleeping before they read from the replica.
-    """
-    pos = primary.execute("SELECT @@gtid_binlog_pos")[0][0]
-    if not pos:
-        return
-    result = replica.execute("SELECT MASTER_GTID_WAIT(%s, %s)", args=(pos, timeout))[0][0]
-    if result != 0:
-        status = replica.execute("SHOW SLAVE STATUS")
-        raise SandboxError(f"replica on port {replica.port} did not reach GTID {pos} in {timeout}s: {status}")
