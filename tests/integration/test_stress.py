@@ -173,18 +173,10 @@ class Client:
         unread.unbuffered_active = False  # nothing more to read from a socket that is gone
         cur._result = None  # type: ignore[attr-defined]
 
-    def stepwise(self) -> None:
-        """UPDATE ... ORDER BY ... LIMIT over several nodes: run in steps inside a transaction of its own."""
-        with self._conn().cursor() as cur:
-            matched = cur.execute(f"UPDATE t_order SET status = '{self.tag}' WHERE status = '{self.tag}' "
-                                  "ORDER BY order_id LIMIT 3")
-        self.check("stepwise UPDATE ... LIMIT (rows changed)", matched, 0)
-
     def step(self) -> None:
         kinds = (self.single_node, self.single_node, self.scatter_aggregate, self.scatter_ordered,
-                 self.scatter_concatenated, self.transaction, self.prepared_read, self.abandon_mid_result,
-                 self.stepwise)
-        weights = (4, 0, 2, 2, 2, 2, 2, 1, 1)
+                 self.scatter_concatenated, self.transaction, self.prepared_read, self.abandon_mid_result)
+        weights = (4, 0, 2, 2, 2, 2, 2, 1)
         action = self.rng.choices(kinds, weights=weights, k=1)[0]
         action()
         self.counts[action.__name__] = self.counts.get(action.__name__, 0) + 1
