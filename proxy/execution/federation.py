@@ -146,7 +146,14 @@ def explain(session: Session, db: LogicalDatabase, sql: str, params: Sequence[ob
 async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, params: Sequence[object] | None,
                    codec: StatementCodec) -> None:
     plan = plan.placed(db.kernel, params)
-    host = await session.backend(plan.host, read=False, record_write=False)
+    # every data source the copies read, taken at once in sorted order (as any statement's): holding the
+    # host while waiting for another pool could wait for ever on a session holding that pool and waiting
+    # for the host's
+    host = None
+    for ds in _plan_sources(db, plan, params):
+        conn = await session.backend(ds, read=ds != plan.host, record_write=False)
+        host = conn if ds == plan.host else host
+    assert host is not None
     names = scratch_names(plan)
     created: list[str] = []
     budget = [max_rows(session)]
@@ -170,6 +177,29 @@ async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, 
     finally:
         if created:
             await _drop(session, host, created)
+
+
+def _plan_sources(db: LogicalDatabase, plan: FederationPlan, params: Sequence[object] | None) -> list[str]:
+    """The host and every data source a copy reads its rows or its definition from."""
+    assert db.kernel is not None
+    sources = {plan.host}
+    for read in plan.reads:
+        if read.same_as is not None:
+            continue
+        sources.add(_definition_source(db, plan, read.table)[0])
+        routed = db.kernel.route(read.sql, plan.read_params(read, params), None)
+        sources |= {unit.data_source for unit in routed.execution_units}
+    return sorted(sources)
+
+
+def _definition_source(db: LogicalDatabase, plan: FederationPlan, table: str) -> tuple[str, str]:
+    """(data source, actual table) whose SHOW CREATE TABLE defines the copy of `table`."""
+    assert db.kernel is not None
+    rules = db.kernel.rules
+    rule = rules.sharding.table(table) if rules.sharding is not None else None
+    if rule is not None:
+        return rule.data_nodes[0].data_source, rule.data_nodes[0].table
+    return db.kernel.metadata.single_table_data_source(table) or plan.host, table
 
 
 async def _drop(session: Session, host: BackendConnection, created: list[str]) -> None:
@@ -274,13 +304,7 @@ _CREATE = re.compile(r"^\s*CREATE\s+TABLE\s+(`(?:[^`]|``)+`|\S+)", re.I)
 async def _scratch_ddl(session: Session, db: LogicalDatabase, plan: FederationPlan, table: str, name: str,
                        host: BackendConnection) -> str:
     """CREATE TEMPORARY TABLE for a scratch copy of `table`, from SHOW CREATE TABLE of one actual node."""
-    assert db.kernel is not None
-    rules = db.kernel.rules
-    rule = rules.sharding.table(table) if rules.sharding is not None else None
-    if rule is not None:
-        ds, actual = rule.data_nodes[0].data_source, rule.data_nodes[0].table
-    else:
-        ds, actual = db.kernel.metadata.single_table_data_source(table) or plan.host, table
+    ds, actual = _definition_source(db, plan, table)
     conn = host if ds == plan.host else await session.backend(ds, read=True, record_write=False)
     answer = await conn.execute(f"SHOW CREATE TABLE `{actual}`")
     if not isinstance(answer, list) or not answer or answer[0][1] is None:

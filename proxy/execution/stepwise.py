@@ -106,7 +106,7 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
         session.txn.joined = []
     savepoints: list[Any] = []
     try:
-        await _table_lock(session, db, step.table)
+        await _take_and_lock(session, db, step, sql)
         if not implicit:
             savepoints = await _savepoint(session, db, step.table)
         if step.kind == INSERT_SELECT:
@@ -366,6 +366,31 @@ async def _write(session: Session, db: LogicalDatabase, sql: str) -> OKPacket:
 
 
 # --- one stepwise writer per table at a time -------------------------------------------------------------
+
+
+def step_data_sources(db: LogicalDatabase, step: StepwiseWrite, sql: str) -> list[str]:
+    """Every data source a step of this write may use: the written table's, and for INSERT ... SELECT the
+    ones its SELECT reads (all of the logical database's when that SELECT does not route)."""
+    assert db.kernel is not None
+    rule = db.kernel.rules.sharding.tables[step.table]  # type: ignore[union-attr]
+    sources = set(rule.data_sources)
+    if step.kind == INSERT_SELECT:
+        try:
+            routed = db.kernel.route(split_insert_select(sql).query, None, SessionHints(stepwise_inner=True))
+            sources |= {u.data_source for u in routed.execution_units}
+        except Exception:
+            sources |= set(db.sources)
+    return sorted(sources)
+
+
+async def _take_and_lock(session: Session, db: LogicalDatabase, step: StepwiseWrite, sql: str) -> None:
+    """The statement's connections first, all at once in sorted order, then the table's lock. The steps
+    then never wait for a pool while the lock is held: a holder waiting for a pool whose connections are
+    held by sessions waiting for its lock would wait for ever (a cycle no server's deadlock detection
+    sees). Before waiting for the lock the session gives back what else it holds idle."""
+    await session.backends_for(step_data_sources(db, step, sql), record_write=True)
+    session.give_back_idle()
+    await _table_lock(session, db, step.table)
 
 
 async def _table_lock(session: Session, db: LogicalDatabase, table: str) -> None:

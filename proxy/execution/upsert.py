@@ -99,6 +99,7 @@ async def _run(session: Session, routed: RoutedStatement, check: UpsertCheck, co
     sources = {check.lock_source} | {u.data_source for u in routed.execution_units}
     sources |= {n.data_source for row in check.rows for kv in row.keys for n in kv.candidates}
     conns = await session.backends_for(sorted(sources), record_write=True)
+    session.give_back_idle()  # nothing else held idle while waiting for a lock another session holds
     names = await _lock(session, check, conns[check.lock_source], check.lock_source, charset)
     slow = _shared_across_nodes(check, names) or await _conflicts_elsewhere(check, conns, charset)
     if not slow:

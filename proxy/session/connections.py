@@ -76,6 +76,13 @@ class SessionConnections:
         that holds nothing of ours (no transaction, nothing sticky), so that no set of sessions can wait
         for each other's idle connections (hold-and-wait). The command's connections are taken in one
         order (sorted data source names, see `backends_for`), so the ones it keeps cannot form a cycle."""
+        self.give_back_idle()
+
+    def give_back_idle(self) -> None:
+        """Before any wait (for a pool, or on a server: a named lock another session holds): the held
+        connections this command has not used and that hold nothing of ours go back to their pools. A
+        session waiting on a server while it keeps idle connections of other data sources can starve the
+        session it waits for (the one holding the lock may need exactly those pools)."""
         for held in (self.backends, self.read_backends):
             for name, conn in list(held.items()):
                 if conn not in self.in_use and self._lendable(conn):
@@ -153,7 +160,9 @@ class SessionConnections:
             or self.sticky
             or status & ServerStatus.IN_TRANS
             or not status & ServerStatus.AUTOCOMMIT
-            or self.txn.active
+            # a connection whose data source has not joined the open transaction holds none of it (the
+            # transaction joins whichever connection the data source's next statement gets)
+            or (self.txn.active and (conn.name in self.txn.joined or self.txn.xa is not None))
             or conn.xa is not None
             or conn in self.borrowed
             or any(stmt.backend is conn or stmt.cursor_conn is conn for stmt in self.statements.by_id.values())

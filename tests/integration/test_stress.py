@@ -173,10 +173,26 @@ class Client:
         unread.unbuffered_active = False  # nothing more to read from a socket that is gone
         cur._result = None  # type: ignore[attr-defined]
 
+    def stepwise(self) -> None:
+        """UPDATE ... ORDER BY ... LIMIT over several nodes: run in steps inside a transaction of its own."""
+        with self._conn().cursor() as cur:
+            changed = cur.execute(f"UPDATE t_order SET status = '{self.tag}' WHERE status = '{self.tag}' "
+                                  "ORDER BY order_id LIMIT 3")
+        self.check("stepwise UPDATE ... LIMIT (rows changed)", changed, 0)
+
+    def federated(self) -> None:
+        """A subquery over several nodes, answered by federation (copies on one data source)."""
+        nonce = self.rng.randrange(1 << 30)
+        rows = self._rows(f"SELECT {self.c}, {nonce}, COUNT(*) FROM t_order WHERE order_id IN "
+                          f"(SELECT order_id FROM t_order WHERE status = '{self.tag}')")
+        every = self.orders[self.users[0]] | self.orders[self.users[1]]
+        self.check("federated subquery", [tuple(int(v) for v in r) for r in rows], [(self.c, nonce, len(every))])
+
     def step(self) -> None:
         kinds = (self.single_node, self.single_node, self.scatter_aggregate, self.scatter_ordered,
-                 self.scatter_concatenated, self.transaction, self.prepared_read, self.abandon_mid_result)
-        weights = (4, 0, 2, 2, 2, 2, 2, 1)
+                 self.scatter_concatenated, self.transaction, self.prepared_read, self.abandon_mid_result,
+                 self.stepwise, self.federated)
+        weights = (4, 0, 2, 2, 2, 2, 2, 1, 1, 1)
         action = self.rng.choices(kinds, weights=weights, k=1)[0]
         action()
         self.counts[action.__name__] = self.counts.get(action.__name__, 0) + 1
@@ -310,7 +326,7 @@ def test_64_clients_on_pools_of_4_get_only_their_own_answers(stress_proxy: Any) 
           f"fresh client answered in {fresh_seconds * 1000:.0f} ms; pools {pools}")
     assert all(done.get(k, 0) > 0 for k in ("single_node", "scatter_aggregate", "scatter_ordered",
                                             "scatter_concatenated", "transaction", "prepared_read",
-                                            "abandon_mid_result"))
+                                            "abandon_mid_result", "stepwise", "federated"))
 
 
 def test_pool_leases_are_consistent_after_the_load(stress_proxy: Any) -> None:

@@ -246,7 +246,8 @@ def test_an_idle_held_connection_goes_to_a_session_that_waits_for_it() -> None:
 
 
 @pytest.mark.parametrize(("setup", "why"), [
-    (lambda s, c: setattr(s.txn, "begin_sql", "BEGIN"), "an open transaction"),
+    (lambda s, c: (setattr(s.txn, "begin_sql", "BEGIN"), s.txn.joined.append(c.name)), "an open transaction"),
+    (lambda s, c: setattr(s.txn, "autocommit", False) or s.txn.joined.append(c.name), "autocommit=0, joined"),
     (lambda s, c: setattr(s, "sticky", True), "sticky session state"),
     (lambda s, c: setattr(c, "keep_for_next", True), "results the client may ask for next"),
     (lambda s, c: setattr(c, "status", 3), "IN_TRANS on the connection"),
@@ -270,6 +271,31 @@ def test_a_connection_with_the_sessions_state_on_it_is_never_lent(setup: Any, wh
         check(sources, [a, b])
         assert a.backends == {"ds_0": conn}, why
         conn.xa, conn.status, a.txn = None, 2, TransactionState()
+        a.close()
+        b.close()
+        await sources["ds_0"].close()
+
+    asyncio.run(run())
+
+
+def test_a_connection_the_open_transaction_has_not_joined_is_lent() -> None:
+    """BEGIN is lazy (a data source joins at its first statement): a connection held from before the BEGIN
+    holds none of the transaction, and a session waiting for its pool gets it."""
+
+    async def run() -> None:
+        sources = make_sources(["ds_0"], size=1, timeout=0.5)
+        await sources["ds_0"].start()
+        db = SimpleNamespace(sources=sources, kernel=None)
+        a, b = BrokerSession("a", db), BrokerSession("b", db)
+        a.begin()
+        conn = await a.backend("ds_0")
+        a.txn.begin_sql = "BEGIN"  # the transaction has joined no data source yet
+        a.end()
+        b.begin()
+        assert await b.backend("ds_0") is conn
+        b.end()
+        check(sources, [a, b])
+        a.txn = TransactionState()
         a.close()
         b.close()
         await sources["ds_0"].close()
