@@ -246,7 +246,10 @@ def _double(text: str) -> str:
 
 async def _collation(session: Session, db: LogicalDatabase, collation_id: int) -> tuple[str, str] | None:
     if collation_id not in _collation_names:
-        conn = await session.backend(db.rules.data_sources[0])
+        # any connection the statement holds knows the collations: taking another data source's while
+        # holding this one would be a hold-and-wait
+        held = [c for c in session.backends.values() if not c.broken and not c.busy]
+        conn = held[0] if held else await session.backend(db.rules.data_sources[0])
         res = await conn.execute("SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLLATIONS "
                                  f"WHERE ID = {int(collation_id)}")
         if isinstance(res, ERRPacket) or not isinstance(res, list) or not res:
