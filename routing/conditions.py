@@ -40,6 +40,28 @@ ValueRef = Const | Slot
 ColumnRef = tuple[int, str]  # (occurrence index, lower-case column name)
 
 
+class ColumnClasses:
+    """Columns proved equal by a statement's equalities (a union-find): the correlation check and the
+    join layout both ask which columns the conditions tie together."""
+
+    def __init__(self) -> None:
+        self._parent: dict[ColumnRef, ColumnRef] = {}
+
+    def find(self, ref: ColumnRef) -> ColumnRef:
+        parent = self._parent
+        while parent.get(ref, ref) != ref:
+            ref = parent[ref]
+        return ref
+
+    def union(self, a: ColumnRef, b: ColumnRef) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self._parent[ra] = rb
+
+    def same(self, a: ColumnRef, b: ColumnRef) -> bool:
+        return self.find(a) == self.find(b)
+
+
 @dataclass(frozen=True, slots=True)
 class Eq:
     """``col = v`` or ``col IN (v, ...)``."""

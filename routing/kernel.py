@@ -20,6 +20,7 @@ from sqlglot import exp
 from routing.cache import PlanCache
 from routing.conditions import (
     TRUE,
+    ColumnClasses,
     ColumnEq,
     ColumnRef,
     Cond,
@@ -792,22 +793,12 @@ class _Compiler:
         if not candidates:
             return set()
         resolve = self.resolver(ast)
-        parent: dict[ColumnRef, ColumnRef] = {}
-
-        def find(ref: ColumnRef) -> ColumnRef:
-            while parent.get(ref, ref) != ref:
-                ref = parent[ref]
-            return ref
-
+        classes = ColumnClasses()
         for scope in dict.fromkeys(o.scope for o in self.occurrences):
             for c in conjuncts(self._scope_condition(scope, ast, resolve)):
                 if isinstance(c, ColumnEq):
-                    ra, rb = find(c.left), find(c.right)
-                    if ra != rb:
-                        parent[ra] = rb
-
-        def same(a: ColumnRef, b: ColumnRef) -> bool:
-            return find(a) == find(b)
+                    classes.union(c.left, c.right)
+        same = classes.same
 
         anchored = {o.index for o in sharded if not o.nested}
         changed = True
@@ -926,17 +917,8 @@ class _Compiler:
         """What the statement's equalities between columns prove about co-located rows (see JoinLayout)."""
         assert self.sharding is not None
         resolve = self.resolver(ast)
-        parent: dict[ColumnRef, ColumnRef] = {}
-
-        def find(ref: ColumnRef) -> ColumnRef:
-            while parent.get(ref, ref) != ref:
-                ref = parent[ref]
-            return ref
-
-        def union(a: ColumnRef, b: ColumnRef) -> None:
-            ra, rb = find(a), find(b)
-            if ra != rb:
-                parent[ra] = rb
+        classes = ColumnClasses()
+        union = classes.union
 
         outer = False
         for scope in dict.fromkeys(o.scope for o in self.occurrences):
@@ -957,9 +939,7 @@ class _Compiler:
             for c in conjuncts(make_and(parts)):
                 if isinstance(c, ColumnEq):
                     union(c.left, c.right)
-
-        def same(a: ColumnRef, b: ColumnRef) -> bool:
-            return find(a) == find(b)
+        same = classes.same
 
         pairs: dict[tuple[str, str], int] = {}
         unaligned: list[str] = []
