@@ -22,6 +22,7 @@ from proxy.clusterport import port
 from proxy.execution.executor import execute_plan
 from proxy.execution.resultset import BINARY_ROWS, result_packets
 from proxy.execution.units import log_statement
+from proxy.session import system_schema
 from proxy.session.processlist import (
     _NOT_ALIAS,
     _QUALIFIER,
@@ -140,6 +141,9 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
             await _route(session, db, f"SHOW COLUMNS FROM {m.group('table')} LIKE '{pattern}'")
             return True
         return False
+    if head.startswith(("SELECT", "WITH", "(")) and system_schema.reads_system_schema(sql):
+        await system_schema.answer(session, db, sql)
+        return True
     if "information_schema" in sql.lower() and head.startswith(("SELECT", "WITH", "(")):
         others = await port(session.server).other_sessions(session, True) if reads_processlist(sql) else []
         rewritten = _processlist_table(session, sql, others)

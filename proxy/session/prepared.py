@@ -53,7 +53,7 @@ from proxy.execution.routed import route_and_execute
 from proxy.execution.state import ClientStatement
 from proxy.execution.txn_control import classify_session_statement
 from proxy.frontend.wire import CapturedWriter
-from proxy.session import metadata, processlist
+from proxy.session import metadata, processlist, system_schema
 from proxy.session.statements import classify
 from routing.errors import RoutingError
 from routing.interpolate import interpolate
@@ -226,7 +226,7 @@ async def _execute_on_group(session: Session, stmt: ClientStatement, payload: by
 
 def _answered_by_proxy(sql: str) -> bool:
 
-    return classify(sql) is not None or processlist.reads_processlist(sql)
+    return classify(sql) is not None or processlist.reads_processlist(sql) or system_schema.reads_system_schema(sql)
 
 
 async def _execute_proxy_answered(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
