@@ -25,10 +25,23 @@ from typing import Any
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.helper import seq_get
 
 # sqlglot logs a warning each time it falls back to exp.Command (CALL, LOCK TABLES...); those statements
 # are expected here and handled, so the warning is noise for the proxy's log.
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
+
+def _atan2(args: list[exp.Expression]) -> exp.Expression:
+    """MySQL's ATAN2(x) is ATAN(x); sqlglot's MySQL parser knows ATAN2 with two arguments only and fails
+    the whole statement on one (the user's text, not sqlglot's, is what runs)."""
+    if len(args) == 1:
+        return exp.Atan(this=args[0])
+    return exp.Atan2(this=seq_get(args, 0), expression=seq_get(args, 1))
+
+
+_MYSQL = sqlglot.Dialect.get_or_raise("mysql")
+_MYSQL.parser_class.FUNCTIONS = {**_MYSQL.parser_class.FUNCTIONS, "ATAN2": _atan2}
 
 
 class _Unknown:

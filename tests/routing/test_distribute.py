@@ -177,6 +177,7 @@ ANSWERED_OVER_SEVERAL = [
     "user_id % 3, user_id DIV 2, POW(user_id, 2), SQRT(user_id), LN(user_id), LOG10(user_id), SIGN(amount), "
     "GREATEST(user_id, 3), LEAST(user_id, 3), CONV(user_id, 10, 2), BIT_COUNT(user_id), user_id & 3, "
     "user_id | 4, user_id ^ 1, user_id << 1, ~user_id FROM t_order",
+    "SELECT ATAN(user_id), ATAN(user_id, 2), ATAN2(user_id), ATAN2(user_id, 2) FROM t_order",  # ATAN2(x) = ATAN(x)
     "SELECT NOW(), CURDATE(), CURRENT_TIMESTAMP, DATE(NOW()), DATE_FORMAT(NOW(), '%Y'), YEAR(NOW()), "
     "MONTH(NOW()), DAY(NOW()), HOUR(NOW()), DATE_ADD(NOW(), INTERVAL 1 DAY), DATEDIFF(NOW(), NOW()), "
     "TIMESTAMPDIFF(DAY, NOW(), NOW()), UNIX_TIMESTAMP(), FROM_UNIXTIME(0), STR_TO_DATE('2024', '%Y'), "
