@@ -926,6 +926,10 @@ class _SelectRewriter:
                 if tokens[b - 1].upper in ("ASC", "DESC"):
                     b -= 1
                 index = resolve_order(node)
+                if index is not None and any(g.index == index and g.kind is AggregateKind.GROUP_CONCAT
+                                             for g in aggregates):
+                    # the nodes' weights are of their own parts; the merged string's weight is no node's
+                    raise _Refuse("ORDER BY a GROUP_CONCAT item over several data nodes is not supported")
                 if index is None:
                     index = self.add_derived(self.pieces(a, b), "ORDER_BY_DERIVED")
                     self.note(index, node)

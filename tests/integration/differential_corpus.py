@@ -309,6 +309,11 @@ _CASES: list[Any] = [
     Q("SELECT user_id, SUM(DISTINCT amount), COUNT(DISTINCT price) FROM t_order GROUP BY user_id"),
     Q("SELECT user_id, BIT_XOR(order_id) FROM t_order GROUP BY user_id"),
     Q("SELECT user_id, GROUP_CONCAT(order_id ORDER BY order_id) FROM t_order GROUP BY user_id"),
+    # ORDER BY the merged string: no node's weight is the merged value's (answered by federation)
+    Q("SELECT user_id % 5 AS k, GROUP_CONCAT(DISTINCT user_id % 7 ORDER BY user_id % 7 DESC) AS g FROM t_order "
+      "GROUP BY k ORDER BY g DESC, k"),
+    Q("SELECT user_id % 3 AS k, GROUP_CONCAT(order_id ORDER BY order_id) AS g FROM t_order WHERE user_id < 9 "
+      "GROUP BY k ORDER BY 2, 1"),
     Q("SELECT user_id, GROUP_CONCAT(DISTINCT status ORDER BY status SEPARATOR ' / ') FROM t_order "
       "WHERE user_id < 6 GROUP BY user_id", ci=(1,)),
     Q("SELECT user_id, GROUP_CONCAT(DISTINCT amount ORDER BY amount SEPARATOR ' / ') FROM t_order "
