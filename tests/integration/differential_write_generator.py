@@ -60,7 +60,7 @@ class WriteGenerator:
         if kind < 0.38:
             return f"DELETE FROM t_order_item{self.condition()}{self.order('order_item_id')} LIMIT {n}"
         if kind < 0.58:
-            value = self.choice([str(self.rnd.randint(1, 8)), "user_id + 1", "user_id", "9 - user_id"])
+            value = self.choice([str(self.rnd.randint(1, 8)), "user_id + 1", "user_id", "9 - user_id % 9"])
             extra = self.choice(["", f", {self.set_status()}"])
             limit = self.choice(["", f"{self.order()} LIMIT {n}"])
             return f"UPDATE t_order SET user_id = {value}{extra}{self.condition()}{limit}"

@@ -218,6 +218,21 @@ def test_generated_writes_leave_the_oracle_rows(env: ShardedEnv, mode: str) -> N
                 assert all((ds, table) == (f"ds_{u % 2}", f"t_order_item_{o % 2}") for _i, o, u in found)
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("sql", [
+    "UPDATE t_order SET user_id = 5 - user_id WHERE order_id IN (3, 4, 5, 6, 7, 8)",  # order 8 (user 6): ds_-1
+    "UPDATE t_order SET user_id = 5 - user_id WHERE status IS NOT NULL ORDER BY order_id DESC LIMIT 6",
+])  # fmt: skip
+def test_a_moved_row_the_rule_cannot_place_refuses_the_whole_write(env: ShardedEnv, sql: str, mode: str) -> None:
+    """Some rows move where the rule routes them, one has no data source: the statement is refused (1235,
+    naming the value and the data source) and nothing of it stays written, on any node."""
+    before = {k: v for k, v in env.actual_rows("t_order").items()}
+    with pair(env, mode) as p:
+        got = p.proxy.run(sql)
+    assert got.kind == "error" and got.errno == 1235 and "ds_-1" in got.message, got
+    assert env.actual_rows("t_order") == before
+
+
 @pytest.mark.parametrize(
     ("sql", "errno"),
     [
