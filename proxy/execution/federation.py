@@ -44,7 +44,7 @@ from routing.federation import (
     preview_rows,
     scratch_names,
 )
-from routing.plan import ExecutionUnit
+from routing.plan import ExecutionUnit, RoutedStatement
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
@@ -150,7 +150,8 @@ async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, 
     # host while waiting for another pool could wait for ever on a session holding that pool and waiting
     # for the host's
     host = None
-    for ds in _plan_sources(db, plan, params):
+    sources, routes = _plan_sources(db, plan, params)
+    for ds in sources:
         conn = await session.backend(ds, read=ds != plan.host, record_write=False)
         host = conn if ds == plan.host else host
     assert host is not None
@@ -164,7 +165,7 @@ async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, 
             if shared and read.same_as is not None:
                 names[read.slot] = names[read.same_as]  # the same rows: one copy, opened twice
                 continue
-            await _fill(session, db, plan, read, names, host, params, created, budget)
+            await _fill(session, db, plan, read, names, host, routes.get(read.slot), created, budget)
         unit = ExecutionUnit(plan.host, plan.render(names), tuple(params) if params is not None else None)
         if session.server.sql_show:
             log.info("actual_sql", conn=session.id, data_source=plan.host, sql=unit.sql, federated=True)
@@ -179,17 +180,20 @@ async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, 
             await _drop(session, host, created)
 
 
-def _plan_sources(db: LogicalDatabase, plan: FederationPlan, params: Sequence[object] | None) -> list[str]:
-    """The host and every data source a copy reads its rows or its definition from."""
+def _plan_sources(db: LogicalDatabase, plan: FederationPlan, params: Sequence[object] | None
+                  ) -> tuple[list[str], dict[int, RoutedStatement]]:
+    """The host and every data source a copy reads its rows or its definition from (sorted), and each
+    copy's routed read by slot."""
     assert db.kernel is not None
     sources = {plan.host}
+    routes: dict[int, RoutedStatement] = {}
     for read in plan.reads:
         if read.same_as is not None:
             continue
         sources.add(_definition_source(db, plan, read.table)[0])
-        routed = db.kernel.route(read.sql, plan.read_params(read, params), None)
+        routed = routes[read.slot] = db.kernel.route(read.sql, plan.read_params(read, params), None)
         sources |= {unit.data_source for unit in routed.execution_units}
-    return sorted(sources)
+    return sorted(sources), routes
 
 
 def _definition_source(db: LogicalDatabase, plan: FederationPlan, table: str) -> tuple[str, str]:
@@ -253,7 +257,7 @@ def _renamer(names: dict[int, str], plan: FederationPlan):  # type: ignore[no-un
 
 
 async def _fill(session: Session, db: LogicalDatabase, plan: FederationPlan, read: ScratchRead,
-                names: dict[int, str], host: BackendConnection, params: Sequence[object] | None,
+                names: dict[int, str], host: BackendConnection, routed: RoutedStatement | None,
                 created: list[str], budget: list[int]) -> None:
     name = names[read.slot]
     if read.same_as is not None:
@@ -266,9 +270,7 @@ async def _fill(session: Session, db: LogicalDatabase, plan: FederationPlan, rea
     created.append(name)
     from routing.interpolate import interpolate
 
-    assert db.kernel is not None
-    read_params = plan.read_params(read, params)
-    routed = db.kernel.route(read.sql, read_params, None)
+    assert routed is not None
     for unit in routed.execution_units:
         sql = interpolate(unit.sql, unit.params) if unit.params else unit.sql
         if unit.data_source == plan.host:
