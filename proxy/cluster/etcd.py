@@ -209,6 +209,13 @@ class EtcdClient:
             return None
         return int(answer.get("header", {}).get("revision", 0))
 
+    async def txn(self, compare: Sequence[dict[str, Any]], success: Sequence[dict[str, Any]],
+                  failure: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+        """One etcd transaction, its comparisons built with `exists` / `absent` and its operations with
+        `put_op` / `delete_op` / `range_op`; the raw answer (`succeeded`, `responses`)."""
+        return await self.call("/v3/kv/txn", {"compare": list(compare), "success": list(success),
+                                              "failure": list(failure)})
+
     # -- leases -----------------------------------------------------------------------------------------
 
     async def grant(self, ttl: int) -> int:
@@ -258,6 +265,39 @@ class EtcdClient:
             finally:
                 writer.close()
         raise RegistryUnavailable(f"no etcd endpoint accepted the watch ({last_error})")
+
+
+def exists(key: str) -> dict[str, Any]:
+    """A txn comparison: key is there (its create revision is past 0)."""
+    return {"key": _b64(key), "result": "GREATER", "target": "CREATE", "create_revision": "0"}
+
+
+def absent(key: str) -> dict[str, Any]:
+    return {"key": _b64(key), "result": "EQUAL", "target": "CREATE", "create_revision": "0"}
+
+
+def put_op(key: str, value: str, lease: int = 0) -> dict[str, Any]:
+    return {"requestPut": {"key": _b64(key), "value": _b64(value), **({"lease": str(lease)} if lease else {})}}
+
+
+def delete_op(key: str, *, prefix: bool = False) -> dict[str, Any]:
+    body = {"key": _b64(key)}
+    if prefix:
+        body["range_end"] = _b64(prefix_end(key))
+    return {"requestDeleteRange": body}
+
+
+def range_op(key: str) -> dict[str, Any]:
+    return {"requestRange": {"key": _b64(key)}}
+
+
+def txn_kvs(answer: dict[str, Any]) -> list[KeyValue]:
+    """The keys the range operations of a transaction's answer read."""
+    out = []
+    for response in answer.get("responses") or []:
+        for kv in (response.get("response_range") or {}).get("kvs") or []:
+            out.append(_kv(kv))
+    return out
 
 
 def _events(line: bytes) -> list[WatchEvent]:

@@ -38,20 +38,32 @@ async def join(config: ProxyConfig) -> tuple[ProxyConfig, ClusterNode | None]:
 
     node = await ClusterNode.join(config)
     remote.install(node)
+    from proxy.cluster import xa
+
+    await xa.register_owner(node)  # XA: every gtrid of this proxy is under a registered owner
+    node.lease_renewed.append(lambda: xa.register_owner(node))
     return node.config, node
 
 
 def bind(node: ClusterNode | None, server: ProxyServer) -> None:
     if node is not None:
+        from proxy.cluster import xa
+
         node.bind(server)
         _NODES[server] = node
         server.cluster = ClusterHooks(node, server)
+        xa.install(node, server)  # XA decisions in the registry, from the log's opening (server start-up)
 
 
 async def start(node: ClusterNode | None, addrs: list[tuple[str, int]], version: str) -> None:
     if node is not None:
+        from proxy.cluster import xa
+
         host, port = addrs[0] if addrs else ("", 0)
         await node.start(str(host), int(port), version)
+        if node.server is not None:  # in-doubt XA branches of proxies that died: one live proxy finishes them
+            node.takeover = xa.XATakeOver(node, node.server)
+            node._tasks.append(node.takeover.start())
 
 
 async def leave(node: ClusterNode | None) -> None:
@@ -116,8 +128,8 @@ class ClusterHooks(Standalone):
         tm = server.tm
         if tm.props.get("xa-instance-id") is not None:
             tm.alter(*before)
-            raise DistSQLError(1235, "ALTER TRANSACTION RULE refused: in Cluster mode every proxy needs its own XA "
-                               "instance id (kept in its xa-log-dir); leave out 'xa-instance-id'", "42000")
+            raise DistSQLError(1235, "ALTER TRANSACTION RULE refused: in Cluster mode every proxy process gets its "
+                               "own XA owner id from the registry; leave out 'xa-instance-id'", "42000")
         doc = {"defaultType": tm.default_type, "providerType": tm.provider_type, "props": dict(tm.props)}
         try:
             await node.publish(reg.TRANSACTION, doc)

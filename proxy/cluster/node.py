@@ -65,6 +65,10 @@ class ClusterNode:
         # called with a compute node's instance id when it leaves (lease revoked or expired): the place for
         # a migration job's or an XA log's owner to be taken over (see take_over)
         self.node_left: list[Callable[[str], Awaitable[None]]] = []
+        self.takeover: Any = None  # proxy.cluster.xa.XATakeOver, once started
+        self.xa_owner: tuple[str, int] | None = None  # proxy.cluster.xa: the XA owner, and its lease
+        # awaited after a new lease was taken (the old one expired): proxy.cluster.xa registers a new owner
+        self.lease_renewed: list[Callable[[], Awaitable[Any]]] = []
 
     def key(self, relative: str) -> str:
         return self.prefix + relative
@@ -168,6 +172,8 @@ class ClusterNode:
                     log.warning("cluster_lease_expired", detail="registering again")
                     await self._lease_and_slot()
                     await self._register()
+                    for hook in list(self.lease_renewed):
+                        await hook()
                 self._mark(True)
             except RegistryUnavailable as exc:
                 self._mark(False, exc)
