@@ -80,6 +80,18 @@ def seed_items(config: ProxyConfig) -> list[tuple[str, str]]:
     return items
 
 
+def running_items(config: ProxyConfig, databases: Mapping[str, Any], transaction: Mapping[str, Any] | None
+                  ) -> list[tuple[str, str]]:
+    """What a running proxy would seed an emptied registry with: its databases as they are now (rules and
+    storage units changed since the start included: `databases` maps names to LogicalDatabase), its props and
+    its transaction rule (ALTER TRANSACTION RULE's, not global.yaml's)."""
+    current = replace(config, databases={name: db.config for name, db in databases.items()})
+    items = [item for item in seed_items(current) if item[0] != TRANSACTION]
+    if transaction is not None:
+        items.append((TRANSACTION, dumps(dict(transaction))))
+    return items
+
+
 def database_file(config: ProxyConfig, name: str, file: str) -> str:
     """Where a database the registry holds would be written on this proxy (RDL writes it there too)."""
     local = config.databases.get(name)
