@@ -35,6 +35,15 @@ class Standalone:
     async def other_sessions(self, session: Any, full: bool) -> list[tuple[Any, ...]]:
         return []
 
+    async def claim_job(self, job_id: str) -> bool:
+        """True when this proxy is to run the migration job: always in Standalone; in Cluster mode when it
+        holds (or just took) the job's claim in the registry, so that one proxy copies at a time."""
+        return True
+
+    async def release_job(self, job_id: str) -> None:
+        """The job is over (committed, rolled back): its claim goes."""
+        return None
+
     async def compute_node_rows(self) -> list[tuple[Any, ...]] | None:
         """SHOW COMPUTE NODES rows of the whole cluster; None: this proxy alone."""
         return None

@@ -62,8 +62,13 @@ async def start(node: ClusterNode | None, addrs: list[tuple[str, int]], version:
         host, port = addrs[0] if addrs else ("", 0)
         await node.start(str(host), int(port), version)
         if node.server is not None:  # in-doubt XA branches of proxies that died: one live proxy finishes them
+            from proxy.cluster import jobs
+
             node.takeover = xa.XATakeOver(node, node.server)
             node._tasks.append(node.takeover.start())
+            # migration jobs of proxies that died: one live proxy resumes each
+            node.job_takeover = jobs.MigrationTakeOver(node, node.server)
+            node._tasks.append(node.job_takeover.start())
 
 
 async def leave(node: ClusterNode | None) -> None:
@@ -173,6 +178,22 @@ class ClusterHooks(Standalone):
                 info = row[7] if full or row[7] is None else str(row[7])[:100]
                 out.append((*row[:7], info, 0.0))
         return out
+
+    async def claim_job(self, job_id: str) -> bool:
+        """This proxy runs the migration job when it holds its claim (taken now if nobody's); False when
+        another proxy holds it, or the registry cannot say."""
+        from proxy.cluster import jobs
+
+        try:
+            return await jobs.claim(self.node, job_id) in (jobs.CLAIMED, jobs.OURS)
+        except RegistryUnavailable as exc:
+            self.node._mark(False, exc)
+            return False
+
+    async def release_job(self, job_id: str) -> None:
+        from proxy.cluster import jobs
+
+        await jobs.release(self.node, job_id)
 
     async def compute_node_rows(self) -> list[tuple[Any, ...]] | None:
         """SHOW COMPUTE NODES in Cluster mode (None in Standalone)."""

@@ -66,6 +66,7 @@ class ClusterNode:
         # a migration job's or an XA log's owner to be taken over (see take_over)
         self.node_left: list[Callable[[str], Awaitable[None]]] = []
         self.takeover: Any = None  # proxy.cluster.xa.XATakeOver, once started
+        self.job_takeover: Any = None  # proxy.cluster.jobs.MigrationTakeOver, once started
         self.xa_owner: tuple[str, int] | None = None  # proxy.cluster.xa: the XA owner, and its lease
         # awaited after a new lease was taken (the old one expired): proxy.cluster.xa registers a new owner
         self.lease_renewed: list[Callable[[], Awaitable[Any]]] = []

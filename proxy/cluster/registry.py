@@ -11,7 +11,8 @@ Every key lives under `/<namespace>/`:
     nodes/slots/<n>                          the instance holding connection-id slot n (bound to its lease)
     processlist/requests/<req>, processlist/responses/<req>/<instance>
     kill/requests/<instance>/<req>, kill/responses/<req>
-    jobs/migration/<job>                     (hook) a migration job's state, for another proxy to take over
+    jobs/migration/<instance>/<name>         (hook) long-running work's state kept by a node (ClusterNode.put_state)
+    jobs/owners/<job-id>                     the proxy copying a migration job (bound to its lease; proxy.cluster.jobs)
     xa/owners/<owner>, xa/alive/<owner>      an XA owner (one proxy process under one lease; proxy.cluster.xa)
     xa/log/<owner>/<gtrid>                   its commit decisions, for another proxy to recover when it dies
     claims/xa/<owner>                        the live proxy recovering a dead owner (bound to its lease)

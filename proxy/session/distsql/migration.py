@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from proxy.clusterport import port
 from proxy.execution.write_gate import _GATES, gate_for
 from proxy.migration import store
 from proxy.migration.job import Job, MigrationError, new_state
@@ -78,7 +79,9 @@ async def resume(server: ProxyServer) -> None:
             log.warning("migration_state_unreadable", database=db.name, error=str(exc))
             continue
         for job in _jobs(server).values():
-            if job.db is db and job.state.phase in store.ACTIVE and job.task is None:
+            # cluster hook: in Cluster mode only the proxy holding the job's claim copies (proxy.cluster.jobs)
+            if job.db is db and job.state.phase in store.ACTIVE and job.task is None \
+                    and await port(server).claim_job(job.state.id):
                 log.info("migration_resumed", job=job.state.id, table=job.state.table,
                          position=job.state.position)
                 job.start()
@@ -136,11 +139,13 @@ async def execute(session: Session, d: DistSQL) -> None:
             job = _job(session, d)
             await job.commit(lambda: _end_window(job))
             _GATES.pop((job.db.name.lower(), job.state.table.lower()), None)
+            await port(session.server).release_job(job.state.id)  # cluster hook
             session.ok(info=f"write pause {job.state.pause_ms:.1f} ms".encode())
         elif d.kind == "rollback_migration":
             job = _job(session, d)
             await job.rollback()
             _GATES.pop((job.db.name.lower(), job.state.table.lower()), None)
+            await port(session.server).release_job(job.state.id)  # cluster hook
             session.ok()
     except MigrationError as exc:
         raise DistSQLError(exc.errno, exc.message, exc.sqlstate) from None
@@ -161,6 +166,9 @@ async def _migrate(server: ProxyServer, db: LogicalDatabase, table: str) -> str:
     job = Job(server, db, new_state(db.name, rule.logic_table))
     job.key_column(rule)  # refuses a table without a usable key now, not in the background
     job.columns(rule)
+    if not await port(server).claim_job(job.state.id):  # cluster hook: this proxy runs the job it creates
+        raise MigrationError(f"MIGRATE TABLE {table}: the cluster registry cannot be reached to record which proxy "
+                             "runs the job (another would copy it too); retry when etcd is back", 1105)
     gate_for(db.name, rule.logic_table)
     await job.save()
     _jobs(server)[job.state.id] = job
