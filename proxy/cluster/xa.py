@@ -301,13 +301,7 @@ class XATakeOver:
 
     async def sweep(self) -> list[str]:
         """Claim every dead owner no one has claimed; the owners claimed now."""
-        kvs, _rev = await self.node.client.get_prefix(self.node.key("xa/"))
-        claims, _rev = await self.node.client.get_prefix(self.node.key(reg.XA_CLAIMS))
-        owners = {kv.key.removeprefix(self.node.key(reg.XA_OWNERS)) for kv in kvs
-                  if kv.key.startswith(self.node.key(reg.XA_OWNERS))}
-        alive = {kv.key.removeprefix(self.node.key(reg.XA_ALIVE)) for kv in kvs
-                 if kv.key.startswith(self.node.key(reg.XA_ALIVE))}
-        claimed = {kv.key.removeprefix(self.node.key(reg.XA_CLAIMS)) for kv in claims}
+        owners, alive, claimed = [await self._names(area) for area in (reg.XA_OWNERS, reg.XA_ALIVE, reg.XA_CLAIMS)]
         taken = []
         for owner in sorted(owners - alive - claimed - set(self.running)):
             if not self.node.lease:
@@ -321,6 +315,11 @@ class XATakeOver:
                 self.running[owner] = task
                 task.add_done_callback(lambda _t, o=owner: self.running.pop(o, None))
         return taken
+
+    async def _names(self, area: str) -> set[str]:
+        prefix = self.node.key(area)
+        kvs, _rev = await self.node.client.get_prefix(prefix)
+        return {kv.key.removeprefix(prefix) for kv in kvs}
 
     async def _decisions(self, owner: str) -> AdoptedDecisions:
         prefix = self.node.key(f"{reg.XA_LOG}{owner}/")
