@@ -6,6 +6,7 @@ rooms reach through `proxy.clusterport.port(server)` without importing this pack
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,8 @@ async def start(node: ClusterNode | None, addrs: list[tuple[str, int]], version:
 
             node.takeover = xa.XATakeOver(node, node.server)
             node._tasks.append(node.takeover.start())
+            # and what this proxy's local XA log holds from Standalone mode, if anything
+            node._tasks.append(asyncio.get_running_loop().create_task(xa.finish_local_log(node.server)))
             # migration jobs of proxies that died: one live proxy resumes each
             node.job_takeover = jobs.MigrationTakeOver(node, node.server)
             node._tasks.append(node.job_takeover.start())

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from proxy.backends.xalog import Branch, CommitRecord, LogUnavailable
+from proxy.backends.xalog import Branch, CommitRecord, DecisionLog, LogUnavailable
 from proxy.cluster import registry as reg
 from proxy.cluster.etcd import (
     RegistryUnavailable,
@@ -129,12 +129,6 @@ class RegistryDecisionLog:
     def open(self) -> None:
         if getattr(self.node, "xa_owner", None) is None:
             raise LogUnavailable("Cluster mode: this proxy has no XA owner in the registry yet")
-        local = self.directory / "decisions.log"
-        if local.exists() and local.stat().st_size:
-            log.warning("xa_local_log_ignored", path=str(local),
-                        detail="Cluster mode keeps XA decisions in the registry; commit decisions this proxy "
-                               "logged in Standalone mode are not read: finish them in Standalone first "
-                               "(SHOW TRANSACTION IN DOUBT)")
         log.info("xa_log_open", registry=self.node.describe(), owner=self._owner)
 
     def close(self) -> None:
@@ -360,6 +354,34 @@ class XATakeOver:
                 log.exception("xa_takeover_failed", owner=owner)
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.server.tm.recovery_interval)
+
+
+async def finish_local_log(server: ProxyServer) -> bool:
+    """A proxy moved from Standalone to Cluster mode may have left in-doubt branches whose decisions are in
+    its local xa-log-dir: finish them from there (the same recovery pass, with that log), in the background,
+    until nothing of it is left. False when there is no such log (or it cannot be opened: logged)."""
+    tm = server.tm
+    directory = tm.log_dir()
+    if not (directory / "decisions.log").exists():
+        return False
+    local = DecisionLog(directory, instance_id=tm._instance_prop())
+    try:
+        local.open()
+    except LogUnavailable as exc:
+        log.error("xa_local_log_unusable", error=str(exc),
+                  detail="branches prepared by this proxy in Standalone mode wait in XA RECOVER")
+        return False
+    try:
+        delay = 0.2
+        while True:
+            report = await tm.recover_once(local)
+            if not (report.unreachable or report.retry or report.waiting or local.committed):
+                log.info("xa_local_log_finished", directory=str(directory))
+                return True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, tm.recovery_interval)
+    finally:
+        local.close()
 
 
 def install(node: ClusterNode, server: ProxyServer) -> None:

@@ -178,3 +178,32 @@ def test_a_live_proxy_commits_through_the_registry(cluster: Cluster) -> None:
     assert c.registry("xa/log/") == []
     assert not (c.confs[0] / "xa-log" / "decisions.log").exists()  # Cluster mode: no local log
     conn.close()
+
+
+def test_a_standalone_proxys_decisions_are_finished_when_it_restarts_in_cluster_mode(cluster: Cluster,
+                                                                                    tmp_path: Path) -> None:
+    """Moving a proxy from Standalone to Cluster mode does not lose what its local XA log holds: killed after
+    its decision as a Standalone proxy, started again in Cluster mode, it commits the branch from that log."""
+    c = cluster
+    conf = c._conf(tmp_path / "standalone")
+    gdoc = yaml.safe_load((conf / "global.yaml").read_text())
+    del gdoc["mode"]
+    (conf / "global.yaml").write_text(yaml.safe_dump(gdoc))
+    alone = ProxyProcess(conf)
+    alone.start()
+    try:
+        a, b = c.pair()
+        conn = alone.connect()
+        transaction(conn, a, b)
+        c.relays[0].arm("XA COMMIT", lambda: (alone.kill(), ("drop", None))[1])
+        commit_expecting_loss(conn)
+        assert len(c.prepared(0)) == 1 and not c.has(a)
+        assert (conf / "xa-log" / "decisions.log").stat().st_size > 0  # the decision, on its disk only
+        time.sleep(1.0)
+        assert len(c.prepared(0)) == 1  # no proxy of the cluster may touch it: not one of its owners
+        c._conf(conf)  # the same directory, now in Cluster mode
+        alone.start()
+        c.settle()
+        assert c.has(a) and c.has(b)
+    finally:
+        alone.stop()
