@@ -88,6 +88,8 @@ def _refused(node: ClusterNode, statement: str, exc: Exception) -> DistSQLError:
 class ClusterHooks(Standalone):
     """Cluster mode's answers for one server (proxy.clusterport.Standalone's methods, over the registry)."""
 
+    cluster = True
+
     def __init__(self, node: ClusterNode, server: ProxyServer) -> None:
         self.node = node
         self.server = server
@@ -192,6 +194,15 @@ class ClusterHooks(Standalone):
         except RegistryUnavailable as exc:
             self.node._mark(False, exc)
             return False
+
+    async def job_elsewhere(self, job_id: str) -> bool:
+        from proxy.cluster import jobs
+
+        try:
+            return await jobs.owner(self.node, job_id) not in (None, self.node.instance_id)
+        except RegistryUnavailable as exc:
+            self.node._mark(False, exc)
+            return True
 
     async def release_job(self, job_id: str) -> None:
         from proxy.cluster import jobs

@@ -48,6 +48,12 @@ async def claim(node: ClusterNode, job_id: str) -> str:
     return TAKEN
 
 
+async def owner(node: ClusterNode, job_id: str) -> str | None:
+    """The instance id of the proxy running the job, None when no live proxy does. Raises RegistryUnavailable."""
+    kv = await node.client.get(node.key(JOB_OWNERS + job_id))
+    return kv.value if kv is not None else None
+
+
 async def release(node: ClusterNode, job_id: str) -> None:
     with contextlib.suppress(RegistryUnavailable):
         await node.client.delete(node.key(JOB_OWNERS + job_id))
@@ -144,4 +150,4 @@ class MigrationTakeOver:
                             detail="this proxy's lease ended and another proxy took the job over")
 
 
-__all__ = ["CLAIMED", "JOB_OWNERS", "OURS", "TAKEN", "MigrationTakeOver", "claim", "release"]
+__all__ = ["CLAIMED", "JOB_OWNERS", "OURS", "TAKEN", "MigrationTakeOver", "claim", "owner", "release"]

@@ -76,6 +76,12 @@ def test_a_dead_proxys_migration_job_is_resumed_by_another(mariadb_shards: list[
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert b.call(lambda: list(b.server.cluster.node.job_takeover.taken)) == []  # A runs it, B only watches
+        for statement, says in ((f"CHECK MIGRATION '{job}'", "run by another proxy"),
+                                (f"ROLLBACK MIGRATION '{job}'", "run by another proxy"),
+                                ("MIGRATE TABLE t_order_info", "already copying")):
+            with pytest.raises(pymysql.err.MySQLError) as refused:  # B knows the job, and that A runs it
+                seed.dist(statement)
+            assert refused.value.args[0] == 1105 and says in refused.value.args[1], refused.value.args
         os.kill(child.pid, signal.SIGKILL)  # mid-copy, possibly mid-batch
         child.wait(10)
         killed = time.monotonic()
@@ -92,12 +98,16 @@ def test_a_dead_proxys_migration_job_is_resumed_by_another(mariadb_shards: list[
         placement = seed.placement()
         assert sum(1 for nodes in placement.values() if len(nodes) == 2) == moved
         assert all(len(nodes) <= 2 for nodes in placement.values())
-        seed.dist(f"ROLLBACK MIGRATION '{job}'")
-        assert seed.status(str(job))["phase"] == "rolled back"
-        assert all(nodes == [SOURCES[0]] for nodes in seed.placement().values())
+        seed.dist(f"COMMIT MIGRATION '{job}'")  # on B, which runs the job now
+        assert seed.status(str(job))["phase"] == "committed"
+        assert all(len(nodes) == 1 for nodes in seed.placement().values())  # the old copies are gone
         host, eport = etcd.endpoint.split(":")
-        owners, _rev = asyncio.run(EtcdClient([(host, int(eport))]).get_prefix(f"/{namespace}/jobs/owners/"))
+        client = EtcdClient([(host, int(eport))])
+        owners, _rev = asyncio.run(client.get_prefix(f"/{namespace}/jobs/owners/"))
         assert owners == []  # the claim went with the job
+        doc = asyncio.run(client.get(f"/{namespace}/metadata/databases/order_db"))
+        assert doc is not None and "oldDatabaseStrategy" not in doc.value  # the window's end, for every proxy
+        assert "oldDatabaseStrategy" in (seed.conf / "database-order_db.yaml").read_text()  # conf/ not written
     finally:
         if child.poll() is None:
             child.kill()

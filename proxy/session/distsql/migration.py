@@ -53,7 +53,7 @@ def _jobs(server: ProxyServer) -> dict[str, Job]:
 async def _load(server: ProxyServer, db: LogicalDatabase) -> None:
     """The jobs of `db` saved by this or an earlier proxy (once per database and process)."""
     loaded = _LOADED.setdefault(server, set())
-    if db.name in loaded:
+    if db.name in loaded and not port(server).cluster:  # Cluster mode: another proxy may have started one
         return
     jobs = _jobs(server)
     holder = Job(server, db, new_state(db.name, ""))
@@ -104,6 +104,17 @@ def _job(session: Session, d: DistSQL) -> Job:
     return job
 
 
+async def _owned(session: Session, d: DistSQL) -> Job:
+    """The job, for a statement that acts on it: in Cluster mode only the proxy running it may (its state
+    here is what that proxy saved, maybe long ago)."""
+    job = _job(session, d)
+    if job.state.phase in store.ACTIVE and await port(session.server).job_elsewhere(job.state.id):
+        raise DistSQLError(1105, f"migration {job.state.id} is run by another proxy of the cluster (or the registry "
+                           "cannot say which): send this statement to that proxy, the one that ran MIGRATE TABLE or "
+                           "took the job over (SHOW COMPUTE NODES lists the proxies)", "HY000")
+    return job
+
+
 def _stamp(t: float) -> str:
     return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S") if t else ""
 
@@ -126,7 +137,7 @@ async def execute(session: Session, d: DistSQL) -> None:
         elif d.kind == "show_migration_status":
             session.rows(list(STATUS_COLUMNS), [_status(_job(session, d))])
         elif d.kind == "check_migration":
-            await _job(session, d).check()
+            await (await _owned(session, d)).check()
             session.ok()
         elif d.kind == "show_migration_check_status":
             job = _job(session, d)
@@ -136,13 +147,13 @@ async def execute(session: Session, d: DistSQL) -> None:
                  _stamp(job.state.check_time))
                 for r in job.state.check])
         elif d.kind == "commit_migration":
-            job = _job(session, d)
+            job = await _owned(session, d)
             await job.commit(lambda: _end_window(job))
             _GATES.pop((job.db.name.lower(), job.state.table.lower()), None)
             await port(session.server).release_job(job.state.id)  # cluster hook
             session.ok(info=f"write pause {job.state.pause_ms:.1f} ms".encode())
         elif d.kind == "rollback_migration":
-            job = _job(session, d)
+            job = await _owned(session, d)
             await job.rollback()
             _GATES.pop((job.db.name.lower(), job.state.table.lower()), None)
             await port(session.server).release_job(job.state.id)  # cluster hook
@@ -202,5 +213,7 @@ async def _end_window(job: Job) -> None:
     warnings: list[str] = []
     config = database_config(doc, db.config.file, warnings.append)
     text = document_yaml(doc, f"COMMIT MIGRATION '{job.state.id}' ({job.state.table} leaves its resharding window)")
-    await asyncio.to_thread(_write, db.config.file, text)
+    # cluster hook: in Cluster mode every proxy ends the window (through the registry), conf/ is not written
+    if not await port(job.server).publish_database(db.name, doc, db.config.file, "COMMIT MIGRATION"):
+        await asyncio.to_thread(_write, db.config.file, text)
     db.reconfigure(config, db.sources)
