@@ -175,7 +175,8 @@ class RegistryDecisionLog:
             answer = await self.node.client.txn([exists(self._key(reg.XA_ALIVE, owner)), absent(key)],
                                                 [put_op(key, _value(record))])
         except RegistryUnavailable as exc:
-            outcome = await self._settle(key)
+            # not sent (etcd down: connections refused), or refused by etcd: nothing to settle, fail at once
+            outcome = await self._settle(key) if exc.maybe_applied else False
             if outcome is True:
                 return
             self.aborted.add(record.gtrid)

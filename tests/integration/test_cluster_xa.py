@@ -207,3 +207,44 @@ def test_a_standalone_proxys_decisions_are_finished_when_it_restarts_in_cluster_
         assert c.has(a) and c.has(b)
     finally:
         alone.stop()
+
+
+def test_without_etcd_a_two_branch_commit_is_refused_at_once_and_one_branch_commits(cluster: Cluster) -> None:
+    """etcd stopped: a decision cannot be kept where another proxy would find it, so a transaction that wrote
+    to both data sources is rolled back with an error naming the registry, at once (nothing reached etcd:
+    nothing to settle); one that wrote to one data source commits in one phase. Back: XA commits again."""
+    c = cluster
+    c.etcd.stop()
+    try:
+        a, b = c.pair()
+        with c.b.connect("xa_db") as conn:
+            run(conn, "BEGIN")
+            run(conn, f"INSERT INTO t_xa VALUES ({a}, 'one')")
+            run(conn, "COMMIT")  # one branch: XA COMMIT ... ONE PHASE, no decision needed
+            assert c.has(a)
+            a2, b2 = c.pair()
+            transaction(conn, a2, b2)
+            started = time.monotonic()
+            with pytest.raises(pymysql.err.MySQLError) as refused:
+                run(conn, "COMMIT")
+            assert time.monotonic() - started < 1.5
+            assert "registry" in refused.value.args[1] and "nothing was committed" in refused.value.args[1]
+            assert not c.has(a2) and not c.has(b2) and not c.prepared(0) and not c.prepared(1)
+    finally:
+        c.etcd.start()
+    a, b = c.pair()
+
+    def commits() -> bool:
+        with c.b.connect("xa_db") as conn:
+            try:
+                transaction(conn, a, b)
+                run(conn, "COMMIT")
+                return True
+            except pymysql.err.MySQLError:
+                return False
+
+    deadline = time.monotonic() + 15
+    while not commits():
+        assert time.monotonic() < deadline, "XA does not commit again once etcd is back"
+        time.sleep(0.2)
+    assert c.has(a) and c.has(b)
