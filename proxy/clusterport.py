@@ -15,6 +15,8 @@ from typing import Any
 class Standalone:
     """No registry: nothing is published, no other proxy holds sessions or compute nodes."""
 
+    cluster = False  # other proxies share this one's configuration and jobs (proxy.cluster.hooks: True)
+
     async def publish_database(self, name: str, doc: Mapping[str, Any], file: str, statement: str) -> bool:
         """True once the registry keeps the document (conf/ is then not written); False: write conf/."""
         return False
@@ -34,6 +36,19 @@ class Standalone:
 
     async def other_sessions(self, session: Any, full: bool) -> list[tuple[Any, ...]]:
         return []
+
+    async def claim_job(self, job_id: str) -> bool:
+        """True when this proxy is to run the migration job: always in Standalone; in Cluster mode when it
+        holds (or just took) the job's claim in the registry, so that one proxy copies at a time."""
+        return True
+
+    async def job_elsewhere(self, job_id: str) -> bool:
+        """True when another proxy runs the migration job (or the registry cannot say): never in Standalone."""
+        return False
+
+    async def release_job(self, job_id: str) -> None:
+        """The job is over (committed, rolled back): its claim goes."""
+        return None
 
     async def compute_node_rows(self) -> list[tuple[Any, ...]] | None:
         """SHOW COMPUTE NODES rows of the whole cluster; None: this proxy alone."""

@@ -24,7 +24,7 @@ import itertools
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,6 +41,21 @@ if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
 
 log = structlog.get_logger("shardproxy.xa")
+
+
+class Decisions(Protocol):
+    """What recovery reads of a decision log: proxy.backends.xalog.DecisionLog (this proxy's, in its
+    directory), or in Cluster mode the registry's (proxy.cluster.xa: this proxy's, or a dead proxy's that
+    this one took over)."""
+
+    @property
+    def instance_id(self) -> str: ...
+
+    committed: dict[str, CommitRecord]
+    pending: set[str]
+    aborted: set[str]
+
+    def forget(self, gtrid: str) -> None: ...
 
 
 class ProxyServer(Protocol):
@@ -132,6 +147,7 @@ class RecoveryPass:
     retry: list[str] = field(default_factory=list)  # xids whose XA COMMIT/ROLLBACK did not go through yet
     unreachable: list[str] = field(default_factory=list)  # servers
     finished: list[str] = field(default_factory=list)  # commit records now done
+    waiting: list[str] = field(default_factory=list)  # xids left alone: their transaction is in flight here
 
 
 class TransactionManager:
@@ -145,6 +161,9 @@ class TransactionManager:
         self.props: dict[str, Any] = dict(rule.props)
         self.worker, self.workers = worker, workers
         self.log: DecisionLog | None = None
+        # Cluster mode (proxy.cluster.xa): the decisions go to the registry, where another proxy finds them
+        # when this one dies, instead of to the local directory: called as DecisionLog is
+        self.log_factory: Callable[..., DecisionLog] | None = None
         self.in_flight: set[str] = set()  # gtrids of this process's open XA transactions
         self._seq = itertools.count(1)
         self._server: ProxyServer | None = None
@@ -223,7 +242,7 @@ class TransactionManager:
             self._start_recovery()
 
     def _open_log(self, props: Mapping[str, Any]) -> None:
-        xa_log = DecisionLog(self.log_dir(props), instance_id=self._instance_prop(props))
+        xa_log = (self.log_factory or DecisionLog)(self.log_dir(props), instance_id=self._instance_prop(props))
         xa_log.open()
         self.log = xa_log
 
@@ -301,24 +320,27 @@ class TransactionManager:
                     entry[1].append(name)
         return out
 
-    def _ours(self, branch: PreparedBranch) -> str | None:
-        """The gtrid when the branch is this proxy's, else None."""
-        if self.log is None or branch.format_id != FORMAT_ID:
+    def _ours(self, branch: PreparedBranch, decisions: Decisions | None = None) -> str | None:
+        """The gtrid when the branch is this proxy's (or, given, that log's), else None."""
+        decisions = decisions or self.log
+        if decisions is None or branch.format_id != FORMAT_ID:
             return None
         try:
             gtrid = branch.gtrid.decode("ascii")
         except UnicodeDecodeError:
             return None
-        return gtrid if gtrid.startswith(self.prefix) else None
+        return gtrid if gtrid.startswith(f"sp-{decisions.instance_id}-") else None
 
-    def _busy(self, gtrid: str) -> bool:
-        assert self.log is not None
-        return gtrid in self.in_flight or gtrid in self.log.pending
+    def _busy(self, gtrid: str, decisions: Decisions | None = None) -> bool:
+        decisions = decisions or self.log
+        assert decisions is not None
+        return gtrid in self.in_flight or gtrid in decisions.pending
 
-    def _decision(self, gtrid: str) -> bool:
+    def _decision(self, gtrid: str, decisions: Decisions | None = None) -> bool:
         """Commit (True) or roll back."""
-        assert self.log is not None
-        return gtrid in self.log.committed and gtrid not in self.log.aborted
+        decisions = decisions or self.log
+        assert decisions is not None
+        return gtrid in decisions.committed and gtrid not in decisions.aborted
 
     async def _scan(self, source: DataSource) -> list[PreparedBranch] | None:
         res = await source.admin_execute("XA RECOVER")
@@ -328,12 +350,14 @@ class TransactionManager:
             return None
         return parse_recover(res)
 
-    async def recover_once(self) -> RecoveryPass:
+    async def recover_once(self, decisions: Decisions | None = None) -> RecoveryPass:
         """One pass over every server: finish this proxy's prepared branches that no transaction in flight
         owns. A commit record is done once every server it names was scanned and holds none of its branches
-        (or had them committed by this pass)."""
+        (or had them committed by this pass). `decisions`: another log's branches instead (Cluster mode: a
+        dead proxy's, taken over; proxy.cluster.xa)."""
         report = RecoveryPass()
-        if self.log is None:
+        xa_log = decisions or self.log
+        if xa_log is None:
             return report
         async with self._recovery_lock:
             servers = self._servers()
@@ -346,12 +370,13 @@ class TransactionManager:
                     continue
                 scanned.add(key)
                 for branch in branches:
-                    gtrid = self._ours(branch)
-                    if gtrid is None or self._busy(gtrid):
+                    gtrid = self._ours(branch, xa_log)
+                    if gtrid is None or self._busy(gtrid, xa_log):
                         if gtrid is not None:
                             left.setdefault(gtrid, set()).add(key)
+                            report.waiting.append(branch.sql)
                         continue
-                    commit = self._decision(gtrid)
+                    commit = self._decision(gtrid, xa_log)
                     verb = "COMMIT" if commit else "ROLLBACK"
                     res = await source.admin_execute(f"XA {verb} {branch.sql}")
                     if res is None or isinstance(res, ERRPacket):
@@ -366,14 +391,15 @@ class TransactionManager:
                     (report.committed if commit else report.rolled_back).append(branch.sql)
                     log.warning("xa_recovered", xid=branch.sql, data_source=source.name,
                                 action="committed" if commit else "rolled back")
-            for gtrid, record in list(self.log.committed.items()):
-                if self._busy(gtrid) or gtrid in left:
+            for gtrid, record in list(xa_log.committed.items()):
+                if self._busy(gtrid, xa_log) or gtrid in left:
                     continue
                 if all(b.server in scanned for b in record.branches):
-                    self.log.forget(gtrid)
+                    xa_log.forget(gtrid)
                     report.finished.append(gtrid)
-        self.passes += 1
-        self.last_pass = report
+        if decisions is None:
+            self.passes += 1
+            self.last_pass = report
         return report
 
     async def _recovery_loop(self) -> None:

@@ -25,7 +25,13 @@ log = structlog.get_logger("shardproxy.cluster.etcd")
 
 
 class RegistryUnavailable(Exception):
-    """No etcd endpoint answered (or it answered with an error)."""
+    """No etcd endpoint answered (or it answered with an error). `maybe_applied`: a request may have
+    reached etcd before its answer was lost (so a write may have happened); False when no endpoint could
+    even be connected to, or etcd answered with an error."""
+
+    def __init__(self, message: str, *, maybe_applied: bool = True) -> None:
+        super().__init__(message)
+        self.maybe_applied = maybe_applied
 
 
 def _b64(text: str) -> str:
@@ -119,6 +125,7 @@ class EtcdClient:
         self.endpoints = list(endpoints)
         self.timeout = timeout
         self._preferred = 0  # the endpoint that answered last
+        self._connected = 0  # connections made (a request after one may have reached etcd)
 
     def _order(self) -> list[tuple[str, int]]:
         n = len(self.endpoints)
@@ -127,6 +134,7 @@ class EtcdClient:
     async def _open(self, host: str, port: int, path: str, body: dict[str, Any]
                     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int, dict[str, str]]:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), self.timeout)
+        self._connected += 1
         try:
             payload = json.dumps(body).encode()
             writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
@@ -141,6 +149,7 @@ class EtcdClient:
     async def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """One request/response call on the first endpoint that answers."""
         errors: list[str] = []
+        connected = self._connected  # another call connecting meanwhile makes this one look sent: the safe side
         for i, (host, port) in enumerate(self._order()):
             try:
                 reader, writer, status, headers = await self._open(host, port, path, body)
@@ -155,12 +164,14 @@ class EtcdClient:
                 answer = json.loads(data or b"{}")
                 if status != 200:
                     raise RegistryUnavailable(f"etcd {host}:{port} {path}: HTTP {status} "
-                                              f"{answer.get('message') or answer.get('error') or ''}".strip())
+                                              f"{answer.get('message') or answer.get('error') or ''}".strip(),
+                                              maybe_applied=False)
                 self._preferred = (self._preferred + i) % len(self.endpoints)
                 return dict(answer)
             except (TimeoutError, OSError, ConnectionError, asyncio.IncompleteReadError, ValueError) as exc:
                 errors.append(f"{host}:{port}: {exc or type(exc).__name__}")
-        raise RegistryUnavailable("no etcd endpoint answered (" + "; ".join(errors) + ")")
+        raise RegistryUnavailable("no etcd endpoint answered (" + "; ".join(errors) + ")",
+                                  maybe_applied=self._connected != connected)
 
     # -- kv ---------------------------------------------------------------------------------------------
 
@@ -208,6 +219,13 @@ class EtcdClient:
         if not answer.get("succeeded"):
             return None
         return int(answer.get("header", {}).get("revision", 0))
+
+    async def txn(self, compare: Sequence[dict[str, Any]], success: Sequence[dict[str, Any]],
+                  failure: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+        """One etcd transaction, its comparisons built with `exists` / `absent` and its operations with
+        `put_op` / `delete_op` / `range_op`; the raw answer (`succeeded`, `responses`)."""
+        return await self.call("/v3/kv/txn", {"compare": list(compare), "success": list(success),
+                                              "failure": list(failure)})
 
     # -- leases -----------------------------------------------------------------------------------------
 
@@ -258,6 +276,39 @@ class EtcdClient:
             finally:
                 writer.close()
         raise RegistryUnavailable(f"no etcd endpoint accepted the watch ({last_error})")
+
+
+def exists(key: str) -> dict[str, Any]:
+    """A txn comparison: key is there (its create revision is past 0)."""
+    return {"key": _b64(key), "result": "GREATER", "target": "CREATE", "create_revision": "0"}
+
+
+def absent(key: str) -> dict[str, Any]:
+    return {"key": _b64(key), "result": "EQUAL", "target": "CREATE", "create_revision": "0"}
+
+
+def put_op(key: str, value: str, lease: int = 0) -> dict[str, Any]:
+    return {"requestPut": {"key": _b64(key), "value": _b64(value), **({"lease": str(lease)} if lease else {})}}
+
+
+def delete_op(key: str, *, prefix: bool = False) -> dict[str, Any]:
+    body = {"key": _b64(key)}
+    if prefix:
+        body["range_end"] = _b64(prefix_end(key))
+    return {"requestDeleteRange": body}
+
+
+def range_op(key: str) -> dict[str, Any]:
+    return {"requestRange": {"key": _b64(key)}}
+
+
+def txn_kvs(answer: dict[str, Any]) -> list[KeyValue]:
+    """The keys the range operations of a transaction's answer read."""
+    out = []
+    for response in answer.get("responses") or []:
+        for kv in (response.get("response_range") or {}).get("kvs") or []:
+            out.append(_kv(kv))
+    return out
 
 
 def _events(line: bytes) -> list[WatchEvent]:

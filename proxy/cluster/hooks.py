@@ -6,6 +6,7 @@ rooms reach through `proxy.clusterport.port(server)` without importing this pack
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -38,20 +39,39 @@ async def join(config: ProxyConfig) -> tuple[ProxyConfig, ClusterNode | None]:
 
     node = await ClusterNode.join(config)
     remote.install(node)
+    from proxy.cluster import xa
+
+    await xa.register_owner(node)  # XA: every gtrid of this proxy is under a registered owner
+    node.lease_renewed.append(lambda: xa.register_owner(node))
     return node.config, node
 
 
 def bind(node: ClusterNode | None, server: ProxyServer) -> None:
     if node is not None:
+        from proxy.cluster import xa
+
         node.bind(server)
         _NODES[server] = node
         server.cluster = ClusterHooks(node, server)
+        xa.install(node, server)  # XA decisions in the registry, from the log's opening (server start-up)
 
 
 async def start(node: ClusterNode | None, addrs: list[tuple[str, int]], version: str) -> None:
     if node is not None:
+        from proxy.cluster import xa
+
         host, port = addrs[0] if addrs else ("", 0)
         await node.start(str(host), int(port), version)
+        if node.server is not None:  # in-doubt XA branches of proxies that died: one live proxy finishes them
+            from proxy.cluster import jobs
+
+            node.takeover = xa.XATakeOver(node, node.server)
+            node._tasks.append(node.takeover.start())
+            # and what this proxy's local XA log holds from Standalone mode, if anything
+            node._tasks.append(asyncio.get_running_loop().create_task(xa.finish_local_log(node.server)))
+            # migration jobs of proxies that died: one live proxy resumes each
+            node.job_takeover = jobs.MigrationTakeOver(node, node.server)
+            node._tasks.append(node.job_takeover.start())
 
 
 async def leave(node: ClusterNode | None) -> None:
@@ -67,6 +87,8 @@ def _refused(node: ClusterNode, statement: str, exc: Exception) -> DistSQLError:
 
 class ClusterHooks(Standalone):
     """Cluster mode's answers for one server (proxy.clusterport.Standalone's methods, over the registry)."""
+
+    cluster = True
 
     def __init__(self, node: ClusterNode, server: ProxyServer) -> None:
         self.node = node
@@ -116,8 +138,8 @@ class ClusterHooks(Standalone):
         tm = server.tm
         if tm.props.get("xa-instance-id") is not None:
             tm.alter(*before)
-            raise DistSQLError(1235, "ALTER TRANSACTION RULE refused: in Cluster mode every proxy needs its own XA "
-                               "instance id (kept in its xa-log-dir); leave out 'xa-instance-id'", "42000")
+            raise DistSQLError(1235, "ALTER TRANSACTION RULE refused: in Cluster mode every proxy process gets its "
+                               "own XA owner id from the registry; leave out 'xa-instance-id'", "42000")
         doc = {"defaultType": tm.default_type, "providerType": tm.provider_type, "props": dict(tm.props)}
         try:
             await node.publish(reg.TRANSACTION, doc)
@@ -161,6 +183,31 @@ class ClusterHooks(Standalone):
                 info = row[7] if full or row[7] is None else str(row[7])[:100]
                 out.append((*row[:7], info, 0.0))
         return out
+
+    async def claim_job(self, job_id: str) -> bool:
+        """This proxy runs the migration job when it holds its claim (taken now if nobody's); False when
+        another proxy holds it, or the registry cannot say."""
+        from proxy.cluster import jobs
+
+        try:
+            return await jobs.claim(self.node, job_id) in (jobs.CLAIMED, jobs.OURS)
+        except RegistryUnavailable as exc:
+            self.node._mark(False, exc)
+            return False
+
+    async def job_elsewhere(self, job_id: str) -> bool:
+        from proxy.cluster import jobs
+
+        try:
+            return await jobs.owner(self.node, job_id) not in (None, self.node.instance_id)
+        except RegistryUnavailable as exc:
+            self.node._mark(False, exc)
+            return True
+
+    async def release_job(self, job_id: str) -> None:
+        from proxy.cluster import jobs
+
+        await jobs.release(self.node, job_id)
 
     async def compute_node_rows(self) -> list[tuple[Any, ...]] | None:
         """SHOW COMPUTE NODES in Cluster mode (None in Standalone)."""

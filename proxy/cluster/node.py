@@ -65,6 +65,11 @@ class ClusterNode:
         # called with a compute node's instance id when it leaves (lease revoked or expired): the place for
         # a migration job's or an XA log's owner to be taken over (see take_over)
         self.node_left: list[Callable[[str], Awaitable[None]]] = []
+        self.takeover: Any = None  # proxy.cluster.xa.XATakeOver, once started
+        self.job_takeover: Any = None  # proxy.cluster.jobs.MigrationTakeOver, once started
+        self.xa_owner: tuple[str, int] | None = None  # proxy.cluster.xa: the XA owner, and its lease
+        # awaited after a new lease was taken (the old one expired): proxy.cluster.xa registers a new owner
+        self.lease_renewed: list[Callable[[], Awaitable[Any]]] = []
 
     def key(self, relative: str) -> str:
         return self.prefix + relative
@@ -97,6 +102,27 @@ class ClusterNode:
         log.info("cluster_joined", registry=self.describe(), namespace=self.mode.namespace, seeded=seeded,
                  databases=list(self.config.databases), instance_id=self.instance_id)
         await self._lease_and_slot()
+
+    async def reseed_if_empty(self, kvs: Sequence[KeyValue], revision: int) -> tuple[Sequence[KeyValue], int]:
+        """etcd came back without the cluster's keys (its data directory was lost, or the namespace was
+        deleted): seed it again from this proxy's running configuration, so that proxies starting now take
+        that rather than their conf/ (or nothing). Several proxies race for it as at the first start: one
+        transaction wins, the others take its configuration through the watch, as any change."""
+        if self.server is None or any(kv.key == self.key(reg.SEEDED) for kv in kvs):
+            return kvs, revision
+        tm = self.server.tm
+        rule = {"defaultType": tm.default_type, "providerType": tm.provider_type, "props": dict(tm.props)}
+        items = reg.running_items(self.server.config, self.server.databases_by_name, rule)
+        seeded = await self.client.put_all_if_absent(self.key(reg.SEEDED), [(self.key(k), v) for k, v in items])
+        log.warning("cluster_registry_reseeded" if seeded else "cluster_registry_reseeded_by_another",
+                    registry=self.describe(), namespace=self.mode.namespace,
+                    databases=list(self.server.databases_by_name),
+                    detail="etcd came back without the cluster's configuration: seeded again from a running proxy's")
+        kvs, revision = await self.client.get_prefix(self.prefix)
+        # the old revisions mean nothing in a new etcd; the caller applies what it reads (the winner's
+        # configuration, when another proxy seeded first), which also records it as seen
+        self._seen.clear()
+        return kvs, revision  # the lease went with the data: the keep-alive sees it and registers again
 
     def _remember(self, kvs: Sequence[KeyValue]) -> None:
         for kv in kvs:
@@ -168,6 +194,8 @@ class ClusterNode:
                     log.warning("cluster_lease_expired", detail="registering again")
                     await self._lease_and_slot()
                     await self._register()
+                    for hook in list(self.lease_renewed):
+                        await hook()
                 self._mark(True)
             except RegistryUnavailable as exc:
                 self._mark(False, exc)
@@ -191,9 +219,11 @@ class ClusterNode:
                 await self._catch_up()
 
     async def _catch_up(self) -> None:
-        """Read the whole namespace again after the watch broke: apply what changed meanwhile."""
+        """Read the whole namespace again after the watch broke: apply what changed meanwhile (or seed the
+        registry again when it came back empty)."""
         kvs, revision = await self.client.get_prefix(self.prefix)
         self._mark(True)
+        kvs, revision = await self.reseed_if_empty(kvs, revision)
         for kv in kvs:
             if kv.key.startswith((self.key("metadata/"), self.key(reg.PROPS), self.key(reg.TRANSACTION))):
                 await self._dispatch(WatchEvent("PUT", kv.key, kv.value, kv.mod_revision))

@@ -11,8 +11,11 @@ Every key lives under `/<namespace>/`:
     nodes/slots/<n>                          the instance holding connection-id slot n (bound to its lease)
     processlist/requests/<req>, processlist/responses/<req>/<instance>
     kill/requests/<instance>/<req>, kill/responses/<req>
-    jobs/migration/<job>                     (hook) a migration job's state, for another proxy to take over
-    xa/log/<instance>/<xid>                  (hook) XA decisions of a proxy, for another to recover
+    jobs/migration/<instance>/<name>         (hook) long-running work's state kept by a node (ClusterNode.put_state)
+    jobs/owners/<job-id>                     the proxy copying a migration job (bound to its lease; proxy.cluster.jobs)
+    xa/owners/<owner>, xa/alive/<owner>      an XA owner (one proxy process under one lease; proxy.cluster.xa)
+    xa/log/<owner>/<gtrid>                   its commit decisions, for another proxy to recover when it dies
+    claims/xa/<owner>                        the live proxy recovering a dead owner (bound to its lease)
 
 Documents are JSON: a database document is the parsed `database-*.yaml` with its rule tags as `__rule__`
 keys (proxy.config's own form), so loading it again goes through exactly the validation the file does.
@@ -47,6 +50,9 @@ KILL_REQUESTS = "kill/requests/"
 KILL_RESPONSES = "kill/responses/"
 MIGRATION_JOBS = "jobs/migration/"
 XA_LOG = "xa/log/"
+XA_OWNERS = "xa/owners/"
+XA_ALIVE = "xa/alive/"
+XA_CLAIMS = "claims/xa/"
 
 
 def dumps(value: Any) -> str:
@@ -72,6 +78,18 @@ def seed_items(config: ProxyConfig) -> list[tuple[str, str]]:
         {"user": f"{u.user}@{u.host}", "password": u.password, "admin": u.admin} for u in config.users]})))
     if gdoc.get("transaction") is not None:
         items.append((TRANSACTION, dumps(gdoc["transaction"])))
+    return items
+
+
+def running_items(config: ProxyConfig, databases: Mapping[str, Any], transaction: Mapping[str, Any] | None
+                  ) -> list[tuple[str, str]]:
+    """What a running proxy would seed an emptied registry with: its databases as they are now (rules and
+    storage units changed since the start included: `databases` maps names to LogicalDatabase), its props and
+    its transaction rule (ALTER TRANSACTION RULE's, not global.yaml's)."""
+    current = replace(config, databases={name: db.config for name, db in databases.items()})
+    items = [item for item in seed_items(current) if item[0] != TRANSACTION]
+    if transaction is not None:
+        items.append((TRANSACTION, dumps(dict(transaction))))
     return items
 
 
@@ -104,8 +122,8 @@ def config_from_registry(config: ProxyConfig, kvs: Iterable[KeyValue], prefix: s
                                 f"{source}/{AUTHORITY}", users, warnings.append)
     transaction = _transaction(values.get(TRANSACTION), f"{source}/{TRANSACTION}", warnings.append)
     if transaction.props.get("xa-instance-id") is not None:
-        raise ConfigError("in Cluster mode every proxy needs its own XA instance id (each proxy keeps it in its "
-                          "xa-log-dir); remove transaction.props.xa-instance-id", file=transaction.file,
+        raise ConfigError("in Cluster mode every proxy process gets its own XA owner id from the registry; "
+                          "remove transaction.props.xa-instance-id", file=transaction.file,
                           key="transaction.props.xa-instance-id")
     return replace(config, users=users, props=props, databases=databases or dict(config.databases),
                    privilege=privilege, transaction=transaction,

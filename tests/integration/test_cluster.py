@@ -193,11 +193,12 @@ def test_three_proxies_one_configuration(mariadb_shards: list[MariaDBServer], et
             assert wait_for(lambda p=p, shown=shown: p.query(shown) == [("proxy_merge_memory_rows", "54321")],
                             5) < WITHIN
 
-        # ALTER TRANSACTION RULE travels too (each proxy opens its own XA log, in its own conf/)
+        # ALTER TRANSACTION RULE travels too (the XA decisions go to the registry: no local log)
         a.query("ALTER TRANSACTION RULE (DEFAULT='XA', TYPE(NAME='Narayana'))")
         for p in (b, c):
             assert wait_for(lambda p=p: p.query("SHOW TRANSACTION RULE")[0][0] == "XA", 5) < WITHIN
-        assert (conf_c / "xa-log" / "decisions.log").exists()
+        assert c.call(lambda: type(c.server.tm.log).__name__) == "RegistryDecisionLog"
+        assert not (conf_c / "xa-log" / "decisions.log").exists()
         b.query("INSERT INTO t_user (id, name) VALUES (11, 'xa1'), (12, 'xa2')", "cl_db")  # an XA write, via B
         assert sorted(c.query("SELECT id FROM t_user WHERE id > 10", "cl_db")) == [(11,), (12,)]
         errno, _message = error_of(lambda: a.query("ALTER TRANSACTION RULE (DEFAULT='XA', TYPE(NAME='Narayana', "

@@ -5,6 +5,7 @@ and exactly one taker for what the node that left kept. Also: the two hold diffe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import uuid
 from pathlib import Path
@@ -71,8 +72,12 @@ async def test_state_outlives_its_node_and_has_one_taker(etcd: EtcdServer, tmp_p
 async def test_a_node_whose_lease_ended_registers_again(etcd: EtcdServer, tmp_path: Path) -> None:
     """As after an etcd outage longer than timeToLiveSeconds: the lease is gone, the keep-alive sees it and the
     node takes a new one, listed again under the same connection-id slot."""
+    from proxy.cluster import xa
+
     node = await ClusterNode.join(_config(tmp_path, etcd, f"ls_{uuid.uuid4().hex[:8]}", "one"))
     try:
+        old_owner = await xa.register_owner(node)
+        node.lease_renewed.append(lambda: xa.register_owner(node))
         await node.start("127.0.0.1", 1, "t")
         slot, old_lease = node.slot, node.lease
         await node.client.revoke(old_lease)
@@ -83,6 +88,11 @@ async def test_a_node_whose_lease_ended_registers_again(etcd: EtcdServer, tmp_pa
             await asyncio.sleep(0.02)
         assert [n["instance_id"] for n in await node.compute_nodes()] == [node.instance_id]
         assert node.lease != old_lease and node.slot == slot
+        for _ in range(100):  # and a new XA owner under the new lease (the old one is dead, for a taker)
+            if node.xa_owner is not None and node.xa_owner[1] == node.lease:
+                break
+            await asyncio.sleep(0.02)
+        assert node.xa_owner is not None and node.xa_owner[0] != old_owner and node.xa_owner[1] == node.lease
         assert (await node.client.get(node.key(f"{reg.SLOTS}{slot}"))).value == node.instance_id  # type: ignore[union-attr]
     finally:
         await node.close()
@@ -102,3 +112,61 @@ async def test_a_first_proxy_without_databases_seeds_nothing(etcd: EtcdServer, t
         await ClusterNode.join(empty)
     node = ClusterNode(config.mode, config)  # type: ignore[arg-type]
     assert (await node.client.get_prefix(node.prefix))[0] == []  # not seeded: a full conf/ may still seed it
+
+
+class _FakeTM:
+    """What XATakeOver asks of the transaction manager: a recovery pass with the adopted decisions."""
+
+    recovery_interval = 0.2
+
+    def __init__(self) -> None:
+        self.passes: list[dict[str, object]] = []
+
+    async def recover_once(self, decisions):  # type: ignore[no-untyped-def]
+        from proxy.backends.xa import RecoveryPass
+
+        self.passes.append({"owner": decisions.instance_id, "committed": sorted(decisions.committed)})
+        return RecoveryPass()
+
+
+async def test_xa_decisions_are_fenced_by_the_owners_lease_and_taken_over_once(etcd: EtcdServer,
+                                                                              tmp_path: Path) -> None:
+    """A decision is kept only while its owner's lease lives; once it ended, exactly one of two live nodes
+    claims the owner, reads its decisions, and deletes its keys when its recovery pass left nothing."""
+    from proxy.backends.xalog import Branch, CommitRecord, LogUnavailable
+    from proxy.cluster import xa
+
+    namespace = f"xa_{uuid.uuid4().hex[:8]}"
+    nodes = [await ClusterNode.join(_config(tmp_path, etcd, namespace, name)) for name in ("one", "two", "three")]
+    try:
+        for node in nodes:
+            await xa.register_owner(node)
+        dead, *alive = nodes
+        decisions = xa.RegistryDecisionLog(dead, tmp_path)
+        decisions.open()
+        owner = decisions.instance_id
+        branches = (Branch("ds_0", "h:1", "ds_0"), Branch("ds_1", "h:2", "ds_1"))
+        await decisions.log_commit(CommitRecord(f"sp-{owner}-1-1", branches, 1.0))
+        assert set(decisions.committed) == {f"sp-{owner}-1-1"}
+
+        await dead.client.revoke(dead.lease)  # as when it is SIGKILLed and its lease runs out
+        with pytest.raises(LogUnavailable, match="lease ended"):
+            await decisions.log_commit(CommitRecord(f"sp-{owner}-1-2", branches, 2.0))
+
+        tms = [_FakeTM(), _FakeTM()]
+        takers = [xa.XATakeOver(node, SimpleNamespace(tm=tm)) for node, tm in zip(alive, tms, strict=True)]
+        claimed = await asyncio.gather(*(t.sweep() for t in takers))
+        assert sorted(map(len, claimed)) == [0, 1]  # the dead owner, once; the live ones are nobody's
+        assert [o for c in claimed for o in c] == [owner]
+        for _ in range(100):
+            if any(t.done for t in takers):
+                break
+            await asyncio.sleep(0.02)
+        assert [p for tm in tms for p in tm.passes] == [{"owner": owner, "committed": [f"sp-{owner}-1-1"]}]
+        kvs, _rev = await alive[0].client.get_prefix(alive[0].key("xa/"))
+        assert not any(owner in kv.key for kv in kvs)  # owner, alive, decisions: all gone
+        assert all(o.xa_owner and o.xa_owner[0] in {kv.key.rsplit("/", 1)[1] for kv in kvs} for o in alive)
+    finally:
+        for node in nodes:
+            with contextlib.suppress(Exception):
+                await node.close()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from proxy.clusterport import port
 from proxy.execution.write_gate import _GATES, gate_for
 from proxy.migration import store
 from proxy.migration.job import Job, MigrationError, new_state
@@ -52,7 +53,7 @@ def _jobs(server: ProxyServer) -> dict[str, Job]:
 async def _load(server: ProxyServer, db: LogicalDatabase) -> None:
     """The jobs of `db` saved by this or an earlier proxy (once per database and process)."""
     loaded = _LOADED.setdefault(server, set())
-    if db.name in loaded:
+    if db.name in loaded and not port(server).cluster:  # Cluster mode: another proxy may have started one
         return
     jobs = _jobs(server)
     holder = Job(server, db, new_state(db.name, ""))
@@ -78,7 +79,9 @@ async def resume(server: ProxyServer) -> None:
             log.warning("migration_state_unreadable", database=db.name, error=str(exc))
             continue
         for job in _jobs(server).values():
-            if job.db is db and job.state.phase in store.ACTIVE and job.task is None:
+            # cluster hook: in Cluster mode only the proxy holding the job's claim copies (proxy.cluster.jobs)
+            if job.db is db and job.state.phase in store.ACTIVE and job.task is None \
+                    and await port(server).claim_job(job.state.id):
                 log.info("migration_resumed", job=job.state.id, table=job.state.table,
                          position=job.state.position)
                 job.start()
@@ -98,6 +101,17 @@ def _job(session: Session, d: DistSQL) -> Job:
     job = _jobs(session.server).get(d.name or "")
     if job is None:
         raise DistSQLError(1105, f"migration job {d.name!r} does not exist (SHOW MIGRATION LIST lists them)")
+    return job
+
+
+async def _owned(session: Session, d: DistSQL) -> Job:
+    """The job, for a statement that acts on it: in Cluster mode only the proxy running it may (its state
+    here is what that proxy saved, maybe long ago)."""
+    job = _job(session, d)
+    if job.state.phase in store.ACTIVE and await port(session.server).job_elsewhere(job.state.id):
+        raise DistSQLError(1105, f"migration {job.state.id} is run by another proxy of the cluster (or the registry "
+                           "cannot say which): send this statement to that proxy, the one that ran MIGRATE TABLE or "
+                           "took the job over (SHOW COMPUTE NODES lists the proxies)", "HY000")
     return job
 
 
@@ -123,7 +137,7 @@ async def execute(session: Session, d: DistSQL) -> None:
         elif d.kind == "show_migration_status":
             session.rows(list(STATUS_COLUMNS), [_status(_job(session, d))])
         elif d.kind == "check_migration":
-            await _job(session, d).check()
+            await (await _owned(session, d)).check()
             session.ok()
         elif d.kind == "show_migration_check_status":
             job = _job(session, d)
@@ -133,14 +147,16 @@ async def execute(session: Session, d: DistSQL) -> None:
                  _stamp(job.state.check_time))
                 for r in job.state.check])
         elif d.kind == "commit_migration":
-            job = _job(session, d)
+            job = await _owned(session, d)
             await job.commit(lambda: _end_window(job))
             _GATES.pop((job.db.name.lower(), job.state.table.lower()), None)
+            await port(session.server).release_job(job.state.id)  # cluster hook
             session.ok(info=f"write pause {job.state.pause_ms:.1f} ms".encode())
         elif d.kind == "rollback_migration":
-            job = _job(session, d)
+            job = await _owned(session, d)
             await job.rollback()
             _GATES.pop((job.db.name.lower(), job.state.table.lower()), None)
+            await port(session.server).release_job(job.state.id)  # cluster hook
             session.ok()
     except MigrationError as exc:
         raise DistSQLError(exc.errno, exc.message, exc.sqlstate) from None
@@ -161,6 +177,9 @@ async def _migrate(server: ProxyServer, db: LogicalDatabase, table: str) -> str:
     job = Job(server, db, new_state(db.name, rule.logic_table))
     job.key_column(rule)  # refuses a table without a usable key now, not in the background
     job.columns(rule)
+    if not await port(server).claim_job(job.state.id):  # cluster hook: this proxy runs the job it creates
+        raise MigrationError(f"MIGRATE TABLE {table}: the cluster registry cannot be reached to record which proxy "
+                             "runs the job (another would copy it too); retry when etcd is back", 1105)
     gate_for(db.name, rule.logic_table)
     await job.save()
     _jobs(server)[job.state.id] = job
@@ -194,5 +213,7 @@ async def _end_window(job: Job) -> None:
     warnings: list[str] = []
     config = database_config(doc, db.config.file, warnings.append)
     text = document_yaml(doc, f"COMMIT MIGRATION '{job.state.id}' ({job.state.table} leaves its resharding window)")
-    await asyncio.to_thread(_write, db.config.file, text)
+    # cluster hook: in Cluster mode every proxy ends the window (through the registry), conf/ is not written
+    if not await port(job.server).publish_database(db.name, doc, db.config.file, "COMMIT MIGRATION"):
+        await asyncio.to_thread(_write, db.config.file, text)
     db.reconfigure(config, db.sources)
