@@ -160,7 +160,8 @@ async def _select(session: Session, routed: RoutedStatement, codec: StatementCod
         with corked(session.wire):  # issue 15: proxy.frontend.cork
             await _select_concatenated(session, routed, codec, conns)
         return
-    readers = await _open_merge_readers(session, routed, codec, conns)
+    readers = _merge_readers(session, routed, codec, conns) or await _open_merge_readers(session, routed, codec,
+                                                                                         conns)
     answered = False
     try:
         await _start_all(readers)
@@ -173,7 +174,9 @@ async def _select(session: Session, routed: RoutedStatement, codec: StatementCod
 
 async def _start_all(readers: Sequence[_Reader]) -> None:
     """Send every unit's query at once (they run in parallel on the backends) and read their headers.
-    The first failure stops the rest: KILL QUERY on what is still running, instead of waiting for it."""
+    The first failure stops the rest: KILL QUERY on what is still running, instead of waiting for it.
+    (issue 15: writing every command first and reading the headers in unit order, with no task per unit,
+    was tried and dropped: a later unit's failure was then seen only after an earlier unit's header.)"""
     tasks = {asyncio.ensure_future(r.start()): r for r in readers}
     done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     failure = next((t.exception() for t in done if t.exception() is not None), None)
@@ -188,6 +191,16 @@ async def _start_all(readers: Sequence[_Reader]) -> None:
             failure = failure or task.exception()
     if failure is not None:
         raise failure
+
+
+def _merge_readers(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                   conns: dict[str, BackendConnection]) -> list[_Reader] | None:
+    """The readers `_open_merge_readers` opens when every data source has one unit (each on the session's
+    connection, nothing borrowed or buffered), without its task per data source (issue 15); None otherwise."""
+    units = routed.execution_units
+    if len({u.data_source for u in units}) != len(units):
+        return None
+    return [_UnitStream(conns[u.data_source], u, codec, borrowed=False) for u in units]
 
 
 def _send_header(session: Session, columns: Sequence[ColumnDefinition41]) -> None:
