@@ -345,7 +345,8 @@ def aggregate_raw(raw: str) -> tuple[int, Counter[str], Counter[str]]:
 
 
 def profile_point_select(port: int, proxy_pid: int, seconds: int, threads: int, tables: int, table_size: int,
-                         out: Path, rate: int = 250, db: str = "sbtest_pass", ps_mode: str = "auto") -> str:
+                         out: Path, rate: int = 250, db: str = "sbtest_pass", ps_mode: str = "auto",
+                         workload: str = "oltp_point_select") -> str:
     pyspy = shutil.which("py-spy")
     if pyspy is None:
         return "py-spy is not installed (pip install py-spy): no profile"
@@ -353,8 +354,13 @@ def profile_point_select(port: int, proxy_pid: int, seconds: int, threads: int, 
                             "-d", str(seconds + 1), "--nonblocking"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     time.sleep(1.0)
-    run = sysbench_run([*sysbench_common("oltp_point_select", port, db, "root", tables, table_size),
-                        f"--db-ps-mode={ps_mode}"], seconds, threads, proxy_pid, db)
+    if workload == "scatter":  # the scatter ORDER BY ... LIMIT 10 over 4 nodes (text protocol)
+        db, ps_mode = "sharding_db", "disable"
+        run = sysbench_run([str(SCATTER_LUA), *connection_args(port, db, "root"), "--table=t_order"],
+                           seconds, threads, proxy_pid, db)
+    else:
+        run = sysbench_run([*sysbench_common(workload, port, db, "root", tables, table_size),
+                            f"--db-ps-mode={ps_mode}"], seconds, threads, proxy_pid, db)
     spy_out = spy.communicate(timeout=120)[0].decode(errors="replace")
     if not out.exists():
         return f"py-spy wrote no profile:\n{spy_out[-2000:]}"
@@ -363,7 +369,7 @@ def profile_point_select(port: int, proxy_pid: int, seconds: int, threads: int, 
         return f"py-spy recorded no samples:\n{spy_out[-2000:]}"
     busy = total / (rate * (seconds + 1))
     lines = [f"py-spy record -p PID -f raw -r {rate} --nonblocking -d {seconds + 1}, during sysbench "
-             f"oltp_point_select --db-ps-mode={ps_mode} --threads={threads} through {db}: {describe(run)}",
+             f"{workload} --db-ps-mode={ps_mode} --threads={threads} through {db}: {describe(run)}",
              f"{total} samples of the proxy's threads while not idle (~{busy:.0%} of the wall time; samples in the "
              "event loop's poll are idle and not recorded); raw stacks: " + str(out),
              "", "| function | self % | inclusive % |", "|---|---|---|"]
@@ -490,6 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile-db", default="sbtest_pass", choices=("sbtest_pass", "sbtest"),
                     help="the logical database --profile runs the point select on (sbtest: the sharded one)")
     ap.add_argument("--profile-ps-mode", default="auto", choices=("auto", "disable"))
+    ap.add_argument("--profile-workload", default="oltp_point_select", choices=(*WORKLOADS, "scatter"),
+                    help="the workload --profile runs (scatter: the ORDER BY ... LIMIT 10 over 4 nodes)")
     ap.add_argument("--no-scatter", action="store_true", help="skip the scatter and streaming runs")
     ap.add_argument("--workers", type=int, default=None, help="pass --workers N to `proxy serve` (if it has it)")
     ap.add_argument("--no-sysbench", action="store_true", help="streaming and scatter only")
@@ -587,8 +595,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.profile:
                 print("\nprofiling ...", flush=True)
                 profile = profile_point_select(port, pid, max(args.time, 10), max(args.threads), args.tables,
-                                               args.table_size, work / "pyspy-point-select.raw",
-                                               db=args.profile_db, ps_mode=args.profile_ps_mode)
+                                               args.table_size, work / f"pyspy-{args.profile_workload}.raw",
+                                               db=args.profile_db, ps_mode=args.profile_ps_mode,
+                                               workload=args.profile_workload)
             time.sleep(0.5)
         log_text = (work / "proxy.log").read_text(errors="replace")
         log_errors = [ln for ln in log_text.splitlines() if "error" in ln.lower() or "Traceback" in ln]

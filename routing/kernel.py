@@ -104,6 +104,10 @@ class ShardingKernel:
         # the shapes of prepared statements' texts (parameters as `?`: the text repeats exactly at every
         # execute, so its scan is done once); short texts only
         self._shapes: PlanCache[Shape] = PlanCache(plan_cache_size)
+        # the last text statement scanned: the proxy's fast path asks `route_point` and then, for a
+        # statement on several nodes, `route` for the same text (issue 15); one scan serves both
+        self._last: Shape | None = None
+        self.generation = 0  # bumped by `invalidate`: a route worked out before it is stale
 
     @property
     def cache(self) -> PlanCache[Plan]:
@@ -113,6 +117,22 @@ class ShardingKernel:
         """Drop every cached plan (rules or metadata changed)."""
         self._cache.clear()
         self._shapes.clear()
+        self._last = None
+        self.generation += 1
+
+    def _shape(self, sql: str, params: Sequence[Any] | None) -> Shape:
+        if params is not None:
+            shape = self._shapes.get(sql)
+            if shape is None:
+                shape = scan_shape(sql)
+                if len(sql) <= _SHAPE_TEXT_LIMIT:
+                    self._shapes.put(sql, shape)
+            return shape
+        last = self._last
+        if last is not None and last.sql == sql:
+            return last
+        shape = self._last = scan_shape(sql)
+        return shape
 
     def route(
         self, sql: str, params: Sequence[Any] | None = None, hints: SessionHints | None = None
@@ -124,11 +144,7 @@ class ShardingKernel:
                 hints = merge_hints(hints, comment.hints)
         if hints is not None and hints.data_source:
             return self._direct(sql, params, hints)
-        shape = self._shapes.get(sql) if params is not None else None
-        if shape is None:
-            shape = scan_shape(sql)
-            if params is not None and len(sql) <= _SHAPE_TEXT_LIMIT:
-                self._shapes.put(sql, shape)
+        shape = self._shape(sql, params)
         plan = self._cache.get(shape.key)
         if plan is None or not plan.accepts(shape):
             plan = point_plan(compile_plan(shape, self.rules, self.metadata))  # issue 15: routing.point
@@ -146,11 +162,7 @@ class ShardingKernel:
         for every point select costs more than routing it (issue 15)."""
         if "/*" in sql:
             return None
-        shape = self._shapes.get(sql) if params is not None else None
-        if shape is None:
-            shape = scan_shape(sql)
-            if params is not None and len(sql) <= _SHAPE_TEXT_LIMIT:
-                self._shapes.put(sql, shape)
+        shape = self._shape(sql, params)
         plan = self._cache.get(shape.key)
         if type(plan) is not PointPlan or not plan.accepts(shape):
             return None

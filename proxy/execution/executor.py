@@ -154,13 +154,46 @@ def _logic_column(col: ColumnDefinition41, renames: dict[str, str], schema: str)
     return replace(col, table=table, org_table=org_table, schema=schema if col.schema else col.schema)
 
 
+# issue 15: a node's column definition (decoded once per distinct payload, so the same object comes back
+# statement after statement) -> its logic form and that form's payload, for the names it was renamed to.
+# The entry holds the node's object, so its id cannot be reused while the entry lives.
+_LOGIC_COLUMNS: dict[int, tuple[ColumnDefinition41, str, str, str, ColumnDefinition41, bytes]] = {}
+_LOGIC_COLUMNS_LIMIT = 4096
+
+
+def _logic_columns(columns: Sequence[ColumnDefinition41], renames: dict[str, str], schema: str
+                   ) -> tuple[list[ColumnDefinition41], list[bytes]]:
+    """`_logic_column` of each column, and each one's encoded payload: the `dataclasses.replace` and the
+    encoding are done once per node column and name mapping, not at every statement."""
+    logic: list[ColumnDefinition41] = []
+    payloads: list[bytes] = []
+    cache = _LOGIC_COLUMNS
+    for col in columns:
+        table = renames.get(col.table.lower(), col.table)
+        org_table = renames.get(col.org_table.lower(), col.org_table)
+        hit = cache.get(id(col))
+        if hit is not None and hit[0] is col and hit[1] == table and hit[2] == org_table and hit[3] == schema:
+            logic.append(hit[4])
+            payloads.append(hit[5])
+            continue
+        out = _logic_column(col, renames, schema)
+        payload = out.encode()
+        if len(cache) >= _LOGIC_COLUMNS_LIMIT:
+            cache.clear()
+        cache[id(col)] = (col, table, org_table, schema, out, payload)
+        logic.append(out)
+        payloads.append(payload)
+    return logic, payloads
+
+
 async def _select(session: Session, routed: RoutedStatement, codec: StatementCodec,
                   conns: dict[str, BackendConnection]) -> None:
     if routed.merge_spec is None and not routed.result_table_renames:
         with corked(session.wire):  # issue 15: proxy.frontend.cork
             await _select_concatenated(session, routed, codec, conns)
         return
-    readers = await _open_merge_readers(session, routed, codec, conns)
+    readers = _merge_readers(session, routed, codec, conns) or await _open_merge_readers(session, routed, codec,
+                                                                                         conns)
     answered = False
     try:
         await _start_all(readers)
@@ -173,7 +206,9 @@ async def _select(session: Session, routed: RoutedStatement, codec: StatementCod
 
 async def _start_all(readers: Sequence[_Reader]) -> None:
     """Send every unit's query at once (they run in parallel on the backends) and read their headers.
-    The first failure stops the rest: KILL QUERY on what is still running, instead of waiting for it."""
+    The first failure stops the rest: KILL QUERY on what is still running, instead of waiting for it.
+    (issue 15: writing every command first and reading the headers in unit order, with no task per unit,
+    was tried and dropped: a later unit's failure was then seen only after an earlier unit's header.)"""
     tasks = {asyncio.ensure_future(r.start()): r for r in readers}
     done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     failure = next((t.exception() for t in done if t.exception() is not None), None)
@@ -190,8 +225,20 @@ async def _start_all(readers: Sequence[_Reader]) -> None:
         raise failure
 
 
-def _send_header(session: Session, columns: Sequence[ColumnDefinition41]) -> None:
-    head = [column_count_payload(len(columns))] + [c.encode() for c in columns]
+def _merge_readers(session: Session, routed: RoutedStatement, codec: StatementCodec,
+                   conns: dict[str, BackendConnection]) -> list[_Reader] | None:
+    """The readers `_open_merge_readers` opens when every data source has one unit (each on the session's
+    connection, nothing borrowed or buffered), without its task per data source (issue 15); None otherwise."""
+    units = routed.execution_units
+    if len({u.data_source for u in units}) != len(units):
+        return None
+    return [_UnitStream(conns[u.data_source], u, codec, borrowed=False) for u in units]
+
+
+def _send_header(session: Session, columns: Sequence[ColumnDefinition41],
+                 payloads: Sequence[bytes] | None = None) -> None:
+    """`payloads`: the columns' encoded definitions, when the caller has them (`_logic_columns`)."""
+    head = [column_count_payload(len(columns)), *(payloads if payloads is not None else (c.encode() for c in columns))]
     if not session.capabilities & Capability.DEPRECATE_EOF:
         head.append(EOFPacket(0, ServerStatus(session.status)).encode())
     session.wire.send_many(head)
@@ -218,7 +265,7 @@ async def _select_concatenated(session: Session, routed: RoutedStatement, codec:
             return
         renames = _renames(routed)
         schema = session.database.name if session.database else ""
-        _send_header(session, [_logic_column(c, renames, schema) for c in header.columns])
+        _send_header(session, *_logic_columns(header.columns, renames, schema))
         status = warnings = sent = 0
         for first, (ds, units) in zip(firsts, groups.items(), strict=True):
             reader: _UnitStream = first
@@ -249,11 +296,11 @@ async def _answer_merged(
     schema = session.database.name if session.database else ""
     ncols = len(header.columns)
     visible = spec.visible_columns if spec is not None else ncols
-    columns = [_logic_column(c, renames, schema) for c in header.columns[:visible]]
+    columns, payloads = _logic_columns(header.columns[:visible], renames, schema)
     if routed.result_table_renames:
         await _renamed_rows(session, readers, columns, renames)
         return
-    _send_header(session, columns)
+    _send_header(session, columns, payloads)
     wire = session.wire
     if spec is None or not _needs_merge(spec, ncols):
         sent = 0

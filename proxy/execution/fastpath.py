@@ -31,6 +31,7 @@ from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF
 from proxy.backends.codec import execute_payload
+from proxy.execution.preroute import Prerouted, prerouted
 from proxy.execution.sticky import may_be_sticky
 from proxy.execution.units import error_renamer
 from routing.plan import ExecutionUnit, StatementKind
@@ -145,7 +146,7 @@ class FastPath:
     """One session's synchronous relay state."""
 
     __slots__ = ("armed", "backend_transport", "client", "conn", "eof_pending", "keep_for_next", "paused", "pending",
-                 "relay", "session", "tap", "transport")
+                 "prerouted", "relay", "session", "tap", "transport")
 
     def __init__(self, session: Session, client: ClientProtocol, transport: asyncio.WriteTransport) -> None:
         self.session = session
@@ -160,6 +161,8 @@ class FastPath:
         self.pending: list[bytes] = []  # client bytes that arrived while an answer was relayed
         self.paused = False  # the backend socket is not read until the client drains
         self.eof_pending = False  # the client half-closed while an answer was relayed
+        # issue 15: the route of a SELECT this path declined, for the session's coroutine (proxy.execution.preroute)
+        self.prerouted: Prerouted | None = None
 
     # -- client side --------------------------------------------------------------------------------------
 
@@ -187,6 +190,7 @@ class FastPath:
         return True
 
     def _start(self, target: Forward, command: int) -> None:
+        self.prerouted = None
         conn = target.conn
         tap = conn.tap
         assert tap is not None
@@ -386,6 +390,9 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
             routed = kernel.route(sql, params, None)
         except Exception:  # the slow path routes again and answers the refusal
             return None
+        fast = session.wire.fast
+        if isinstance(fast, FastPath):  # if this path declines, the session's coroutine takes this route
+            fast.prerouted = prerouted(kernel, sql, params, routed)
         units = routed.execution_units
         if len(units) != 1 or routed.result_table_renames or routed.generated_keys or routed.kind is not _SELECT \
                 or routed.into_variables or routed.dual_read is not None:  # INTO @v: every connection;

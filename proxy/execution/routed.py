@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from proxy.backends.codec import TEXT, StatementCodec
-from proxy.execution import explain, federation
+from proxy.execution import explain, federation, preroute
 from proxy.execution.executor import execute_plan
 from proxy.execution.units import log_statement
 from routing.errors import RoutingError
-from routing.plan import SessionHints
+from routing.plan import RoutedStatement, SessionHints
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
@@ -34,6 +34,18 @@ def routing_hints(session: Session, sql: str) -> SessionHints | None:
     if source is not None and session.found_rows_value is None and hints is None and _FOUND_ROWS_ONLY.match(sql):
         return SessionHints(data_source=source)
     return hints
+
+
+def _taken_route(session: Session, db: LogicalDatabase, sql: str, params: Sequence[object] | None
+                 ) -> RoutedStatement | None:
+    """The route the fast path worked out for this statement before it declined it (proxy.execution.preroute)."""
+    fast = session.wire.fast
+    kept = getattr(fast, "prerouted", None)
+    if kept is None:
+        return None
+    fast.prerouted = None  # type: ignore[union-attr]
+    assert db.kernel is not None
+    return kept.routed if preroute.matches(kept, db.kernel, sql, params) else None
 
 
 async def execute_routed(session: Session, db: LogicalDatabase, sql: str) -> None:
@@ -59,8 +71,11 @@ async def route_and_execute(
         log_statement(session, sql, routed, params or ())
         await explain.execute_explain(session, db, routed, codec)
         return
+    hints = routing_hints(session, sql)
+    routed = _taken_route(session, db, sql, params) if hints is None else None
     try:
-        routed = db.kernel.route(sql, params, routing_hints(session, sql))
+        if routed is None:
+            routed = db.kernel.route(sql, params, hints)
     except RoutingError as refusal:  # a SELECT the kernel cannot distribute, answered by federation
         if not await federation.federate(session, db, sql, params, codec, refusal):
             raise

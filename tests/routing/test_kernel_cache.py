@@ -89,9 +89,14 @@ def test_prepared_text_is_scanned_once(kernel: ShardingKernel, monkeypatch: pyte
     routed = kernel.route(sql, [2, 3])
     assert [(u.data_source, u.params) for u in routed.execution_units] == [("ds_0", (2, 3))]
     assert scans == []
-    kernel.route("SELECT * FROM t_order WHERE user_id = 2 AND order_id = 3")  # text: scanned every time
+    # text: scanned every time, except the same text right again (the fast path's route_point, then route)
     kernel.route("SELECT * FROM t_order WHERE user_id = 2 AND order_id = 3")
-    assert len(scans) == 2
+    kernel.route("SELECT * FROM t_order WHERE user_id = 2 AND order_id = 3")
+    assert len(scans) == 1
+    kernel.route("SELECT * FROM t_order WHERE user_id = 2 AND order_id = 4")
+    kernel.route("SELECT * FROM t_order WHERE user_id = 2 AND order_id = 3")
+    assert len(scans) == 3
     kernel.invalidate()
     kernel.route(sql, [2, 3])
-    assert len(scans) == 3
+    kernel.route("SELECT * FROM t_order WHERE user_id = 2 AND order_id = 3")
+    assert len(scans) == 5
