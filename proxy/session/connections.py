@@ -9,6 +9,8 @@ inherits these methods; the execution room reaches them through proxy.execution.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from protocol import text
@@ -24,6 +26,11 @@ if TYPE_CHECKING:
     from proxy.execution.state import StatementRegistry, TransactionState
 
 
+def interrupted(data_source: str) -> BackendError:
+    return BackendError(data_source, "Query execution was interrupted (KILL QUERY while waiting for a connection)",
+                        errno=1317, sqlstate="70100")
+
+
 class SessionConnections:
     """Mixin of `Session`: the connections it holds (`backends`, `read_backends`), borrows (`borrowed`)
     and is waiting for (`connecting`)."""
@@ -34,6 +41,8 @@ class SessionConnections:
     borrowed: set[BackendConnection]
     in_use: set[BackendConnection]
     connecting: list[str]
+    query_killed: bool  # KILL QUERY reached the current command
+    _kill_waits: list[asyncio.Future[None]]
     database: LogicalDatabase | None
     txn: TransactionState
     statements: StatementRegistry
@@ -84,17 +93,55 @@ class SessionConnections:
 
     async def acquire_from(self, source: DataSource, *, hold: bool = True) -> BackendConnection:
         """A connection of `source` for this session: now if one is free, else after giving back what
-        the session holds idle, waiting at most the data source's connectionTimeoutMilliseconds."""
+        the session holds idle, waiting at most the data source's connectionTimeoutMilliseconds, or until
+        a KILL QUERY of the command (`interrupt`)."""
         holder = self if hold else None
         self.connecting.append(source.name)
         try:
             conn = await source.try_acquire(self, found_rows=self.found_rows, holder=holder)
             if conn is None:
                 self._wait_without_holding()
-                conn = await source.acquire(self, found_rows=self.found_rows, holder=holder)
+                conn = await self._interruptible(source, source.acquire(self, found_rows=self.found_rows,
+                                                                        holder=holder))
         finally:
             self.connecting.remove(source.name)
         return conn
+
+    async def _interruptible(self, source: DataSource, acquiring: Any) -> BackendConnection:
+        """Wait for a pool, or end the wait with ERR 1317 when the command is killed meanwhile: a KILL QUERY
+        finds nothing running on a backend while its target waits for a connection, and without this the
+        statement would run to its end once it got one (`KILL QUERY` of a session queued on a full pool)."""
+        if self.query_killed:
+            acquiring.close()
+            raise interrupted(source.name)
+        waiting = asyncio.ensure_future(acquiring)
+        killed = asyncio.get_running_loop().create_future()
+        self._kill_waits.append(killed)
+        try:
+            await asyncio.wait((waiting, killed), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            waiting.cancel()
+            raise
+        finally:
+            self._kill_waits.remove(killed)
+            killed.cancel()
+        if not waiting.done():
+            waiting.cancel()  # the pool gives back whatever it handed to the abandoned wait
+            with contextlib.suppress(BaseException):
+                await waiting
+            raise interrupted(source.name)
+        conn: BackendConnection = waiting.result()
+        return conn
+
+    def interrupt(self) -> None:
+        """KILL QUERY of this session's current command: a wait for a pool ends with ERR 1317 (what runs
+        on the backends is killed by the server's KILL QUERY on them)."""
+        if not self.busy:
+            return  # between commands: KILL QUERY has nothing to stop, the next statement runs
+        self.query_killed = True
+        for killed in self._kill_waits:
+            if not killed.done():
+                killed.set_result(None)
 
     async def backends_for(self, data_sources: list[str], **access: bool) -> dict[str, BackendConnection]:
         """The session's connections to several data sources for one statement, taken in sorted order."""
@@ -246,4 +293,4 @@ class SessionConnections:
                                sqlstate=res.sqlstate)
 
 
-__all__ = ["SessionConnections"]
+__all__ = ["SessionConnections", "interrupted"]
