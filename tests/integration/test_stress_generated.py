@@ -769,3 +769,37 @@ def test_kill_query_stops_a_statement_waiting_for_a_connection(proxies: Proxies)
         victim.close()
         killer.close()
     assert proxies.local.query("SELECT COUNT(*) FROM t_order", DB) == [(0,)]  # the killed INSERT never ran
+
+
+def test_a_transaction_lends_the_connections_it_has_not_joined(proxies: Proxies) -> None:
+    """A session in a transaction kept every connection it held, also those of data sources the transaction
+    had not touched yet. Sessions whose transactions wrote ds_0 then ds_1 deadlocked (until ERR 1040) with
+    sessions whose open transactions held an idle ds_1 while they waited for ds_0 (found with 8 clients
+    on pools of 2)."""
+    _clean(proxies)
+    idle_in_txn = [proxies.local.connect(DB) for _ in range(POOL)]
+    writers = [proxies.local.connect(DB, read_timeout=5) for _ in range(POOL)]
+    try:
+        for conn in idle_in_txn:  # each holds an idle connection of ds_1's primary, then opens a transaction
+            with conn.cursor() as cur:
+                cur.execute("UPDATE t_order SET note = 'x' WHERE user_id = 1 AND status = 'none'")
+                cur.execute("BEGIN")
+        for n, conn in enumerate(writers):  # transactions holding every connection of ds_0's primary
+            with conn.cursor() as cur:
+                cur.execute("BEGIN")
+                cur.execute(f"INSERT INTO t_order (order_id, user_id, status, amount) VALUES ({2 * n + 10}, 0, 'w', 1)")
+        with writers[0].cursor() as cur:  # needs ds_1: the idle connections the transactions above hold
+            cur.execute("INSERT INTO t_order (order_id, user_id, status, amount) VALUES (11, 1, 'w', 1)")
+            cur.execute("SELECT COUNT(*) FROM t_order WHERE status = 'w'")
+            assert cur.fetchall() == ((2,),)  # its own two rows (the other writer has not committed)
+            cur.execute("COMMIT")
+        for conn in idle_in_txn:  # and they still work: their transactions take a connection when they need one
+            with conn.cursor() as cur:
+                cur.execute("SELECT COUNT(*) FROM t_order WHERE user_id = 1 AND status = 'w'")
+                assert cur.fetchall() == ((1,),)
+                cur.execute("ROLLBACK")
+    finally:
+        for conn in [*idle_in_txn, *writers]:
+            with contextlib.suppress(Exception):
+                conn.rollback()
+            conn.close()
