@@ -14,7 +14,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from protocol import text
-from protocol.constants import ServerStatus, SetOption
+from protocol.constants import ErrorCode, ServerStatus, SetOption
 from protocol.packets import ComSetOption, ERRPacket
 from proxy.backends.backend import BackendConnection, BackendError, DataSource
 from proxy.backends.readwrite import ReadWriteGroup
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def interrupted(data_source: str) -> BackendError:
     return BackendError(data_source, "Query execution was interrupted (KILL QUERY while waiting for a connection)",
-                        errno=1317, sqlstate="70100")
+                        errno=ErrorCode.QUERY_INTERRUPTED, sqlstate="70100")
 
 
 class SessionConnections:
@@ -105,6 +105,9 @@ class SessionConnections:
                                                                         holder=holder))
         finally:
             self.connecting.remove(source.name)
+        if self.query_killed:  # killed while the connection was being opened: it goes back unused
+            self.give_back(conn, reset=False)
+            raise interrupted(source.name)
         return conn
 
     async def _interruptible(self, source: DataSource, acquiring: Any) -> BackendConnection:

@@ -106,6 +106,46 @@ def pool_report(proxy: RunningProxy) -> dict[str, Any]:
     return dict(proxy.call(collect))
 
 
+def known_threads(proxy: RunningProxy) -> dict[int, str]:
+    """Server thread id -> data source name of every backend connection the proxy owns: pooled ones and
+    each data source's admin connection (for KILL QUERY)."""
+    def collect() -> dict[int, str]:
+        out: dict[int, str] = {}
+        for (_db, _name), source in proxy.server.sources.items():
+            members = [source.primary, *(r.source for r in source.replicas)] if hasattr(source, "replicas") \
+                else [source]
+            for member in members:
+                for conn in member.pool.connections():
+                    out[int(conn.thread_id)] = member.name
+                admin = getattr(member, "_admin", None)
+                if admin is not None:
+                    out[int(admin.thread_id)] = f"{member.name} (admin)"
+        return out
+
+    return dict(proxy.call(collect))
+
+
+def unknown_backend_threads(server: Any, dbs: Iterable[str], proxies: Sequence[RunningProxy],
+                            seconds: float = 5.0) -> list[tuple[Any, ...]]:
+    """Connections on `server` to the databases `dbs` that no proxy owns any more (leaked: closed by the
+    proxy's books, alive on the server), after giving closed sockets `seconds` to be noticed."""
+    names = list(dbs)
+    marks = ", ".join(["%s"] * len(names))
+    unknown: list[tuple[Any, ...]] = []
+    for _ in range(int(seconds / 0.2)):
+        known: dict[int, str] = {}
+        for proxy in proxies:
+            known.update(known_threads(proxy))
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT ID, COMMAND, TIME, STATE, LEFT(INFO, 80) FROM information_schema.PROCESSLIST "
+                        f"WHERE DB IN ({marks}) AND ID <> CONNECTION_ID()", names)
+            unknown = [tuple(r) for r in cur.fetchall() if int(r[0]) not in known]
+        if not unknown:
+            break
+        time.sleep(0.2)
+    return unknown
+
+
 def _pools_quiet(pools: dict[str, Any]) -> bool:
     return all(st.in_use == 0 and st.resetting == 0 and st.opening == 0 and st.waiting == 0
                for st in pools.values())
@@ -144,4 +184,4 @@ def backend_connections(server: Any, dbs: Iterable[str], xa_prefix: str = "") ->
 
 
 __all__ = ["LoadResult", "assert_pools_quiet", "backend_connections", "capture", "fresh_client_check",
-           "pool_report", "run_load", "wait_pools_quiet"]
+           "known_threads", "pool_report", "run_load", "unknown_backend_threads", "wait_pools_quiet"]

@@ -101,6 +101,8 @@ class BrokerSession(SessionConnections):
         self.borrowed: set[Any] = set()
         self.in_use: set[Any] = set()
         self.connecting: list[str] = []
+        self.query_killed = False
+        self._kill_waits: list[Any] = []
         self.database = database
         self.txn = TransactionState()
         self.statements = StatementRegistry()
@@ -246,7 +248,7 @@ def test_an_idle_held_connection_goes_to_a_session_that_waits_for_it() -> None:
 
 
 @pytest.mark.parametrize(("setup", "why"), [
-    (lambda s, c: setattr(s.txn, "begin_sql", "BEGIN"), "an open transaction"),
+    (lambda s, c: (setattr(s.txn, "begin_sql", "BEGIN"), s.txn.joined.append(c.name)), "an open transaction"),
     (lambda s, c: setattr(s, "sticky", True), "sticky session state"),
     (lambda s, c: setattr(c, "keep_for_next", True), "results the client may ask for next"),
     (lambda s, c: setattr(c, "status", 3), "IN_TRANS on the connection"),
@@ -270,6 +272,32 @@ def test_a_connection_with_the_sessions_state_on_it_is_never_lent(setup: Any, wh
         check(sources, [a, b])
         assert a.backends == {"ds_0": conn}, why
         conn.xa, conn.status, a.txn = None, 2, TransactionState()
+        a.close()
+        b.close()
+        await sources["ds_0"].close()
+
+    asyncio.run(run())
+
+
+def test_an_open_transaction_lends_a_connection_it_has_not_joined() -> None:
+    """Held from before BEGIN and not used since, the connection holds nothing of the transaction (joining
+    starts it there): kept, it let transactions deadlock on the pools (tests/integration/
+    test_stress_generated.py)."""
+    async def run() -> None:
+        sources = make_sources(["ds_0"], size=1, timeout=0.05)
+        await sources["ds_0"].start()
+        db = SimpleNamespace(sources=sources, kernel=None)
+        a, b = BrokerSession("a", db), BrokerSession("b", db)
+        a.begin()
+        await a.backend("ds_0")
+        a.txn.begin_sql = "BEGIN"  # BEGIN after it, nothing since
+        a.end()
+        b.begin()
+        await b.backend("ds_0")
+        b.end()
+        check(sources, [a, b])
+        assert a.backends == {} and "ds_0" in b.backends
+        a.txn = TransactionState()
         a.close()
         b.close()
         await sources["ds_0"].close()
