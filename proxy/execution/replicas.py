@@ -95,6 +95,8 @@ async def _replica_connection(
     except BackendError as exc:
         conn.broken = True
         session.give_back(conn)
+        if exc.errno == ErrorCode.QUERY_INTERRUPTED:
+            raise  # KILL QUERY: the statement ends, the replica is fine
         group.mark_down(replica.name, str(exc))
         return None
     session.read_backends[replica.name] = conn

@@ -291,6 +291,8 @@ class SessionConnections:
 
     async def _prepare_connection(self, conn: BackendConnection, *, join_transaction: bool) -> None:
         await self._fit(conn)
+        if self.query_killed:  # KILL QUERY meanwhile: it saw this connection nowhere (not yet the session's)
+            raise interrupted(conn.name)
         if join_transaction and self.txn.active:
             await txn.join(self, conn)
 
