@@ -196,10 +196,12 @@ class SessionConnections:
         ours lives on it beyond the state `_fit` can re-create: no transaction, no statement results a
         client may ask for next, no prepared statements, no temporary tables or locks (`sticky`).
 
-        In an open transaction, a primary connection the transaction has not joined yet holds nothing of
-        it (joining starts the transaction there): it is lent like any other. Kept, it made a hold-and-wait
-        cycle: session A in a transaction holds its joined ds_0 and waits for ds_1, while session B, in a
-        transaction that has not touched ds_1 yet, holds an idle ds_1 and waits for ds_0."""
+        In an open transaction, a connection the transaction has not joined holds nothing of it (joining
+        starts the transaction there; replica connections never join, their reads run in autocommit): it
+        is lent like any other. Kept, it made hold-and-wait cycles: session A in a transaction holds its
+        joined ds_0 and waits for ds_1, while session B, in a transaction that has not touched ds_1 yet,
+        holds an idle ds_1 and waits for ds_0; or B holds the replica connections of its reads before
+        BEGIN while a federated statement holds ds_0 and waits for that replica."""
         status = conn.status
         return not (
             conn.broken
@@ -208,7 +210,7 @@ class SessionConnections:
             or self.sticky
             or status & ServerStatus.IN_TRANS
             or not status & ServerStatus.AUTOCOMMIT
-            or (self.txn.active and (conn.name in self.txn.joined or self.read_backends.get(conn.name) is conn))
+            or (self.txn.active and conn.name in self.txn.joined)
             or conn.xa is not None
             or conn in self.borrowed
             or any(stmt.backend is conn or stmt.cursor_conn is conn for stmt in self.statements.by_id.values())

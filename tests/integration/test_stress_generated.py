@@ -806,3 +806,29 @@ def test_a_transaction_lends_the_connections_it_has_not_joined(proxies: Proxies)
             with contextlib.suppress(Exception):
                 conn.rollback()
             conn.close()
+
+
+def test_a_transaction_lends_the_replica_connections_of_its_earlier_reads(proxies: Proxies) -> None:
+    """Replica connections never join a transaction (under PRIMARY its reads go to the primary), yet a
+    session kept those of its autocommit reads for as long as a transaction was open: with federated
+    statements holding ds_0 while they read ds_1's replica, and those transactions waiting for ds_0,
+    the pools deadlocked until ERR 1040 (found by the mix of fed_subquery and txn_local)."""
+    _clean(proxies)
+    in_txn = [proxies.local.connect(DB) for _ in range(POOL)]
+    reader = proxies.local.connect(DB, read_timeout=5)
+    try:
+        for conn in in_txn:  # each holds an idle connection of ds_1's replica, then opens a transaction
+            with conn.cursor() as cur:
+                cur.execute("SELECT COUNT(*) FROM t_order WHERE user_id = 1")
+                cur.execute("BEGIN")
+        with reader.cursor() as cur:  # needs ds_1's replica: the idle connections the transactions hold
+            cur.execute("SELECT COUNT(*) FROM t_order WHERE user_id = 1")
+            assert cur.fetchall() == ((0,),)
+        for conn in in_txn:
+            with conn.cursor() as cur:
+                cur.execute("SELECT COUNT(*) FROM t_order WHERE user_id = 1")
+                assert cur.fetchall() == ((0,),)
+                cur.execute("COMMIT")
+    finally:
+        for conn in [*in_txn, reader]:
+            conn.close()
