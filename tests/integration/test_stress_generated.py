@@ -58,7 +58,7 @@ from tests.integration.stress_support import (
 
 CLIENTS = int(os.environ.get("SHARDPROXY_STRESS_CLIENTS", "48"))
 POOL = 2
-SECONDS = float(os.environ.get("SHARDPROXY_STRESS_SECONDS", "7"))
+SECONDS = float(os.environ.get("SHARDPROXY_STRESS_SECONDS", "6"))
 ORDERS_PER_USER = 3
 DB = "sgen_db"  # sharded over read/write splitting groups
 PLAIN_DB = "sgen_plain_db"  # the same tables, sharded over the primaries themselves
@@ -641,7 +641,7 @@ def _conf(dir_: Path, servers: list[MariaDBServer], transaction: dict[str, Any] 
     return write_conf(dir_, {DB: sources, PLAIN_DB: plain}, rules_yaml={DB: RULES, PLAIN_DB: PLAIN_RULES},
                       max_pool_size=POOL,
                       props={"proxy-frontend-max-connections": 0}, transaction=transaction,
-                      data_source_props={"connectionTimeoutMilliseconds": 20000})
+                      data_source_props={"connectionTimeoutMilliseconds": 8000})
 
 
 @pytest.fixture(scope="module")
