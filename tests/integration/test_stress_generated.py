@@ -7,11 +7,13 @@ multi-statement queries, LOCAL and XA transactions with errors inside them, read
 session variables, KILL QUERY of the client's own other connection, clients that vanish mid-result),
 so that a defect that needs two different kinds of statement to meet on one pool shows up.
 
-Layout: two servers; every data source is a read/write group (`rw_i`: primary `ds_i`, read member
-`ds_ir`, the same physical database, so replica reads are never stale); `t_order` and `t_order_item` are
-sharded by user_id % 2 (database) and order_id % 2 (table) and bound; `t_user` is a single table on
-`rw_1`. Two proxies over the same databases, one LOCAL and one XA by default (the transaction type is a
-global rule), `maxPoolSize: 2` per data source.
+Layout: two servers and two logical databases over the same physical ones. In `sgen_db` every data source
+is a read/write group (`rw_i`: primary `ds_i`, read member `ds_ir`, the same physical database, so
+replica reads are never stale); `sgen_plain_db` shards over the primaries themselves (reads share the
+pools with writes, as in most deployments). `t_order` and `t_order_item` are sharded by user_id % 2
+(database) and order_id % 2 (table) and bound; `t_user` is a single table on the second data source. Two
+proxies over the same databases, one LOCAL and one XA by default (the transaction type is a global rule),
+`maxPoolSize: 2` per data source. The mixed test runs once per logical database.
 
 Every answer is checkable: client `c` owns users 2c (rw_0) and 2c+1 (rw_1), tags its rows
 `status = 'c<c>'`, gives them ids in its own range and keeps a model of what it committed; every statement
@@ -20,9 +22,11 @@ finished, no session stuck, no connection leaked (pool stats and the servers' pr
 transaction and no prepared XA branch on the servers, nothing logged as an error.
 
 `ENABLED` lists the kinds the mixed test runs. The federation and stepwise kinds are known to exhaust the
-pools under this load (a statement that holds one connection while it waits for another of the same
-pool); they are switched off here and run by `test_known_defect_kinds`, an xfail, until that is fixed.
-`SHARDPROXY_STRESS_KINDS=a,b` and `SHARDPROXY_STRESS_SECONDS` override the mix by hand (one kind alone).
+pools under this load on `sgen_plain_db` (a statement that holds one connection while it waits for
+another of the same pool); they are switched off here and run by `test_known_defect_kinds`, an xfail,
+until that is fixed (each passes alone and on `sgen_db`, where their reads take the replicas' pools).
+`SHARDPROXY_STRESS_KINDS=a,b` and `SHARDPROXY_STRESS_SECONDS` override the mix by hand (one kind alone);
+`SHARDPROXY_STRESS_KNOWN=1` runs the known-defect kinds too.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ from tests.integration.stress_support import (
 
 CLIENTS = int(os.environ.get("SHARDPROXY_STRESS_CLIENTS", "48"))
 POOL = 2
-SECONDS = float(os.environ.get("SHARDPROXY_STRESS_SECONDS", "6"))
+SECONDS = float(os.environ.get("SHARDPROXY_STRESS_SECONDS", "5"))
 ORDERS_PER_USER = 3
 DB = "sgen_db"  # sharded over read/write splitting groups
 PLAIN_DB = "sgen_plain_db"  # the same tables, sharded over the primaries themselves
@@ -732,6 +736,8 @@ def test_generated_mix_of_every_enabled_kind(proxies: Proxies, db: str) -> None:
     assert not missing, f"kinds never drawn: {missing}"
 
 
+@pytest.mark.skipif(not os.environ.get("SHARDPROXY_STRESS_KNOWN"), reason="run by hand (SHARDPROXY_STRESS_KNOWN=1): "
+                    "it waits out the pool timeouts, ~15 s the full suite cannot spare")
 @pytest.mark.xfail(strict=False, reason="federation / stepwise writes over plain data sources hold one "
                    "connection of a pool while waiting for another (hold-and-wait): clients time out (2013) or get "
                    "1040; the lead is fixing proxy/execution/federation.py and stepwise.py, then moves KNOWN_DEFECT "
