@@ -132,7 +132,11 @@ USER_DDL = "CREATE TABLE t_user (user_id INT PRIMARY KEY, name VARCHAR(20) NOT N
 
 # The kinds the mixed test runs. Known to fail under this load, until the hold-and-wait in federation and
 # stepwise writes is fixed (a connection held while waiting for another of the same pool: clients end in
-# 2013 or 1040 "... in use, ... waiting"): switch them on here once it is.
+# 2013 or 1040 "... in use, ... waiting"): switch them on here once it is. Seen on this branch: the
+# federation kinds still deadlock on sgen_plain_db (fed_join_single holds its host ds_1 and waits for ds_0,
+# while scatter reads hold ds_0 and wait for ds_1: the host is taken before the sorted order); the stepwise
+# kinds passed with every other enabled kind, on both layouts, once sessions in a transaction lend what
+# the transaction has not joined (and only with `status` indexed, see DDL).
 FEDERATION = frozenset({"fed_subquery", "fed_union", "fed_window", "fed_join_single"})
 STEPWISE = frozenset({"step_update", "step_delete", "insert_select", "shard_update"})
 KNOWN_DEFECT = FEDERATION | STEPWISE
