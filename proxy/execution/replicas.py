@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from protocol.constants import ServerStatus
+from protocol.constants import ErrorCode, ServerStatus
 from protocol.results import ResultSummary
 from proxy.backends.backend import POOL_TIMEOUT_ERRNO, BackendConnection, BackendError, DataSource
 from proxy.backends.readwrite import Access, ReadWriteGroup, ReplicaState, classify_access
@@ -84,6 +84,8 @@ async def _replica_connection(
     try:
         conn = await session.acquire_from(replica.source)
     except BackendError as exc:
+        if exc.errno == ErrorCode.QUERY_INTERRUPTED:
+            raise  # KILL QUERY while waiting for the replica's pool: the statement ends, the replica is fine
         if exc.errno != POOL_TIMEOUT_ERRNO:  # a busy replica is not a dead one
             group.mark_down(replica.name, str(exc))
         return None
@@ -93,6 +95,8 @@ async def _replica_connection(
     except BackendError as exc:
         conn.broken = True
         session.give_back(conn)
+        if exc.errno == ErrorCode.QUERY_INTERRUPTED:
+            raise  # KILL QUERY: the statement ends, the replica is fine
         group.mark_down(replica.name, str(exc))
         return None
     session.read_backends[replica.name] = conn

@@ -27,9 +27,17 @@ def mentions_marker(low: str) -> bool:
             or "last_insert_id" in low or "prepare" in low or "handler" in low or "xa" in low)
 
 
+# string literals and comments (not MariaDB's executable /*! ... */ ones): a marker inside them is data
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|/\*(?![!+M]).*?\*/|--\s[^\n]*|#[^\n]*", re.S)
+
+
 def may_be_sticky(sql: str, low: str | None = None) -> bool:
-    """Does `sql` match STICKY? `low`: `sql.lower()`, when the caller has it already."""
-    return mentions_marker(sql.lower() if low is None else low) and STICKY.search(sql) is not None
+    """Does `sql` match STICKY outside its string literals and comments? `low`: `sql.lower()`, when the
+    caller has it already. A literal such as `status = 'temporary'` must not pin the session's
+    connections for good (the cheap tests run first; the literals are blanked only after a match)."""
+    if not mentions_marker(sql.lower() if low is None else low) or STICKY.search(sql) is None:
+        return False
+    return STICKY.search(_QUOTED.sub("''", sql)) is not None
 
 
 __all__ = ["MARKERS", "STICKY", "may_be_sticky", "mentions_marker"]

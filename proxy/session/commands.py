@@ -120,6 +120,7 @@ async def kill(session: Session, target_id: int, scope: str) -> None:
         session.error(ErrorCode.KILL_DENIED_ERROR, f"You are not owner of thread {target_id}", "HY000")
         return
     if scope == "QUERY":
+        target.interrupt()  # a command queued on a pool stops too, not only what runs on a backend
         await session.server.kill_backend_queries(target)
         session.ok()
         return

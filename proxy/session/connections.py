@@ -9,10 +9,12 @@ inherits these methods; the execution room reaches them through proxy.execution.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from protocol import text
-from protocol.constants import ServerStatus, SetOption
+from protocol.constants import ErrorCode, ServerStatus, SetOption
 from protocol.packets import ComSetOption, ERRPacket
 from proxy.backends.backend import BackendConnection, BackendError, DataSource
 from proxy.backends.readwrite import ReadWriteGroup
@@ -22,6 +24,11 @@ from proxy.execution.replicas import group_backend
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
     from proxy.execution.state import StatementRegistry, TransactionState
+
+
+def interrupted(data_source: str) -> BackendError:
+    return BackendError(data_source, "Query execution was interrupted (KILL QUERY while waiting for a connection)",
+                        errno=ErrorCode.QUERY_INTERRUPTED, sqlstate="70100")
 
 
 class SessionConnections:
@@ -34,6 +41,8 @@ class SessionConnections:
     borrowed: set[BackendConnection]
     in_use: set[BackendConnection]
     connecting: list[str]
+    query_killed: bool  # KILL QUERY reached the current command
+    _kill_waits: list[asyncio.Future[None]]
     database: LogicalDatabase | None
     txn: TransactionState
     statements: StatementRegistry
@@ -91,17 +100,58 @@ class SessionConnections:
 
     async def acquire_from(self, source: DataSource, *, hold: bool = True) -> BackendConnection:
         """A connection of `source` for this session: now if one is free, else after giving back what
-        the session holds idle, waiting at most the data source's connectionTimeoutMilliseconds."""
+        the session holds idle, waiting at most the data source's connectionTimeoutMilliseconds, or until
+        a KILL QUERY of the command (`interrupt`)."""
         holder = self if hold else None
         self.connecting.append(source.name)
         try:
             conn = await source.try_acquire(self, found_rows=self.found_rows, holder=holder)
             if conn is None:
                 self._wait_without_holding()
-                conn = await source.acquire(self, found_rows=self.found_rows, holder=holder)
+                conn = await self._interruptible(source, source.acquire(self, found_rows=self.found_rows,
+                                                                        holder=holder))
         finally:
             self.connecting.remove(source.name)
+        if self.query_killed:  # killed while the connection was being opened: it goes back unused
+            self.give_back(conn, reset=False)
+            raise interrupted(source.name)
         return conn
+
+    async def _interruptible(self, source: DataSource, acquiring: Any) -> BackendConnection:
+        """Wait for a pool, or end the wait with ERR 1317 when the command is killed meanwhile: a KILL QUERY
+        finds nothing running on a backend while its target waits for a connection, and without this the
+        statement would run to its end once it got one (`KILL QUERY` of a session queued on a full pool)."""
+        if self.query_killed:
+            acquiring.close()
+            raise interrupted(source.name)
+        waiting = asyncio.ensure_future(acquiring)
+        killed = asyncio.get_running_loop().create_future()
+        self._kill_waits.append(killed)
+        try:
+            await asyncio.wait((waiting, killed), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            waiting.cancel()
+            raise
+        finally:
+            self._kill_waits.remove(killed)
+            killed.cancel()
+        if not waiting.done():
+            waiting.cancel()  # the pool gives back whatever it handed to the abandoned wait
+            with contextlib.suppress(BaseException):
+                await waiting
+            raise interrupted(source.name)
+        conn: BackendConnection = waiting.result()
+        return conn
+
+    def interrupt(self) -> None:
+        """KILL QUERY of this session's current command: a wait for a pool ends with ERR 1317 (what runs
+        on the backends is killed by the server's KILL QUERY on them)."""
+        if not self.busy:
+            return  # between commands: KILL QUERY has nothing to stop, the next statement runs
+        self.query_killed = True
+        for killed in self._kill_waits:
+            if not killed.done():
+                killed.set_result(None)
 
     async def backends_for(self, data_sources: list[str], **access: bool) -> dict[str, BackendConnection]:
         """The session's connections to several data sources for one statement, taken in sorted order."""
@@ -151,7 +201,14 @@ class SessionConnections:
     def _lendable(self, conn: BackendConnection) -> bool:
         """May this held connection serve another session between our commands? Only when nothing of
         ours lives on it beyond the state `_fit` can re-create: no transaction, no statement results a
-        client may ask for next, no prepared statements, no temporary tables or locks (`sticky`)."""
+        client may ask for next, no prepared statements, no temporary tables or locks (`sticky`).
+
+        In an open transaction, a connection the transaction has not joined holds nothing of it (joining
+        starts the transaction there; replica connections never join, their reads run in autocommit): it
+        is lent like any other. Kept, it made hold-and-wait cycles: session A in a transaction holds its
+        joined ds_0 and waits for ds_1, while session B, in a transaction that has not touched ds_1 yet,
+        holds an idle ds_1 and waits for ds_0; or B holds the replica connections of its reads before
+        BEGIN while a federated statement holds ds_0 and waits for that replica."""
         status = conn.status
         return not (
             conn.broken
@@ -160,9 +217,7 @@ class SessionConnections:
             or self.sticky
             or status & ServerStatus.IN_TRANS
             or not status & ServerStatus.AUTOCOMMIT
-            # a connection whose data source has not joined the open transaction holds none of it (the
-            # transaction joins whichever connection the data source's next statement gets)
-            or (self.txn.active and (conn.name in self.txn.joined or self.txn.xa is not None))
+            or (self.txn.active and conn.name in self.txn.joined)
             or conn.xa is not None
             or conn in self.borrowed
             or any(stmt.backend is conn or stmt.cursor_conn is conn for stmt in self.statements.by_id.values())
@@ -245,6 +300,8 @@ class SessionConnections:
 
     async def _prepare_connection(self, conn: BackendConnection, *, join_transaction: bool) -> None:
         await self._fit(conn)
+        if self.query_killed:  # KILL QUERY meanwhile: it saw this connection nowhere (not yet the session's)
+            raise interrupted(conn.name)
         if join_transaction and self.txn.active:
             await txn.join(self, conn)
 
@@ -255,4 +312,4 @@ class SessionConnections:
                                sqlstate=res.sqlstate)
 
 
-__all__ = ["SessionConnections"]
+__all__ = ["SessionConnections", "interrupted"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from protocol.constants import ErrorCode
+from protocol.errors import ServerError
 from protocol.packets import ComQuery
 from proxy.backends.readwrite import ReadWriteGroup
 from proxy.execution import txn_control
@@ -49,19 +50,39 @@ async def query(session: Session, payload: bytes) -> None:
     if db is None:
         await without_database(session, payload, sql)
         return
-    if not session.sticky and may_be_sticky(sql):
+    became_sticky = not session.sticky and may_be_sticky(sql)
+    if became_sticky:
         session.sticky = True
     source = db.pass_through_source
     if source is not None:
         await relay_pass_through(session, source, payload, sql)
         after_pass_through(session, source, sql)
+        _unless_refused(session, became_sticky)
         return
     if session.multi_statements and ";" in sql:
         statements = split_statements(sql)
         if len(statements) > 1:
-            await multi(session, db, statements)
+            await multi(session, db, statements)  # an earlier statement may have run: sticky stays
             return
-    await routed_query(session, db, sql)
+    try:
+        await routed_query(session, db, sql)
+    except ServerError as exc:  # the kernel's refusal: answered by the session as this statement's ERR
+        _unless_refused(session, became_sticky, exc.errno)
+        raise
+    _unless_refused(session, became_sticky)
+
+
+# errors a statement gets before it runs anywhere (the proxy's refusals, a server's parse-time ones)
+_NOT_RUN = frozenset({ErrorCode.NOT_SUPPORTED_YET, ErrorCode.PARSE_ERROR})
+
+
+def _unless_refused(session: Session, became_sticky: bool, errno: int | None = None) -> None:
+    """A statement that would leave state on its connection (`@v := ...`, GET_LOCK, ...) makes the session
+    keep its connections to itself, but not when it was refused: it left nothing anywhere, and a session
+    kept sticky by a refusal pins one connection of every pool it holds for the rest of its life (enough
+    such sessions exhaust the pools, and every other session waits until ERR 1040)."""
+    if became_sticky and (errno if errno is not None else session.last_errno if session.errored else 0) in _NOT_RUN:
+        session.sticky = False
 
 
 def after_pass_through(session: Session, source: DataSource, sql: str) -> None:

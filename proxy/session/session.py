@@ -108,6 +108,8 @@ class Session(SessionConnections, StatementStopping):
         self.ending_transaction = False  # COMMIT/ROLLBACK fanning out: not stopped when the client leaves
         self.commit_note = ""  # XA: what the OK of a COMMIT says besides success (proxy.execution.txn)
         self.connecting: list[str] = []  # data sources this command waits on for a connection
+        self.query_killed = False  # KILL QUERY reached the current command (see SessionConnections.interrupt)
+        self._kill_waits: list[asyncio.Future[None]] = []
         # read/write splitting: replica connections (by replica name) and read-after-write state per group
         self.read_backends: dict[str, BackendConnection] = {}
         self.read_state: dict[str, GroupSessionState] = {}
@@ -179,6 +181,7 @@ class Session(SessionConnections, StatementStopping):
         self.command_seq = self.wire.seq
         self.busy = True
         self.errored = False
+        self.query_killed = False
         for conn in self.backends.values():
             conn.keep_for_next = False
         if self.in_use:

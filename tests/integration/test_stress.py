@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import random
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,12 +20,19 @@ import mysql.connector
 import pymysql
 import pymysql.cursors
 import pytest
-import structlog
 
 from proxy.backends.pool import Lease
 from tests.conftest import ServerFactory
 from tests.integration.faults import abort
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
+from tests.integration.stress_support import (
+    assert_pools_quiet,
+    backend_connections,
+    capture,
+    fresh_client_check,
+    run_load,
+    wait_pools_quiet,
+)
 
 CLIENTS = 64
 POOL = 4
@@ -224,96 +230,31 @@ def stress_proxy(mariadb_factory: ServerFactory, tmp_path: Path) -> Any:
         proxy.stop()
 
 
-def _backend_connections(server: Any, db: str) -> tuple[int, int]:
-    """(connections of the proxy to `db`, of them in a transaction), counted on the server itself."""
-    with server.connect() as conn, conn.cursor() as cur:
-        cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = %s AND ID <> CONNECTION_ID()",
-                    (db,))
-        total = int(cur.fetchone()[0])
-        cur.execute("SELECT COUNT(*) FROM information_schema.INNODB_TRX")
-        in_trx = int(cur.fetchone()[0])
-    return total, in_trx
-
-
-def _pool_report(proxy: RunningProxy) -> dict[str, Any]:
-    def collect() -> dict[str, Any]:
-        out = {}
-        for (_db, name), source in proxy.server.sources.items():
-            source.pool.check()
-            st = source.pool.stats()
-            out[name] = st
-        return out
-
-    return dict(proxy.call(collect))
-
-
 def test_64_clients_on_pools_of_4_get_only_their_own_answers(stress_proxy: Any) -> None:
     proxy, servers = stress_proxy
     clients = [Client(proxy, c, seed=1000 + c) for c in range(CLIENTS)]
     for client in clients:
         client.seed()
-    failures: list[str] = []
-    deadline = time.monotonic() + SECONDS
-    statements = [0]
-    lock = threading.Lock()
-
-    def run(client: Client) -> None:
-        n = 0
-        try:
-            while time.monotonic() < deadline:
-                client.step()
-                n += 1
-        except Exception as exc:
-            with lock:
-                failures.append(f"client {client.c} after {n} statements: {type(exc).__name__}: {exc}")
-        with lock:
-            statements[0] += n
-
-    with structlog.testing.capture_logs() as logs:
-        threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in clients]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(SECONDS + 60)
-        stuck = [c.c for c, t in zip(clients, threads, strict=True) if t.is_alive()]
+    with capture() as logs:
+        result = run_load(clients, SECONDS)
         for c in clients:
             c.close()
-
         # nobody is stuck: a fresh client answers at once, and no proxy session stays in a command
-        started = time.monotonic()
-        fresh = proxy.connect("stress_db", read_timeout=5)
-        with fresh.cursor() as cur:
-            cur.execute("SELECT COUNT(*) FROM t_order WHERE user_id = 0")
-            cur.fetchall()
-        fresh_seconds = time.monotonic() - started
-        for _ in range(50):
-            with fresh.cursor() as cur:
-                cur.execute("SHOW PROCESSLIST")
-                busy = [r for r in cur.fetchall() if r[4] not in ("Sleep",) and r[7] != "SHOW PROCESSLIST"]
-            if not busy:
-                break
-            time.sleep(0.1)
-        fresh.close()
-
-    internal = [e for e in logs if e.get("log_level") in ("error", "critical", "exception")
-                or "internal" in str(e.get("event", ""))]
-    assert not stuck, f"clients stuck: {stuck}"
-    assert not failures, "\n".join(failures[:20]) + f"\nlogged: {internal[:5]}"
+        fresh_seconds, busy = fresh_client_check(proxy, "stress_db", "SELECT COUNT(*) FROM t_order WHERE user_id = 0")
+    result.logs = logs
+    internal = result.internal()
+    assert not result.stuck, f"clients stuck: {result.stuck}"
+    assert not result.failures, "\n".join(result.failures[:20]) + f"\nlogged: {internal[:5]}"
     assert fresh_seconds < 1.0, fresh_seconds
     assert not busy, busy
     assert not internal, internal[:5]
 
     # no backend connection leaked: once the last client is gone, every connection is back in its pool
     # (idle or being reset), none is in a transaction, and the servers count no more than the pools hold
-    for _ in range(50):
-        pools = _pool_report(proxy)
-        if all(st.in_use == 0 and st.resetting == 0 and st.opening == 0 for st in pools.values()):
-            break
-        time.sleep(0.1)
-    assert all(st.in_use == 0 and st.resetting == 0 and st.opening == 0 and st.waiting == 0
-               for st in pools.values()), pools
+    pools = wait_pools_quiet(proxy)
+    assert_pools_quiet(pools)
     for i, server in enumerate(servers):
-        total, in_trx = _backend_connections(server, f"stress_{i}")
+        total, in_trx, _prepared = backend_connections(server, [f"stress_{i}"])
         assert in_trx == 0
         assert total <= POOL + 1, (total, pools)  # the pool, plus the admin connection for KILL QUERY
         assert total >= pools[f"ds_{i}"].idle
@@ -322,7 +263,7 @@ def test_64_clients_on_pools_of_4_get_only_their_own_answers(stress_proxy: Any) 
     for c in clients:
         for k, v in c.counts.items():
             done[k] = done.get(k, 0) + v
-    print(f"stress: {statements[0]} statements by {CLIENTS} clients in {SECONDS:.0f} s; {done}; "
+    print(f"stress: {result.statements} statements by {CLIENTS} clients in {SECONDS:.0f} s; {done}; "
           f"fresh client answered in {fresh_seconds * 1000:.0f} ms; pools {pools}")
     assert all(done.get(k, 0) > 0 for k in ("single_node", "scatter_aggregate", "scatter_ordered",
                                             "scatter_concatenated", "transaction", "prepared_read",

@@ -49,3 +49,24 @@ def test_every_sticky_match_contains_a_marker() -> None:
 @pytest.mark.parametrize("marker", MARKERS)
 def test_the_pre_test_checks_every_marker(marker: str) -> None:
     assert mentions_marker(f"select {marker} from t")
+
+
+# a marker inside a string literal or a comment is data: it leaves nothing on the connection, and a session
+# made sticky by it would keep one connection of every pool it holds for the rest of its life
+IN_LITERALS = [
+    ("SELECT * FROM t WHERE note = 'temporary'", False),
+    ("SELECT 'a := b', 'lock tables'", False),
+    ("SELECT 'it''s', \"LOCK TABLES\" FROM t", False),
+    ("SELECT 'x\\' get_lock(' FROM t", False),
+    ("/* temporary */ SELECT 1", False),
+    ("SELECT 1 -- into @x", False),
+    ("SELECT note FROM t # into @x", False),
+    ("SELECT 'it''s', @v := 2", True),
+    ("/*!40101 SET @a := 1 */", True),
+    ("SELECT GET_LOCK('temporary', 1)", True),
+]
+
+
+@pytest.mark.parametrize(("sql", "sticky"), IN_LITERALS)
+def test_markers_in_literals_and_comments(sql: str, sticky: bool) -> None:
+    assert may_be_sticky(sql) is sticky
