@@ -21,12 +21,9 @@ reads only its own rows (its tag, its users) and carries a nonce where it can. A
 finished, no session stuck, no connection leaked (pool stats and the servers' processlist), no open
 transaction and no prepared XA branch on the servers, nothing logged as an error.
 
-`ENABLED` lists the kinds the mixed test runs. The federation and stepwise kinds are known to exhaust the
-pools under this load on `sgen_plain_db` (a statement that holds one connection while it waits for
-another of the same pool); they are switched off here and run by `test_known_defect_kinds`, an xfail,
-until that is fixed (each passes alone and on `sgen_db`, where their reads take the replicas' pools).
-`SHARDPROXY_STRESS_KINDS=a,b` and `SHARDPROXY_STRESS_SECONDS` override the mix by hand (one kind alone);
-`SHARDPROXY_STRESS_KNOWN=1` runs the known-defect kinds too.
+`ENABLED` lists the kinds the mixed test runs: every kind, federation and stepwise writes included (each
+takes all its data sources' connections in sorted order before it waits for anything).
+`SHARDPROXY_STRESS_KINDS=a,b` and `SHARDPROXY_STRESS_SECONDS` override the mix by hand (one kind alone).
 """
 
 from __future__ import annotations
@@ -130,16 +127,8 @@ DDL = (
 )
 USER_DDL = "CREATE TABLE t_user (user_id INT PRIMARY KEY, name VARCHAR(20) NOT NULL)"
 
-# The kinds the mixed test runs. Known to fail under this load, until the hold-and-wait in federation and
-# stepwise writes is fixed (a connection held while waiting for another of the same pool: clients end in
-# 2013 or 1040 "... in use, ... waiting"): switch them on here once it is. Seen on this branch: the
-# federation kinds still deadlock on sgen_plain_db (fed_join_single holds its host ds_1 and waits for ds_0,
-# while scatter reads hold ds_0 and wait for ds_1: the host is taken before the sorted order); the stepwise
-# kinds passed with every other enabled kind, on both layouts, once sessions in a transaction lend what
-# the transaction has not joined (and only with `status` indexed, see DDL).
-FEDERATION = frozenset({"fed_subquery", "fed_union", "fed_window", "fed_join_single"})
-STEPWISE = frozenset({"step_update", "step_delete", "insert_select", "shard_update"})
-KNOWN_DEFECT = FEDERATION | STEPWISE
+# Federation and stepwise writes took one connection while holding another, out of the sorted order
+# (clients ended in 2013 or 1040 '... in use, ... waiting'); the fed_* and step_* kinds run since that was fixed.
 WEIGHTS: dict[str, int] = {
     "single": 4, "scatter_merge": 2, "scatter_concat": 2, "aggregate": 2, "join_bound": 1, "replica_read": 2,
     "prepared": 2, "cursor": 1, "multi": 1, "txn_local": 2, "txn_xa": 2, "txn_errors": 1, "session_vars": 1,
@@ -147,7 +136,7 @@ WEIGHTS: dict[str, int] = {
     "fed_subquery": 1, "fed_union": 1, "fed_window": 1, "fed_join_single": 1,
     "step_update": 1, "step_delete": 1, "insert_select": 1, "shard_update": 1,
 }
-ENABLED = frozenset(WEIGHTS) - KNOWN_DEFECT
+ENABLED = frozenset(WEIGHTS)
 
 
 class Mismatch(AssertionError):
@@ -738,17 +727,6 @@ def test_generated_mix_of_every_enabled_kind(proxies: Proxies, db: str) -> None:
     done = run_mix(proxies, kinds, SECONDS, db=db)
     missing = sorted(k for k in kinds if not done.get(k))
     assert not missing, f"kinds never drawn: {missing}"
-
-
-@pytest.mark.skipif(not os.environ.get("SHARDPROXY_STRESS_KNOWN"), reason="run by hand (SHARDPROXY_STRESS_KNOWN=1): "
-                    "it waits out the pool timeouts, ~15 s the full suite cannot spare")
-@pytest.mark.xfail(strict=False, reason="federation / stepwise writes over plain data sources hold one "
-                   "connection of a pool while waiting for another (hold-and-wait): clients time out (2013) or get "
-                   "1040; the lead is fixing proxy/execution/federation.py and stepwise.py, then moves KNOWN_DEFECT "
-                   "into ENABLED and drops this test")
-def test_known_defect_kinds(proxies: Proxies) -> None:
-    run_mix(proxies, frozenset(WEIGHTS), 4.0, seed=1, db=PLAIN_DB)
-
 
 
 # --- the defects the mix found, each in its smallest form ------------------------------------------------
