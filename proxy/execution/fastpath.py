@@ -43,7 +43,9 @@ if TYPE_CHECKING:
     from proxy.backends.tap import BackendTap
     from proxy.execution.context import SessionContext as Session
 
-CLIENT_BUFFER_LIMIT = 1 << 18  # bytes queued for a client before the backend socket stops being read
+# bytes queued for a client before its transport pauses (and the fast path stops reading the backend); the
+# plain TCP transport's high-water mark is set to it, a TLS transport keeps its own (512 KiB)
+CLIENT_BUFFER_LIMIT = 1 << 18
 _QUERY = 0x03
 _STMT_EXECUTE = 0x17
 _MAX_FRAME = 0xFFFFFF
@@ -56,6 +58,12 @@ class ClientProtocol(asyncio.StreamReaderProtocol):
 
     fast: FastPath | None = None
     on_lost: Callable[[], None] | None = None  # the session's: a client gone mid-command stops its statement
+    writing_paused = False  # between the transport's pause_writing and resume_writing
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if isinstance(transport, asyncio.WriteTransport):
+            transport.set_write_buffer_limits(high=CLIENT_BUFFER_LIMIT)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -80,7 +88,12 @@ class ClientProtocol(asyncio.StreamReaderProtocol):
             self.on_lost()  # a statement running in the session's coroutine is stopped (the client left)
         return keep_open
 
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+        super().pause_writing()
+
     def resume_writing(self) -> None:
+        self.writing_paused = False
         super().resume_writing()
         if self.fast is not None:
             self.fast.client_drained()
@@ -232,8 +245,11 @@ class FastPath:
             transport.write(out)
         if relay.done:
             self._finish()
-        elif not self.paused and transport.get_write_buffer_size() > CLIENT_BUFFER_LIMIT:
-            self.paused = True  # the client reads slowly: stop reading the backend until it drains
+        elif not self.paused and self.client.writing_paused:
+            # the client reads slowly: stop reading the backend until its transport says it drained (only a
+            # pause the transport itself made is sure to end with resume_writing: a threshold of our own
+            # below a TLS transport's high-water mark never would)
+            self.paused = True
             self.backend_transport.pause_reading()
 
     def backend_lost(self) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import mysql.connector
 import pymysql
+import pymysql.cursors
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -62,6 +63,32 @@ def tls_proxy(mariadb: MariaDBServer, tmp_path_factory: pytest.TempPathFactory) 
     proxy = _proxy(mariadb, tmp_path_factory.mktemp("tls-conf"))
     yield proxy
     proxy.stop()
+
+
+@pytest.mark.parametrize("pause", [0.5, 1.5])
+def test_a_tls_client_that_reads_slowly_gets_its_whole_result(tls_proxy: RunningProxy, pause: float) -> None:
+    """The fast path stops reading the backend while the client's TLS transport is paused, and reads again
+    when it drains. It used to stop at its own threshold (256 KiB queued), below the TLS transport's
+    high-water mark (512 KiB): the transport never paused, so it never said it had drained, and a client
+    that read slowly waited for the rest of its rows for ever."""
+    import time
+
+    conn = pymysql.connect(host=tls_proxy.host, port=tls_proxy.port, user="root", password="root",
+                           database="tlsdb", ssl=_insecure(), autocommit=True, read_timeout=20,
+                           cursorclass=pymysql.cursors.SSCursor)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1")  # the fast path takes the session's next statements
+            cur.fetchall()
+            cur.execute("SELECT seq, REPEAT('z', 1000) FROM seq_1_to_20000")
+            time.sleep(pause)  # the client reads nothing: the proxy's buffers fill, the transport pauses
+            rows = 0
+            for seq, text in cur:
+                rows += 1
+                assert len(text) == 1000
+            assert rows == 20000 and seq == 20000
+    finally:
+        conn.close()
 
 
 def test_pymysql_over_tls_runs_the_whole_session_encrypted(tls_proxy: RunningProxy) -> None:
