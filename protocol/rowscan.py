@@ -12,11 +12,12 @@ from protocol.wire import MalformedPacket
 __all__ = ["text_prefix"]
 
 
-def text_prefix(payload: bytes, n: int) -> tuple[bytes | None, ...]:
-    """The first `n` values of a text row (None for SQL NULL)."""
+def text_prefix(payload: bytes, n: int, pos: int = 0, end: int = -1) -> tuple[bytes | None, ...]:
+    """The first `n` values of a text row (None for SQL NULL); the row is payload[pos:end] (default: all of
+    it), so a merge reads values straight out of a run of frames (`protocol.rowframes`)."""
     out: list[bytes | None] = []
-    pos = 0
-    end = len(payload)
+    if end < 0:
+        end = len(payload)
     for _ in range(n):
         if pos >= end:
             raise MalformedPacket("text row shorter than its columns")
