@@ -56,13 +56,18 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
             if b - a - 4 >= MAX:
                 v = text_prefix(payload_at(run, a, b), width)[index]
             else:
-                pos = a + 4
-                n = run[pos]
-                if index == 0 and n < 0xFB:
-                    return vk(run[pos + 1:pos + 1 + n]) * sign
-                v = text_prefix(run, width, pos, b)[index]
+                v = text_prefix(run, width, a + 4, b)[index]
             return null if v is None else vk(v) * sign
 
+        if index == 0 and not only.descending:
+
+            def first_ascending(run: bytes, a: int, b: int) -> Any:  # the common case, in one step
+                n = run[a + 4]
+                if n < 0xFB and b - a - 4 < MAX:
+                    return vk(run[a + 5:a + 5 + n])
+                return numeric(run, a, b)
+
+            return first_ascending
         return numeric
 
     def prefix(run: bytes, a: int, b: int) -> Any:
@@ -127,28 +132,33 @@ class FrameMerger:
         runs = self.runs
         key = self.key
         heapreplace = heapq.heapreplace
-        while heap:
-            if len(out) >= out_bytes:
-                return FULL
-            top = heap[0]
-            s: int = top[1]
-            a: int = top[2]
-            b: int = top[3]
-            run = runs[s]
-            if self.skip:
-                self.skip -= 1
-            else:
-                out += run[a:b]
-                self.rows += 1
-                if self.left > 0:
-                    self.left -= 1
-                    if self.left == 0:
-                        heap.clear()
-                        return DONE
-            if b < len(run):
-                c = next_frame(run, b)
-                heapreplace(heap, (key(run, b, c), s, b, c))
-                continue
-            self.waiting = s
-            return s
-        return DONE
+        skip, left, rows = self.skip, self.left, self.rows  # locals in the loop, written back on return
+        try:
+            while heap:
+                if len(out) >= out_bytes:
+                    return FULL
+                top = heap[0]
+                s: int = top[1]
+                a: int = top[2]
+                b: int = top[3]
+                run = runs[s]
+                if skip:
+                    skip -= 1
+                else:
+                    out += run[a:b]
+                    rows += 1
+                    if left > 0:
+                        left -= 1
+                        if left == 0:
+                            heap.clear()
+                            return DONE
+                if b < len(run):
+                    length = run[b] | (run[b + 1] << 8) | (run[b + 2] << 16)
+                    c = b + 4 + length if length != MAX else frame_end(run, b)
+                    heapreplace(heap, (key(run, b, c), s, b, c))
+                    continue
+                self.waiting = s
+                return s
+            return DONE
+        finally:
+            self.skip, self.left, self.rows = skip, left, rows
