@@ -13,7 +13,7 @@ while a thread samples the proxy's VmRSS every 50 ms from ``/proc/<pid>/status``
 each query through ``/proc/<pid>/clear_refs`` and read after it). A direct read of one backend table gives
 a rows/s reference for the client itself.
 
-    python bench/scatter_memory.py [--rows 1000000] [--client mariadb] [--rounds 3] [--queries concat order-by]
+    python bench/scatter_memory.py [--rows 1000000] [--client mariadb] [--rounds 3] [--queries concat order-by-merge]
 
 ``--client mariadb`` reads with the MariaDB command-line client (``mariadb --quick --batch``: mysql_use_result,
 rows counted from its output pipe) instead of PyMySQL, whose per-row cost in Python caps a read at a few
