@@ -9,14 +9,15 @@ generators). `FrameMerger` is sans-IO: it says which stream it needs next, the c
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from merge import coltypes as t
-from merge.keys import Row, order_key, value_key
+from merge.errors import MergeError
+from merge.keys import Row, order_key, value_key, weight_index
 from merge.spec import ColumnMeta, OrderItem
-from protocol.rowframes import MAX, frame_end, payload_at
-from protocol.rowscan import text_prefix
+from protocol.rowframes import MAX, frame_end, frames_of, payload_at
+from protocol.rowscan import text_cut, text_prefix
 
 __all__ = ["DONE", "FULL", "FrameKey", "FrameMerger", "frame_key"]
 
@@ -28,14 +29,16 @@ FULL = -1  # `FrameMerger.merge`: the output holds what was asked for
 DONE = -2  # `FrameMerger.merge`: every row is out (or OFFSET + LIMIT rows are)
 
 
-def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode: Decode | None) -> FrameKey:
+def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode: Decode | None,
+              weights: Mapping[int, int] | None = None) -> FrameKey:
     """The sort key of the row framed at run[a:b]. `decode` None: text-protocol rows, read in place.
 
     One integer or DECIMAL sort column of text rows keys by its value alone (NULL as -inf ASC, +inf DESC:
     the same order as `order_key`'s (0,) < (1, v) and (1, -v) < (2,), without a tuple per row); every
-    other case is `order_key` over the decoded leading columns."""
-    width = max(o.index for o in items) + 1
-    row_key = order_key(items, columns, {})
+    other case is `order_key` over the decoded leading columns (a text key's hidden weight column included:
+    `weights`, as in `merge.pipeline`)."""
+    width = 1 + max(max(o.index, weight_index(o.index, columns, weights) or 0) for o in items)
+    row_key = order_key(items, columns, weights or {})
     if decode is not None:
         dec: Decode = decode
 
@@ -78,6 +81,26 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
     return prefix
 
 
+def _unordered() -> MergeError:
+    return MergeError(
+        "a data node returned rows in an order the merge does not reproduce (text sort keys of a collation the "
+        "proxy does not know); the query cannot be merged correctly"
+    )
+
+
+def _append_cut(out: bytearray, run: bytes, a: int, b: int, cut: int) -> None:
+    """The text row framed at run[a:b], its first `cut` columns only, framed again (sequence id 0: the relay
+    renumbers)."""
+    if b - a - 4 >= MAX:
+        payload = payload_at(run, a, b)
+        out += frames_of([payload[:text_cut(payload, cut)]]).data
+        return
+    stop = text_cut(run, cut, a + 4, b)
+    n = stop - a - 4
+    out += bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, 0))
+    out += run[a + 4:stop]
+
+
 def next_frame(run: bytes, a: int) -> int:
     """Where the packet framed from run[a] ends."""
     length = run[a] | (run[a + 1] << 8) | (run[a + 2] << 16)
@@ -87,10 +110,17 @@ def next_frame(run: bytes, a: int) -> int:
 class FrameMerger:
     """A k-way merge of the streams' runs of row frames by `key`, ties in stream order (the heap entries are
     (key, stream, frame start, frame end), and streams are unique), skipping `skip` rows and stopping after
-    `left` rows (-1: all). Feed every stream once (`feed`, None when it has no rows), then `merge`."""
+    `left` rows (-1: all). Feed every stream once (`feed`, None when it has no rows), then `merge`.
 
-    def __init__(self, key: FrameKey, streams: int, skip: int, left: int) -> None:
+    `cut` >= 0: text rows go out with their first `cut` columns only (hidden derived and weight columns
+    dropped). `check`: keys come from the nodes' collation weights, so a stream out of that order would be
+    merged silently wrong: an error instead (as `merge.sources.OrderByMerger`)."""
+
+    def __init__(self, key: FrameKey, streams: int, skip: int, left: int, *, cut: int = -1,
+                 check: bool = False) -> None:
         self.key = key
+        self.cut = cut
+        self.check = check
         self.runs: list[bytes] = [b""] * streams
         self.heap: list[tuple[Any, int, int, int]] = []
         self.skip = skip
@@ -109,7 +139,10 @@ class FrameMerger:
             else:
                 self.runs[s] = run
                 b = next_frame(run, 0)
-                heapq.heapreplace(heap, (self.key(run, 0, b), s, 0, b))
+                k = self.key(run, 0, b)
+                if self.check and k < heap[0][0]:
+                    raise _unordered()
+                heapq.heapreplace(heap, (k, s, 0, b))
         elif run is not None:
             self.runs[s] = run
             b = next_frame(run, 0)
@@ -133,6 +166,7 @@ class FrameMerger:
         key = self.key
         heapreplace = heapq.heapreplace
         skip, left, rows = self.skip, self.left, self.rows  # locals in the loop, written back on return
+        cut, check = self.cut, self.check
         try:
             while heap:
                 if len(out) >= out_bytes:
@@ -145,7 +179,10 @@ class FrameMerger:
                 if skip:
                     skip -= 1
                 else:
-                    out += run[a:b]
+                    if cut < 0:
+                        out += run[a:b]
+                    else:
+                        _append_cut(out, run, a, b, cut)
                     rows += 1
                     if left > 0:
                         left -= 1
@@ -155,7 +192,10 @@ class FrameMerger:
                 if b < len(run):
                     length = run[b] | (run[b + 1] << 8) | (run[b + 2] << 16)
                     c = b + 4 + length if length != MAX else frame_end(run, b)
-                    heapreplace(heap, (key(run, b, c), s, b, c))
+                    k = key(run, b, c)
+                    if check and k < top[0]:
+                        raise _unordered()
+                    heapreplace(heap, (k, s, b, c))
                     continue
                 self.waiting = s
                 return s

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from merge.frames import DONE, FULL, Decode, FrameMerger, frame_key
+from merge.keys import weight_index
 from merge.spec import ColumnMeta, MergeSpec
 from protocol.rowframes import RowFrames
 
@@ -24,12 +25,17 @@ __all__ = ["frame_key", "raw_mergeable", "raw_order_merge"]
 OUT_BYTES = 1 << 17  # an output run is handed on once it holds this much
 
 
-def raw_mergeable(spec: MergeSpec, node_columns: int) -> bool:
-    """True when `spec` only interleaves rows by ORDER BY (then paginates): rows go out as the nodes sent them."""
-    return bool(spec.order_by) and not (
-        spec.group_by or spec.aggregates or spec.distinct or spec.having_sql or spec.weights or spec.with_ties
-        or spec.found_rows is not None or spec.visible_columns != node_columns or spec.computed or spec.rollup
-    )
+def raw_mergeable(spec: MergeSpec, node_columns: int, *, text_rows: bool = False) -> bool:
+    """True when `spec` only interleaves rows by ORDER BY (then paginates): rows go out as the nodes sent them
+    or, for text rows (`text_rows`), cut after the visible columns (hidden ORDER BY and weight columns)."""
+    if not spec.order_by or (
+        spec.group_by or spec.aggregates or spec.distinct or spec.having_sql or spec.with_ties
+        or spec.found_rows is not None or spec.computed or spec.rollup
+    ):
+        return False
+    if text_rows:
+        return spec.visible_columns <= node_columns
+    return not spec.weights and spec.visible_columns == node_columns
 
 
 async def _next_run(it: AsyncIterator[RowFrames]) -> bytes | None:
@@ -49,7 +55,13 @@ async def raw_order_merge(
     left = -1 if spec.limit is None else spec.limit  # rows still to send; -1 = all
     if left == 0:
         return
-    merger = FrameMerger(frame_key(spec.order_by, columns, decode), len(batches), spec.offset, left)
+    weights = dict(spec.weights)
+    cut = spec.visible_columns if spec.visible_columns < len(columns) else -1
+    if decode is not None and (cut >= 0 or weights):
+        raise ValueError("binary rows are merged raw only when they go out whole, without weight columns")
+    check = any(weight_index(o.index, columns, weights) is not None for o in spec.order_by)
+    merger = FrameMerger(frame_key(spec.order_by, columns, decode, weights), len(batches), spec.offset, left,
+                         cut=cut, check=check)
     for s, it in enumerate(batches):
         merger.feed(s, await _next_run(it))
     out = bytearray()

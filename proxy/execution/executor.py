@@ -262,7 +262,7 @@ async def _answer_merged(
         session.found_rows_value, session.found_rows_source = sent, None
     else:
         metas = [_meta(c) for c in header.columns]
-        if raw_mergeable(spec, ncols):  # issue 15: merge.raw interleaves the nodes' row payloads as they came
+        if raw_mergeable(spec, ncols, text_rows=codec is TEXT):  # issue 15: merge.raw interleaves the row frames
             sent = await _raw_merged(session, readers, spec, metas, header.columns, codec)
             _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
             session.found_rows_value, session.found_rows_source = sent, None

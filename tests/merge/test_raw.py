@@ -14,7 +14,8 @@ from merge.raw import raw_mergeable, raw_order_merge
 from merge.spec import ColumnMeta, MergeSpec, OrderItem
 from protocol.packets import decode_text_row, encode_text_row
 from protocol.rowframes import RowFrames, frames_of, renumber, row_payloads
-from tests.merge.support import cols, node
+from tests.merge.support import col, cols, node
+from tests.merge.test_weights import w
 
 Row = tuple[bytes | None, ...]
 ASC0, DESC0 = (OrderItem(0),), (OrderItem(0, True),)
@@ -51,10 +52,13 @@ CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
      [node(("2024-01-01 00:00:00", "-10:00:00"), ("2023-01-01 00:00:00", "100:00:00")),
       node(("2025-01-01 00:00:00", "-10:00:00"), (None, "1:00:00"))]),
     (cols("bigint", "ci"), MergeSpec(2, ASC0), [node((1, "a" * 300), (3, "c" * 70000)), node((2, "b" * 251))]),
-    (cols("bigint", "binary"), MergeSpec(2, ASC0), [node((1, "a"), (3, BIG), (5, "e")), node((2, BIG), (4, "d"))]),
-    (cols("ci", "bigint"), MergeSpec(2, DESC0), [node((BIG, 1), ("a", 2)), node(("b", 3))]),  # key of > 16 MB
     ([ColumnMeta("c0", 3)], MergeSpec(1, ASC0), [node(*range(0, 600, 2)), node(*range(1, 600, 2))]),  # > a batch
     ([ColumnMeta("c0", 3)], MergeSpec(1, ASC0), [node(), node(), node()]),  # empty shards only
+]
+# rows of more than 16 MB (continuation frames): slow to build, so one run size only
+BIG_CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
+    (cols("bigint", "binary"), MergeSpec(2, ASC0), [node((1, "a"), (3, BIG), (5, "e")), node((2, BIG), (4, "d"))]),
+    (cols("ci", "bigint"), MergeSpec(2, DESC0), [node((BIG, 1), ("a", 2)), node(("b", 3))]),  # key of > 16 MB
 ]
 
 
@@ -65,7 +69,7 @@ async def _runs(payloads: list[bytes], size: int) -> AsyncIterator[RowFrames]:
 
 async def _raw(columns: Sequence[ColumnMeta], spec: MergeSpec, streams: list[list[Row]], size: int,
                decoded: bool) -> list[Row]:
-    width = len(columns)
+    width = spec.visible_columns
     batches = [_runs([encode_text_row(r) for r in s], size) for s in streams]
     out = bytearray()
     rows = 0
@@ -80,8 +84,8 @@ async def _raw(columns: Sequence[ColumnMeta], spec: MergeSpec, streams: list[lis
     return [decode_text_row(p, width) for p in payloads]
 
 
-@pytest.mark.parametrize(("columns", "spec", "streams"), CASES)
-@pytest.mark.parametrize("size", [1, 2, 1000])
+@pytest.mark.parametrize(("columns", "spec", "streams", "size"),
+                         [(*c, size) for c in CASES for size in (1, 2, 1000)] + [(*c, 2) for c in BIG_CASES])
 @pytest.mark.parametrize("decoded", [False, True], ids=["in-place", "decoded"])
 def test_raw_merge_sends_what_the_pipeline_sends(columns: list[ColumnMeta], spec: MergeSpec,
                                                  streams: list[list[Row]], size: int, decoded: bool) -> None:
@@ -93,6 +97,39 @@ def test_raw_merge_sends_what_the_pipeline_sends(columns: list[ColumnMeta], spec
 def _raw_sync(columns: Sequence[ColumnMeta], spec: MergeSpec, streams: list[list[Row]], size: int,
               decoded: bool) -> list[Row]:
     return asyncio.run(_raw(columns, spec, streams, size, decoded))
+
+
+WTEXT = [col("ci", "s"), col("int", "n"), col("binary", "w")]  # s, n, WEIGHT_STRING(s) hidden
+# text rows whose trailing hidden columns (a derived ORDER BY column, a text key's weights) are cut off
+CUT_CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
+    (cols("ci", "int"), MergeSpec(1, (OrderItem(1),)), [node(("a", 3), ("b", 5)), node(("c", 1), ("d", 9)), node()]),
+    (cols("ci", "int"), MergeSpec(1, (OrderItem(1, True),), limit=2), [node(("a", 3), ("b", None)), node(("c", 4))]),
+    (WTEXT, MergeSpec(2, (OrderItem(0),), weights=((0, 2),)),
+     [node(("a", 1, w("a")), ("é", 2, w("é"))), node(("E", 3, w("E")), ("É", 4, w("É")))]),
+    (WTEXT, MergeSpec(2, (OrderItem(0, True), OrderItem(1)), weights=((0, 2),), offset=1),
+     [node(("b", 1, w("b")), ("a ", 2, w("a ")), ("a", 3, w("a"))), node(("B", 0, w("B")), (None, 5, None))]),
+    (WTEXT, MergeSpec(2, (OrderItem(1),), weights=((0, 2),)),  # numeric key: its weight is never read
+     [node(("x", 1, None), ("y", 3, None)), node(("z", 2, None))]),
+    (WTEXT, MergeSpec(2, (OrderItem(0),), weights=((0, 2),)),
+     [node(("a", 1, w("a")), (BIG.decode(), 2, w("x" * 20))), node(("b", 3, w("b")))]),  # a row of > 16 MB
+]
+
+
+@pytest.mark.parametrize(("columns", "spec", "streams", "size"),
+                         [(*c, size) for c in CUT_CASES[:-1] for size in (1, 2, 1000)] + [(*CUT_CASES[-1], 2)])
+def test_raw_merge_cuts_hidden_columns_like_the_pipeline(columns: list[ColumnMeta], spec: MergeSpec,
+                                                         streams: list[list[Row]], size: int) -> None:
+    assert raw_mergeable(spec, len(columns), text_rows=True) and not raw_mergeable(spec, len(columns))
+    expected = list(merge_rows_sync(streams, spec, columns))
+    assert _raw_sync(columns, spec, streams, size, False) == expected
+
+
+def test_raw_merge_refuses_a_stream_out_of_the_weights_order() -> None:
+    from merge.errors import MergeError
+
+    streams = [node(("b", 1, w("b")), ("a", 2, w("a"))), node(("c", 3, w("c")))]
+    with pytest.raises(MergeError):
+        _raw_sync(WTEXT, MergeSpec(2, (OrderItem(0),), weights=((0, 2),)), streams, 1000, False)
 
 
 @pytest.mark.parametrize(("spec", "mergeable"), [
