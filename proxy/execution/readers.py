@@ -38,10 +38,6 @@ class _RowSource:
     def frame_batches(self) -> AsyncIterator[RowFrames]:
         raise NotImplementedError
 
-    async def payload_batches(self) -> AsyncIterator[list[bytes]]:
-        async for frames in self.frame_batches():
-            yield frames.payloads()
-
     async def payloads(self) -> AsyncIterator[bytes]:
         async for frames in self.frame_batches():
             for payload in frames.payloads():
