@@ -13,15 +13,23 @@ while a thread samples the proxy's VmRSS every 50 ms from ``/proc/<pid>/status``
 each query through ``/proc/<pid>/clear_refs`` and read after it). A direct read of one backend table gives
 a rows/s reference for the client itself.
 
-    python bench/scatter_memory.py [--rows 1000000]
+    python bench/scatter_memory.py [--rows 1000000] [--client mariadb] [--rounds 3] [--queries concat order-by-merge]
+
+``--client mariadb`` reads with the MariaDB command-line client (``mariadb --quick --batch``: mysql_use_result,
+rows counted from its output pipe) instead of PyMySQL, whose per-row cost in Python caps a read at a few
+hundred thousand rows/s, below what the proxy relays; the proxy's CPU per row (utime+stime during the
+query / rows) is the figure that a loaded machine moves least.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import platform
+import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -162,13 +170,17 @@ class Measure:
         def mb(v: float | None) -> str:
             return f"{v:8.1f}" if v is not None else "       -"
 
+        per_row = f"{1e6 * self.cpu_s / self.rows:6.2f}" if self.cpu_s is not None and self.rows else "     -"
         return (f"| {self.label:<26} | {self.rows:>9} | {self.seconds:7.2f} | {self.rows / self.seconds:>9,.0f} "
-                f"| {mb(self.baseline_mb)} | {mb(self.peak_mb)} | {mb(self.hwm_mb)} | {mb(self.cpu_s)}    |")
+                f"| {mb(self.baseline_mb)} | {mb(self.peak_mb)} | {mb(self.hwm_mb)} | {mb(self.cpu_s)}    "
+                f"| {per_row}     |")
 
 
 HEADER = (
-    "| query                      |      rows |       s |    rows/s | base MB  | peak MB  | HWM MB   | proxy CPU s |\n"
-    "|----------------------------|-----------|---------|-----------|----------|----------|----------|-------------|"
+    "| query                      |      rows |       s |    rows/s | base MB  | peak MB  | HWM MB   | proxy CPU s "
+    "| CPU us/row |\n"
+    "|----------------------------|-----------|---------|-----------|----------|----------|----------|-------------"
+    "|------------|"
 )
 
 
@@ -179,6 +191,23 @@ def read_all(conn: pymysql.connections.Connection, sql: str) -> int:  # type: ig
         while batch := cur.fetchmany(5000):
             n += len(batch)
     return n
+
+
+def read_mariadb(port: int, db: str, password: str, sql: str) -> int:
+    """`sql` read by `mariadb --quick --batch` into a pipe; the rows it printed (one line each)."""
+    client = shutil.which("mariadb") or shutil.which("mysql")
+    if client is None:
+        raise SystemExit("--client mariadb needs the MariaDB command-line client (apt-get install mariadb-client)")
+    cmd = [client, "--protocol=TCP", "-h127.0.0.1", f"-P{port}", "-uroot", f"-p{password}", "--quick", "--batch",
+           "--skip-column-names", db, "-e", sql]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    rows = 0
+    while chunk := proc.stdout.read(1 << 20):
+        rows += chunk.count(b"\n")
+    if proc.wait():
+        raise RuntimeError(f"{client} failed: {proc.stderr.read().decode(errors='replace') if proc.stderr else ''}")
+    return rows
 
 
 def write_conf(conf: Path, servers: list[MariaDBServer]) -> None:
@@ -226,10 +255,17 @@ def machine() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows in t_order (default 1000000)")
+    parser.add_argument("--client", choices=("pymysql", "mariadb"), default="pymysql")
+    parser.add_argument("--rounds", type=int, default=1, help="reads of each query (each measured)")
+    parser.add_argument("--queries", nargs="+", choices=[q[0].replace(" ", "-") for q in QUERIES],
+                        default=[q[0].replace(" ", "-") for q in QUERIES])
     args = parser.parse_args(argv)
     n: int = args.rows
+    queries = [q for q in QUERIES if q[0].replace(" ", "-") in args.queries]
 
-    print(f"machine: {machine()}", flush=True)
+    spec = importlib.util.find_spec("protocol.rowframes")
+    build = "mypyc-compiled" if spec and spec.origin and spec.origin.endswith(".so") else "pure Python"
+    print(f"machine: {machine()}\nbuild: {build} (pyproject.toml [tool.shardproxy] mypyc)", flush=True)
     servers = start_servers(2)
     try:
         print(f"MariaDB {servers[0].execute('SELECT VERSION()')[0][0]} x2 started", flush=True)
@@ -254,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                 assert total == n, f"loaded {total} rows, expected {n}"
 
                 results: list[Measure] = []
-                for label, sql in QUERIES:
+                for label, sql in queries * args.rounds:
                     with connect() as conn:
                         read_all(conn, "SELECT 1")  # session and backend connections opened before the baseline
                         time.sleep(0.5)
@@ -263,7 +299,10 @@ def main(argv: list[str] | None = None) -> int:
                         cpu0 = cpu_seconds(proc.pid)
                         with RssSampler(proc.pid) as sampler:
                             t0 = time.perf_counter()
-                            rows = read_all(conn, sql)
+                            if args.client == "mariadb":
+                                rows = read_mariadb(port, "sharding_db", "root", sql)
+                            else:
+                                rows = read_all(conn, sql)
                             seconds = time.perf_counter() - t0
                         hwm = status_kb(proc.pid, "VmHWM") / 1024 if hwm_ok else None
                         cpu = cpu_seconds(proc.pid) - cpu0
@@ -271,18 +310,23 @@ def main(argv: list[str] | None = None) -> int:
                                            hwm, cpu))
                     print(results[-1].line(), flush=True)
 
-                conn = servers[0].connect(PHYSICAL[0])
-                try:
+                direct = "SELECT * FROM t_order_0"
+                for _ in range(args.rounds):
                     t0 = time.perf_counter()
-                    rows = read_all(conn, "SELECT * FROM t_order_0")
-                    results.append(Measure("direct ds_0.t_order_0", "SELECT * FROM t_order_0", rows,
-                                           time.perf_counter() - t0))
-                finally:
-                    conn.close()
+                    if args.client == "mariadb":
+                        rows = read_mariadb(servers[0].port, PHYSICAL[0], servers[0].password, direct)
+                    else:
+                        conn = servers[0].connect(PHYSICAL[0])
+                        try:
+                            rows = read_all(conn, direct)
+                        finally:
+                            conn.close()
+                    results.append(Measure("direct ds_0.t_order_0", direct, rows, time.perf_counter() - t0))
                 proxy_start_hwm = status_kb(proc.pid, "VmHWM") / 1024
 
         print()
-        print(f"rows loaded: {n}; proxy VmHWM at the end (since the last reset): {proxy_start_hwm:.1f} MB")
+        print(f"rows loaded: {n}; client: {args.client}; proxy VmHWM at the end (since the last reset): "
+              f"{proxy_start_hwm:.1f} MB")
         print(HEADER)
         for m in results:
             print(m.line())

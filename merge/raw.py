@@ -1,92 +1,75 @@
-"""ORDER BY merges on raw row payloads: decode only the sort key columns, relay each row as it came.
+"""ORDER BY merges on raw row frames: decode only the sort key columns, relay each row as it came.
 
 Why: a plain ``ORDER BY`` over several nodes (no grouping, aggregates, HAVING, DISTINCT, derived or weight
 columns) changes no row, it only interleaves them. The general pipeline (`merge.pipeline.merge_rows`) decodes
 every column of every row, pulls rows one by one through stacked async generators and encodes each row again
-for the client (about 8 us per row; bench/RESULTS.md). Here each node's rows arrive in the batches its socket
-reads deliver, a row's key is computed from its leading columns up to the last sort column only, and the
-payload the node sent is what the client gets. Ordering is `merge.keys.order_key`'s, ties in stream order,
-as in `merge.sources.OrderByMerger`, so the answer is the general pipeline's, row for row.
+for the client (about 8 us per row; bench/RESULTS.md). Here each node's rows arrive as the runs of frames its
+socket reads deliver (`protocol.rowframes.RowFrames`), a row's key is read straight out of the run (its
+leading columns up to the last sort column, or for one numeric sort column that value alone), and the frame
+the node sent is copied to the output run as it is: whoever sends the output renumbers its sequence ids.
+Ordering is `merge.keys.order_key`'s, ties in stream order, as in `merge.sources.OrderByMerger`, so the answer
+is the general pipeline's, row for row.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Sequence
 
-from merge.keys import Row, order_key
+from merge.frames import DONE, FULL, Decode, FrameMerger, frame_key
+from merge.keys import weight_index
 from merge.spec import ColumnMeta, MergeSpec
+from protocol.rowframes import RowFrames
 
-__all__ = ["raw_mergeable", "raw_order_merge"]
+__all__ = ["frame_key", "raw_mergeable", "raw_order_merge"]
 
-Decode = Callable[[bytes, int], Row]  # (payload, leading columns to decode) -> the row's text values
+OUT_BYTES = 1 << 17  # an output run is handed on once it holds this much
 
 
-def raw_mergeable(spec: MergeSpec, node_columns: int) -> bool:
-    """True when `spec` only interleaves rows by ORDER BY (then paginates): rows go out as the nodes sent them."""
-    return bool(spec.order_by) and not (
-        spec.group_by or spec.aggregates or spec.distinct or spec.having_sql or spec.weights or spec.with_ties
-        or spec.found_rows is not None or spec.visible_columns != node_columns or spec.computed or spec.rollup
-    )
+def raw_mergeable(spec: MergeSpec, node_columns: int, *, text_rows: bool = False) -> bool:
+    """True when `spec` only interleaves rows by ORDER BY (then paginates): rows go out as the nodes sent them
+    or, for text rows (`text_rows`), cut after the visible columns (hidden ORDER BY and weight columns)."""
+    if not spec.order_by or (
+        spec.group_by or spec.aggregates or spec.distinct or spec.having_sql or spec.with_ties
+        or spec.found_rows is not None or spec.computed or spec.rollup
+    ):
+        return False
+    if text_rows:
+        return spec.visible_columns <= node_columns
+    return not spec.weights and spec.visible_columns == node_columns
+
+
+async def _next_run(it: AsyncIterator[RowFrames]) -> bytes | None:
+    async for frames in it:
+        if frames.rows:
+            return bytes(frames.data)
+    return None
 
 
 async def raw_order_merge(
-    batches: Sequence[AsyncIterator[list[bytes]]], spec: MergeSpec, columns: Sequence[ColumnMeta], decode: Decode,
-    out_batch: int = 256,
-) -> AsyncIterator[list[bytes]]:
-    """The merged row payloads of `raw_mergeable` spec, in lists of up to `out_batch`; stops reading once
-    OFFSET + LIMIT rows are out (the caller drains or closes the node streams)."""
-    width = max(o.index for o in spec.order_by) + 1
-    row_key = order_key(spec.order_by, columns, {})
-
-    def key(payload: bytes) -> Any:
-        return row_key(decode(payload, width))
-
-    skip = spec.offset
-    left = spec.limit  # rows still to send; None = all
-    if left is not None and left <= 0:
+    batches: Sequence[AsyncIterator[RowFrames]], spec: MergeSpec, columns: Sequence[ColumnMeta],
+    decode: Decode | None = None, out_bytes: int = OUT_BYTES,
+) -> AsyncIterator[RowFrames]:
+    """The merged rows of `raw_mergeable` spec, as runs of the nodes' own frames (sequence ids not yet the
+    client's) of about `out_bytes`; stops reading once OFFSET + LIMIT rows are out (the caller drains or
+    closes the node streams). `decode`: the binary protocol's row decoder; None for text rows."""
+    left = -1 if spec.limit is None else spec.limit  # rows still to send; -1 = all
+    if left == 0:
         return
-    bufs: list[list[bytes]] = [[] for _ in batches]
-    pos = [0] * len(batches)
-    heap: list[tuple[Any, int, bytes]] = []
+    weights = dict(spec.weights)
+    cut = spec.visible_columns if spec.visible_columns < len(columns) else -1
+    if decode is not None and (cut >= 0 or weights):
+        raise ValueError("binary rows are merged raw only when they go out whole, without weight columns")
+    check = any(weight_index(o.index, columns, weights) is not None for o in spec.order_by)
+    merger = FrameMerger(frame_key(spec.order_by, columns, decode, weights), len(batches), spec.offset, left,
+                         cut=cut, check=check)
     for s, it in enumerate(batches):
-        batch = await anext(it, None)
-        while batch is not None and not batch:
-            batch = await anext(it, None)
-        if batch is not None:
-            bufs[s] = batch
-            heap.append((key(batch[0]), s, batch[0]))
-    heapq.heapify(heap)
-    out: list[bytes] = []
-    heapreplace, heappop = heapq.heapreplace, heapq.heappop
-    while heap:
-        _, s, payload = heap[0]
-        if skip:
-            skip -= 1
+        merger.feed(s, await _next_run(it))
+    out = bytearray()
+    while (step := merger.merge(out, out_bytes)) != DONE:
+        if step == FULL:
+            yield RowFrames(out, merger.take_rows())
+            out = bytearray()
         else:
-            out.append(payload)
-            if left is not None:
-                left -= 1
-                if left == 0:
-                    break
-            if len(out) >= out_batch:
-                yield out
-                out = []
-        i = pos[s] + 1
-        buf = bufs[s]
-        if i < len(buf):
-            pos[s] = i
-            nxt = buf[i]
-            heapreplace(heap, (key(nxt), s, nxt))
-            continue
-        batch = await anext(batches[s], None)
-        while batch is not None and not batch:
-            batch = await anext(batches[s], None)
-        if batch is None:
-            heappop(heap)
-        else:
-            bufs[s], pos[s] = batch, 0
-            heapreplace(heap, (key(batch[0]), s, batch[0]))
-    if out:
-        yield out
+            merger.feed(step, await _next_run(batches[step]))
+    if merger.rows:
+        yield RowFrames(out, merger.take_rows())

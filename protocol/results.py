@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from protocol.constants import MAX_PAYLOAD, ServerStatus
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
+from protocol.rowframes import RowFrames, scan_rows
 from protocol.wire import MalformedPacket, Reader
 
 # plain ints: flag enums cost an object per operation on the per-statement path
@@ -301,7 +302,9 @@ class ResultParser:
     """Decodes one backend response into events: OKPacket, ERRPacket, ResultHeader, row payloads (bytes),
     ResultEnd. Rows stay raw payloads so a caller decodes only what it needs."""
 
-    def __init__(self, *, backend_deprecate_eof: bool) -> None:
+    def __init__(self, *, backend_deprecate_eof: bool, row_frames: bool = False) -> None:
+        """`row_frames`: rows come as `protocol.rowframes.RowFrames` runs (one per read, still framed), not
+        as one payload each (issue 15: relays and raw merges never cut rows out of the read buffer)."""
         from protocol.framing import FrameDecoder
 
         self._frames = FrameDecoder()
@@ -309,10 +312,14 @@ class ResultParser:
         self._phase = _Phase.FIRST
         self._columns: list[ColumnDefinition41] = []
         self._columns_left = 0
+        self._row_frames = row_frames
         self.done = False
 
     def feed(self, data: bytes) -> Iterator[object]:
         self._frames.feed(data)
+        if self._row_frames:
+            yield from self._feed_frames()
+            return
         rows = _Phase.ROWS
         for _first, _last, payload in self._frames.packets():
             # a row (what `_packet` yields as is in the ROWS phase), without a generator per packet (issue 15)
@@ -322,6 +329,29 @@ class ResultParser:
             yield from self._packet(payload)
             if self.done:
                 return
+
+    def _feed_frames(self) -> Iterator[object]:
+        frames = self._frames
+        buf = frames._buf
+        while not self.done:
+            if self._phase is _Phase.ROWS:
+                stop, rows, ended = scan_rows(buf, 0)
+                if rows:
+                    with memoryview(buf) as view:
+                        data = bytes(view[:stop])
+                    del buf[:stop]
+                    yield RowFrames(data, rows)
+                if not ended:
+                    return  # an incomplete frame (or 16 MB row): wait for more bytes
+            # one packet that is not a row (header, column definitions, the end, an ERR), then look again
+            packets = frames.packets()
+            try:
+                got = next(packets, None)
+            finally:
+                packets.close()
+            if got is None:
+                return
+            yield from self._packet(got[2])
 
     def _packet(self, payload: bytes) -> Iterator[object]:
         phase = self._phase

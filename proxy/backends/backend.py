@@ -191,10 +191,11 @@ class BackendConnection:
         self.raw.server_status = relay.summary.status
         return relay.summary
 
-    async def event_batches(self, payload: bytes) -> AsyncIterator[list[object]]:
+    async def event_batches(self, payload: bytes, *, row_frames: bool = False) -> AsyncIterator[list[object]]:
         """Send a command and yield its decoded events (ResultHeader, row payloads, OK/ERR, ResultEnd), one
-        list per read from the backend: consumers that relay rows await once per chunk, not per row."""
-        parser = ResultParser(backend_deprecate_eof=BACKEND_DEPRECATE_EOF)
+        list per read from the backend: consumers that relay rows await once per chunk, not per row.
+        `row_frames`: rows as `protocol.rowframes.RowFrames` runs, still framed (issue 15)."""
+        parser = ResultParser(backend_deprecate_eof=BACKEND_DEPRECATE_EOF, row_frames=row_frames)
         self._send(payload)
         try:
             while not parser.done:

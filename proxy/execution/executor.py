@@ -28,7 +28,6 @@ from merge.aggregate import MergeStats
 from merge.pipeline import decoded_width
 from merge.raw import raw_mergeable, raw_order_merge
 from protocol.constants import Capability, ServerStatus
-from protocol.framing import encode_packet
 from protocol.packets import (
     ColumnDefinition41,
     ComFieldList,
@@ -36,7 +35,7 @@ from protocol.packets import (
     column_count_payload,
     end_of_result,
 )
-from protocol.rowscan import text_prefix
+from protocol.rowframes import RowFrames
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
 from proxy.clusterport import port
@@ -57,6 +56,7 @@ from proxy.execution.upsert import execute_upsert
 from proxy.execution.write_gate import write_gate
 from proxy.execution.writes import _DML, _write, _write_in_xa
 from proxy.frontend.cork import corked
+from proxy.frontend.relay import relay_frames
 from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
 
 if TYPE_CHECKING:
@@ -274,7 +274,7 @@ async def _select_concatenated(session: Session, routed: RoutedStatement, codec:
                     reader = _UnitStream(conns[ds], units[i], codec, borrowed=False)
                     active.append(reader)
                     await reader.start()
-                sent += await _relay_payloads(session, reader.payload_batches())
+                sent += await _relay_payloads(session, reader.frame_batches())
                 status, warnings = reader.status, warnings + reader.warnings
         _send_end(session, status, warnings)
         session.found_rows_value, session.found_rows_source = sent, None
@@ -305,11 +305,11 @@ async def _answer_merged(
     if spec is None or not _needs_merge(spec, ncols):
         sent = 0
         for r in readers:
-            sent += await _relay_payloads(session, r.payload_batches())
+            sent += await _relay_payloads(session, r.frame_batches())
         session.found_rows_value, session.found_rows_source = sent, None
     else:
         metas = [_meta(c) for c in header.columns]
-        if raw_mergeable(spec, ncols):  # issue 15: merge.raw interleaves the nodes' row payloads as they came
+        if raw_mergeable(spec, ncols, text_rows=codec is TEXT):  # issue 15: merge.raw interleaves the row frames
             sent = await _raw_merged(session, readers, spec, metas, header.columns, codec)
             _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
             session.found_rows_value, session.found_rows_source = sent, None
@@ -343,10 +343,10 @@ async def _answer_merged(
 
 async def _raw_merged(session: Session, readers: Sequence[_Reader], spec: MergeSpec, metas: list[ColumnMeta],
                       columns: tuple[ColumnDefinition41, ...], codec: StatementCodec) -> int:
-    """issue 15: `merge.raw.raw_order_merge` over the readers' payload batches; the rows sent."""
-    batches = [r.payload_batches() for r in readers]
+    """issue 15: `merge.raw.raw_order_merge` over the readers' runs of row frames; the rows sent."""
+    batches = [r.frame_batches() for r in readers]
     decode_row = codec.decode_row
-    decode = text_prefix if codec is TEXT else (lambda p, n: decode_row(p, columns, n))
+    decode = None if codec is TEXT else (lambda p, n: decode_row(p, columns, n))
     try:
         return await _relay_payloads(session, raw_order_merge(batches, spec, metas, decode))
     finally:
@@ -365,28 +365,9 @@ def _needs_merge(spec: MergeSpec, node_columns: int) -> bool:
     )
 
 
-async def _relay_payloads(session: Session, batches: AsyncIterator[list[bytes]]) -> int:
-    """Rows that need no merging, framed with the client's sequence ids a read batch at a time; how many."""
-    wire = session.wire
-    writer = wire.writer
-    seq = wire.seq
-    count = 0
-    async for batch in batches:
-        count += len(batch)
-        out = bytearray()
-        for p in batch:
-            n = len(p)
-            if n < 0xFFFFFF:
-                out += bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, seq))
-                out += p
-                seq = (seq + 1) & 0xFF
-            else:
-                data, seq = encode_packet(p, seq)
-                out += data
-        writer.write(out)
-        await wire.flush()
-    wire.seq = seq
-    return count
+async def _relay_payloads(session: Session, runs: AsyncIterator[RowFrames]) -> int:
+    """Rows that need no merging, runs of frames renumbered with the client's sequence ids; how many."""
+    return await relay_frames(session.wire, runs)  # issue 15: proxy.frontend.relay
 
 
 async def _renamed_rows(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from merge import MergeError
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.results import ResultEnd, ResultHeader
+from protocol.rowframes import RowFrames
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import StatementCodec, StatementFailed
 from proxy.execution.units import UnitFailed
@@ -28,9 +29,31 @@ from routing.plan import ExecutionUnit, RoutedStatement
 if TYPE_CHECKING:
     from proxy.execution.context import SessionContext as Session
 
-class _UnitStream:
-    """One unit's result: header first (column definitions), then row payloads, pulled lazily and in the
-    batches the backend's reads deliver (the relay awaits per chunk, not per row)."""
+class _RowSource:
+    """What every reader offers a merge or a relay. `frame_batches` is each reader's own; the payload and
+    decoded-row views are derived from it here, once."""
+
+    codec: StatementCodec
+
+    def frame_batches(self) -> AsyncIterator[RowFrames]:
+        raise NotImplementedError
+
+    async def payloads(self) -> AsyncIterator[bytes]:
+        async for frames in self.frame_batches():
+            for payload in frames.payloads():
+                yield payload
+
+    async def rows(
+        self, columns: Sequence[ColumnDefinition41], count: int | None = None
+    ) -> AsyncIterator[tuple[bytes | None, ...]]:
+        decode = self.codec.decode_row
+        async for payload in self.payloads():
+            yield decode(payload, columns, count)
+
+
+class _UnitStream(_RowSource):
+    """One unit's result: header first (column definitions), then its rows, pulled lazily as runs of row
+    frames in the batches the backend's reads deliver (the relay awaits per chunk, not per row)."""
 
     def __init__(self, conn: BackendConnection, unit: ExecutionUnit, codec: StatementCodec, *, borrowed: bool) -> None:
         self.conn = conn
@@ -59,7 +82,7 @@ class _UnitStream:
         except StatementFailed as exc:
             self.finished = True
             raise UnitFailed(self.unit.data_source, exc.err) from exc
-        self._batches = self.conn.event_batches(payload)
+        self._batches = self.conn.event_batches(payload, row_frames=True)
         while (batch := await self._next_batch()) is not None:
             for i, ev in enumerate(batch):
                 if isinstance(ev, ResultHeader):
@@ -75,36 +98,19 @@ class _UnitStream:
                     return
         self.finished = True
 
-    async def payload_batches(self) -> AsyncIterator[list[bytes]]:
+    async def frame_batches(self) -> AsyncIterator[RowFrames]:  # type: ignore[override]
         if self.finished:
             return
         while (batch := await self._next_batch()) is not None:
-            rows: list[bytes] = []
             for ev in batch:
-                if isinstance(ev, bytes):
-                    rows.append(ev)
+                if isinstance(ev, RowFrames):
+                    yield ev
                 elif isinstance(ev, ResultEnd):
                     self.status, self.warnings = ev.status, ev.warnings
                 elif isinstance(ev, ERRPacket):
                     self.finished = True
-                    if rows:
-                        yield rows
                     raise UnitFailed(self.unit.data_source, ev)
-            if rows:
-                yield rows
         self.finished = True
-
-    async def payloads(self) -> AsyncIterator[bytes]:
-        async for batch in self.payload_batches():
-            for payload in batch:
-                yield payload
-
-    async def rows(
-        self, columns: Sequence[ColumnDefinition41], count: int | None = None
-    ) -> AsyncIterator[tuple[bytes | None, ...]]:
-        decode = self.codec.decode_row
-        async for payload in self.payloads():
-            yield decode(payload, columns, count)
 
     async def drain(self) -> None:
         if not self.started:
@@ -112,11 +118,11 @@ class _UnitStream:
             return
         if not self.finished:
             with contextlib.suppress(UnitFailed):
-                async for _ in self.payload_batches():
+                async for _ in self.frame_batches():
                     pass
 
 
-class _BufferedUnit:
+class _BufferedUnit(_RowSource):
     """A unit whose rows were read into memory before the merge started: used when a data source has
     more units than `max-connections-size-per-query` allows to stream at once (or inside a transaction,
     where only the session's own connection may run them). Bounded by the merge row budget."""
@@ -130,15 +136,16 @@ class _BufferedUnit:
         self.finished = True
         self.status = 0
         self.warnings = 0
-        self._rows: list[bytes] = []
+        self._frames: list[RowFrames] = []
 
     async def load(self, conn: BackendConnection, budget: int) -> None:
         stream = _UnitStream(conn, self.unit, self.codec, borrowed=False)
         await stream.start()
-        rows = self._rows
-        async for batch in stream.payload_batches():
-            rows.extend(batch)
-            if len(rows) > budget:
+        held = 0
+        async for frames in stream.frame_batches():
+            self._frames.append(frames)
+            held += frames.rows
+            if held > budget:
                 await stream.drain()
                 raise MergeError(
                     f"more than {budget} rows of data source {self.unit.data_source} had to be held in memory "
@@ -150,25 +157,13 @@ class _BufferedUnit:
     async def start(self) -> None:
         return None
 
-    async def payload_batches(self) -> AsyncIterator[list[bytes]]:
-        rows, self._rows = self._rows, []
-        if rows:
-            yield rows
-
-    async def payloads(self) -> AsyncIterator[bytes]:
-        async for batch in self.payload_batches():
-            for p in batch:
-                yield p
-
-    async def rows(
-        self, columns: Sequence[ColumnDefinition41], count: int | None = None
-    ) -> AsyncIterator[tuple[bytes | None, ...]]:
-        decode = self.codec.decode_row
-        async for payload in self.payloads():
-            yield decode(payload, columns, count)
+    async def frame_batches(self) -> AsyncIterator[RowFrames]:  # type: ignore[override]
+        held, self._frames = self._frames, []
+        for frames in held:
+            yield frames
 
     async def drain(self) -> None:
-        self._rows = []
+        self._frames = []
 
 
 _Reader = _UnitStream | _BufferedUnit

@@ -1,5 +1,6 @@
-"""merge.raw: an ORDER BY-only merge over raw row payloads sends exactly what the general pipeline sends
-(same rows, same order, ties in stream order, OFFSET/LIMIT), whatever the batches the nodes' reads deliver."""
+"""merge.raw: an ORDER BY-only merge over raw row frames sends exactly what the general pipeline sends
+(same rows, same order, ties in stream order, OFFSET/LIMIT), whatever the runs the nodes' reads deliver, and
+whether keys are read in place (text rows) or through a row decoder (the binary protocol's path)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ from merge.pipeline import merge_rows_sync
 from merge.raw import raw_mergeable, raw_order_merge
 from merge.spec import ColumnMeta, MergeSpec, OrderItem
 from protocol.packets import decode_text_row, encode_text_row
-from tests.merge.support import cols, node
+from protocol.rowframes import RowFrames, frames_of, renumber, row_payloads
+from tests.merge.support import col, cols, node
+from tests.merge.test_weights import w
 
 Row = tuple[bytes | None, ...]
 ASC0, DESC0 = (OrderItem(0),), (OrderItem(0, True),)
+BIG = b"x" * (0xFFFFFF + 10)  # a row of more than 16 MB: continuation frames
 
 # (columns, spec, node streams)
 CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
@@ -30,36 +34,102 @@ CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
      [node((3, 1), (1, 1), (2, 5)), node((2, 1), (9, 4))]),
     (cols("int", "ci"), MergeSpec(2, ASC0), [node((None, "n"), (1, "a")), node((None, "m"), (0, "z"))]),  # NULLs
     (cols("int", "ci"), MergeSpec(2, DESC0), [node((1, "a"), (None, "n")), node((0, "z"), (None, "m"))]),
+    (cols("int", "ci"), MergeSpec(2, DESC0), [node((None, "n"), (None, "o")), node((None, "m"))]),  # NULLs only
+    (cols("ci", "int"), MergeSpec(2, (OrderItem(1),)),  # one numeric key that is not the first column
+     [node(("a", None), ("b", -5), ("c", 7)), node(("d", None), ("e", 0)), node(("f", 9))]),
+    (cols("ci", "int"), MergeSpec(2, (OrderItem(1, True),)),
+     [node(("a", 7), ("b", -5), ("c", None)), node(("d", 8), ("e", None))]),
     (cols("dec", "int"), MergeSpec(2, ASC0), [node(("1.50", 1), ("10.00", 2)), node(("9.99", 3))]),
+    (cols("dec", "int"), MergeSpec(2, DESC0), [node(("10.00", 1), ("-1.50", 2), (None, 0)), node(("9.99", 3))]),
+    (cols("uint", "int"), MergeSpec(2, ASC0), [node((18446744073709551615, 1)), node((0, 2), (2**63, 3))]),
     (cols("ci", "int"), MergeSpec(2, ASC0), [node(("a", 1), ("B", 2)), node(("b", 3), ("C", 4))]),
+    (cols("ci", "int"), MergeSpec(2, DESC0), [node(("c", 1), ("B", 2), (None, 0)), node(("b", 3), ("A", 4))]),
+    (cols("bin", "int"), MergeSpec(2, ASC0), [node(("a", 1), ("b", 2)), node(("B", 3), ("a ", 4))]),
+    (cols("cs", "uca1400"), MergeSpec(2, (OrderItem(1), OrderItem(0))),
+     [node(("é", "e"), ("a", "É")), node(("b", "e"), ("z", "f"))]),
     (cols("double"), MergeSpec(1, DESC0), [node(1.5, -2, -3e10), node(7, 0)]),
+    (cols("datetime", "time"), MergeSpec(2, (OrderItem(1), OrderItem(0, True))),
+     [node(("2024-01-01 00:00:00", "-10:00:00"), ("2023-01-01 00:00:00", "100:00:00")),
+      node(("2025-01-01 00:00:00", "-10:00:00"), (None, "1:00:00"))]),
+    (cols("bigint", "ci"), MergeSpec(2, ASC0), [node((1, "a" * 300), (3, "c" * 70000)), node((2, "b" * 251))]),
     ([ColumnMeta("c0", 3)], MergeSpec(1, ASC0), [node(*range(0, 600, 2)), node(*range(1, 600, 2))]),  # > a batch
+    ([ColumnMeta("c0", 3)], MergeSpec(1, ASC0), [node(), node(), node()]),  # empty shards only
+]
+# rows of more than 16 MB (continuation frames): slow to build, so one run size only
+BIG_CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
+    (cols("bigint", "binary"), MergeSpec(2, ASC0), [node((1, "a"), (3, BIG), (5, "e")), node((2, BIG), (4, "d"))]),
+    (cols("ci", "bigint"), MergeSpec(2, DESC0), [node((BIG, 1), ("a", 2)), node(("b", 3))]),  # key of > 16 MB
 ]
 
 
-async def _batches(payloads: list[bytes], size: int) -> AsyncIterator[list[bytes]]:
+async def _runs(payloads: list[bytes], size: int) -> AsyncIterator[RowFrames]:
     for i in range(0, len(payloads), size):
-        yield payloads[i:i + size]
-    if not payloads:
-        yield []
+        yield frames_of(payloads[i:i + size])
 
 
-async def _raw(columns: Sequence[ColumnMeta], spec: MergeSpec, streams: list[list[Row]], size: int) -> list[Row]:
-    width = len(columns)
-    batches = [_batches([encode_text_row(r) for r in s], size) for s in streams]
-    out: list[Row] = []
-    async for chunk in raw_order_merge(batches, spec, columns, decode_text_row, out_batch=7):
-        out.extend(decode_text_row(p, width) for p in chunk)
-    return out
+async def _raw(columns: Sequence[ColumnMeta], spec: MergeSpec, streams: list[list[Row]], size: int,
+               decoded: bool) -> list[Row]:
+    width = spec.visible_columns
+    batches = [_runs([encode_text_row(r) for r in s], size) for s in streams]
+    out = bytearray()
+    rows = 0
+    seq = 5
+    async for run in raw_order_merge(batches, spec, columns, decode_text_row if decoded else None, out_bytes=64):
+        data = bytearray(run.data)
+        seq = renumber(data, seq)
+        rows += run.rows
+        out += data
+    payloads = row_payloads(out)
+    assert len(payloads) == rows
+    return [decode_text_row(p, width) for p in payloads]
 
 
-@pytest.mark.parametrize(("columns", "spec", "streams"), CASES)
-@pytest.mark.parametrize("size", [1, 2, 1000])
+@pytest.mark.parametrize(("columns", "spec", "streams", "size"),
+                         [(*c, size) for c in CASES for size in (1, 2, 1000)] + [(*c, 2) for c in BIG_CASES])
+@pytest.mark.parametrize("decoded", [False, True], ids=["in-place", "decoded"])
 def test_raw_merge_sends_what_the_pipeline_sends(columns: list[ColumnMeta], spec: MergeSpec,
-                                                 streams: list[list[Row]], size: int) -> None:
+                                                 streams: list[list[Row]], size: int, decoded: bool) -> None:
     assert raw_mergeable(spec, len(columns))
     expected = list(merge_rows_sync(streams, spec, columns))
-    assert asyncio.run(_raw(columns, spec, streams, size)) == expected
+    assert _raw_sync(columns, spec, streams, size, decoded) == expected
+
+
+def _raw_sync(columns: Sequence[ColumnMeta], spec: MergeSpec, streams: list[list[Row]], size: int,
+              decoded: bool) -> list[Row]:
+    return asyncio.run(_raw(columns, spec, streams, size, decoded))
+
+
+WTEXT = [col("ci", "s"), col("int", "n"), col("binary", "w")]  # s, n, WEIGHT_STRING(s) hidden
+# text rows whose trailing hidden columns (a derived ORDER BY column, a text key's weights) are cut off
+CUT_CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
+    (cols("ci", "int"), MergeSpec(1, (OrderItem(1),)), [node(("a", 3), ("b", 5)), node(("c", 1), ("d", 9)), node()]),
+    (cols("ci", "int"), MergeSpec(1, (OrderItem(1, True),), limit=2), [node(("a", 3), ("b", None)), node(("c", 4))]),
+    (WTEXT, MergeSpec(2, (OrderItem(0),), weights=((0, 2),)),
+     [node(("a", 1, w("a")), ("é", 2, w("é"))), node(("E", 3, w("E")), ("É", 4, w("É")))]),
+    (WTEXT, MergeSpec(2, (OrderItem(0, True), OrderItem(1)), weights=((0, 2),), offset=1),
+     [node(("b", 1, w("b")), ("a ", 2, w("a ")), ("a", 3, w("a"))), node(("B", 0, w("B")), (None, 5, None))]),
+    (WTEXT, MergeSpec(2, (OrderItem(1),), weights=((0, 2),)),  # numeric key: its weight is never read
+     [node(("x", 1, None), ("y", 3, None)), node(("z", 2, None))]),
+    (WTEXT, MergeSpec(2, (OrderItem(0),), weights=((0, 2),)),
+     [node(("a", 1, w("a")), (BIG.decode(), 2, w("x" * 20))), node(("b", 3, w("b")))]),  # a row of > 16 MB
+]
+
+
+@pytest.mark.parametrize(("columns", "spec", "streams", "size"),
+                         [(*c, size) for c in CUT_CASES[:-1] for size in (1, 2, 1000)] + [(*CUT_CASES[-1], 2)])
+def test_raw_merge_cuts_hidden_columns_like_the_pipeline(columns: list[ColumnMeta], spec: MergeSpec,
+                                                         streams: list[list[Row]], size: int) -> None:
+    assert raw_mergeable(spec, len(columns), text_rows=True) and not raw_mergeable(spec, len(columns))
+    expected = list(merge_rows_sync(streams, spec, columns))
+    assert _raw_sync(columns, spec, streams, size, False) == expected
+
+
+def test_raw_merge_refuses_a_stream_out_of_the_weights_order() -> None:
+    from merge.errors import MergeError
+
+    streams = [node(("b", 1, w("b")), ("a", 2, w("a"))), node(("c", 3, w("c")))]
+    with pytest.raises(MergeError):
+        _raw_sync(WTEXT, MergeSpec(2, (OrderItem(0),), weights=((0, 2),)), streams, 1000, False)
 
 
 @pytest.mark.parametrize(("spec", "mergeable"), [

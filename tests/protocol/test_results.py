@@ -18,6 +18,7 @@ from protocol.constants import MAX_PAYLOAD, ServerStatus
 from protocol.framing import FrameDecoder, encode_packet
 from protocol.packets import ERRPacket, OKPacket, encode_text_row, lenenc_str
 from protocol.results import ResultEnd, ResultHeader, ResultParser, ResultRelay
+from protocol.rowframes import RowFrames
 from protocol.wire import MalformedPacket
 from tests.protocol.fixtures import server_frames, server_stream
 
@@ -224,3 +225,51 @@ def test_parser_header_carries_the_columns() -> None:
     header = next(e for e in parser.feed(server_stream("rs_types_deof")) if isinstance(e, ResultHeader))
     assert [c.name for c in header.columns][:3] == ["id", "ti", "si"]
     assert header.columns[6].name == "ubi"
+
+
+# --- ResultParser(row_frames=True): rows as runs of frames (issue 15) ---------------------------------------
+
+
+def _flatten(events: list[object]) -> list[object]:
+    """Runs of row frames as the payloads they hold: what the default parser yields for them."""
+    out: list[object] = []
+    for e in events:
+        if isinstance(e, RowFrames):
+            assert e.rows == len(e.payloads())
+            out.extend(e.payloads())
+        else:
+            out.append(e)
+    return out
+
+
+def _parse(src: bytes, chunk: int, **kw: bool) -> list[object]:
+    parser = ResultParser(**kw)
+    got: list[object] = []
+    for i in range(0, len(src), chunk):
+        assert not parser.done
+        got.extend(parser.feed(src[i : i + chunk]))
+    assert parser.done
+    return got
+
+
+@pytest.mark.parametrize("backend_eof", [False, True], ids=["eof", "deof"])
+@pytest.mark.parametrize(("name", "events"), EVENTS)
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20], ids=["byte-by-byte", "7-bytes", "whole"])
+def test_parser_row_frames_hold_the_same_rows(name: str, events: list[tuple[str, int]], backend_eof: bool,
+                                              chunk: int) -> None:
+    src = server_stream(_capture(name, backend_eof))
+    plain = _parse(src, chunk, backend_deprecate_eof=backend_eof)
+    framed = _parse(src, chunk, backend_deprecate_eof=backend_eof, row_frames=True)
+    assert [_kind(e) for e in _flatten(framed)] == events
+    assert _flatten(framed) == plain
+
+
+@pytest.mark.parametrize("row_payload", [MAX_PAYLOAD - 1, MAX_PAYLOAD, 2 * MAX_PAYLOAD + 3], ids=lambda n: f"row{n}")
+def test_parser_row_frames_keep_rows_of_16mb_whole(row_payload: int) -> None:
+    value_len = row_payload - len(lenenc_str(b"x" * row_payload)) + 1
+    src, value = _big_row_response(value_len, False)
+    got = _parse(src, 1 << 20, backend_deprecate_eof=False, row_frames=True)
+    runs = [e for e in got if isinstance(e, RowFrames)]
+    assert len(runs) == 1 and runs[0].rows == 1
+    assert runs[0].payloads() == [encode_text_row([value])]
+    assert isinstance(got[-1], ResultEnd)

@@ -1,0 +1,204 @@
+"""The synchronous core of `merge.raw`: sort keys read out of runs of row frames, and a k-way merge of runs.
+
+Why its own module: the per-row work of an ORDER BY merge (find the next frame, compute its key, one heap
+step, copy the frame) is plain loops over bytes and ints with no I/O, which mypyc compiles (pyproject.toml);
+the async side that awaits the nodes' next runs stays in `merge.raw` (mypyc does not compile async
+generators). `FrameMerger` is sans-IO: it says which stream it needs next, the caller reads and feeds it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from merge import coltypes as t
+from merge.errors import MergeError
+from merge.keys import Row, order_key, value_key, weight_index
+from merge.spec import ColumnMeta, OrderItem
+from protocol.rowframes import MAX, frame_end, frames_of, payload_at
+from protocol.rowscan import text_cut, text_prefix
+
+__all__ = ["DONE", "FULL", "FrameKey", "FrameMerger", "frame_key"]
+
+Decode = Callable[[bytes, int], Row]  # (payload, leading columns to decode) -> the row's values as text
+FrameKey = Callable[[bytes, int, int], Any]  # (run, frame start, frame end) -> the row's sort key
+
+_LOW, _HIGH = float("-inf"), float("inf")  # NULL's place next to numbers: first ASC, last DESC
+FULL = -1  # `FrameMerger.merge`: the output holds what was asked for
+DONE = -2  # `FrameMerger.merge`: every row is out (or OFFSET + LIMIT rows are)
+
+
+def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode: Decode | None,
+              weights: Mapping[int, int] | None = None) -> FrameKey:
+    """The sort key of the row framed at run[a:b]. `decode` None: text-protocol rows, read in place.
+
+    One integer or DECIMAL sort column of text rows keys by its value alone (NULL as -inf ASC, +inf DESC:
+    the same order as `order_key`'s (0,) < (1, v) and (1, -v) < (2,), without a tuple per row); every
+    other case is `order_key` over the decoded leading columns (a text key's hidden weight column included:
+    `weights`, as in `merge.pipeline`)."""
+    width = 1 + max(max(o.index, weight_index(o.index, columns, weights) or 0) for o in items)
+    row_key = order_key(items, columns, weights or {})
+    if decode is not None:
+        dec: Decode = decode
+
+        def decoded(run: bytes, a: int, b: int) -> Any:
+            if b - a - 4 >= MAX:
+                return row_key(dec(payload_at(run, a, b), width))
+            return row_key(dec(run[a + 4:b], width))
+
+        return decoded
+    only = items[0] if len(items) == 1 else None
+    if only is not None and columns[only.index].type_code in (t.INTEGER_TYPES | t.DECIMAL_TYPES):
+        vk = value_key(columns[only.index])
+        index = only.index
+        null = _HIGH if only.descending else _LOW
+        sign = -1 if only.descending else 1
+
+        def numeric(run: bytes, a: int, b: int) -> Any:
+            if b - a - 4 >= MAX:
+                v = text_prefix(payload_at(run, a, b), width)[index]
+            else:
+                v = text_prefix(run, width, a + 4, b)[index]
+            return null if v is None else vk(v) * sign
+
+        if index == 0 and not only.descending:
+
+            def first_ascending(run: bytes, a: int, b: int) -> Any:  # the common case, in one step
+                n = run[a + 4]
+                if n < 0xFB and b - a - 4 < MAX:
+                    return vk(run[a + 5:a + 5 + n])
+                return numeric(run, a, b)
+
+            return first_ascending
+        return numeric
+
+    def prefix(run: bytes, a: int, b: int) -> Any:
+        if b - a - 4 >= MAX:
+            return row_key(text_prefix(payload_at(run, a, b), width))
+        return row_key(text_prefix(run, width, a + 4, b))
+
+    return prefix
+
+
+def _unordered() -> MergeError:
+    return MergeError(
+        "a data node returned rows in an order the merge does not reproduce (text sort keys of a collation the "
+        "proxy does not know); the query cannot be merged correctly"
+    )
+
+
+def _append_cut(out: bytearray, run: bytes, a: int, b: int, cut: int) -> None:
+    """The text row framed at run[a:b], its first `cut` columns only, framed again (sequence id 0: the relay
+    renumbers)."""
+    if b - a - 4 >= MAX:
+        payload = payload_at(run, a, b)
+        out += frames_of([payload[:text_cut(payload, cut)]]).data
+        return
+    stop = text_cut(run, cut, a + 4, b)
+    n = stop - a - 4
+    out += bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, 0))
+    out += run[a + 4:stop]
+
+
+def next_frame(run: bytes, a: int) -> int:
+    """Where the packet framed from run[a] ends."""
+    length = run[a] | (run[a + 1] << 8) | (run[a + 2] << 16)
+    return a + 4 + length if length != MAX else frame_end(run, a)
+
+
+class FrameMerger:
+    """A k-way merge of the streams' runs of row frames by `key`, ties in stream order (the heap entries are
+    (key, stream, frame start, frame end), and streams are unique), skipping `skip` rows and stopping after
+    `left` rows (-1: all). Feed every stream once (`feed`, None when it has no rows), then `merge`.
+
+    `cut` >= 0: text rows go out with their first `cut` columns only (hidden derived and weight columns
+    dropped). `check`: keys come from the nodes' collation weights, so a stream out of that order would be
+    merged silently wrong: an error instead (as `merge.sources.OrderByMerger`)."""
+
+    def __init__(self, key: FrameKey, streams: int, skip: int, left: int, *, cut: int = -1,
+                 check: bool = False) -> None:
+        self.key = key
+        self.cut = cut
+        self.check = check
+        self.runs: list[bytes] = [b""] * streams
+        self.heap: list[tuple[Any, int, int, int]] = []
+        self.skip = skip
+        self.left = left
+        self.rows = 0  # rows copied to the output since `take_rows`
+        self.waiting = -1  # the stream whose run `merge` used up (its entry is still the heap's top)
+        self.started = False
+
+    def feed(self, s: int, run: bytes | None) -> None:
+        """Stream `s`'s next run (non-empty), or None: it has no more rows."""
+        heap = self.heap
+        if self.waiting == s:
+            self.waiting = -1
+            if run is None:
+                heapq.heappop(heap)
+            else:
+                self.runs[s] = run
+                b = next_frame(run, 0)
+                k = self.key(run, 0, b)
+                if self.check and k < heap[0][0]:
+                    raise _unordered()
+                heapq.heapreplace(heap, (k, s, 0, b))
+        elif run is not None:
+            self.runs[s] = run
+            b = next_frame(run, 0)
+            heap.append((self.key(run, 0, b), s, 0, b))
+
+    def take_rows(self) -> int:
+        rows = self.rows
+        self.rows = 0
+        return rows
+
+    def merge(self, out: bytearray, out_bytes: int) -> int:
+        """Copy rows to `out` in order: returns the stream whose next run is needed (feed it, then call
+        again), FULL once `out` holds `out_bytes`, or DONE."""
+        heap = self.heap
+        if not self.started:
+            self.started = True
+            heapq.heapify(heap)
+            if self.left == 0:
+                heap.clear()
+        runs = self.runs
+        key = self.key
+        heapreplace = heapq.heapreplace
+        skip, left, rows = self.skip, self.left, self.rows  # locals in the loop, written back on return
+        cut, check = self.cut, self.check
+        try:
+            while heap:
+                if len(out) >= out_bytes:
+                    return FULL
+                top = heap[0]
+                s: int = top[1]
+                a: int = top[2]
+                b: int = top[3]
+                run = runs[s]
+                if skip:
+                    skip -= 1
+                else:
+                    if cut < 0:
+                        out += run[a:b]
+                    else:
+                        _append_cut(out, run, a, b, cut)
+                    rows += 1
+                    if left > 0:
+                        left -= 1
+                        if left == 0:
+                            heap.clear()
+                            return DONE
+                if b < len(run):
+                    length = run[b] | (run[b + 1] << 8) | (run[b + 2] << 16)
+                    c = b + 4 + length if length != MAX else frame_end(run, b)
+                    k = key(run, b, c)
+                    if check and k < top[0]:
+                        raise _unordered()
+                    heapreplace(heap, (k, s, b, c))
+                    continue
+                self.waiting = s
+                return s
+            return DONE
+        finally:
+            self.skip, self.left, self.rows = skip, left, rows
