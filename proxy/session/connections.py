@@ -154,8 +154,13 @@ class SessionConnections:
                 killed.set_result(None)
 
     async def backends_for(self, data_sources: list[str], **access: bool) -> dict[str, BackendConnection]:
-        """The session's connections to several data sources for one statement, taken in sorted order."""
-        return {name: await self.backend(name, **access) for name in sorted(set(data_sources))}
+        """The session's connections to several data sources for one statement, taken in sorted order. A
+        KILL QUERY that lands while they are taken ends the statement before it sends anything (the server's
+        KILL found none of them running)."""
+        conns = {name: await self.backend(name, **access) for name in sorted(set(data_sources))}
+        if self.query_killed:
+            raise interrupted(min(conns) if conns else "")
+        return conns
 
     async def backend(self, data_source: str, *, read: bool = False, record_write: bool = True) -> BackendConnection:
         """The session's connection to a data source, borrowed on first use and kept.
@@ -175,6 +180,8 @@ class SessionConnections:
             if self.txn.active and data_source not in self.txn.joined and self.database is not None \
                     and self.database.kernel is not None:
                 await txn.join(self, conn)
+                if self.query_killed:  # KILL QUERY during the BEGIN: nothing of the statement ran yet
+                    raise interrupted(data_source)
             if not read and self.txn.xa is not None:
                 self.txn.xa.written.add(data_source)  # not a plain read: this branch takes part in 2PC
             return conn

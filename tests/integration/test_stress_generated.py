@@ -510,7 +510,8 @@ class Client:
         t.join(1.5)
         if t.is_alive():
             # a KILL that lands after the statement took its connections and before it sent itself to them
-            # finds nothing to stop (a window the proxy does not close yet: MISSED_KILLS counts them); a
+            # finds nothing running (the proxy now ends the statement when the kill lands while its
+            # connections are taken or join the transaction; MISSED_KILLS counts any window left); a
             # second one must stop it
             MISSED_KILLS.append(self.c)
             self.affected(f"KILL QUERY {victim.thread_id()}")
