@@ -88,6 +88,20 @@ def test_a_tls_client_that_reads_slowly_gets_its_whole_result(tls_proxy: Running
         conn.close()
 
 
+def test_large_answers_one_after_another_over_tls(tls_proxy: RunningProxy) -> None:
+    """Answers of several TLS records and socket buffers each, back to back through the fast path (a
+    sequence like this one stalled when the fast path paused below the TLS transport's high-water mark)."""
+    conn = pymysql.connect(host=tls_proxy.host, port=tls_proxy.port, user="root", password="root",
+                           database="tlsdb", ssl=_insecure(), autocommit=True, read_timeout=20)
+    try:
+        with conn.cursor() as cur:
+            for n in (5_000_000, 300_000, 70_000, 5_000_000, 16_700_000, 5_000_000):
+                cur.execute(f"SELECT REPEAT('y', {n})")
+                assert len(cur.fetchone()[0]) == n
+    finally:
+        conn.close()
+
+
 def test_pymysql_over_tls_runs_the_whole_session_encrypted(tls_proxy: RunningProxy) -> None:
     taken = fastpath.STATS.taken
     conn = pymysql.connect(host=tls_proxy.host, port=tls_proxy.port, user="root", password="root",
