@@ -42,7 +42,14 @@ from proxy.clusterport import port
 from proxy.execution import txn_control
 from proxy.execution.dualread import execute_dual_read, reconcile_copies
 from proxy.execution.into import select_into
-from proxy.execution.readers import _by_source, _finish_readers, _open_merge_readers, _Reader, _UnitStream
+from proxy.execution.readers import (
+    _by_source,
+    _finish_readers,
+    _open_merge_readers,
+    _Reader,
+    _UnitStream,
+    kill_until_done,
+)
 from proxy.execution.resultset import result_packets
 from proxy.execution.stepwise import execute_stepwise
 from proxy.execution.units import (
@@ -213,10 +220,8 @@ async def _start_all(readers: Sequence[_Reader]) -> None:
     done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     failure = next((t.exception() for t in done if t.exception() is not None), None)
     if failure is not None and pending:
-        for task in pending:
-            reader = tasks[task]
-            if isinstance(reader, _UnitStream):
-                await reader.conn.source.kill_query(reader.conn.thread_id)
+        await asyncio.gather(*(kill_until_done(reader.conn, task) for task in pending
+                               if isinstance(reader := tasks[task], _UnitStream)))
         await asyncio.wait(pending)
     for task in tasks:
         if task.done() and not task.cancelled() and task.exception() is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from merge import MergeError
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
@@ -215,6 +215,20 @@ async def _open_merge_readers(session: Session, routed: RoutedStatement, codec: 
     return ordered
 
 
+async def kill_until_done(conn: BackendConnection, task: asyncio.Future[Any], *, every: float = 0.25,
+                          attempts: int = 20) -> None:
+    """KILL QUERY the unit running on `conn` until `task` (the one reading its answer) ends. A KILL that
+    lands before the server has started the statement finds nothing to stop (MariaDB clears it when the
+    next command starts), and the statement then runs to its end: the kill is sent again until the answer
+    ends. A KILL landing after the answer ended stops nothing either."""
+    for _ in range(attempts):
+        await conn.source.kill_query(conn.thread_id)
+        done, _pending = await asyncio.wait({task}, timeout=every)
+        if done:
+            return
+    await asyncio.wait({task})
+
+
 async def _finish_readers(session: Session, readers: Sequence[_Reader], *, failed: bool = True) -> None:
     """Leave every connection clean after a failure, an early end or a timeout: after a failure, KILL
     QUERY what still runs; drain what is left (after an early end, e.g. a merged LIMIT, that is at most
@@ -223,7 +237,11 @@ async def _finish_readers(session: Session, readers: Sequence[_Reader], *, faile
     running = [r for r in readers if isinstance(r, _UnitStream) and r.started and not r.finished]
     if failed:
         for r in running:
-            await r.conn.source.kill_query(r.conn.thread_id)
+            draining = asyncio.ensure_future(r.drain())
+            await kill_until_done(r.conn, draining)
+            if draining.exception() is not None:
+                r.conn.broken = True
+        running = []
 
     # one after another under one deadline, not a task and a timer per reader (issue 15): what is left after
     # an early end (a merged LIMIT) is mostly read already; a reader not drained by then is dropped
@@ -247,4 +265,5 @@ async def _no_batches() -> AsyncIterator[list[object]]:
 
 __all__ = [
     "_BufferedUnit", "_Reader", "_UnitStream", "_by_source", "_finish_readers", "_no_batches", "_open_merge_readers",
+    "kill_until_done",
 ]
