@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from protocol.packets import ERRPacket
-from proxy.session.processlist import _select_on_default
+from proxy.session.processlist import _NOT_ALIAS, _QUALIFIER, _masked, _select_on_default, _text_literal
 from proxy.version import version
 
 if TYPE_CHECKING:
@@ -21,13 +21,7 @@ if TYPE_CHECKING:
     from proxy.session.handle import SessionHandle as Session
 
 _TABLE = re.compile(
-    r"(?<![\w$.`])`?shardingsphere`?\s*\.\s*`?(?P<table>cluster_information|sharding_table_statistics)`?(?![\w$])",
-    re.I,
-)
-# what may follow a table reference when it has no alias
-_NO_ALIAS = re.compile(
-    r"\s*(?:$|[;),]|(?:WHERE|ORDER|GROUP|HAVING|LIMIT|JOIN|INNER|LEFT|RIGHT|CROSS|NATURAL|STRAIGHT_JOIN|UNION|"
-    r"INTERSECT|EXCEPT|WINDOW|FOR|LOCK|ON|USING|INTO|PROCEDURE)\b)",
+    r"(?<![\w$.`])`?shardingsphere`?\s*\.\s*`?(?P<table>cluster_information|sharding_table_statistics)`?(?![\w$`])",
     re.I,
 )
 
@@ -36,15 +30,11 @@ STATISTICS_COLUMNS = ("id", "logic_database_name", "logic_table_name", "actual_d
 
 
 def reads_system_schema(sql: str) -> bool:
-    return "shardingsphere" in sql.lower() and _TABLE.search(sql) is not None
+    return "shardingsphere" in sql.lower() and _TABLE.search(_masked(sql)) is not None
 
 
 def _literal(value: object) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, int):
-        return str(value)
-    return "'" + str(value).replace("\\", "\\\\").replace("'", "''") + "'"
+    return str(value) if isinstance(value, int) else _text_literal(None if value is None else str(value))
 
 
 def derived_table(columns: tuple[str, ...], rows: list[tuple[object, ...]]) -> str:
@@ -57,15 +47,21 @@ def derived_table(columns: tuple[str, ...], rows: list[tuple[object, ...]]) -> s
 
 
 def splice(sql: str, tables: dict[str, str]) -> str:
-    """The user's text with each `shardingsphere.<table>` replaced by its derived table (aliased by the
-    table's name unless the statement gives an alias)."""
+    """The user's text with each `shardingsphere.<table>` outside literals and comments replaced by its
+    derived table (named as the table unless the statement gives an alias; as a column qualifier,
+    `shardingsphere.t.c`, by the table's name), as information_schema.PROCESSLIST is replaced
+    (proxy.session.processlist)."""
+    masked = _masked(sql)
     out, last = [], 0
-    for m in _TABLE.finditer(sql):
+    for m in _TABLE.finditer(masked):
         name = m.group("table").lower()
         out.append(sql[last : m.start()])
-        out.append(tables[name])
-        if _NO_ALIAS.match(sql, m.end()):
-            out.append(f" AS `{name}`")
+        if _QUALIFIER.match(masked, m.end()):
+            out.append(f"`{name}`")
+        else:
+            out.append(tables[name])
+            if _NOT_ALIAS.match(masked, m.end()):
+                out.append(f" AS `{name}`")
         last = m.end()
     out.append(sql[last:])
     return "".join(out)
@@ -110,7 +106,7 @@ async def _table_sizes(session: Session, db: LogicalDatabase, ds: str) -> dict[t
 
 
 async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> None:
-    wanted = {m.group("table").lower() for m in _TABLE.finditer(sql)}
+    wanted = {m.group("table").lower() for m in _TABLE.finditer(_masked(sql))}
     tables: dict[str, str] = {}
     if "cluster_information" in wanted:
         tables["cluster_information"] = derived_table(("version",), [(version(),)])

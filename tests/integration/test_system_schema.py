@@ -37,6 +37,10 @@ NODES = [(t, ds, f"{t}_{n}") for t in ("t_order", "t_order_item") for ds in ("ds
 @pytest.mark.parametrize(("sql", "want"), [
     ("SELECT * FROM shardingsphere.cluster_information", [(version(),)]),
     ("select version from `shardingsphere`.`cluster_information` c where c.version <> ''", [(version(),)]),
+    # inside a literal or a comment the name stays text; as a column qualifier it names the table
+    ("SELECT 'shardingsphere.cluster_information' /* shardingsphere.cluster_information */, "
+     "shardingsphere.cluster_information.version FROM shardingsphere.cluster_information",
+     [("shardingsphere.cluster_information", version())]),
     ("SELECT logic_table_name, actual_database_name, actual_table_name FROM shardingsphere.sharding_table_statistics "
      "WHERE logic_database_name = 'sharding_db' AND logic_table_name LIKE 't_order%' ORDER BY id", NODES),
     ("SELECT COUNT(*), MAX(id) - MIN(id) + 1 = COUNT(*) FROM shardingsphere.sharding_table_statistics s "
