@@ -66,6 +66,29 @@ PLAIN_DB = "sgen_plain_db"  # the same tables, sharded over the primaries themse
 PHYSICAL = ("sgen_0", "sgen_1")
 XA_PREFIX = "sp-sgen"
 
+def _sharding_rules(ds: str) -> str:
+    """The same sharded tables over data sources (or read/write splitting groups) named <ds>_0, <ds>_1."""
+    return f"""\
+- !SHARDING
+  tables:
+    t_order:
+      actualDataNodes: {ds}_${{0..1}}.t_order_${{0..1}}
+      databaseStrategy: {{standard: {{shardingColumn: user_id, shardingAlgorithmName: db_inline}}}}
+      tableStrategy: {{standard: {{shardingColumn: order_id, shardingAlgorithmName: t_order_inline}}}}
+    t_order_item:
+      actualDataNodes: {ds}_${{0..1}}.t_order_item_${{0..1}}
+      databaseStrategy: {{standard: {{shardingColumn: user_id, shardingAlgorithmName: db_inline}}}}
+      tableStrategy: {{standard: {{shardingColumn: order_id, shardingAlgorithmName: t_item_inline}}}}
+  bindingTables: [t_order,t_order_item]
+  shardingAlgorithms:
+    db_inline: {{type: INLINE, props: {{algorithm-expression: '{ds}_${{user_id % 2}}'}}}}
+    t_order_inline: {{type: INLINE, props: {{algorithm-expression: 't_order_${{order_id % 2}}'}}}}
+    t_item_inline: {{type: INLINE, props: {{algorithm-expression: 't_order_item_${{order_id % 2}}'}}}}
+- !SINGLE
+  tables: [{ds}_1.t_user]
+"""
+
+
 RULES = """\
 - !READWRITE_SPLITTING
   dataSourceGroups:
@@ -75,49 +98,14 @@ RULES = """\
            loadBalancerName: lb, healthCheckIntervalMilliseconds: 60000}
   loadBalancers:
     lb: {type: ROUND_ROBIN}
-- !SHARDING
-  tables:
-    t_order:
-      actualDataNodes: rw_${0..1}.t_order_${0..1}
-      databaseStrategy: {standard: {shardingColumn: user_id, shardingAlgorithmName: db_inline}}
-      tableStrategy: {standard: {shardingColumn: order_id, shardingAlgorithmName: t_order_inline}}
-    t_order_item:
-      actualDataNodes: rw_${0..1}.t_order_item_${0..1}
-      databaseStrategy: {standard: {shardingColumn: user_id, shardingAlgorithmName: db_inline}}
-      tableStrategy: {standard: {shardingColumn: order_id, shardingAlgorithmName: t_item_inline}}
-  bindingTables: [t_order,t_order_item]
-  shardingAlgorithms:
-    db_inline: {type: INLINE, props: {algorithm-expression: 'rw_${user_id % 2}'}}
-    t_order_inline: {type: INLINE, props: {algorithm-expression: 't_order_${order_id % 2}'}}
-    t_item_inline: {type: INLINE, props: {algorithm-expression: 't_order_item_${order_id % 2}'}}
-- !SINGLE
-  tables: [rw_1.t_user]
-"""
+""" + _sharding_rules("rw")
 
 # `status` (each client's tag) is indexed: a locking statement on one client's rows (the stepwise UPDATE's
 # key read, federation's INSERT ... SELECT into its copy) then locks those rows, not every row it scans.
 # Without the index each one row-locks the whole table, and a transaction that holds row locks on ds_0
 # while it waits for a connection of ds_1 meets one that holds ds_1's connection while it waits for those
 # locks: a deadlock across the lock manager and the pool that only the timeouts end.
-PLAIN_RULES = """\
-- !SHARDING
-  tables:
-    t_order:
-      actualDataNodes: ds_${0..1}.t_order_${0..1}
-      databaseStrategy: {standard: {shardingColumn: user_id, shardingAlgorithmName: db_inline}}
-      tableStrategy: {standard: {shardingColumn: order_id, shardingAlgorithmName: t_order_inline}}
-    t_order_item:
-      actualDataNodes: ds_${0..1}.t_order_item_${0..1}
-      databaseStrategy: {standard: {shardingColumn: user_id, shardingAlgorithmName: db_inline}}
-      tableStrategy: {standard: {shardingColumn: order_id, shardingAlgorithmName: t_item_inline}}
-  bindingTables: [t_order,t_order_item]
-  shardingAlgorithms:
-    db_inline: {type: INLINE, props: {algorithm-expression: 'ds_${user_id % 2}'}}
-    t_order_inline: {type: INLINE, props: {algorithm-expression: 't_order_${order_id % 2}'}}
-    t_item_inline: {type: INLINE, props: {algorithm-expression: 't_order_item_${order_id % 2}'}}
-- !SINGLE
-  tables: [ds_1.t_user]
-"""
+PLAIN_RULES = _sharding_rules("ds")
 
 DDL = (
     "CREATE TABLE t_order (order_id BIGINT PRIMARY KEY, user_id INT NOT NULL, status VARCHAR(20) NOT NULL, "
