@@ -29,6 +29,7 @@ from tests.integration.test_xa_faults import (
     RULES,
     ProxyProcess,
     XARelay,
+    XaRows,
     commit_expecting_loss,
     run,
     transaction,
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.integration
 SETTLE = 15.0  # seconds the takeover may take at most here (lease 2 s, then a sweep and a recovery pass)
 
 
-class Cluster:
+class Cluster(XaRows):
     def __init__(self, servers: list[MariaDBServer], etcd: EtcdServer, tmp: Path) -> None:
         self.servers = servers
         self.etcd = etcd
@@ -65,17 +66,6 @@ class Cluster:
             "connectionTimeout": 2}}}
         (conf / "global.yaml").write_text(yaml.safe_dump(gdoc))
         return conf
-
-    def pair(self) -> tuple[int, int]:
-        k = next(self._keys)
-        return 2 * k, 2 * k + 1
-
-    def has(self, key: int) -> bool:
-        i = key % 2
-        return bool(self.servers[i].execute(f"SELECT 1 FROM {self.dbs[i]}.t_xa WHERE id = {key}"))
-
-    def prepared(self, i: int) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in self.servers[i].execute("XA RECOVER")]
 
     def settle(self) -> float:
         """Seconds until nothing is prepared on either server (B's takeover, A being dead)."""

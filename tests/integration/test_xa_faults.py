@@ -217,7 +217,28 @@ def drop(conn: pymysql.connections.Connection[Any]) -> None:
         sock.close()
 
 
-class Env:
+class XaRows:
+    """Keys of table t_xa on both data sources and what each server holds (`servers`, `dbs`, `_keys` set
+    by the class that mixes it in)."""
+
+    servers: list[MariaDBServer]
+    dbs: list[str]
+    _keys: Iterator[int]
+
+    def pair(self) -> tuple[int, int]:
+        """A fresh key on ds_0 (even) and one on ds_1 (odd)."""
+        k = next(self._keys)
+        return 2 * k, 2 * k + 1
+
+    def has(self, key: int) -> bool:
+        i = key % 2
+        return bool(self.servers[i].execute(f"SELECT 1 FROM {self.dbs[i]}.t_xa WHERE id = {key}"))
+
+    def prepared(self, i: int) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self.servers[i].execute("XA RECOVER")]
+
+
+class Env(XaRows):
     """Two servers behind relays, a proxy with the XA rule (in process, or a process), table t_xa."""
 
     def __init__(self, servers: list[MariaDBServer], tmp_path: Path, *, process: bool) -> None:
@@ -248,18 +269,6 @@ class Env:
         kw.setdefault("autocommit", True)
         kw.setdefault("read_timeout", 30)
         return self.inproc.connect("xa_db", **kw)
-
-    def pair(self) -> tuple[int, int]:
-        """A fresh key on ds_0 (even) and one on ds_1 (odd)."""
-        k = next(self._keys)
-        return 2 * k, 2 * k + 1
-
-    def has(self, key: int) -> bool:
-        i = key % 2
-        return bool(self.servers[i].execute(f"SELECT 1 FROM {self.dbs[i]}.t_xa WHERE id = {key}"))
-
-    def prepared(self, i: int) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in self.servers[i].execute("XA RECOVER")]
 
     def settle(self, timeout: float = 15) -> None:
         """Wait for recovery: nothing prepared, nothing open on either server."""
