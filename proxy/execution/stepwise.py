@@ -23,6 +23,7 @@ COMMIT at the end, ROLLBACK when anything fails): nothing is left half-written.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -370,16 +371,14 @@ async def _write(session: Session, db: LogicalDatabase, sql: str) -> OKPacket:
 
 def step_data_sources(db: LogicalDatabase, step: StepwiseWrite, sql: str) -> list[str]:
     """Every data source a step of this write may use: the written table's, and for INSERT ... SELECT the
-    ones its SELECT reads (all of the logical database's when that SELECT does not route)."""
+    ones its SELECT reads (a SELECT the kernel refuses adds none: its step fails with that refusal)."""
     assert db.kernel is not None
     rule = db.kernel.rules.sharding.tables[step.table]  # type: ignore[union-attr]
     sources = set(rule.data_sources)
     if step.kind == INSERT_SELECT:
-        try:
+        with contextlib.suppress(RoutingError):
             routed = db.kernel.route(split_insert_select(sql).query, None, SessionHints(stepwise_inner=True))
             sources |= {u.data_source for u in routed.execution_units}
-        except Exception:
-            sources |= set(db.sources)
     return sorted(sources)
 
 
