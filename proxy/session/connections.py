@@ -80,18 +80,14 @@ class SessionConnections:
         for conn in conns.values():
             self.give_back(conn)
 
-    def _wait_without_holding(self) -> None:
-        """Before waiting for a pool: give back every held connection that this command has not used and
-        that holds nothing of ours (no transaction, nothing sticky), so that no set of sessions can wait
-        for each other's idle connections (hold-and-wait). The command's connections are taken in one
-        order (sorted data source names, see `backends_for`), so the ones it keeps cannot form a cycle."""
-        self.give_back_idle()
-
     def give_back_idle(self) -> None:
         """Before any wait (for a pool, or on a server: a named lock another session holds): the held
-        connections this command has not used and that hold nothing of ours go back to their pools. A
-        session waiting on a server while it keeps idle connections of other data sources can starve the
-        session it waits for (the one holding the lock may need exactly those pools)."""
+        connections this command has not used and that hold nothing of ours (no joined transaction,
+        nothing sticky) go back to their pools, so that no set of sessions can wait for each other's idle
+        connections (hold-and-wait). The command's connections are taken in one order (sorted data source
+        names, see `backends_for`), so the ones it keeps cannot form a cycle; and a session waiting on a
+        server while it keeps idle connections of other data sources could starve the session it waits
+        for (the one holding the lock may need exactly those pools)."""
         for held in (self.backends, self.read_backends):
             for name, conn in list(held.items()):
                 if conn not in self.in_use and self._lendable(conn):
@@ -107,7 +103,7 @@ class SessionConnections:
         try:
             conn = await source.try_acquire(self, found_rows=self.found_rows, holder=holder)
             if conn is None:
-                self._wait_without_holding()
+                self.give_back_idle()
                 conn = await self._interruptible(source, source.acquire(self, found_rows=self.found_rows,
                                                                         holder=holder))
         finally:

@@ -102,7 +102,7 @@ class Session(SessionConnections, StatementStopping):
         self.statements = StatementRegistry()
         self.sql_statements: dict[str, str] = {}  # PREPARE name FROM ... on sharded databases
         self.borrowed: set[BackendConnection] = set()  # pooled connections lent for one statement
-        # connections the current command has used: never given back by `_wait_without_holding` mid-command
+        # connections the current command has used: never given back by `give_back_idle` mid-command
         self.in_use: set[BackendConnection] = set()
         self.client_lost = False  # the client left mid-command and the command was stopped
         self.ending_transaction = False  # COMMIT/ROLLBACK fanning out: not stopped when the client leaves
