@@ -122,7 +122,7 @@ WEIGHTS: dict[str, int] = {
     "prepared": 2, "cursor": 1, "multi": 1, "txn_local": 2, "txn_xa": 2, "txn_errors": 1, "session_vars": 1,
     "kill_query": 1, "abandon": 1,
     "fed_subquery": 1, "fed_union": 1, "fed_window": 1, "fed_join_single": 1,
-    "step_update": 1, "step_delete": 1, "insert_select": 1, "shard_update": 1,
+    "step_update": 1, "step_delete": 1, "insert_select": 1, "shard_update": 1, "upsert": 1,
 }
 ENABLED = frozenset(WEIGHTS)
 
@@ -587,6 +587,25 @@ class Client:
         self.check("INSERT ... SELECT affected", got, len(self.orders))
         for o, (u, _n, _a) in self.orders.items():
             self.items[o + off] = [o, u, qty]
+
+    def k_upsert(self) -> None:
+        """INSERT ... ON DUPLICATE KEY UPDATE: the order id may exist on the other data source too, so the
+        proxy checks every node under named locks (proxy.execution.upsert) before it writes."""
+        u = self.rng.choice(self.users)
+        if self.rng.random() < 0.5:
+            oid, amount = self.new_order(), self.rng.randint(1, 50)
+            self.affected("INSERT INTO t_order (order_id, user_id, status, note, amount) VALUES "
+                          + self._order_values(oid, u, amount) + " ON DUPLICATE KEY UPDATE note = 'dup'")
+            self.orders[oid] = [u, "", amount]
+        else:
+            oid = self.rng.choice(self.mine(u))
+            note = f"u{self.rng.randint(0, 3)}"
+            self.affected("INSERT INTO t_order (order_id, user_id, status, note, amount) VALUES "
+                          + self._order_values(oid, u, self.orders[oid][2])
+                          + f" ON DUPLICATE KEY UPDATE note = '{note}'")
+            self.orders[oid][1] = note
+        got = self.rows(f"SELECT order_id, user_id, note FROM t_order WHERE order_id = {oid}")
+        self.check("upsert", got, [(oid, u, self.orders[oid][1])])
 
     def k_shard_update(self) -> None:
         oid = self.rng.choice(self.mine())
