@@ -1,0 +1,143 @@
+"""Proxy CPU per statement, one client, for each statement class of sysbench's oltp_read_only (issue 15).
+
+Why: sysbench's 4-thread QPS on a 2-core box mixes the proxy's CPU with the servers' and the client's; this
+runs one statement class at a time from one client and divides the proxy process's utime+stime by the
+statements sent, so a change to one path shows in that path's row. `--tree DIR` (repeatable) runs the proxy
+of another checkout against the same servers, alternated `--rounds` times, for before/after tables.
+
+    python bench/statement_cpu.py --count 1000 --rounds 2 [--tree /tmp/before --tree .]
+
+Text statements go through PyMySQL, prepared ones through mysql-connector's prepared cursor
+(COM_STMT_PREPARE once, COM_STMT_EXECUTE per statement); each class is warmed up before it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH / "sysbench"))
+sys.path.insert(0, str(BENCH))
+
+import scatter_memory as sm  # noqa: E402
+import suite  # noqa: E402
+from harness import REPO, cpu_seconds, free_port, wait_listening  # noqa: E402
+
+from proxy.sandbox import start_servers  # noqa: E402
+
+RANGE = 100  # sysbench's --range_size
+STATEMENTS: dict[str, str] = {
+    "point select": "SELECT c FROM sbtest1 WHERE id=%s",
+    "range (concatenated)": "SELECT c FROM sbtest1 WHERE id BETWEEN %s AND %s",
+    "range SUM(k)": "SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN %s AND %s",
+    "range ORDER BY c": "SELECT c FROM sbtest1 WHERE id BETWEEN %s AND %s ORDER BY c",
+    "range DISTINCT c ORDER BY c": "SELECT DISTINCT c FROM sbtest1 WHERE id BETWEEN %s AND %s ORDER BY c",
+    "scatter ORDER BY order_id LIMIT 10": suite.SCATTER_SQL,
+}
+
+
+@contextmanager
+def proxy_in(tree: Path, conf: Path, port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "proxy", "--log-level", "WARNING", "serve", "--conf",
+                                 str(conf), "--port", str(port)], cwd=tree, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_listening(proc, port, "proxy", timeout=60, log=log)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def arguments(sql: str, rng: random.Random, size: int) -> tuple[int, ...]:
+    n = sql.count("%s")
+    first = rng.randint(1, size - RANGE)
+    return (first,) if n == 1 else (first, first + RANGE - 1) if n == 2 else ()
+
+
+def text_runner(port: int, db: str) -> Callable[[str, tuple[int, ...]], None]:
+    import pymysql
+    conn = pymysql.connect(host="127.0.0.1", port=port, user="root", password="root", database=db, autocommit=True)
+    cur = conn.cursor()
+
+    def run(sql: str, args: tuple[int, ...]) -> None:
+        cur.execute(sql, args)
+        cur.fetchall()
+
+    return run
+
+
+def prepared_runner(port: int, db: str) -> Callable[[str, tuple[int, ...]], None]:
+    import mysql.connector
+    conn = mysql.connector.connect(host="127.0.0.1", port=port, user="root", password="root", database=db,
+                                   autocommit=True, use_pure=True)
+    cur = conn.cursor(prepared=True)
+
+    def run(sql: str, args: tuple[int, ...], conn: object = conn) -> None:  # the cursor holds it weakly
+        cur.execute(sql.replace("%s", "?"), args)
+        cur.fetchall()
+
+    return run
+
+
+def measure(pid: int, port: int, count: int, size: int, protocols: list[str]) -> dict[tuple[str, str], float]:
+    out: dict[tuple[str, str], float] = {}
+    for proto in protocols:
+        make = text_runner if proto == "text" else prepared_runner
+        runners = {"sbtest": make(port, "sbtest"), "sharding_db": make(port, "sharding_db")}
+        for name, sql in STATEMENTS.items():
+            run = runners["sharding_db" if "t_order" in sql else "sbtest"]
+            rng = random.Random(7)
+            for _ in range(max(50, count // 10)):
+                run(sql, arguments(sql, rng, size))
+            before = cpu_seconds(pid)
+            for _ in range(count):
+                run(sql, arguments(sql, rng, size))
+            out[(proto, name)] = (cpu_seconds(pid) - before) / count * 1e6
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--count", type=int, default=1000, help="statements per class and round")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--tree", type=Path, action="append", help="a checkout whose proxy to run (default: this one)")
+    ap.add_argument("--protocols", nargs="+", default=["text", "prepared"], choices=["text", "prepared"])
+    ap.add_argument("--table-size", type=int, default=10000)
+    args = ap.parse_args()
+    trees = [t.resolve() for t in (args.tree or [REPO])]
+    work = Path(tempfile.mkdtemp(prefix="shardproxy-stmtcpu-"))
+    servers = start_servers(2)
+    a, b = servers
+    try:
+        suite.load_sbtest(a, b, 1, args.table_size)
+        suite.load_streams(a, servers, 10000)
+        conf = suite.write_conf(work / "conf", a, b)
+        results: dict[Path, list[dict[tuple[str, str], float]]] = {t: [] for t in trees}
+        for r in range(args.rounds):
+            for tree in trees:
+                port = free_port()
+                with proxy_in(tree, conf, port, work / "proxy.log") as proc:
+                    results[tree].append(measure(proc.pid, port, args.count, args.table_size, args.protocols))
+                print(f"round {r + 1}: {tree} done", flush=True)
+        head = " | ".join(f"{t.name} us/stmt" for t in trees)
+        print(f"\n| protocol | statement | {head} |\n|---|---|" + "---|" * len(trees))
+        for proto in args.protocols:
+            for name in STATEMENTS:
+                cells = [" / ".join(f"{run[(proto, name)]:.0f}" for run in results[t]) for t in trees]
+                print(f"| {proto} | {name} | " + " | ".join(cells) + " |")
+    finally:
+        for s in servers:
+            s.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
