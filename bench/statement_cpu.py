@@ -26,7 +26,6 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH / "sysbench"))
 sys.path.insert(0, str(BENCH))
 
-import scatter_memory as sm  # noqa: E402
 import suite  # noqa: E402
 from harness import REPO, cpu_seconds, free_port, wait_listening  # noqa: E402
 
