@@ -7,14 +7,16 @@ of another checkout against the same servers, alternated `--rounds` times, for b
 
     python bench/statement_cpu.py --count 1000 --rounds 2 [--tree /tmp/before --tree .]
 
-Text statements go through PyMySQL, prepared ones through mysql-connector's prepared cursor
-(COM_STMT_PREPARE once, COM_STMT_EXECUTE per statement); each class is warmed up before it is timed.
+Text statements go through PyMySQL, prepared ones through a few lines over PyMySQL's connection that send
+COM_STMT_PREPARE once and COM_STMT_EXECUTE per statement as libmysqlclient does; each class is warmed up
+before it is timed.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -74,14 +76,40 @@ def text_runner(port: int, db: str) -> Callable[[str, tuple[int, ...]], None]:
 
 
 def prepared_runner(port: int, db: str) -> Callable[[str, tuple[int, ...]], None]:
-    import mysql.connector
-    conn = mysql.connector.connect(host="127.0.0.1", port=port, user="root", password="root", database=db,
-                                   autocommit=True, use_pure=True)
-    cur = conn.cursor(prepared=True)
+    """COM_STMT_PREPARE once per statement, then COM_STMT_EXECUTE as libmysqlclient sends it (sysbench's
+    client): parameter types on the first execute only. (mysql-connector's prepared cursor sends a
+    COM_STMT_RESET before every execute, and prepares again for every new string object.)"""
+    import pymysql
 
-    def run(sql: str, args: tuple[int, ...], conn: object = conn) -> None:  # the cursor holds it weakly
-        cur.execute(sql.replace("%s", "?"), args)
-        cur.fetchall()
+    conn = pymysql.connect(host="127.0.0.1", port=port, user="root", password="root", database=db, autocommit=True)
+    prepared: dict[str, tuple[int, int]] = {}
+
+    def read_until_eof() -> None:
+        while not conn._read_packet().is_eof_packet():
+            pass
+
+    def run(sql: str, args: tuple[int, ...]) -> None:
+        first = sql not in prepared
+        if first:
+            conn._execute_command(0x16, sql.replace("%s", "?"))
+            ok = conn._read_packet()
+            stmt_id, ncols, nparams = struct.unpack_from("<IHH", ok.get_all_data(), 1)
+            if nparams:
+                read_until_eof()
+            if ncols:
+                read_until_eof()
+            prepared[sql] = (stmt_id, nparams)
+        stmt_id, nparams = prepared[sql]
+        body = struct.pack("<IBI", stmt_id, 0, 1)
+        if nparams:
+            body += bytes((nparams + 7) // 8) + (b"\x01" + b"\x08\x00" * nparams if first else b"\x00")
+            body += b"".join(struct.pack("<q", v) for v in args)
+        conn._execute_command(0x17, body)
+        head = conn._read_packet()
+        if head.is_ok_packet():
+            return
+        read_until_eof()  # column definitions
+        read_until_eof()  # rows
 
     return run
 

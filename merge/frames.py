@@ -13,13 +13,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from merge import coltypes as t
-from merge.errors import MergeError
-from merge.keys import Row, order_key, value_key, weight_index
+from merge.errors import MergeError, RowBudget
+from merge.keys import Row, equality_key, order_key, value_key, weight_index
 from merge.spec import ColumnMeta, OrderItem
 from protocol.rowframes import MAX, frame_end, frames_of, payload_at
-from protocol.rowscan import text_cut, text_prefix
+from protocol.rowscan import binary_cut, binary_prefix, lenenc_in_binary, text_cut, text_prefix
 
-__all__ = ["DONE", "FULL", "FrameKey", "FrameMerger", "frame_key"]
+__all__ = ["DONE", "FULL", "FrameKey", "FrameMerger", "frame_equality_key", "frame_key"]
 
 Decode = Callable[[bytes, int], Row]  # (payload, leading columns to decode) -> the row's values as text
 FrameKey = Callable[[bytes, int, int], Any]  # (run, frame start, frame end) -> the row's sort key
@@ -31,7 +31,8 @@ DONE = -2  # `FrameMerger.merge`: every row is out (or OFFSET + LIMIT rows are)
 
 def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode: Decode | None,
               weights: Mapping[int, int] | None = None) -> FrameKey:
-    """The sort key of the row framed at run[a:b]. `decode` None: text-protocol rows, read in place.
+    """The sort key of the row framed at run[a:b]. `decode` None: text-protocol rows, read in place; else
+    binary-protocol rows, read in place too when the key's columns are length-encoded strings.
 
     One integer or DECIMAL sort column of text rows keys by its value alone (NULL as -inf ASC, +inf DESC:
     the same order as `order_key`'s (0,) < (1, v) and (1, -v) < (2,), without a tuple per row); every
@@ -40,6 +41,8 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
     width = 1 + max(max(o.index, weight_index(o.index, columns, weights) or 0) for o in items)
     row_key = order_key(items, columns, weights or {})
     if decode is not None:
+        if all(lenenc_in_binary(c.type_code) for c in columns[:width]):
+            return _binary_in_place(row_key, len(columns), width)
         dec: Decode = decode
 
         def decoded(run: bytes, a: int, b: int) -> Any:
@@ -81,6 +84,44 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
     return prefix
 
 
+def _binary_in_place(row_key: Callable[[Row], Any], columns: int, width: int) -> FrameKey:
+    """A key over binary rows whose leading `width` columns are length-encoded strings: their values are
+    the text protocol's, read in place (`protocol.rowscan.binary_prefix`) instead of decoded."""
+
+    def key(run: bytes, a: int, b: int) -> Any:
+        if b - a - 4 >= MAX:
+            return row_key(binary_prefix(payload_at(run, a, b), columns, width))
+        return row_key(binary_prefix(run, columns, width, a + 4, b))
+
+    return key
+
+
+def frame_equality_key(indexes: Sequence[int], columns: Sequence[ColumnMeta], decode: Decode | None,
+                       weights: Mapping[int, int] | None = None) -> FrameKey:
+    """The DISTINCT key of the row framed at run[a:b] (`merge.keys.equality_key` of `indexes`, the nodes'
+    weights for text), read as `frame_key` reads sort keys."""
+    width = 1 + max((max(i, weight_index(i, columns, weights) or 0) for i in indexes), default=0)
+    row_key = equality_key(indexes, columns, weights or {})
+    if decode is not None:
+        if all(lenenc_in_binary(c.type_code) for c in columns[:width]):
+            return _binary_in_place(row_key, len(columns), width)
+        dec: Decode = decode
+
+        def decoded(run: bytes, a: int, b: int) -> Any:
+            if b - a - 4 >= MAX:
+                return row_key(dec(payload_at(run, a, b), width))
+            return row_key(dec(run[a + 4:b], width))
+
+        return decoded
+
+    def prefix(run: bytes, a: int, b: int) -> Any:
+        if b - a - 4 >= MAX:
+            return row_key(text_prefix(payload_at(run, a, b), width))
+        return row_key(text_prefix(run, width, a + 4, b))
+
+    return prefix
+
+
 def _unordered() -> MergeError:
     return MergeError(
         "a data node returned rows in an order the merge does not reproduce (text sort keys of a collation the "
@@ -101,6 +142,20 @@ def _append_cut(out: bytearray, run: bytes, a: int, b: int, cut: int) -> None:
     out += run[a + 4:stop]
 
 
+def _append_binary_cut(out: bytearray, run: bytes, a: int, b: int, types: list[int], cut: int) -> None:
+    """As `_append_cut`, for a binary-protocol row (its NULL bitmap cut too: `protocol.rowscan.binary_cut`)."""
+    if b - a - 4 >= MAX:
+        out += frames_of([binary_cut(payload_at(run, a, b), types, cut)]).data
+        return
+    payload = binary_cut(run, types, cut, a + 4, b)
+    if len(payload) >= MAX:
+        out += frames_of([payload]).data
+        return
+    n = len(payload)
+    out += bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, 0))
+    out += payload
+
+
 def next_frame(run: bytes, a: int) -> int:
     """Where the packet framed from run[a] ends."""
     length = run[a] | (run[a + 1] << 8) | (run[a + 2] << 16)
@@ -112,15 +167,23 @@ class FrameMerger:
     (key, stream, frame start, frame end), and streams are unique), skipping `skip` rows and stopping after
     `left` rows (-1: all). Feed every stream once (`feed`, None when it has no rows), then `merge`.
 
-    `cut` >= 0: text rows go out with their first `cut` columns only (hidden derived and weight columns
-    dropped). `check`: keys come from the nodes' collation weights, so a stream out of that order would be
-    merged silently wrong: an error instead (as `merge.sources.OrderByMerger`)."""
+    `cut` >= 0: rows go out with their first `cut` columns only (hidden derived and weight columns dropped);
+    `binary_types`: the rows are binary-protocol rows of columns of these types (their NULL bitmap is cut
+    too). `check`: keys come from the nodes' collation weights, so a stream out of that order would be
+    merged silently wrong: an error instead (as `merge.sources.OrderByMerger`). `distinct`: SELECT DISTINCT,
+    a row goes on (to OFFSET, LIMIT and the output) only the first time its key is seen, as
+    `merge.filters.DistinctFilter` after the pipeline's merge; each key kept is charged to `budget`."""
 
     def __init__(self, key: FrameKey, streams: int, skip: int, left: int, *, cut: int = -1,
-                 check: bool = False) -> None:
+                 check: bool = False, distinct: FrameKey | None = None, budget: RowBudget | None = None,
+                 binary_types: list[int] | None = None) -> None:
         self.key = key
         self.cut = cut
+        self.binary_types = binary_types
         self.check = check
+        self.distinct = distinct
+        self.seen: set[Any] = set()
+        self.budget = budget if budget is not None else RowBudget(1 << 62)
         self.runs: list[bytes] = [b""] * streams
         self.heap: list[tuple[Any, int, int, int]] = []
         self.skip = skip
@@ -148,6 +211,13 @@ class FrameMerger:
             b = next_frame(run, 0)
             heap.append((self.key(run, 0, b), s, 0, b))
 
+    def _first(self, k: Any, seen: set[Any]) -> bool:
+        if k in seen:
+            return False
+        self.budget.charge("DISTINCT rows")
+        seen.add(k)
+        return True
+
     def take_rows(self) -> int:
         rows = self.rows
         self.rows = 0
@@ -167,6 +237,8 @@ class FrameMerger:
         heapreplace = heapq.heapreplace
         skip, left, rows = self.skip, self.left, self.rows  # locals in the loop, written back on return
         cut, check = self.cut, self.check
+        distinct, seen = self.distinct, self.seen
+        types = self.binary_types
         try:
             while heap:
                 if len(out) >= out_bytes:
@@ -176,13 +248,17 @@ class FrameMerger:
                 a: int = top[2]
                 b: int = top[3]
                 run = runs[s]
-                if skip:
+                if distinct is not None and not self._first(distinct(run, a, b), seen):
+                    pass  # a duplicate: neither skipped by OFFSET nor sent
+                elif skip:
                     skip -= 1
                 else:
                     if cut < 0:
                         out += run[a:b]
-                    else:
+                    elif types is None:
                         _append_cut(out, run, a, b, cut)
+                    else:
+                        _append_binary_cut(out, run, a, b, types, cut)
                     rows += 1
                     if left > 0:
                         left -= 1

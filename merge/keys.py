@@ -151,6 +151,21 @@ def weighted_value_key(index: int, wi: int, *, order: bool, truncate: bool = Fal
     return key
 
 
+def _single_weighted_key(index: int, wi: int, truncate: bool) -> RowKey:
+    """issue 15: ``ORDER BY <one text column> ASC`` by its weights, as one bytes object per row instead of
+    ``((1, weights),)``: NULL is b"" and a value b"\x01" + its key, which order the same way."""
+    order = WeightDecoder(truncate).order
+
+    def key(row: Row) -> Any:
+        v = row[index]
+        if v is None:
+            return b""
+        w = row[wi]
+        return b"\x01" + (v if w is None else order(w))
+
+    return key
+
+
 def order_key(
     items: Sequence[OrderItem], columns: Sequence[ColumnMeta], weights: Weights | None = None,
     *, truncate: bool = True,
@@ -178,6 +193,9 @@ def order_key(
             parts.append((item.index, _negated(vk), _NULL_LAST_KEY, False))
         else:
             parts.append((item.index, vk, NULL_KEY, True))
+    if len(items) == 1 and not items[0].descending \
+            and (wi := weight_index(items[0].index, columns, weights)) is not None:
+        return _single_weighted_key(items[0].index, wi, truncate)
     if any(w is not None for w in weighted):
         getters: list[tuple[Callable[[Row], Any], bool]] = []
         for part, w in zip(parts, weighted, strict=True):
@@ -216,8 +234,25 @@ def order_key(
     return multi
 
 
+def _single_weighted_equality(index: int, wi: int) -> RowKey:
+    """issue 15: the equality key of one text column by its weights as one object per row (None for NULL,
+    else the weights' equality form, or the value itself for a binary string) instead of ``((1, w),)``."""
+    equal = WeightDecoder(False).equal
+
+    def key(row: Row) -> Any:
+        v = row[index]
+        if v is None:
+            return None
+        w = row[wi]
+        return v if w is None else equal(w)
+
+    return key
+
+
 def equality_key(indexes: Sequence[int], columns: Sequence[ColumnMeta], weights: Weights | None = None) -> RowKey:
     """Row -> hashable key equal for rows MySQL puts in the same group / treats as DISTINCT duplicates."""
+    if len(indexes) == 1 and (wi := weight_index(indexes[0], columns, weights)) is not None:
+        return _single_weighted_equality(indexes[0], wi)
     getters: list[Callable[[Row], Any]] = []
     parts: list[tuple[int, ValueKey]] = []
     for index in indexes:

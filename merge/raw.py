@@ -1,7 +1,7 @@
 """ORDER BY merges on raw row frames: decode only the sort key columns, relay each row as it came.
 
-Why: a plain ``ORDER BY`` over several nodes (no grouping, aggregates, HAVING, DISTINCT, derived or weight
-columns) changes no row, it only interleaves them. The general pipeline (`merge.pipeline.merge_rows`) decodes
+Why: a plain ``ORDER BY`` over several nodes (no grouping, aggregates, HAVING; DISTINCT only drops rows)
+changes no row, it only interleaves them. The general pipeline (`merge.pipeline.merge_rows`) decodes
 every column of every row, pulls rows one by one through stacked async generators and encodes each row again
 for the client (about 8 us per row; bench/RESULTS.md). Here each node's rows arrive as the runs of frames its
 socket reads deliver (`protocol.rowframes.RowFrames`), a row's key is read straight out of the run (its
@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from merge.frames import DONE, FULL, Decode, FrameMerger, frame_key
+from merge.errors import RowBudget
+from merge.frames import DONE, FULL, Decode, FrameMerger, frame_equality_key, frame_key
 from merge.keys import weight_index
+from merge.pipeline import DEFAULT_MEMORY_ROW_BUDGET
 from merge.spec import ColumnMeta, MergeSpec
 from protocol.rowframes import RowFrames
 
@@ -25,17 +27,16 @@ __all__ = ["frame_key", "raw_mergeable", "raw_order_merge"]
 OUT_BYTES = 1 << 17  # an output run is handed on once it holds this much
 
 
-def raw_mergeable(spec: MergeSpec, node_columns: int, *, text_rows: bool = False) -> bool:
-    """True when `spec` only interleaves rows by ORDER BY (then paginates): rows go out as the nodes sent them
-    or, for text rows (`text_rows`), cut after the visible columns (hidden ORDER BY and weight columns)."""
+def raw_mergeable(spec: MergeSpec, node_columns: int) -> bool:
+    """True when `spec` only interleaves rows by ORDER BY (then drops DISTINCT duplicates, then paginates):
+    rows go out as the nodes sent them, or cut after the visible columns (hidden ORDER BY and weight
+    columns)."""
     if not spec.order_by or (
-        spec.group_by or spec.aggregates or spec.distinct or spec.having_sql or spec.with_ties
+        spec.group_by or spec.aggregates or spec.having_sql or spec.with_ties
         or spec.found_rows is not None or spec.computed or spec.rollup
     ):
         return False
-    if text_rows:
-        return spec.visible_columns <= node_columns
-    return not spec.weights and spec.visible_columns == node_columns
+    return spec.visible_columns <= node_columns
 
 
 async def _next_run(it: AsyncIterator[RowFrames]) -> bytes | None:
@@ -47,21 +48,23 @@ async def _next_run(it: AsyncIterator[RowFrames]) -> bytes | None:
 
 async def raw_order_merge(
     batches: Sequence[AsyncIterator[RowFrames]], spec: MergeSpec, columns: Sequence[ColumnMeta],
-    decode: Decode | None = None, out_bytes: int = OUT_BYTES,
+    decode: Decode | None = None, out_bytes: int = OUT_BYTES, memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
 ) -> AsyncIterator[RowFrames]:
     """The merged rows of `raw_mergeable` spec, as runs of the nodes' own frames (sequence ids not yet the
     client's) of about `out_bytes`; stops reading once OFFSET + LIMIT rows are out (the caller drains or
-    closes the node streams). `decode`: the binary protocol's row decoder; None for text rows."""
+    closes the node streams). `decode`: the binary protocol's row decoder (to text values) for binary rows;
+    None for text rows. DISTINCT keeps
+    the keys it has seen within `memory_row_budget` (MergeMemoryError past it, as the pipeline)."""
     left = -1 if spec.limit is None else spec.limit  # rows still to send; -1 = all
     if left == 0:
         return
     weights = dict(spec.weights)
     cut = spec.visible_columns if spec.visible_columns < len(columns) else -1
-    if decode is not None and (cut >= 0 or weights):
-        raise ValueError("binary rows are merged raw only when they go out whole, without weight columns")
     check = any(weight_index(o.index, columns, weights) is not None for o in spec.order_by)
+    distinct = frame_equality_key(range(spec.visible_columns), columns, decode, weights) if spec.distinct else None
     merger = FrameMerger(frame_key(spec.order_by, columns, decode, weights), len(batches), spec.offset, left,
-                         cut=cut, check=check)
+                         cut=cut, check=check, distinct=distinct, budget=RowBudget(memory_row_budget),
+                         binary_types=None if decode is None else [c.type_code for c in columns])
     for s, it in enumerate(batches):
         merger.feed(s, await _next_run(it))
     out = bytearray()

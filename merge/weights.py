@@ -42,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
+from merge.errors import MergeError
+
 # ESC / END units: see WeightProfile.order
 _RUN_BYTES = 4
 
@@ -59,9 +61,19 @@ def _core(e: list[object]) -> list[object]:
     return ["IF(", *e, " = RTRIM(", *e, "), RTRIM(", *e, "), ", *e, ")"]
 
 
-def weight_sql_pieces(expr: tuple[object, ...]) -> tuple[object, ...]:
-    """`weight_sql` over template pieces (the expression's text may hold slots)."""
+def weight_sql_pieces(expr: tuple[object, ...], *, one_level: bool = False) -> tuple[object, ...]:
+    """`weight_sql` over template pieces (the expression's text may hold slots).
+
+    `one_level`: the caller knows the expression is a column of a text collation with one weight level (the
+    schema says so): then the node computes one WEIGHT_STRING, of the value as it is, and no level lengths
+    (``<collation>:<max_sort_length>:::<weights>``: both lengths empty; issue 15: the general form costs the node three
+    WEIGHT_STRINGs per row). Trailing spaces need no RTRIM there: the weights are compared padded with the
+    space weight anyway (`WeightProfile.order` and `equal_key` drop trailing space units). Should the node's
+    collation turn out to have several levels after all (the schema changed), `WeightDecoder` refuses the
+    merge rather than compare the levels as one."""
     e = list(expr) if len(expr) == 1 and _SIMPLE.match(str(expr[0])) else ["(", *expr, ")"]
+    if one_level:
+        return ("CONCAT(COLLATION(", *e, "), ':', @@max_sort_length, ':::', WEIGHT_STRING(", *e, "))")
     core = _core(e)
     return (
         "IF(COLLATION(", *e, ") = 'binary', NULL, CONCAT(COLLATION(", *e, "), ':', @@max_sort_length, ':', "
@@ -110,9 +122,12 @@ class WeightProfile:
         if s is None:
             return w
         u = len(s)
-        while w.endswith(s) and len(w) % u == 0:
-            w = w[:-u]
-        return w
+        n = len(w)
+        if n % u:
+            return w
+        while n and w.endswith(s, 0, n):
+            n -= u
+        return w if n == len(w) else w[:n]
 
     @property
     def orderer(self) -> Callable[[bytes], bytes]:
@@ -140,12 +155,22 @@ def _orderer(space: bytes | None) -> Callable[[bytes], bytes]:
     end = (s_int - 1).to_bytes(u, "big")
     zero = bytes(u)
     low = re.compile(_below_pattern(space), re.S)
+    # issue 15: a unit below the space has, at the first byte where the space is not zero, a byte below the
+    # space's (or equal to it, when more bytes follow): weights with no such byte at that place in any unit
+    # (digits, letters: the usual case) skip the regex scan, in one slice and one translate in C
+    first = next(i for i, byte in enumerate(space) if byte)
+    at_least = bytes(range(space[first] + (first < u - 1), 256))
 
     def order(w: bytes) -> bytes:
-        while w.endswith(space) and len(w) % u == 0:
-            w = w[:-u]
-        if len(w) % u:
+        n = len(w)
+        if n % u:
             return w + end  # not whole units (a truncated key): compare as bytes
+        while n and w.endswith(space, 0, n):
+            n -= u
+        if n != len(w):
+            w = w[:n]
+        if not (w[first::u] if u > 1 else w).translate(None, at_least):
+            return w + end
         found = False
         for m in low.finditer(w):
             if m.start() % u == 0:
@@ -241,6 +266,10 @@ class WeightDecoder:
         if not sep or not sep2:
             return False
         prof = profile(name.decode("ascii", "replace"))
+        if prof.multi_level and value[len(name) + len(msl_text) + 2:].startswith(b":"):
+            raise MergeError(  # weight_sql_pieces(one_level=True) of a collation that has several levels
+                f"a data node compares this text column by the multi-level collation {prof.name}, not the one the "
+                "proxy's table metadata names; run REFRESH TABLE METADATA and send the statement again")
         self._prefix = value[: len(name) + len(msl_text) + 2]
         self._order = prof.orderer
         self._eq = prof.equal_key
@@ -272,6 +301,15 @@ class WeightDecoder:
         return w, n1, min(max(n12, n1), len(w))
 
     def order(self, value: bytes) -> bytes:
+        if self._levels is None and value.startswith(self._prefix):  # issue 15: one level, no lengths to read
+            start = len(self._prefix)
+            c1 = value.find(b":", start)
+            c2 = value.find(b":", c1 + 1) if c1 >= 0 else -1
+            w = value[c2 + 1:] if c2 >= 0 else value[start:]
+            cut = self._cut
+            if cut and len(w) > cut:
+                w = w[:cut]
+            return self._order(w)
         w, n1, n12 = self._split(value)
         levels = self._levels
         if levels is not None:
@@ -282,6 +320,11 @@ class WeightDecoder:
         return self._order(w)
 
     def equal(self, value: bytes) -> bytes:
+        if self._levels is None and value.startswith(self._prefix):  # issue 15: as in `order`
+            start = len(self._prefix)
+            c1 = value.find(b":", start)
+            c2 = value.find(b":", c1 + 1) if c1 >= 0 else -1
+            return self._eq(value[c2 + 1:] if c2 >= 0 else value[start:])
         w, n1, n12 = self._split(value)
         levels = self._levels
         if levels is not None:  # prefix-free per level: equal keys are equal weights, padded

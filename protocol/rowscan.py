@@ -1,4 +1,4 @@
-"""The leading values of a text-protocol row, read with byte indexing.
+"""The leading values of a text-protocol row, read with byte indexing; a binary row's leading columns.
 
 Why: a merge that orders rows by their first column(s) needs only those values; `decode_text_row` builds a
 `Reader` and calls it per column, which costs more than the k-way merge step itself (merge.raw,
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from protocol.wire import MalformedPacket
 
-__all__ = ["text_cut", "text_prefix"]
+__all__ = ["binary_cut", "binary_prefix", "lenenc_in_binary", "text_cut", "text_prefix"]
 
 
 def text_prefix(payload: bytes, n: int, pos: int = 0, end: int = -1) -> tuple[bytes | None, ...]:
@@ -70,3 +70,100 @@ def text_cut(payload: bytes, n: int, pos: int = 0, end: int = -1) -> int:
         if pos > end:
             raise MalformedPacket("text row shorter than its values")
     return pos
+
+
+# binary-protocol value sizes by column type (protocol.constants.ColumnType): fixed, or one length byte
+# (temporals); NULL (6) has no bytes; every other type is a length-encoded string
+_FIXED_SIZES = {1: 1, 2: 2, 13: 2, 3: 4, 9: 4, 4: 4, 8: 8, 5: 8}
+_LENGTH_BYTE_TYPES = frozenset({7, 10, 11, 12})
+
+
+def binary_cut(payload: bytes, types: list[int], n: int, pos: int = 0, end: int = -1) -> bytes:
+    """The binary row payload[pos:end] (of len(types) columns) with its first `n` columns only: the NULL
+    bitmap cut to n columns (dropped columns' bits cleared) and their values as they were (issue 15: a merge
+    that drops trailing hidden columns of prepared-statement rows relays the rest unchanged)."""
+    if end < 0:
+        end = len(payload)
+    if pos >= end or payload[pos] != 0:
+        raise MalformedPacket("a binary row starts with 0x00")
+    bitmap = pos + 1
+    values = bitmap + (len(types) + 9) // 8
+    p = values
+    for i in range(n):
+        bit = i + 2
+        if payload[bitmap + (bit >> 3)] & (1 << (bit & 7)):
+            continue
+        t = types[i]
+        size = _FIXED_SIZES.get(t, -1)
+        if size >= 0:
+            p += size
+        elif t in _LENGTH_BYTE_TYPES:
+            if p >= end:
+                raise MalformedPacket("binary row shorter than its columns")
+            p += 1 + payload[p]
+        elif t != 6:
+            if p >= end:
+                raise MalformedPacket("binary row shorter than its columns")
+            first = payload[p]
+            if first < 0xFB:
+                p += 1 + first
+            elif first == 0xFC:
+                p += 3 + int.from_bytes(payload[p + 1:p + 3], "little")
+            elif first == 0xFD:
+                p += 4 + int.from_bytes(payload[p + 1:p + 4], "little")
+            elif first == 0xFE:
+                p += 9 + int.from_bytes(payload[p + 1:p + 9], "little")
+            else:
+                raise MalformedPacket("bad length in a binary row")
+        if p > end:
+            raise MalformedPacket("binary row shorter than its values")
+    size = (n + 9) // 8
+    head = bytearray(payload[pos:bitmap + size])
+    used = n + 2 - 8 * (size - 1)  # bits of the last bitmap byte that belong to kept columns
+    if used < 8:
+        head[size] &= (1 << used) - 1
+    return bytes(head) + payload[values:p]
+
+
+def lenenc_in_binary(column_type: int) -> bool:
+    """A type the binary protocol sends as a length-encoded string: the same bytes as the text protocol's
+    value (strings, DECIMAL, ENUM, SET, BIT, JSON, GEOMETRY)."""
+    return column_type not in _FIXED_SIZES and column_type not in _LENGTH_BYTE_TYPES and column_type != 6
+
+
+def binary_prefix(payload: bytes, columns: int, n: int, pos: int = 0, end: int = -1) -> tuple[bytes | None, ...]:
+    """The first `n` values of the binary row payload[pos:end] of `columns` columns, as text values, when
+    those `n` columns are all `lenenc_in_binary` (the caller checks): read in place like `text_prefix`."""
+    if end < 0:
+        end = len(payload)
+    if pos >= end or payload[pos] != 0:
+        raise MalformedPacket("a binary row starts with 0x00")
+    bitmap = pos + 1
+    p = bitmap + (columns + 9) // 8
+    out: list[bytes | None] = []
+    for i in range(n):
+        bit = i + 2
+        if payload[bitmap + (bit >> 3)] & (1 << (bit & 7)):
+            out.append(None)
+            continue
+        if p >= end:
+            raise MalformedPacket("binary row shorter than its columns")
+        first = payload[p]
+        if first < 0xFB:
+            start, stop = p + 1, p + 1 + first
+        elif first == 0xFC:
+            start = p + 3
+            stop = start + int.from_bytes(payload[p + 1:start], "little")
+        elif first == 0xFD:
+            start = p + 4
+            stop = start + int.from_bytes(payload[p + 1:start], "little")
+        elif first == 0xFE:
+            start = p + 9
+            stop = start + int.from_bytes(payload[p + 1:start], "little")
+        else:
+            raise MalformedPacket("bad length in a binary row")
+        if stop > end:
+            raise MalformedPacket("binary row shorter than its values")
+        out.append(payload[start:stop])
+        p = stop
+    return tuple(out)

@@ -20,6 +20,7 @@ from sqlglot import exp
 
 from merge.compute import AVG_COUNT, AVG_SUM
 from merge.spec import AggregateItem, AggregateKind, MergeSpec, OrderItem
+from merge.weights import profile as weight_profile
 from merge.weights import weight_sql_pieces
 from protocol.binary import value_to_sql_literal
 from routing.computed import ComputedPlanner, ComputedRefusal
@@ -464,6 +465,7 @@ class _SelectRewriter:
         self.maybe_text: dict[int, bool] = {}  # False: the column is certainly not text
         self.weight_requests: dict[int, tuple[Piece, ...]] = {}
         self.ordinals: set[int] = set()  # ENUM / SET columns: ORDER BY sorts them by their number
+        self.one_level: set[int] = set()  # text columns of a one-level collation (the short weight column)
         self.merged_having: list[exp.Expression] | None = None  # HAVING conjuncts the merge evaluates
         self.having_weights: list[tuple[str, int, int]] = []  # (comparison, value column, literal weight)
         self.computed_planner: ComputedPlanner | None = None  # select items computed after the merge
@@ -581,6 +583,8 @@ class _SelectRewriter:
                     self.maybe_text[self.visible + j] = data_type is None or data_type in _TEXT_TYPES
                     if data_type in ("enum", "set"):
                         self.ordinals.add(self.visible + j)
+                    elif self._one_level(owner.name, name):
+                        self.one_level.add(self.visible + j)
                 item_index.append(self.visible)
                 self.visible += len(columns)
             else:
@@ -1336,10 +1340,12 @@ class _SelectRewriter:
 
     def column_type(self, column: exp.Column) -> str | None:
         lookup = getattr(self.metadata, "column_type", None)
-        if lookup is None:
-            return None
+        return None if lookup is None else self._column_fact(column, lookup)
+
+    def _column_fact(self, column: exp.Column, lookup: Any) -> Any:
+        """lookup(logic table, column name) of the one FROM table `column` belongs to; None when unknown."""
         name, qualifier = column.name.lower(), column.table.lower()
-        found: set[str | None] = set()
+        found: set[Any] = set()
         for occ in self.from_tables:
             if qualifier and occ.ref != qualifier:
                 continue
@@ -1350,12 +1356,29 @@ class _SelectRewriter:
                 found.add(lookup(occ.name, name))
         return found.pop() if len(found) == 1 else None
 
+    def _one_level(self, table: str | None, column: exp.Column | str) -> bool:
+        """Is this a column of a text collation with one weight level (the schema says so)? Its weights
+        are then asked for in the short form (`merge.weights.weight_sql_pieces(one_level=True)`)."""
+        info = getattr(self.metadata, "column_info", None)
+        if info is None:
+            return False
+
+        def collation(logic_table: str, name: str) -> str | None:
+            return getattr(info(logic_table, name), "collation", None)
+
+        name = collation(table, column) if isinstance(column, str) and table else (
+            self._column_fact(column, collation) if isinstance(column, exp.Column) else None)
+        return bool(name) and name.lower() != "binary" and not weight_profile(name).multi_level
+
     def note(self, index: int, node: exp.Expression) -> None:
-        """What column `index` (the value of `node`) is: maybe text? an ENUM / SET column?"""
+        """What column `index` (the value of `node`) is: maybe text? an ENUM / SET column? of a one-level
+        collation?"""
         self.maybe_text[index] = self._maybe_text(node)
-        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star) and (
-                self.column_type(node) in ("enum", "set")):
-            self.ordinals.add(index)
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            if self.column_type(node) in ("enum", "set"):
+                self.ordinals.add(index)
+            elif self._one_level(None, node):
+                self.one_level.add(index)
 
     def want_weight(self, index: int) -> None:
         """Compare column `index` by the nodes' own weights if it may be text (see merge.weights). An ENUM
@@ -1369,7 +1392,8 @@ class _SelectRewriter:
         if index in self.ordinals:
             self.weight_requests[index] = ("CONCAT('binary:0:0:0:', LPAD((", *pieces, ") + 0, 20, '0'))")
             return
-        self.weight_requests[index] = weight_sql_pieces(pieces)  # type: ignore[assignment]
+        self.weight_requests[index] = weight_sql_pieces(  # type: ignore[assignment]
+            pieces, one_level=index in self.one_level)
 
     def _weight_columns(self) -> tuple[tuple[int, int], ...]:
         """Append the weight columns after every other derived column; (value index, weight index)."""

@@ -314,7 +314,7 @@ async def _answer_merged(
         session.found_rows_value, session.found_rows_source = sent, None
     else:
         metas = [_meta(c) for c in header.columns]
-        if raw_mergeable(spec, ncols, text_rows=codec is TEXT):  # issue 15: merge.raw interleaves the row frames
+        if raw_mergeable(spec, ncols):  # issue 15: merge.raw interleaves the row frames
             sent = await _raw_merged(session, readers, spec, metas, header.columns, codec)
             _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
             session.found_rows_value, session.found_rows_source = sent, None
@@ -353,7 +353,8 @@ async def _raw_merged(session: Session, readers: Sequence[_Reader], spec: MergeS
     decode_row = codec.decode_row
     decode = None if codec is TEXT else (lambda p, n: decode_row(p, columns, n))
     try:
-        return await _relay_payloads(session, raw_order_merge(batches, spec, metas, decode))
+        return await _relay_payloads(session, raw_order_merge(
+            batches, spec, metas, decode, memory_row_budget=session.server.merge_memory_rows))
     finally:
         for b in batches:
             with contextlib.suppress(Exception):

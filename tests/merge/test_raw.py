@@ -12,7 +12,9 @@ import pytest
 from merge.pipeline import merge_rows_sync
 from merge.raw import raw_mergeable, raw_order_merge
 from merge.spec import ColumnMeta, MergeSpec, OrderItem
-from protocol.packets import decode_text_row, encode_text_row
+from protocol.binary import binary_row_to_text, text_row_to_binary
+from protocol.constants import ColumnType
+from protocol.packets import ColumnDefinition41, decode_text_row, encode_text_row
 from protocol.rowframes import RowFrames, frames_of, renumber, row_payloads
 from tests.merge.support import col, cols, node
 from tests.merge.test_weights import w
@@ -54,6 +56,14 @@ CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
     (cols("bigint", "ci"), MergeSpec(2, ASC0), [node((1, "a" * 300), (3, "c" * 70000)), node((2, "b" * 251))]),
     ([ColumnMeta("c0", 3)], MergeSpec(1, ASC0), [node(*range(0, 600, 2)), node(*range(1, 600, 2))]),  # > a batch
     ([ColumnMeta("c0", 3)], MergeSpec(1, ASC0), [node(), node(), node()]),  # empty shards only
+    # DISTINCT: the first of equal rows in merge order passes, OFFSET and LIMIT count the rows that pass
+    (cols("ci", "int"), MergeSpec(2, ASC0, distinct=True),
+     [node(("a", 1), ("a", 1), ("b", 2), ("B", 2)), node(("A", 1), ("b", 2), ("c", None), ("c", None))]),
+    (cols("int", "ci"), MergeSpec(2, (OrderItem(1),), distinct=True, offset=1, limit=2),
+     [node((1, "a"), (1, "a"), (2, "b")), node((1, "a"), (3, "b"), (2, "c"), (2, "c"))]),
+    (cols("int", "int"), MergeSpec(2, DESC0, distinct=True),
+     [node((None, None), (None, None)), node((None, 1), (None, None))]),
+    (cols("bigint"), MergeSpec(1, ASC0, distinct=True, limit=3), [node(*range(0, 60, 2)), node(*range(0, 60, 3))]),
 ]
 # rows of more than 16 MB (continuation frames): slow to build, so one run size only
 BIG_CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
@@ -67,20 +77,38 @@ async def _runs(payloads: list[bytes], size: int) -> AsyncIterator[RowFrames]:
         yield frames_of(payloads[i:i + size])
 
 
+def _definitions(columns: Sequence[ColumnMeta]) -> list[ColumnDefinition41]:
+    return [ColumnDefinition41(c.name, ColumnType(c.type_code), character_set=c.charset, flags=c.flags,
+                               decimals=c.decimals) for c in columns]
+
+
+def _as_binary(columns: Sequence[ColumnMeta], streams: list[list[Row]]) -> list[list[Row]]:
+    """The text values a server would send for these rows through the binary protocol (FLOAT and DOUBLE
+    are printed again), so the pipeline's answer can be compared with the binary merge's."""
+    defs = _definitions(columns)
+    return [[binary_row_to_text(text_row_to_binary(r, defs), defs) for r in s] for s in streams]
+
+
 async def _raw(columns: Sequence[ColumnMeta], spec: MergeSpec, streams: list[list[Row]], size: int,
                decoded: bool) -> list[Row]:
+    """`decoded`: binary-protocol rows, whose keys are read through the binary row decoder."""
     width = spec.visible_columns
-    batches = [_runs([encode_text_row(r) for r in s], size) for s in streams]
+    defs = _definitions(columns)
+    encode = (lambda r: text_row_to_binary(r, defs)) if decoded else encode_text_row
+    batches = [_runs([encode(r) for r in s], size) for s in streams]
     out = bytearray()
     rows = 0
     seq = 5
-    async for run in raw_order_merge(batches, spec, columns, decode_text_row if decoded else None, out_bytes=64):
+    decode = (lambda p, n: binary_row_to_text(p, defs, n)) if decoded else None
+    async for run in raw_order_merge(batches, spec, columns, decode, out_bytes=64):
         data = bytearray(run.data)
         seq = renumber(data, seq)
         rows += run.rows
         out += data
     payloads = row_payloads(out)
     assert len(payloads) == rows
+    if decoded:
+        return [binary_row_to_text(p, defs[:width]) for p in payloads]
     return [decode_text_row(p, width) for p in payloads]
 
 
@@ -90,6 +118,8 @@ async def _raw(columns: Sequence[ColumnMeta], spec: MergeSpec, streams: list[lis
 def test_raw_merge_sends_what_the_pipeline_sends(columns: list[ColumnMeta], spec: MergeSpec,
                                                  streams: list[list[Row]], size: int, decoded: bool) -> None:
     assert raw_mergeable(spec, len(columns))
+    if decoded:
+        streams = _as_binary(columns, streams)
     expected = list(merge_rows_sync(streams, spec, columns))
     assert _raw_sync(columns, spec, streams, size, decoded) == expected
 
@@ -110,6 +140,11 @@ CUT_CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
      [node(("b", 1, w("b")), ("a ", 2, w("a ")), ("a", 3, w("a"))), node(("B", 0, w("B")), (None, 5, None))]),
     (WTEXT, MergeSpec(2, (OrderItem(1),), weights=((0, 2),)),  # numeric key: its weight is never read
      [node(("x", 1, None), ("y", 3, None)), node(("z", 2, None))]),
+    # SELECT DISTINCT s ... ORDER BY s: duplicates by the weights ('a' = 'A' = 'a '), the first one passes
+    (WTEXT[:1] + WTEXT[2:], MergeSpec(1, (OrderItem(0),), weights=((0, 1),), distinct=True),
+     [node(("a", w("a")), ("a ", w("a ")), ("b", w("b"))), node(("A", w("A")), ("B", w("B")), ("é", w("é")))]),
+    (WTEXT, MergeSpec(2, (OrderItem(0, True),), weights=((0, 2),), distinct=True, limit=3),
+     [node(("b", 1, w("b")), ("a", 1, w("a")), ("a", 2, w("a"))), node(("B", 1, w("B")), ("A", 2, w("A")))]),
     (WTEXT, MergeSpec(2, (OrderItem(0),), weights=((0, 2),)),
      [node(("a", 1, w("a")), (BIG.decode(), 2, w("x" * 20))), node(("b", 3, w("b")))]),  # a row of > 16 MB
 ]
@@ -119,9 +154,19 @@ CUT_CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
                          [(*c, size) for c in CUT_CASES[:-1] for size in (1, 2, 1000)] + [(*CUT_CASES[-1], 2)])
 def test_raw_merge_cuts_hidden_columns_like_the_pipeline(columns: list[ColumnMeta], spec: MergeSpec,
                                                          streams: list[list[Row]], size: int) -> None:
-    assert raw_mergeable(spec, len(columns), text_rows=True) and not raw_mergeable(spec, len(columns))
+    assert raw_mergeable(spec, len(columns))
     expected = list(merge_rows_sync(streams, spec, columns))
     assert _raw_sync(columns, spec, streams, size, False) == expected
+
+
+@pytest.mark.parametrize(("columns", "spec", "streams", "size"),
+                         [(*c, size) for c in CUT_CASES[:-1] for size in (1, 1000)])
+def test_binary_rows_are_cut_like_the_pipeline(columns: list[ColumnMeta], spec: MergeSpec,
+                                               streams: list[list[Row]], size: int) -> None:
+    """Prepared statements' rows: the key read through the binary decoder, the hidden columns cut off the
+    NULL bitmap and the values (protocol.rowscan.binary_cut)."""
+    streams = _as_binary(columns, streams)
+    assert _raw_sync(columns, spec, streams, size, True) == list(merge_rows_sync(streams, spec, columns))
 
 
 def test_raw_merge_refuses_a_stream_out_of_the_weights_order() -> None:
@@ -135,13 +180,34 @@ def test_raw_merge_refuses_a_stream_out_of_the_weights_order() -> None:
 @pytest.mark.parametrize(("spec", "mergeable"), [
     (MergeSpec(2, ASC0), True),
     (MergeSpec(2), False),  # nothing to order: concatenation
-    (MergeSpec(1, ASC0), False),  # a derived column is dropped
+    (MergeSpec(1, ASC0), True),  # a derived column is cut off
     (MergeSpec(2, ASC0, group_by=(0,)), False),
-    (MergeSpec(2, ASC0, distinct=True), False),
+    (MergeSpec(2, ASC0, distinct=True), True),  # rows dropped, none changed
+    (MergeSpec(2, distinct=True), False),  # DISTINCT without ORDER BY: the pipeline's concatenation
     (MergeSpec(2, ASC0, having_sql="c > 1"), False),
-    (MergeSpec(2, ASC0, weights=((1, 1),)), False),
+    (MergeSpec(2, ASC0, weights=((1, 1),)), True),  # ordered by the nodes' weights
+    (MergeSpec(3, ASC0), False),  # more visible columns than the nodes return
     (MergeSpec(2, ASC0, limit=1, with_ties=True), False),
     (MergeSpec(2, ASC0, found_rows="count"), False),
 ])
 def test_raw_mergeable(spec: MergeSpec, mergeable: bool) -> None:
     assert raw_mergeable(spec, 2) is mergeable
+
+
+def test_raw_distinct_keeps_its_keys_within_the_row_budget() -> None:
+    from merge.errors import MergeMemoryError
+
+    spec = MergeSpec(1, ASC0, distinct=True)
+    streams = [[encode_text_row((str(i).encode(),)) for i in range(0, 20, 2)],
+               [encode_text_row((str(i).encode(),)) for i in range(1, 20, 2)]]
+
+    async def read(budget: int) -> int:
+        rows = 0
+        async for run in raw_order_merge([_runs(s, 3) for s in streams], spec, [ColumnMeta("c0", 3)],
+                                         memory_row_budget=budget):
+            rows += run.rows
+        return rows
+
+    assert asyncio.run(read(20)) == 20
+    with pytest.raises(MergeMemoryError):
+        asyncio.run(read(19))

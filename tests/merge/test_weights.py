@@ -164,3 +164,36 @@ def test_avg_quotient_truncated_on_whole_words(scale: int, expected: bytes) -> N
     columns = [col("dec", "a", decimals=scale), col("int", "c"), col("dec", "s", decimals=0)]
     spec = MergeSpec(1, aggregates=(AggregateItem(K.AVG, 0, sum_index=2, count_index=1),))
     assert list(merge_rows_sync([node((None, 2, 5)), node((None, 1, 3))], spec, columns)) == [(expected,)]
+
+
+def short(text: str, collation: str = "utf8mb4_general_ci", msl: int = 1024, pad_to: int = 0) -> bytes:
+    """The short form of a weight column (`weight_sql_pieces(one_level=True)`): no level lengths, and the
+    value's trailing spaces weighed too (a CHAR column's weights padded to its length: `pad_to` characters)."""
+    long = w(text, collation, msl)
+    weights = long.split(b":", 4)[4] + b"\x00\x20" * (len(text) - len(text.rstrip(" ")))
+    weights += b"\x00\x20" * max(0, pad_to - len(weights) // 2)
+    return f"{collation}:{msl}:::".encode() + weights
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+def test_the_short_form_orders_and_equates_as_the_long_form(truncate: bool) -> None:
+    """One-level collations: the short form's trailing space units are what RTRIM took off the long form's."""
+    rng = random.Random(5)
+    texts = ["", " ", "a", "a ", "a\t", "A", "b", "ab", "a b", ":", "a:b"]
+    texts += ["x" * 40 + "a", "x" * 40 + "b", "x" * 40 + " " * 30]
+    texts += ["".join(rng.choice("aB \t-9") for _ in range(rng.randint(0, 8))) for _ in range(200)]
+    for msl in (1024, 64):
+        long_d, short_d = WeightDecoder(truncate), WeightDecoder(truncate)
+        for t in texts:
+            pad = rng.choice((0, 50))
+            assert short_d.order(short(t, msl=msl, pad_to=pad)) == long_d.order(w(t, msl=msl)), t
+            assert short_d.equal(short(t, msl=msl, pad_to=pad)) == long_d.equal(w(t, msl=msl)), t
+
+
+def test_the_short_form_of_a_multi_level_collation_is_refused() -> None:
+    """The schema named a one-level collation, the node weighs by several levels (the table changed since):
+    comparing the levels as one would order wrongly, so the merge stops with an error."""
+    from merge.errors import MergeError
+
+    with pytest.raises(MergeError, match="REFRESH TABLE METADATA"):
+        WeightDecoder(True).order(b"utf8mb4_uca1400_as_cs:1024:::\x20\x21")

@@ -11,6 +11,7 @@ from merge.spec import AggregateItem, AggregateKind, MergeSpec, OrderItem
 from merge.weights import weight_sql
 from routing.errors import RoutingError
 from routing.kernel import ShardingKernel
+from tests.routing.conftest import METADATA
 
 A = AggregateKind
 W_STATUS = weight_sql("status")  # text keys carry the node's sort key (merge.weights)
@@ -237,3 +238,45 @@ def test_sql_calc_found_rows(kernel: ShardingKernel) -> None:
     grouped = kernel.route("SELECT SQL_CALC_FOUND_ROWS user_id, COUNT(*) FROM t_order GROUP BY user_id LIMIT 3")
     assert "LIMIT" not in grouped.execution_units[0].sql  # the merge counts the groups: it needs them all
     assert grouped.merge_spec is not None and grouped.merge_spec.found_rows == "count"
+
+
+class _Collations:
+    """METADATA plus each text column's collation, as proxy.backends.runtime.SchemaSnapshot.column_info
+    answers it (a ColumnInfo-like object)."""
+
+    def __init__(self, collation: str | None) -> None:
+        self.collation = collation
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(METADATA, name)
+
+    def column_info(self, logic_table: str, column: str) -> Any:
+        data_type = METADATA.column_type(logic_table, column)
+        text = data_type in ("varchar", "char")
+        return None if data_type is None else type("Info", (), {"collation": self.collation if text else None})()
+
+
+W_SHORT = "CONCAT(COLLATION(status), ':', @@max_sort_length, ':::', WEIGHT_STRING(status))"
+
+
+@pytest.mark.parametrize(("collation", "weight"), [
+    ("utf8mb4_general_ci", W_SHORT),  # one level: one WEIGHT_STRING, no level lengths (issue 15)
+    ("latin1_swedish_ci", W_SHORT),
+    ("utf8mb4_bin", W_SHORT),
+    ("utf8mb4_uca1400_as_cs", W_STATUS),  # several levels: their lengths are needed
+    ("latin2_czech_cs", W_STATUS),
+    ("binary", W_STATUS),
+    (None, W_STATUS),  # unknown
+])
+@pytest.mark.parametrize(("sql", "node_sql"), [
+    ("SELECT status FROM t_order ORDER BY status", "SELECT status, {w} AS WEIGHT_DERIVED_0 FROM t_order_0 ORDER BY status"),
+    ("SELECT DISTINCT status FROM t_order ORDER BY status", "SELECT DISTINCT status, {w} AS WEIGHT_DERIVED_0 FROM t_order_0 ORDER BY status"),
+    ("SELECT * FROM t_order ORDER BY status", "SELECT *, {wq} AS WEIGHT_DERIVED_0 FROM t_order_0 ORDER BY status"),
+    ("SELECT order_id FROM t_order ORDER BY status", "SELECT order_id, status AS ORDER_BY_DERIVED_0, {w} AS WEIGHT_DERIVED_1 FROM t_order_0 ORDER BY status"),
+])
+def test_weights_of_a_one_level_collation_column_are_asked_for_in_the_short_form(
+    rules: Any, collation: str | None, weight: str, sql: str, node_sql: str,
+) -> None:
+    routed = ShardingKernel(rules, _Collations(collation)).route(sql)
+    quoted = weight.replace("status", "`status`")  # a star's columns are named quoted
+    assert routed.execution_units[0].sql == node_sql.format(w=weight, wq=quoted)
