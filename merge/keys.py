@@ -21,7 +21,7 @@ from protocol.constants import ColumnType
 Value = bytes | None
 Row = Sequence[Value]
 ValueKey = Callable[[bytes], Any]
-RowKey = Callable[[Row], tuple[Any, ...]]
+RowKey = Callable[[Row], Any]  # a comparable (order) or hashable (equality) key: a tuple, or one object
 
 NULL_KEY: tuple[int] = (0,)  # sorts before every (1, value) key: NULLs first ASC, last DESC
 
