@@ -158,8 +158,8 @@ STATS = FastPathStats()
 class FastPath:
     """One session's synchronous relay state."""
 
-    __slots__ = ("armed", "backend_transport", "client", "conn", "eof_pending", "keep_for_next", "paused", "pending",
-                 "prerouted", "relay", "session", "tap", "transport")
+    __slots__ = ("armed", "backend_transport", "client", "conn", "eof_pending", "joining", "keep_for_next", "paused",
+                 "pending", "prerouted", "relay", "session", "tap", "transport")
 
     def __init__(self, session: Session, client: ClientProtocol, transport: asyncio.WriteTransport) -> None:
         self.session = session
@@ -174,6 +174,9 @@ class FastPath:
         self.pending: list[bytes] = []  # client bytes that arrived while an answer was relayed
         self.paused = False  # the backend socket is not read until the client drains
         self.eof_pending = False  # the client half-closed while an answer was relayed
+        # the command in flight starts the open transaction on its node first: the bytes of the BEGIN's answer
+        # read so far (None: no BEGIN in flight)
+        self.joining: bytes | None = None
         # issue 15: the route of a SELECT this path declined, for the session's coroutine (proxy.execution.preroute)
         self.prerouted: Prerouted | None = None
 
@@ -215,6 +218,7 @@ class FastPath:
         self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
                                client_deprecate_eof=session.deprecate_eof, error_rewriter=target.error_rewriter)
         self.keep_for_next = target.keep_for_next
+        self.joining = b"" if target.joins else None
         tap.relay = self
         conn.busy = True
         transport.write(target.data)
@@ -231,6 +235,10 @@ class FastPath:
         relay = self.relay
         if relay is None:  # pragma: no cover - the tap is cleared with the relay
             return
+        if self.joining is not None:
+            data = self._joined(data)
+            if not data:
+                return
         try:
             out = relay.feed(data)
         except MalformedPacket as exc:  # the backend's answer makes no sense: the connection is unusable
@@ -251,6 +259,32 @@ class FastPath:
             # below a TLS transport's high-water mark never would)
             self.paused = True
             self.backend_transport.pause_reading()
+
+    def _joined(self, data: bytes) -> bytes:
+        """The BEGIN sent ahead of the command (`Forward.joins`): once its answer is whole, an OK means the node
+        joined the session's transaction (as `txn.join` would have recorded) and what follows is the command's
+        answer; an ERR ends the command with it, and the connection, on which the command may have run
+        outside the transaction, is dropped."""
+        assert self.joining is not None and self.conn is not None
+        buf = self.joining + data
+        if len(buf) < 4 or len(buf) < 4 + (n := buf[0] | (buf[1] << 8) | (buf[2] << 16)):
+            self.joining = buf
+            return b""
+        self.joining = None
+        answer = buf[4:4 + n]
+        name = self.conn.name
+        if answer[:1] == b"\x00":
+            self.session.txn.joined.append(name)
+            return buf[4 + n:]
+        if answer[:1] == b"\xff":
+            try:
+                err = ERRPacket.decode(answer)
+            except MalformedPacket:
+                err = ERRPacket(ErrorCode.MALFORMED_PACKET, "Malformed communication packet", "HY000")
+            self.backend_failed(err.errno, f"data source {name}: {self.session.txn.begin_sql!r} failed: {err.message}")
+        else:
+            self.backend_failed(ErrorCode.MALFORMED_PACKET, "Malformed communication packet: no OK after BEGIN")
+        return b""
 
     def backend_lost(self) -> None:
         """The backend connection broke mid-answer: the client hears 2013, as from the slow path."""
@@ -274,6 +308,7 @@ class FastPath:
         relay, conn, tap = self.relay, self.conn, self.tap
         assert relay is not None and conn is not None and tap is not None
         self.relay = self.conn = self.tap = self.backend_transport = None
+        self.joining = None
         tap.relay = None
         if self.paused:
             self.paused = False
@@ -308,6 +343,7 @@ class FastPath:
         if self.paused and self.backend_transport is not None:
             self.backend_transport.resume_reading()
         self.relay = self.conn = self.tap = self.backend_transport = None
+        self.joining = None
         self.pending = []
 
 
@@ -319,6 +355,7 @@ class Forward(NamedTuple):
     error_rewriter: Callable[[bytes], bytes] | None  # sharded: backend errors in the client's logical names
     # a write passed through: its connection is kept for what the client may ask next (LAST_INSERT_ID() ...)
     keep_for_next: bool
+    joins: bool = False  # `data` starts with the BEGIN that makes the node join the open transaction
 
 
 def fast_forward(session: Session, packet: bytes) -> Forward | None:
@@ -328,8 +365,9 @@ def fast_forward(session: Session, packet: bytes) -> Forward | None:
 
     * pass-through: a COM_STMT_EXECUTE of a statement prepared on that connection, or a `plain_statement`;
     * sharded: a `plain_statement` SELECT, as text or as an executed prepared statement, that the kernel routes to a
-      single node (the plan comes from its cache), outside a transaction that has not joined that node yet,
-      when the connection already has the actual statement prepared."""
+      single node (the plan comes from its cache), when the connection already has the actual statement
+      prepared; in a transaction that has not joined that node yet, after the BEGIN that joins it, in the same
+      write (`_join_frame`)."""
     db = session.database
     if db is None or session.server.statement_timeout > 0:
         return None
@@ -419,8 +457,11 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
     if not db.sources[ds].fast_relay:
         return None
     txn = session.txn
+    join = b""
     if txn.active and ds not in txn.joined:
-        return None
+        join = _join_frame(session, ds)  # issue 15: BEGIN and the statement in one write
+        if not join:
+            return None
     conn = session.backends.get(ds)
     if conn is None or conn.broken or conn.busy or conn.tap is None:
         return None
@@ -440,7 +481,21 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
     session.info = sql[:100]
     session.stmt_kind, session.route = SELECT, "single"
     session.found_rows_value, session.found_rows_source = None, ds  # FOUND_ROWS(): that node's
-    return Forward(conn, framed or encode_packet(data, 0)[0], renamer, False)
+    command_frame = framed or encode_packet(data, 0)[0]
+    return Forward(conn, join + command_frame if join else command_frame, renamer, False, bool(join))
+
+
+def _join_frame(session: Session, ds: str) -> bytes:
+    """The framed COM_QUERY that starts the session's open transaction on `ds`, when joining is nothing but
+    the client's BEGIN / START TRANSACTION (what `txn.join` sends then); b"" when the slow path must join:
+    XA, SET TRANSACTION waiting for the next transaction, autocommit=0, savepoints to replay, or a data
+    source whose part of the transaction was lost."""
+    txn = session.txn
+    begin = txn.begin_sql
+    if begin is None or not txn.autocommit or txn.next_tx_sets or txn.savepoints or txn.lost \
+            or txn.xa is not None or session.server.tm.xa:
+        return b""
+    return encode_packet(b"\x03" + begin.encode("utf-8", errors="surrogateescape"), 0)[0]
 
 
 def _lazy_renamer(db: LogicalDatabase, sql: str, params: list[object] | None) -> Callable[[bytes], bytes]:

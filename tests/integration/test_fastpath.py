@@ -367,3 +367,41 @@ def test_text_writes_and_transactions_are_taken(proxy: RunningProxy, mariadb: Ma
             cur.execute("INSERT INTO fp_w (id, c) VALUES (1, 'x'), (1, 'y')")
         # INSERT, BEGIN, UPDATE, ROLLBACK, SELECT, DELETE, the failed INSERT
         assert STATS.taken - before == 7
+
+
+@pytest.mark.parametrize("prepared", [False, True], ids=["text", "prepared"])
+def test_the_first_select_on_a_node_in_a_transaction_joins_it_on_the_fast_path(sharded: ShardedEnv,
+                                                                                 prepared: bool) -> None:
+    """issue 15: BEGIN goes ahead of the statement in the same write. The read sees the transaction's snapshot
+    (REPEATABLE READ: taken at the first read after BEGIN, on that node): a change committed by another
+    session after it stays unseen until COMMIT, which ends the node's transaction."""
+    order_id, user_id, status = ORDERS[5]
+    conn = mysql.connector.connect(host=sharded.proxy.host, port=sharded.proxy.port, user="root", password="root",
+                                   database="sharding_db", use_pure=True, ssl_disabled=True, autocommit=True)
+    other = sharded.connect()
+    sql = "SELECT status FROM t_order WHERE user_id = %s AND order_id = %s"
+    try:
+        cur = conn.cursor(prepared=True) if prepared else conn.cursor()
+        if prepared:
+            sql = sql.replace("%s", "?")
+        cur.execute(sql, (user_id, order_id))  # holds the node's connection (and prepares the statement there)
+        assert cur.fetchall() == [(status,)]
+        for end in ("COMMIT", "ROLLBACK"):
+            conn.start_transaction()
+            before = STATS.taken
+            cur.execute(sql, (user_id, order_id))
+            assert cur.fetchall() == [(status,)]
+            assert STATS.taken == before + 1  # joined and answered on the fast path
+            assert conn.in_transaction
+            with other.cursor() as o:
+                o.execute(f"UPDATE t_order SET status = 'changed' WHERE user_id = {user_id} AND order_id = {order_id}")
+            cur.execute(sql, (user_id, order_id))
+            assert cur.fetchall() == [(status,)]  # the transaction's snapshot
+            conn.commit() if end == "COMMIT" else conn.rollback()
+            cur.execute(sql, (user_id, order_id))
+            assert cur.fetchall() == [("changed",)]
+            with other.cursor() as o:
+                o.execute(f"UPDATE t_order SET status = '{status}' WHERE user_id = {user_id} AND order_id = {order_id}")
+    finally:
+        conn.close()
+        other.close()
