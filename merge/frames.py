@@ -16,6 +16,7 @@ from merge import coltypes as t
 from merge.errors import MergeError, RowBudget
 from merge.keys import Row, equality_key, order_key, value_key, weight_index
 from merge.spec import ColumnMeta, OrderItem
+from merge.weights import WeightDecoder
 from protocol.rowframes import MAX, frame_end, frames_of, payload_at
 from protocol.rowscan import binary_cut, binary_prefix, lenenc_in_binary, text_cut, text_prefix
 
@@ -52,6 +53,8 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
 
         return decoded
     only = items[0] if len(items) == 1 else None
+    if only is not None and not only.descending and (wi := weight_index(only.index, columns, weights)) is not None:
+        return _weighted_text_key(only.index, wi, width, WeightDecoder(True).order, row_key)
     if only is not None and columns[only.index].type_code in (t.INTEGER_TYPES | t.DECIMAL_TYPES):
         vk = value_key(columns[only.index])
         index = only.index
@@ -84,6 +87,43 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
     return prefix
 
 
+def _weighted_text_key(index: int, wi: int, width: int, order: Callable[[bytes], bytes],
+                       row_key: Callable[[Row], Any]) -> FrameKey:
+    """ORDER BY one text column ASC of text rows: `merge.keys`' one-column weighted key (b"" for NULL, else
+    b"\x01" + the weights' order form, or + the value of a binary string) read in one step (issue 15: the
+    sysbench ORDER BY c ranges); rows of 16 MB and more through `row_key`, which keys them the same way."""
+
+    def key(run: bytes, a: int, b: int) -> Any:
+        if b - a - 4 >= MAX:
+            return row_key(text_prefix(payload_at(run, a, b), width))
+        row = text_prefix(run, width, a + 4, b)
+        v = row[index]
+        if v is None:
+            return b""
+        w = row[wi]
+        return b"\x01" + (v if w is None else order(w))
+
+    return key
+
+
+def _weighted_text_equality(index: int, wi: int, width: int, equal: Callable[[bytes], bytes],
+                            row_key: Callable[[Row], Any]) -> FrameKey:
+    """DISTINCT of one text column of text rows: `merge.keys`' one-column weighted equality key (None for
+    NULL, else the weights' equality form, or the value of a binary string) read in one step."""
+
+    def key(run: bytes, a: int, b: int) -> Any:
+        if b - a - 4 >= MAX:
+            return row_key(text_prefix(payload_at(run, a, b), width))
+        row = text_prefix(run, width, a + 4, b)
+        v = row[index]
+        if v is None:
+            return None
+        w = row[wi]
+        return v if w is None else equal(w)
+
+    return key
+
+
 def _binary_in_place(row_key: Callable[[Row], Any], columns: int, width: int) -> FrameKey:
     """A key over binary rows whose leading `width` columns are length-encoded strings: their values are
     the text protocol's, read in place (`protocol.rowscan.binary_prefix`) instead of decoded."""
@@ -102,6 +142,8 @@ def frame_equality_key(indexes: Sequence[int], columns: Sequence[ColumnMeta], de
     weights for text), read as `frame_key` reads sort keys."""
     width = 1 + max((max(i, weight_index(i, columns, weights) or 0) for i in indexes), default=0)
     row_key = equality_key(indexes, columns, weights or {})
+    if decode is None and len(indexes) == 1 and (wi := weight_index(indexes[0], columns, weights)) is not None:
+        return _weighted_text_equality(indexes[0], wi, width, WeightDecoder(False).equal, row_key)
     if decode is not None:
         if all(lenenc_in_binary(c.type_code) for c in columns[:width]):
             return _binary_in_place(row_key, len(columns), width)

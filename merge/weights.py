@@ -118,20 +118,34 @@ class WeightProfile:
     def equal_key(self, w: bytes) -> bytes:
         """Equal for weights the collation deems equal (trailing pad units ignored under PAD SPACE; the
         node stripped trailing spaces already, this catches characters weighing like a space)."""
-        s = self.padded_space
-        if s is None:
-            return w
-        u = len(s)
-        n = len(w)
-        if n % u:
-            return w
-        while n and w.endswith(s, 0, n):
-            n -= u
-        return w if n == len(w) else w[:n]
+        return _equalizer(self.padded_space)(w)
+
+    @property
+    def equalizer(self) -> Callable[[bytes], bytes]:
+        """`equal_key` as one function of the weights (what a decoder calls per row)."""
+        return _equalizer(self.padded_space)
 
     @property
     def orderer(self) -> Callable[[bytes], bytes]:
         return _orderer(self.padded_space)
+
+
+@cache
+def _equalizer(space: bytes | None) -> Callable[[bytes], bytes]:
+    """w -> w without its trailing `space` units (whole units only); w itself when `space` is None."""
+    if space is None:
+        return bytes
+    u = len(space)
+
+    def equal(w: bytes) -> bytes:
+        n = len(w)
+        if n % u:
+            return w
+        while n and w.endswith(space, 0, n):
+            n -= u
+        return w if n == len(w) else w[:n]
+
+    return equal
 
 
 @cache
@@ -272,7 +286,7 @@ class WeightDecoder:
                 "proxy's table metadata names; run REFRESH TABLE METADATA and send the statement again")
         self._prefix = value[: len(name) + len(msl_text) + 2]
         self._order = prof.orderer
-        self._eq = prof.equal_key
+        self._eq = prof.equalizer
         self._levels = prof.level_orderers() if prof.multi_level else None
         try:
             msl = int(msl_text)
