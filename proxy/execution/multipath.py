@@ -58,10 +58,11 @@ DRAIN_SECONDS = 10.0  # after an early end (a merged LIMIT): what `readers._fini
 class MultiStats:
     """Counts for tests and benchmarks (an instance: see fastpath.FastPathStats)."""
 
-    __slots__ = ("taken",)
+    __slots__ = ("enabled", "taken")
 
     def __init__(self) -> None:
         self.taken = 0  # multi-node SELECTs answered by this path in this process
+        self.enabled = True  # tests turn it off to compare with the slow path's answer
 
 
 MULTI_STATS = MultiStats()
@@ -82,7 +83,7 @@ def multi_forward(session: Session, db: LogicalDatabase, routed: RoutedStatement
     None for anything else. The caller (fastpath._sharded) has checked the command: a plain SELECT, no
     statement timeout, no sql-show, no cursor."""
     units = routed.execution_units
-    if len(units) < 2 or routed.kind is not StatementKind.SELECT or routed.result_table_renames \
+    if not MULTI_STATS.enabled or len(units) < 2 or routed.kind is not StatementKind.SELECT or routed.result_table_renames \
             or routed.generated_keys or routed.into_variables or routed.dual_read is not None \
             or routed.dual_repair is not None or routed.upsert is not None or routed.stepwise is not None:
         return None
