@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from protocol.constants import MAX_PAYLOAD, ServerStatus
+from protocol.framing import FrameDecoder
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.rowframes import RowFrames, scan_rows
 from protocol.wire import MalformedPacket, Reader
@@ -305,8 +306,6 @@ class ResultParser:
     def __init__(self, *, backend_deprecate_eof: bool, row_frames: bool = False) -> None:
         """`row_frames`: rows come as `protocol.rowframes.RowFrames` runs (one per read, still framed), not
         as one payload each (issue 15: relays and raw merges never cut rows out of the read buffer)."""
-        from protocol.framing import FrameDecoder
-
         self._frames = FrameDecoder()
         self._backend_eof = backend_deprecate_eof
         self._phase = _Phase.FIRST

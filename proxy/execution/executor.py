@@ -126,14 +126,19 @@ async def execute_plan(
             else:
                 await _write(session, routed, codec, conns)
     except UnitFailed as exc:
-        err = exc.err
-        prefix = "" if len(units) == 1 else f"[{exc.data_source}] "
-        session.error(err.errno, prefix + _logical_message(db, routed, err.message), err.sqlstate)
+        answer_unit_failure(session, db, routed, exc)
     except MergeError as exc:
         session.error(exc.errno, exc.message, exc.sqlstate)
     if routed.kind is StatementKind.DDL:
         await db.reload_metadata()
         port(session.server).metadata_changed(db.name)  # Cluster mode: the other proxies reload it too
+
+
+def answer_unit_failure(session: Session, db: LogicalDatabase, routed: RoutedStatement, exc: UnitFailed) -> None:
+    """The client's ERR for a unit's: in logical names, with the data source when the statement has several units."""
+    err = exc.err
+    prefix = "" if len(routed.execution_units) == 1 else f"[{exc.data_source}] "
+    session.error(err.errno, prefix + _logical_message(db, routed, err.message), err.sqlstate)
 
 
 async def _after_relayed_select(session: Session, conn: BackendConnection, unit: ExecutionUnit) -> None:
@@ -432,4 +437,4 @@ async def field_list_sharded(session: Session, db: LogicalDatabase, req: ComFiel
     session.wire.send_many(result)
 
 
-__all__ = ["execute_plan", "field_list_sharded"]
+__all__ = ["answer_unit_failure", "execute_plan", "field_list_sharded"]

@@ -31,6 +31,7 @@ from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF
 from proxy.backends.codec import execute_payload
+from proxy.execution.multipath import MultiAnswer, MultiForward, multi_forward
 from proxy.execution.preroute import Prerouted, prerouted
 from proxy.execution.sticky import may_be_sticky
 from proxy.execution.units import error_renamer
@@ -166,7 +167,8 @@ class FastPath:
         self.client = client
         self.transport = transport
         self.armed = False  # the session's coroutine waits for a command and holds no buffered bytes
-        self.relay: ResultRelay | VerbatimRelay | None = None  # the answer being relayed
+        # the answer being relayed (a MultiAnswer: a multi-node SELECT, proxy.execution.multipath)
+        self.relay: ResultRelay | VerbatimRelay | MultiAnswer | None = None
         self.conn: BackendConnection | None = None
         self.tap: BackendTap | None = None
         self.backend_transport: Any = None
@@ -202,7 +204,10 @@ class FastPath:
         if target is None:
             self.armed = False
             return False
-        self._start(target, data[4])
+        if isinstance(target, MultiForward):
+            self._start_multi(target, data[4])
+        else:
+            self._start(target, data[4])
         return True
 
     def _start(self, target: Forward, command: int) -> None:
@@ -223,6 +228,25 @@ class FastPath:
         conn.busy = True
         transport.write(target.data)
 
+    def _start_multi(self, target: MultiForward, command: int) -> None:
+        """A multi-node SELECT (proxy.execution.multipath): its answer is written through the session's wire, as
+        the slow path writes it, from sequence id 1."""
+        self.prerouted = None
+        session = self.session
+        db = session.database
+        assert db is not None
+        session.wire.seq = 1
+        session.begin_command(command)
+        session.route = "multi"
+        answer = MultiAnswer(session, db, target, self._multi_done)
+        self.relay = answer
+        answer.start()
+
+    def _multi_done(self, answer: MultiAnswer) -> None:
+        if self.relay is answer:
+            self.relay = None
+            self._ended()
+
     def client_drained(self) -> None:
         if self.paused:
             self.paused = False
@@ -233,7 +257,7 @@ class FastPath:
 
     def backend_data(self, data: bytes) -> None:
         relay = self.relay
-        if relay is None:  # pragma: no cover - the tap is cleared with the relay
+        if relay is None or isinstance(relay, MultiAnswer):  # pragma: no cover - the tap is cleared with the relay
             return
         if self.joining is not None:
             data = self._joined(data)
@@ -294,7 +318,7 @@ class FastPath:
     def backend_failed(self, errno: int, message: str) -> None:
         """End the command with an ERR; the connection is dropped (the session borrows another next time)."""
         conn = self.conn
-        if conn is None or self.relay is None:
+        if conn is None or self.relay is None or isinstance(self.relay, MultiAnswer):
             return
         conn.broken = True
         self.session.last_errno = errno
@@ -306,7 +330,7 @@ class FastPath:
 
     def _finish(self, *, lost: bool = False) -> None:
         relay, conn, tap = self.relay, self.conn, self.tap
-        assert relay is not None and conn is not None and tap is not None
+        assert relay is not None and not isinstance(relay, MultiAnswer) and conn is not None and tap is not None
         self.relay = self.conn = self.tap = self.backend_transport = None
         self.joining = None
         tap.relay = None
@@ -327,7 +351,11 @@ class FastPath:
                 session.last_errno = summary.error.errno
             if self.keep_for_next and summary.error is None:
                 conn.keep_for_next = True  # as Session._after_pass_through does for writes
-        session.end_command()
+        self._ended()
+
+    def _ended(self) -> None:
+        """The command is answered: what the client sent meanwhile is taken now."""
+        self.session.end_command()
         pending, self.pending = self.pending, []
         for data in pending:
             self.client.data_received(data)
@@ -338,6 +366,8 @@ class FastPath:
     def abort(self) -> None:
         """The session ends: stop relaying (the connection, still busy, is closed by its release)."""
         self.armed = False
+        if isinstance(self.relay, MultiAnswer):
+            self.relay.abort()
         if self.tap is not None:
             self.tap.relay = None
         if self.paused and self.backend_transport is not None:
@@ -358,7 +388,7 @@ class Forward(NamedTuple):
     joins: bool = False  # `data` starts with the BEGIN that makes the node join the open transaction
 
 
-def fast_forward(session: Session, packet: bytes) -> Forward | None:
+def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | None:
     """Where to send this command, when the session's slow path would do nothing but relay it to a connection
     the session already holds (idle, on a plain data source: read/write splitting groups choose per
     statement), with no statement timeout to arm and no sql-show to log:
@@ -401,7 +431,7 @@ def fast_forward(session: Session, packet: bytes) -> Forward | None:
     return None
 
 
-def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | None:
+def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | MultiForward | None:
     if session.server.sql_show or db.kernel is None:
         return None
     command = packet[4]
@@ -448,6 +478,12 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         if isinstance(fast, FastPath):  # if this path declines, the session's coroutine takes this route
             fast.prerouted = prerouted(kernel, sql, params, routed)
         units = routed.execution_units
+        if len(units) > 1:  # issue 15: answered here too when proxy.execution.multipath takes it
+            multi = multi_forward(session, db, routed, sql, params)
+            if multi is not None:
+                session.info = sql[:100]
+                session.stmt_kind = SELECT
+            return multi
         if len(units) != 1 or routed.result_table_renames or routed.generated_keys or routed.kind is not _SELECT \
                 or routed.into_variables or routed.dual_read is not None:  # INTO @v: every connection;
             return None  # a dual read runs several steps (proxy.execution.dualread)

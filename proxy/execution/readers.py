@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from merge import MergeError
@@ -166,7 +167,70 @@ class _BufferedUnit(_RowSource):
         self._frames = []
 
 
-_Reader = _UnitStream | _BufferedUnit
+class _Suspend:
+    """What a `_FedStream` awaits while its unit's next bytes have not arrived. Only the driver of
+    proxy.execution.multipath steps a coroutine that awaits it (no asyncio task could: it is no future); the
+    driver steps the coroutine again when the socket callbacks bring that unit more."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[_Suspend, None, None]:
+        yield self
+
+
+SUSPEND = _Suspend()
+
+
+class _FedStream(_RowSource):
+    """One unit's result as a `_UnitStream` offers it (header first, then runs of row frames, then its status and
+    warnings), read by the backend socket's callbacks instead of by awaiting the socket (issue 15: the
+    synchronous multi-node SELECT, proxy.execution.multipath, subclasses it with the socket side). What the
+    callbacks have parsed waits in `runs`; a consumer that needs more awaits `SUSPEND`."""
+
+    def __init__(self, conn: BackendConnection, unit: ExecutionUnit, codec: StatementCodec) -> None:
+        self.conn = conn
+        self.unit = unit
+        self.codec = codec
+        self.borrowed = False
+        self.columns: tuple[ColumnDefinition41, ...] = ()
+        self.started = True
+        self.finished = False  # the consumer has seen the end
+        self.status = 0
+        self.warnings = 0
+        self.headed = False  # the header (or the whole answer, when it has no result set) has arrived
+        self.ended = False  # the answer's last byte has arrived (or the connection is lost)
+        self.failure: BaseException | None = None  # UnitFailed (an ERR), BackendError (lost), MalformedPacket
+        self.runs: deque[RowFrames] = deque()
+        self.end = (0, 0)  # the result's status and warnings, taken by the consumer when it reaches the end
+
+    def took(self, size: int) -> None:
+        """The consumer took a run of `size` bytes (the socket side may read on)."""
+
+    async def start(self) -> None:
+        return None  # its command was sent, and its header is read, by the socket side
+
+    async def frame_batches(self) -> AsyncIterator[RowFrames]:  # type: ignore[override]
+        if self.finished:
+            return
+        runs = self.runs
+        while True:
+            while runs:
+                frames = runs.popleft()
+                self.took(len(frames.data))
+                yield frames
+            if self.ended:
+                self.finished = True
+                if self.failure is not None:
+                    raise self.failure
+                self.status, self.warnings = self.end
+                return
+            await SUSPEND
+
+    async def drain(self) -> None:
+        self.finished = True
+
+
+_Reader = _UnitStream | _BufferedUnit | _FedStream
 
 
 def _by_source(units: Sequence[ExecutionUnit]) -> dict[str, list[ExecutionUnit]]:
@@ -252,9 +316,9 @@ async def _finish_readers(session: Session, readers: Sequence[_Reader], *, faile
                 await r.drain()
         except Exception:
             r.conn.broken = True
-    for r in readers:
-        if isinstance(r, _UnitStream) and r.borrowed:
-            session.return_extra_backend(r.conn, broken=r.started and not r.finished)
+    for reader in readers:
+        if isinstance(reader, _UnitStream) and reader.borrowed:
+            session.return_extra_backend(reader.conn, broken=reader.started and not reader.finished)
     session.drop_broken()
 
 
@@ -264,6 +328,6 @@ async def _no_batches() -> AsyncIterator[list[object]]:
 
 
 __all__ = [
-    "_BufferedUnit", "_Reader", "_UnitStream", "_by_source", "_finish_readers", "_no_batches", "_open_merge_readers",
-    "kill_until_done",
+    "SUSPEND", "_BufferedUnit", "_FedStream", "_Reader", "_UnitStream", "_by_source", "_finish_readers", "_no_batches",
+    "_open_merge_readers", "kill_until_done",
 ]
