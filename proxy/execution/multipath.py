@@ -83,9 +83,10 @@ def multi_forward(session: Session, db: LogicalDatabase, routed: RoutedStatement
     None for anything else. The caller (fastpath._sharded) has checked the command: a plain SELECT, no
     statement timeout, no sql-show, no cursor."""
     units = routed.execution_units
-    if not MULTI_STATS.enabled or len(units) < 2 or routed.kind is not StatementKind.SELECT or routed.result_table_renames \
-            or routed.generated_keys or routed.into_variables or routed.dual_read is not None \
-            or routed.dual_repair is not None or routed.upsert is not None or routed.stepwise is not None:
+    if not MULTI_STATS.enabled or len(units) < 2 or routed.kind is not StatementKind.SELECT \
+            or routed.result_table_renames or routed.generated_keys or routed.into_variables \
+            or routed.dual_read is not None or routed.dual_repair is not None or routed.upsert is not None \
+            or routed.stepwise is not None:
         return None
     if "FOUND_ROWS" in sql.upper():  # SELECT FOUND_ROWS() may be routed by the session's state (routed.routing_hints)
         return None
