@@ -5,9 +5,11 @@ large answer read slowly by the client arrives whole."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
+import pymysql
 import pytest
 
 from protocol.binary import ComStmtExecute, ComStmtPrepare, StmtPrepareOK
@@ -154,3 +156,67 @@ def test_a_failing_unit_stops_the_other_and_names_its_data_source(users: Sharded
         assert answer[-2][1] == b"\x0240"
     finally:
         client.close()
+
+
+def _kill_soon(env: ShardedEnv, marker: str, what: str) -> threading.Thread:
+    """In 0.5 s, `what` (KILL CONNECTION / KILL QUERY) on ds_1's server for the statement carrying `marker`."""
+
+    def kill() -> None:
+        time.sleep(0.5)
+        ids = env.backend("ds_1", "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE %s "
+                                  "AND INFO NOT LIKE '%%PROCESSLIST%%'", DB, (f"%{marker}%",))
+        for (thread_id,) in ids:
+            env.backend("ds_1", f"{what} {int(thread_id)}", DB)
+
+    killer = threading.Thread(target=kill)
+    killer.start()
+    return killer
+
+
+@pytest.mark.parametrize("what", ["KILL CONNECTION", "KILL QUERY"])
+def test_a_node_killed_mid_statement_is_an_error_and_the_session_goes_on(users: ShardedEnv, what: str) -> None:
+    """A unit's server ends its connection or its query while the other unit still sleeps: the client gets the
+    error, naming the data source, and the session answers its next statement. A lost connection ends the
+    statement at once (the other unit is stopped); a node's ERR after its header is met where the answer
+    reaches that node's rows, after the other node's rows, as on the slow path."""
+    with users.connect(DB) as conn, conn.cursor() as cur:
+        cur.execute("SELECT user_id FROM t_user")  # the session holds both data sources
+        marker = f"mpkill{time.monotonic_ns()}"
+        before = MULTI_STATS.taken
+        killer = _kill_soon(users, marker, what)
+        started = time.monotonic()
+        with pytest.raises(pymysql.err.MySQLError) as err:
+            cur.execute(f"SELECT user_id, SLEEP(0.3), '{marker}' FROM t_user")  # 20 rows a node: 6 s
+        elapsed = time.monotonic() - started
+        killer.join()
+        assert MULTI_STATS.taken == before + 1
+        assert err.value.args[0] in (1317, 1927, 2013), err.value.args
+        assert "ds_1" in err.value.args[1], err.value.args
+        if what == "KILL CONNECTION":
+            assert elapsed < 4.0  # ds_0's unit was stopped, not waited for
+        cur.execute("SELECT COUNT(*) FROM t_user")
+        assert cur.fetchall() == ((len(USERS),),)
+
+
+def test_kill_query_through_the_proxy_stops_a_multi_node_select(users: ShardedEnv) -> None:
+    """KILL QUERY <the session's id> from another client ends the statement with 1317; the session goes on."""
+    with users.connect(DB) as conn, conn.cursor() as cur, users.connect(DB) as admin:
+        cur.execute("SELECT user_id FROM t_user")
+        before = MULTI_STATS.taken
+
+        def kill() -> None:
+            time.sleep(0.5)
+            with admin.cursor() as a:
+                a.execute(f"KILL QUERY {conn.thread_id()}")
+
+        killer = threading.Thread(target=kill)
+        killer.start()
+        started = time.monotonic()
+        with pytest.raises(pymysql.err.MySQLError) as err:
+            cur.execute("SELECT user_id, SLEEP(0.3) FROM t_user")
+        killer.join()
+        assert MULTI_STATS.taken == before + 1
+        assert err.value.args[0] == 1317, err.value.args
+        assert time.monotonic() - started < 4.0
+        cur.execute("SELECT COUNT(*) FROM t_user")
+        assert cur.fetchall() == ((len(USERS),),)
