@@ -42,16 +42,7 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
     width = 1 + max(max(o.index, weight_index(o.index, columns, weights) or 0) for o in items)
     row_key = order_key(items, columns, weights or {})
     if decode is not None:
-        if all(lenenc_in_binary(c.type_code) for c in columns[:width]):
-            return _binary_in_place(row_key, len(columns), width)
-        dec: Decode = decode
-
-        def decoded(run: bytes, a: int, b: int) -> Any:
-            if b - a - 4 >= MAX:
-                return row_key(dec(payload_at(run, a, b), width))
-            return row_key(dec(run[a + 4:b], width))
-
-        return decoded
+        return _row_key_of_frames(row_key, columns, width, decode)
     only = items[0] if len(items) == 1 else None
     if only is not None and not only.descending and (wi := weight_index(only.index, columns, weights)) is not None:
         return _weighted_text_key(only.index, wi, width, WeightDecoder(True).order, row_key)
@@ -78,13 +69,31 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
 
             return first_ascending
         return numeric
+    return _row_key_of_frames(row_key, columns, width, None)
 
-    def prefix(run: bytes, a: int, b: int) -> Any:
+
+def _row_key_of_frames(row_key: Callable[[Row], Any], columns: Sequence[ColumnMeta], width: int,
+                       decode: Decode | None) -> FrameKey:
+    """`row_key` of the leading `width` values of the row framed at run[a:b]: text rows read in place, binary
+    rows in place when those columns are length-encoded strings, else through `decode`."""
+    if decode is None:
+
+        def prefix(run: bytes, a: int, b: int) -> Any:
+            if b - a - 4 >= MAX:
+                return row_key(text_prefix(payload_at(run, a, b), width))
+            return row_key(text_prefix(run, width, a + 4, b))
+
+        return prefix
+    if all(lenenc_in_binary(c.type_code) for c in columns[:width]):
+        return _binary_in_place(row_key, len(columns), width)
+    dec: Decode = decode
+
+    def decoded(run: bytes, a: int, b: int) -> Any:
         if b - a - 4 >= MAX:
-            return row_key(text_prefix(payload_at(run, a, b), width))
-        return row_key(text_prefix(run, width, a + 4, b))
+            return row_key(dec(payload_at(run, a, b), width))
+        return row_key(dec(run[a + 4:b], width))
 
-    return prefix
+    return decoded
 
 
 def _weighted_text_key(index: int, wi: int, width: int, order: Callable[[bytes], bytes],
@@ -144,24 +153,7 @@ def frame_equality_key(indexes: Sequence[int], columns: Sequence[ColumnMeta], de
     row_key = equality_key(indexes, columns, weights or {})
     if decode is None and len(indexes) == 1 and (wi := weight_index(indexes[0], columns, weights)) is not None:
         return _weighted_text_equality(indexes[0], wi, width, WeightDecoder(False).equal, row_key)
-    if decode is not None:
-        if all(lenenc_in_binary(c.type_code) for c in columns[:width]):
-            return _binary_in_place(row_key, len(columns), width)
-        dec: Decode = decode
-
-        def decoded(run: bytes, a: int, b: int) -> Any:
-            if b - a - 4 >= MAX:
-                return row_key(dec(payload_at(run, a, b), width))
-            return row_key(dec(run[a + 4:b], width))
-
-        return decoded
-
-    def prefix(run: bytes, a: int, b: int) -> Any:
-        if b - a - 4 >= MAX:
-            return row_key(text_prefix(payload_at(run, a, b), width))
-        return row_key(text_prefix(run, width, a + 4, b))
-
-    return prefix
+    return _row_key_of_frames(row_key, columns, width, decode)
 
 
 def _unordered() -> MergeError:
