@@ -45,7 +45,7 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
         return _row_key_of_frames(row_key, columns, width, decode)
     only = items[0] if len(items) == 1 else None
     if only is not None and not only.descending and (wi := weight_index(only.index, columns, weights)) is not None:
-        return _weighted_text_key(only.index, wi, width, WeightDecoder(True).order, row_key)
+        return _weighted_text_key(only.index, wi, width, WeightDecoder(True).order, b"", b"\x01", row_key)
     if only is not None and columns[only.index].type_code in (t.INTEGER_TYPES | t.DECIMAL_TYPES):
         vk = value_key(columns[only.index])
         index = only.index
@@ -96,11 +96,12 @@ def _row_key_of_frames(row_key: Callable[[Row], Any], columns: Sequence[ColumnMe
     return decoded
 
 
-def _weighted_text_key(index: int, wi: int, width: int, order: Callable[[bytes], bytes],
+def _weighted_text_key(index: int, wi: int, width: int, convert: Callable[[bytes], bytes], null: Any, tag: bytes,
                        row_key: Callable[[Row], Any]) -> FrameKey:
-    """ORDER BY one text column ASC of text rows: `merge.keys`' one-column weighted key (b"" for NULL, else
-    b"\x01" + the weights' order form, or + the value of a binary string) read in one step (issue 15: the
-    sysbench ORDER BY c ranges); rows of 16 MB and more through `row_key`, which keys them the same way."""
+    """One text column of text rows keyed by its weights in one step, as `merge.keys`' one-column weighted keys
+    (issue 15: the sysbench ORDER BY c / DISTINCT c ranges): `null` for NULL, else `tag` + `convert` of the
+    weights (their order or equality form), or + the value itself for a binary string. Rows of 16 MB and more
+    go through `row_key`, which keys them the same way."""
 
     def key(run: bytes, a: int, b: int) -> Any:
         if b - a - 4 >= MAX:
@@ -108,27 +109,10 @@ def _weighted_text_key(index: int, wi: int, width: int, order: Callable[[bytes],
         row = text_prefix(run, width, a + 4, b)
         v = row[index]
         if v is None:
-            return b""
+            return null
         w = row[wi]
-        return b"\x01" + (v if w is None else order(w))
-
-    return key
-
-
-def _weighted_text_equality(index: int, wi: int, width: int, equal: Callable[[bytes], bytes],
-                            row_key: Callable[[Row], Any]) -> FrameKey:
-    """DISTINCT of one text column of text rows: `merge.keys`' one-column weighted equality key (None for
-    NULL, else the weights' equality form, or the value of a binary string) read in one step."""
-
-    def key(run: bytes, a: int, b: int) -> Any:
-        if b - a - 4 >= MAX:
-            return row_key(text_prefix(payload_at(run, a, b), width))
-        row = text_prefix(run, width, a + 4, b)
-        v = row[index]
-        if v is None:
-            return None
-        w = row[wi]
-        return v if w is None else equal(w)
+        k = v if w is None else convert(w)
+        return tag + k if tag else k
 
     return key
 
@@ -152,7 +136,7 @@ def frame_equality_key(indexes: Sequence[int], columns: Sequence[ColumnMeta], de
     width = 1 + max((max(i, weight_index(i, columns, weights) or 0) for i in indexes), default=0)
     row_key = equality_key(indexes, columns, weights or {})
     if decode is None and len(indexes) == 1 and (wi := weight_index(indexes[0], columns, weights)) is not None:
-        return _weighted_text_equality(indexes[0], wi, width, WeightDecoder(False).equal, row_key)
+        return _weighted_text_key(indexes[0], wi, width, WeightDecoder(False).equal, None, b"", row_key)
     return _row_key_of_frames(row_key, columns, width, decode)
 
 
