@@ -102,19 +102,7 @@ def binary_cut(payload: bytes, types: list[int], n: int, pos: int = 0, end: int 
                 raise MalformedPacket("binary row shorter than its columns")
             p += 1 + payload[p]
         elif t != 6:
-            if p >= end:
-                raise MalformedPacket("binary row shorter than its columns")
-            first = payload[p]
-            if first < 0xFB:
-                p += 1 + first
-            elif first == 0xFC:
-                p += 3 + int.from_bytes(payload[p + 1:p + 3], "little")
-            elif first == 0xFD:
-                p += 4 + int.from_bytes(payload[p + 1:p + 4], "little")
-            elif first == 0xFE:
-                p += 9 + int.from_bytes(payload[p + 1:p + 9], "little")
-            else:
-                raise MalformedPacket("bad length in a binary row")
+            p = _binary_string(payload, p, end)[1]
         if p > end:
             raise MalformedPacket("binary row shorter than its values")
     size = (n + 9) // 8
@@ -146,24 +134,23 @@ def binary_prefix(payload: bytes, columns: int, n: int, pos: int = 0, end: int =
         if payload[bitmap + (bit >> 3)] & (1 << (bit & 7)):
             out.append(None)
             continue
-        if p >= end:
-            raise MalformedPacket("binary row shorter than its columns")
-        first = payload[p]
-        if first < 0xFB:
-            start, stop = p + 1, p + 1 + first
-        elif first == 0xFC:
-            start = p + 3
-            stop = start + int.from_bytes(payload[p + 1:start], "little")
-        elif first == 0xFD:
-            start = p + 4
-            stop = start + int.from_bytes(payload[p + 1:start], "little")
-        elif first == 0xFE:
-            start = p + 9
-            stop = start + int.from_bytes(payload[p + 1:start], "little")
-        else:
-            raise MalformedPacket("bad length in a binary row")
-        if stop > end:
+        start, p = _binary_string(payload, p, end)
+        if p > end:
             raise MalformedPacket("binary row shorter than its values")
-        out.append(payload[start:stop])
-        p = stop
+        out.append(payload[start:p])
     return tuple(out)
+
+
+def _binary_string(payload: bytes, p: int, end: int) -> tuple[int, int]:
+    """(start, stop) of the length-encoded value of a binary row at payload[p] (no NULL marker there: NULLs
+    are in the row's bitmap), shared by `binary_cut` and `binary_prefix`."""
+    if p >= end:
+        raise MalformedPacket("binary row shorter than its columns")
+    first = payload[p]
+    if first < 0xFB:
+        return p + 1, p + 1 + first
+    size = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first, 0)
+    if not size:
+        raise MalformedPacket("bad length in a binary row")
+    start = p + 1 + size
+    return start, start + int.from_bytes(payload[p + 1:start], "little")
