@@ -190,16 +190,24 @@ class FrameMerger:
     too). `check`: keys come from the nodes' collation weights, so a stream out of that order would be
     merged silently wrong: an error instead (as `merge.sources.OrderByMerger`). `distinct`: SELECT DISTINCT,
     a row goes on (to OFFSET, LIMIT and the output) only the first time its key is seen, as
-    `merge.filters.DistinctFilter` after the pipeline's merge; each key kept is charged to `budget`."""
+    `merge.filters.DistinctFilter` after the pipeline's merge; each key kept is charged to `budget`.
+
+    `tied`: rows with equal DISTINCT keys have equal sort keys (the caller checked every sort column is a
+    DISTINCT column keyed by its collation weights or as an integer), so duplicates are neighbours in merge
+    order: a row whose sort key differs from the previous row's starts a new tie group and goes on without a
+    DISTINCT key; only rows of one tie group are compared by DISTINCT keys, and the keys kept are those of the
+    current group (issue 15: `SELECT DISTINCT c ... ORDER BY c` computed and kept a second key per row)."""
 
     def __init__(self, key: FrameKey, streams: int, skip: int, left: int, *, cut: int = -1,
                  check: bool = False, distinct: FrameKey | None = None, budget: RowBudget | None = None,
-                 binary_types: list[int] | None = None) -> None:
+                 binary_types: list[int] | None = None, tied: bool = False) -> None:
         self.key = key
         self.cut = cut
         self.binary_types = binary_types
         self.check = check
         self.distinct = distinct
+        self.tied = tied and distinct is not None
+        self.group: tuple[Any, bytes, int, int] | None = None  # `tied`: the tie group's key and first row
         self.seen: set[Any] = set()
         self.budget = budget if budget is not None else RowBudget(1 << 62)
         self.runs: list[bytes] = [b""] * streams
@@ -236,6 +244,21 @@ class FrameMerger:
         seen.add(k)
         return True
 
+    def _first_of_group(self, k: Any, run: bytes, a: int, b: int) -> bool:
+        """`tied`: whether the row at run[a:b] with sort key `k` is the first of its DISTINCT key."""
+        group, seen = self.group, self.seen
+        if group is None or group[0] != k:  # a new tie group: its first row is new
+            if seen:
+                self.budget.release(len(seen))
+                seen.clear()
+            self.group = (k, run, a, b)
+            return True
+        distinct = self.distinct
+        assert distinct is not None
+        if not seen:  # the group's second row: its first row's DISTINCT key is needed now
+            self._first(distinct(group[1], group[2], group[3]), seen)
+        return self._first(distinct(run, a, b), seen)
+
     def take_rows(self) -> int:
         rows = self.rows
         self.rows = 0
@@ -256,6 +279,7 @@ class FrameMerger:
         skip, left, rows = self.skip, self.left, self.rows  # locals in the loop, written back on return
         cut, check = self.cut, self.check
         distinct, seen = self.distinct, self.seen
+        tied = self.tied
         types = self.binary_types
         try:
             while heap:
@@ -266,7 +290,8 @@ class FrameMerger:
                 a: int = top[2]
                 b: int = top[3]
                 run = runs[s]
-                if distinct is not None and not self._first(distinct(run, a, b), seen):
+                if distinct is not None and not (
+                        self._first_of_group(top[0], run, a, b) if tied else self._first(distinct(run, a, b), seen)):
                     pass  # a duplicate: neither skipped by OFFSET nor sent
                 elif skip:
                     skip -= 1

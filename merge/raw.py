@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
+from merge import coltypes as t
 from merge.errors import RowBudget
 from merge.frames import DONE, FULL, Decode, FrameMerger, frame_equality_key, frame_key
 from merge.keys import weight_index
@@ -37,6 +38,17 @@ def raw_mergeable(spec: MergeSpec, node_columns: int) -> bool:
     ):
         return False
     return spec.visible_columns <= node_columns
+
+
+def _keys_tie(spec: MergeSpec, columns: Sequence[ColumnMeta], weights: dict[int, int]) -> bool:
+    """Whether rows DISTINCT deems equal have equal sort keys: every sort column is a visible (so DISTINCT)
+    column whose key is a function of what DISTINCT compares: its collation weights (text), or an integer.
+    (A hidden sort column, or a key approximating a collation, could order duplicates apart.)"""
+    return all(
+        o.index < spec.visible_columns
+        and (weight_index(o.index, columns, weights) is not None or columns[o.index].type_code in t.INTEGER_TYPES)
+        for o in spec.order_by
+    )
 
 
 async def _next_run(it: AsyncIterator[RowFrames]) -> bytes | None:
@@ -64,7 +76,8 @@ async def raw_order_merge(
     distinct = frame_equality_key(range(spec.visible_columns), columns, decode, weights) if spec.distinct else None
     merger = FrameMerger(frame_key(spec.order_by, columns, decode, weights), len(batches), spec.offset, left,
                          cut=cut, check=check, distinct=distinct, budget=RowBudget(memory_row_budget),
-                         binary_types=None if decode is None else [c.type_code for c in columns])
+                         binary_types=None if decode is None else [c.type_code for c in columns],
+                         tied=distinct is not None and _keys_tie(spec, columns, weights))
     for s, it in enumerate(batches):
         merger.feed(s, await _next_run(it))
     out = bytearray()

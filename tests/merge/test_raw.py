@@ -64,6 +64,13 @@ CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
     (cols("int", "int"), MergeSpec(2, DESC0, distinct=True),
      [node((None, None), (None, None)), node((None, 1), (None, None))]),
     (cols("bigint"), MergeSpec(1, ASC0, distinct=True, limit=3), [node(*range(0, 60, 2)), node(*range(0, 60, 3))]),
+    # DISTINCT over more columns than the sort key: duplicates apart within a tie group (FrameMerger `tied`)
+    (cols("int", "int"), MergeSpec(2, ASC0, distinct=True),
+     [node((1, 1), (1, 2), (1, 1), (2, 2), (2, 2)), node((1, 2), (1, 3), (1, 1), (2, 1), (3, None), (3, None))]),
+    (cols("int", "ci"), MergeSpec(2, DESC0, distinct=True, offset=1, limit=3),
+     [node((3, "a"), (3, "b"), (3, "a"), (1, "x")), node((3, "b"), (2, "c"), (1, "x"), (None, "n"), (None, "n"))]),
+    (cols("double", "int"), MergeSpec(2, ASC0, distinct=True),  # a key that is not tied: the seen-set
+     [node((1.5, 1), (1.5, 2), (2, 1)), node((1.5, 1), (2, 1), (2, 2))]),
 ]
 # rows of more than 16 MB (continuation frames): slow to build, so one run size only
 BIG_CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
@@ -145,6 +152,13 @@ CUT_CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
      [node(("a", w("a")), ("a ", w("a ")), ("b", w("b"))), node(("A", w("A")), ("B", w("B")), ("é", w("é")))]),
     (WTEXT, MergeSpec(2, (OrderItem(0, True),), weights=((0, 2),), distinct=True, limit=3),
      [node(("b", 1, w("b")), ("a", 1, w("a")), ("a", 2, w("a"))), node(("B", 1, w("B")), ("A", 2, w("A")))]),
+    # SELECT DISTINCT s, n ... ORDER BY s: ties by the weights ('a' = 'A'), duplicates apart within them
+    (WTEXT, MergeSpec(2, (OrderItem(0),), weights=((0, 2),), distinct=True),
+     [node(("a", 1, w("a")), ("A", 2, w("A")), ("a", 1, w("a")), ("b", 1, w("b"))),
+      node((None, 3, None), (None, 3, None), ("A", 1, w("A")), ("a ", 2, w("a ")), ("B", 1, w("B")))]),
+    # SELECT DISTINCT s ... ORDER BY n (n hidden): not tied, duplicates far apart
+    (WTEXT, MergeSpec(1, (OrderItem(1),), weights=((0, 2),), distinct=True),
+     [node(("a", 1, w("a")), ("b", 2, w("b")), ("A", 3, w("A"))), node(("B", 1, w("B")), ("a", 5, w("a")))]),
     (WTEXT, MergeSpec(2, (OrderItem(0),), weights=((0, 2),)),
      [node(("a", 1, w("a")), (BIG.decode(), 2, w("x" * 20))), node(("b", 3, w("b")))]),  # a row of > 16 MB
 ]
@@ -194,20 +208,35 @@ def test_raw_mergeable(spec: MergeSpec, mergeable: bool) -> None:
     assert raw_mergeable(spec, 2) is mergeable
 
 
+async def _distinct_rows(streams: list[list[bytes]], spec: MergeSpec, columns: list[ColumnMeta], budget: int) -> int:
+    rows = 0
+    async for run in raw_order_merge([_runs(s, 3) for s in streams], spec, columns, memory_row_budget=budget):
+        rows += run.rows
+    return rows
+
+
 def test_raw_distinct_keeps_its_keys_within_the_row_budget() -> None:
     from merge.errors import MergeMemoryError
 
     spec = MergeSpec(1, ASC0, distinct=True)
     streams = [[encode_text_row((str(i).encode(),)) for i in range(0, 20, 2)],
                [encode_text_row((str(i).encode(),)) for i in range(1, 20, 2)]]
-
-    async def read(budget: int) -> int:
-        rows = 0
-        async for run in raw_order_merge([_runs(s, 3) for s in streams], spec, [ColumnMeta("c0", 3)],
-                                         memory_row_budget=budget):
-            rows += run.rows
-        return rows
-
-    assert asyncio.run(read(20)) == 20
+    double = [ColumnMeta("c0", 5)]  # a DOUBLE sort key: not `tied`, every key seen is kept
+    assert asyncio.run(_distinct_rows(streams, spec, double, 20)) == 20
     with pytest.raises(MergeMemoryError):
-        asyncio.run(read(19))
+        asyncio.run(_distinct_rows(streams, spec, double, 19))
+
+
+def test_tied_distinct_keeps_only_the_tie_groups_keys() -> None:
+    """An integer sort key that is the DISTINCT column: duplicates are neighbours, a key is kept only while
+    rows tie, so 40 rows of 20 values pass within a budget of one key (the pipeline's DistinctFilter would
+    hold 20)."""
+    from merge.errors import MergeMemoryError
+
+    spec = MergeSpec(2, ASC0, distinct=True)
+    streams = [[encode_text_row((str(i).encode(), b"1")) for i in range(20)],
+               [encode_text_row((str(i).encode(), b"1" if i % 2 else b"2")) for i in range(20)]]
+    ints = [ColumnMeta("c0", 3), ColumnMeta("c1", 3)]
+    assert asyncio.run(_distinct_rows(streams, spec, ints, 2)) == 30
+    with pytest.raises(MergeMemoryError):  # a tie group of two distinct rows keeps two keys
+        asyncio.run(_distinct_rows(streams, spec, ints, 1))
