@@ -153,7 +153,8 @@ def weighted_value_key(index: int, wi: int, *, order: bool, truncate: bool = Fal
 
 def _single_weighted_key(index: int, wi: int, truncate: bool) -> RowKey:
     """issue 15: ``ORDER BY <one text column> ASC`` by its weights, as one bytes object per row instead of
-    ``((1, weights),)``: NULL is b"" and a value b"\x01" + its key, which order the same way."""
+    ``((1, weights),)``: NULL is b"" and a value b":" + its key, which order the same way (the tag is the
+    short weight form's last ':', so `merge.frames` keys a row with one slice: `WeightDecoder.order_at`)."""
     order = WeightDecoder(truncate).order
 
     def key(row: Row) -> Any:
@@ -161,7 +162,7 @@ def _single_weighted_key(index: int, wi: int, truncate: bool) -> RowKey:
         if v is None:
             return b""
         w = row[wi]
-        return b"\x01" + (v if w is None else order(w))
+        return b":" + (v if w is None else order(w))
 
     return key
 

@@ -213,6 +213,31 @@ def _orderer(space: bytes | None) -> Callable[[bytes], bytes]:
     return order
 
 
+@cache
+def _orderer_at(space: bytes | None) -> Callable[[bytes, int, int], bytes]:
+    """(run, t, e) -> run[t:t + 1] + `_orderer(space)`(run[t + 1:e]): the tag byte run[t] and the order form of
+    the weights after it, read in place (issue 15: one slice and one concatenation for the usual weights)."""
+    order = _orderer(space)
+    if order is bytes or space is None:
+        return lambda run, t, e: run[t:e]
+    u = len(space)
+    end = order(b"")  # the terminator alone
+    first = next(i for i, byte in enumerate(space) if byte)
+    at_least = bytes(range(space[first] + (first < u - 1), 256))
+
+    def order_at(run: bytes, t: int, e: int) -> bytes:
+        s = t + 1
+        if (e - s) % u:
+            return run[t:e] + end
+        while e > s and run.endswith(space, s, e):
+            e -= u
+        if not run[s + first:e:u].translate(None, at_least):
+            return run[t:e] + end
+        return run[t:s] + order(run[s:e])
+
+    return order_at
+
+
 def _terminated(w: bytes) -> bytes:
     """NO PAD first level: raw weights, a shorter one first; the zero terminator keeps the levels after it
     from being compared with this level's continuation."""
@@ -264,10 +289,12 @@ class WeightDecoder:
     """Parses the values of one hidden weight column (see `weight_sql`); ``<collation>:<max_sort_length>:``
     is the same on every row of a column, so it is remembered."""
 
-    __slots__ = ("_cut", "_eq", "_levels", "_order", "_prefix", "_truncate")
+    __slots__ = ("_cut", "_eq", "_levels", "_order", "_order_at", "_prefix", "_short", "_truncate")
 
     def __init__(self, truncate: bool) -> None:
         self._prefix = b"\xff"  # never a prefix of a real value
+        self._short = b"\xff"  # `_prefix` + "::" (the short form's) once learned, for a one-level collation
+        self._order_at: Callable[[bytes, int, int], bytes] = _orderer_at(None)
         self._truncate = truncate
         self._order: Callable[[bytes], bytes] = bytes
         self._eq: Callable[[bytes], bytes] = bytes
@@ -286,6 +313,8 @@ class WeightDecoder:
                 "proxy's table metadata names; run REFRESH TABLE METADATA and send the statement again")
         self._prefix = value[: len(name) + len(msl_text) + 2]
         self._order = prof.orderer
+        self._order_at = _orderer_at(prof.padded_space)
+        self._short = b"\xff" if prof.multi_level else self._prefix + b"::"
         self._eq = prof.equalizer
         self._levels = prof.level_orderers() if prof.multi_level else None
         try:
@@ -332,6 +361,19 @@ class WeightDecoder:
         if cut and len(w) > cut:
             w = w[:cut]
         return self._order(w)
+
+    def order_at(self, run: bytes, ws: int, we: int) -> bytes:
+        """b":" + `order`(run[ws:we]), reading a short-form value (``<collation>:<max_sort_length>:::<weights>``,
+        `weight_sql_pieces(one_level=True)`) in place: its last ':' is the tag (issue 15: the per-row key of
+        ``ORDER BY <text column>``)."""
+        short = self._short
+        if run.startswith(short, ws, we):
+            t = ws + len(short) - 1
+            cut = self._cut
+            if cut and we - t - 1 > cut:
+                we = t + 1 + cut
+            return self._order_at(run, t, we)
+        return b":" + self.order(run[ws:we])
 
     def equal(self, value: bytes) -> bytes:
         if self._levels is None and value.startswith(self._prefix):  # issue 15: as in `order`

@@ -63,6 +63,28 @@ class FrameDecoder:
     def buffered(self) -> int:
         return len(self._buf)
 
+    def next_payload(self) -> bytes | None:
+        """The next whole payload, removed from the buffer; None when none is complete yet. For a reader that
+        takes one packet and then looks at the buffer again (`protocol.results.ResultParser`): no generator
+        per packet (issue 15). Continuation frames and oversized packets go through `packets`."""
+        buf = self._buf
+        if len(buf) < 4:
+            return None
+        length = buf[0] | (buf[1] << 8) | (buf[2] << 16)
+        if length >= MAX_PAYLOAD or length > self.max_payload or self._partial:
+            packets = self.packets()
+            try:
+                got = next(packets, None)
+            finally:
+                packets.close()
+            return None if got is None else got[2]
+        end = 4 + length
+        if len(buf) < end:
+            return None
+        payload = bytes(buf[4:end])
+        del buf[:end]
+        return payload
+
     def packets(self) -> Iterator[tuple[int, int, bytes]]:
         buf = self._buf
         pos = 0

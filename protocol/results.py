@@ -299,6 +299,15 @@ class ResultEnd:
     warnings: int
 
 
+_NOTHING = object()  # `ResultParser._event`: the packet makes no event of its own
+
+
+def _short_eof(payload: bytes) -> tuple[int, int]:
+    """(warnings, status) of an EOF packet shorter than its five bytes, read as `Reader` reads it."""
+    r = Reader(payload, 1)
+    return r.u16(), r.u16()
+
+
 class ResultParser:
     """Decodes one backend response into events: OKPacket, ERRPacket, ResultHeader, row payloads (bytes),
     ResultEnd. Rows stay raw payloads so a caller decodes only what it needs."""
@@ -325,7 +334,9 @@ class ResultParser:
             if self._phase is rows and (not payload or payload[0] < 0xFE or (payload[0] == 0xFE and len(payload) >= 9)):
                 yield payload
                 continue
-            yield from self._packet(payload)
+            event = self._event(payload)
+            if event is not _NOTHING:
+                yield event
             if self.done:
                 return
 
@@ -343,16 +354,15 @@ class ResultParser:
                 if not ended:
                     return  # an incomplete frame (or 16 MB row): wait for more bytes
             # one packet that is not a row (header, column definitions, the end, an ERR), then look again
-            packets = frames.packets()
-            try:
-                got = next(packets, None)
-            finally:
-                packets.close()
-            if got is None:
+            payload = frames.next_payload()
+            if payload is None:
                 return
-            yield from self._packet(got[2])
+            event = self._event(payload)
+            if event is not _NOTHING:
+                yield event
 
-    def _packet(self, payload: bytes) -> Iterator[object]:
+    def _event(self, payload: bytes) -> object:
+        """What one packet of the answer is: its event, or _NOTHING (a column definition before the last)."""
         phase = self._phase
         head = payload[0] if payload else 0
         if phase is _Phase.ROWS:
@@ -361,43 +371,38 @@ class ResultParser:
                     ok = OKPacket.decode(payload)
                     status, warnings = int(ok.status), ok.warnings
                 else:
-                    r = Reader(payload, 1)
-                    warnings, status = r.u16(), r.u16()
+                    warnings, status = _HDR.unpack_from(payload, 1) if len(payload) >= 5 else _short_eof(payload)
                 self._end(status)
-                yield ResultEnd(status, warnings)
-            elif head == 0xFF:
+                return ResultEnd(status, warnings)
+            if head == 0xFF:
                 self.done = True
-                yield ERRPacket.decode(payload)
-            else:
-                yield payload
-            return
+                return ERRPacket.decode(payload)
+            return payload
         if phase is _Phase.FIRST:
             if head == 0xFF:
                 self.done = True
-                yield ERRPacket.decode(payload)
-            elif head == 0x00:
+                return ERRPacket.decode(payload)
+            if head == 0x00:
                 ok = OKPacket.decode(payload)
                 self._end(int(ok.status))
-                yield ok
-            elif head == 0xFB:
+                return ok
+            if head == 0xFB:
                 raise MalformedPacket("LOAD DATA LOCAL INFILE is not supported through the proxy")
-            else:
-                self._columns_left = Reader(payload).lenenc_int() or 0
-                self._columns = []
-                self._phase = _Phase.COLUMNS
-            return
+            self._columns_left = Reader(payload).lenenc_int() or 0
+            self._columns = []
+            self._phase = _Phase.COLUMNS
+            return _NOTHING
         if phase is _Phase.COLUMNS:
             self._columns.append(ColumnDefinition41.decode(payload))
             self._columns_left -= 1
             if self._columns_left == 0:
                 self._phase = _Phase.ROWS if self._backend_eof else _Phase.COLUMNS_EOF
                 if self._backend_eof:
-                    yield ResultHeader(tuple(self._columns))
-            return
+                    return ResultHeader(tuple(self._columns))
+            return _NOTHING
         if phase is _Phase.COLUMNS_EOF:
             self._phase = _Phase.ROWS
-            yield ResultHeader(tuple(self._columns))
-            return
+            return ResultHeader(tuple(self._columns))
         raise MalformedPacket("packet after the end of the result")
 
     def _end(self, status: int) -> None:

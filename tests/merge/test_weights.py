@@ -197,3 +197,21 @@ def test_the_short_form_of_a_multi_level_collation_is_refused() -> None:
 
     with pytest.raises(MergeError, match="REFRESH TABLE METADATA"):
         WeightDecoder(True).order(b"utf8mb4_uca1400_as_cs:1024:::\x20\x21")
+
+
+@pytest.mark.parametrize("collation", ["utf8mb4_general_ci", "latin1_swedish_ci", "utf8mb4_unicode_ci",
+                                       "utf8mb4_nopad_bin", "binary", "utf8mb4_0900_ai_ci"])
+@pytest.mark.parametrize("truncate", [True, False])
+def test_order_at_reads_in_place_what_order_reads(collation: str, truncate: bool) -> None:
+    """`WeightDecoder.order_at` (the raw merge's key: the value read in place, its last ':' the tag) is
+    b":" + `order` of the value cut out, for short and long forms, low units, trailing spaces and cuts."""
+    rng = random.Random(11)
+    texts = ["", " ", "a", "a ", "a\t", "a\t ", "\t", "ab", ":", "a:b", "x" * 40 + " " * 30]
+    texts += ["".join(rng.choice("aB \t\x01-9:") for _ in range(rng.randint(0, 12))) for _ in range(300)]
+    for msl in (1024, 16, 7):
+        at, cut_out = WeightDecoder(truncate), WeightDecoder(truncate)
+        for t in texts:
+            value = rng.choice((short(t, collation, msl, rng.choice((0, 20))), w(t, collation, msl)))
+            pad = b"\x05" * rng.randint(0, 3)
+            run = pad + value + pad
+            assert at.order_at(run, len(pad), len(pad) + len(value)) == b":" + cut_out.order(value), (t, value)
