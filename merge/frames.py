@@ -41,10 +41,15 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
     `weights`, as in `merge.pipeline`)."""
     width = 1 + max(max(o.index, weight_index(o.index, columns, weights) or 0) for o in items)
     row_key = order_key(items, columns, weights or {})
-    if decode is not None:
-        return _row_key_of_frames(row_key, columns, width, decode)
     only = items[0] if len(items) == 1 else None
-    if only is not None and not only.descending and (wi := weight_index(only.index, columns, weights)) is not None:
+    wi = weight_index(only.index, columns, weights) if only is not None and not only.descending else None
+    if decode is not None:
+        general = _row_key_of_frames(row_key, columns, width, decode)
+        if only is not None and wi is not None and only.index < wi \
+                and all(lenenc_in_binary(c.type_code) for c in columns[:width]):
+            return _weighted_binary_order_key(only.index, wi, len(columns), WeightDecoder(True).order_at, general)
+        return general
+    if only is not None and wi is not None:
         decoder = WeightDecoder(True)
         general = _weighted_text_key(only.index, wi, width, decoder.order, b"", b":", row_key)
         return _weighted_order_key(only.index, wi, decoder.order_at, general) if only.index < wi else general
@@ -157,6 +162,49 @@ def _weighted_order_key(index: int, wi: int, order_at: Callable[[bytes, int, int
     return key
 
 
+def _weighted_binary_order_key(index: int, wi: int, columns: int, order_at: Callable[[bytes, int, int], bytes],
+                               general: FrameKey) -> FrameKey:
+    """`_weighted_order_key` of binary-protocol rows (prepared statements) whose leading columns are
+    length-encoded strings: NULLs read from the row's bitmap, the weights keyed in place; anything else (a
+    NULL weight, long values, a frame of 16 MB) goes to `general`, which keys it the same way."""
+    values = 5 + (columns + 9) // 8  # frame header, 0x00, the NULL bitmap
+
+    def key(run: bytes, a: int, b: int) -> Any:
+        if b - a - 4 >= MAX or run[a + 4] != 0:
+            return general(run, a, b)
+        bitmap = a + 5
+        pos = a + values
+        i = 0
+        while i < wi:
+            bit = i + 2
+            if run[bitmap + (bit >> 3)] & (1 << (bit & 7)):
+                if i == index:
+                    return b""
+            else:
+                first = run[pos]
+                if first >= 0xFB:
+                    return general(run, a, b)
+                pos += 1 + first
+            i += 1
+        bit = wi + 2
+        if run[bitmap + (bit >> 3)] & (1 << (bit & 7)) or pos >= b:
+            return general(run, a, b)
+        first = run[pos]
+        if first < 0xFB:
+            ws = pos + 1
+            we = ws + first
+        elif first == 0xFC:
+            ws = pos + 3
+            we = ws + (run[pos + 1] | (run[pos + 2] << 8))
+        else:
+            return general(run, a, b)
+        if we > b:
+            return general(run, a, b)  # malformed: `general` says so
+        return order_at(run, ws, we)
+
+    return key
+
+
 def _binary_in_place(row_key: Callable[[Row], Any], columns: int, width: int) -> FrameKey:
     """A key over binary rows whose leading `width` columns are length-encoded strings: their values are
     the text protocol's, read in place (`protocol.rowscan.binary_prefix`) instead of decoded."""
@@ -214,6 +262,76 @@ def _append_binary_cut(out: bytearray, run: bytes, a: int, b: int, types: list[i
     out += payload
 
 
+Cutter = Callable[[bytearray, bytes, int, int], None]  # (out, run, frame start, frame end): append the cut row
+
+
+def _cutter(cut: int, types: list[int] | None) -> Cutter:
+    """How `FrameMerger` appends a row cut after its first `cut` columns: `_append_cut` / `_append_binary_cut`,
+    for the usual rows in one pass over their length bytes (issue 15: the cut was a third of a prepared
+    ORDER BY merge's per-row cost); rows of other shapes go to those, which also say what is malformed."""
+    if types is None:
+        if cut != 1:
+            return lambda out, run, a, b: _append_cut(out, run, a, b, cut)
+
+        def first_column(out: bytearray, run: bytes, a: int, b: int) -> None:
+            n = run[a + 4] if b - a - 4 < MAX else 0xFF
+            if n < 0xFB and a + 5 + n <= b:
+                n += 1
+            elif n == 0xFB:
+                n = 1
+            else:
+                _append_cut(out, run, a, b, cut)
+                return
+            out += bytes((n, 0, 0, 0))
+            out += run[a + 4:a + 4 + n]
+
+        return first_column
+    all_types = types
+    sizes = [_BINARY_SIZE.get(t, -2) for t in types[:cut]]
+    bitmap_in, bitmap_out = (len(types) + 9) // 8, (cut + 9) // 8
+    used = cut + 2 - 8 * (bitmap_out - 1)  # bits of the last bitmap byte that belong to kept columns
+    mask = (1 << used) - 1 if used < 8 else 0
+
+    def binary(out: bytearray, run: bytes, a: int, b: int) -> None:
+        if b - a - 4 >= MAX or run[a + 4] != 0:
+            _append_binary_cut(out, run, a, b, all_types, cut)
+            return
+        bitmap = a + 5
+        values = p = bitmap + bitmap_in
+        for i in range(cut):
+            bit = i + 2
+            if run[bitmap + (bit >> 3)] & (1 << (bit & 7)):
+                continue
+            size = sizes[i]
+            if size >= 0:
+                p += size
+            elif size == -3:
+                continue
+            elif p < b and (size == -1 or run[p] < 0xFB):
+                p += 1 + run[p]
+            else:
+                _append_binary_cut(out, run, a, b, all_types, cut)
+                return
+        n = 1 + bitmap_out + p - values
+        if p > b or n >= MAX:
+            _append_binary_cut(out, run, a, b, all_types, cut)
+            return
+        out += bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, 0))
+        if mask:
+            out += run[a + 4:bitmap + bitmap_out - 1]
+            out.append(run[bitmap + bitmap_out - 1] & mask)
+        else:
+            out += run[a + 4:bitmap + bitmap_out]
+        out += run[values:p]
+
+    return binary
+
+
+# binary-protocol value sizes by column type for `_cutter`: fixed, -1 one length byte (temporals), -3 none
+# (the NULL type); -2 (any other) a length-encoded string (protocol.rowscan.binary_cut's table)
+_BINARY_SIZE = {1: 1, 2: 2, 13: 2, 3: 4, 9: 4, 4: 4, 8: 8, 5: 8, 7: -1, 10: -1, 11: -1, 12: -1, 6: -3}
+
+
 def next_frame(run: bytes, a: int) -> int:
     """Where the packet framed from run[a] ends."""
     length = run[a] | (run[a + 1] << 8) | (run[a + 2] << 16)
@@ -244,6 +362,7 @@ class FrameMerger:
         self.key = key
         self.cut = cut
         self.binary_types = binary_types
+        self.cutter: Cutter | None = None if cut < 0 else _cutter(cut, binary_types)
         self.check = check
         self.distinct = distinct
         self.tied = tied and distinct is not None
@@ -317,10 +436,10 @@ class FrameMerger:
         key = self.key
         heapreplace = heapq.heapreplace
         skip, left, rows = self.skip, self.left, self.rows  # locals in the loop, written back on return
-        cut, check = self.cut, self.check
+        check = self.check
         distinct, seen = self.distinct, self.seen
         tied = self.tied
-        types = self.binary_types
+        cutter = self.cutter
         try:
             while heap:
                 if len(out) >= out_bytes:
@@ -336,12 +455,10 @@ class FrameMerger:
                 elif skip:
                     skip -= 1
                 else:
-                    if cut < 0:
+                    if cutter is None:
                         out += run[a:b]
-                    elif types is None:
-                        _append_cut(out, run, a, b, cut)
                     else:
-                        _append_binary_cut(out, run, a, b, types, cut)
+                        cutter(out, run, a, b)
                     rows += 1
                     if left > 0:
                         left -= 1

@@ -5,10 +5,12 @@ whether keys are read in place (text rows) or through a row decoder (the binary 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
+from merge.frames import frame_key
 from merge.pipeline import merge_rows_sync
 from merge.raw import raw_mergeable, raw_order_merge
 from merge.spec import ColumnMeta, MergeSpec, OrderItem
@@ -17,7 +19,7 @@ from protocol.constants import ColumnType
 from protocol.packets import ColumnDefinition41, decode_text_row, encode_text_row
 from protocol.rowframes import RowFrames, frames_of, renumber, row_payloads
 from tests.merge.support import col, cols, node
-from tests.merge.test_weights import w
+from tests.merge.test_weights import short, w
 
 Row = tuple[bytes | None, ...]
 ASC0, DESC0 = (OrderItem(0),), (OrderItem(0, True),)
@@ -240,3 +242,69 @@ def test_tied_distinct_keeps_only_the_tie_groups_keys() -> None:
     assert asyncio.run(_distinct_rows(streams, spec, ints, 2)) == 30
     with pytest.raises(MergeMemoryError):  # a tie group of two distinct rows keeps two keys
         asyncio.run(_distinct_rows(streams, spec, ints, 1))
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+@pytest.mark.parametrize("layout", ["c,w", "c,pad,w", "pad,c,w"])
+def test_in_place_weighted_keys_are_the_decoded_ones(binary: bool, layout: str) -> None:
+    """`frame_key`'s in-place key of one ASC text column with a weight column (`_weighted_order_key`,
+    `_weighted_binary_order_key`) equals `merge.keys.order_key` of the decoded row, for NULL values and
+    weights, short and long weight forms, long values (0xFC lengths) and other columns around them."""
+    from merge.keys import order_key
+
+    names = layout.split(",")
+    columns = [col("binary" if n == "w" else "ci", n) for n in names]
+    index, wi = names.index("c"), names.index("w")
+    defs = _definitions(columns)
+    rng = random.Random(3)
+    key = frame_key((OrderItem(index),), columns, (lambda p, n: binary_row_to_text(p, defs, n)) if binary else None,
+                    {index: wi})
+    reference = order_key((OrderItem(index),), columns, {index: wi})
+    for _ in range(400):
+        text = "".join(rng.choice("aB \t-9:") for _ in range(rng.choice((0, 3, 20, 300))))
+        row: dict[str, bytes | None] = {
+            "c": None if rng.random() < 0.1 else text.encode(),
+            "pad": None if rng.random() < 0.3 else b"p" * rng.choice((0, 5, 260)),
+            "w": None if rng.random() < 0.1 else rng.choice((short(text), w(text))),
+        }
+        values = tuple(row[n] for n in names)
+        payload = text_row_to_binary(values, defs) if binary else encode_text_row(values)
+        run = b"\x07\x07" + frames_of([payload]).data + b"\x07"
+        got = key(run, 2, len(run) - 1)
+        decoded = binary_row_to_text(payload, defs) if binary else decode_text_row(payload, len(values))
+        assert got == reference(decoded), values
+
+
+_VALUES = {
+    "int": lambda r: str(r.randint(-2**31, 2**31 - 1)), "bigint": lambda r: str(r.randint(-2**63, 2**63 - 1)),
+    "double": lambda r: repr(r.uniform(-1e6, 1e6)), "dec": lambda r: f"{r.randint(-99999, 99999) / 100:.2f}",
+    "date": lambda r: f"20{r.randint(10, 30)}-0{r.randint(1, 9)}-1{r.randint(0, 9)}",
+    "datetime": lambda r: f"2024-01-0{r.randint(1, 9)} 0{r.randint(0, 9)}:1{r.randint(0, 9)}:00",
+    "time": lambda r: f"{r.randint(-838, 838)}:0{r.randint(0, 9)}:00",
+    "ci": lambda r: "x" * r.choice((0, 1, 250, 251, 300, 70000)), "binary": lambda r: "\x00" * r.randint(0, 3),
+}
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_the_merge_cuts_rows_as_the_reference_cut(binary: bool) -> None:
+    """`FrameMerger`'s in-place cut (`_cutter`) of rows of every value shape equals `protocol.rowscan`'s
+    `binary_cut` / `text_cut` of the row, at every cut."""
+    from merge.frames import _cutter
+    from protocol.rowscan import binary_cut, text_cut
+
+    rng = random.Random(9)
+    kinds = list(_VALUES)
+    for _ in range(300):
+        columns = [col(rng.choice(kinds), f"c{i}") for i in range(rng.randint(2, 12))]
+        defs = _definitions(columns)
+        names = [next(k for k in kinds if col(k).type_code == c.type_code and col(k).charset == c.charset)
+                 for c in columns]
+        values = tuple(None if rng.random() < 0.2 else _VALUES[k](rng).encode() for k in names)
+        payload = text_row_to_binary(values, defs) if binary else encode_text_row(values)
+        run = b"\x07" + frames_of([payload]).data
+        for cut in range(1, len(columns)):
+            out = bytearray(b"\x05")
+            _cutter(cut, [c.type_code for c in columns] if binary else None)(out, run, 1, len(run))
+            want = binary_cut(payload, [c.type_code for c in columns], cut) if binary \
+                else payload[:text_cut(payload, cut)]
+            assert bytes(out) == b"\x05" + frames_of([want]).data, (names, cut)
