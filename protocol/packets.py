@@ -318,11 +318,17 @@ class EOFPacket:
         return cls(warnings, ServerStatus(status))
 
 
-def end_of_result(status: ServerStatus, warnings: int, capabilities: Capability) -> bytes:
-    """The packet that ends a result set's rows: an OK with 0xFE header or a classic EOF."""
-    if capabilities & Capability.DEPRECATE_EOF:
-        return OKPacket(0, 0, status, warnings, header=EOF_HEADER).encode(capabilities)
-    return EOFPacket(warnings, status).encode(capabilities)
+_DEPRECATE_EOF = int(Capability.DEPRECATE_EOF)
+_STATUS_WARNINGS = struct.Struct("<HH")
+
+
+def end_of_result(status: int, warnings: int, capabilities: int) -> bytes:
+    """The packet that ends a result set's rows: an OK with 0xFE header or a classic EOF (the same bytes as
+    `OKPacket(0, 0, status, warnings, header=0xFE)` / `EOFPacket(warnings, status)` encode, without building
+    them: it ends every result the proxy merges; issue 15)."""
+    if int(capabilities) & _DEPRECATE_EOF:
+        return b"\xfe\x00\x00" + _STATUS_WARNINGS.pack(int(status) & 0xFFFF, warnings)
+    return b"\xfe" + _STATUS_WARNINGS.pack(warnings, int(status) & 0xFFFF)
 
 
 # --- result sets --------------------------------------------------------------------------------------

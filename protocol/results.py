@@ -406,7 +406,7 @@ class ResultParser:
         raise MalformedPacket("packet after the end of the result")
 
     def _end(self, status: int) -> None:
-        if status & ServerStatus.MORE_RESULTS_EXISTS:
+        if status & _MORE_RESULTS:
             self._phase = _Phase.FIRST
         else:
             self._phase = _Phase.DONE

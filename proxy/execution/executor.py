@@ -31,7 +31,6 @@ from protocol.constants import Capability, ServerStatus
 from protocol.packets import (
     ColumnDefinition41,
     ComFieldList,
-    EOFPacket,
     column_count_payload,
     end_of_result,
 )
@@ -249,14 +248,17 @@ def _send_header(session: Session, columns: Sequence[ColumnDefinition41],
                  payloads: Sequence[bytes] | None = None) -> None:
     """`payloads`: the columns' encoded definitions, when the caller has them (`_logic_columns`)."""
     head = [column_count_payload(len(columns)), *(payloads if payloads is not None else (c.encode() for c in columns))]
-    if not session.capabilities & Capability.DEPRECATE_EOF:
-        head.append(EOFPacket(0, ServerStatus(session.status)).encode())
+    if not int(session.capabilities) & _DEPRECATE_EOF:
+        head.append(b"\xfe\x00\x00" + (session.status & 0xFFFF).to_bytes(2, "little"))  # EOFPacket(0, status)
     session.wire.send_many(head)
+
+
+_DEPRECATE_EOF = int(Capability.DEPRECATE_EOF)
 
 
 def _send_end(session: Session, status: int, warnings: int) -> None:
     session.update_status(status or session.status)
-    session.wire.send(end_of_result(ServerStatus(session.status), min(warnings, 0xFFFF), session.capabilities))
+    session.wire.send(end_of_result(session.status, min(warnings, 0xFFFF), session.capabilities))
 
 
 async def _select_concatenated(session: Session, routed: RoutedStatement, codec: StatementCodec,
