@@ -47,7 +47,7 @@ from routing.model import (
     StandardStrategy,
     TableRule,
 )
-from routing.parse import Shape, Token, is_replace, node_span, parse_statement, scan_shape, tokenize
+from routing.parse import Shape, TextShapes, Token, is_replace, node_span, parse_statement, scan_shape, tokenize
 from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
 from routing.point import PointPlan, point_plan
 from routing.rewrite import Edit, KeySlot, TableSlot, Template, build_template
@@ -107,6 +107,7 @@ class ShardingKernel:
         # the last text statement scanned: the proxy's fast path asks `route_point` and then, for a
         # statement on several nodes, `route` for the same text (issue 15); one scan serves both
         self._last: Shape | None = None
+        self._text_shapes = TextShapes(plan_cache_size)
         self.generation = 0  # bumped by `invalidate`: a route worked out before it is stale
 
     @property
@@ -131,7 +132,7 @@ class ShardingKernel:
         last = self._last
         if last is not None and last.sql == sql:
             return last
-        shape = self._last = scan_shape(sql)
+        shape = self._last = self._text_shapes.shape(sql)
         return shape
 
     def route(

@@ -58,3 +58,23 @@ def test_admin_rows(kernel: ShardingKernel) -> None:
     rule = table_rule_rows(kernel.rules, "t_order")[0]
     assert rule[0] == "t_order" and rule[3:5] == ("STANDARD", "user_id")
     assert rule[5]  # the algorithm's type (SHOW SHARDING TABLE RULES prints types and props, as ShardingSphere)
+
+
+def test_text_shapes_reuse_is_scan_shape() -> None:
+    """`TextShapes` (a text statement's shape from the one of the same text before its trailing digits)
+    gives exactly `scan_shape`'s shape, whatever the digits and whatever comes before them: literals,
+    comments, strings, identifiers and numbers that run into the digits."""
+    import random
+
+    from routing.parse import TextShapes
+
+    rng = random.Random(4)
+    heads = ["SELECT c FROM t WHERE id=", "SELECT c FROM t WHERE id = ", "SELECT 1e", "SELECT 1.", "SELECT .",
+             "SELECT x FROM t WHERE a='x' AND id=", "SELECT `a1` FROM t WHERE b = -", "SELECT c FROM t -- ",
+             "SELECT c FROM t /* x */ WHERE id=", "SELECT 'abc", "SELECT id", "SELECT $", "SELECT a.b", "",
+             "SELECT * FROM t LIMIT ", "SELECT * FROM t LIMIT 5, ", "SELECT c FROM t WHERE id IN (1, 2, ",
+             "SELECT c FROM t WHERE s = \"q\" AND k=", "SELECT 0x", "SELECT 1e+", "SELECT ?, "]
+    shapes = TextShapes(limit=8)
+    for _ in range(3000):
+        sql = rng.choice(heads) + "".join(rng.choice("0123456789") for _ in range(rng.randint(0, 6)))
+        assert shapes.shape(sql) == scan_shape(sql), sql
