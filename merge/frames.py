@@ -44,6 +44,8 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
     only = items[0] if len(items) == 1 else None
     wi = weight_index(only.index, columns, weights) if only is not None and not only.descending else None
     if decode is not None:
+        if only is not None and columns[only.index].type_code in _BINARY_INTEGER_SIZE:
+            return _binary_integer_key(only.index, only.descending, columns, width, decode)
         general = _row_key_of_frames(row_key, columns, width, decode)
         if only is not None and wi is not None and only.index < wi \
                 and all(lenenc_in_binary(c.type_code) for c in columns[:width]):
@@ -201,6 +203,58 @@ def _weighted_binary_order_key(index: int, wi: int, columns: int, order_at: Call
         if we > b:
             return general(run, a, b)  # malformed: `general` says so
         return order_at(run, ws, we)
+
+    return key
+
+
+# integer types and their sizes in a binary row (INT24 is sent in four bytes, YEAR in two)
+_BINARY_INTEGER_SIZE = {1: 1, 2: 2, 9: 4, 3: 4, 8: 8, 13: 2}
+
+
+def _binary_integer_key(index: int, descending: bool, columns: Sequence[ColumnMeta], width: int,
+                        decode: Decode) -> FrameKey:
+    """One integer sort column of binary-protocol rows (a prepared ``ORDER BY order_id``), keyed as the text
+    rows' numeric key is (the value, negated DESC; NULL -inf ASC, +inf DESC), read in place: the columns before
+    it are stepped over by their sizes, the value read from its bytes (issue 15: decoding the row to text was a
+    quarter of a prepared scatter's merge). Rows it does not read so simply go through `decode`."""
+    col = columns[index]
+    size = _BINARY_INTEGER_SIZE[col.type_code]
+    signed = not col.flags & t.UNSIGNED_FLAG
+    null = _HIGH if descending else _LOW
+    sign = -1 if descending else 1
+    sizes = [_BINARY_SIZE.get(c.type_code, -2) for c in columns[:index]]
+    values = 5 + (len(columns) + 9) // 8  # frame header, 0x00, the NULL bitmap
+    vk = value_key(col)
+
+    def general(run: bytes, a: int, b: int) -> Any:
+        row = decode(payload_at(run, a, b) if b - a - 4 >= MAX else run[a + 4:b], width)
+        v = row[index]
+        return null if v is None else vk(v) * sign
+
+    def key(run: bytes, a: int, b: int) -> Any:
+        if b - a - 4 >= MAX or run[a + 4] != 0:
+            return general(run, a, b)
+        bitmap = a + 5
+        p = a + values
+        for i in range(index):
+            bit = i + 2
+            if run[bitmap + (bit >> 3)] & (1 << (bit & 7)):
+                continue
+            step = sizes[i]
+            if step >= 0:
+                p += step
+            elif step == -3:
+                continue
+            elif p < b and (step == -1 or run[p] < 0xFB):
+                p += 1 + run[p]
+            else:
+                return general(run, a, b)
+        bit = index + 2
+        if run[bitmap + (bit >> 3)] & (1 << (bit & 7)):
+            return null
+        if p + size > b:
+            return general(run, a, b)  # malformed: the decoder says so
+        return int.from_bytes(run[p:p + size], "little", signed=signed) * sign
 
     return key
 

@@ -308,3 +308,36 @@ def test_the_merge_cuts_rows_as_the_reference_cut(binary: bool) -> None:
             want = binary_cut(payload, [c.type_code for c in columns], cut) if binary \
                 else payload[:text_cut(payload, cut)]
             assert bytes(out) == b"\x05" + frames_of([want]).data, (names, cut)
+
+
+@pytest.mark.parametrize("kind", ["int", "bigint", "uint"])
+@pytest.mark.parametrize("descending", [False, True])
+def test_binary_integer_keys_order_as_the_decoded_rows(kind: str, descending: bool) -> None:
+    """`frame_key` of one integer column of binary rows (`_binary_integer_key`: read in place after columns of
+    every value shape, NULLs from the bitmap) orders and ties rows as `merge.keys.order_key` of the rows
+    decoded."""
+    from merge.keys import order_key
+
+    rng = random.Random(13)
+    kinds = list(_VALUES)
+    values_of = {"int": lambda r: str(r.randint(-2**31, 2**31 - 1)), "bigint": _VALUES["bigint"],
+                 "uint": lambda r: str(r.choice((0, 1, 2**63, 2**64 - 1, r.randint(0, 2**64 - 1))))}
+    for _ in range(60):
+        before = [col(rng.choice(kinds), f"c{i}") for i in range(rng.randint(0, 5))]
+        columns = [*before, col(kind, "k"), col("ci", "z")]
+        defs = _definitions(columns)
+        names = [next(k for k in kinds if col(k).type_code == c.type_code and col(k).charset == c.charset)
+                 for c in before]
+        item = (OrderItem(len(before), descending),)
+        key = frame_key(item, columns, lambda p, n: binary_row_to_text(p, defs, n))
+        reference = order_key(item, columns)
+        rows = []
+        for _ in range(12):
+            cells = [None if rng.random() < 0.2 else _VALUES[k](rng).encode() for k in names]
+            value = None if rng.random() < 0.2 else rng.choice((b"7", b"0", values_of[kind](rng).encode()))
+            payload = text_row_to_binary((*cells, value, b"z"), defs)
+            run = frames_of([payload]).data
+            rows.append((key(bytes(run), 0, len(run)), reference(binary_row_to_text(payload, defs))))
+        for k1, r1 in rows:
+            for k2, r2 in rows:
+                assert (k1 < k2, k1 == k2) == (r1 < r2, r1 == r2)
