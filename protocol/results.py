@@ -301,6 +301,35 @@ class ResultEnd:
 
 _NOTHING = object()  # `ResultParser._event`: the packet makes no event of its own
 
+# The first byte of an answer that is not a column count: OK, LOCAL INFILE, EOF, ERR.
+_NOT_COLUMN_COUNT = frozenset((0x00, 0xFB, 0xFE, 0xFF))
+# Recent result set headers as the backends sent them, newest first: one list for backends that end the column
+# definitions with an EOF packet, one for those that do not (DEPRECATE_EOF), since where a header ends depends on it.
+_HEADERS: dict[bool, list[tuple[bytes, ResultHeader]]] = {False: [], True: []}
+_HEADERS_KEPT = 16
+
+
+def _known_header(buf: bytearray, backend_eof: bool) -> tuple[bytes, ResultHeader] | None:
+    """A recent header whose bytes (column count, column definitions, their EOF) `buf` starts with: the same
+    bytes parse to the same header, so it is used as parsed (issue 15: a scatter parsed ~6 packets per node
+    and statement, the same bytes statement after statement)."""
+    headers = _HEADERS[backend_eof]
+    for i, known in enumerate(headers):
+        if buf.startswith(known[0]):
+            if i:
+                del headers[i]
+                headers.insert(0, known)
+            return known
+    return None
+
+
+def _remember_header(raw: bytes, header: ResultHeader, backend_eof: bool) -> None:
+    headers = _HEADERS[backend_eof]
+    if len(raw) > 4096 or any(known[0] == raw for known in headers):  # (a header that came in several reads)
+        return
+    headers.insert(0, (raw, header))
+    del headers[_HEADERS_KEPT:]
+
 
 def _short_eof(payload: bytes) -> tuple[int, int]:
     """(warnings, status) of an EOF packet shorter than its five bytes, read as `Reader` reads it."""
@@ -321,6 +350,7 @@ class ResultParser:
         self._columns: list[ColumnDefinition41] = []
         self._columns_left = 0
         self._row_frames = row_frames
+        self._header_bytes: bytearray | None = None  # the header's frames so far, to remember it (`_feed_frames`)
         self.done = False
 
     def feed(self, data: bytes) -> Iterator[object]:
@@ -343,6 +373,14 @@ class ResultParser:
     def _feed_frames(self) -> Iterator[object]:
         frames = self._frames
         buf = frames._buf
+        if self._phase is _Phase.FIRST and len(buf) > 4 and buf[4] not in _NOT_COLUMN_COUNT:
+            known = _known_header(buf, self._backend_eof)
+            if known is not None:  # issue 15: the same header bytes as a recent answer's: the same header
+                del buf[:len(known[0])]
+                self._phase = _Phase.ROWS
+                yield known[1]
+            else:
+                self._header_bytes = bytearray()
         while not self.done:
             if self._phase is _Phase.ROWS:
                 stop, rows, ended = scan_rows(buf, 0)
@@ -354,10 +392,30 @@ class ResultParser:
                 if not ended:
                     return  # an incomplete frame (or 16 MB row): wait for more bytes
             # one packet that is not a row (header, column definitions, the end, an ERR), then look again
-            payload = frames.next_payload()
-            if payload is None:
-                return
-            event = self._event(payload)
+            head = self._header_bytes
+            if head is None:
+                payload = frames.next_payload()
+                if payload is None:
+                    return
+                event = self._event(payload)
+            else:
+                end = 4 + (buf[0] | (buf[1] << 8) | (buf[2] << 16)) if len(buf) >= 4 else 0
+                if end and end - 4 < MAX_PAYLOAD and len(buf) >= end:
+                    head += buf[:end]  # the frame as it came, sequence id included
+                else:
+                    end = 0
+                payload = frames.next_payload()
+                if payload is None:
+                    return
+                if not end:  # a payload of 16 MB or more in the header: not remembered
+                    self._header_bytes = head = None
+                event = self._event(payload)
+                if type(event) is ResultHeader:
+                    if head is not None:
+                        _remember_header(bytes(head), event, self._backend_eof)
+                    self._header_bytes = None
+                elif event is not _NOTHING:
+                    self._header_bytes = None
             if event is not _NOTHING:
                 yield event
 

@@ -273,3 +273,47 @@ def test_parser_row_frames_keep_rows_of_16mb_whole(row_payload: int) -> None:
     assert len(runs) == 1 and runs[0].rows == 1
     assert runs[0].payloads() == [encode_text_row([value])]
     assert isinstance(got[-1], ResultEnd)
+
+
+@pytest.mark.parametrize("backend_eof", [False, True], ids=["eof", "deof"])
+@pytest.mark.parametrize("name", ["rs_types", "rs_warning", "multi", "rs_empty"])
+def test_a_header_seen_before_is_taken_whole_and_parses_alike(name: str, backend_eof: bool,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ResultParser` remembers recent result set headers by their bytes (issue 15): an answer that starts with
+    the same bytes gets the same header without its packets parsed, in either EOF mode, and the events are
+    those of a parse from scratch, fed whole or byte by byte."""
+    import protocol.results as results
+
+    monkeypatch.setattr(results, "_HEADERS", {False: [], True: []})
+    src = server_stream(_capture(name, backend_eof))
+    first = _parse(src, 1 << 20, backend_deprecate_eof=backend_eof, row_frames=True)
+    assert results._HEADERS[backend_eof] and not results._HEADERS[not backend_eof]
+    decoded: list[bytes] = []
+    real = results.ColumnDefinition41.decode
+    monkeypatch.setattr(results.ColumnDefinition41, "decode",
+                        classmethod(lambda cls, p: decoded.append(p) or real(p)))  # type: ignore[misc]
+    again = _parse(src, 1 << 20, backend_deprecate_eof=backend_eof, row_frames=True)
+    assert [_kind(e) for e in _flatten(again)] == [_kind(e) for e in _flatten(first)]
+    assert again[0] == first[0]
+    assert name == "multi" or not decoded  # (the second result set of "multi" is parsed: only the first is looked up)
+    assert [_kind(e) for e in _flatten(_parse(src, 1, backend_deprecate_eof=backend_eof, row_frames=True))] \
+        == [_kind(e) for e in _flatten(first)]
+    # the other EOF mode does not take it: there the header ends elsewhere
+    other = server_stream(_capture(name, not backend_eof))
+    assert [_kind(e) for e in _flatten(_parse(other, 1 << 20, backend_deprecate_eof=not backend_eof, row_frames=True))] \
+        == [_kind(e) for e in _flatten(_parse(other, 1 << 20, backend_deprecate_eof=not backend_eof))]
+
+
+def test_a_header_differing_in_one_byte_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import protocol.results as results
+
+    monkeypatch.setattr(results, "_HEADERS", {False: [], True: []})
+    src = server_stream(_capture("rs_types", True))
+    first = _parse(src, 1 << 20, backend_deprecate_eof=True, row_frames=True)
+    raw = results._HEADERS[True][0][0]
+    at = src.index(b"ti")  # a column's name, inside the header
+    assert at < len(raw)
+    changed = src[:at] + b"tj" + src[at + 2:]
+    got = _parse(changed, 1 << 20, backend_deprecate_eof=True, row_frames=True)
+    assert got[0] != first[0] and [c.name for c in got[0].columns] == [c.name for c in first[0].columns[:1]] + \
+        ["tj" if c.name == "ti" else c.name for c in first[0].columns[1:]]
