@@ -273,3 +273,29 @@ def test_parser_row_frames_keep_rows_of_16mb_whole(row_payload: int) -> None:
     assert len(runs) == 1 and runs[0].rows == 1
     assert runs[0].payloads() == [encode_text_row([value])]
     assert isinstance(got[-1], ResultEnd)
+
+
+@pytest.mark.parametrize("row_frames", [False, True], ids=["payloads", "row-frames"])
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20], ids=["byte-by-byte", "7-bytes", "whole"])
+def test_parser_stops_at_its_answer_and_hands_back_the_next(row_frames: bool, chunk: int) -> None:
+    """Answers to commands sent back to back (proxy.execution.multipath pipelines a data source's units): each parser
+    stops at its answer's end and `take_rest` is where the next answer starts, whatever the reads' boundaries."""
+    names = ["rs_types", "err_unknown_table", "rs_empty", "rs_warning"]
+    stream = b"".join(server_stream(_capture(n, False)) for n in names)
+    parsers = [ResultParser(backend_deprecate_eof=False, row_frames=row_frames) for _ in names]
+    got: list[list[object]] = [[] for _ in names]
+    at = 0
+    for i in range(0, len(stream), chunk):
+        data = stream[i : i + chunk]
+        while data and at < len(parsers):
+            got[at].extend(parsers[at].feed(data))
+            if not parsers[at].done:
+                break
+            data = parsers[at].take_rest()
+            at += 1
+        assert at < len(parsers) or not data
+    assert at == len(parsers)
+    for name, events in zip(names, got, strict=True):
+        src = server_stream(_capture(name, False))
+        alone = _parse(src, 1 << 20, backend_deprecate_eof=False, row_frames=row_frames)
+        assert _flatten(events) == _flatten(alone), name
