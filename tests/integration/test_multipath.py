@@ -488,3 +488,24 @@ def test_a_large_pipelined_answer_read_slowly_arrives_whole(logs: ShardedEnv) ->
     finally:
         client.close()
         logs.clean("t_ring", db=DB)
+
+
+def test_pipelined_select_inside_a_transaction_sees_its_rows(logs: ShardedEnv) -> None:
+    """Inside a transaction both data sources joined, the pipelined units run on the transaction's connections:
+    they see its uncommitted rows, as the slow path (which reads them one after another there) does."""
+    client = _client(logs)
+    try:
+        assert client.command(ComQuery(b"BEGIN").encode())[-1][1][:1] == b"\x00"
+        client.command(ComQuery(b"SELECT COUNT(*) FROM t_log WHERE id = 1 OR id = 2").encode())  # joins both
+        assert client.command(ComQuery(b"INSERT INTO t_log (id, msg) VALUES (200, 'new'), (203, 'new3')").encode()
+                              )[-1][1][:1] == b"\x00"
+        for sql in ("SELECT id, msg FROM t_log ORDER BY id DESC LIMIT 3", "SELECT id FROM t_log WHERE msg LIKE 'new%'",
+                    "SELECT COUNT(*), MAX(id) FROM t_log"):
+            payload = ComQuery(sql.encode()).encode()
+            slow = _answer(client, payload, enabled=False)
+            assert _answer(client, payload, enabled=True) == slow
+            assert b"new" in b"".join(p for _, p in slow) or b"203" in b"".join(p for _, p in slow)
+        assert client.command(ComQuery(b"ROLLBACK").encode())[-1][1][:1] == b"\x00"
+        _count_is(client, len(LOGS))
+    finally:
+        client.close()
