@@ -169,6 +169,7 @@ class _Leg(_FedStream):
         self.parser = ResultParser(backend_deprecate_eof=BACKEND_DEPRECATE_EOF, row_frames=True)
         self.queued = 0  # bytes in `runs`
         self.discarding = False  # rows are read and dropped (the answer needs no more of them)
+        self.command: bytes | None = None  # the framed command (None: its statement is to be prepared first)
 
     def feed(self, data: bytes) -> bytes | None:
         """Parse `data`: None while this answer goes on; once it has ended, the bytes that came after it (the next
@@ -348,15 +349,15 @@ class MultiAnswer:
         units = target.routed.execution_units
         chains: dict[int, _Chain] = {}  # by the connection (one per data source)
         self.legs: list[_Leg] = []  # in the route's order
-        for (conn, _), unit in zip(target.sends, units, strict=True):
+        for (conn, command), unit in zip(target.sends, units, strict=True):
             chain = chains.get(id(conn))
             if chain is None:
                 chain = chains[id(conn)] = _Chain(self, conn)
             leg = _Leg(chain, unit, target.codec)
+            leg.command = command
             chain.legs.append(leg)
             self.legs.append(leg)
         self.chains = list(chains.values())  # in the order of their data sources' first units
-        self._payloads = [data for _, data in target.sends]
         if target.routed.merge_spec is None:
             # concatenated: relayed by data source, unit after unit, as executor._select_concatenated does (the
             # order of each connection's answers); the answer starts once each data source's first unit has its
@@ -381,23 +382,22 @@ class MultiAnswer:
         session = self.session
         for chain in self.chains:
             session.in_use.add(chain.conn)
-        if all(data is not None for data in self._payloads):
+        if all(leg.command is not None for leg in self.legs):
             self._send()
         self._coro = self._answer()
         self._step()
 
     def _send(self) -> None:
-        payloads = self._payloads
-        at = {id(leg): i for i, leg in enumerate(self.legs)}
         for chain in self.chains:
-            chain.send(b"".join(payloads[at[id(leg)]] or b"" for leg in chain.legs))
+            legs = chain.legs
+            chain.send((legs[0].command or b"") if len(legs) == 1 else b"".join(leg.command or b"" for leg in legs))
         self.sent = True
 
     async def _prepare(self) -> None:
         """COM_STMT_PREPARE of the units' statements their connections have not prepared yet, once per connection,
         as `codec.BinaryCodec.command` does before a unit's first execute (a refusal fails the statement as there:
         nothing has run); then every unit's COM_STMT_EXECUTE, from the statements as prepared now."""
-        legs, payloads = self.legs, self._payloads
+        legs = self.legs
         for _ in range(4):  # a prepare may close the connection's oldest statement (MAX_STATEMENTS_PER_CONNECTION)
             missing = [leg for leg in legs if leg.unit.sql not in leg.conn.statements]
             if not missing:
@@ -406,12 +406,12 @@ class MultiAnswer:
                 answer = await leg.conn.prepared(leg.unit.sql)
                 if isinstance(answer, ERRPacket):
                     raise UnitFailed(leg.unit.data_source, answer)
-        for i, leg in enumerate(legs):
+        for leg in legs:
             prepared = leg.conn.statements.get(leg.unit.sql)
             if prepared is None:
                 raise BackendError(leg.conn.name, "the statement's units could not all stay prepared on the connection",
                                    errno=ErrorCode.UNKNOWN_ERROR)
-            payloads[i] = encode_packet(execute_payload(prepared.ok.statement_id, leg.unit), 0)[0]
+            leg.command = encode_packet(execute_payload(prepared.ok.statement_id, leg.unit), 0)[0]
 
     def wake(self) -> None:
         """A unit brought bytes (or ended): the coroutine goes on if it waited for that."""
