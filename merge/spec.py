@@ -76,6 +76,10 @@ class MergeSpec:
     computed: tuple[tuple[int, str], ...] = ()
     increment_index: int | None = None
     rollup: bool = False  # GROUP BY ... WITH ROLLUP: super-aggregate rows after the merge (merge.rollup)
+    # at most this many rows come from each node, by the rewritten statement itself: 1 for aggregates without a
+    # GROUP BY on the nodes, offset + count when the nodes keep the pagination (LIMIT / FETCH without WITH TIES);
+    # None when the rewrite guarantees no bound (the proxy may hold a node's rows whole only within it)
+    node_rows: int | None = None
 
     @property
     def needs_decoding(self) -> bool:

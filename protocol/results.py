@@ -370,6 +370,12 @@ class ResultParser:
             if self.done:
                 return
 
+    def take_rest(self) -> bytes:
+        """The bytes fed after the end of this answer (once `done`), removed: on a connection that was sent several
+        commands back to back, the start of the next command's answer. (`feed` stops at the end of its answer and
+        keeps what follows; with `row_frames` the answer's last packet is always whole, never a 16 MB part.)"""
+        return self._frames.take_buffered()
+
     def _feed_frames(self) -> Iterator[object]:
         frames = self._frames
         buf = frames._buf

@@ -8,21 +8,23 @@ repeat never reaches sqlglot. Plans are immutable; a hit only re-evaluates algor
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
 
 class PlanCache(Generic[V]):
-    """Least-recently-used map from shape key to plan; ``size <= 0`` disables caching."""
+    """Least-recently-used map from shape key to plan (or any hashable key to anything: the kernel's route cache);
+    ``size <= 0`` disables caching."""
 
     def __init__(self, size: int = 1024) -> None:
         self._size = size
-        self._items: OrderedDict[str, V] = OrderedDict()
+        self._items: OrderedDict[Hashable, V] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: str) -> V | None:
+    def get(self, key: Hashable) -> V | None:
         item = self._items.get(key)
         if item is None:
             self.misses += 1
@@ -31,7 +33,7 @@ class PlanCache(Generic[V]):
         self.hits += 1
         return item
 
-    def put(self, key: str, value: V) -> None:
+    def put(self, key: Hashable, value: V) -> None:
         if self._size <= 0:
             return
         self._items[key] = value

@@ -109,6 +109,9 @@ class ShardingKernel:
         self._last: Shape | None = None
         self._text_shapes = TextShapes(plan_cache_size)
         self.generation = 0  # bumped by `invalidate`: a route worked out before it is stale
+        # issue 15: whole routes of multi-node SELECTs whose nodes no value decides (`_route_is_text_bound`), by
+        # their text (and typed parameters): a scatter statement repeated is not routed again
+        self._routes: PlanCache[RoutedStatement] = PlanCache(plan_cache_size)
 
     @property
     def cache(self) -> PlanCache[Plan]:
@@ -118,6 +121,7 @@ class ShardingKernel:
         """Drop every cached plan (rules or metadata changed)."""
         self._cache.clear()
         self._shapes.clear()
+        self._routes.clear()
         self._last = None
         self.generation += 1
 
@@ -145,6 +149,12 @@ class ShardingKernel:
                 hints = merge_hints(hints, comment.hints)
         if hints is not None and hints.data_source:
             return self._direct(sql, params, hints)
+        key = _route_key(sql, params) if hints is None and comment is None else None
+        if key is not None:
+            known = self._routes.get(key)
+            if known is not None:
+                self._cache.hits += 1  # its plan was not made anew (shardproxy_plan_cache_hits_total)
+                return known
         shape = self._shape(sql, params)
         plan = self._cache.get(shape.key)
         if plan is None or not plan.accepts(shape):
@@ -153,7 +163,24 @@ class ShardingKernel:
         routed = plan.execute(shape, params, hints)
         if comment is not None and comment.skip_sql_rewrite:
             routed = _unrewritten(routed, sql, params)
+        elif key is not None and self._route_is_text_bound(plan, routed):
+            self._routes.put(key, routed)
         return routed
+
+    def _route_is_text_bound(self, plan: Plan, routed: RoutedStatement) -> bool:
+        """Is this route a function of the statement's text and parameters alone, so that the same text with the
+        same parameters routes the same way until the rules or the metadata change (`invalidate`)? A SELECT over
+        several nodes whose sharded tables no condition restricts (every node of each is read: no algorithm is
+        asked anything, no session hint was given), outside any resharding window and not run in steps: its units
+        and merge spec are the plan's template rendered with the text's values. (A route some value decides is not
+        kept: its algorithms, class-based ones included, are asked again each time.)"""
+        if type(plan) is not ShardedPlan or plan.kind is not StatementKind.SELECT or len(routed.execution_units) < 2 \
+                or plan.stepwise is not None or plan.dual_read is not None or plan.dual_refusal is not None \
+                or routed.dual_read is not None or routed.dual_repair is not None or routed.stepwise is not None \
+                or plan.sharding is None:
+            return False
+        tables = plan.sharding.tables
+        return all(cond is TRUE and tables[logic].window is None for logic, cond in plan.conditions)
 
     def route_point(self, sql: str, params: Sequence[Any] | None = None) -> tuple[StatementKind, str, str] | None:
         """(kind, data source, actual SQL) when `route(sql, params)` would route the statement by a cached
@@ -194,6 +221,19 @@ class ShardingKernel:
             execution_units=(ExecutionUnit(ds, sql, tuple(params) if params is not None else None),),
             write=write,
         )
+
+
+def _route_key(sql: str, params: Sequence[Any] | None) -> str | tuple[Any, ...] | None:
+    """The route cache's key: the text, and each parameter with its type (1, 1.0 and True are equal and hash alike,
+    but are sent to the nodes as different types); None when a parameter cannot be a key."""
+    if params is None:
+        return sql
+    key = (sql, *((type(p), p) for p in params))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _unrewritten(routed: RoutedStatement, sql: str, params: Sequence[Any] | None) -> RoutedStatement:

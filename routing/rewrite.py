@@ -253,6 +253,9 @@ class MergeTemplate:
     computed: tuple[tuple[int, Template], ...] = ()  # (column, the expression over __c<N>) (routing.computed)
     increment_index: int | None = None
     rollup: bool = False
+    # what bounds each node's rows (MergeSpec.node_rows): "one" (aggregates, no GROUP BY on the nodes), "page"
+    # (the nodes keep the pagination, from row 0 to offset + count), None (nothing)
+    node_bound: str | None = None
 
     def spec(self, values: Sequence[Any], shape: Shape | None = None) -> MergeSpec:
         offset = values[self.offset_slot] if self.offset_slot is not None else 0
@@ -265,6 +268,11 @@ class MergeTemplate:
             for position, slot in self.separator_slots:
                 items[position] = replace(items[position], separator=_text_value(values[slot], "SEPARATOR"))
             aggregates = tuple(items)
+        node_rows: int | None = None
+        if self.node_bound == "one":
+            node_rows = 1
+        elif self.node_bound == "page" and limit is not None:
+            node_rows = max(int(offset) + int(limit), 1)  # LimitCountSlot: never below its minimum (0 or 1)
         having_sql = None
         if self.having is not None:
             assert shape is not None, "a HAVING template needs the statement's shape"
@@ -289,6 +297,7 @@ class MergeTemplate:
             if shape is not None else (),
             increment_index=self.increment_index,
             rollup=self.rollup,
+            node_rows=node_rows,
         )
 
 
@@ -996,6 +1005,13 @@ class _SelectRewriter:
                 keep = False
         pagination = self._pagination(from_i, keep, at_least_one=found_rows == "window") if has_limit else None
         offset_slot, limit_slot, limit_default, with_ties = pagination or (None, None, None, False)
+        # how many rows a node can return (MergeSpec.node_rows): an aggregate without GROUP BY on the nodes is one
+        # row; kept pagination without WITH TIES (whose ties may be any number) is offset + count from row 0
+        node_bound: str | None = None
+        if aggregates_present and group is None and distinct_group is None:
+            node_bound = "one"
+        elif pagination is not None and keep and not with_ties:
+            node_bound = "page"
         if with_ties and not order_by:
             with_ties = False  # MariaDB refuses FETCH ... WITH TIES without ORDER BY; the nodes will say so
         found_rows_index = None
@@ -1032,6 +1048,7 @@ class _SelectRewriter:
             computed=tuple(self.computed_planner.computed) if self.computed_planner else (),
             increment_index=self.computed_planner.increment_index if self.computed_planner else None,
             rollup=rollup,
+            node_bound=node_bound,
         )
         return template, merge, tuple(self.pins), None
 

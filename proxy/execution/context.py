@@ -107,6 +107,7 @@ class SessionContext(Protocol):
     last_errno: int
     stmt_kind: str
     route: str
+    query_killed: bool  # KILL QUERY reached the current command (SessionConnections.interrupt)
 
     # -- connections this session holds (the broker's leases)
     backends: dict[str, BackendConnection]

@@ -47,12 +47,18 @@ if TYPE_CHECKING:
     from proxy.backends.tap import BackendTap
     from proxy.execution.context import SessionContext as Session
 
-__all__ = ["LEG_BUFFER_LIMIT", "MULTI_STATS", "MultiAnswer", "MultiForward", "multi_forward"]
+__all__ = ["LEG_BUFFER_LIMIT", "MULTI_STATS", "PIPELINE_ROWS", "PIPELINE_UNITS", "MultiAnswer", "MultiForward",
+           "multi_forward"]
 
 # bytes of a unit's rows kept while the answer is busy elsewhere (another unit's rows, a slow client) before its
 # socket stops being read: what a StreamReader's limit did for the slow path
 LEG_BUFFER_LIMIT = 1 << 18
 DRAIN_SECONDS = 10.0  # after an early end (a merged LIMIT): what `readers._finish_readers` gives the rest
+# several units on one data source are pipelined on the session's connection to it (`_Chain`) only when the answer
+# reads them in their order there (concatenated rows), or when each node returns at most this many rows (a merge
+# needs every unit's head row at once: a connection's earlier units are then held whole, see `_pipelinable`)
+PIPELINE_ROWS = 1000
+PIPELINE_UNITS = 64  # units written back to back on one connection at most
 
 
 class MultiStats:
@@ -69,19 +75,22 @@ MULTI_STATS = MultiStats()
 
 
 class MultiForward(NamedTuple):
-    """A multi-node SELECT this path answers: the route, the codec, and per unit its connection and framed command."""
+    """A multi-node SELECT this path answers: the route, the codec, and per unit (in the route's order) its
+    connection and framed command (None: a prepared unit whose statement that connection has not prepared yet,
+    prepared first by `MultiAnswer`)."""
 
     routed: RoutedStatement
     codec: StatementCodec
-    sends: list[tuple[BackendConnection, bytes]]
+    sends: list[tuple[BackendConnection, bytes | None]]
 
 
 def multi_forward(session: Session, db: LogicalDatabase, routed: RoutedStatement, sql: str,
                   params: Sequence[object] | None) -> MultiForward | None:
-    """What `executor.execute_plan` would answer by `_select` over `_merge_readers` (one unit per data source,
-    each on the connection the session holds) with nothing else to do first, sent as the slow path sends it;
-    None for anything else. The caller (fastpath._sharded) has checked the command: a plain SELECT, no
-    statement timeout, no sql-show, no cursor."""
+    """What `executor.execute_plan` would answer by `_select` with nothing else to do first, each data source's
+    units on the connection the session holds to it, sent as the slow path sends them; None for anything else. The
+    caller (fastpath._sharded) has checked the command: a plain SELECT, no statement timeout, no sql-show, no
+    cursor. Several units on one data source are written back to back on that connection (the slow path borrows
+    a connection per unit, or reads them one after another), only where `_pipelinable` says it is safe."""
     units = routed.execution_units
     if not MULTI_STATS.enabled or len(units) < 2 or routed.kind is not StatementKind.SELECT \
             or routed.result_table_renames or routed.generated_keys or routed.into_variables \
@@ -94,48 +103,77 @@ def multi_forward(session: Session, db: LogicalDatabase, routed: RoutedStatement
     if state.active and (state.xa is not None or state.lost):
         return None
     codec: StatementCodec = TEXT if params is None else BINARY
-    sends: list[tuple[BackendConnection, bytes]] = []
-    seen: set[str] = set()
+    sends: list[tuple[BackendConnection, bytes | None]] = []
+    held: dict[str, tuple[BackendConnection, int]] = {}  # data source -> its connection, its units so far
     for unit in units:
         ds = unit.data_source
-        if ds in seen or not db.sources[ds].fast_relay:  # two units on one data source: borrowed connections
-            return None
-        seen.add(ds)
-        if state.active and ds not in state.joined:  # joining (BEGIN) is the slow path's
-            return None
-        conn = session.backends.get(ds)
-        if conn is None or conn.broken or conn.busy or conn.tap is None:
-            return None
+        known = held.get(ds)
+        if known is None:
+            if not db.sources[ds].fast_relay:
+                return None
+            if state.active and ds not in state.joined:  # joining (BEGIN) is the slow path's
+                return None
+            conn = session.backends.get(ds)
+            if conn is None or conn.broken or conn.busy or conn.tap is None:
+                return None
+            held[ds] = (conn, 1)
+        else:
+            conn = known[0]
+            if known[1] >= PIPELINE_UNITS:
+                return None
+            held[ds] = (conn, known[1] + 1)
+        payload: bytes | None
         if params is None:
             if unit.params:
                 return None
-            payload = query_payload(unit)
+            payload = encode_packet(query_payload(unit), 0)[0]
         else:
-            prepared = conn.statements.get(unit.sql)
-            if prepared is None:  # prepared on this connection by the slow path first
-                return None
-            payload = execute_payload(prepared.ok.statement_id, unit)
-        sends.append((conn, encode_packet(payload, 0)[0]))
+            prepared = conn.statements.get(unit.sql)  # else prepared on this connection first (MultiAnswer._prepare)
+            payload = None if prepared is None else encode_packet(execute_payload(prepared.ok.statement_id, unit), 0)[0]
+        sends.append((conn, payload))
+    if len(held) < len(units) and not _pipelinable(session, routed):
+        return None
     return MultiForward(routed, codec, sends)
 
 
-class _Leg(_FedStream):
-    """One unit's answer, read in its backend socket's callback (the tap's relay while it runs), parsed as
-    `BackendConnection.event_batches` parses it, with the same effects on the connection."""
+def _pipelinable(session: Session, routed: RoutedStatement) -> bool:
+    """May a data source's units be written back to back on one connection? MySQL answers them one after another, in
+    the order written, so a later unit's rows can be read only once every earlier unit's answer there has been read
+    whole. Safe (no reader waits for bytes stuck behind rows nobody reads) when:
 
-    def __init__(self, answer: MultiAnswer, conn: BackendConnection, unit: Any, codec: StatementCodec) -> None:
-        super().__init__(conn, unit, codec)
-        self.answer = answer
-        tap = conn.tap
-        assert tap is not None
-        self.tap: BackendTap = tap
+    * the rows are concatenated (no merge spec): the answer relays unit after unit by data source
+      (`executor._select_concatenated`'s order, `MultiAnswer.readers`), which is each connection's order; the unit
+      being relayed is always the one its connection is answering, so its socket is paused and resumed as usual;
+    * or every node returns at most `PIPELINE_ROWS` rows by its own rewritten statement (`MergeSpec.node_rows`: a
+      LIMIT the nodes keep, an aggregate without GROUP BY), and no more than the merge may hold
+      (`proxy-merge-memory-rows`): a merge needs every unit's head row at once, so a connection's earlier units are
+      read whole into memory, never paused (`_Chain.pausable`), as the slow path reads units it has no connection
+      for (`readers._BufferedUnit`).
+
+    Anything else (a merge over unbounded rows: ORDER BY without LIMIT, GROUP BY the nodes cannot cut, WITH TIES)
+    is left to the slow path's borrowed connections."""
+    spec = routed.merge_spec
+    if spec is None:
+        return True
+    rows = spec.node_rows
+    return rows is not None and rows <= min(PIPELINE_ROWS, session.server.merge_memory_rows)
+
+
+class _Leg(_FedStream):
+    """One unit's answer, parsed from the bytes its connection's `_Chain` hands over (in the backend socket's
+    callback), as `BackendConnection.event_batches` parses it, with the same effects on the connection."""
+
+    def __init__(self, chain: _Chain, unit: Any, codec: StatementCodec) -> None:
+        super().__init__(chain.conn, unit, codec)
+        self.chain = chain
         self.parser = ResultParser(backend_deprecate_eof=BACKEND_DEPRECATE_EOF, row_frames=True)
         self.queued = 0  # bytes in `runs`
-        self.paused = False  # the socket is not read until the consumer takes some of `runs`
         self.discarding = False  # rows are read and dropped (the answer needs no more of them)
-        self._ended: asyncio.Future[None] | None = None
+        self.command: bytes | None = None  # the framed command (None: its statement is to be prepared first)
 
-    def backend_data(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> bytes | None:
+        """Parse `data`: None while this answer goes on; once it has ended, the bytes that came after it (the next
+        pipelined answer's, b"" when none). A malformed answer (or a bug) ends it with the connection broken."""
         conn = self.conn
         try:
             for ev in self.parser.feed(data):
@@ -161,41 +199,112 @@ class _Leg(_FedStream):
                     self.queued += len(ev) + 4
         except MalformedPacket as exc:  # the backend's answer makes no sense: the connection is unusable
             self.failure = exc
-            conn.broken = True
-            self._end_of_answer()
         except Exception as exc:  # a bug: this statement fails, the session and the server go on
-            self.answer.session.log.exception("multi_path_failed")
+            self.chain.answer.session.log.exception("multi_path_failed")
             self.failure = exc
-            conn.broken = True
-            self._end_of_answer()
         else:
-            if self.parser.done:
-                conn.busy = False
-                conn.raw.server_status = conn.status
-                self._end_of_answer()
-            elif self.queued > LEG_BUFFER_LIMIT and not self.paused:
-                self.paused = True
-                self.tap.transport.pause_reading()
-        self.answer.wake()
-
-    def backend_lost(self) -> None:
-        """The connection broke (the tap marked it broken): what `BackendConnection._read` raises."""
-        if self.ended:
-            return
-        self.failure = BackendError(self.conn.name, "lost connection to MySQL server during query")
-        self._end_of_answer()
-        self.answer.wake()
+            if not self.parser.done:
+                return None
+            self.ended = True
+            return self.parser.take_rest()
+        conn.broken = True
+        self.ended = True
+        return b""
 
     def took(self, size: int) -> None:
         self.queued -= size
-        if self.paused and self.queued <= LEG_BUFFER_LIMIT // 2:
-            self._resume()
+        self.chain.took()
 
     def discard(self) -> None:
         """The answer needs nothing more from this unit: what is left is read and dropped."""
         self.discarding = True
         self.runs.clear()
         self.queued = 0
+
+
+class _Chain:
+    """The units of one data source on the session's connection to it, their commands written back to back (one
+    unit: as before pipelining). The socket's bytes (the tap's relay while it runs) go to the first unit whose answer
+    has not ended; the bytes after one answer's end are the next unit's. The connection is idle again once the last
+    answer has ended; a lost connection or a malformed answer ends every answer still due on it."""
+
+    __slots__ = ("_ended", "answer", "at", "conn", "legs", "pausable", "paused", "tap")
+
+    def __init__(self, answer: MultiAnswer, conn: BackendConnection) -> None:
+        self.answer = answer
+        self.conn = conn
+        tap = conn.tap
+        assert tap is not None
+        self.tap: BackendTap = tap
+        self.legs: list[_Leg] = []
+        self.at = 0  # the leg being answered
+        self.pausable = True  # the socket may stop being read while a leg's rows wait (see `_pipelinable`)
+        self.paused = False  # the socket is not read until the consumer takes some of the current leg's runs
+        self._ended: asyncio.Future[None] | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Every answer due on the connection has arrived (or the connection is lost)."""
+        return self.at >= len(self.legs)
+
+    def send(self, data: bytes) -> None:
+        conn = self.conn
+        self.tap.relay = self
+        conn.busy = True
+        conn.relayed = False
+        self.tap.transport.write(data)
+
+    def backend_data(self, data: bytes) -> None:
+        legs, conn = self.legs, self.conn
+        while self.at < len(legs):
+            leg = legs[self.at]
+            rest = leg.feed(data)
+            if rest is None:
+                if self.pausable and not self.paused and leg.queued > LEG_BUFFER_LIMIT:
+                    self.paused = True
+                    self.tap.transport.pause_reading()
+                break
+            self.at += 1
+            if conn.broken:  # nothing after a malformed answer can be read
+                self._fail_rest(leg.failure or BackendError(conn.name, "lost connection to MySQL server during query"))
+                break
+            if self.at == len(legs):
+                if rest:  # bytes nobody asked for: what follows cannot be trusted
+                    conn.broken = True
+                else:
+                    conn.busy = False
+                    conn.raw.server_status = conn.status
+                self._end()
+                break
+            if not rest:
+                break
+            data = rest
+        self.answer.wake()
+
+    def backend_lost(self) -> None:
+        """The connection broke (the tap marked it broken): what `BackendConnection._read` raises, for every answer
+        still due on it."""
+        if self.ended:
+            return
+        self._fail_rest(BackendError(self.conn.name, "lost connection to MySQL server during query"))
+        self.answer.wake()
+
+    def _fail_rest(self, failure: BaseException) -> None:
+        for leg in self.legs[self.at:]:
+            if leg.failure is None:
+                leg.failure = failure
+            leg.ended = True
+        self.at = len(self.legs)
+        self._end()
+
+    def took(self) -> None:
+        if self.paused and (self.ended or self.legs[self.at].queued <= LEG_BUFFER_LIMIT // 2):
+            self._resume()
+
+    def discard(self) -> None:
+        """The answer needs nothing more from these units: what is left is read and dropped."""
+        for leg in self.legs:
+            leg.discard()
         self._resume()
 
     def _resume(self) -> None:
@@ -210,14 +319,13 @@ class _Leg(_FedStream):
             self.tap.relay = None
         self._resume()
 
-    def _end_of_answer(self) -> None:
-        self.ended = True
+    def _end(self) -> None:
         self.detach()
         if self._ended is not None and not self._ended.done():
             self._ended.set_result(None)
 
     def ended_future(self) -> asyncio.Future[None]:
-        """Resolved when the answer has ended (for `readers.kill_until_done`)."""
+        """Resolved when every answer due on the connection has ended (for `readers.kill_until_done`)."""
         if self._ended is None:
             self._ended = asyncio.get_running_loop().create_future()
             if self.ended:
@@ -226,9 +334,10 @@ class _Leg(_FedStream):
 
 
 class MultiAnswer:
-    """One multi-node SELECT answered by the socket callbacks: the units' commands are written, then `_answer`
-    is stepped by hand (`_step`) each time a unit brings bytes it waited for, and by the future's callback when
-    it awaits one. `on_done` is called once when the statement is answered and every unit's answer has ended."""
+    """One multi-node SELECT answered by the socket callbacks: the units' commands are written (per connection,
+    back to back, in one write), then `_answer` is stepped by hand (`_step`) each time a unit brings bytes it waited
+    for, and by the future's callback when it awaits one. `on_done` is called once when the statement is answered
+    and every unit's answer has ended."""
 
     def __init__(self, session: Session, db: LogicalDatabase, target: MultiForward,
                  on_done: Callable[[MultiAnswer], None]) -> None:
@@ -238,8 +347,30 @@ class MultiAnswer:
         self.codec = target.codec
         self.on_done = on_done
         units = target.routed.execution_units
-        self.legs = [_Leg(self, conn, unit, target.codec) for (conn, _), unit in zip(target.sends, units, strict=True)]
-        self._sends = target.sends
+        chains: dict[int, _Chain] = {}  # by the connection (one per data source)
+        self.legs: list[_Leg] = []  # in the route's order
+        for (conn, command), unit in zip(target.sends, units, strict=True):
+            chain = chains.get(id(conn))
+            if chain is None:
+                chain = chains[id(conn)] = _Chain(self, conn)
+            leg = _Leg(chain, unit, target.codec)
+            leg.command = command
+            chain.legs.append(leg)
+            self.legs.append(leg)
+        self.chains = list(chains.values())  # in the order of their data sources' first units
+        if target.routed.merge_spec is None:
+            # concatenated: relayed by data source, unit after unit, as executor._select_concatenated does (the
+            # order of each connection's answers); the answer starts once each data source's first unit has its
+            # header, as that function's `_start_all(firsts)`
+            self.readers = [leg for chain in self.chains for leg in chain.legs]
+            self.head_legs = [chain.legs[0] for chain in self.chains]
+        else:
+            # merged: every unit's header first (executor._start_all); a connection's earlier units are held whole,
+            # within MergeSpec.node_rows (`_pipelinable`), for its later units' rows to arrive
+            self.readers = self.head_legs = self.legs
+            for chain in self.chains:
+                chain.pausable = len(chain.legs) == 1
+        self.sent = False  # the units' commands are written
         self._coro: Coroutine[Any, Any, None] | None = None
         self._waiting = False  # the coroutine waits for a unit's bytes (not for a future)
         self._running = False
@@ -249,14 +380,38 @@ class MultiAnswer:
     def start(self) -> None:
         MULTI_STATS.taken += 1
         session = self.session
-        for leg, (conn, data) in zip(self.legs, self._sends, strict=True):
-            session.in_use.add(conn)
-            leg.tap.relay = leg
-            conn.busy = True
-            conn.relayed = False
-            leg.tap.transport.write(data)
+        for chain in self.chains:
+            session.in_use.add(chain.conn)
+        if all(leg.command is not None for leg in self.legs):
+            self._send()
         self._coro = self._answer()
         self._step()
+
+    def _send(self) -> None:
+        for chain in self.chains:
+            legs = chain.legs
+            chain.send((legs[0].command or b"") if len(legs) == 1 else b"".join(leg.command or b"" for leg in legs))
+        self.sent = True
+
+    async def _prepare(self) -> None:
+        """COM_STMT_PREPARE of the units' statements their connections have not prepared yet, once per connection,
+        as `codec.BinaryCodec.command` does before a unit's first execute (a refusal fails the statement as there:
+        nothing has run); then every unit's COM_STMT_EXECUTE, from the statements as prepared now."""
+        legs = self.legs
+        for _ in range(4):  # a prepare may close the connection's oldest statement (MAX_STATEMENTS_PER_CONNECTION)
+            missing = [leg for leg in legs if leg.unit.sql not in leg.conn.statements]
+            if not missing:
+                break
+            for leg in missing:
+                answer = await leg.conn.prepared(leg.unit.sql)
+                if isinstance(answer, ERRPacket):
+                    raise UnitFailed(leg.unit.data_source, answer)
+        for leg in legs:
+            prepared = leg.conn.statements.get(leg.unit.sql)
+            if prepared is None:
+                raise BackendError(leg.conn.name, "the statement's units could not all stay prepared on the connection",
+                                   errno=ErrorCode.UNKNOWN_ERROR)
+            leg.command = encode_packet(execute_payload(prepared.ok.statement_id, leg.unit), 0)[0]
 
     def wake(self) -> None:
         """A unit brought bytes (or ended): the coroutine goes on if it waited for that."""
@@ -298,16 +453,19 @@ class MultiAnswer:
     async def _answer(self) -> None:
         """`executor.execute_plan`'s `_select` from `_start_all` on, and the ERR of its failures (Session._dispatch's
         for a lost connection or a malformed answer)."""
-        session, legs = self.session, self.legs
+        session = self.session
         try:
             answered = False
             try:
+                if not self.sent:
+                    await self._prepare()
+                    self._send()
                 await self._headers()
                 with corked(session.wire):
-                    await _answer_merged(session, self.routed, legs, self.codec)
+                    await _answer_merged(session, self.routed, self.readers, self.codec)
                 answered = True
             finally:
-                if not self.aborted and not all(leg.ended for leg in legs):
+                if self.sent and not self.aborted and not all(chain.ended for chain in self.chains):
                     # KILL QUERY (after a failure) or the rest read and dropped: real tasks and timers
                     await asyncio.ensure_future(self._finish(failed=not answered))
                 session.drop_broken()
@@ -328,42 +486,49 @@ class MultiAnswer:
             session.error(ErrorCode.UNKNOWN_ERROR, f"shardproxy internal error: {type(exc).__name__}: {exc}", "HY000")
 
     async def _headers(self) -> None:
-        """`executor._start_all`: every unit's header, or the first failure before one (raised; the others are
-        stopped by `_finish`)."""
-        legs = self.legs
+        """`executor._start_all`: the header of every unit the answer starts with (`head_legs`), or the first failure
+        before one (raised; the others are stopped by `_finish`). Once the command was killed (KILL QUERY through the
+        proxy: `session.query_killed`), any unit's failure is raised at once: the KILL stopped the command running on
+        each connection, often after MariaDB had sent the header of a sorted result, and a unit pipelined behind it
+        starts only then; waiting for its header would let it run to its end before the statement ends (the slow
+        path's units, each on its own connection, were all killed at once)."""
+        legs = self.head_legs
+        session = self.session
         while True:
             waiting = False
             for leg in legs:
+                if leg.failure is not None and (not leg.headed or session.query_killed):
+                    leg.finished = True
+                    raise leg.failure
                 if not leg.headed:
-                    if leg.failure is not None:
-                        leg.finished = True
-                        raise leg.failure
                     waiting = True
             if not waiting:
                 return
             await SUSPEND
 
     async def _finish(self, *, failed: bool) -> None:
-        """`readers._finish_readers` for the units whose answers have not ended: after a failure, KILL QUERY each
-        until its answer ends; after an early end (a merged LIMIT), their rest read and dropped, for at most
-        DRAIN_SECONDS, after which a connection still answering is dropped."""
-        running = [leg for leg in self.legs if not leg.ended]
-        for leg in running:
-            leg.discard()
+        """`readers._finish_readers` for the connections whose answers have not all ended: after a failure, KILL QUERY
+        each until its last answer ends (a KILL stops the command running; the next one written behind it then
+        starts, and is killed in turn: every answer due is read before the connection is used again); after an
+        early end (a merged LIMIT), their rest read and dropped, for at most DRAIN_SECONDS, after which a
+        connection still answering is dropped."""
+        running = [chain for chain in self.chains if not chain.ended]
+        for chain in running:
+            chain.discard()
         if failed:
-            await asyncio.gather(*(kill_until_done(leg.conn, leg.ended_future()) for leg in running))
+            await asyncio.gather(*(kill_until_done(chain.conn, chain.ended_future()) for chain in running))
             return
-        await asyncio.wait([leg.ended_future() for leg in running], timeout=DRAIN_SECONDS)
-        for leg in running:
-            if not leg.ended:
-                leg.conn.broken = True
-                leg.detach()
+        await asyncio.wait([chain.ended_future() for chain in running], timeout=DRAIN_SECONDS)
+        for chain in running:
+            if not chain.ended:
+                chain.conn.broken = True
+                chain.detach()
 
     def abort(self) -> None:
         """The session ends: stop (its connections, still busy, are closed by their release)."""
         self.aborted = True
-        for leg in self.legs:
-            leg.detach()
+        for chain in self.chains:
+            chain.detach()
         coro, self._coro = self._coro, None
         if coro is not None:
             with contextlib.suppress(BaseException):

@@ -5,6 +5,7 @@ large answer read slowly by the client arrives whole."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -220,3 +221,291 @@ def test_kill_query_through_the_proxy_stops_a_multi_node_select(users: ShardedEn
         assert time.monotonic() - started < 4.0
         cur.execute("SELECT COUNT(*) FROM t_user")
         assert cur.fetchall() == ((len(USERS),),)
+
+
+# --- several units on one data source, pipelined on the session's connection ------------------------------------
+# t_log: MOD 4, t_log_0 / t_log_2 on ds_0, t_log_1 / t_log_3 on ds_1 (units in that order, interleaved)
+
+LOGS = [(i, None if i % 9 == 4 else f"m{i % 6}") for i in range(80)]  # (id, msg): t_log_{id % 4}
+
+# taken: rows concatenated (read unit after unit by data source: each connection's order), or each node's rows
+# bounded by the rewritten statement (MergeSpec.node_rows <= multipath.PIPELINE_ROWS)
+PIPELINED = [
+    "SELECT id, msg FROM t_log ORDER BY id LIMIT 10",
+    "SELECT id, msg FROM t_log ORDER BY id DESC LIMIT 5 OFFSET 7",
+    "SELECT id, msg FROM t_log ORDER BY msg, id LIMIT 3, 4",
+    "SELECT msg, id FROM t_log ORDER BY msg DESC, id LIMIT 12",
+    "SELECT id, msg FROM t_log WHERE id < 50 ORDER BY id LIMIT 1000",
+    "SELECT COUNT(*), SUM(id), MAX(msg), MIN(msg), AVG(id) FROM t_log",
+    "SELECT COUNT(*) FROM t_log WHERE msg = 'none'",
+    "SELECT msg, COUNT(*), SUM(id) FROM t_log GROUP BY msg LIMIT 3",
+    "SELECT msg, COUNT(*) FROM t_log GROUP BY msg ORDER BY msg DESC LIMIT 2 OFFSET 1",
+    "SELECT id, msg FROM t_log WHERE id < 30",
+    "SELECT id, msg FROM t_log WHERE msg IN ('m1', 'm2')",
+    "SELECT id FROM t_log WHERE msg = 'none'",
+]
+
+# not taken: a merge over rows no LIMIT bounds on the nodes, or past the bound (the slow path's borrowed connections)
+NOT_PIPELINED = [
+    "SELECT id, msg FROM t_log ORDER BY id",
+    "SELECT id FROM t_log ORDER BY id LIMIT 995, 10",
+    "SELECT msg, COUNT(*) FROM t_log GROUP BY msg ORDER BY COUNT(*) DESC, msg LIMIT 2",
+    "SELECT DISTINCT msg FROM t_log ORDER BY msg",
+    "SELECT COUNT(DISTINCT msg) FROM t_log",
+]
+
+
+@pytest.fixture(scope="module")
+def logs(users: ShardedEnv) -> ShardedEnv:
+    users.clean("t_log", db=DB)
+    values = ", ".join(f"({i}, {'NULL' if m is None else repr(m)})" for i, m in LOGS)
+    users.run(f"INSERT INTO t_log (id, msg) VALUES {values}", DB)
+    assert users.preview("SELECT id FROM t_log", DB) == [
+        ("ds_0", "SELECT id FROM t_log_0"), ("ds_1", "SELECT id FROM t_log_1"),
+        ("ds_0", "SELECT id FROM t_log_2"), ("ds_1", "SELECT id FROM t_log_3")]
+    return users
+
+
+def _taken(client: RawClient, payload: bytes, *, taken: bool) -> list[tuple[int, bytes]]:
+    """The answer with the path on; asserts whether this path took it."""
+    before = MULTI_STATS.taken
+    packets = client.command(payload)
+    assert MULTI_STATS.taken - before == (1 if taken else 0), payload
+    return packets
+
+
+def _count_is(client: RawClient, count: int) -> None:
+    """The session's next statement is answered right (nothing of the last one is left on its connections)."""
+    answer = client.command(ComQuery(b"SELECT COUNT(*), SUM(id) FROM t_log").encode())
+    total = sum(i for i, _ in LOGS)
+    assert answer[-2][1] == bytes((len(str(count)),)) + str(count).encode() + bytes((len(str(total)),)) + \
+        str(total).encode(), answer
+
+
+@pytest.mark.parametrize("sql", PIPELINED)
+def test_pipelined_text_answer_is_the_slow_paths(logs: ShardedEnv, sql: str) -> None:
+    client = _client(logs)
+    try:
+        payload = ComQuery(sql.encode()).encode()
+        slow = _answer(client, payload, enabled=False)
+        fast = _answer(client, payload, enabled=True)
+        assert fast == slow
+        _count_is(client, len(LOGS))
+        assert _answer(client, payload, enabled=True) == slow  # again, on the same connections
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("sql", NOT_PIPELINED)
+def test_unbounded_merges_are_left_to_the_slow_path(logs: ShardedEnv, sql: str) -> None:
+    client = _client(logs)
+    try:
+        payload = ComQuery(sql.encode()).encode()
+        slow = _answer(client, payload, enabled=False)
+        assert _taken(client, payload, taken=False) == slow
+        _count_is(client, len(LOGS))
+    finally:
+        client.close()
+    with logs.connect(DB) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id, msg FROM t_log ORDER BY id")
+        assert cur.fetchall() == tuple(LOGS)
+
+
+@pytest.mark.parametrize("sql, params", [
+    ("SELECT id, msg FROM t_log WHERE id >= ? ORDER BY id LIMIT 10", (5,)),
+    ("SELECT id, msg FROM t_log WHERE msg <> ? ORDER BY id DESC LIMIT 4 OFFSET 3", ("m1",)),
+    ("SELECT id FROM t_log WHERE id > ? ORDER BY id LIMIT ?", (3, 6)),
+    ("SELECT COUNT(*), SUM(id), MAX(msg) FROM t_log WHERE id > ?", (10,)),
+    ("SELECT msg, COUNT(*) FROM t_log WHERE id > ? GROUP BY msg LIMIT 3", (3,)),
+    ("SELECT id, msg FROM t_log WHERE id < ?", (25,)),
+])
+def test_pipelined_prepared_answer_is_the_slow_paths(logs: ShardedEnv, sql: str, params: tuple[object, ...]) -> None:
+    """The slow path prepares the units on the connections it runs them on (borrowed ones too); this path prepares
+    those its own connection lacks first (once), then pipelines the executes."""
+    client = _client(logs)
+    try:
+        ok = _prepare(client, sql)
+        payload = ComStmtExecute(ok.statement_id, 0, 1, params, (), True).encode()
+        slow = _answer(client, payload, enabled=False)
+        assert _answer(client, payload, enabled=True) == slow  # preparing what the session's connections lack
+        assert _answer(client, payload, enabled=True) == slow  # every unit prepared there
+        _count_is(client, len(LOGS))
+    finally:
+        client.close()
+
+
+def test_prepared_unbounded_merge_is_left_to_the_slow_path(logs: ShardedEnv) -> None:
+    client = _client(logs)
+    try:
+        ok = _prepare(client, "SELECT id, msg FROM t_log WHERE id > ? ORDER BY id")
+        payload = ComStmtExecute(ok.statement_id, 0, 1, (3,), (), True).encode()
+        slow = _answer(client, payload, enabled=False)
+        assert _taken(client, payload, taken=False) == slow
+    finally:
+        client.close()
+
+
+def _broken_column(env: ShardedEnv, table: str) -> contextlib.AbstractContextManager[None]:
+    ds = f"ds_{int(table[-1]) % 2}"
+
+    @contextlib.contextmanager
+    def broken() -> Iterator[None]:
+        env.backend(ds, f"ALTER TABLE {table} CHANGE msg msg1 VARCHAR(10)", DB)
+        try:
+            yield
+        finally:
+            env.backend(ds, f"ALTER TABLE {table} CHANGE msg1 msg VARCHAR(10)", DB)
+
+    return broken()
+
+
+@pytest.mark.parametrize("table", ["t_log_0", "t_log_2"])  # the first / the second unit on ds_0's connection
+@pytest.mark.parametrize("sql", ["SELECT id, msg FROM t_log ORDER BY id LIMIT 10",
+                                 "SELECT id, msg FROM t_log WHERE id < 30"])
+def test_a_failing_pipelined_unit_is_the_slow_paths_error(logs: ShardedEnv, table: str, sql: str) -> None:
+    """A unit's ERR (text and prepared) answers as on the slow path (merged: the error alone; concatenated: after
+    the rows relayed before that unit); every answer pipelined behind it on its connection is read, so the session's
+    next statements there are answered right."""
+    client = _client(logs)
+    try:
+        ok = _prepare(client, sql)
+        execute = ComStmtExecute(ok.statement_id, 0, 1, (), (), True).encode()
+        _answer(client, execute, enabled=True)  # prepared on the session's connections while they work
+        with _broken_column(logs, table):
+            for payload in (ComQuery(sql.encode()).encode(), execute):
+                # (this path first: after a unit's ERR the slow path leaves that unit's connection marked busy until
+                # its next command there, and this path declines a busy connection)
+                fast = _answer(client, payload, enabled=True)
+                slow = _answer(client, payload, enabled=False)
+                assert fast == slow
+                err = ERRPacket.decode(fast[-1][1])
+                assert err.errno == 1054 and err.message.startswith("[ds_0] "), err
+                _count_is(client, len(LOGS))
+        assert _answer(client, ComQuery(sql.encode()).encode(), enabled=True) == \
+            _answer(client, ComQuery(sql.encode()).encode(), enabled=False)
+        _count_is(client, len(LOGS))
+    finally:
+        client.close()
+
+
+def test_a_failing_unit_stops_the_pipelined_others(logs: ShardedEnv) -> None:
+    """ds_1's first unit fails at once: ds_0's two units, one behind the other on its connection (4 s each), are
+    stopped (KILL QUERY until the last answer there has ended), not waited for."""
+    client = _client(logs)
+    try:
+        with _broken_column(logs, "t_log_1"):
+            before = MULTI_STATS.taken
+            started = time.monotonic()
+            answer = client.command(ComQuery(b"SELECT id, msg, SLEEP(0.2) FROM t_log ORDER BY id LIMIT 40").encode())
+            elapsed = time.monotonic() - started
+            assert MULTI_STATS.taken - before == 1
+            err = ERRPacket.decode(answer[-1][1])
+            assert len(answer) == 1 and err.errno == 1054 and err.message.startswith("[ds_1] "), err
+            assert elapsed < 3.0
+        _count_is(client, len(LOGS))
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("what", ["KILL CONNECTION", "KILL QUERY"])
+@pytest.mark.parametrize("sql", ["SELECT id, SLEEP(0.3), '{marker}' FROM t_log ORDER BY id LIMIT 40",
+                                 "SELECT id, SLEEP(0.3), '{marker}' FROM t_log WHERE id % 4 = 1 OR id < 4"])
+def test_a_pipelined_node_killed_mid_statement(logs: ShardedEnv, what: str, sql: str) -> None:
+    """ds_1's server ends its connection or its running query (the first of the two pipelined there): the client
+    gets the error naming ds_1, and the session's next statements are answered right."""
+    with logs.connect(DB) as conn, conn.cursor() as cur:
+        cur.execute("SELECT user_id FROM t_user")  # the session holds both data sources
+        marker = f"mpkill{time.monotonic_ns()}"
+        before = MULTI_STATS.taken
+        killer = _kill_soon(logs, marker, what)
+        started = time.monotonic()
+        with pytest.raises(pymysql.err.MySQLError) as err:
+            cur.execute(sql.format(marker=marker))
+        elapsed = time.monotonic() - started
+        killer.join()
+        assert MULTI_STATS.taken == before + 1
+        assert err.value.args[0] in (1317, 1927, 2013), err.value.args
+        assert "ds_1" in err.value.args[1], err.value.args
+        if what == "KILL CONNECTION" or "ORDER BY" not in sql:
+            assert elapsed < 4.0  # the other units were stopped, not waited for
+        # (a merge: waits for every unit's header, as the slow path does; ds_1's unit pipelined behind the killed one
+        # starts only then and is read to its end, as the slow path's would run beside it)
+        for _ in range(2):
+            cur.execute("SELECT id, msg FROM t_log ORDER BY id LIMIT 100")
+            assert cur.fetchall() == tuple(LOGS)
+
+
+def test_kill_query_through_the_proxy_stops_a_pipelined_select(logs: ShardedEnv) -> None:
+    """KILL QUERY <the session's id>: each connection's running unit is killed, then the unit pipelined behind it
+    (which starts once the first has ended) by the statement's own KILL QUERY loop; 1317, and the session goes on."""
+    with logs.connect(DB) as conn, conn.cursor() as cur, logs.connect(DB) as admin:
+        cur.execute("SELECT user_id FROM t_user")
+        before = MULTI_STATS.taken
+
+        def kill() -> None:
+            time.sleep(0.5)
+            with admin.cursor() as a:
+                a.execute(f"KILL QUERY {conn.thread_id()}")
+
+        killer = threading.Thread(target=kill)
+        killer.start()
+        started = time.monotonic()
+        with pytest.raises(pymysql.err.MySQLError) as err:
+            cur.execute("SELECT id, SLEEP(0.3) FROM t_log ORDER BY id LIMIT 40")
+        killer.join()
+        assert MULTI_STATS.taken == before + 1
+        assert err.value.args[0] == 1317, err.value.args
+        assert time.monotonic() - started < 4.0
+        cur.execute("SELECT id, msg FROM t_log ORDER BY id LIMIT 100")
+        assert cur.fetchall() == tuple(LOGS)
+
+
+def test_a_large_pipelined_answer_read_slowly_arrives_whole(logs: ShardedEnv) -> None:
+    """Concatenated rows of two units per connection (20,000 rows, 4 MB), the client not reading at first: each
+    connection's socket stops being read while its current unit's rows wait, and the answer arrives whole."""
+    for k in range(4):
+        logs.backend(f"ds_{k % 2}", f"INSERT INTO t_ring_{k} (code, n) SELECT CONCAT('r{k}-', seq), seq "
+                                   "FROM seq_1_to_5000", DB)
+    client = _client(logs)
+    try:
+        payload = ComQuery(b"SELECT code, n, REPEAT('x', 200) FROM t_ring").encode()
+        slow = _answer(client, payload, enabled=False)
+        before = MULTI_STATS.taken
+        client.send(payload)
+        time.sleep(1.0)
+        fast: list[tuple[int, bytes]] = []
+        relay = ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=False)
+        while not relay.done:
+            seq, packet = client.read()
+            fast.append((seq, packet))
+            relay.feed(encode_packet(packet, seq)[0])
+            if len(fast) % 2000 == 0:
+                time.sleep(0.05)
+        assert MULTI_STATS.taken - before == 1
+        assert len(fast) == len(slow) and fast == slow
+        assert len(slow) > 20000
+        _count_is(client, len(LOGS))
+    finally:
+        client.close()
+        logs.clean("t_ring", db=DB)
+
+
+def test_pipelined_select_inside_a_transaction_sees_its_rows(logs: ShardedEnv) -> None:
+    """Inside a transaction both data sources joined, the pipelined units run on the transaction's connections:
+    they see its uncommitted rows, as the slow path (which reads them one after another there) does."""
+    client = _client(logs)
+    try:
+        assert client.command(ComQuery(b"BEGIN").encode())[-1][1][:1] == b"\x00"
+        client.command(ComQuery(b"SELECT COUNT(*) FROM t_log WHERE id = 1 OR id = 2").encode())  # joins both
+        assert client.command(ComQuery(b"INSERT INTO t_log (id, msg) VALUES (200, 'new'), (203, 'new3')").encode()
+                              )[-1][1][:1] == b"\x00"
+        for sql in ("SELECT id, msg FROM t_log ORDER BY id DESC LIMIT 3", "SELECT id FROM t_log WHERE msg LIKE 'new%'",
+                    "SELECT COUNT(*), MAX(id) FROM t_log"):
+            payload = ComQuery(sql.encode()).encode()
+            slow = _answer(client, payload, enabled=False)
+            assert _answer(client, payload, enabled=True) == slow
+            assert b"new" in b"".join(p for _, p in slow) or b"203" in b"".join(p for _, p in slow)
+        assert client.command(ComQuery(b"ROLLBACK").encode())[-1][1][:1] == b"\x00"
+        _count_is(client, len(LOGS))
+    finally:
+        client.close()

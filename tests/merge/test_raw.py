@@ -329,7 +329,7 @@ def test_binary_integer_keys_order_as_the_decoded_rows(kind: str, descending: bo
         names = [next(k for k in kinds if col(k).type_code == c.type_code and col(k).charset == c.charset)
                  for c in before]
         item = (OrderItem(len(before), descending),)
-        key = frame_key(item, columns, lambda p, n: binary_row_to_text(p, defs, n))
+        key = frame_key(item, columns, lambda p, n, defs=defs: binary_row_to_text(p, defs, n))
         reference = order_key(item, columns)
         rows = []
         for _ in range(12):

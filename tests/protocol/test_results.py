@@ -299,9 +299,9 @@ def test_a_header_seen_before_is_taken_whole_and_parses_alike(name: str, backend
     assert [_kind(e) for e in _flatten(_parse(src, 1, backend_deprecate_eof=backend_eof, row_frames=True))] \
         == [_kind(e) for e in _flatten(first)]
     # the other EOF mode does not take it: there the header ends elsewhere
-    other = server_stream(_capture(name, not backend_eof))
-    assert [_kind(e) for e in _flatten(_parse(other, 1 << 20, backend_deprecate_eof=not backend_eof, row_frames=True))] \
-        == [_kind(e) for e in _flatten(_parse(other, 1 << 20, backend_deprecate_eof=not backend_eof))]
+    other, mode = server_stream(_capture(name, not backend_eof)), not backend_eof
+    assert [_kind(e) for e in _flatten(_parse(other, 1 << 20, backend_deprecate_eof=mode, row_frames=True))] \
+        == [_kind(e) for e in _flatten(_parse(other, 1 << 20, backend_deprecate_eof=mode))]
 
 
 def test_a_header_differing_in_one_byte_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -317,3 +317,29 @@ def test_a_header_differing_in_one_byte_is_parsed(monkeypatch: pytest.MonkeyPatc
     got = _parse(changed, 1 << 20, backend_deprecate_eof=True, row_frames=True)
     assert got[0] != first[0] and [c.name for c in got[0].columns] == [c.name for c in first[0].columns[:1]] + \
         ["tj" if c.name == "ti" else c.name for c in first[0].columns[1:]]
+
+
+@pytest.mark.parametrize("row_frames", [False, True], ids=["payloads", "row-frames"])
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20], ids=["byte-by-byte", "7-bytes", "whole"])
+def test_parser_stops_at_its_answer_and_hands_back_the_next(row_frames: bool, chunk: int) -> None:
+    """Answers to commands sent back to back (proxy.execution.multipath pipelines a data source's units): each parser
+    stops at its answer's end and `take_rest` is where the next answer starts, whatever the reads' boundaries."""
+    names = ["rs_types", "err_unknown_table", "rs_empty", "rs_warning"]
+    stream = b"".join(server_stream(_capture(n, False)) for n in names)
+    parsers = [ResultParser(backend_deprecate_eof=False, row_frames=row_frames) for _ in names]
+    got: list[list[object]] = [[] for _ in names]
+    at = 0
+    for i in range(0, len(stream), chunk):
+        data = stream[i : i + chunk]
+        while data and at < len(parsers):
+            got[at].extend(parsers[at].feed(data))
+            if not parsers[at].done:
+                break
+            data = parsers[at].take_rest()
+            at += 1
+        assert at < len(parsers) or not data
+    assert at == len(parsers)
+    for name, events in zip(names, got, strict=True):
+        src = server_stream(_capture(name, False))
+        alone = _parse(src, 1 << 20, backend_deprecate_eof=False, row_frames=row_frames)
+        assert _flatten(events) == _flatten(alone), name

@@ -7,6 +7,7 @@ import pytest
 import sqlglot
 
 from routing.kernel import ShardingKernel
+from routing.plan import SessionHints
 from tests.routing.conftest import METADATA, build_rules
 
 
@@ -106,3 +107,54 @@ def test_prepared_text_is_scanned_once(kernel: ShardingKernel, monkeypatch: pyte
     kernel.route(sql, [2, 3])
     kernel.route("SELECT * FROM t_order WHERE user_id = 2 AND order_id = 3")
     assert len(scans) == 3
+
+
+# --- whole routes of multi-node SELECTs no value decides (issue 15) -------------------------------------------
+
+
+def test_scatter_route_is_kept_by_text(kernel: ShardingKernel, monkeypatch: pytest.MonkeyPatch) -> None:
+    sql = "SELECT order_id, status FROM t_order ORDER BY order_id LIMIT 10"
+    first = kernel.route(sql)
+    assert len(first.execution_units) == 4
+    monkeypatch.setattr(ShardingKernel, "_shape", lambda *a: pytest.fail("routed again"))
+    assert kernel.route(sql) is first
+    monkeypatch.undo()
+    other = kernel.route(sql.replace("10", "20"))  # another text: its own route
+    assert other is not first and other.merge_spec is not None and other.merge_spec.limit == 20
+    kernel.invalidate()  # rules or metadata changed
+    again = kernel.route(sql)
+    assert again is not first and again == first
+
+
+def test_scatter_route_keys_on_typed_parameters(kernel: ShardingKernel) -> None:
+    """1, 1.0 and True are equal keys to a dict, but go to the nodes as different types: each has its own route."""
+    sql = "SELECT order_id, status FROM t_order WHERE status <> ? ORDER BY order_id LIMIT ?"
+    one = kernel.route(sql, ["a", 1])
+    assert kernel.route(sql, ["a", 1]) is one
+    for params in (["a", 2], ["b", 1], ["a", 1.0], ["a", True], [b"a", 1]):
+        routed = kernel.route(sql, params)
+        assert routed is not one
+        status, count = routed.execution_units[0].params or ()
+        assert (type(status), status, type(count), count) == (type(params[0]), params[0], type(params[1]), params[1])
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM t_order WHERE user_id IN (1, 2, 3) ORDER BY order_id LIMIT 5",  # values pick the nodes
+    "SELECT * FROM t_order WHERE order_id > 3 ORDER BY order_id LIMIT 5",  # a range asks the algorithm
+    "SELECT * FROM t_order WHERE user_id = 1",  # one data source, two tables: a sharding value
+    "/* a comment */ SELECT * FROM t_order ORDER BY order_id LIMIT 5",  # comments may carry hints
+    "SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2",  # one node
+])
+def test_routes_some_value_decides_are_not_kept(kernel: ShardingKernel, sql: str) -> None:
+    first = kernel.route(sql)
+    assert kernel.route(sql) is not first
+
+
+def test_hinted_route_neither_kept_nor_served_from_the_cache(kernel: ShardingKernel) -> None:
+    sql = "SELECT id FROM t_hint ORDER BY id LIMIT 5"
+    plain = kernel.route(sql)
+    assert kernel.route(sql) is plain  # no hint: every node, kept
+    hinted = kernel.route(sql, None, SessionHints({"t_hint": (1,)}, {"t_hint": (0,)}))
+    assert [u.data_source for u in hinted.execution_units] == ["ds_1"] and hinted is not plain
+    assert kernel.route(sql, None, SessionHints({"t_hint": (1,)}, {"t_hint": (0,)})) is not hinted
+    assert kernel.route(sql) is plain

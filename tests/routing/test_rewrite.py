@@ -25,28 +25,28 @@ W_STATUS = weight_sql("status")  # text keys carry the node's sort key (merge.we
             None,
             "SELECT * FROM t_order_0 ORDER BY order_id DESC LIMIT 0, 15",
             None,
-            MergeSpec(4, order_by=(OrderItem(0, True),), offset=10, limit=5),
+            MergeSpec(4, order_by=(OrderItem(0, True),), offset=10, limit=5, node_rows=15),
         ),
         (
             "SELECT status FROM t_order ORDER BY amount LIMIT ?, ?",
             [1, 20],
             "SELECT status, amount AS ORDER_BY_DERIVED_0 FROM t_order_0 ORDER BY amount LIMIT ?, ?",
             (0, 21),
-            MergeSpec(1, order_by=(OrderItem(1),), offset=1, limit=20),
+            MergeSpec(1, order_by=(OrderItem(1),), offset=1, limit=20, node_rows=21),
         ),
         (
             "SELECT status FROM t_order LIMIT ? OFFSET ?",
             [5, 7],
             "SELECT status FROM t_order_0 LIMIT ? OFFSET ?",
             (12, 0),
-            MergeSpec(1, offset=7, limit=5),
+            MergeSpec(1, offset=7, limit=5, node_rows=12),
         ),
         (
             "SELECT status FROM t_order LIMIT 3",
             None,
             "SELECT status FROM t_order_0 LIMIT 3",
             None,
-            MergeSpec(1, limit=3),
+            MergeSpec(1, limit=3, node_rows=3),
         ),
         (
             "SELECT user_id, COUNT(*) AS c, AVG(amount) FROM t_order GROUP BY user_id",
@@ -65,14 +65,15 @@ W_STATUS = weight_sql("status")  # text keys carry the node's sort key (merge.we
             None,
             "SELECT COUNT(*) FROM t_order_0",
             None,
-            MergeSpec(1, aggregates=(AggregateItem(A.COUNT, 0),)),
+            MergeSpec(1, aggregates=(AggregateItem(A.COUNT, 0),), node_rows=1),
         ),
         (
             "SELECT MIN(amount), MAX(amount), SUM(amount) FROM t_order",
             None,
             "SELECT MIN(amount), MAX(amount), SUM(amount) FROM t_order_0",
             None,
-            MergeSpec(3, aggregates=(AggregateItem(A.MIN, 0), AggregateItem(A.MAX, 1), AggregateItem(A.SUM, 2))),
+            MergeSpec(3, aggregates=(AggregateItem(A.MIN, 0), AggregateItem(A.MAX, 1), AggregateItem(A.SUM, 2)),
+                      node_rows=1),
         ),
         (
             "SELECT SUM(amount) FROM t_order GROUP BY status",
@@ -280,3 +281,34 @@ def test_weights_of_a_one_level_collation_column_are_asked_for_in_the_short_form
     routed = ShardingKernel(rules, _Collations(collation)).route(sql)
     quoted = weight.replace("status", "`status`")  # a star's columns are named quoted
     assert routed.execution_units[0].sql == node_sql.format(w=weight, wq=quoted)
+
+
+@pytest.mark.parametrize(
+    ("sql", "params", "node_rows"),
+    [
+        ("SELECT status FROM t_order ORDER BY order_id LIMIT 10", None, 10),
+        ("SELECT status FROM t_order ORDER BY order_id LIMIT 990, 10", None, 1000),
+        ("SELECT status FROM t_order ORDER BY order_id LIMIT ? OFFSET ?", [10, 5], 15),
+        ("SELECT status FROM t_order ORDER BY order_id LIMIT 0", None, 1),
+        ("SELECT status FROM t_order ORDER BY order_id OFFSET 5 ROWS FETCH FIRST 3 ROWS ONLY", None, 8),
+        ("SELECT status FROM t_order ORDER BY order_id FETCH FIRST ROW ONLY", None, 1),
+        ("SELECT status FROM t_order ORDER BY order_id FETCH FIRST 3 ROWS WITH TIES", None, None),  # ties: any number
+        ("SELECT status FROM t_order ORDER BY order_id OFFSET 5 ROWS", None, None),  # from row 0 to the end
+        ("SELECT SQL_CALC_FOUND_ROWS status FROM t_order ORDER BY order_id LIMIT 3", None, 3),
+        ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id LIMIT 4", None, 4),  # groups in merge order
+        ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id ORDER BY 2 LIMIT 4", None, None),  # all groups
+        ("SELECT user_id, COUNT(*) FROM t_order GROUP BY user_id HAVING COUNT(*) > 1 LIMIT 4", None, None),
+        ("SELECT COUNT(*), MAX(amount) FROM t_order", None, 1),
+        ("SELECT COUNT(*) FROM t_order LIMIT 5", None, 1),
+        ("SELECT COUNT(DISTINCT status) FROM t_order", None, None),  # GROUP BY status on the nodes
+        ("SELECT GROUP_CONCAT(status ORDER BY amount) FROM t_order", None, None),
+        ("SELECT DISTINCT status FROM t_order", None, None),
+        ("SELECT status FROM t_order ORDER BY amount", None, None),
+    ],
+)
+def test_node_rows_bound(kernel: ShardingKernel, sql: str, params: list[Any] | None, node_rows: int | None) -> None:
+    """MergeSpec.node_rows: the rows each node can return by its rewritten statement (the proxy pipelines units on
+    one connection only within a bound, proxy.execution.multipath)."""
+    routed = kernel.route(sql, params)
+    assert len(routed.execution_units) == 4
+    assert routed.merge_spec is not None and routed.merge_spec.node_rows == node_rows
