@@ -10,6 +10,7 @@ quoting of everything else stay exactly as the user wrote them.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -96,8 +97,14 @@ def build_template(shape: Shape, start: int, end: int, edits: Sequence[Edit]) ->
     for e in edits:
         if start <= e.start and e.end <= end:
             marks.append((e.start, 0 if e.start == e.end else 1, e.end, e.pieces))
-    for k, (vs, ve, _) in enumerate(shape.spans):
-        if start <= vs and ve <= end:
+    spans = shape.spans
+    # the value tokens inside [start, end): the spans are in text order and do not overlap, so they are found by
+    # bisection, not by a pass over all of them (an INSERT of n rows builds n row templates: that was O(n^2))
+    for k in range(bisect_left(spans, (start,)), len(spans)):
+        vs, ve, _ = spans[k]
+        if vs >= end:
+            break
+        if ve <= end:
             marks.append((vs, 2, ve, (ValueSlot(k),)))
     marks.sort(key=lambda m: (m[0], m[1]))
     pieces: list[Piece] = []

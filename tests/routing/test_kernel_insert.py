@@ -127,3 +127,31 @@ def test_insert(
 def test_insert_select_on_one_unit_is_allowed(kernel: ShardingKernel) -> None:
     sql = "INSERT INTO t_user (id) SELECT id FROM t_user WHERE id = 1"
     assert [u.sql for u in kernel.route(sql).execution_units] == [sql]
+
+
+
+@pytest.mark.parametrize("prepared", [False, True], ids=["text", "prepared"])
+def test_a_many_row_insert_sends_every_row_to_its_node_once(kernel: ShardingKernel, prepared: bool) -> None:
+    """5,000 rows in one INSERT: each row's template is cut out of the statement by bisecting the value tokens
+    (a pass over all of them per row made bulk INSERTs quadratic: 20,000 rows took 30 s to route)."""
+    n = 5000
+    rows = [(u, o, f"s{o}") for o, u in enumerate(range(n))]
+    if prepared:
+        sql = "INSERT INTO t_order (user_id, order_id, status) VALUES " + ", ".join(["(?, ?, ?)"] * n)
+        routed = kernel.route(sql, [v for r in rows for v in r])
+        got = [tuple(u.params[i:i + 3]) for u in routed.execution_units for i in range(0, len(u.params), 3)]
+    else:
+        sql = "INSERT INTO t_order (user_id, order_id, status) VALUES " + ", ".join(
+            f"({u}, {o}, 's{o}')" for u, o, _ in rows)
+        routed = kernel.route(sql)
+        got = []
+        for unit in routed.execution_units:
+            body = unit.sql.split(" VALUES ", 1)[1][1:-1]
+            got += [(int(a), int(b), c.strip(" '")) for a, b, c in (r.split(", ") for r in body.split("), ("))]
+    assert sorted(got) == sorted(rows)
+    for unit in routed.execution_units:  # each row on the node its user_id and order_id pick
+        values = unit.params if prepared else [int(x) for x in unit.sql.replace("(", " ").replace(",", " ").split()
+                                                if x.isdigit()]
+        users, orders = values[0::3], values[1::3]
+        assert {f"ds_{u % 2}" for u in users} == {unit.data_source}
+        assert {f"t_order_{o % 2}" for o in orders} == {unit.sql.split()[2]}
