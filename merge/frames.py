@@ -148,20 +148,24 @@ def _weighted_order_key(index: int, wi: int, order_at: Callable[[bytes, int, int
             else:
                 return general(run, a, b)
             i += 1
-        first = run[pos]
-        if first < 0xFB:
-            ws = pos + 1
-            we = ws + first
-        elif first == 0xFC:
-            ws = pos + 3
-            we = ws + (run[pos + 1] | (run[pos + 2] << 8))
-        else:
-            return general(run, a, b)
-        if we > b:
-            return general(run, a, b)  # malformed: `general` says so
-        return order_at(run, ws, we)
+        ws, we = _short_value_at(run, pos, b)
+        return general(run, a, b) if ws < 0 else order_at(run, ws, we)
 
     return key
+
+
+def _short_value_at(run: bytes, pos: int, end: int) -> tuple[int, int]:
+    """(start, stop) of the length-encoded value at run[pos] when its length takes one or three bytes and it ends
+    by `end`; (-1, -1) otherwise (NULL, a longer length, a malformed row: the caller's general key decides)."""
+    first = run[pos]
+    if first < 0xFB:
+        start, stop = pos + 1, pos + 1 + first
+    elif first == 0xFC:
+        start = pos + 3
+        stop = start + (run[pos + 1] | (run[pos + 2] << 8))
+    else:
+        return -1, -1
+    return (start, stop) if stop <= end else (-1, -1)
 
 
 def _weighted_binary_order_key(index: int, wi: int, columns: int, order_at: Callable[[bytes, int, int], bytes],
@@ -191,18 +195,8 @@ def _weighted_binary_order_key(index: int, wi: int, columns: int, order_at: Call
         bit = wi + 2
         if run[bitmap + (bit >> 3)] & (1 << (bit & 7)) or pos >= b:
             return general(run, a, b)
-        first = run[pos]
-        if first < 0xFB:
-            ws = pos + 1
-            we = ws + first
-        elif first == 0xFC:
-            ws = pos + 3
-            we = ws + (run[pos + 1] | (run[pos + 2] << 8))
-        else:
-            return general(run, a, b)
-        if we > b:
-            return general(run, a, b)  # malformed: `general` says so
-        return order_at(run, ws, we)
+        ws, we = _short_value_at(run, pos, b)
+        return general(run, a, b) if ws < 0 else order_at(run, ws, we)
 
     return key
 
@@ -235,20 +229,9 @@ def _binary_integer_key(index: int, descending: bool, columns: Sequence[ColumnMe
         if b - a - 4 >= MAX or run[a + 4] != 0:
             return general(run, a, b)
         bitmap = a + 5
-        p = a + values
-        for i in range(index):
-            bit = i + 2
-            if run[bitmap + (bit >> 3)] & (1 << (bit & 7)):
-                continue
-            step = sizes[i]
-            if step >= 0:
-                p += step
-            elif step == -3:
-                continue
-            elif p < b and (step == -1 or run[p] < 0xFB):
-                p += 1 + run[p]
-            else:
-                return general(run, a, b)
+        p = _step_binary(run, bitmap, a + values, b, sizes, index)
+        if p < 0:
+            return general(run, a, b)
         bit = index + 2
         if run[bitmap + (bit >> 3)] & (1 << (bit & 7)):
             return null
@@ -351,23 +334,10 @@ def _cutter(cut: int, types: list[int] | None) -> Cutter:
             _append_binary_cut(out, run, a, b, all_types, cut)
             return
         bitmap = a + 5
-        values = p = bitmap + bitmap_in
-        for i in range(cut):
-            bit = i + 2
-            if run[bitmap + (bit >> 3)] & (1 << (bit & 7)):
-                continue
-            size = sizes[i]
-            if size >= 0:
-                p += size
-            elif size == -3:
-                continue
-            elif p < b and (size == -1 or run[p] < 0xFB):
-                p += 1 + run[p]
-            else:
-                _append_binary_cut(out, run, a, b, all_types, cut)
-                return
+        values = bitmap + bitmap_in
+        p = _step_binary(run, bitmap, values, b, sizes, cut)
         n = 1 + bitmap_out + p - values
-        if p > b or n >= MAX:
+        if p < 0 or p > b or n >= MAX:
             _append_binary_cut(out, run, a, b, all_types, cut)
             return
         out += bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, 0))
@@ -379,6 +349,26 @@ def _cutter(cut: int, types: list[int] | None) -> Cutter:
         out += run[values:p]
 
     return binary
+
+
+def _step_binary(run: bytes, bitmap: int, p: int, end: int, sizes: list[int], n: int) -> int:
+    """Where the values of a binary row's first `n` columns end, from their first at run[p] (`bitmap`: where the
+    row's NULL bitmap starts; `sizes`: `_BINARY_SIZE` of each column); -1 at a value it does not step over
+    simply (a length of 251 bytes or more, a row that ends early): the caller's general reader decides."""
+    for i in range(n):
+        bit = i + 2
+        if run[bitmap + (bit >> 3)] & (1 << (bit & 7)):
+            continue
+        size = sizes[i]
+        if size >= 0:
+            p += size
+        elif size == -3:
+            continue
+        elif p < end and (size == -1 or run[p] < 0xFB):
+            p += 1 + run[p]
+        else:
+            return -1
+    return p
 
 
 # binary-protocol value sizes by column type for `_cutter`: fixed, -1 one length byte (temporals), -3 none

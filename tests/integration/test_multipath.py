@@ -199,30 +199,6 @@ def test_a_node_killed_mid_statement_is_an_error_and_the_session_goes_on(users: 
         assert cur.fetchall() == ((len(USERS),),)
 
 
-def test_kill_query_through_the_proxy_stops_a_multi_node_select(users: ShardedEnv) -> None:
-    """KILL QUERY <the session's id> from another client ends the statement with 1317; the session goes on."""
-    with users.connect(DB) as conn, conn.cursor() as cur, users.connect(DB) as admin:
-        cur.execute("SELECT user_id FROM t_user")
-        before = MULTI_STATS.taken
-
-        def kill() -> None:
-            time.sleep(0.5)
-            with admin.cursor() as a:
-                a.execute(f"KILL QUERY {conn.thread_id()}")
-
-        killer = threading.Thread(target=kill)
-        killer.start()
-        started = time.monotonic()
-        with pytest.raises(pymysql.err.MySQLError) as err:
-            cur.execute("SELECT user_id, SLEEP(0.3) FROM t_user")
-        killer.join()
-        assert MULTI_STATS.taken == before + 1
-        assert err.value.args[0] == 1317, err.value.args
-        assert time.monotonic() - started < 4.0
-        cur.execute("SELECT COUNT(*) FROM t_user")
-        assert cur.fetchall() == ((len(USERS),),)
-
-
 # --- several units on one data source, pipelined on the session's connection ------------------------------------
 # t_log: MOD 4, t_log_0 / t_log_2 on ds_0, t_log_1 / t_log_3 on ds_1 (units in that order, interleaved)
 
@@ -435,10 +411,19 @@ def test_a_pipelined_node_killed_mid_statement(logs: ShardedEnv, what: str, sql:
             assert cur.fetchall() == tuple(LOGS)
 
 
-def test_kill_query_through_the_proxy_stops_a_pipelined_select(logs: ShardedEnv) -> None:
-    """KILL QUERY <the session's id>: each connection's running unit is killed, then the unit pipelined behind it
-    (which starts once the first has ended) by the statement's own KILL QUERY loop; 1317, and the session goes on."""
-    with logs.connect(DB) as conn, conn.cursor() as cur, logs.connect(DB) as admin:
+@pytest.mark.parametrize(("layout", "statement", "check"), [
+    ("users", "SELECT user_id, SLEEP(0.3) FROM t_user", "SELECT COUNT(*) FROM t_user"),
+    ("logs", "SELECT id, SLEEP(0.3) FROM t_log ORDER BY id LIMIT 40",
+     "SELECT id, msg FROM t_log ORDER BY id LIMIT 100"),
+], ids=["one-unit-per-source", "pipelined"])
+def test_kill_query_through_the_proxy_stops_a_multi_node_select(request: pytest.FixtureRequest, layout: str,
+                                                                statement: str, check: str) -> None:
+    """KILL QUERY <the session's id> from another client ends the statement with 1317; the session goes on. With
+    units pipelined, each connection's running unit is killed, then the unit behind it (which starts once the
+    first has ended) by the statement's own KILL QUERY loop."""
+    env: ShardedEnv = request.getfixturevalue(layout)
+    expected = ((len(USERS),),) if layout == "users" else tuple(LOGS)
+    with env.connect(DB) as conn, conn.cursor() as cur, env.connect(DB) as admin:
         cur.execute("SELECT user_id FROM t_user")
         before = MULTI_STATS.taken
 
@@ -451,13 +436,13 @@ def test_kill_query_through_the_proxy_stops_a_pipelined_select(logs: ShardedEnv)
         killer.start()
         started = time.monotonic()
         with pytest.raises(pymysql.err.MySQLError) as err:
-            cur.execute("SELECT id, SLEEP(0.3) FROM t_log ORDER BY id LIMIT 40")
+            cur.execute(statement)
         killer.join()
         assert MULTI_STATS.taken == before + 1
         assert err.value.args[0] == 1317, err.value.args
         assert time.monotonic() - started < 4.0
-        cur.execute("SELECT id, msg FROM t_log ORDER BY id LIMIT 100")
-        assert cur.fetchall() == tuple(LOGS)
+        cur.execute(check)
+        assert cur.fetchall() == expected
 
 
 def test_a_large_pipelined_answer_read_slowly_arrives_whole(logs: ShardedEnv) -> None:
