@@ -326,6 +326,7 @@ class Job:
         crc = self._crc_sql(self.columns(rule))
         ncrc = 1 + len(rule.sharding_columns)
         result: list[dict[str, Any]] = []
+        checked = time.time()
         for node in self.old_nodes(rule):
             source: dict[DataNode, dict[bytes, int]] = {}
             async for batch in self._moved_rows(rule, node, crc):
@@ -335,6 +336,7 @@ class Job:
                 target = await self._crcs(home, key, crc, list(expected))
                 bad = [k for k in expected if target.get(k) != expected[k]]
                 if bad:  # a write in flight can differ for a moment: look again with writes paused
+                    await self._binlog_applied_since(checked)  # and writes beside the proxy reach the copy so
                     async with gate_for(self.db.name, rule.logic_table).exclusive():
                         again_src = await self._crcs(node, key, crc, bad)
                         again_dst = await self._crcs(home, key, crc, bad)
@@ -358,6 +360,19 @@ class Job:
         self.state.check, self.state.check_time = result, time.time()
         await self.save()
         return result
+
+    async def _binlog_applied_since(self, moment: float, timeout: float = 5.0) -> None:
+        """Wait (at most `timeout` s) until the job's own loop has applied the binary logs in a pass that began
+        after `moment`: a row written beside the proxy before the check began is then on its new node. (Two
+        passes ending after `moment`: the second began after it. The loop's passes are the only ones, so no
+        event is applied twice.)"""
+        if not any(self.state.binlog.values()) or self.task is None or self.task.done():
+            return
+        deadline = time.monotonic() + timeout
+        for _ in range(2):
+            while self.state.caught_up_at <= moment and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            moment = self.state.caught_up_at
 
     async def _crcs(self, node: DataNode, key: str, crc: str, keys: Sequence[bytes]) -> dict[bytes, int]:
         out: dict[bytes, int] = {}
