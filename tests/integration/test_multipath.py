@@ -120,16 +120,7 @@ def test_a_large_answer_read_slowly_arrives_whole(users: ShardedEnv) -> None:
         slow = _answer(client, payload, enabled=False)
         MULTI_STATS.enabled = True
         before = MULTI_STATS.taken
-        client.send(payload)
-        time.sleep(1.0)  # the client does not read: the proxy stops reading the nodes, buffers stay bounded
-        fast: list[tuple[int, bytes]] = []
-        relay = ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=False)
-        while not relay.done:
-            seq, packet = client.read()
-            fast.append((seq, packet))
-            relay.feed(encode_packet(packet, seq)[0])
-            if len(fast) % 2000 == 0:
-                time.sleep(0.05)
+        fast = _read_slowly(client, payload)
         assert MULTI_STATS.taken - before == 1
         assert len(fast) == len(slow) and fast == slow
         assert len(slow) > 15000
@@ -240,6 +231,22 @@ def logs(users: ShardedEnv) -> ShardedEnv:
         ("ds_0", "SELECT id FROM t_log_0"), ("ds_1", "SELECT id FROM t_log_1"),
         ("ds_0", "SELECT id FROM t_log_2"), ("ds_1", "SELECT id FROM t_log_3")]
     return users
+
+
+def _read_slowly(client: RawClient, payload: bytes) -> list[tuple[int, bytes]]:
+    """Send `payload`, read nothing for a second (the proxy stops reading the nodes: its buffers stay bounded),
+    then read the whole answer with pauses."""
+    client.send(payload)
+    time.sleep(1.0)
+    packets: list[tuple[int, bytes]] = []
+    relay = ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=False)
+    while not relay.done:
+        seq, packet = client.read()
+        packets.append((seq, packet))
+        relay.feed(encode_packet(packet, seq)[0])
+        if len(packets) % 2000 == 0:
+            time.sleep(0.05)
+    return packets
 
 
 def _taken(client: RawClient, payload: bytes, *, taken: bool) -> list[tuple[int, bytes]]:
@@ -456,16 +463,7 @@ def test_a_large_pipelined_answer_read_slowly_arrives_whole(logs: ShardedEnv) ->
         payload = ComQuery(b"SELECT code, n, REPEAT('x', 200) FROM t_ring").encode()
         slow = _answer(client, payload, enabled=False)
         before = MULTI_STATS.taken
-        client.send(payload)
-        time.sleep(1.0)
-        fast: list[tuple[int, bytes]] = []
-        relay = ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=False)
-        while not relay.done:
-            seq, packet = client.read()
-            fast.append((seq, packet))
-            relay.feed(encode_packet(packet, seq)[0])
-            if len(fast) % 2000 == 0:
-                time.sleep(0.05)
+        fast = _read_slowly(client, payload)
         assert MULTI_STATS.taken - before == 1
         assert len(fast) == len(slow) and fast == slow
         assert len(slow) > 20000
