@@ -404,8 +404,6 @@ class FrameMerger:
                  check: bool = False, distinct: FrameKey | None = None, budget: RowBudget | None = None,
                  binary_types: list[int] | None = None, tied: bool = False) -> None:
         self.key = key
-        self.cut = cut
-        self.binary_types = binary_types
         self.cutter: Cutter | None = None if cut < 0 else _cutter(cut, binary_types)
         self.check = check
         self.distinct = distinct
