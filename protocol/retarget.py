@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 from protocol.binary import _INT_SIZES, ComStmtExecute, ParamType, _is_string_type
 from protocol.constants import ColumnType
 
-__all__ = ["execute_params", "retarget_execute"]
+__all__ = ["ExecuteLayout", "execute_layout", "execute_params", "retarget_execute"]
 
 _HEAD = 4 + 1 + 4 + 1 + 4  # frame header, command, statement id, flags, iteration count
 _MAX_FRAME = 0xFFFFFF
@@ -38,6 +39,45 @@ def execute_params(packet: bytes, num_params: int, previous_types: tuple[ParamTy
             return values, previous_types
     request = ComStmtExecute.decode(packet[4:], num_params, previous_types, long_data)
     return request.values, request.types
+
+
+_INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
+
+
+@dataclass(frozen=True, slots=True)
+class ExecuteLayout:
+    """What every execute that binds no new types has in common, for one list of bound types: the type block
+    to write in when re-addressing it, and, when every parameter is a fixed-size integer, where their values
+    lie. Why: a prepared point select is executed thousands of times with the same types; working these out
+    once per bound type list instead of once per execute is a third of its parameter handling (issue 15)."""
+
+    types: tuple[ParamType, ...]
+    type_block: bytes
+    ints: struct.Struct | None  # the values after the flag byte, when all are non-NULL integers
+    nulls: bytes  # an all-zero NULL bitmap
+
+    def values(self, packet: bytes) -> tuple[object, ...] | None:
+        """The values of a framed execute that binds no new types and has no NULL, when every parameter is an
+        integer; None otherwise (`execute_params` reads it then)."""
+        ints = self.ints
+        if ints is None:
+            return None
+        flag_at = _HEAD + len(self.nulls)
+        if len(packet) != flag_at + 1 + ints.size or packet[flag_at] != 0 or packet[_HEAD:flag_at] != self.nulls:
+            return None
+        return ints.unpack_from(packet, flag_at + 1)
+
+
+def execute_layout(types: tuple[ParamType, ...]) -> ExecuteLayout:
+    fmt = ["<"]
+    for t in types:
+        size = _INT_SIZES.get(t.type)
+        if size is None:
+            break
+        code = _INT_FORMATS[size]
+        fmt.append(code.upper() if t.unsigned else code)
+    ints = struct.Struct("".join(fmt)) if types and len(fmt) == len(types) + 1 else None
+    return ExecuteLayout(types, _type_block(types), ints, bytes((len(types) + 7) // 8))
 
 
 def _unbound_values(packet: bytes, n: int, types: Sequence[ParamType]) -> tuple[object, ...] | None:
@@ -85,9 +125,11 @@ def _type_block(types: tuple[ParamType, ...]) -> bytes:
     return b"".join(t.encode() for t in types)
 
 
-def retarget_execute(packet: bytes, statement_id: int, num_params: int, types: Sequence[ParamType]) -> bytes | None:
+def retarget_execute(packet: bytes, statement_id: int, num_params: int, types: Sequence[ParamType],
+                     layout: ExecuteLayout | None = None) -> bytes | None:
     """The framed command (sequence id 0) for the backend's `statement_id`, or None when `packet` (one framed
-    COM_STMT_EXECUTE) is not laid out as `num_params` parameters with a new-params-bound flag of 0 or 1."""
+    COM_STMT_EXECUTE) is not laid out as `num_params` parameters with a new-params-bound flag of 0 or 1.
+    `layout`, when it is `types`' own, gives the type block."""
     head = packet[4:5] + struct.pack("<I", statement_id) + packet[9:_HEAD]
     if num_params == 0:
         payload = head + packet[_HEAD:]
@@ -99,8 +141,8 @@ def retarget_execute(packet: bytes, statement_id: int, num_params: int, types: S
         if bound == 1:
             payload = head + packet[_HEAD:]
         elif bound == 0 and len(types) == num_params:
-            payload = b"".join((head, packet[_HEAD:flag_at], b"\x01", _type_block(tuple(types)),
-                                packet[flag_at + 1:]))
+            block = layout.type_block if layout is not None and layout.types is types else _type_block(tuple(types))
+            payload = b"".join((head, packet[_HEAD:flag_at], b"\x01", block, packet[flag_at + 1:]))
         else:
             return None
     n = len(payload)

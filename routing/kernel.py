@@ -9,6 +9,7 @@ shapes never touch the parser. Everything here is a pure function of (SQL, param
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -94,6 +95,9 @@ def first_word_kind(sql: str) -> StatementKind:
     return _KINDS.get(m.group(1).upper(), StatementKind.OTHER) if m else StatementKind.OTHER
 
 
+_GENERATIONS = itertools.count(1)
+
+
 class ShardingKernel:
     """Routes and rewrites statements of one logical database; thread-compatible, no I/O."""
 
@@ -108,7 +112,9 @@ class ShardingKernel:
         # statement on several nodes, `route` for the same text (issue 15); one scan serves both
         self._last: Shape | None = None
         self._text_shapes = TextShapes(plan_cache_size)
-        self.generation = 0  # bumped by `invalidate`: a route worked out before it is stale
+        # new at `invalidate`: a route worked out before it is stale; unique across kernels, so that a
+        # statement's kept plan (`prepared_point`) is never taken for the plan of a kernel that replaced this one
+        self.generation = next(_GENERATIONS)
         # issue 15: whole routes of multi-node SELECTs whose nodes no value decides (`_route_is_text_bound`), by
         # their text (and typed parameters): a scatter statement repeated is not routed again
         self._routes: PlanCache[RoutedStatement] = PlanCache(plan_cache_size)
@@ -123,7 +129,7 @@ class ShardingKernel:
         self._shapes.clear()
         self._routes.clear()
         self._last = None
-        self.generation += 1
+        self.generation = next(_GENERATIONS)
 
     def _shape(self, sql: str, params: Sequence[Any] | None) -> Shape:
         if params is not None:
@@ -196,6 +202,20 @@ class ShardingKernel:
             return None
         node = plan.single(shape, params)
         return None if node is None else (plan.kind, node[0], node[1])
+
+    def prepared_point(self, sql: str) -> tuple[PointPlan, Shape] | None:
+        """The cached `routing.point.PointPlan` of a prepared statement's text and its shape, when it has one:
+        the proxy keeps them with the statement (with `generation`) and asks `PointPlan.single(shape, params)` at
+        each execute, what `route_point(sql, params)` would answer, without its lookups (issue 15)."""
+        if "/*" in sql:
+            return None
+        shape = self._shapes.get(sql)
+        if shape is None:
+            return None
+        plan = self._cache.get(shape.key)
+        if type(plan) is not PointPlan or not plan.accepts(shape):
+            return None
+        return plan, shape
 
     def _direct(self, sql: str, params: Sequence[Any] | None, hints: SessionHints) -> RoutedStatement:
         ds = hints.data_source or ""

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from protocol.constants import ErrorCode
 from protocol.framing import encode_packet
 from protocol.packets import ERRPacket
 from protocol.results import ResultRelay
-from protocol.retarget import execute_params, retarget_execute
+from protocol.retarget import ExecuteLayout, execute_layout, execute_params, retarget_execute
 from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF
@@ -435,7 +435,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
     if session.server.sql_show or db.kernel is None:
         return None
     command = packet[4]
-    params: list[object] | None = None
+    params: Sequence[object] | None = None
+    layout: ExecuteLayout | None = None
     if command == _STMT_EXECUTE:
         if len(packet) < 10 or packet[9] != 0:  # a cursor: the slow path materializes it
             return None
@@ -447,22 +448,37 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
                          and plain_statement(stmt.sql) is SELECT)
         if not stmt.fast:
             return None
-        try:  # issue 15: protocol.retarget reads the common executes without the full decoder
-            values, stmt.types = execute_params(packet, stmt.num_params, stmt.types, stmt.long_data)
-        except MalformedPacket:
-            return None
+        layout = stmt.layout  # issue 15: the values of integer parameters read at known offsets
+        values = layout.values(packet) if layout is not None and layout.types is stmt.types else None
+        if values is None:
+            try:  # protocol.retarget reads the other common executes without the full decoder
+                values, stmt.types = execute_params(packet, stmt.num_params, stmt.types, stmt.long_data)
+            except MalformedPacket:
+                return None
+            if layout is None or layout.types is not stmt.types:
+                layout = stmt.layout = execute_layout(stmt.types)
         sql = stmt.sql
-        params = list(values)
+        params = values
+        kernel = db.kernel
+        known = stmt.point
+        if known is None or known[0] != kernel.generation:
+            found = kernel.prepared_point(sql)
+            known = stmt.point = None if found is None else (kernel.generation, *found)
+        if known is not None:  # issue 15: the statement's point plan, kept with it
+            node = known[1].single(known[2], values)
+            point = None if node is None else (known[1].kind, *node)
+        else:
+            point = kernel.route_point(sql, params)
     elif command == _QUERY:
         if len(packet) > 4096:
             return None
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
         if plain_statement(sql) is not SELECT:
             return None
+        kernel = db.kernel
+        point = kernel.route_point(sql, params)  # issue 15: a cached routing.point plan, no RoutedStatement built
     else:
         return None
-    kernel = db.kernel
-    point = kernel.route_point(sql, params)  # issue 15: a cached routing.point plan, no RoutedStatement built
     if point is not None:
         kind, ds, unit_sql = point
         if kind is not _SELECT:
@@ -511,7 +527,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         if prepared is None:
             return None
         if unit is None or unit.params == values:  # issue 15: the client's parameter bytes, re-addressed
-            framed = retarget_execute(packet, prepared.ok.statement_id, stmt.num_params, stmt.types)
+            framed = retarget_execute(packet, prepared.ok.statement_id, stmt.num_params, stmt.types, layout)
         data = b"" if framed is not None else \
             execute_payload(prepared.ok.statement_id, unit or ExecutionUnit(ds, unit_sql, tuple(params)))
     session.info = sql[:100]
@@ -534,7 +550,7 @@ def _join_frame(session: Session, ds: str) -> bytes:
     return encode_packet(b"\x03" + begin.encode("utf-8", errors="surrogateescape"), 0)[0]
 
 
-def _lazy_renamer(db: LogicalDatabase, sql: str, params: list[object] | None) -> Callable[[bytes], bytes]:
+def _lazy_renamer(db: LogicalDatabase, sql: str, params: Sequence[object] | None) -> Callable[[bytes], bytes]:
     """`error_renamer` of the statement's route, routed again only if an ERR comes (the kernel is pure)."""
 
     def rename(payload: bytes) -> bytes:

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING
 
 from protocol.binary import LAST_STATEMENT_ID, ParamType
 from protocol.packets import ColumnDefinition41
+from protocol.retarget import ExecuteLayout
+from routing.parse import Shape
+from routing.point import PointPlan
 
 if TYPE_CHECKING:
     from proxy.backends.backend import BackendConnection
@@ -72,6 +75,10 @@ class ClientStatement:
     cursor_rows: deque[bytes] | None = None
     # sharded: may proxy.execution.fastpath execute it (None: not known until its first execute)
     fast: bool | None = None
+    # sharded, for the fast path (issue 15): what its executes with the bound `types` have in common, and its
+    # point plan (ShardingKernel.prepared_point) with the kernel generation it was taken in
+    layout: ExecuteLayout | None = None
+    point: tuple[int, PointPlan, Shape] | None = None
     # pass-through read/write splitting group: how the text is classified (None: not a group), and the
     # connection / backend statement id of the open read-only cursor, when its EXECUTE ran on a replica
     access: Access | None = None

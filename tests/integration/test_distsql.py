@@ -28,6 +28,8 @@ from proxy.config import load_config
 from proxy.sandbox import MariaDBServer
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
 from tests.integration.sharding_fixtures import ShardedEnv
+from tests.integration.test_fastpath_point import LONG, execute, prepare
+from tests.integration.test_malformed import RawClient
 
 DIST_RULES = textwrap.dedent("""\
     - !SHARDING
@@ -731,6 +733,30 @@ def test_auto_table_create_alter_drop(rdl: Rdl) -> None:
     rdl.restart()
     assert set(_table_rules(rdl)) == {"t_keep", "t_mate"}
 
+
+def test_a_prepared_statement_routes_by_the_rules_altered_after_its_prepare(rdl: Rdl) -> None:
+    """The fast path keeps a prepared statement's point plan with it (issue 15); a rule changed by DistSQL
+    (a new kernel) is what its next execute routes by."""
+    rdl.run("CREATE SHARDING TABLE RULE t_moved (STORAGE_UNITS(ds_0,ds_1), SHARDING_COLUMN=id, "
+            "TYPE(NAME='MOD', PROPERTIES('sharding-count'=2)))")
+    rdl.run("CREATE TABLE t_moved (id INT NOT NULL, v INT)")
+    rdl.run("INSERT INTO t_moved (id, v) VALUES (1, 10)")  # MOD: t_moved_1 on ds_1
+    with rdl.servers[0].connect("rdl_0") as conn, conn.cursor() as cur:
+        cur.execute("INSERT INTO t_moved_0 (id, v) VALUES (1, 100)")  # where the next rule looks for id 1
+    client = RawClient(rdl.proxy.host, rdl.proxy.port)
+    try:
+        client.login(database="rdl_db", user="root", password="root")
+        ok = prepare(client, "SELECT v FROM t_moved WHERE id = ?")
+        for bound in (True, False, False):
+            assert execute(client, ok.statement_id, (1,), (LONG,), bound) == [(10,)]
+        rdl.run("ALTER SHARDING TABLE RULE t_moved (STORAGE_UNITS(ds_0,ds_1), SHARDING_COLUMN=id, "
+                "TYPE(NAME='BOUNDARY_RANGE', PROPERTIES('sharding-ranges'='10')))")  # id 1: t_moved_0 on ds_0
+        preview = rdl.run("PREVIEW SELECT v FROM t_moved WHERE id = 1")
+        assert preview == [("ds_0", "SELECT v FROM t_moved_0 WHERE id = 1")]
+        for bound in (False, False, True):
+            assert execute(client, ok.statement_id, (1,), (LONG,), bound) == [(100,)]
+    finally:
+        client.close()
 
 def test_alter_standard_table_rule(rdl: Rdl) -> None:
     rdl.run(f"CREATE SHARDING TABLE RULE {T_NEW}")

@@ -21,6 +21,8 @@ ORDERS = [(2000 + i, i % 4, f"pt{i % 3}") for i in range(16)]  # (order_id, user
 SQL = "SELECT order_id, status FROM t_order WHERE user_id = ? AND order_id = ?"
 LONG, STR = ParamType(ColumnType.LONG), ParamType(ColumnType.VAR_STRING)
 ULONGLONG = ParamType(ColumnType.LONGLONG, True)
+TINY, SHORT, UTINY = ParamType(ColumnType.TINY), ParamType(ColumnType.SHORT), ParamType(ColumnType.TINY, True)
+LONGLONG = ParamType(ColumnType.LONGLONG)
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +74,12 @@ CALLS: list[tuple[object, object, tuple[ParamType, ...], bool]] = [
     (1, 2009, (LONG, LONG), False),  # then unbound again: the client's types are written in
     (2, 2010, (LONG, LONG), False),
     (3, 999999, (LONG, LONG), False),  # no such row
+    (2, 2010, (TINY, SHORT), True),  # other integer widths: read at their offsets (protocol.retarget.ExecuteLayout)
+    (3, 2011, (TINY, SHORT), False),
+    (3, 2003, (TINY, SHORT), False),
+    (1, 2013, (UTINY, LONGLONG), True),
+    (1, 2013, (UTINY, LONGLONG), False),
+    (0, 2012, (UTINY, LONGLONG), False),
 ]
 
 

@@ -103,3 +103,34 @@ def test_route_point_answers_the_point_calls() -> None:
     assert kernel.route_point("SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [3, 4]) is not None
     assert kernel.route_point("SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [3, None]) is None
     assert kernel.route_point("/* c */ SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", [3, 4]) is None
+
+
+@pytest.mark.parametrize(("sql", "params", "hints", "point"), [c for c in CASES if c[2] is None and c[1] is not None])
+def test_prepared_point_answers_as_route_point(sql: str, params: list[Any], hints: None, point: bool) -> None:
+    """What the proxy keeps with a prepared statement (`prepared_point`) answers every execute as `route_point`
+    does, for the statement's other values too."""
+    kernel = ShardingKernel(build_rules(), METADATA)
+    assert kernel.prepared_point(sql) is None  # nothing compiled yet
+    try:
+        kernel.route(sql, params)
+    except RoutingError:
+        pass
+    kept = kernel.prepared_point(sql)
+    assert (kept is not None) is (point and "/*" not in sql)
+    if kept is None:
+        return
+    plan, shape = kept
+    for values in (params, [v + 1 if isinstance(v, int) else v for v in params], [None] * len(params), params[:1]):
+        got = plan.single(shape, values)
+        assert (None if got is None else (plan.kind, *got)) == kernel.route_point(sql, values)
+
+
+def test_generations_differ_across_kernels() -> None:
+    """A plan kept with its kernel's generation is never taken for the plan of the kernel that replaces it
+    (DistSQL makes a new kernel; both begin without an invalidate)."""
+    a, b = ShardingKernel(build_rules(), METADATA), ShardingKernel(build_rules(), METADATA)
+    seen = {a.generation, b.generation}
+    a.invalidate()
+    b.invalidate()
+    seen |= {a.generation, b.generation}
+    assert len(seen) == 4
