@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sqlglot
@@ -263,8 +263,20 @@ class MergeTemplate:
     # what bounds each node's rows (MergeSpec.node_rows): "one" (aggregates, no GROUP BY on the nodes), "page"
     # (the nodes keep the pagination, from row 0 to offset + count), None (nothing)
     node_bound: str | None = None
+    # the spec, when no part of it comes from the statement's values (a MergeSpec is immutable: one serves all)
+    _constant: list[MergeSpec] = field(default_factory=list, compare=False, repr=False)
 
     def spec(self, values: Sequence[Any], shape: Shape | None = None) -> MergeSpec:
+        constant = self._constant
+        if constant:  # issue 15: nothing of it comes from the statement's values: made once
+            return constant[0]
+        spec = self._spec(values, shape)
+        if self.offset_slot is None and self.limit_slot is None and not self.separator_slots \
+                and self.having is None and not self.computed:
+            constant.append(spec)
+        return spec
+
+    def _spec(self, values: Sequence[Any], shape: Shape | None) -> MergeSpec:
         offset = values[self.offset_slot] if self.offset_slot is not None else 0
         limit = values[self.limit_slot] if self.limit_slot is not None else self.limit_default
         if offset is UNKNOWN or limit is UNKNOWN:

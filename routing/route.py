@@ -181,6 +181,42 @@ def route_table(
     return [n for n in rule.data_nodes if n in chosen]
 
 
+def range_blind_columns(rule: TableRule) -> frozenset[str] | None:
+    """The sharding columns (lower case) of `rule` when each of its strategies answers any range on its
+    column, and no condition at all, with every target: no strategy, or a standard one whose algorithm
+    says so (`ranges_route_everywhere`); None when some strategy may answer otherwise."""
+    strategies = (rule.table_strategy,) if rule.auto else (rule.database_strategy, rule.table_strategy)
+    columns: set[str] = set()
+    for strategy in strategies:
+        if isinstance(strategy, NoneStrategy):
+            continue
+        if isinstance(strategy, StandardStrategy):
+            everywhere = getattr(strategy.algorithm, "ranges_route_everywhere", None)
+            if everywhere is not None and everywhere() is True:
+                columns.add(strategy.column.lower())
+                continue
+        return None
+    return frozenset(columns)
+
+
+def _routes_everywhere(groups: list[Group] | None, columns: frozenset[str] | None) -> bool:
+    """Would `route_table` give every node of the table for these groups, whatever their bounds? When no
+    group pins a `range_blind_columns` column to values (no groups: no condition; an empty list is a
+    contradiction, which one node answers)."""
+    if columns is None:
+        return False
+    if groups is None:
+        return True
+    if not groups:
+        return False
+    for group in groups:
+        for column in columns:
+            con = group.get(column)
+            if con is not None and con.values is not None:
+                return False
+    return True
+
+
 def route_window(rule: TableRule, groups: list[Group] | None, hints: SessionHints | None = None) -> list[DataNode]:
     """SELECT / UPDATE / DELETE during a resharding window: the new nodes and the old ones, in data node
     order (the seed's dual read, dual update and dual delete)."""
@@ -478,18 +514,27 @@ class ShardedPlan(Plan):
     stepwise_table: str = ""
     dual_read: Any = None  # routing.dualread.DualReadTemplate of a windowed single-table SELECT
     dual_refusal: str | None = None  # why a windowed SELECT has none
+    # what calls have in common that the rules alone decide (issue 15): per table, the sharding columns on
+    # which any range routes everywhere (`range_blind_columns`), and the units of a call routed to all nodes
+    _memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
 
     def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
         assert self.sharding is not None
         values = statement_values(shape, params)
         routed: dict[str, list[DataNode]] = {}
         dual = self.kind is not StatementKind.INSERT  # INSERT ... SELECT writes by the new strategy only
+        everywhere = hints is None  # every table routed to all its nodes without asking (issue 15)
         for logic, cond in self.conditions:
             rule = self.sharding.tables[logic]
+            groups = evaluate(cond, values)
             if dual and rule.window is not None:
-                nodes = route_window(rule, evaluate(cond, values), hints)
+                nodes = route_window(rule, groups, hints)
+                everywhere = False
+            elif everywhere and _routes_everywhere(groups, self._range_blind(logic, rule)):
+                nodes = list(rule.data_nodes)  # what route_table would answer, for any values
             else:
-                nodes = route_table(rule, evaluate(cond, values), hints)
+                nodes = route_table(rule, groups, hints)
+                everywhere = False
             previous = routed.get(logic)
             if previous is None:
                 routed[logic] = nodes
@@ -510,7 +555,7 @@ class ShardedPlan(Plan):
             units = [replace(u, table_map={**others, **u.table_map}) for u in units]
             stepwise = True
         else:
-            units, stepwise = self._units(routed, values, hints, inner)
+            units, stepwise = self._units(routed, values, hints, inner, everywhere)
         if self.kind is StatementKind.SELECT and len(units) > 1 and (self.dual_read or self.dual_refusal):
             return self._dual_read(shape, params, values, routed, hints)
         ctx = self._ctx(shape, params, values)
@@ -533,12 +578,27 @@ class ShardedPlan(Plan):
             stepwise=self._stepwise(shape, params) if stepwise else None,
         )
 
+    def _range_blind(self, logic: str, rule: TableRule) -> frozenset[str] | None:
+        memo = self._memo
+        key = ("blind", logic)
+        if key not in memo:
+            memo[key] = range_blind_columns(rule)
+        return memo[key]  # type: ignore[no-any-return]
+
     def _units(self, routed: dict[str, list[DataNode]], values: Sequence[Any], hints: SessionHints | None,
-               inner: bool) -> tuple[list[RouteUnit], bool]:
-        """The statement's route units, and whether the proxy must run it in steps instead."""
+               inner: bool, everywhere: bool = False) -> tuple[list[RouteUnit], bool]:
+        """The statement's route units, and whether the proxy must run it in steps instead. `everywhere`: every
+        table is routed to all its nodes, so the units are those of any such call (kept: RouteUnit is frozen
+        and its table map is never changed once built)."""
         assert self.sharding is not None
         try:
-            units = build_units(self.sharding, routed, self.order, self.layout)
+            known = self._memo.get("units") if everywhere else None
+            if known is not None:
+                units = list(known)
+            else:
+                units = build_units(self.sharding, routed, self.order, self.layout)
+                if everywhere:
+                    self._memo["units"] = tuple(units)
         except RoutingError:
             if self.refuse_multi:  # the statement's own multi-node limit is the clearer reason
                 raise RoutingError(self.refuse_multi) from None

@@ -35,6 +35,12 @@ class Algorithm:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, props={self.props!r})"
 
+    def ranges_route_everywhere(self) -> bool:
+        """Does `shard_range` answer every range, whatever its bounds, with all the targets it is given (and
+        never refuse one)? Then a statement whose conditions on the column are ranges routes the same way for
+        any values, and the kernel need not ask (issue 15). False unless an algorithm knows it is so."""
+        return False
+
     # -- props --
 
     def config_error(self, prop: str | None, message: str) -> ConfigError:

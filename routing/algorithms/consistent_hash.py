@@ -124,5 +124,8 @@ class ConsistentHashShardingAlgorithm(Algorithm):
             return java_str(value)
         raise self.routing_error(f"cannot hash a {type(value).__name__} value of {column!r}")
 
+    def ranges_route_everywhere(self) -> bool:
+        return True
+
     def shard_range(self, targets: Sequence[str], column: str, bound: RangeBound) -> list[str]:
         return list(targets)

@@ -97,6 +97,9 @@ class InlineShardingAlgorithm(_ExpressionAlgorithm):
     def shard_precise(self, targets: Sequence[str], column: str, value: Any) -> str | None:
         return _pick(targets, self.evaluate(column, value))
 
+    def ranges_route_everywhere(self) -> bool:
+        return self.allow_range
+
     def shard_range(self, targets: Sequence[str], column: str, bound: RangeBound) -> list[str]:
         if not self.allow_range:
             raise self.routing_error(

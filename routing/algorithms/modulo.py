@@ -81,5 +81,8 @@ class HashModShardingAlgorithm(_CountAlgorithm):
             ) from None
         return match_suffix(targets, str(abs(code) % self.sharding_count))
 
+    def ranges_route_everywhere(self) -> bool:
+        return True
+
     def shard_range(self, targets: Sequence[str], column: str, bound: RangeBound) -> list[str]:
         return list(targets)
