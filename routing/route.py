@@ -516,7 +516,8 @@ class ShardedPlan(Plan):
     dual_refusal: str | None = None  # why a windowed SELECT has none
     # what calls have in common that the rules alone decide (issue 15): per table, the sharding columns on
     # which any range routes everywhere (`range_blind_columns`), and the units of a call routed to all nodes
-    _memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
+    _blind: dict[str, frozenset[str] | None] = field(default_factory=dict, compare=False, repr=False)
+    _all_units: list[tuple[RouteUnit, ...]] = field(default_factory=list, compare=False, repr=False)
 
     def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
         assert self.sharding is not None
@@ -579,11 +580,10 @@ class ShardedPlan(Plan):
         )
 
     def _range_blind(self, logic: str, rule: TableRule) -> frozenset[str] | None:
-        memo = self._memo
-        key = ("blind", logic)
-        if key not in memo:
-            memo[key] = range_blind_columns(rule)
-        return memo[key]  # type: ignore[no-any-return]
+        blind = self._blind
+        if logic not in blind:
+            blind[logic] = range_blind_columns(rule)
+        return blind[logic]
 
     def _units(self, routed: dict[str, list[DataNode]], values: Sequence[Any], hints: SessionHints | None,
                inner: bool, everywhere: bool = False) -> tuple[list[RouteUnit], bool]:
@@ -592,13 +592,12 @@ class ShardedPlan(Plan):
         and its table map is never changed once built)."""
         assert self.sharding is not None
         try:
-            known = self._memo.get("units") if everywhere else None
-            if known is not None:
-                units = list(known)
+            if everywhere and self._all_units:
+                units = list(self._all_units[0])
             else:
                 units = build_units(self.sharding, routed, self.order, self.layout)
                 if everywhere:
-                    self._memo["units"] = tuple(units)
+                    self._all_units[:] = [tuple(units)]
         except RoutingError:
             if self.refuse_multi:  # the statement's own multi-node limit is the clearer reason
                 raise RoutingError(self.refuse_multi) from None
