@@ -111,35 +111,122 @@ def scan_shape(sql: str) -> Shape:
     return Shape(sql, "".join(parts), tuple(spans))
 
 
+_RUNS = re.compile(r"([0-9]+)")
+
+
+class _Skeleton:
+    """What `scan_shape` found in a text, said in terms of the text's digit runs (`TextShapes`)."""
+
+    __slots__ = ("fixed", "key", "spans")
+
+    def __init__(self, key: str, fixed: tuple[tuple[int, str], ...],
+                 spans: tuple[tuple[int, int, int, str], ...]) -> None:
+        self.key = key
+        self.fixed = fixed  # (run, its digits): runs that are not a whole number token must be the same
+        # per value token: (run, -1, -1, "n") when it is exactly that run; else (the last run before it, or -1
+        # for the text's start; its start and end counted from that run's end; its kind)
+        self.spans = spans
+
+
 class TextShapes:
-    r"""Shapes of text statements that differ only in their trailing integer literal (``... WHERE id=123``:
-    a text point select), found without the regex: the text before the digits is looked up and the
-    literal's span appended (issue 15: `scan_shape` was a tenth of a text point select's routing).
+    r"""Shapes of text statements that differ from one seen before only in their integer literals (``... WHERE
+    id=123``, ``... BETWEEN 5 AND 104 ORDER BY c``), found without the regex (issue 15: `scan_shape` was a
+    tenth of a text point select's routing, and 25 us of a text range's).
 
-    Why it is exact: `_VALUE_RE` reads the same text before the digits the same way, and digits are all of
-    one character class (``\d``, ``\w``), so whether the last token is exactly the trailing digits does not
-    depend on which digits or how many; a prefix is remembered only when `scan_shape` found that."""
+    Two ways, both exact:
 
-    __slots__ = ("_by_prefix", "limit")
+    * a text whose last token is its trailing digits: the text before them is looked up and the literal's span
+      appended (the cheapest: a text point select);
+    * any text, by its *skeleton*: the text split around its runs of ASCII digits. A text with the same text
+      between its runs as one seen before gets that one's shape, its spans moved by the lengths of the runs,
+      when each run that was not exactly a number token there is the same here (digits inside identifiers
+      such as ``sbtest1``, strings, comments, ``1.5``, ``0x1F``).
+
+    Why the runs that were exactly a number token may hold any digits: `_VALUE_RE` decides at such a run by
+    the characters around it (the same text here) and by character classes every digit is in alike (``\d``,
+    ``\w``, ``.`` in comments and strings); the number alternative matched exactly the run, so its neighbours
+    are neither ``.``, ``$`` nor word characters, and any other non-empty digits match it exactly too. A
+    skeleton is remembered only from what `scan_shape` found."""
+
+    __slots__ = ("_by_prefix", "_skeletons", "limit")
 
     def __init__(self, limit: int = 1024) -> None:
         self._by_prefix: dict[str, tuple[str, tuple[tuple[int, int, str], ...]]] = {}
+        self._skeletons: dict[tuple[str, ...], _Skeleton] = {}
         self.limit = limit
 
     def shape(self, sql: str) -> Shape:
         prefix = sql.rstrip("0123456789")
         n, end = len(prefix), len(sql)
-        if n == end:
+        if n != end:
+            known = self._by_prefix.get(prefix)
+            if known is not None:
+                return Shape(sql, known[0], (*known[1], (n, end, "n")))
+        parts = _RUNS.split(sql)
+        if len(parts) == 1:
             return scan_shape(sql)
-        known = self._by_prefix.get(prefix)
-        if known is not None:
-            return Shape(sql, known[0], (*known[1], (n, end, "n")))
+        segments = tuple(parts[0::2])
+        skeleton = self._skeletons.get(segments)
+        if skeleton is not None:
+            shape = _from_skeleton(sql, parts, skeleton)
+            if shape is not None:
+                return shape
         shape = scan_shape(sql)
-        if shape.spans and shape.spans[-1] == (n, end, "n"):
+        if n != end and shape.spans and shape.spans[-1] == (n, end, "n"):
             if len(self._by_prefix) >= self.limit:
                 self._by_prefix.clear()
             self._by_prefix[prefix] = (shape.key, shape.spans[:-1])
+        if skeleton is None:
+            if len(self._skeletons) >= self.limit:
+                self._skeletons.clear()
+            self._skeletons[segments] = _skeleton(parts, shape)
         return shape
+
+
+def _run_bounds(parts: list[str]) -> list[tuple[int, int]]:
+    """(start, end) of each digit run of a text split by `_RUNS` (segments and runs alternating)."""
+    bounds = []
+    pos = len(parts[0])
+    for i in range(1, len(parts), 2):
+        run_end = pos + len(parts[i])
+        bounds.append((pos, run_end))
+        pos = run_end + len(parts[i + 1])
+    return bounds
+
+
+def _skeleton(parts: list[str], shape: Shape) -> _Skeleton:
+    bounds = _run_bounds(parts)
+    whole = {b: i for i, b in enumerate(bounds)}
+    spans: list[tuple[int, int, int, str]] = []
+    numbers: set[int] = set()
+    k = 0  # runs ending at or before the current span
+    for start, end, kind in shape.spans:
+        run = whole.get((start, end)) if kind == "n" else None
+        if run is not None:
+            numbers.add(run)
+            spans.append((run, -1, -1, "n"))
+            continue
+        while k < len(bounds) and bounds[k][1] <= start:
+            k += 1
+        base = bounds[k - 1][1] if k else 0
+        spans.append((k - 1, start - base, end - base, kind))
+    fixed = tuple((i, parts[2 * i + 1]) for i in range(len(bounds)) if i not in numbers)
+    return _Skeleton(shape.key, fixed, tuple(spans))
+
+
+def _from_skeleton(sql: str, parts: list[str], skeleton: _Skeleton) -> Shape | None:
+    for i, digits in skeleton.fixed:
+        if parts[2 * i + 1] != digits:
+            return None
+    bounds = _run_bounds(parts)
+    spans = []
+    for run, start, end, kind in skeleton.spans:
+        if start < 0:
+            spans.append((*bounds[run], "n"))
+        else:
+            base = bounds[run][1] if run >= 0 else 0
+            spans.append((base + start, base + end, kind))
+    return Shape(sql, skeleton.key, tuple(spans))
 
 
 _ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}

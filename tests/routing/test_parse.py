@@ -60,6 +60,28 @@ def test_admin_rows(kernel: ShardingKernel) -> None:
     assert rule[5]  # the algorithm's type (SHOW SHARDING TABLE RULES prints types and props, as ShardingSphere)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_text_shapes_by_skeleton_are_scan_shape(seed: int) -> None:
+    """`TextShapes` by skeleton (the shape of a text whose integer literals differ from one seen before) gives
+    exactly `scan_shape`'s shape, wherever the digits stand: literals, identifiers (`sbtest1`), strings,
+    comments, decimals, exponents, hex, `$`, `.`, Unicode digits and parameters beside them."""
+    import random
+
+    from routing.parse import TextShapes
+
+    rng = random.Random(seed)
+    pieces = ["SELECT ", "c", " FROM ", "sbtest", "t", " WHERE ", "id", "=", " = ", " BETWEEN ", " AND ", " ORDER BY ",
+              ", ", "(", ")", "'", "'a", "b'", '"', "`", "`x", "/* ", " */", "-- ", "\n", "#", ".", "e", "E", "+", "-",
+              "0x", "$", "@", "?", " ", "\u0661", "_", "x", "\\", " LIMIT ", "IN (", "1e", "a.b"]
+    shapes = TextShapes(limit=64)
+    for _ in range(400):
+        template = [rng.choice(pieces + ["#D"] * 6) for _ in range(rng.randint(1, 14))]
+        for _ in range(6):
+            sql = "".join("".join(rng.choice("0123456789") for _ in range(rng.randint(1, 4))) if p == "#D" else p
+                          for p in template)
+            assert shapes.shape(sql) == scan_shape(sql), sql
+
+
 def test_text_shapes_reuse_is_scan_shape() -> None:
     """`TextShapes` (a text statement's shape from the one of the same text before its trailing digits)
     gives exactly `scan_shape`'s shape, whatever the digits and whatever comes before them: literals,
