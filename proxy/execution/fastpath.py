@@ -27,7 +27,7 @@ from protocol.constants import ErrorCode
 from protocol.framing import encode_packet
 from protocol.packets import ERRPacket
 from protocol.results import ResultRelay
-from protocol.retarget import ExecuteLayout, execute_layout, execute_params, retarget_execute
+from protocol.retarget import execute_layout, execute_params, retarget_execute
 from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF
@@ -459,7 +459,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         return None
     command = packet[4]
     params: Sequence[object] | None = None
-    layout: ExecuteLayout | None = None
+    retarget: Callable[[int], bytes | None] | None = None  # the client's execute, for a backend statement id
     if command == _STMT_EXECUTE:
         if len(packet) < 10 or packet[9] != 0:  # a cursor: the slow path materializes it
             return None
@@ -480,6 +480,11 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
                 return None
             if layout is None or layout.types is not stmt.types:
                 layout = stmt.layout = execute_layout(stmt.types)
+        num_params, types, kept = stmt.num_params, stmt.types or (), layout
+
+        def retarget(statement_id: int) -> bytes | None:  # issue 15: the client's parameter bytes, re-addressed
+            return retarget_execute(packet, statement_id, num_params, types, kept)
+
         sql = stmt.sql
         params = values
         kernel = db.kernel
@@ -518,7 +523,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
             fast.prerouted = prerouted(kernel, sql, params, routed)
         units = routed.execution_units
         if len(units) > 1:  # issue 15: answered here too when proxy.execution.multipath takes it
-            multi = multi_forward(session, db, routed, sql, params)
+            multi = multi_forward(session, db, routed, sql, params, retarget)
             if multi is not None:
                 session.info = sql[:100]
                 session.stmt_kind = SELECT
@@ -549,8 +554,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         prepared = conn.statements.get(unit_sql)
         if prepared is None:
             return None
-        if unit is None or unit.params == values:  # issue 15: the client's parameter bytes, re-addressed
-            framed = retarget_execute(packet, prepared.ok.statement_id, stmt.num_params, stmt.types, layout)
+        if retarget is not None and (unit is None or unit.params == params):
+            framed = retarget(prepared.ok.statement_id)
         data = b"" if framed is not None else \
             execute_payload(prepared.ok.statement_id, unit or ExecutionUnit(ds, unit_sql, tuple(params)))
     session.info = sql[:100]

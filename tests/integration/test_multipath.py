@@ -13,7 +13,8 @@ from collections.abc import Iterator
 import pymysql
 import pytest
 
-from protocol.binary import ComStmtExecute, ComStmtPrepare, StmtPrepareOK
+from protocol.binary import ComStmtExecute, ComStmtPrepare, ParamType, StmtPrepareOK
+from protocol.constants import ColumnType
 from protocol.framing import encode_packet
 from protocol.packets import ComQuery, ERRPacket
 from protocol.results import ResultRelay
@@ -316,6 +317,36 @@ def test_pipelined_prepared_answer_is_the_slow_paths(logs: ShardedEnv, sql: str,
     finally:
         client.close()
 
+
+
+_LONG, _TINY = ParamType(ColumnType.LONG), ParamType(ColumnType.TINY)
+_LONGLONG, _STR = ParamType(ColumnType.LONGLONG), ParamType(ColumnType.VAR_STRING)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT id, msg FROM t_log WHERE id BETWEEN ? AND ? ORDER BY id LIMIT 5",
+    "SELECT id, msg FROM t_log WHERE id BETWEEN ? AND ?",
+    "SELECT COUNT(*), SUM(id) FROM t_log WHERE id BETWEEN ? AND ?",
+])
+@pytest.mark.parametrize("types", [(_LONG, _LONG), (_TINY, _LONGLONG), (_STR, _STR)])
+def test_prepared_executes_without_types_answer_as_the_slow_path(logs: ShardedEnv, sql: str,
+                                                                  types: tuple[ParamType, ...]) -> None:
+    """The units get the client's execute re-addressed (protocol.retarget, issue 15): bound types on the first
+    execute, then executes that bind none (libmysqlclient's), whose types are written in from the ones bound."""
+    client = _client(logs)
+    try:
+        ok = _prepare(client, sql)
+        for i, (low, high) in enumerate([(2, 9), (5, 30), (1, 3), (0, 40)]):
+            values = (str(low).encode(), str(high).encode()) if types[0] is _STR else (low, high)
+            payload = ComStmtExecute(ok.statement_id, 0, 1, values, types, True).encode()
+            if i:  # flag 0, no type block
+                at = 10 + 1
+                payload = payload[:at] + b"\x00" + payload[at + 1 + 2 * len(values):]
+            slow = _answer(client, payload, enabled=False)
+            assert _answer(client, payload, enabled=True) == slow, (low, high)
+        _count_is(client, len(LOGS))
+    finally:
+        client.close()
 
 def test_prepared_unbounded_merge_is_left_to_the_slow_path(logs: ShardedEnv) -> None:
     client = _client(logs)
