@@ -30,22 +30,6 @@ if TYPE_CHECKING:
     from proxy.execution.context import SessionContext as Session
 
 
-async def _finish(conn: BackendConnection, sql: str) -> tuple[str, bool] | None:
-    """Run a statement that ends (part of) the transaction on one connection: None when it succeeded;
-    else what went wrong and whether the server answered (an ERR) rather than leaving the outcome unknown.
-    A connection that failed either way is marked broken: its state is unknown, it is closed, never pooled
-    (and closing it rolls back whatever it still had open)."""
-    try:
-        res = await conn.execute(sql)
-    except Exception as exc:  # lost, timed out, a reply that makes no sense
-        conn.broken = True
-        return _detail(exc), False
-    if isinstance(res, ERRPacket):
-        conn.broken = True
-        return f"{res.errno}: {res.message}", True
-    return None
-
-
 async def end_transaction(session: Session, verb: str, *, label: str | None = None,
                           consequence: str = "") -> ServerError | None:
     """COMMIT or ROLLBACK on every data source the transaction touched; the transaction is over afterwards
@@ -55,9 +39,9 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
       transaction: the server rolled that part back) makes an atomic commit impossible, and the proxy knows
       it before committing anything: the others are rolled back, and the COMMIT fails saying nothing was
       committed.
-    * Otherwise COMMIT goes to every data source in turn, as ShardingSphere's LOCAL transactions do, and a
-      failure on one does not stop the others: each data source's outcome is then independent of the order
-      the data sources joined in. The ones that failed are named with what happened (an ERR; or a lost
+    * Otherwise COMMIT goes to every data source, as ShardingSphere's LOCAL transactions do (all sent at once,
+      the answers read in turn: `_fan`), and a failure on one does not stop the others: each data source's
+      outcome is independent of the order the data sources joined in. The ones that failed are named with what happened (an ERR; or a lost
       connection or a timeout, after which whether that data source committed is unknown).
     * ROLLBACK goes to every data source; a data source whose loss the client already heard of (the failing
       statement said so) needs no second error: its part was rolled back by its server.
@@ -76,15 +60,24 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
     failed: dict[str, tuple[str, bool]] = {}
     session.ending_transaction = True  # a client leaving now does not stop the fan-out half-way
     try:
-        for name in list(txn.joined):
-            conn = session.backends.get(name)
-            if conn is None or conn.broken:  # not after _drop_lost; kept so that nothing goes unreported
+        # issue 15: the statement is sent to every data source at once, then the answers are read in turn (one
+        # round trip, no task per data source); as each data source's outcome does not depend on the others',
+        # this is what sending it to one after the other does, without the wait in between
+        names = list(txn.joined)
+        work = [(name, conn) for name in names
+                if (conn := session.backends.get(name)) is not None and not conn.broken]
+        results = dict(zip((name for name, _ in work),
+                           await _fan([(conn, [action]) for _, conn in work]), strict=True))
+        for name in names:
+            result = results.get(name)
+            if result is None:  # not after _drop_lost; kept so that nothing goes unreported
                 failed[name] = (_LOST, False)
                 continue
-            outcome = await _finish(conn, action)
+            outcome = _outcome([action], result)
             if outcome is None:
                 ended.append(name)
             else:
+                session.backends[name].broken = True  # its state is unknown or bad: closed, never pooled
                 failed[name] = outcome
         if txn.upsert_locks:
             await release_session_locks(session)
@@ -121,13 +114,13 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
     return ServerError(message + consequence + "; the transaction is over", errno=errno, sqlstate="HY000")
 
 
-# --- XA: COMMIT and ROLLBACK ---------------------------------------------------------------------------
+# --- one round trip over several connections (LOCAL and XA); XA: COMMIT and ROLLBACK ------------------------
 
 
 Outcome = tuple[str, bool] | None  # None: done; else what went wrong, and whether the server answered it
 
 
-async def _xa_fan(work: list[tuple[BackendConnection, list[str]]]) -> list[list[OKPacket | ERRPacket] | Exception]:
+async def _fan(work: list[tuple[BackendConnection, list[str]]]) -> list[list[OKPacket | ERRPacket] | Exception]:
     """Each connection's statements in one round trip, all connections at once: everything is sent first,
     then the answers are read in turn (those of the others wait in their buffers meanwhile), which costs
     no task per branch. A connection that fails is marked broken; its entry is the exception."""
@@ -162,8 +155,8 @@ def _outcome(statements: list[str], result: list[OKPacket | ERRPacket] | Excepti
 
 
 async def _xa_steps(work: list[tuple[BackendConnection, list[str]]]) -> list[Outcome]:
-    """Statements that end (part of) XA branches, one round trip for all of them (see `_xa_fan`)."""
-    results = await _xa_fan(work)
+    """Statements that end (part of) XA branches, one round trip for all of them (see `_fan`)."""
+    results = await _fan(work)
     return [_outcome(statements, result) for (_c, statements), result in zip(work, results, strict=True)]
 
 
@@ -174,7 +167,7 @@ async def _xa_aborts(work: list[tuple[BackendConnection, str, bool]]) -> list[st
     plan = [(conn, [f"XA ROLLBACK {xid}"] if prepared else [f"XA END {xid}", f"XA ROLLBACK {xid}"])
             for conn, xid, prepared in work]
     out: list[str | None] = []
-    for (conn, _s), result in zip(plan, await _xa_fan(plan), strict=True):
+    for (conn, _s), result in zip(plan, await _fan(plan), strict=True):
         if isinstance(result, Exception):
             out.append(_detail(result))
             continue
