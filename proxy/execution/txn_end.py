@@ -41,8 +41,9 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
       committed.
     * Otherwise COMMIT goes to every data source, as ShardingSphere's LOCAL transactions do (all sent at once,
       the answers read in turn: `_fan`), and a failure on one does not stop the others: each data source's
-      outcome is independent of the order the data sources joined in. The ones that failed are named with what happened (an ERR; or a lost
-      connection or a timeout, after which whether that data source committed is unknown).
+      outcome is independent of the order the data sources joined in. The ones that failed are named with
+      what happened (an ERR; or a lost connection or a timeout, after which whether that data source
+      committed is unknown).
     * ROLLBACK goes to every data source; a data source whose loss the client already heard of (the failing
       statement said so) needs no second error: its part was rolled back by its server.
     * A connection whose outcome is unknown or bad is closed, never pooled; the session's transaction state is
