@@ -203,18 +203,22 @@ class ShardingKernel:
         node = plan.single(shape, params)
         return None if node is None else (plan.kind, node[0], node[1])
 
-    def prepared_point(self, sql: str) -> tuple[PointPlan, Shape] | None:
+    def prepared_point(self, sql: str) -> tuple[PointPlan | None, Shape | None] | None:
         """The cached `routing.point.PointPlan` of a prepared statement's text and its shape, when it has one:
         the proxy keeps them with the statement (with `generation`) and asks `PointPlan.single(shape, params)` at
-        each execute, what `route_point(sql, params)` would answer, without its lookups (issue 15)."""
+        each execute, what `route_point(sql, params)` would answer, without its lookups (issue 15). (None, None):
+        the text is compiled to another plan (`route_point` would answer None until the rules change); None:
+        not compiled yet."""
         if "/*" in sql:
-            return None
+            return None, None
         shape = self._shapes.get(sql)
         if shape is None:
             return None
         plan = self._cache.get(shape.key)
-        if type(plan) is not PointPlan or not plan.accepts(shape):
+        if plan is None or not plan.accepts(shape):
             return None
+        if type(plan) is not PointPlan:
+            return None, None
         return plan, shape
 
     def _direct(self, sql: str, params: Sequence[Any] | None, hints: SessionHints) -> RoutedStatement:

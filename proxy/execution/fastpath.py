@@ -116,6 +116,8 @@ def plain_statement(sql: str) -> str | None:
     (issue 15: its regexes were 7-17 us of a text statement's fast path). Exact: every test it makes treats
     every digit alike (`\\w`, `[^\\s)]`, not `;`, not a letter; no pattern names a digit), so two texts that
     differ only in the digits of their (non-empty) runs get the same answer."""
+    if "(" not in sql:  # no regex to run: asking costs less than the key
+        return plain_statement_uncached(sql)
     key = tuple(_DIGIT_RUNS.split(sql))
     try:
         return _plain_by_skeleton[key]
@@ -492,11 +494,15 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         if known is None or known[0] != kernel.generation:
             found = kernel.prepared_point(sql)
             known = stmt.point = None if found is None else (kernel.generation, *found)
-        if known is not None:  # issue 15: the statement's point plan, kept with it
-            node = known[1].single(known[2], values)
-            point = None if node is None else (known[1].kind, *node)
-        else:
+        if known is None:  # not compiled yet
             point = kernel.route_point(sql, params)
+        elif known[1] is None:  # compiled, not to a point plan: the kernel routes it
+            point = None
+        else:  # issue 15: the statement's point plan, kept with it
+            plan, shape = known[1], known[2]
+            assert shape is not None
+            node = plan.single(shape, values)
+            point = None if node is None else (plan.kind, *node)
     elif command == _QUERY:
         if len(packet) > 4096:
             return None

@@ -78,7 +78,7 @@ class ClientStatement:
     # sharded, for the fast path (issue 15): what its executes with the bound `types` have in common, and its
     # point plan (ShardingKernel.prepared_point) with the kernel generation it was taken in
     layout: ExecuteLayout | None = None
-    point: tuple[int, PointPlan, Shape] | None = None
+    point: tuple[int, PointPlan | None, Shape | None] | None = None
     # pass-through read/write splitting group: how the text is classified (None: not a group), and the
     # connection / backend statement id of the open read-only cursor, when its EXECUTE ran on a replica
     access: Access | None = None

@@ -116,10 +116,12 @@ def test_prepared_point_answers_as_route_point(sql: str, params: list[Any], hint
     except RoutingError:
         pass
     kept = kernel.prepared_point(sql)
-    assert (kept is not None) is (point and "/*" not in sql)
-    if kept is None:
-        return
+    assert kept is not None  # compiled: to a point plan, or to another one (None, None)
     plan, shape = kept
+    assert (plan is not None) is (point and "/*" not in sql)
+    if plan is None or shape is None:
+        assert kernel.route_point(sql, params) is None
+        return
     for values in (params, [v + 1 if isinstance(v, int) else v for v in params], [None] * len(params), params[:1]):
         got = plan.single(shape, values)
         assert (None if got is None else (plan.kind, *got)) == kernel.route_point(sql, values)
