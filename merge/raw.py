@@ -14,10 +14,11 @@ is the general pipeline's, row for row.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from typing import NamedTuple
 
 from merge import coltypes as t
 from merge.errors import RowBudget
-from merge.frames import DONE, FULL, Decode, FrameMerger, frame_equality_key, frame_key
+from merge.frames import DONE, FULL, Decode, FrameKey, FrameMerger, frame_equality_key, frame_key
 from merge.keys import weight_index
 from merge.pipeline import DEFAULT_MEMORY_ROW_BUDGET
 from merge.spec import ColumnMeta, MergeSpec
@@ -51,6 +52,46 @@ def _keys_tie(spec: MergeSpec, columns: Sequence[ColumnMeta], weights: dict[int,
     )
 
 
+class _Plan(NamedTuple):
+    """What a merge of one spec over one node header needs beyond its rows: its keys, which do not change."""
+
+    spec: MergeSpec
+    columns: Sequence[ColumnMeta]
+    decode: Decode | None
+    key: FrameKey
+    distinct: FrameKey | None
+    cut: int
+    check: bool
+    tied: bool
+    binary_types: list[int] | None
+
+
+# issue 15: the keys of a spec over a header, kept while the same spec, column list and decoder come back (the
+# kernel keeps a spec with nothing of the values in it; the proxy keeps a header's column list and decoder). The
+# entry holds all three, so their ids cannot be reused while it lives. Keys read rows and keep no row state
+# (a WeightDecoder learns the collation of the column's weights, the same for every row of it).
+_PLANS: dict[tuple[int, int, int], _Plan] = {}
+_PLANS_LIMIT = 1024
+
+
+def _plan(spec: MergeSpec, columns: Sequence[ColumnMeta], decode: Decode | None) -> _Plan:
+    ident = (id(spec), id(columns), id(decode))
+    plan = _PLANS.get(ident)
+    if plan is not None and plan.spec is spec and plan.columns is columns and plan.decode is decode:
+        return plan
+    weights = dict(spec.weights)
+    distinct = frame_equality_key(range(spec.visible_columns), columns, decode, weights) if spec.distinct else None
+    plan = _Plan(spec, columns, decode, frame_key(spec.order_by, columns, decode, weights), distinct,
+                 spec.visible_columns if spec.visible_columns < len(columns) else -1,
+                 any(weight_index(o.index, columns, weights) is not None for o in spec.order_by),
+                 distinct is not None and _keys_tie(spec, columns, weights),
+                 None if decode is None else [c.type_code for c in columns])
+    if len(_PLANS) >= _PLANS_LIMIT:
+        _PLANS.clear()
+    _PLANS[ident] = plan
+    return plan
+
+
 async def _next_run(it: AsyncIterator[RowFrames]) -> bytes | None:
     async for frames in it:
         if frames.rows:
@@ -70,14 +111,10 @@ async def raw_order_merge(
     left = -1 if spec.limit is None else spec.limit  # rows still to send; -1 = all
     if left == 0:
         return
-    weights = dict(spec.weights)
-    cut = spec.visible_columns if spec.visible_columns < len(columns) else -1
-    check = any(weight_index(o.index, columns, weights) is not None for o in spec.order_by)
-    distinct = frame_equality_key(range(spec.visible_columns), columns, decode, weights) if spec.distinct else None
-    merger = FrameMerger(frame_key(spec.order_by, columns, decode, weights), len(batches), spec.offset, left,
-                         cut=cut, check=check, distinct=distinct, budget=RowBudget(memory_row_budget),
-                         binary_types=None if decode is None else [c.type_code for c in columns],
-                         tied=distinct is not None and _keys_tie(spec, columns, weights))
+    plan = _plan(spec, columns, decode)
+    merger = FrameMerger(plan.key, len(batches), spec.offset, left, cut=plan.cut, check=plan.check,
+                         distinct=plan.distinct, budget=RowBudget(memory_row_budget),
+                         binary_types=plan.binary_types, tied=plan.tied)
     for s, it in enumerate(batches):
         merger.feed(s, await _next_run(it))
     out = bytearray()

@@ -19,9 +19,9 @@ import asyncio
 import contextlib
 import functools
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from merge import ColumnMeta, MergeError, MergeSpec, merge_rows
 from merge.aggregate import MergeStats
@@ -320,7 +320,7 @@ async def _answer_merged(
             sent += await _relay_payloads(session, r.frame_batches())
         session.found_rows_value, session.found_rows_source = sent, None
     else:
-        metas = [_meta(c) for c in header.columns]
+        metas = _metas(header.columns)
         if raw_mergeable(spec, ncols):  # issue 15: merge.raw interleaves the row frames
             sent = await _raw_merged(session, readers, spec, metas, header.columns, codec)
             _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
@@ -357,8 +357,7 @@ async def _raw_merged(session: Session, readers: Sequence[_Reader], spec: MergeS
                       columns: tuple[ColumnDefinition41, ...], codec: StatementCodec) -> int:
     """issue 15: `merge.raw.raw_order_merge` over the readers' runs of row frames; the rows sent."""
     batches = [r.frame_batches() for r in readers]
-    decode_row = codec.decode_row
-    decode = None if codec is TEXT else (lambda p, n: decode_row(p, columns, n))
+    decode = None if codec is TEXT else _decoder(codec, columns)
     try:
         return await _relay_payloads(session, raw_order_merge(
             batches, spec, metas, decode, memory_row_budget=session.server.merge_memory_rows))
@@ -414,6 +413,45 @@ def _rename_value(value: bytes | None, renames: dict[str, str]) -> bytes | None:
 
 def _meta(col: ColumnDefinition41) -> ColumnMeta:
     return ColumnMeta(col.name, int(col.type), col.character_set, col.flags, col.decimals)
+
+
+# issue 15: per node header (protocol.results gives the same columns tuple back for the same header bytes, statement
+# after statement): its merge metadata, and its binary rows' decoder. The entry holds the tuple, so its id cannot be
+# reused while the entry lives; the same list and function come back, which lets merge.raw keep its keys too.
+_BY_COLUMNS: dict[int, tuple[tuple[ColumnDefinition41, ...], list[ColumnMeta], dict[object, Any]]] = {}
+_BY_COLUMNS_LIMIT = 1024
+
+
+def _by_columns(columns: Sequence[ColumnDefinition41]) -> tuple[list[ColumnMeta], dict[object, Any]]:
+    cols = tuple(columns) if type(columns) is not tuple else columns
+    hit = _BY_COLUMNS.get(id(cols))
+    if hit is not None and hit[0] is cols:
+        return hit[1], hit[2]
+    if len(_BY_COLUMNS) >= _BY_COLUMNS_LIMIT:
+        _BY_COLUMNS.clear()
+    metas = [_meta(c) for c in cols]
+    _BY_COLUMNS[id(cols)] = (cols, metas, {})
+    return metas, _BY_COLUMNS[id(cols)][2]
+
+
+def _metas(columns: Sequence[ColumnDefinition41]) -> list[ColumnMeta]:
+    """The merge's ColumnMeta of each column (the list is shared: never changed)."""
+    return _by_columns(columns)[0]
+
+
+def _decoder(codec: StatementCodec, columns: Sequence[ColumnDefinition41]) -> Callable[[bytes, int], Any]:
+    """`codec`'s binary row decoder for these columns, to text values (one function per header)."""
+    extras = _by_columns(columns)[1]
+    decode = extras.get(codec)
+    if decode is None:
+        decode_row = codec.decode_row
+        cols = columns
+
+        def decode(p: bytes, n: int) -> Any:
+            return decode_row(p, cols, n)
+
+        extras[codec] = decode
+    return decode
 
 
 async def field_list_sharded(session: Session, db: LogicalDatabase, req: ComFieldList) -> None:

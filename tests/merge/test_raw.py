@@ -341,3 +341,18 @@ def test_binary_integer_keys_order_as_the_decoded_rows(kind: str, descending: bo
         for k1, r1 in rows:
             for k2, r2 in rows:
                 assert (k1 < k2, k1 == k2) == (r1 < r2, r1 == r2)
+
+
+def test_keys_are_kept_for_the_same_spec_header_and_decoder() -> None:
+    """issue 15: a spec over a header keeps its keys (merge.raw._plan); merging with them again answers alike, and
+    another spec object, column list or decoder gets keys of its own."""
+    from merge import raw
+
+    columns, spec, streams = CUT_CASES[6]
+    first = raw._plan(spec, columns, None)
+    assert raw._plan(spec, columns, None) is first
+    assert raw._plan(MergeSpec(**{**spec.__dict__}), columns, None) is not first
+    assert raw._plan(spec, list(columns), None) is not first
+    expected = list(merge_rows_sync(streams, spec, columns))
+    assert _raw_sync(columns, spec, streams, 2, False) == expected
+    assert _raw_sync(columns, spec, streams, 2, False) == expected
