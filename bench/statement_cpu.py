@@ -57,6 +57,20 @@ def proxy_in(tree: Path, conf: Path, port: int, log: Path) -> Iterator[subproces
         proc.wait(15)
 
 
+@contextmanager
+def bench_layout(work: Path, table_size: int, stream_rows: int) -> Iterator[Path]:
+    """Two sandbox servers with bench/suite.py's layouts loaded; the proxy configuration's folder."""
+    servers = start_servers(2)
+    a, b = servers
+    try:
+        suite.load_sbtest(a, b, 1, table_size)
+        suite.load_streams(a, servers, stream_rows)
+        yield suite.write_conf(work / "conf", a, b)
+    finally:
+        for server in servers:
+            server.stop()
+
+
 def arguments(sql: str, rng: random.Random, size: int) -> tuple[int, ...]:
     n = sql.count("%s")
     first = rng.randint(1, size - RANGE)
@@ -141,12 +155,7 @@ def main() -> int:
     args = ap.parse_args()
     trees = [t.resolve() for t in (args.tree or [REPO])]
     work = Path(tempfile.mkdtemp(prefix="shardproxy-stmtcpu-"))
-    servers = start_servers(2)
-    a, b = servers
-    try:
-        suite.load_sbtest(a, b, 1, args.table_size)
-        suite.load_streams(a, servers, 10000)
-        conf = suite.write_conf(work / "conf", a, b)
+    with bench_layout(work, args.table_size, 10000) as conf:
         results: dict[Path, list[dict[tuple[str, str], float]]] = {t: [] for t in trees}
         for r in range(args.rounds):
             for tree in trees:
@@ -160,9 +169,6 @@ def main() -> int:
             for name in STATEMENTS:
                 cells = [" / ".join(f"{run[(proto, name)]:.0f}" for run in results[t]) for t in trees]
                 print(f"| {proto} | {name} | " + " | ".join(cells) + " |")
-    finally:
-        for s in servers:
-            s.stop()
     return 0
 
 

@@ -34,10 +34,7 @@ sys.path.insert(0, str(BENCH / "sysbench"))
 sys.path.insert(0, str(BENCH))
 
 import statement_cpu as sc  # noqa: E402
-import suite  # noqa: E402
 from harness import REPO, free_port, wait_listening  # noqa: E402
-
-from proxy.sandbox import start_servers  # noqa: E402
 
 # (logical database, protocol, statement class of statement_cpu.STATEMENTS, or "transaction")
 CLASSES: list[tuple[str, str, str]] = [
@@ -136,16 +133,8 @@ def main() -> int:
     trees = [t.resolve() for t in (args.tree or [REPO])]
     classes = [c for c in CLASSES if not args.only or any(w in ":".join(c) for w in args.only)]
     work = Path(tempfile.mkdtemp(prefix="shardproxy-instr-"))
-    servers = start_servers(2)
-    a, b = servers
-    try:
-        suite.load_sbtest(a, b, 1, args.table_size)
-        suite.load_streams(a, servers, 1000)
-        conf = suite.write_conf(work / "conf", a, b)
+    with sc.bench_layout(work, args.table_size, 1000) as conf:
         results = {tree: measure(tree, conf, work, classes, args.count, args.table_size) for tree in trees}
-    finally:
-        for s in servers:
-            s.stop()
     head = " | ".join(f"{t.name} k instr." for t in trees)
     change = " | change" if len(trees) == 2 else ""
     rule = "---|" * (len(trees) + bool(change))
