@@ -405,7 +405,9 @@ class TransactionManager:
     async def _recovery_loop(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.recovery_interval)
+                # not wait_for, which on Python 3.11 swallows a cancel that comes as the event is set
+                async with asyncio.timeout(self.recovery_interval):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 await self.recover_once()

@@ -133,14 +133,18 @@ class EtcdClient:
 
     async def _open(self, host: str, port: int, path: str, body: dict[str, Any]
                     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int, dict[str, str]]:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), self.timeout)
+        # asyncio.timeout rather than wait_for here and below: on Python 3.11 wait_for swallows a cancel that
+        # comes as the awaited call completes, and the caller (a background loop being stopped) went on
+        async with asyncio.timeout(self.timeout):
+            reader, writer = await asyncio.open_connection(host, port)
         self._connected += 1
         try:
             payload = json.dumps(body).encode()
             writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
                          f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode() + payload)
             await writer.drain()
-            status, headers = await asyncio.wait_for(_read_response(reader), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                status, headers = await _read_response(reader)
         except BaseException:
             writer.close()
             raise
@@ -155,8 +159,8 @@ class EtcdClient:
                 reader, writer, status, headers = await self._open(host, port, path, body)
                 try:
                     if "content-length" in headers:
-                        data = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])),
-                                                      self.timeout)
+                        async with asyncio.timeout(self.timeout):
+                            data = await reader.readexactly(int(headers["content-length"]))
                     else:
                         data = b"".join([c async for c in _chunks(reader)])
                 finally:

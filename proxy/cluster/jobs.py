@@ -84,7 +84,9 @@ class MigrationTakeOver:
     async def _loop(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), float(max(1, self.node.mode.ttl)))
+                # not wait_for, which on Python 3.11 swallows a cancel that comes as the event is set
+                async with asyncio.timeout(float(max(1, self.node.mode.ttl))):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 await self.sweep()

@@ -171,6 +171,10 @@ class ClusterNode:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(BaseException):
+                # cancelled again while it runs on: a cancel that comes as an awaited call completes is lost in
+                # a library's asyncio.wait_for on Python 3.11, and the task's loop would go on (no stop ended)
+                while not (await asyncio.wait({task}, timeout=0.5))[0]:
+                    task.cancel()
                 await task
         if self.lease:
             with contextlib.suppress(RegistryUnavailable):

@@ -288,7 +288,10 @@ class XATakeOver:
                 except Exception:
                     log.exception("xa_takeover_sweep_failed")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.interval)
+                    # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that comes as
+                    # the event is set (a node leaving as this one stops), and the task never ended
+                    async with asyncio.timeout(self.interval):
+                        await self._wake.wait()
                 self._wake.clear()
         finally:
             for task in self.running.values():

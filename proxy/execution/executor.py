@@ -61,7 +61,7 @@ from proxy.execution.units import (
 from proxy.execution.upsert import execute_upsert
 from proxy.execution.write_gate import write_gate
 from proxy.execution.writes import _DML, _write, _write_in_xa
-from proxy.frontend.cork import corked
+from proxy.frontend.cork import corked, held
 from proxy.frontend.relay import relay_frames
 from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
 
@@ -95,8 +95,21 @@ async def execute_plan(
         return
     units = routed.execution_units
     session.route = "single" if len(units) == 1 else "multi"
-    if routed.kind is StatementKind.DDL and not await txn_control.implicit_commit(session):
-        return  # committing the open transaction first failed (the client has the error): the DDL is not run
+    if routed.kind is StatementKind.DDL:
+        if not await txn_control.implicit_commit(session):
+            return  # committing the open transaction first failed (the client has the error): the DDL is not run
+        # the client's answer waits for the reloaded metadata: a client told that the table exists may use it at
+        # once, from any session (an INSERT without a column list into it needs its columns)
+        with held(session):
+            await _run_units(session, db, routed, codec)
+            await db.reload_metadata()
+        port(session.server).metadata_changed(db.name)  # Cluster mode: the other proxies reload it too
+        return
+    await _run_units(session, db, routed, codec)
+
+
+async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec) -> None:
+    units = routed.execution_units
     try:
         if routed.dual_repair is not None:  # resharding window: copies made alike before a dual write
             await reconcile_copies(session, routed, _access(routed))
@@ -128,9 +141,6 @@ async def execute_plan(
         answer_unit_failure(session, db, routed, exc)
     except MergeError as exc:
         session.error(exc.errno, exc.message, exc.sqlstate)
-    if routed.kind is StatementKind.DDL:
-        await db.reload_metadata()
-        port(session.server).metadata_changed(db.name)  # Cluster mode: the other proxies reload it too
 
 
 def answer_unit_failure(session: Session, db: LogicalDatabase, routed: RoutedStatement, exc: UnitFailed) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from proxy.frontend.wire import ClientPackets
 
-__all__ = ["CorkedWriter", "corked"]
+__all__ = ["CorkedWriter", "HeldWriter", "corked", "held"]
 
 CORK_LIMIT = 1 << 16  # bytes kept before they are written through
 
@@ -62,3 +62,48 @@ def corked(wire: ClientPackets) -> Iterator[None]:
     finally:
         wire.writer = cork.writer
         cork.uncork()
+
+
+class HeldWriter:
+    """Stands in for the client's writer and its transport: keeps every write, however large, until `release`
+    (no flow control: what it holds is a DDL statement's answer, a packet or two)."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+        self._parts: list[bytes] = []
+
+    @property
+    def transport(self) -> HeldWriter:
+        return self
+
+    def write(self, data: bytes) -> None:
+        self._parts.append(bytes(data))
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    async def drain(self) -> None:
+        return None
+
+    def release(self) -> None:
+        if self._parts:
+            data = b"".join(self._parts)
+            self._parts = []
+            self.writer.write(data)
+
+    def __getattr__(self, name: str) -> Any:  # is_closing(), get_extra_info() ...: the real writer's
+        return getattr(self.writer, name)
+
+
+@contextlib.contextmanager
+def held(session: Any) -> Iterator[None]:
+    """Keep what the block writes to the client (through `session.writer` or `session.wire`) and write it when
+    the block ends, in the order it was written."""
+    writer, wire_writer = session.writer, session.wire.writer
+    hold = HeldWriter(writer)
+    session.writer = session.wire.writer = hold
+    try:
+        yield
+    finally:
+        session.writer, session.wire.writer = writer, wire_writer
+        hold.release()

@@ -96,7 +96,9 @@ class Env:
 
     def __init__(self, servers: list[MariaDBServer], tmp_path: Path, *, relay: bool) -> None:
         self.servers = servers
-        self._trx_read: dict[int, float] = {}  # server port -> when INNODB_TRX was last read
+        # server port -> when INNODB_TRX was last read: shared by every Env, since the servers outlive a test
+        # and the previous test's last read may be a few ms old
+        self._trx_read = _TRX_READ
         n = next(_NAMES)
         self.dbs = [f"txf{n}_{i}" for i in range(2)]
         for server, db in zip(servers, self.dbs, strict=True):
@@ -161,6 +163,9 @@ def failing(conn: pymysql.connections.Connection[Any], sql: str) -> tuple[int, s
     with pytest.raises(pymysql.MySQLError) as info:
         run(conn, sql)
     return int(info.value.args[0]), str(info.value.args[1])
+
+
+_TRX_READ: dict[int, float] = {}
 
 
 def insert(conn: pymysql.connections.Connection[Any], ds: str, offset: int, v: str) -> int:
