@@ -264,7 +264,7 @@ class MergeTemplate:
     # (the nodes keep the pagination, from row 0 to offset + count), None (nothing)
     node_bound: str | None = None
     # the spec, when no part of it comes from the statement's values (a MergeSpec is immutable: one serves all)
-    _constant: list[MergeSpec] = field(default_factory=list, compare=False, repr=False)
+    _constant: list[MergeSpec] = field(default_factory=list, init=False, compare=False, repr=False)
 
     def spec(self, values: Sequence[Any], shape: Shape | None = None) -> MergeSpec:
         constant = self._constant

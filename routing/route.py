@@ -516,8 +516,8 @@ class ShardedPlan(Plan):
     dual_refusal: str | None = None  # why a windowed SELECT has none
     # what calls have in common that the rules alone decide (issue 15): per table, the sharding columns on
     # which any range routes everywhere (`range_blind_columns`), and the units of a call routed to all nodes
-    _blind: dict[str, frozenset[str] | None] = field(default_factory=dict, compare=False, repr=False)
-    _all_units: list[tuple[RouteUnit, ...]] = field(default_factory=list, compare=False, repr=False)
+    _blind: dict[str, frozenset[str] | None] = field(default_factory=dict, init=False, compare=False, repr=False)
+    _all_units: list[tuple[RouteUnit, ...]] = field(default_factory=list, init=False, compare=False, repr=False)
 
     def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
         assert self.sharding is not None

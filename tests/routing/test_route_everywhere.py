@@ -134,3 +134,22 @@ def test_the_shortcut_is_taken() -> None:
         routed = kernel.route("SELECT * FROM t_order WHERE user_id BETWEEN ? AND ?", [1, 9])
         kernel.route("SELECT * FROM t_order WHERE user_id = 3")
     assert len(routed.execution_units) == 4 and len(calls) == 1  # only the point select asked
+
+
+def test_a_plan_made_from_another_keeps_nothing_of_its_memos() -> None:
+    """`dataclasses.replace` of a plan (the kernel makes one for SET @v = (SELECT ...)) or of a merge template starts
+    with empty memos: what was kept for the old one is not taken for the new one."""
+    from dataclasses import replace
+
+    from routing.plan import StatementKind
+    from routing.rewrite import MergeTemplate
+    from routing.route import ShardedPlan
+
+    plan = ShardedPlan(kind=StatementKind.SELECT, write=False, param_index=())
+    plan._blind["t"] = None
+    plan._all_units.append(())
+    copy = replace(plan, set_variables=("v",))
+    assert copy._blind == {} and copy._all_units == []
+    template = MergeTemplate(visible_columns=1)
+    template._constant.append(template.spec(()))
+    assert replace(template, offset_slot=0)._constant == []
