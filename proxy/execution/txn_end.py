@@ -65,10 +65,9 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
         # round trip, no task per data source); as each data source's outcome does not depend on the others',
         # this is what sending it to one after the other does, without the wait in between
         names = list(txn.joined)
-        work = [(name, conn) for name in names
-                if (conn := session.backends.get(name)) is not None and not conn.broken]
-        results = dict(zip((name for name, _ in work),
-                           await _fan([(conn, [action]) for _, conn in work]), strict=True))
+        work = {name: conn for name in names
+                if (conn := session.backends.get(name)) is not None and not conn.broken}
+        results = dict(zip(work, await _fan([(conn, [action]) for conn in work.values()]), strict=True))
         for name in names:
             result = results.get(name)
             if result is None:  # not after _drop_lost; kept so that nothing goes unreported
@@ -78,7 +77,7 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
             if outcome is None:
                 ended.append(name)
             else:
-                session.backends[name].broken = True  # its state is unknown or bad: closed, never pooled
+                work[name].broken = True  # its state is unknown or bad: closed, never pooled
                 failed[name] = outcome
         if txn.upsert_locks:
             await release_session_locks(session)
