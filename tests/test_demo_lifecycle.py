@@ -36,6 +36,12 @@ def _start(tmp: Path, port: int) -> subprocess.Popen[str]:
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+def _rest_of(proc: subprocess.Popen[str]) -> str:
+    """What the demo printed after the lines the test read (for the message of a failed assertion)."""
+    assert proc.stderr is not None
+    return proc.stderr.read()[-4000:]
+
+
 def _wait_for(proc: subprocess.Popen[str], needle: str, timeout: float = 120) -> str:
     assert proc.stderr is not None
     seen = ""
@@ -82,7 +88,7 @@ def test_a_signal_after_it_is_ready_removes_everything(tmp_path: Path, sig: sign
         with socket.create_connection(("127.0.0.1", port), timeout=5):
             pass
         proc.send_signal(sig)
-        assert proc.wait(60) == 0
+        assert proc.wait(60) == 0, _rest_of(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -95,7 +101,7 @@ def test_sighup_while_the_servers_start_removes_everything(tmp_path: Path) -> No
         _wait_for(proc, "starting three")
         time.sleep(1.5)  # in the middle of installing and starting the servers
         proc.send_signal(signal.SIGHUP)
-        assert proc.wait(60) == 0
+        assert proc.wait(60) == 0, _rest_of(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
