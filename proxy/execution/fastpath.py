@@ -480,7 +480,9 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
                 values, stmt.types = execute_params(packet, stmt.num_params, stmt.types, stmt.long_data)
             except MalformedPacket:
                 return None
-            if layout is None or layout.types is not stmt.types:
+            if layout is not None and layout.types == stmt.types:
+                stmt.types = layout.types  # a client that binds its types at every execute binds the same ones
+            else:
                 layout = stmt.layout = execute_layout(stmt.types)
         num_params, types, kept = stmt.num_params, stmt.types or (), layout
 

@@ -97,3 +97,37 @@ def test_point_executes_answer_the_rows_the_data_holds(sharded: ShardedEnv) -> N
         assert STATS.taken - before >= len(CALLS) - 2  # all but the NULL (and a node first prepared by it)
     finally:
         client.close()
+
+
+def test_many_clients_executing_without_types_get_their_own_rows(sharded: ShardedEnv) -> None:
+    """16 clients at once, each with its own prepared statement executed with and without bound types and of its
+    own integer widths (each statement keeps its point plan and layout: protocol.retarget.ExecuteLayout): every
+    answer is the row its client asked for."""
+    import random
+    import threading
+
+    failures: list[str] = []
+
+    def run(c: int) -> None:
+        rng = random.Random(c)
+        types = [(LONG, LONG), (TINY, SHORT), (UTINY, LONGLONG), (LONG, ULONGLONG)][c % 4]
+        client = RawClient(sharded.proxy.host, sharded.proxy.port)
+        try:
+            client.login(database="sharding_db")
+            ok = prepare(client, SQL)
+            for i in range(60):
+                order_id, user_id, _ = ORDERS[rng.randrange(len(ORDERS))]
+                got = execute(client, ok.statement_id, (user_id, order_id), types, i == 0 or rng.random() < 0.1)
+                if got != expected(user_id, order_id):
+                    failures.append(f"client {c}: ({user_id}, {order_id}) -> {got}")
+        except Exception as exc:  # the thread's failure is the test's
+            failures.append(f"client {c}: {exc!r}")
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not failures, failures[:5]

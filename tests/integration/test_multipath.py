@@ -344,6 +344,18 @@ def test_prepared_executes_without_types_answer_as_the_slow_path(logs: ShardedEn
                 payload = payload[:at] + b"\x00" + payload[at + 1 + 2 * len(values):]
             slow = _answer(client, payload, enabled=False)
             assert _answer(client, payload, enabled=True) == slow, (low, high)
+        # every unit is prepared on the session's connections now: the path sends the client's execute re-addressed
+        # and encodes none of its own (fails if it encoded them: the path would decline, MULTI_STATS unchanged)
+        import proxy.execution.multipath as multipath
+
+        def refuse(*_args: object) -> bytes:
+            raise AssertionError("a unit's execute was encoded anew")
+
+        original, multipath.execute_payload = multipath.execute_payload, refuse  # type: ignore[assignment]
+        try:
+            assert _answer(client, payload, enabled=True) == slow
+        finally:
+            multipath.execute_payload = original
         _count_is(client, len(LOGS))
     finally:
         client.close()
