@@ -1,7 +1,9 @@
-"""The optional mypyc build of the hot pure-Python modules (issue 15), as sqlglot ships sqlglotc.
+"""The compiled parts (issue 15): the C helpers of merge.frames, and the optional mypyc build of the hot
+pure-Python modules, as sqlglot ships sqlglotc.
 
-Everything else is in pyproject.toml. By default nothing is compiled: `pip install -e .` needs no compiler
-and installs pure Python. With SHARDPROXY_MYPYC=1 the modules listed under [tool.shardproxy] mypyc in
+Everything else is in pyproject.toml. By default only merge/_cframes.c is compiled, and only when a C compiler
+and Python's headers are there (an optional extension: `pip install -e .` goes on without them, and the merge
+runs its Python steps). With SHARDPROXY_MYPYC=1 the modules listed under [tool.shardproxy] mypyc in
 pyproject.toml are compiled from the same source (build_support/shardproxy_build.py then adds mypy to the build's
 requirements); a module compiled this way is imported instead of its .py, and the .py stays the fallback.
 """
@@ -13,7 +15,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 
 HERE = Path(__file__).resolve().parent
 
@@ -23,9 +25,15 @@ def compiled_modules() -> list[str]:
         return list(tomllib.load(f)["tool"]["shardproxy"]["mypyc"])
 
 
+def c_helpers() -> list[object]:
+    """merge._cframes, the C form of merge.frames' per-row steps: built whenever a C compiler and Python's headers
+    are there, and optional: without them the install goes on and merge.frames runs its Python steps."""
+    return [Extension("merge._cframes", ["merge/_cframes.c"], optional=True, extra_compile_args=["-O2"])]
+
+
 def ext_modules() -> list[object]:
     if os.environ.get("SHARDPROXY_MYPYC") != "1":
-        return []
+        return c_helpers()
     try:
         from mypyc.build import mypycify  # a build requirement with SHARDPROXY_MYPYC=1 (build_support)
     except ImportError:
@@ -36,8 +44,8 @@ def ext_modules() -> list[object]:
 
     # only the listed modules are compiled (and type-checked as mypyc needs); what they import is read for
     # its types without being checked itself
-    return list(mypycify(["--follow-imports=silent", "--ignore-missing-imports", *compiled_modules()],
-                         opt_level="3"))
+    return [*c_helpers(), *mypycify(["--follow-imports=silent", "--ignore-missing-imports", *compiled_modules()],
+                                    opt_level="3")]
 
 
 setup(ext_modules=ext_modules())

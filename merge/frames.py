@@ -9,7 +9,10 @@ generators). `FrameMerger` is sans-IO: it says which stream it needs next, the c
 from __future__ import annotations
 
 import heapq
+import importlib
+import os
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from merge import coltypes as t
@@ -24,6 +27,21 @@ __all__ = ["DONE", "FULL", "FrameKey", "FrameMerger", "frame_equality_key", "fra
 
 Decode = Callable[[bytes, int], Row]  # (payload, leading columns to decode) -> the row's values as text
 FrameKey = Callable[[bytes, int, int], Any]  # (run, frame start, frame end) -> the row's sort key
+
+
+
+def _load_c() -> Any:
+    """merge._cframes (the per-row steps of the usual rows in C) when it was built and is not switched off
+    (SHARDPROXY_NO_C=1); None: the Python steps below, which define what it computes."""
+    if os.environ.get("SHARDPROXY_NO_C") == "1":
+        return None
+    try:
+        return importlib.import_module("merge._cframes")
+    except ImportError:
+        return None
+
+
+C: Any = _load_c()
 
 _LOW, _HIGH = float("-inf"), float("inf")  # NULL's place next to numbers: first ASC, last DESC
 FULL = -1  # `FrameMerger.merge`: the output holds what was asked for
@@ -49,12 +67,12 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
         general = _row_key_of_frames(row_key, columns, width, decode)
         if only is not None and wi is not None and only.index < wi \
                 and all(lenenc_in_binary(c.type_code) for c in columns[:width]):
-            return _weighted_binary_order_key(only.index, wi, len(columns), WeightDecoder(True).order_at, general)
+            return _weighted_binary_order_key(only.index, wi, len(columns), WeightDecoder(True), general, C)
         return general
     if only is not None and wi is not None:
         decoder = WeightDecoder(True)
         general = _weighted_text_key(only.index, wi, width, decoder.order, b"", b":", row_key)
-        return _weighted_order_key(only.index, wi, decoder.order_at, general) if only.index < wi else general
+        return _weighted_order_key(only.index, wi, decoder, general, C) if only.index < wi else general
     if only is not None and columns[only.index].type_code in (t.INTEGER_TYPES | t.DECIMAL_TYPES):
         vk = value_key(columns[only.index])
         index = only.index
@@ -68,13 +86,15 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
                 v = text_prefix(run, width, a + 4, b)[index]
             return null if v is None else vk(v) * sign
 
+        if C is not None and columns[index].type_code in t.INTEGER_TYPES:  # issue 15: the same key in one C call
+            return partial(C.text_int_key, index, only.descending, null, numeric)
         if index == 0 and not only.descending:
 
             def first_ascending(run: bytes, a: int, b: int) -> Any:  # the common case, in one step
                 n = run[a + 4]
-                if n < 0xFB and b - a - 4 < MAX:
+                if n < 0xFB and b - a - 4 < MAX and a + 5 + n <= b:
                     return vk(run[a + 5:a + 5 + n])
-                return numeric(run, a, b)
+                return numeric(run, a, b)  # NULL, a long value or row, or a row that ends early (malformed)
 
             return first_ascending
         return numeric
@@ -126,11 +146,14 @@ def _weighted_text_key(index: int, wi: int, width: int, convert: Callable[[bytes
     return key
 
 
-def _weighted_order_key(index: int, wi: int, order_at: Callable[[bytes, int, int], bytes],
-                        general: FrameKey) -> FrameKey:
+def _weighted_order_key(index: int, wi: int, decoder: WeightDecoder, general: FrameKey, c: Any) -> FrameKey:
     """`_weighted_text_key`'s order key in one pass over the row's length bytes: no values cut out, the weights
     keyed in place (`WeightDecoder.order_at`); rows it does not read so simply (long values, a NULL weight,
-    a frame of 16 MB) go to `general`, which keys them the same way (issue 15: the key was 4.3 us a row)."""
+    a frame of 16 MB) go to `general`, which keys them the same way (issue 15: the key was 4.3 us a row).
+    `c`: merge._cframes, whose `text_order_key` does the same in one C call (None: this Python)."""
+    if c is not None:
+        return partial(c.text_order_key, index, wi, decoder, general)
+    order_at = decoder.order_at
 
     def key(run: bytes, a: int, b: int) -> Any:
         if b - a - 4 >= MAX:
@@ -138,6 +161,8 @@ def _weighted_order_key(index: int, wi: int, order_at: Callable[[bytes, int, int
         pos = a + 4
         i = 0
         while i < wi:
+            if pos >= b:  # the row ends early: `general` says it is malformed
+                return general(run, a, b)
             first = run[pos]
             if first < 0xFB:
                 pos += 1 + first
@@ -148,8 +173,18 @@ def _weighted_order_key(index: int, wi: int, order_at: Callable[[bytes, int, int
             else:
                 return general(run, a, b)
             i += 1
-        ws, we = _short_value_at(run, pos, b)
-        return general(run, a, b) if ws < 0 else order_at(run, ws, we)
+        if pos >= b:
+            return general(run, a, b)
+        first = run[pos]  # `_short_value_at`, inlined (issue 15: a call a row)
+        if first < 0xFB:
+            ws = pos + 1
+            we = ws + first
+        elif first == 0xFC and pos + 3 <= b:
+            ws = pos + 3
+            we = ws + (run[pos + 1] | (run[pos + 2] << 8))
+        else:
+            return general(run, a, b)
+        return general(run, a, b) if we > b else order_at(run, ws, we)
 
     return key
 
@@ -160,7 +195,7 @@ def _short_value_at(run: bytes, pos: int, end: int) -> tuple[int, int]:
     first = run[pos]
     if first < 0xFB:
         start, stop = pos + 1, pos + 1 + first
-    elif first == 0xFC:
+    elif first == 0xFC and pos + 3 <= end:
         start = pos + 3
         stop = start + (run[pos + 1] | (run[pos + 2] << 8))
     else:
@@ -168,15 +203,18 @@ def _short_value_at(run: bytes, pos: int, end: int) -> tuple[int, int]:
     return (start, stop) if stop <= end else (-1, -1)
 
 
-def _weighted_binary_order_key(index: int, wi: int, columns: int, order_at: Callable[[bytes, int, int], bytes],
-                               general: FrameKey) -> FrameKey:
+def _weighted_binary_order_key(index: int, wi: int, columns: int, decoder: WeightDecoder, general: FrameKey,
+                               c: Any) -> FrameKey:
     """`_weighted_order_key` of binary-protocol rows (prepared statements) whose leading columns are
     length-encoded strings: NULLs read from the row's bitmap, the weights keyed in place; anything else (a
-    NULL weight, long values, a frame of 16 MB) goes to `general`, which keys it the same way."""
+    NULL weight, long values, a frame of 16 MB) goes to `general`, which keys it the same way. `c`: as there."""
+    if c is not None:
+        return partial(c.binary_order_key, index, wi, columns, decoder, general)
+    order_at = decoder.order_at
     values = 5 + (columns + 9) // 8  # frame header, 0x00, the NULL bitmap
 
     def key(run: bytes, a: int, b: int) -> Any:
-        if b - a - 4 >= MAX or run[a + 4] != 0:
+        if b - a - 4 >= MAX or a + values > b or run[a + 4] != 0:
             return general(run, a, b)
         bitmap = a + 5
         pos = a + values
@@ -187,7 +225,7 @@ def _weighted_binary_order_key(index: int, wi: int, columns: int, order_at: Call
                 if i == index:
                     return b""
             else:
-                first = run[pos]
+                first = run[pos] if pos < b else 0xFF  # a row that ends early: `general` says so
                 if first >= 0xFB:
                     return general(run, a, b)
                 pos += 1 + first
@@ -302,10 +340,18 @@ def _append_binary_cut(out: bytearray, run: bytes, a: int, b: int, types: list[i
 Cutter = Callable[[bytearray, bytes, int, int], None]  # (out, run, frame start, frame end): append the cut row
 
 
-def _cutter(cut: int, types: list[int] | None) -> Cutter:
+def _cutter(cut: int, types: list[int] | None, c: Any) -> Cutter:
     """How `FrameMerger` appends a row cut after its first `cut` columns: `_append_cut` / `_append_binary_cut`,
     for the usual rows in one pass over their length bytes (issue 15: the cut was a third of a prepared
-    ORDER BY merge's per-row cost); rows of other shapes go to those, which also say what is malformed."""
+    ORDER BY merge's per-row cost); rows of other shapes go to those, which also say what is malformed.
+    `c`: merge._cframes, whose `text_cut` / `binary_cut` do the same in one C call (None: this Python)."""
+    if c is not None:
+        if types is None:
+            return partial(c.text_cut, cut, lambda out, run, a, b: _append_cut(out, run, a, b, cut))
+        kept = bytes(_BINARY_SIZE.get(t, -2) + 3 for t in types[:cut])
+        every = list(types)
+        return partial(c.binary_cut, kept, cut, len(types),
+                       lambda out, run, a, b: _append_binary_cut(out, run, a, b, every, cut))
     if types is None:
         if cut != 1:
             return lambda out, run, a, b: _append_cut(out, run, a, b, cut)
@@ -404,7 +450,7 @@ class FrameMerger:
                  check: bool = False, distinct: FrameKey | None = None, budget: RowBudget | None = None,
                  binary_types: list[int] | None = None, tied: bool = False) -> None:
         self.key = key
-        self.cutter: Cutter | None = None if cut < 0 else _cutter(cut, binary_types)
+        self.cutter: Cutter | None = None if cut < 0 else _cutter(cut, binary_types, C)
         self.check = check
         self.distinct = distinct
         self.tied = tied and distinct is not None
@@ -418,6 +464,9 @@ class FrameMerger:
         self.rows = 0  # rows copied to the output since `take_rows`
         self.waiting = -1  # the stream whose run `merge` used up (its entry is still the heap's top)
         self.started = False
+        # merge._cframes.merge_loop: `merge`'s loop in C for a merge with no DISTINCT or a `tied` one (None: the
+        # loop below)
+        self.c_loop: Any = C.merge_loop if C is not None and (distinct is None or self.tied) else None
 
     def feed(self, s: int, run: bytes | None) -> None:
         """Stream `s`'s next run (non-empty), or None: it has no more rows."""
@@ -474,6 +523,9 @@ class FrameMerger:
             heapq.heapify(heap)
             if self.left == 0:
                 heap.clear()
+        if self.c_loop is not None:  # the same steps (tests/merge/test_cframes.py), issue 15
+            step: int = self.c_loop(self, out, out_bytes, frame_end, _unordered)
+            return step
         runs = self.runs
         key = self.key
         heapreplace = heapq.heapreplace

@@ -124,7 +124,7 @@ async def _raw(columns: Sequence[ColumnMeta], spec: MergeSpec, streams: list[lis
 @pytest.mark.parametrize(("columns", "spec", "streams", "size"),
                          [(*c, size) for c in CASES for size in (1, 2, 1000)] + [(*c, 2) for c in BIG_CASES])
 @pytest.mark.parametrize("decoded", [False, True], ids=["in-place", "decoded"])
-def test_raw_merge_sends_what_the_pipeline_sends(columns: list[ColumnMeta], spec: MergeSpec,
+def test_raw_merge_sends_what_the_pipeline_sends(frames_impl: str, columns: list[ColumnMeta], spec: MergeSpec,
                                                  streams: list[list[Row]], size: int, decoded: bool) -> None:
     assert raw_mergeable(spec, len(columns))
     if decoded:
@@ -168,7 +168,7 @@ CUT_CASES: list[tuple[list[ColumnMeta], MergeSpec, list[list[Row]]]] = [
 
 @pytest.mark.parametrize(("columns", "spec", "streams", "size"),
                          [(*c, size) for c in CUT_CASES[:-1] for size in (1, 2, 1000)] + [(*CUT_CASES[-1], 2)])
-def test_raw_merge_cuts_hidden_columns_like_the_pipeline(columns: list[ColumnMeta], spec: MergeSpec,
+def test_raw_merge_cuts_hidden_columns_like_the_pipeline(frames_impl: str, columns: list[ColumnMeta], spec: MergeSpec,
                                                          streams: list[list[Row]], size: int) -> None:
     assert raw_mergeable(spec, len(columns))
     expected = list(merge_rows_sync(streams, spec, columns))
@@ -177,7 +177,7 @@ def test_raw_merge_cuts_hidden_columns_like_the_pipeline(columns: list[ColumnMet
 
 @pytest.mark.parametrize(("columns", "spec", "streams", "size"),
                          [(*c, size) for c in CUT_CASES[:-1] for size in (1, 1000)])
-def test_binary_rows_are_cut_like_the_pipeline(columns: list[ColumnMeta], spec: MergeSpec,
+def test_binary_rows_are_cut_like_the_pipeline(frames_impl: str, columns: list[ColumnMeta], spec: MergeSpec,
                                                streams: list[list[Row]], size: int) -> None:
     """Prepared statements' rows: the key read through the binary decoder, the hidden columns cut off the
     NULL bitmap and the values (protocol.rowscan.binary_cut)."""
@@ -185,7 +185,7 @@ def test_binary_rows_are_cut_like_the_pipeline(columns: list[ColumnMeta], spec: 
     assert _raw_sync(columns, spec, streams, size, True) == list(merge_rows_sync(streams, spec, columns))
 
 
-def test_raw_merge_refuses_a_stream_out_of_the_weights_order() -> None:
+def test_raw_merge_refuses_a_stream_out_of_the_weights_order(frames_impl: str) -> None:
     from merge.errors import MergeError
 
     streams = [node(("b", 1, w("b")), ("a", 2, w("a"))), node(("c", 3, w("c")))]
@@ -229,7 +229,7 @@ def test_raw_distinct_keeps_its_keys_within_the_row_budget() -> None:
         asyncio.run(_distinct_rows(streams, spec, double, 19))
 
 
-def test_tied_distinct_keeps_only_the_tie_groups_keys() -> None:
+def test_tied_distinct_keeps_only_the_tie_groups_keys(frames_impl: str) -> None:
     """An integer sort key that is the DISTINCT column: duplicates are neighbours, a key is kept only while
     rows tie, so 40 rows of 20 values pass within a budget of one key (the pipeline's DistinctFilter would
     hold 20)."""
@@ -246,7 +246,7 @@ def test_tied_distinct_keeps_only_the_tie_groups_keys() -> None:
 
 @pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
 @pytest.mark.parametrize("layout", ["c,w", "c,pad,w", "pad,c,w"])
-def test_in_place_weighted_keys_are_the_decoded_ones(binary: bool, layout: str) -> None:
+def test_in_place_weighted_keys_are_the_decoded_ones(frames_impl: str, binary: bool, layout: str) -> None:
     """`frame_key`'s in-place key of one ASC text column with a weight column (`_weighted_order_key`,
     `_weighted_binary_order_key`) equals `merge.keys.order_key` of the decoded row, for NULL values and
     weights, short and long weight forms, long values (0xFC lengths) and other columns around them."""
@@ -286,9 +286,10 @@ _VALUES = {
 
 
 @pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
-def test_the_merge_cuts_rows_as_the_reference_cut(binary: bool) -> None:
+def test_the_merge_cuts_rows_as_the_reference_cut(frames_impl: str, binary: bool) -> None:
     """`FrameMerger`'s in-place cut (`_cutter`) of rows of every value shape equals `protocol.rowscan`'s
     `binary_cut` / `text_cut` of the row, at every cut."""
+    from merge import frames
     from merge.frames import _cutter
     from protocol.rowscan import binary_cut, text_cut
 
@@ -304,7 +305,7 @@ def test_the_merge_cuts_rows_as_the_reference_cut(binary: bool) -> None:
         run = b"\x07" + frames_of([payload]).data
         for cut in range(1, len(columns)):
             out = bytearray(b"\x05")
-            _cutter(cut, [c.type_code for c in columns] if binary else None)(out, run, 1, len(run))
+            _cutter(cut, [c.type_code for c in columns] if binary else None, frames.C)(out, run, 1, len(run))
             want = binary_cut(payload, [c.type_code for c in columns], cut) if binary \
                 else payload[:text_cut(payload, cut)]
             assert bytes(out) == b"\x05" + frames_of([want]).data, (names, cut)
@@ -312,7 +313,7 @@ def test_the_merge_cuts_rows_as_the_reference_cut(binary: bool) -> None:
 
 @pytest.mark.parametrize("kind", ["int", "bigint", "uint"])
 @pytest.mark.parametrize("descending", [False, True])
-def test_binary_integer_keys_order_as_the_decoded_rows(kind: str, descending: bool) -> None:
+def test_binary_integer_keys_order_as_the_decoded_rows(frames_impl: str, kind: str, descending: bool) -> None:
     """`frame_key` of one integer column of binary rows (`_binary_integer_key`: read in place after columns of
     every value shape, NULLs from the bitmap) orders and ties rows as `merge.keys.order_key` of the rows
     decoded."""
