@@ -229,7 +229,9 @@ class FastPath:
         if target is None:
             self.armed = False
             return False
-        if isinstance(target, MultiForward):
+        if isinstance(target, Answered):
+            self._ended()
+        elif isinstance(target, MultiForward):
             self._start_multi(target, data[4])
         else:
             self._start(target, data[4])
@@ -413,7 +415,14 @@ class Forward(NamedTuple):
     joins: bool = False  # `data` starts with the BEGIN that makes the node join the open transaction
 
 
-def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | None:
+class Answered:
+    """`fast_forward`'s answer for a command it answered itself (nothing to send anywhere)."""
+
+
+ANSWERED = Answered()
+
+
+def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | Answered | None:
     """Where to send this command, when the session's slow path would do nothing but relay it to a connection
     the session already holds (idle, on a plain data source: read/write splitting groups choose per
     statement), with no statement timeout to arm and no sql-show to log:
@@ -456,7 +465,7 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | No
     return None
 
 
-def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | MultiForward | None:
+def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | MultiForward | Answered | None:
     if session.server.sql_show or db.kernel is None:
         return None
     command = packet[4]
@@ -509,7 +518,10 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         if len(packet) > 4096:
             return None
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
-        if plain_statement(sql) is not SELECT:
+        text_kind = plain_statement(sql)
+        if text_kind is TRANSACTION:
+            return _local_begin(session, sql)
+        if text_kind is not SELECT:
             return None
         kernel = db.kernel
         point = kernel.route_point(sql, params)  # issue 15: a cached routing.point plan, no RoutedStatement built
@@ -573,6 +585,26 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
     return Forward(conn, join + command_frame if join else command_frame, renamer, False, bool(join))
 
 
+def _local_begin(session: Session, sql: str) -> Answered | None:
+    """A sharded database's BEGIN starts nothing anywhere (each data source joins at its first statement), so it is
+    answered here, as `txn_control.session_statement` answers it (issue 15: it went through the session's coroutine),
+    when no open transaction must commit first and nothing else is pending: not under autocommit=0, XA or SET
+    TRANSACTION. COMMIT and ROLLBACK go to the session's coroutine."""
+    txn = session.txn
+    if sql.upper() != "BEGIN" or not txn.autocommit or txn.commits_before_begin or txn.xa is not None \
+            or txn.next_tx_sets:
+        return None
+    STATS.taken += 1
+    session.begin_command(_QUERY)
+    session.info = sql
+    session.stmt_kind = TRANSACTION
+    txn.begin(sql)
+    session.update_status(0)
+    session.wire.seq = 1
+    session.ok()
+    return ANSWERED
+
+
 def _join_frame(session: Session, ds: str) -> bytes:
     """The framed COM_QUERY that starts the session's open transaction on `ds`, when joining is nothing but
     the client's BEGIN / START TRANSACTION (what `txn.join` sends then); b"" when the slow path must join:
@@ -595,4 +627,5 @@ def _lazy_renamer(db: LogicalDatabase, sql: str, params: Sequence[object] | None
 
     return rename
 
-__all__ = ["STATS", "ClientProtocol", "FastPath", "FastPathStats", "Forward", "fast_forward", "plain_statement"]
+__all__ = ["ANSWERED", "STATS", "Answered", "ClientProtocol", "FastPath", "FastPathStats", "Forward", "fast_forward",
+           "plain_statement"]

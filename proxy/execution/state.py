@@ -42,6 +42,17 @@ class TransactionState:
     def active(self) -> bool:
         return self.begin_sql is not None or not self.autocommit
 
+    @property
+    def commits_before_begin(self) -> bool:
+        """A BEGIN now first commits the open transaction (it touched a data source), as MySQL's does."""
+        return self.active and bool(self.joined or self.lost)
+
+    def begin(self, sql: str) -> None:
+        """The client's BEGIN / START TRANSACTION (`sql`): nothing starts anywhere yet; each data source joins at the
+        transaction's first statement there, with `sql` (proxy.execution.txn.join)."""
+        self.begin_sql = sql
+        self.joined = []
+
 
 @dataclass
 class GroupSessionState:

@@ -79,15 +79,14 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
     """Transactions and SET on a sharded database, fanned out over the data sources."""
     txn = session.txn
     if stmt.kind == "begin":
-        if txn.active and (txn.joined or txn.lost):
+        if txn.commits_before_begin:
             # implicit commit, as MySQL does; when it fails, no new transaction starts (as in MySQL)
             failure = await end_transaction(session, "COMMIT", label=f"the implicit COMMIT of {sql.strip()}",
                                             consequence="; no new transaction was started")
             if failure is not None:
                 session.error(failure.errno, failure.message, failure.sqlstate)
                 return
-        txn.begin_sql = sql
-        txn.joined = []
+        txn.begin(sql)  # issue 15: also answered by proxy.execution.fastpath (`_local_begin`)
         session.update_status(0)
         session.ok()
     elif stmt.kind in ("commit", "rollback"):

@@ -1,0 +1,81 @@
+"""BEGIN on a sharded database answered by the fast path (issue 15): the client hears the same OK (IN_TRANS set),
+the data sources join the transaction at their first statement exactly as after the session's own BEGIN, and the
+BEGINs that must do more (commit the open transaction first, autocommit=0, SET TRANSACTION pending) still go to the
+session's coroutine, which does it."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.constants import ServerStatus
+from proxy.execution.fastpath import STATS
+from tests.integration.sharding_fixtures import ShardedEnv, order_node
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture()
+def sharded(sharded_env: ShardedEnv) -> ShardedEnv:
+    sharded_env.clean("t_order")
+    sharded_env.run("INSERT INTO t_order (order_id, user_id, status) VALUES (10, 0, 'a'), (11, 1, 'b')")
+    return sharded_env
+
+
+def _taken(conn: object, sql: str) -> int:
+    before = STATS.taken
+    conn.cursor().execute(sql)  # type: ignore[attr-defined]
+    return STATS.taken - before
+
+
+def test_begin_is_answered_by_the_fast_path_and_the_nodes_join_at_their_first_statement(sharded: ShardedEnv) -> None:
+    conn, other = sharded.connect(), sharded.connect()
+    try:
+        cur = conn.cursor()
+        assert _taken(conn, "BEGIN") == 1  # answered without the session's coroutine
+        assert conn.server_status & ServerStatus.IN_TRANS
+        cur.execute("SELECT status FROM t_order WHERE user_id = 0 AND order_id = 10")  # joins the first node
+        assert cur.fetchall() == (("a",),)
+        cur.execute("UPDATE t_order SET status = 'x' WHERE user_id = 1 AND order_id = 11")  # joins the second one
+        cur.execute("UPDATE t_order SET status = 'y' WHERE user_id = 0 AND order_id = 10")
+        ocur = other.cursor()
+        ocur.execute("SELECT order_id, status FROM t_order ORDER BY order_id")
+        assert ocur.fetchall() == ((10, "a"), (11, "b"))  # nothing visible outside before COMMIT
+        # a BEGIN in a transaction that touched data sources commits it first: the session's coroutine
+        assert _taken(conn, "BEGIN") == 0
+        assert conn.server_status & ServerStatus.IN_TRANS
+        ocur.execute("SELECT order_id, status FROM t_order ORDER BY order_id")
+        assert ocur.fetchall() == ((10, "y"), (11, "x"))
+        cur.execute("UPDATE t_order SET status = 'z' WHERE user_id = 1 AND order_id = 11")
+        cur.execute("ROLLBACK")
+        assert not conn.server_status & ServerStatus.IN_TRANS
+        ocur.execute("SELECT order_id, status FROM t_order ORDER BY order_id")
+        assert ocur.fetchall() == ((10, "y"), (11, "x"))
+        # BEGIN twice with nothing in between: the second one is answered here too
+        assert _taken(conn, "begin") == 1
+        assert _taken(conn, "BEGIN") == 1
+        cur.execute("SELECT status FROM t_order WHERE user_id = 1 AND order_id = 11")
+        assert cur.fetchall() == (("x",),)
+        cur.execute("UPDATE t_order SET status = 'v' WHERE user_id = 0 AND order_id = 10")
+        cur.execute("COMMIT")
+        assert not conn.server_status & ServerStatus.IN_TRANS
+        ds, table = order_node(0, 10)
+        assert sharded.backend(ds, f"SELECT status FROM {table} WHERE order_id = 10") == [("v",)]
+    finally:
+        conn.close()
+        other.close()
+
+
+@pytest.mark.parametrize("before", ["SET autocommit = 0", "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"])
+def test_begins_that_do_more_go_to_the_session(sharded: ShardedEnv, before: str) -> None:
+    conn = sharded.connect()
+    try:
+        cur = conn.cursor()
+        cur.execute(before)
+        assert _taken(conn, "BEGIN") == 0
+        assert conn.server_status & ServerStatus.IN_TRANS
+        cur.execute("UPDATE t_order SET status = 'w' WHERE user_id = 0 AND order_id = 10")
+        cur.execute("ROLLBACK")
+        cur.execute("SELECT status FROM t_order WHERE user_id = 0 AND order_id = 10")
+        assert cur.fetchall() == (("a",),)
+    finally:
+        conn.close()
