@@ -1,11 +1,11 @@
-"""The compiled parts (issue 15): the C helpers of merge.frames, and the optional mypyc build of the hot
-pure-Python modules, as sqlglot ships sqlglotc.
+"""The compiled parts (issue 15): the C helpers of merge.frames and protocol.rowframes, and the optional mypyc build
+of the hot pure-Python modules, as sqlglot ships sqlglotc.
 
-Everything else is in pyproject.toml. By default only merge/_cframes.c is compiled, and only when a C compiler
-and Python's headers are there (an optional extension: `pip install -e .` goes on without them, and the merge
-runs its Python steps). With SHARDPROXY_MYPYC=1 the modules listed under [tool.shardproxy] mypyc in
-pyproject.toml are compiled from the same source (build_support/shardproxy_build.py then adds mypy to the build's
-requirements); a module compiled this way is imported instead of its .py, and the .py stays the fallback.
+Everything else is in pyproject.toml. By default only merge/_cframes.c and protocol/_crowframes.c are compiled, and
+only when a C compiler and Python's headers are there (optional extensions: `pip install -e .` goes on without them,
+and those modules run their Python steps). With SHARDPROXY_MYPYC=1 the modules listed under [tool.shardproxy] mypyc
+in pyproject.toml are compiled from the same source too (build_support/shardproxy_build.py then adds mypy to the
+build's requirements); a module compiled this way is imported instead of its .py, and the .py stays the fallback.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ def compiled_modules() -> list[str]:
 
 
 def c_helpers() -> list[object]:
-    """merge._cframes, the C form of merge.frames' per-row steps: built whenever a C compiler and Python's headers
-    are there, and optional: without them the install goes on and merge.frames runs its Python steps."""
-    return [Extension("merge._cframes", ["merge/_cframes.c"], optional=True, extra_compile_args=["-O2"])]
+    """merge._cframes and protocol._crowframes, the C form of merge.frames' and protocol.rowframes' per-row steps:
+    built whenever a C compiler and Python's headers are there, and optional: without them the install goes on and
+    those modules run their Python steps."""
+    sources = {"merge._cframes": "merge/_cframes.c", "protocol._crowframes": "protocol/_crowframes.c"}
+    return [Extension(name, [path], optional=True, extra_compile_args=["-O2"]) for name, path in sources.items()]
 
 
 def ext_modules() -> list[object]:

@@ -539,7 +539,18 @@ get_count(PyObject *obj, PyObject *name, Py_ssize_t *value, PyObject **big)
     }
     *value = PyLong_AsSsize_t(v);
     if (*value == -1 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError) || _PyLong_Sign(v) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            Py_DECREF(v);
+            return -1;
+        }
+        PyErr_Clear();
+        PyObject *zero = PyLong_FromLong(0);
+        int negative = zero == NULL ? -1 : PyObject_RichCompareBool(v, zero, Py_LT);
+        Py_XDECREF(zero);
+        if (negative != 0) {
+            if (negative > 0) {
+                PyErr_SetString(PyExc_OverflowError, "a count below -1");
+            }
             Py_DECREF(v);
             return -1;
         }

@@ -12,7 +12,10 @@ Pure functions over bytes and native ints: this module is one of those mypyc com
 
 from __future__ import annotations
 
-from typing import Final
+import importlib
+import os
+from collections.abc import Callable
+from typing import Any, Final
 
 __all__ = ["RowFrames", "frame_end", "frames_of", "payload_at", "renumber", "row_payloads", "scan_rows"]
 
@@ -38,7 +41,7 @@ class RowFrames:
         return row_payloads(self.data)
 
 
-def scan_rows(buf: bytearray, pos: int) -> tuple[int, int, bool]:
+def scan_rows_py(buf: bytearray, pos: int) -> tuple[int, int, bool]:
     """Walk the complete row packets of `buf` from `pos`: (where they stop, how many rows, whether what
     follows is a complete packet that is not a row: the result's EOF/OK or an ERR).
 
@@ -71,7 +74,7 @@ def scan_rows(buf: bytearray, pos: int) -> tuple[int, int, bool]:
     return pos, rows, False
 
 
-def renumber(data: bytearray, seq: int) -> int:
+def renumber_py(data: bytearray, seq: int) -> int:
     """Give every frame of `data` (complete frames only) the next sequence id from `seq`, in place; returns
     the sequence id after the last frame."""
     pos = 0
@@ -81,6 +84,22 @@ def renumber(data: bytearray, seq: int) -> int:
         seq = (seq + 1) & 0xFF
         pos += 4 + (data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16))
     return seq
+
+
+def _load_c() -> Any:
+    """protocol._crowframes (`scan_rows` and `renumber` in C; issue 15) when it was built and is not switched off
+    (SHARDPROXY_NO_C=1); None: the Python loops above, which define what it computes."""
+    if os.environ.get("SHARDPROXY_NO_C") == "1":
+        return None
+    try:
+        return importlib.import_module("protocol._crowframes")
+    except ImportError:
+        return None
+
+
+C: Any = _load_c()
+scan_rows: Callable[[bytearray, int], tuple[int, int, bool]] = scan_rows_py if C is None else C.scan_rows
+renumber: Callable[[bytearray, int], int] = renumber_py if C is None else C.renumber
 
 
 def frame_end(data: bytes | bytearray, pos: int) -> int:
