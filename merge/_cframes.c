@@ -148,6 +148,47 @@ short_value_at(const unsigned char *run, Py_ssize_t pos, Py_ssize_t end, Py_ssiz
     return *we <= end;
 }
 
+/* The row a key reads: run[a:b] of the bytes `runobj`, read from the call's (run, a, b); 1 when it is a frame this
+ * file reads (a header and less than 16 MB), 0 when the caller's Python key must decide, -1 on an error. */
+static int
+key_frame(PyObject *const *rab, const unsigned char **run, Py_ssize_t *a, Py_ssize_t *b, Py_ssize_t min)
+{
+    Py_ssize_t len;
+    *a = PyLong_AsSsize_t(rab[1]);
+    *b = PyLong_AsSsize_t(rab[2]);
+    if (PyErr_Occurred() || read_run(rab[0], run, &len) < 0) {
+        return -1;
+    }
+    return !(*a < 0 || *b > len || *b - *a < min || *b - *a - 4 >= MAX_PAYLOAD);
+}
+
+/* Where value `count` of the text row whose values start at run[pos] (and end by `b`) starts: the values before it
+ * stepped over when their lengths take one byte. -1: one does not (a longer value, a malformed row: the caller's
+ * Python key decides); -2: value `null_index` among them is NULL. */
+static Py_ssize_t
+step_text(const unsigned char *run, Py_ssize_t pos, Py_ssize_t b, Py_ssize_t count, Py_ssize_t null_index)
+{
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (pos >= b) {
+            return -1;
+        }
+        unsigned char first = run[pos];
+        if (first < 0xFB) {
+            pos += 1 + first;
+        }
+        else if (first == 0xFB) {
+            if (i == null_index) {
+                return -2;
+            }
+            pos += 1;
+        }
+        else {
+            return -1;
+        }
+    }
+    return pos < b ? pos : -1;
+}
+
 /* text_order_key(index, wi, decoder, general, run, a, b): merge.frames._weighted_order_key's key. */
 static PyObject *
 text_order_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -156,39 +197,21 @@ text_order_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "text_order_key takes 7 arguments");
         return NULL;
     }
-    Py_ssize_t index = PyLong_AsSsize_t(args[0]), wi = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t a = PyLong_AsSsize_t(args[5]), b = PyLong_AsSsize_t(args[6]);
+    Py_ssize_t index = PyLong_AsSsize_t(args[0]), wi = PyLong_AsSsize_t(args[1]), a, b;
     const unsigned char *run;
-    Py_ssize_t len;
-    if (PyErr_Occurred() || read_run(args[4], &run, &len) < 0) {
+    if (PyErr_Occurred()) {
         return NULL;
     }
-    PyObject *general = args[3];
-    if (a < 0 || b > len || b - a < 4 || b - a - 4 >= MAX_PAYLOAD) {
-        return call3(general, args + 4);
+    int usual = key_frame(args + 4, &run, &a, &b, 4);
+    if (usual <= 0) {
+        return usual < 0 ? NULL : call3(args[3], args + 4);
     }
-    Py_ssize_t pos = a + 4;
-    for (Py_ssize_t i = 0; i < wi; i++) {
-        if (pos >= b) {
-            return call3(general, args + 4);
-        }
-        unsigned char first = run[pos];
-        if (first < 0xFB) {
-            pos += 1 + first;
-        }
-        else if (first == 0xFB) {
-            if (i == index) {
-                return PyBytes_FromStringAndSize(NULL, 0);
-            }
-            pos += 1;
-        }
-        else {
-            return call3(general, args + 4);
-        }
+    Py_ssize_t pos = step_text(run, a + 4, b, wi, index), ws, we;
+    if (pos == -2) {
+        return PyBytes_FromStringAndSize(NULL, 0);
     }
-    Py_ssize_t ws, we;
-    if (!short_value_at(run, pos, b, &ws, &we)) {
-        return call3(general, args + 4);
+    if (pos < 0 || !short_value_at(run, pos, b, &ws, &we)) {
+        return call3(args[3], args + 4);
     }
     return weighted_order(args[2], args[4], run, ws, we);
 }
@@ -201,17 +224,19 @@ binary_order_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "binary_order_key takes 8 arguments");
         return NULL;
     }
-    Py_ssize_t index = PyLong_AsSsize_t(args[0]), wi = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t index = PyLong_AsSsize_t(args[0]), wi = PyLong_AsSsize_t(args[1]), a, b;
     Py_ssize_t columns = PyLong_AsSsize_t(args[2]);
-    Py_ssize_t a = PyLong_AsSsize_t(args[6]), b = PyLong_AsSsize_t(args[7]);
     const unsigned char *run;
-    Py_ssize_t len;
-    if (PyErr_Occurred() || read_run(args[5], &run, &len) < 0) {
+    if (PyErr_Occurred()) {
         return NULL;
     }
     PyObject *general = args[4];
+    int usual = key_frame(args + 5, &run, &a, &b, 5);
+    if (usual <= 0) {
+        return usual < 0 ? NULL : call3(general, args + 5);
+    }
     Py_ssize_t bitmap = a + 5, values = a + 5 + (columns + 9) / 8;
-    if (a < 0 || b > len || b - a < 5 || b - a - 4 >= MAX_PAYLOAD || run[a + 4] != 0 || values > b) {
+    if (run[a + 4] != 0 || values > b) {
         return call3(general, args + 5);
     }
     Py_ssize_t pos = values;
@@ -246,35 +271,19 @@ text_int_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "text_int_key takes 7 arguments");
         return NULL;
     }
-    Py_ssize_t index = PyLong_AsSsize_t(args[0]);
+    Py_ssize_t index = PyLong_AsSsize_t(args[0]), a, b;
     int descending = PyObject_IsTrue(args[1]);
-    Py_ssize_t a = PyLong_AsSsize_t(args[5]), b = PyLong_AsSsize_t(args[6]);
     const unsigned char *run;
-    Py_ssize_t len;
-    if (descending < 0 || PyErr_Occurred() || read_run(args[4], &run, &len) < 0) {
+    if (descending < 0 || PyErr_Occurred()) {
         return NULL;
     }
     PyObject *general = args[3];
-    if (a < 0 || b > len || b - a < 4 || b - a - 4 >= MAX_PAYLOAD) {
-        return call3(general, args + 4);
+    int usual = key_frame(args + 4, &run, &a, &b, 4);
+    if (usual <= 0) {
+        return usual < 0 ? NULL : call3(general, args + 4);
     }
-    Py_ssize_t pos = a + 4;
-    for (Py_ssize_t i = 0; i < index; i++) {
-        if (pos >= b) {
-            return call3(general, args + 4);
-        }
-        unsigned char first = run[pos];
-        if (first < 0xFB) {
-            pos += 1 + first;
-        }
-        else if (first == 0xFB) {
-            pos += 1;
-        }
-        else {
-            return call3(general, args + 4);
-        }
-    }
-    if (pos >= b) {
+    Py_ssize_t pos = step_text(run, a + 4, b, index, -1);
+    if (pos < 0) {
         return call3(general, args + 4);
     }
     unsigned char n = run[pos];

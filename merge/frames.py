@@ -9,8 +9,6 @@ generators). `FrameMerger` is sans-IO: it says which stream it needs next, the c
 from __future__ import annotations
 
 import heapq
-import importlib
-import os
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -20,6 +18,7 @@ from merge.errors import MergeError, RowBudget
 from merge.keys import Row, equality_key, order_key, value_key, weight_index
 from merge.spec import ColumnMeta, OrderItem
 from merge.weights import WeightDecoder
+from protocol.cext import load_c
 from protocol.rowframes import MAX, frame_end, frames_of, payload_at
 from protocol.rowscan import binary_cut, binary_prefix, lenenc_in_binary, text_cut, text_prefix
 
@@ -28,20 +27,7 @@ __all__ = ["DONE", "FULL", "FrameKey", "FrameMerger", "frame_equality_key", "fra
 Decode = Callable[[bytes, int], Row]  # (payload, leading columns to decode) -> the row's values as text
 FrameKey = Callable[[bytes, int, int], Any]  # (run, frame start, frame end) -> the row's sort key
 
-
-
-def _load_c() -> Any:
-    """merge._cframes (the per-row steps of the usual rows in C) when it was built and is not switched off
-    (SHARDPROXY_NO_C=1); None: the Python steps below, which define what it computes."""
-    if os.environ.get("SHARDPROXY_NO_C") == "1":
-        return None
-    try:
-        return importlib.import_module("merge._cframes")
-    except ImportError:
-        return None
-
-
-C: Any = _load_c()
+C: Any = load_c("merge._cframes")  # the per-row steps below in C, when built (protocol.cext)
 
 _LOW, _HIGH = float("-inf"), float("inf")  # NULL's place next to numbers: first ASC, last DESC
 FULL = -1  # `FrameMerger.merge`: the output holds what was asked for

@@ -12,10 +12,10 @@ Pure functions over bytes and native ints: this module is one of those mypyc com
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Callable
 from typing import Any, Final
+
+from protocol.cext import load_c
 
 __all__ = ["RowFrames", "frame_end", "frames_of", "payload_at", "renumber", "row_payloads", "scan_rows"]
 
@@ -86,18 +86,7 @@ def renumber_py(data: bytearray, seq: int) -> int:
     return seq
 
 
-def _load_c() -> Any:
-    """protocol._crowframes (`scan_rows` and `renumber` in C; issue 15) when it was built and is not switched off
-    (SHARDPROXY_NO_C=1); None: the Python loops above, which define what it computes."""
-    if os.environ.get("SHARDPROXY_NO_C") == "1":
-        return None
-    try:
-        return importlib.import_module("protocol._crowframes")
-    except ImportError:
-        return None
-
-
-C: Any = _load_c()
+C: Any = load_c("protocol._crowframes")  # the per-row steps below in C, when built (protocol.cext)
 scan_rows: Callable[[bytearray, int], tuple[int, int, bool]] = scan_rows_py if C is None else C.scan_rows
 renumber: Callable[[bytearray, int], int] = renumber_py if C is None else C.renumber
 
