@@ -72,25 +72,31 @@ fast_order(PyObject *decoder, const unsigned char *run, Py_ssize_t ws, Py_ssize_
                 we = s + cut;
             }
             const unsigned char *space = (const unsigned char *)PyBytes_AS_STRING(spacep);
-            if ((we - s) % unit == 0
-                    && !(we - s >= unit && memcmp(run + we - unit, space, (size_t)unit) == 0)) {
+            /* merge.weights._orderer_at: not whole units (a cut key) as they are; else trailing space units dropped
+             * (a CHAR column's weights are padded to its length) and, when no unit is below the space, as they are */
+            int usual = (we - s) % unit != 0;
+            if (!usual) {
+                while (we - s >= unit && memcmp(run + we - unit, space, (size_t)unit) == 0) {
+                    we -= unit;
+                }
                 Py_ssize_t i;
                 for (i = s + space_at; i < we; i += unit) {
                     if (run[i] < limit) {
                         break;
                     }
                 }
-                if (i >= we) {
-                    Py_ssize_t ne = PyBytes_GET_SIZE(endp);
-                    result = PyBytes_FromStringAndSize(NULL, we - t + ne);
-                    if (result != NULL) {
-                        char *dst = PyBytes_AS_STRING(result);
-                        memcpy(dst, run + t, (size_t)(we - t));
-                        memcpy(dst + (we - t), PyBytes_AS_STRING(endp), (size_t)ne);
-                    }
-                    Py_DECREF(fast);
-                    return result;
+                usual = i >= we;
+            }
+            if (usual) {
+                Py_ssize_t ne = PyBytes_GET_SIZE(endp);
+                result = PyBytes_FromStringAndSize(NULL, we - t + ne);
+                if (result != NULL) {
+                    char *dst = PyBytes_AS_STRING(result);
+                    memcpy(dst, run + t, (size_t)(we - t));
+                    memcpy(dst + (we - t), PyBytes_AS_STRING(endp), (size_t)ne);
                 }
+                Py_DECREF(fast);
+                return result;
             }
         }
     }
@@ -148,10 +154,11 @@ short_value_at(const unsigned char *run, Py_ssize_t pos, Py_ssize_t end, Py_ssiz
     return *we <= end;
 }
 
-/* The row a key reads: run[a:b] of the bytes `runobj`, read from the call's (run, a, b); 1 when it is a frame this
- * file reads (a header and less than 16 MB), 0 when the caller's Python key must decide, -1 on an error. */
+/* The row a call reads: run[a:b], from the call's (run, a, b) arguments at `rab`; 1 when it is a frame this file reads
+ * (at least `min` bytes, less than 16 MB, inside the run), 0 when the caller's Python step must decide, -1 on an
+ * error. */
 static int
-key_frame(PyObject *const *rab, const unsigned char **run, Py_ssize_t *a, Py_ssize_t *b, Py_ssize_t min)
+row_frame(PyObject *const *rab, const unsigned char **run, Py_ssize_t *a, Py_ssize_t *b, Py_ssize_t min)
 {
     Py_ssize_t len;
     *a = PyLong_AsSsize_t(rab[1]);
@@ -189,6 +196,15 @@ step_text(const unsigned char *run, Py_ssize_t pos, Py_ssize_t b, Py_ssize_t cou
     return pos < b ? pos : -1;
 }
 
+/* Where the values of the binary row framed at run[a:b] (of `columns` columns) start, after its 0x00 and NULL bitmap;
+ * -1 when it does not start so or its bitmap runs past `b` (the caller's Python step decides). */
+static Py_ssize_t
+binary_values_at(const unsigned char *run, Py_ssize_t a, Py_ssize_t b, Py_ssize_t columns)
+{
+    Py_ssize_t values = a + 5 + (columns + 9) / 8;
+    return run[a + 4] != 0 || values > b ? -1 : values;
+}
+
 /* text_order_key(index, wi, decoder, general, run, a, b): merge.frames._weighted_order_key's key. */
 static PyObject *
 text_order_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -202,7 +218,7 @@ text_order_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (PyErr_Occurred()) {
         return NULL;
     }
-    int usual = key_frame(args + 4, &run, &a, &b, 4);
+    int usual = row_frame(args + 4, &run, &a, &b, 4);
     if (usual <= 0) {
         return usual < 0 ? NULL : call3(args[3], args + 4);
     }
@@ -231,12 +247,12 @@ binary_order_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *general = args[4];
-    int usual = key_frame(args + 5, &run, &a, &b, 5);
+    int usual = row_frame(args + 5, &run, &a, &b, 5);
     if (usual <= 0) {
         return usual < 0 ? NULL : call3(general, args + 5);
     }
-    Py_ssize_t bitmap = a + 5, values = a + 5 + (columns + 9) / 8;
-    if (run[a + 4] != 0 || values > b) {
+    Py_ssize_t bitmap = a + 5, values = binary_values_at(run, a, b, columns);
+    if (values < 0) {
         return call3(general, args + 5);
     }
     Py_ssize_t pos = values;
@@ -278,7 +294,7 @@ text_int_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *general = args[3];
-    int usual = key_frame(args + 4, &run, &a, &b, 4);
+    int usual = row_frame(args + 4, &run, &a, &b, 4);
     if (usual <= 0) {
         return usual < 0 ? NULL : call3(general, args + 4);
     }
@@ -357,19 +373,18 @@ text_cut(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "text_cut takes 6 arguments");
         return NULL;
     }
-    Py_ssize_t cut = PyLong_AsSsize_t(args[0]);
-    Py_ssize_t a = PyLong_AsSsize_t(args[4]), b = PyLong_AsSsize_t(args[5]);
+    Py_ssize_t cut = PyLong_AsSsize_t(args[0]), a, b;
     const unsigned char *run;
-    Py_ssize_t len;
-    if (PyErr_Occurred() || read_run(args[3], &run, &len) < 0) {
+    if (PyErr_Occurred()) {
         return NULL;
     }
     if (!PyByteArray_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError, "out must be a bytearray");
         return NULL;
     }
-    if (a < 0 || b > len || b - a < 4 || b - a - 4 >= MAX_PAYLOAD) {
-        return fallback4(args[1], args + 2);
+    int usual = row_frame(args + 3, &run, &a, &b, 4);
+    if (usual <= 0) {
+        return usual < 0 ? NULL : fallback4(args[1], args + 2);
     }
     Py_ssize_t pos = a + 4;
     for (Py_ssize_t i = 0; i < cut; i++) {
@@ -417,11 +432,9 @@ binary_cut(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "sizes must be bytes and out a bytearray");
         return NULL;
     }
-    Py_ssize_t cut = PyLong_AsSsize_t(args[1]), columns = PyLong_AsSsize_t(args[2]);
-    Py_ssize_t a = PyLong_AsSsize_t(args[6]), b = PyLong_AsSsize_t(args[7]);
+    Py_ssize_t cut = PyLong_AsSsize_t(args[1]), columns = PyLong_AsSsize_t(args[2]), a, b;
     const unsigned char *run;
-    Py_ssize_t len;
-    if (PyErr_Occurred() || read_run(args[5], &run, &len) < 0) {
+    if (PyErr_Occurred()) {
         return NULL;
     }
     const unsigned char *sizes = (const unsigned char *)PyBytes_AS_STRING(args[0]);
@@ -429,9 +442,12 @@ binary_cut(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "binary_cut: sizes shorter than the cut");
         return NULL;
     }
-    Py_ssize_t bitmap_in = (columns + 9) / 8, bitmap_out = (cut + 9) / 8;
-    Py_ssize_t bitmap = a + 5, values = bitmap + bitmap_in;
-    if (a < 0 || b > len || b - a < 5 || b - a - 4 >= MAX_PAYLOAD || run[a + 4] != 0 || values > b) {
+    int usual = row_frame(args + 5, &run, &a, &b, 5);
+    if (usual <= 0) {
+        return usual < 0 ? NULL : fallback4(args[3], args + 4);
+    }
+    Py_ssize_t bitmap_out = (cut + 9) / 8, bitmap = a + 5, values = binary_values_at(run, a, b, columns);
+    if (values < 0) {
         return fallback4(args[3], args + 4);
     }
     Py_ssize_t p = values;
@@ -474,8 +490,8 @@ binary_cut(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* merge_loop(merger, out, out_bytes, frame_end, unordered): FrameMerger.merge's loop for a merger with no DISTINCT
- * or a `tied` one, in C: the same steps on the merger's heap, runs, key, cutter, check, skip, left and rows (read from it and written
- * back, on errors too), calling its key and cutter and heapq.heapreplace as the Python loop does. Returns what merge
+ * or a `tied` one, in C: the same steps on the merger's heap, runs, key, cutter, check, skip, left and rows (read from
+ * it and written back, on errors too), calling its key and cutter and heapq.heapreplace as the Python loop does. Returns what merge
  * returns: the stream whose next run is needed (also set as merger.waiting), FULL (-1) or DONE (-2). `frame_end`:
  * merge.frames.frame_end (rows of 16 MB and more); `unordered`: makes the error of a stream out of the weights'
  * order. */

@@ -220,10 +220,7 @@ def _orderer_at(space: bytes | None) -> Callable[[bytes, int, int], bytes]:
     order = _orderer(space)
     if order is bytes or space is None:
         return lambda run, t, e: run[t:e]
-    u = len(space)
-    end = order(b"")  # the terminator alone
-    first = next(i for i, byte in enumerate(space) if byte)
-    at_least = bytes(range(space[first] + (first < u - 1), 256))
+    u, first, at_least, end = _usual_units(space)
 
     def order_at(run: bytes, t: int, e: int) -> bytes:
         s = t + 1
@@ -236,6 +233,16 @@ def _orderer_at(space: bytes | None) -> Callable[[bytes, int, int], bytes]:
         return run[t:s] + order(run[s:e])
 
     return order_at
+
+
+@cache
+def _usual_units(space: bytes) -> tuple[int, int, bytes, bytes]:
+    """How `_orderer_at` (and merge._cframes, from `WeightDecoder._fast`) tells weights that need no padded encoding:
+    (unit size, where the space unit's first non-zero byte is, the bytes that may stand there in every unit of such
+    weights, the terminator `_orderer` adds)."""
+    u = len(space)
+    first = next(i for i, byte in enumerate(space) if byte)
+    return u, first, bytes(range(space[first] + (first < u - 1), 256)), _orderer(space)(b"")
 
 
 def _terminated(w: bytes) -> bytes:
@@ -289,22 +296,14 @@ class WeightDecoder:
     """Parses the values of one hidden weight column (see `weight_sql`); ``<collation>:<max_sort_length>:``
     is the same on every row of a column, so it is remembered."""
 
-    __slots__ = ("_at_least", "_cut", "_end", "_eq", "_fast", "_levels", "_order", "_order_at", "_prefix", "_short",
-                 "_space", "_space_at", "_tag", "_truncate", "_unit")
+    __slots__ = ("_cut", "_eq", "_fast", "_levels", "_order", "_order_at", "_prefix", "_short", "_truncate")
 
     def __init__(self, truncate: bool) -> None:
         self._prefix = b"\xff"  # never a prefix of a real value
         self._short = b"\xff"  # `_prefix` + "::" (the short form's) once learned, for a one-level collation
-        self._tag = 0  # len(_short) - 1: where a short-form value's tag (its last ':') is
         self._order_at: Callable[[bytes, int, int], bytes] = _orderer_at(None)
-        # `order_at`'s usual case in one step (issue 15): the padded space unit (None: no such step), its unit size,
-        # where its first non-zero byte is, the bytes at least that byte, the terminator (see `_orderer_at`)
-        self._space: bytes | None = None
-        self._unit = 1
-        self._space_at = 0
-        self._at_least = b""
-        self._end = b""
-        # the same, for merge._cframes: (short, tag, cut, space, unit, space_at, lowest byte allowed there, end)
+        # `order_at`'s usual case as merge._cframes does it in one C call (issue 15): (short, tag, cut, space unit,
+        # `_usual_units` of it with the lowest byte allowed in place of the bytes); None: no such case
         self._fast: tuple[bytes, int, int, bytes, int, int, int, bytes] | None = None
         self._truncate = truncate
         self._order: Callable[[bytes], bytes] = bytes
@@ -325,27 +324,21 @@ class WeightDecoder:
         self._prefix = value[: len(name) + len(msl_text) + 2]
         self._order = prof.orderer
         self._order_at = _orderer_at(prof.padded_space)
+        self._short = b"\xff" if prof.multi_level else self._prefix + b"::"
         self._eq = prof.equalizer
         self._levels = prof.level_orderers() if prof.multi_level else None
-        self._short = b"\xff" if prof.multi_level else self._prefix + b"::"
-        self._tag = len(self._short) - 1
-        space = prof.padded_space
-        if prof.multi_level or space is None or int.from_bytes(space, "big") < 2:
-            self._space = None
-        else:
-            self._space, self._unit = space, len(space)
-            self._space_at = next(i for i, byte in enumerate(space) if byte)
-            self._at_least = bytes(range(space[self._space_at] + (self._space_at < len(space) - 1), 256))
-            self._end = _orderer(space)(b"")
         try:
             msl = int(msl_text)
         except ValueError:
             msl = 0
         unit = len(prof.padded_space or b"x")
         self._cut = msl - msl % unit if self._truncate and not prof.multi_level and msl > 0 else 0
-        self._fast = None if self._space is None else (
-            self._short, self._tag, self._cut, self._space, self._unit, self._space_at,
-            self._at_least[0] if self._at_least else 256, self._end)
+        space = prof.padded_space
+        self._fast = None
+        if not prof.multi_level and space is not None and _orderer(space) is not bytes:
+            u, first, at_least, end = _usual_units(space)
+            self._fast = (self._short, len(self._short) - 1, self._cut, space, u, first,
+                          at_least[0] if at_least else 256, end)
         return True
 
     def _split(self, value: bytes) -> tuple[bytes, int, int]:
@@ -389,18 +382,12 @@ class WeightDecoder:
         """b":" + `order`(run[ws:we]), reading a short-form value (``<collation>:<max_sort_length>:::<weights>``,
         `weight_sql_pieces(one_level=True)`) in place: its last ':' is the tag (issue 15: the per-row key of
         ``ORDER BY <text column>``)."""
-        if run.startswith(self._short, ws, we):
-            t = ws + self._tag
-            s = t + 1
+        short = self._short
+        if run.startswith(short, ws, we):
+            t = ws + len(short) - 1
             cut = self._cut
-            if cut and we - s > cut:
-                we = s + cut
-            space = self._space
-            # issue 15: `_orderer_at`'s usual case inlined (whole units, no trailing space unit, no unit below
-            # the space): one call a row instead of two
-            if space is not None and not (we - s) % self._unit and not run.endswith(space, s, we) \
-                    and not run[s + self._space_at:we:self._unit].translate(None, self._at_least):
-                return run[t:we] + self._end
+            if cut and we - t - 1 > cut:
+                we = t + 1 + cut
             return self._order_at(run, t, we)
         return b":" + self.order(run[ws:we])
 

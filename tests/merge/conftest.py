@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Iterator
 
 import pytest
+
+from tests.c_helpers import c_helper
 
 
 @pytest.fixture(params=["python", "c"])
@@ -15,14 +15,7 @@ def frames_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     import merge.frames
     import merge.raw
 
-    c = None
-    if request.param == "c":
-        try:
-            c = importlib.import_module("merge._cframes")
-        except ImportError:
-            if os.environ.get("SHARDPROXY_EXPECT_COMPILED") in ("0", "1"):  # .ci/run: both builds have the helpers
-                pytest.fail("merge._cframes is not built (setup.py builds it where a C compiler is)")
-            pytest.skip("merge._cframes is not built here (no C compiler at install)")
+    c = c_helper("merge._cframes") if request.param == "c" else None
     monkeypatch.setattr(merge.frames, "C", c)
     merge.raw._PLANS.clear()  # keys made with the other form
     yield request.param

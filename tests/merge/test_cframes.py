@@ -3,8 +3,6 @@ usual, unusual and broken: the same key, the same cut bytes, the same error, row
 
 from __future__ import annotations
 
-import importlib
-import os
 import random
 from collections.abc import Callable
 from typing import Any
@@ -14,16 +12,12 @@ import pytest
 from merge import frames
 from merge.weights import WeightDecoder
 from protocol.rowframes import frames_of
+from tests.c_helpers import c_helper
 from tests.merge.test_weights import short, w
 
 
 def _c() -> Any:
-    try:
-        return importlib.import_module("merge._cframes")
-    except ImportError:
-        if os.environ.get("SHARDPROXY_EXPECT_COMPILED") in ("0", "1"):
-            pytest.fail("merge._cframes is not built")
-        pytest.skip("merge._cframes is not built here")
+    return c_helper("merge._cframes")
 
 
 COLLATIONS = ["utf8mb4_general_ci", "latin1_swedish_ci", "utf8mb4_unicode_ci", "utf8mb4_nopad_bin", "binary",
@@ -194,6 +188,8 @@ def _merge(c: Any, streams: list[list[bytes]], spec: Any, columns: Any, run_rows
         merger = frames.FrameMerger(plan.key, len(streams), spec.offset, -1 if spec.limit is None else spec.limit,
                                     cut=plan.cut, check=plan.check, distinct=plan.distinct,
                                     budget=RowBudget(1000), tied=plan.tied)
+        # the C loop runs the merges it takes (none with an untied DISTINCT), not the Python one behind a None
+        assert (merger.c_loop is not None) == (c is not None and (plan.distinct is None or plan.tied))
         for s, r in enumerate(runs):
             merger.feed(s, bytes(r.pop(0)) if r else None)
         out = bytearray()
@@ -284,3 +280,48 @@ def test_the_c_integer_key_is_the_python_one(descending: bool) -> None:
                 assert got[1] == got[0], cells
     finally:
         frames.C = saved
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_the_c_keys_answer_the_usual_rows_without_python(binary: bool) -> None:
+    """Rows as sysbench's ORDER BY c range gets them (a CHAR value of digits and dashes, its utf8mb4_general_ci weights
+    in the short form): after the first row (which teaches the decoder the collation), no row goes to the Python key
+    or the decoder's own order_at. (The comparisons above pass whatever share of rows C hands back.)"""
+    c = _c()
+
+    class Counting(WeightDecoder):
+        __slots__ = ("calls",)
+
+        def order_at(self, run: bytes, ws: int, we: int) -> bytes:
+            self.calls += 1
+            return super().order_at(run, ws, we)
+
+    general_calls = []
+    decoder = Counting(True)
+    decoder.calls = 0
+    general = lambda run, a, b: general_calls.append(a)  # noqa: E731
+    key = (frames._weighted_binary_order_key(0, 1, 2, decoder, general, c) if binary
+           else frames._weighted_order_key(0, 1, decoder, general, c))
+    python = (frames._weighted_binary_order_key(0, 1, 2, WeightDecoder(True), general, None) if binary
+              else frames._weighted_order_key(0, 1, WeightDecoder(True), general, None))
+    rng = random.Random(41)
+    for _ in range(50):
+        text = "-".join("".join(rng.choice("0123456789") for _ in range(11)) for _ in range(10))
+        payload = (_binary_payload if binary else _text_payload)((text.encode(), short(text, pad_to=120)))
+        run = bytes(frames_of([payload]).data)
+        assert key(run, 0, len(run)) == python(run, 0, len(run))
+    assert decoder.calls == 1 and not general_calls
+
+
+def test_the_c_loops_are_what_the_modules_use() -> None:
+    """Where the helpers are built, the merge and the row scan use them (not the Python steps behind a loader that
+    returned None)."""
+    import os
+
+    from protocol import rowframes
+
+    if os.environ.get("SHARDPROXY_NO_C") == "1":
+        pytest.skip("SHARDPROXY_NO_C=1 switches them off")
+    frames_c, rows_c = _c(), c_helper("protocol._crowframes")
+    assert frames.C is frames_c
+    assert rowframes.scan_rows is rows_c.scan_rows and rowframes.renumber is rows_c.renumber

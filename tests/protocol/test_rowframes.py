@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import importlib
-import os
 import random
 from collections.abc import Callable
 from typing import Any
@@ -15,15 +13,11 @@ from protocol import rowframes
 from protocol.constants import MAX_PAYLOAD
 from protocol.framing import FrameDecoder, encode_packet
 from protocol.rowframes import frames_of, row_payloads
+from tests.c_helpers import c_helper
 
 
 def _c() -> Any:
-    try:
-        return importlib.import_module("protocol._crowframes")
-    except ImportError:
-        if os.environ.get("SHARDPROXY_EXPECT_COMPILED") in ("0", "1"):  # .ci/run: both builds have the helpers
-            pytest.fail("protocol._crowframes is not built")
-        pytest.skip("protocol._crowframes is not built here")
+    return c_helper("protocol._crowframes")
 
 
 @pytest.fixture(params=["python", "c"])
