@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import Any
 
+from protocol.cext import load_c
 from protocol.constants import MAX_PAYLOAD, ServerStatus
 from protocol.packets import ERRPacket, OKPacket
 from protocol.results import ResultRelay, ResultSummary
@@ -24,18 +26,24 @@ _MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
 _CURSOR_EXISTS = int(ServerStatus.CURSOR_EXISTS)
 _HDR = struct.Struct("<HH")
 
-# phases (plain ints: this runs once per frame)
+# phases (plain ints: this runs once per frame; protocol/_crowframes.c numbers them alike)
 _FIRST, _COLUMNS, _COLUMNS_EOF, _ROWS, _DONE = range(5)
+
+# issue 15: `feed`'s loop over the frames that need no Python object, in C when built (protocol.cext); the loop
+# below stays the definition and takes every other frame
+C: Any = load_c("protocol._crowframes")
 
 
 class VerbatimRelay:
     """Finds the end of an answer in the classic (EOF) framing, or in the DEPRECATE_EOF framing when
     `deprecate_eof`, and passes every byte through."""
 
-    __slots__ = ("_columns_left", "_continuation", "_deprecate_eof", "_err_payload", "_phase", "_rewrite_error",
+    __slots__ = ("_c", "_columns_left", "_continuation", "_deprecate_eof", "_err_payload", "_phase", "_rewrite_error",
                  "_seq", "_skip", "_tail", "done", "rows", "summary")
 
-    def __init__(self, *, deprecate_eof: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None) -> None:
+    def __init__(self, *, deprecate_eof: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None,
+                 c: Any = C) -> None:
+        self._c = c  # protocol._crowframes, or None: the Python loop alone (tests compare both)
         self._deprecate_eof = deprecate_eof
         # e.g. actual table names back to logic names (a sharded single-node answer). With one, an incomplete
         # control packet is held back instead of passed on, so that an ERR can be replaced whole (issue 15)
@@ -78,7 +86,19 @@ class VerbatimRelay:
         phase = self._phase
         header = -1  # where the last frame header read starts (its sequence id gives next_seq)
         rows = 0
-        while end - pos >= 4:
+        c = self._c
+        if c is not None and not self._continuation:
+            pos, phase, self._columns_left, rows, header, sets, status, warnings = c.verbatim_scan(
+                buf, pos, phase, self._columns_left, self._deprecate_eof)
+            if sets:
+                self.summary.result_sets += sets
+            if status >= 0:  # what `_end` keeps of the last end packet walked
+                s = self.summary
+                s.status = status
+                s.warnings = warnings
+                if phase == _DONE:
+                    self.done = True
+        while phase != _DONE and end - pos >= 4:
             length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
             if phase == _ROWS and length != MAX_PAYLOAD and not self._continuation:
                 if length == 0:  # not a row any server sends; skipped as one
