@@ -63,11 +63,15 @@ class PointPlan(Plan):
     param_slots: tuple[int, ...] = ()  # the parameter index of each `?` the template renders
     all_params: bool = False  # every rendered value token is a `?`: the SQL depends only on the table
     n_params: int = 0  # the statement's `?` count
+    # issue 15: a rule whose database strategy alone decides (table strategy none, one table per data source, as
+    # sysbench's `id % 2` layout): data source -> its one table, for `_node`'s one-step form; None: the general form
+    table_of: dict[str, str] | None = None
     _sql_by_table: dict[str, str] = field(default_factory=dict, compare=False)
 
     def accepts(self, shape: Shape) -> bool:
-        assert self.base is not None
-        return self.base.accepts(shape)
+        base = self.base
+        assert base is not None
+        return not base.pins or base.accepts(shape)
 
     def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
         base = self.base
@@ -155,6 +159,19 @@ class PointPlan(Plan):
     def _node(self, shape: Shape, params: Sequence[Any] | None) -> tuple[str, str]:
         rule = self.rule
         assert rule is not None
+        table_of = self.table_of
+        if table_of is not None:  # `_target` of the database strategy, then the one table there (see table_of)
+            strategy = rule.database_strategy
+            assert isinstance(strategy, StandardStrategy)
+            value = sharding_value(self._value(strategy.column.lower(), shape, params))
+            try:
+                ds = strategy.algorithm.shard_precise(self.data_sources, strategy.column, value)
+            except Exception:  # the general plan words the algorithm's refusal
+                raise _Fallback from None
+            table = table_of.get(ds) if type(ds) is str else None
+            if table is None:
+                raise _Fallback
+            return ds, table
         if rule.auto:
             table = self._target(rule.table_strategy, self.tables[""], shape, params)
             nodes = [n for n in rule.data_nodes if n.table == table]
@@ -272,10 +289,15 @@ def point_plan(plan: Plan) -> Plan:
     data_sources = tuple(rule.data_sources)
     tables = {"": tuple(n.table for n in rule.data_nodes)} if rule.auto else \
         {ds: tuple(rule.tables_in(ds)) for ds in data_sources}
+    table_of = None
+    if not rule.auto and isinstance(rule.database_strategy, StandardStrategy) \
+            and isinstance(rule.table_strategy, NoneStrategy) and all(len(t) == 1 for t in tables.values()):
+        table_of = {ds: t[0] for ds, t in tables.items()}
     return PointPlan(
         kind=plan.kind, write=plan.write, param_index=plan.param_index, logic_tables=plan.logic_tables,
         pins=plan.pins, into_variables=plan.into_variables, into_trailing=plan.into_trailing,
         set_variables=plan.set_variables, base=plan, rule=rule, logic=logic, values=values,
         data_sources=data_sources, tables=tables, pieces=tuple(pieces), quote=quote,
         params_in_order=in_order, param_slots=tuple(param_slots), all_params=all_params, n_params=n_params,
+        table_of=table_of,
     )

@@ -569,7 +569,10 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
     if params is None:
         if unit is not None and unit.params:
             return None
-        data = b"\x03" + unit_sql.encode("utf-8", errors="surrogateescape")  # COM_QUERY (codec.query_payload)
+        if unit_sql == sql:  # the actual table is named as the logic one: the client's packet as it came
+            framed = packet
+        data = b"" if framed is not None else \
+            b"\x03" + unit_sql.encode("utf-8", errors="surrogateescape")  # COM_QUERY (codec.query_payload)
     else:
         prepared = conn.statements.get(unit_sql)
         if prepared is None:

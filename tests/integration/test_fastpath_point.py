@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pymysql
 import pytest
 
 from protocol.binary import ColumnType, ComStmtExecute, ComStmtPrepare, ParamType, StmtPrepareOK, decode_binary_row
@@ -131,3 +132,30 @@ def test_many_clients_executing_without_types_get_their_own_rows(sharded: Sharde
     for t in threads:
         t.join(120)
     assert not failures, failures[:5]
+
+
+def test_text_point_selects_on_tables_named_as_their_logic_table(sharded: ShardedEnv) -> None:
+    """`t_user` is `t_user` on both data sources, so the unit's SQL is the client's text and the fast path sends the
+    client's own packet (issue 15): every text point select answers the rows of its node, on the fast path, and an
+    error raised there reaches the client whole."""
+    sharded.clean("t_user", db="extra_db")
+    sharded.run("INSERT INTO t_user (user_id, name) VALUES " + ", ".join(f"({u}, 'u{u}')" for u in range(12)),
+                db="extra_db")
+    conn = sharded.connect("extra_db")
+    try:
+        with conn.cursor() as cur:
+            for u in range(3):  # warm: the statement's plan is compiled and cached by the slow path
+                cur.execute(f"SELECT name FROM t_user WHERE user_id = {u}")
+                cur.fetchall()
+            before = STATS.taken
+            for u in [*range(12), 40, 7, 7]:
+                cur.execute(f"SELECT name FROM t_user WHERE user_id = {u}")
+                assert cur.fetchall() == (((f"u{u}",),) if u < 12 else ())
+            assert STATS.taken - before == 15
+            with pytest.raises(pymysql.err.OperationalError) as err:
+                cur.execute("SELECT no_such_column FROM t_user WHERE user_id = 3")
+            assert err.value.args[0] == 1054 and "no_such_column" in err.value.args[1]
+            cur.execute("SELECT name FROM t_user WHERE user_id = 5")  # the session goes on
+            assert cur.fetchall() == (("u5",),)
+    finally:
+        conn.close()

@@ -3,16 +3,29 @@ same units, SQL, parameters and flags, and the same refusal when the general pla
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from routing.errors import RoutingError
 from routing.kernel import ShardingKernel
+from routing.model import DatabaseRules, NoneStrategy, TableRule
 from routing.parse import scan_shape
 from routing.plan import SessionHints
 from routing.point import PointPlan, point_plan
-from tests.routing.conftest import METADATA, build_rules
+from tests.routing.conftest import METADATA, nodes
+from tests.routing.conftest import build_rules as build_shared_rules
+
+
+def build_rules() -> DatabaseRules:
+    """The shared rules plus `t_one`: split over the data sources by `user_id`, one table on each (table strategy
+    none), as sysbench's `id % 2` layout is: the point plan's one-step form (`PointPlan.table_of`)."""
+    rules = build_shared_rules()
+    assert rules.sharding is not None
+    t_other = rules.sharding.tables["t_other"]
+    t_one = TableRule("t_one", nodes("t_one", table_count=1), t_other.database_strategy, NoneStrategy())
+    return replace(rules, sharding=replace(rules.sharding, tables={**rules.sharding.tables, "t_one": t_one}))
 
 # (sql, params, hints, compiles to a PointPlan)
 CASES: list[tuple[str, list[Any] | None, SessionHints | None, bool]] = [
@@ -36,7 +49,16 @@ CASES: list[tuple[str, list[Any] | None, SessionHints | None, bool]] = [
     ("SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2", None, SessionHints(write_route_only=True), True),
     ("SELECT id FROM t_log WHERE id = 6", None, None, True),  # auto table
     ("SELECT id FROM t_log WHERE id = ?", [7], None, True),
-    ("SELECT * FROM t_other WHERE user_id = ?", [9], None, True),  # table strategy none, one table per source
+    ("SELECT * FROM t_other WHERE user_id = ?", [9], None, True),  # table strategy none, two tables per source
+    ("SELECT * FROM t_one WHERE user_id = ?", [9], None, True),  # one table per source (PointPlan.table_of)
+    ("SELECT * FROM t_one WHERE user_id = ?", [None], None, True),
+    ("SELECT * FROM t_one WHERE user_id = ?", ["x"], None, True),
+    ("SELECT * FROM t_one WHERE user_id = 4", None, None, True),
+    ("SELECT * FROM t_one WHERE user_id = -3", None, None, True),
+    ("SELECT * FROM t_one WHERE user_id = 3.0", None, None, True),
+    ("SELECT * FROM `t_one` WHERE user_id = '5'", None, None, True),
+    ("SELECT * FROM t_one WHERE user_id = 'abc'", None, None, True),
+    ("SELECT * FROM t_one WHERE user_id = 2 FOR UPDATE", None, None, True),
     ("UPDATE t_order SET status = 'x' WHERE user_id = ? AND order_id = ?", [1, 1], None, True),
     ("DELETE FROM t_order WHERE user_id = 2 AND order_id = 3", None, None, True),
     ("SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2 FOR UPDATE", None, None, True),
@@ -125,6 +147,20 @@ def test_prepared_point_answers_as_route_point(sql: str, params: list[Any], hint
     for values in (params, [v + 1 if isinstance(v, int) else v for v in params], [None] * len(params), params[:1]):
         got = plan.single(shape, values)
         assert (None if got is None else (plan.kind, *got)) == kernel.route_point(sql, values)
+
+
+def test_one_table_per_data_source_takes_the_one_step_form() -> None:
+    """`PointPlan.table_of` (issue 15) is set exactly where the table strategy is none and each data source holds one
+    table of the rule; the cases above compare that form with the general plan."""
+    kernel = ShardingKernel(build_rules(), METADATA)
+    for sql, one_step in (("SELECT * FROM t_one WHERE user_id = 1", True),
+                          ("SELECT * FROM t_other WHERE user_id = 1", False),
+                          ("SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2", False),
+                          ("SELECT id FROM t_log WHERE id = 6", False)):
+        kernel.route(sql)
+        plan = kernel.cache.get(scan_shape(sql).key)
+        assert isinstance(plan, PointPlan)
+        assert (plan.table_of is not None) is one_step
 
 
 def test_generations_differ_across_kernels() -> None:
