@@ -130,7 +130,7 @@ def multi_forward(session: Session, db: LogicalDatabase, routed: RoutedStatement
         if params is None:
             if unit.params:
                 return None
-            payload = encode_packet(query_payload(unit), 0)[0]
+            payload = _query_frame(unit)
         else:
             prepared = conn.statements.get(unit.sql)  # else prepared on this connection first (MultiAnswer._prepare)
             if prepared is None:
@@ -142,6 +142,27 @@ def multi_forward(session: Session, db: LogicalDatabase, routed: RoutedStatement
     if len(held) < len(units) and not _pipelinable(session, routed):
         return None
     return MultiForward(routed, codec, sends)
+
+
+# issue 15: a unit's framed COM_QUERY, kept for the units of routes the kernel hands out again (a scatter SELECT's
+# text routes the same way every time). The entry holds the unit, so its id is not reused while it lives; only
+# units of short SQL are kept (a bound on what the entries hold).
+_QUERY_FRAMES: dict[int, tuple[Any, bytes]] = {}
+_QUERY_FRAMES_KEPT = 1024
+_QUERY_FRAME_SQL = 2048
+
+
+def _query_frame(unit: Any) -> bytes:
+    hit = _QUERY_FRAMES.get(id(unit))
+    if hit is not None and hit[0] is unit:
+        return hit[1]
+    frame = encode_packet(query_payload(unit), 0)[0]
+    if len(unit.sql) > _QUERY_FRAME_SQL:
+        return frame
+    if len(_QUERY_FRAMES) >= _QUERY_FRAMES_KEPT:
+        _QUERY_FRAMES.clear()
+    _QUERY_FRAMES[id(unit)] = (unit, frame)
+    return frame
 
 
 def _pipelinable(session: Session, routed: RoutedStatement) -> bool:

@@ -9,7 +9,7 @@ run one way (no module imports the executor only to reach a helper).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -17,7 +17,7 @@ import structlog
 
 from protocol.packets import ERRPacket, OKPacket
 from proxy.backends.codec import StatementCodec, StatementFailed
-from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
+from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, StatementKind
 
 if TYPE_CHECKING:
     from proxy.backends.backend import BackendConnection
@@ -81,9 +81,32 @@ def error_renamer(db: LogicalDatabase, routed: RoutedStatement) -> Callable[[byt
 
 
 
+# issue 15: the kernel hands out the same RoutedStatement for a text it routes the same way every time (a scatter
+# SELECT): the renames of its route units are worked out once. An entry holds those units (names only, not the
+# statement's SQL), so their id is not reused while it lives.
+_RENAMES: dict[int, tuple[tuple[RouteUnit, ...], dict[str, str]]] = {}
+_RENAMES_KEPT = 256
+
+
 def _renames(routed: RoutedStatement) -> dict[str, str]:
-    out = {actual.lower(): logic for actual, logic in routed.result_table_renames.items()}
-    for ru in routed.route_units:
+    """Actual table name (lower case) -> logic name, for the answer's column definitions and messages (not to be
+    changed by the caller: it may be shared)."""
+    units = routed.route_units
+    if routed.result_table_renames:
+        return _route_renames(units, routed.result_table_renames)
+    hit = _RENAMES.get(id(units))
+    if hit is not None and hit[0] is units:
+        return hit[1]
+    out = _route_renames(units, {})
+    if len(_RENAMES) >= _RENAMES_KEPT:
+        _RENAMES.clear()
+    _RENAMES[id(units)] = (units, out)
+    return out
+
+
+def _route_renames(units: tuple[RouteUnit, ...], result_table_renames: Mapping[str, str]) -> dict[str, str]:
+    out = {actual.lower(): logic for actual, logic in result_table_renames.items()}
+    for ru in units:
         for logic, actual in ru.table_map.items():
             if actual.lower() != logic.lower():
                 out.setdefault(actual.lower(), logic)
