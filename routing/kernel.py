@@ -170,6 +170,7 @@ class ShardingKernel:
         if comment is not None and comment.skip_sql_rewrite:
             routed = _unrewritten(routed, sql, params)
         elif key is not None and self._route_is_text_bound(plan, routed):
+            routed = dc_replace(routed, reused=True)
             self._routes.put(key, routed)
         return routed
 

@@ -81,3 +81,6 @@ class RoutedStatement:
     # UPDATE / DELETE on a table inside its resharding window over several nodes: a routing.dualread.DualRead
     # whose differing copies the proxy reconciles (DualRead.repair_sql) before it runs the execution units
     dual_repair: Any = None
+    # the kernel keeps this very object and hands it out again for the same text (ShardingKernel.route's cache of
+    # text-bound routes): what the proxy derives from it may be kept with it (issue 15)
+    reused: bool = False

@@ -130,7 +130,7 @@ def multi_forward(session: Session, db: LogicalDatabase, routed: RoutedStatement
         if params is None:
             if unit.params:
                 return None
-            payload = _query_frame(unit)
+            payload = _query_frame(unit) if routed.reused else encode_packet(query_payload(unit), 0)[0]
         else:
             prepared = conn.statements.get(unit.sql)  # else prepared on this connection first (MultiAnswer._prepare)
             if prepared is None:
@@ -145,8 +145,8 @@ def multi_forward(session: Session, db: LogicalDatabase, routed: RoutedStatement
 
 
 # issue 15: a unit's framed COM_QUERY, kept for the units of routes the kernel hands out again (a scatter SELECT's
-# text routes the same way every time). The entry holds the unit, so its id is not reused while it lives; only
-# units of short SQL are kept (a bound on what the entries hold).
+# text routes the same way every time: `RoutedStatement.reused`). The entry holds the unit, so its id is not reused
+# while it lives; only units of short SQL are kept (a bound on what the entries hold).
 _QUERY_FRAMES: dict[int, tuple[Any, bytes]] = {}
 _QUERY_FRAMES_KEPT = 1024
 _QUERY_FRAME_SQL = 2048

@@ -82,8 +82,8 @@ def error_renamer(db: LogicalDatabase, routed: RoutedStatement) -> Callable[[byt
 
 
 # issue 15: the kernel hands out the same RoutedStatement for a text it routes the same way every time (a scatter
-# SELECT): the renames of its route units are worked out once. An entry holds those units (names only, not the
-# statement's SQL), so their id is not reused while it lives.
+# SELECT; `RoutedStatement.reused`): the renames of its route units are worked out once. An entry holds those units
+# (names only, not the statement's SQL), so their id is not reused while it lives.
 _RENAMES: dict[int, tuple[tuple[RouteUnit, ...], dict[str, str]]] = {}
 _RENAMES_KEPT = 256
 
@@ -92,7 +92,7 @@ def _renames(routed: RoutedStatement) -> dict[str, str]:
     """Actual table name (lower case) -> logic name, for the answer's column definitions and messages (not to be
     changed by the caller: it may be shared)."""
     units = routed.route_units
-    if routed.result_table_renames:
+    if not routed.reused or routed.result_table_renames:
         return _route_renames(units, routed.result_table_renames)
     hit = _RENAMES.get(id(units))
     if hit is not None and hit[0] is units:

@@ -117,6 +117,7 @@ def test_scatter_route_is_kept_by_text(kernel: ShardingKernel, monkeypatch: pyte
     sql = "SELECT order_id, status FROM t_order ORDER BY order_id LIMIT 10"
     first = kernel.route(sql)
     assert len(first.execution_units) == 4
+    assert first.reused  # the object kept is the one handed out: the proxy keeps what it derives with it
     monkeypatch.setattr(ShardingKernel, "_shape", lambda *a: pytest.fail("routed again"))
     assert kernel.route(sql) is first
     monkeypatch.undo()
@@ -149,6 +150,7 @@ def test_scatter_route_keys_on_typed_parameters(kernel: ShardingKernel) -> None:
 def test_routes_some_value_decides_are_not_kept(kernel: ShardingKernel, sql: str) -> None:
     first = kernel.route(sql)
     assert kernel.route(sql) is not first
+    assert not first.reused
 
 
 def test_hinted_route_neither_kept_nor_served_from_the_cache(kernel: ShardingKernel) -> None:
