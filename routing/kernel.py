@@ -164,7 +164,7 @@ class ShardingKernel:
         shape = self._shape(sql, params)
         plan = self._cache.get(shape.key)
         if plan is None or not plan.accepts(shape):
-            plan = point_plan(compile_plan(shape, self.rules, self.metadata))  # issue 15: routing.point
+            plan = point_plan(compile_plan(shape, self.rules, self.metadata), shape)  # issue 15: routing.point
             self._cache.put(shape.key, plan)
         routed = plan.execute(shape, params, hints)
         if comment is not None and comment.skip_sql_rewrite:

@@ -66,6 +66,9 @@ class PointPlan(Plan):
     # issue 15: a rule whose database strategy alone decides (table strategy none, one table per data source, as
     # sysbench's `id % 2` layout): data source -> its one table, for `_node`'s one-step form; None: the general form
     table_of: dict[str, str] | None = None
+    # issue 15: the actual table whose unit SQL is the statement's own text (named as the logic table is written:
+    # `_verbatim_table`); "" when no table is
+    verbatim_table: str = ""
     _sql_by_table: dict[str, str] = field(default_factory=dict, compare=False)
 
     def accepts(self, shape: Shape) -> bool:
@@ -184,6 +187,8 @@ class PointPlan(Plan):
     # -- rendering ----------------------------------------------------------------------------------------
 
     def _sql(self, shape: Shape, table: str) -> str:
+        if table == self.verbatim_table:
+            return shape.sql
         if self.all_params:
             sql = self._sql_by_table.get(table)
             if sql is not None:
@@ -235,8 +240,38 @@ def _strategy_ok(strategy: ShardingStrategy, values: dict[str, _Value]) -> bool:
     return isinstance(strategy, StandardStrategy) and strategy.column.lower() in values
 
 
-def point_plan(plan: Plan) -> Plan:
-    """`plan` as a `PointPlan` when its shape allows one, else `plan` itself."""
+def _verbatim_table(pieces: Sequence[str | int], quote: str, logic_original: str | None, shape: Shape | None) -> str:
+    """The actual table for which `PointPlan._sql` renders every text of this shape key as the text itself, or "".
+
+    Why exact: the pieces' value holes must be the shape's value tokens, each once and in order, and the static text
+    between two holes (the logic table written as `logic_original`) the text between those tokens here. Every text of
+    the same key has the same text between its value tokens (the key is that text, the tokens marked), so rendering
+    it with the table named `logic_original` gives its own text back."""
+    if shape is None or logic_original is None or "\x01" in shape.sql:
+        return ""
+    sql, spans = shape.sql, shape.spans
+    segment: list[str] = []
+    at, prev_end = 0, 0
+    for piece in pieces:
+        if type(piece) is str:
+            segment.append(piece)
+        elif piece == _TABLE:
+            segment.append(logic_original)
+        else:
+            if piece != at or at >= len(spans) or "".join(segment) != sql[prev_end:spans[at][0]]:
+                return ""
+            prev_end = spans[at][1]
+            at += 1
+            segment = []
+    if at != len(spans) or "".join(segment) != sql[prev_end:]:
+        return ""
+    table = logic_original[len(quote):len(logic_original) - len(quote)] if quote else logic_original
+    return table if f"{quote}{table}{quote}" == logic_original else ""
+
+
+def point_plan(plan: Plan, shape: Shape | None = None) -> Plan:
+    """`plan` as a `PointPlan` when its shape allows one, else `plan` itself. `shape`: the text it was compiled from
+    (for `PointPlan.verbatim_table`)."""
     if type(plan) is not ShardedPlan or plan.sharding is None or len(plan.conditions) != 1:
         return plan
     if plan.single_data_source is not None or plan.set_checks or plan.into_variables:
@@ -256,6 +291,7 @@ def point_plan(plan: Plan) -> Plan:
         return plan
     pieces: list[str | int] = []
     quote: str | None = None
+    logic_original: str | None = None  # how the text writes the logic table ("": in two ways)
     param_slots: list[int] = []
     all_params = True
     for piece in plan.single_template.pieces:
@@ -269,6 +305,8 @@ def point_plan(plan: Plan) -> Plan:
             if quote is not None and piece.quote != quote:  # type: ignore[union-attr]
                 return plan
             quote = piece.quote  # type: ignore[union-attr]
+            original = piece.original  # type: ignore[union-attr]
+            logic_original = original if logic_original in (None, original) else ""
             pieces.append(_TABLE)
         elif tp is ValueSlot:
             k = piece.index  # type: ignore[union-attr]
@@ -299,5 +337,5 @@ def point_plan(plan: Plan) -> Plan:
         set_variables=plan.set_variables, base=plan, rule=rule, logic=logic, values=values,
         data_sources=data_sources, tables=tables, pieces=tuple(pieces), quote=quote,
         params_in_order=in_order, param_slots=tuple(param_slots), all_params=all_params, n_params=n_params,
-        table_of=table_of,
+        table_of=table_of, verbatim_table=_verbatim_table(pieces, quote, logic_original, shape),
     )

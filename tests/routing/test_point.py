@@ -10,21 +10,23 @@ import pytest
 
 from routing.errors import RoutingError
 from routing.kernel import ShardingKernel
-from routing.model import DatabaseRules, NoneStrategy, TableRule
+from routing.model import DatabaseRules, DataNode, NoneStrategy, TableRule
 from routing.parse import scan_shape
 from routing.plan import SessionHints
 from routing.point import PointPlan, point_plan
-from tests.routing.conftest import METADATA, nodes
+from tests.routing.conftest import METADATA
 from tests.routing.conftest import build_rules as build_shared_rules
 
 
 def build_rules() -> DatabaseRules:
-    """The shared rules plus `t_one`: split over the data sources by `user_id`, one table on each (table strategy
-    none), as sysbench's `id % 2` layout is: the point plan's one-step form (`PointPlan.table_of`)."""
+    """The shared rules plus `t_one`: split over the data sources by `user_id`, one table on each named `t_one` (table
+    strategy none), as sysbench's `id % 2` layout is: the point plan's one-step form (`PointPlan.table_of`), and units
+    whose SQL is the statement's own text (`PointPlan.verbatim_table`)."""
     rules = build_shared_rules()
     assert rules.sharding is not None
     t_other = rules.sharding.tables["t_other"]
-    t_one = TableRule("t_one", nodes("t_one", table_count=1), t_other.database_strategy, NoneStrategy())
+    t_one = TableRule("t_one", tuple(DataNode(ds, "t_one") for ds in rules.data_sources), t_other.database_strategy,
+                      NoneStrategy())
     return replace(rules, sharding=replace(rules.sharding, tables={**rules.sharding.tables, "t_one": t_one}))
 
 # (sql, params, hints, compiles to a PointPlan)
@@ -59,6 +61,12 @@ CASES: list[tuple[str, list[Any] | None, SessionHints | None, bool]] = [
     ("SELECT * FROM `t_one` WHERE user_id = '5'", None, None, True),
     ("SELECT * FROM t_one WHERE user_id = 'abc'", None, None, True),
     ("SELECT * FROM t_one WHERE user_id = 2 FOR UPDATE", None, None, True),
+    ("SELECT * FROM T_ONE WHERE user_id = 2", None, None, True),  # the unit names the actual table as it is
+    ("SELECT * FROM sharding_db.t_one WHERE user_id = 7", None, None, True),
+    ("SELECT o.user_id FROM t_one o WHERE o.user_id = 6 /* 8 */ -- 9\n", None, None, True),
+    ("SELECT * FROM t_one WHERE user_id = 7 AND name = 'a''b' AND 5 = 5", None, None, True),
+    ("SELECT 1, t_one.user_id FROM t_one WHERE t_one.user_id = 9", None, None, True),
+    ("UPDATE t_one SET name = 'x' WHERE user_id = 11", None, None, True),
     ("UPDATE t_order SET status = 'x' WHERE user_id = ? AND order_id = ?", [1, 1], None, True),
     ("DELETE FROM t_order WHERE user_id = 2 AND order_id = 3", None, None, True),
     ("SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2 FOR UPDATE", None, None, True),
@@ -147,6 +155,31 @@ def test_prepared_point_answers_as_route_point(sql: str, params: list[Any], hint
     for values in (params, [v + 1 if isinstance(v, int) else v for v in params], [None] * len(params), params[:1]):
         got = plan.single(shape, values)
         assert (None if got is None else (plan.kind, *got)) == kernel.route_point(sql, values)
+
+
+@pytest.mark.parametrize(("sql", "verbatim"), [
+    ("SELECT * FROM t_one WHERE user_id = 1", True),
+    ("SELECT * FROM `t_one` WHERE user_id = ?", True),
+    ("SELECT o.user_id FROM t_one o WHERE o.user_id = 6 /* 8 */", True),
+    ("SELECT * FROM T_ONE WHERE user_id = 2", False),  # units name `t_one`
+    ("SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2", False),  # units name t_order_0 / t_order_1
+])
+def test_units_of_tables_named_as_written_are_the_text(sql: str, verbatim: bool) -> None:
+    """`PointPlan.verbatim_table` (issue 15): where a unit's SQL is the statement's own text, texts of the same shape
+    with other values route to units whose SQL is their own text too, as the general plan renders them."""
+    kernel = ShardingKernel(build_rules(), METADATA)
+    params = [1] if "?" in sql else None
+    kernel.route(sql, params)
+    plan = kernel.cache.get(scan_shape(sql).key)
+    assert isinstance(plan, PointPlan)
+    for value in range(-3, 12):
+        text = sql.replace(" = 1", f" = {value}").replace(" = 6", f" = {value}").replace(" = 2", f" = {value}")
+        routed = kernel.route(text, params)
+        assert (routed.execution_units[0].sql == text) is verbatim, text
+        shape = scan_shape(text)  # (a negative value is another shape: its own plan)
+        own = kernel.cache.get(shape.key)
+        assert isinstance(own, PointPlan) and own.base is not None
+        assert routed.execution_units == own.base.execute(shape, params, None).execution_units
 
 
 def test_one_table_per_data_source_takes_the_one_step_form() -> None:
