@@ -229,6 +229,43 @@ def render_sql(
     return "".join(out), (tuple(out_params) if out_params is not None else None)
 
 
+def renders_as_text(template: Template, table_map: Mapping[str, str], shape: Shape,
+                    param_index: Sequence[int | None]) -> bool:
+    """Does `render_sql(template, table_map, ctx)` give every text of `shape`'s key back as it is, with the
+    statement's parameters in their order (issue 15: units of tables named as the text names them, as sysbench's
+    layout has them, were rendered piece by piece at every call)?
+
+    Why a property of the key: the template's value holes must be the text's value tokens, each once and in order,
+    and the text between two holes (tables rendered as this unit names them) the text between those tokens here;
+    every text of the key has the same text between its value tokens (the key is that text with the tokens
+    marked), and its parameters are the `?` tokens in order."""
+    sql, spans = shape.sql, shape.spans
+    if "\x01" in sql:  # (the key's mark itself in the text: keys would not tell the texts apart)
+        return False
+    segment: list[str] = []
+    at = prev_end = 0
+    for p in template.pieces:
+        tp = type(p)
+        if tp is str:
+            segment.append(p)  # type: ignore[arg-type]
+        elif tp is TableSlot:
+            actual = table_map.get(p.logic)  # type: ignore[union-attr]
+            q = p.quote  # type: ignore[union-attr]
+            segment.append(p.original if actual is None else f"{q}{actual}{q}")  # type: ignore[union-attr]
+        elif tp is ValueSlot:
+            if p.index != at or at >= len(spans) or "".join(segment) != sql[prev_end:spans[at][0]]:  # type: ignore[union-attr]
+                return False
+            prev_end = spans[at][1]
+            at += 1
+            segment = []
+        else:  # LIMIT and key slots render values of their own
+            return False
+    if at != len(spans) or "".join(segment) != sql[prev_end:]:
+        return False
+    marks = [param_index[k] if k < len(param_index) else None for k, span in enumerate(spans) if span[2] == "p"]
+    return marks == list(range(len(marks)))
+
+
 # --- multi-unit SELECT: derived columns, pagination and the merge spec ------------------------------
 
 

@@ -29,7 +29,7 @@ from routing.model import (
 )
 from routing.parse import UNKNOWN, Shape, literal_value
 from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
-from routing.rewrite import EMPTY_TEMPLATE, RenderContext, Template, render, render_sql
+from routing.rewrite import EMPTY_TEMPLATE, RenderContext, Template, render, render_sql, renders_as_text
 
 
 def hint_values(hints: SessionHints | None, table: str, database: bool) -> tuple[Any, ...]:
@@ -518,6 +518,9 @@ class ShardedPlan(Plan):
     # which any range routes everywhere (`range_blind_columns`), and the units of a call routed to all nodes
     _blind: dict[str, frozenset[str] | None] = field(default_factory=dict, init=False, compare=False, repr=False)
     _all_units: list[tuple[RouteUnit, ...]] = field(default_factory=list, init=False, compare=False, repr=False)
+    # issue 15: per template (True: the multi-node one), whether those units' SQL is the statement's own text: the
+    # statement's parameter count when it is, -1 when not
+    _as_text: dict[bool, int] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
         assert self.sharding is not None
@@ -562,7 +565,12 @@ class ShardedPlan(Plan):
         ctx = self._ctx(shape, params, values)
         multi = len(units) > 1
         template = self.multi_template if multi else self.single_template
-        execution = tuple(ExecutionUnit(u.data_source, *render_sql(template, u.table_map, ctx)) for u in units)
+        n = self._units_as_text(multi, template, units, shape) if everywhere else -1
+        if n >= 0 and (params is None or len(params) == n):
+            unit_params = None if params is None else tuple(params)  # what render_sql gives them (renders_as_text)
+            execution = tuple(ExecutionUnit(u.data_source, shape.sql, unit_params) for u in units)
+        else:
+            execution = tuple(ExecutionUnit(u.data_source, *render_sql(template, u.table_map, ctx)) for u in units)
         spec = self.merge.spec(values, shape) if multi and self.merge is not None else None
         repair = self._dual_repair(ctx, routed, hints) if multi and (self.dual_read or self.dual_refusal) else None
         return RoutedStatement(
@@ -578,6 +586,16 @@ class ShardedPlan(Plan):
             set_variables=self.set_variables,
             stepwise=self._stepwise(shape, params) if stepwise else None,
         )
+
+    def _units_as_text(self, multi: bool, template: Template, units: Sequence[RouteUnit], shape: Shape) -> int:
+        """The statement's parameter count when each of the units of a call routed to all nodes (`_all_units`) is
+        rendered as the text itself, for every text of this plan's key (`rewrite.renders_as_text`); -1 when not.
+        Worked out once per template."""
+        known = self._as_text.get(multi)
+        if known is None:
+            same = all(renders_as_text(template, u.table_map, shape, self.param_index) for u in units)
+            known = self._as_text[multi] = sum(1 for span in shape.spans if span[2] == "p") if same else -1
+        return known
 
     def _range_blind(self, logic: str, rule: TableRule) -> frozenset[str] | None:
         blind = self._blind

@@ -37,6 +37,9 @@ rules:
     t_strict:
       actualDataNodes: ds_${0..1}.t_strict
       databaseStrategy: {standard: {shardingColumn: user_id, shardingAlgorithmName: strict_inline}}
+    t_same:
+      actualDataNodes: ds_${0..1}.t_same
+      databaseStrategy: {standard: {shardingColumn: user_id, shardingAlgorithmName: db_inline}}
     t_mod:
       actualDataNodes: ds_${0..1}.t_mod_${0..1}
       databaseStrategy: {standard: {shardingColumn: user_id, shardingAlgorithmName: db_inline}}
@@ -65,7 +68,10 @@ CONDITIONS = [
     "WHERE user_id IS NULL", "WHERE user_id = NULL", "WHERE status = 'x'", "WHERE user_id + 0 > 3",
     "WHERE NOT user_id > 3", "WHERE user_id BETWEEN 1 AND 9 AND user_id = 4",
 ]
-TABLES = ["t_order", "t_strict", "t_mod", "t_ring", "t_order o JOIN t_order_item i ON o.order_id = i.order_id"]
+TABLES = ["t_order", "t_strict", "t_mod", "t_ring", "t_order o JOIN t_order_item i ON o.order_id = i.order_id",
+          # named on every node as in the text: units whose SQL is the text itself (rewrite.renders_as_text)
+          "t_same", "`t_same`", "T_SAME", "everywhere_db.t_same", "t_same /* ? 1 */ s",
+          "t_same s JOIN t_strict x ON 1 = 1"]
 SHAPES = ["SELECT * FROM {t} {w}", "SELECT status, COUNT(*) FROM {t} {w} GROUP BY status",
           "SELECT * FROM {t} {w} ORDER BY order_id LIMIT 2, 3", "SELECT SUM(amount) FROM {t} {w}",
           "SELECT DISTINCT status FROM {t} {w} ORDER BY status", "UPDATE {t} SET status = 'y' {w}",
@@ -105,6 +111,7 @@ def test_the_shortcut_routes_as_the_algorithms_do(shape: str, table: str, monkey
         got = [_route(FAST, sql, params, hints) for params, hints in calls]
         with monkeypatch.context() as m:
             m.setattr(routing.route, "_routes_everywhere", lambda groups, columns: False)
+            m.setattr(routing.route, "renders_as_text", lambda *a: False)
             m.setattr(MergeTemplate, "spec", lambda self, values, shape=None: self._spec(values, shape))
             expected = [_route(SLOW, sql, params, hints) for params, hints in calls]
         assert got == expected, sql
@@ -136,6 +143,35 @@ def test_the_shortcut_is_taken() -> None:
     assert len(routed.execution_units) == 4 and len(calls) == 1  # only the point select asked
 
 
+@pytest.mark.parametrize(("sql", "params", "as_text"), [
+    ("SELECT * FROM t_same WHERE user_id BETWEEN 1 AND 9", None, True),
+    ("SELECT * FROM `t_same` WHERE user_id BETWEEN ? AND ? /* ? */", [1, 9], True),
+    ("SELECT SUM(user_id) FROM t_same", None, True),
+    ("SELECT user_id FROM t_same ORDER BY user_id LIMIT 3", None, False),  # the nodes' LIMIT is rendered
+    ("SELECT * FROM T_SAME WHERE user_id > 2", None, False),  # the units name `t_same`
+    ("SELECT * FROM t_order WHERE user_id > 2", None, False),  # t_order_0, t_order_1
+])
+def test_units_named_as_the_text_are_the_text(sql: str, params: list[Any] | None, as_text: bool) -> None:
+    """issue 15: a statement routed to every node of tables named there as the text names them goes to the nodes as
+    the text itself (the shortcut's answers are compared with rendering's above)."""
+    kernel = ShardingKernel(load_database_rules(load_yaml(RULES)), METADATA)
+    calls = []
+    original = routing.route.render_sql
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        calls.append(args)
+        return original(*args, **kw)
+
+    kernel.route(sql, params)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(routing.route, "render_sql", counting)
+        other = sql.replace("9", "7").replace("3", "4")  # another text of the same shape
+        routed = kernel.route(other, params)
+    assert all((u.sql == other) for u in routed.execution_units) is as_text
+    assert (not calls) is as_text
+    assert all(u.params == (tuple(params) if params is not None else None) for u in routed.execution_units)
+
+
 def test_a_plan_made_from_another_keeps_nothing_of_its_memos() -> None:
     """`dataclasses.replace` of a plan (the kernel makes one for SET @v = (SELECT ...)) or of a merge template starts
     with empty memos: what was kept for the old one is not taken for the new one."""
@@ -148,8 +184,9 @@ def test_a_plan_made_from_another_keeps_nothing_of_its_memos() -> None:
     plan = ShardedPlan(kind=StatementKind.SELECT, write=False, param_index=())
     plan._blind["t"] = None
     plan._all_units.append(())
+    plan._as_text[True] = 0
     copy = replace(plan, set_variables=("v",))
-    assert copy._blind == {} and copy._all_units == []
+    assert copy._blind == {} and copy._all_units == [] and copy._as_text == {}
     template = MergeTemplate(visible_columns=1)
     template._constant.append(template.spec(()))
     assert replace(template, offset_slot=0)._constant == []
