@@ -134,7 +134,10 @@ class ConnectionPool(Generic[C]):
 
     @property
     def waiting(self) -> int:
-        return sum(1 for w in self._waiters if not w.future.done())
+        waiters = self._waiters
+        if not waiters:  # the usual case, asked after every command (Session._lend_idle): no generator
+            return 0
+        return sum(1 for w in waiters if not w.future.done())
 
     def stats(self) -> PoolStats:
         return PoolStats(self.size, len(self._idle), len(self._owned), self._opening, len(self._resetting),
