@@ -45,6 +45,11 @@ class VerbatimRelay:
                  c: Any = C) -> None:
         self._c = c  # protocol._crowframes, or None: the Python loop alone (tests compare both)
         self._deprecate_eof = deprecate_eof
+        self.restart(error_rewriter)
+
+    def restart(self, error_rewriter: Callable[[bytes], bytes] | None = None) -> None:
+        """Ready for the next answer, as a new relay of the same framing is (issue 15: the fast path keeps one per
+        session instead of making one per command)."""
         # e.g. actual table names back to logic names (a sharded single-node answer). With one, an incomplete
         # control packet is held back instead of passed on, so that an ERR can be replaced whole (issue 15)
         self._rewrite_error = error_rewriter

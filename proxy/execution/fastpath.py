@@ -185,7 +185,7 @@ class FastPath:
     """One session's synchronous relay state."""
 
     __slots__ = ("armed", "backend_transport", "client", "conn", "eof_pending", "joining", "keep_for_next", "paused",
-                 "pending", "prerouted", "relay", "session", "tap", "transport")
+                 "pending", "prerouted", "relay", "session", "tap", "transport", "verbatim")
 
     def __init__(self, session: Session, client: ClientProtocol, transport: asyncio.WriteTransport) -> None:
         self.session = session
@@ -206,6 +206,7 @@ class FastPath:
         self.joining: bytes | None = None
         # issue 15: the route of a SELECT this path declined, for the session's coroutine (proxy.execution.preroute)
         self.prerouted: Prerouted | None = None
+        self.verbatim: VerbatimRelay | None = None  # the relay of the answers that pass unchanged, restarted for each
 
     # -- client side --------------------------------------------------------------------------------------
 
@@ -247,8 +248,15 @@ class FastPath:
         session.begin_command(command)
         transport = tap.transport
         self.conn, self.tap, self.backend_transport = conn, tap, transport
-        self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
-                               client_deprecate_eof=session.deprecate_eof, error_rewriter=target.error_rewriter)
+        if session.deprecate_eof == BACKEND_DEPRECATE_EOF:  # (relay_for's VerbatimRelay: kept, restarted)
+            verbatim = self.verbatim
+            if verbatim is None:
+                verbatim = self.verbatim = VerbatimRelay(deprecate_eof=BACKEND_DEPRECATE_EOF)
+            verbatim.restart(target.error_rewriter)
+            self.relay = verbatim
+        else:
+            self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
+                                   client_deprecate_eof=session.deprecate_eof, error_rewriter=target.error_rewriter)
         self.keep_for_next = target.keep_for_next
         self.joining = b"" if target.joins else None
         tap.relay = self
@@ -450,7 +458,9 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | An
         stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
         if stmt is None or stmt.backend is not conn:
             return None
-        session.stmt_kind, session.route = statement_kind(stmt.sql), "passthrough"
+        kind = stmt.kind or statement_kind(stmt.sql)
+        stmt.kind = kind
+        session.stmt_kind, session.route = kind, "passthrough"
         return Forward(conn, packet[:5] + struct.pack("<I", stmt.backend_id) + packet[9:], None, False)
     if command == _QUERY:
         if len(packet) > 4096:

@@ -257,3 +257,19 @@ def test_verbatim_c_loop_agrees_with_python_on_generated_answers(seed: int) -> N
 def test_verbatim_uses_the_c_loop_where_built() -> None:
     assert protocol.verbatim.C is c_helper("protocol._crowframes")
     assert VerbatimRelay()._c is protocol.verbatim.C
+
+
+@pytest.mark.parametrize(("stream", "deof"), ANSWERS)
+def test_a_restarted_relay_answers_as_a_new_one(stream: bytes, deof: bool, c: Any) -> None:
+    """The fast path keeps one relay per session and restarts it for each answer (issue 15): after an answer relayed
+    whole, or one left in the middle (a lost backend), it relays the next as a new relay does."""
+    fresh = VerbatimRelay(deprecate_eof=deof, error_rewriter=_longer, c=c)
+    expected = _run(fresh, stream, [])
+    kept = VerbatimRelay(deprecate_eof=deof, c=c)
+    _run(kept, stream, [])  # one whole
+    kept.restart(_longer)
+    assert _run(kept, stream, []) == expected
+    kept.restart()
+    kept.feed(stream[: len(stream) // 2 + 1])  # one left in the middle
+    kept.restart(_longer)
+    assert _run(kept, stream, []) == expected
