@@ -568,9 +568,9 @@ class ShardedPlan(Plan):
         n = self._units_as_text(multi, template, units, shape) if everywhere else -1
         if n >= 0 and (params is None or len(params) == n):
             unit_params = None if params is None else tuple(params)  # what render_sql gives them (renders_as_text)
-            execution = tuple(ExecutionUnit(u.data_source, shape.sql, unit_params) for u in units)
+            execution = tuple([ExecutionUnit(u.data_source, shape.sql, unit_params) for u in units])
         else:
-            execution = tuple(ExecutionUnit(u.data_source, *render_sql(template, u.table_map, ctx)) for u in units)
+            execution = tuple([ExecutionUnit(u.data_source, *render_sql(template, u.table_map, ctx)) for u in units])
         spec = self.merge.spec(values, shape) if multi and self.merge is not None else None
         repair = self._dual_repair(ctx, routed, hints) if multi and (self.dual_read or self.dual_refusal) else None
         return RoutedStatement(

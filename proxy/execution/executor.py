@@ -307,7 +307,11 @@ async def _select_concatenated(session: Session, routed: RoutedStatement, codec:
 async def _answer_merged(
     session: Session, routed: RoutedStatement, readers: Sequence[_Reader], codec: StatementCodec
 ) -> None:
-    header = next((r for r in readers if r.columns), None)
+    header = None
+    for r in readers:  # (a loop, not a generator: issue 15, every multi-node SELECT)
+        if r.columns:
+            header = r
+            break
     if header is None:
         # no unit returned a result set: answer OK
         session.update_status(readers[-1].status if readers else session.status)
@@ -333,7 +337,7 @@ async def _answer_merged(
         metas = _metas(header.columns)
         if raw_mergeable(spec, ncols):  # issue 15: merge.raw interleaves the row frames
             sent = await _raw_merged(session, readers, spec, metas, header.columns, codec)
-            _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
+            _send_end(session, readers[-1].status, _warnings(readers))
             session.found_rows_value, session.found_rows_source = sent, None
             return
         width = decoded_width(spec, metas)
@@ -355,12 +359,12 @@ async def _answer_merged(
         for rs in row_streams:
             with contextlib.suppress(Exception):
                 await rs.aclose()  # type: ignore[attr-defined]
-        warning_count = max(0, sum(r.warnings for r in readers) + merge_warnings.adjustment)
+        warning_count = max(0, _warnings(readers) + merge_warnings.adjustment)
         _send_end(session, readers[-1].status, warning_count)
         found = merge_warnings.found_rows if spec.found_rows is not None else None
         session.found_rows_value, session.found_rows_source = sent if found is None else found, None
         return
-    _send_end(session, readers[-1].status, sum(r.warnings for r in readers))
+    _send_end(session, readers[-1].status, _warnings(readers))
 
 
 async def _raw_merged(session: Session, readers: Sequence[_Reader], spec: MergeSpec, metas: list[ColumnMeta],
@@ -375,6 +379,13 @@ async def _raw_merged(session: Session, readers: Sequence[_Reader], spec: MergeS
         for b in batches:
             with contextlib.suppress(Exception):
                 await b.aclose()  # type: ignore[attr-defined]
+
+
+def _warnings(readers: Sequence[_Reader]) -> int:
+    total = 0
+    for r in readers:
+        total += r.warnings
+    return total
 
 
 def _needs_merge(spec: MergeSpec, node_columns: int) -> bool:

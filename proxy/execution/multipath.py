@@ -411,7 +411,10 @@ class MultiAnswer:
         session = self.session
         for chain in self.chains:
             session.in_use.add(chain.conn)
-        if all(leg.command is not None for leg in self.legs):
+        for leg in self.legs:
+            if leg.command is None:
+                break
+        else:
             self._send()
         self._coro = self._answer()
         self._step()
@@ -494,7 +497,7 @@ class MultiAnswer:
                     await _answer_merged(session, self.routed, self.readers, self.codec)
                 answered = True
             finally:
-                if self.sent and not self.aborted and not all(chain.ended for chain in self.chains):
+                if self.sent and not self.aborted and not self._all_ended():
                     # KILL QUERY (after a failure) or the rest read and dropped: real tasks and timers
                     await asyncio.ensure_future(self._finish(failed=not answered))
                 session.drop_broken()
@@ -513,6 +516,12 @@ class MultiAnswer:
             session.log.exception("command_failed")
             session.drop_broken()
             session.error(ErrorCode.UNKNOWN_ERROR, f"shardproxy internal error: {type(exc).__name__}: {exc}", "HY000")
+
+    def _all_ended(self) -> bool:
+        for chain in self.chains:
+            if not chain.ended:
+                return False
+        return True
 
     async def _headers(self) -> None:
         """`executor._start_all`: the header of every unit the answer starts with (`head_legs`), or the first failure

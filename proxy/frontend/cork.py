@@ -49,19 +49,33 @@ class CorkedWriter:
         return getattr(self.writer, name)
 
 
-@contextlib.contextmanager
-def corked(wire: ClientPackets) -> Iterator[None]:
+class _Corked:
+    """`corked`'s context manager (a class: a generator-based one cost a generator and its frames per statement,
+    issue 15)."""
+
+    __slots__ = ("cork", "wire")
+
+    def __init__(self, wire: ClientPackets) -> None:
+        self.wire = wire
+        self.cork: CorkedWriter | None = None
+
+    def __enter__(self) -> None:
+        wire = self.wire
+        if not isinstance(wire.writer, CorkedWriter):  # (inside another corked block: that one writes)
+            cork = self.cork = CorkedWriter(wire.writer)
+            wire.writer = cork  # type: ignore[assignment]
+
+    def __exit__(self, *exc: object) -> None:
+        cork = self.cork
+        if cork is not None:
+            self.cork = None
+            self.wire.writer = cork.writer
+            cork.uncork()
+
+
+def corked(wire: ClientPackets) -> _Corked:
     """Keep `wire`'s writes until the block ends (then write them as one)."""
-    if isinstance(wire.writer, CorkedWriter):
-        yield
-        return
-    cork = CorkedWriter(wire.writer)
-    wire.writer = cork  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        wire.writer = cork.writer
-        cork.uncork()
+    return _Corked(wire)
 
 
 class HeldWriter:
