@@ -25,7 +25,7 @@ from routing.conditions import And, Const, Eq, Slot
 from routing.model import NoneStrategy, ShardingStrategy, StandardStrategy, TableRule
 from routing.parse import Shape, literal_value
 from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
-from routing.rewrite import TableSlot, ValueSlot
+from routing.rewrite import TableSlot, ValueSlot, renders_as_text
 from routing.route import Plan, ShardedPlan, sharding_value
 
 __all__ = ["PointPlan", "point_plan"]
@@ -240,33 +240,15 @@ def _strategy_ok(strategy: ShardingStrategy, values: dict[str, _Value]) -> bool:
     return isinstance(strategy, StandardStrategy) and strategy.column.lower() in values
 
 
-def _verbatim_table(pieces: Sequence[str | int], quote: str, logic_original: str | None, shape: Shape | None) -> str:
-    """The actual table for which `PointPlan._sql` renders every text of this shape key as the text itself, or "".
-
-    Why exact: the pieces' value holes must be the shape's value tokens, each once and in order, and the static text
-    between two holes (the logic table written as `logic_original`) the text between those tokens here. Every text of
-    the same key has the same text between its value tokens (the key is that text, the tokens marked), so rendering
-    it with the table named `logic_original` gives its own text back."""
-    if shape is None or logic_original is None or "\x01" in shape.sql:
-        return ""
-    sql, spans = shape.sql, shape.spans
-    segment: list[str] = []
-    at, prev_end = 0, 0
-    for piece in pieces:
-        if type(piece) is str:
-            segment.append(piece)
-        elif piece == _TABLE:
-            segment.append(logic_original)
-        else:
-            if piece != at or at >= len(spans) or "".join(segment) != sql[prev_end:spans[at][0]]:
-                return ""
-            prev_end = spans[at][1]
-            at += 1
-            segment = []
-    if at != len(spans) or "".join(segment) != sql[prev_end:]:
+def _verbatim_table(plan: ShardedPlan, logic: str, quote: str, logic_original: str | None, shape: Shape | None) -> str:
+    """The actual table for which `PointPlan._sql` renders every text of this shape key as the text itself (named as
+    the text names the logic table, `logic_original`), or "": `rewrite.renders_as_text` of the plan's template."""
+    if shape is None or not logic_original:
         return ""
     table = logic_original[len(quote):len(logic_original) - len(quote)] if quote else logic_original
-    return table if f"{quote}{table}{quote}" == logic_original else ""
+    if f"{quote}{table}{quote}" != logic_original:
+        return ""
+    return table if renders_as_text(plan.single_template, {logic: table}, shape, plan.param_index) else ""
 
 
 def point_plan(plan: Plan, shape: Shape | None = None) -> Plan:
@@ -337,5 +319,5 @@ def point_plan(plan: Plan, shape: Shape | None = None) -> Plan:
         set_variables=plan.set_variables, base=plan, rule=rule, logic=logic, values=values,
         data_sources=data_sources, tables=tables, pieces=tuple(pieces), quote=quote,
         params_in_order=in_order, param_slots=tuple(param_slots), all_params=all_params, n_params=n_params,
-        table_of=table_of, verbatim_table=_verbatim_table(pieces, quote, logic_original, shape),
+        table_of=table_of, verbatim_table=_verbatim_table(plan, logic, quote, logic_original, shape),
     )
