@@ -171,7 +171,9 @@ class PointPlan(Plan):
                 ds = strategy.algorithm.shard_precise(self.data_sources, strategy.column, value)
             except Exception:  # the general plan words the algorithm's refusal
                 raise _Fallback from None
-            table = table_of.get(ds) if type(ds) is str else None
+            if type(ds) is not str:
+                raise _Fallback
+            table = table_of.get(ds)
             if table is None:
                 raise _Fallback
             return ds, table

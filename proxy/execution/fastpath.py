@@ -458,9 +458,9 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | An
         stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
         if stmt is None or stmt.backend is not conn:
             return None
-        kind = stmt.kind or statement_kind(stmt.sql)
-        stmt.kind = kind
-        session.stmt_kind, session.route = kind, "passthrough"
+        label = stmt.kind or statement_kind(stmt.sql)
+        stmt.kind = label
+        session.stmt_kind, session.route = label, "passthrough"
         return Forward(conn, packet[:5] + struct.pack("<I", stmt.backend_id) + packet[9:], None, False)
     if command == _QUERY:
         if len(packet) > 4096:
