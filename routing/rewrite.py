@@ -170,12 +170,7 @@ def render(
         if tp is str:
             out.append(p)  # type: ignore[arg-type]
         elif tp is TableSlot:
-            actual = table_map.get(p.logic)  # type: ignore[union-attr]
-            if actual is None:
-                out.append(p.original)  # type: ignore[union-attr]
-            else:
-                q = p.quote  # type: ignore[union-attr]
-                out.append(f"{q}{actual}{q}" if q else actual)
+            out.append(_table_text(p, table_map))  # type: ignore[arg-type]
         elif tp is ValueSlot:
             k = p.index  # type: ignore[union-attr]
             start, end, kind = shape.spans[k]
@@ -198,6 +193,16 @@ def render(
                 _emit_number(ctx, index, rows, out, out_params)
         elif tp is KeySlot:
             out.append(p.prefix + value_to_sql_literal(key) + p.suffix)  # type: ignore[union-attr]
+
+
+def _table_text(slot: TableSlot, table_map: Mapping[str, str]) -> str:
+    """A table slot as a unit's SQL names it: its actual table, quoted as the text quoted the logic one, or the text's
+    own name when the unit maps no table to it (`render` and `renders_as_text` alike)."""
+    actual = table_map.get(slot.logic)
+    if actual is None:
+        return slot.original
+    q = slot.quote
+    return f"{q}{actual}{q}" if q else actual
 
 
 _LIMIT_MAX = (1 << 64) - 1  # the largest row count MySQL accepts in LIMIT
@@ -249,9 +254,7 @@ def renders_as_text(template: Template, table_map: Mapping[str, str], shape: Sha
         if tp is str:
             segment.append(p)  # type: ignore[arg-type]
         elif tp is TableSlot:
-            actual = table_map.get(p.logic)  # type: ignore[union-attr]
-            q = p.quote  # type: ignore[union-attr]
-            segment.append(p.original if actual is None else f"{q}{actual}{q}")  # type: ignore[union-attr]
+            segment.append(_table_text(p, table_map))  # type: ignore[arg-type]
         elif tp is ValueSlot:
             if p.index != at or at >= len(spans) or "".join(segment) != sql[prev_end:spans[at][0]]:  # type: ignore[union-attr]
                 return False

@@ -41,6 +41,7 @@ from proxy.clusterport import port
 from proxy.execution import txn_control
 from proxy.execution.dualread import execute_dual_read, reconcile_copies
 from proxy.execution.into import select_into
+from proxy.execution.memo import IdentityMemo
 from proxy.execution.readers import (
     _by_source,
     _finish_readers,
@@ -176,10 +177,8 @@ def _logic_column(col: ColumnDefinition41, renames: dict[str, str], schema: str)
 
 
 # issue 15: a node's column definition (decoded once per distinct payload, so the same object comes back
-# statement after statement) -> its logic form and that form's payload, for the names it was renamed to.
-# The entry holds the node's object, so its id cannot be reused while the entry lives.
-_LOGIC_COLUMNS: dict[int, tuple[ColumnDefinition41, str, str, str, ColumnDefinition41, bytes]] = {}
-_LOGIC_COLUMNS_LIMIT = 4096
+# statement after statement) -> its logic form and that form's payload, for the names it was renamed to
+_LOGIC_COLUMNS: IdentityMemo[tuple[str, str, str, ColumnDefinition41, bytes]] = IdentityMemo(4096)
 
 
 def _logic_columns(columns: Sequence[ColumnDefinition41], renames: dict[str, str], schema: str
@@ -192,16 +191,14 @@ def _logic_columns(columns: Sequence[ColumnDefinition41], renames: dict[str, str
     for col in columns:
         table = renames.get(col.table.lower(), col.table)
         org_table = renames.get(col.org_table.lower(), col.org_table)
-        hit = cache.get(id(col))
-        if hit is not None and hit[0] is col and hit[1] == table and hit[2] == org_table and hit[3] == schema:
-            logic.append(hit[4])
-            payloads.append(hit[5])
+        hit = cache.get(col)
+        if hit is not None and hit[0] == table and hit[1] == org_table and hit[2] == schema:
+            logic.append(hit[3])
+            payloads.append(hit[4])
             continue
         out = _logic_column(col, renames, schema)
         payload = out.encode()
-        if len(cache) >= _LOGIC_COLUMNS_LIMIT:
-            cache.clear()
-        cache[id(col)] = (col, table, org_table, schema, out, payload)
+        cache.put(col, (table, org_table, schema, out, payload))
         logic.append(out)
         payloads.append(payload)
     return logic, payloads
@@ -437,22 +434,15 @@ def _meta(col: ColumnDefinition41) -> ColumnMeta:
 
 
 # issue 15: per node header (protocol.results gives the same columns tuple back for the same header bytes, statement
-# after statement): its merge metadata, and its binary rows' decoder. The entry holds the tuple, so its id cannot be
-# reused while the entry lives; the same list and function come back, which lets merge.raw keep its keys too.
-_BY_COLUMNS: dict[int, tuple[tuple[ColumnDefinition41, ...], list[ColumnMeta], dict[object, Any]]] = {}
-_BY_COLUMNS_LIMIT = 1024
+# after statement): its merge metadata, and its binary rows' decoder. The same list and function come back, which
+# lets merge.raw keep its keys too.
+_BY_COLUMNS: IdentityMemo[tuple[list[ColumnMeta], dict[object, Any]]] = IdentityMemo(1024)
 
 
 def _by_columns(columns: Sequence[ColumnDefinition41]) -> tuple[list[ColumnMeta], dict[object, Any]]:
     cols = tuple(columns) if type(columns) is not tuple else columns
-    hit = _BY_COLUMNS.get(id(cols))
-    if hit is not None and hit[0] is cols:
-        return hit[1], hit[2]
-    if len(_BY_COLUMNS) >= _BY_COLUMNS_LIMIT:
-        _BY_COLUMNS.clear()
-    metas = [_meta(c) for c in cols]
-    _BY_COLUMNS[id(cols)] = (cols, metas, {})
-    return metas, _BY_COLUMNS[id(cols)][2]
+    known = _BY_COLUMNS.get(cols)
+    return known if known is not None else _BY_COLUMNS.put(cols, ([_meta(c) for c in cols], {}))
 
 
 def _metas(columns: Sequence[ColumnDefinition41]) -> list[ColumnMeta]:

@@ -36,6 +36,7 @@ from proxy.backends.backend import BACKEND_DEPRECATE_EOF, BackendConnection, Bac
 from proxy.backends.codec import BINARY, TEXT, StatementCodec, execute_payload, query_payload
 from proxy.execution import txn
 from proxy.execution.executor import _answer_merged, answer_unit_failure
+from proxy.execution.memo import IdentityMemo
 from proxy.execution.readers import SUSPEND, _FedStream, kill_until_done
 from proxy.execution.units import UnitFailed
 from proxy.frontend.cork import corked
@@ -145,24 +146,17 @@ def multi_forward(session: Session, db: LogicalDatabase, routed: RoutedStatement
 
 
 # issue 15: a unit's framed COM_QUERY, kept for the units of routes the kernel hands out again (a scatter SELECT's
-# text routes the same way every time: `RoutedStatement.reused`). The entry holds the unit, so its id is not reused
-# while it lives; only units of short SQL are kept (a bound on what the entries hold).
-_QUERY_FRAMES: dict[int, tuple[Any, bytes]] = {}
-_QUERY_FRAMES_KEPT = 1024
+# text routes the same way every time: `RoutedStatement.reused`); only units of short SQL (a bound on what it holds)
+_QUERY_FRAMES: IdentityMemo[bytes] = IdentityMemo(1024)
 _QUERY_FRAME_SQL = 2048
 
 
 def _query_frame(unit: Any) -> bytes:
-    hit = _QUERY_FRAMES.get(id(unit))
-    if hit is not None and hit[0] is unit:
-        return hit[1]
-    frame = encode_packet(query_payload(unit), 0)[0]
-    if len(unit.sql) > _QUERY_FRAME_SQL:
+    frame = _QUERY_FRAMES.get(unit)
+    if frame is not None:
         return frame
-    if len(_QUERY_FRAMES) >= _QUERY_FRAMES_KEPT:
-        _QUERY_FRAMES.clear()
-    _QUERY_FRAMES[id(unit)] = (unit, frame)
-    return frame
+    frame = encode_packet(query_payload(unit), 0)[0]
+    return frame if len(unit.sql) > _QUERY_FRAME_SQL else _QUERY_FRAMES.put(unit, frame)
 
 
 def _pipelinable(session: Session, routed: RoutedStatement) -> bool:

@@ -17,6 +17,7 @@ import structlog
 
 from protocol.packets import ERRPacket, OKPacket
 from proxy.backends.codec import StatementCodec, StatementFailed
+from proxy.execution.memo import IdentityMemo
 from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, StatementKind
 
 if TYPE_CHECKING:
@@ -81,11 +82,8 @@ def error_renamer(db: LogicalDatabase, routed: RoutedStatement) -> Callable[[byt
 
 
 
-# issue 15: the kernel hands out the same RoutedStatement for a text it routes the same way every time (a scatter
-# SELECT; `RoutedStatement.reused`): the renames of its route units are worked out once. An entry holds those units
-# (names only, not the statement's SQL), so their id is not reused while it lives.
-_RENAMES: dict[int, tuple[tuple[RouteUnit, ...], dict[str, str]]] = {}
-_RENAMES_KEPT = 256
+# issue 15: a kept route's renames, by its route units (names only, not the statement's SQL)
+_RENAMES: IdentityMemo[dict[str, str]] = IdentityMemo(256)
 
 
 def _renames(routed: RoutedStatement) -> dict[str, str]:
@@ -94,14 +92,8 @@ def _renames(routed: RoutedStatement) -> dict[str, str]:
     units = routed.route_units
     if not routed.reused or routed.result_table_renames:
         return _route_renames(units, routed.result_table_renames)
-    hit = _RENAMES.get(id(units))
-    if hit is not None and hit[0] is units:
-        return hit[1]
-    out = _route_renames(units, {})
-    if len(_RENAMES) >= _RENAMES_KEPT:
-        _RENAMES.clear()
-    _RENAMES[id(units)] = (units, out)
-    return out
+    known = _RENAMES.get(units)
+    return known if known is not None else _RENAMES.put(units, _route_renames(units, {}))
 
 
 def _route_renames(units: tuple[RouteUnit, ...], result_table_renames: Mapping[str, str]) -> dict[str, str]:
