@@ -112,6 +112,11 @@ async def upgrade(writer: asyncio.StreamWriter, ctx: ssl.SSLContext, leftover: b
     SSLRequest (the start of the ClientHello), given to the TLS layer before anything new is read."""
     transport = writer.transport
     plain = transport.get_protocol()
+    # not one more byte for the plain protocol: start_tls runs in a later loop iteration, and a ClientHello read
+    # before it (uvloop polls the socket in between) went to the plain protocol's buffer, after `leftover` was
+    # taken, and the handshake waited for it until its timeout (seen with test_tls_on_uvloop under load); start_tls
+    # resumes reading once its TLS protocol is in place
+    transport.pause_reading()
     task = asyncio.ensure_future(writer.start_tls(ctx, ssl_handshake_timeout=timeout))
     if leftover:
         # the loop's start_tls swaps the transport's protocol for its TLS protocol and schedules that
