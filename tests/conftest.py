@@ -50,6 +50,13 @@ def _share_pymysql_preferred_tls_context() -> None:
 _share_pymysql_preferred_tls_context()
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject.toml's addopts): two workers, whatever the cores. Each worker starts the session's
+    servers it needs for itself, and most of a worker's time is spent waiting on them and on the proxies it starts;
+    more workers than that on a big machine would mostly start more servers."""
+    return 2
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark tests that start real servers, so ``-m 'not integration'`` gives a quick unit run."""
     for item in items:
