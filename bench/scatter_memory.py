@@ -17,7 +17,9 @@ a rows/s reference for the client itself.
 
 ``--client mariadb`` reads with the MariaDB command-line client (``mariadb --quick --batch``: mysql_use_result,
 rows counted from its output pipe) instead of PyMySQL, whose per-row cost in Python caps a read at a few
-hundred thousand rows/s, below what the proxy relays; the proxy's CPU per row (utime+stime during the
+hundred thousand rows/s, below what the proxy relays. ``--client raw`` sends the query on a socket PyMySQL logged
+in and counts the answer's row frames without decoding them (`read_raw`), so that the client's own per-row work
+(the mariadb client prints every value) is out of the measure. The proxy's CPU per row (utime+stime during the
 query / rows) is the figure that a loaded machine moves least.
 """
 
@@ -210,6 +212,56 @@ def read_mariadb(port: int, db: str, password: str, sql: str) -> int:
     return rows
 
 
+def read_raw(port: int, db: str, password: str, sql: str) -> int:
+    """`sql` sent as one COM_QUERY on a connection PyMySQL logged in, its answer read off the socket in 1 MB reads and
+    its rows counted by their frames (`protocol.rowframes.scan_rows`, in C when built), nothing decoded: a client that
+    costs next to nothing a row, so that what is measured is what the proxy (or the server) delivers."""
+    from protocol.rowframes import scan_rows
+
+    conn = pymysql.connect(host="127.0.0.1", port=port, user="root", password=password, database=db)
+    try:
+        sock = conn._sock
+        assert sock is not None
+        payload = b"\x03" + sql.encode()
+        sock.sendall(len(payload).to_bytes(3, "little") + b"\x00" + payload)
+        buf = bytearray()
+
+        def packet() -> bytes:  # the next whole packet of the header (small)
+            while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:3], "little"):
+                chunk = sock.recv(1 << 20)
+                if not chunk:
+                    raise RuntimeError("the server closed the connection")
+                buf.extend(chunk)
+            n = int.from_bytes(buf[:3], "little")
+            body = bytes(buf[4:4 + n])
+            del buf[:4 + n]
+            return body
+
+        first = packet()
+        if first[0] == 0xFF:
+            raise RuntimeError(f"error: {first[3:].decode(errors='replace')}")
+        columns = first[0]  # (fewer than 251 columns here)
+        for _ in range(columns):
+            packet()
+        if buf[4:5] == b"\xfe" and int.from_bytes(buf[:3], "little") < 9:
+            packet()  # the EOF after the column definitions (PyMySQL does not ask for CLIENT_DEPRECATE_EOF)
+        rows = 0
+        while True:
+            stop, n, ended = scan_rows(buf, 0)
+            rows += n
+            if ended:
+                if buf[4] == 0xFF:
+                    raise RuntimeError(f"error after {rows} rows: {bytes(buf[7:]).decode(errors='replace')}")
+                return rows
+            del buf[:stop]
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                raise RuntimeError("the server closed the connection")
+            buf.extend(chunk)
+    finally:
+        conn.close()
+
+
 def write_conf(conf: Path, servers: list[MariaDBServer]) -> None:
     conf.mkdir(parents=True, exist_ok=True)
     (conf / "global.yaml").write_text(
@@ -255,7 +307,7 @@ def machine() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows in t_order (default 1000000)")
-    parser.add_argument("--client", choices=("pymysql", "mariadb"), default="pymysql")
+    parser.add_argument("--client", choices=("pymysql", "mariadb", "raw"), default="pymysql")
     parser.add_argument("--rounds", type=int, default=1, help="reads of each query (each measured)")
     parser.add_argument("--queries", nargs="+", choices=[q[0].replace(" ", "-") for q in QUERIES],
                         default=[q[0].replace(" ", "-") for q in QUERIES])
@@ -301,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                             t0 = time.perf_counter()
                             if args.client == "mariadb":
                                 rows = read_mariadb(port, "sharding_db", "root", sql)
+                            elif args.client == "raw":
+                                rows = read_raw(port, "sharding_db", "root", sql)
                             else:
                                 rows = read_all(conn, sql)
                             seconds = time.perf_counter() - t0
@@ -315,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                     t0 = time.perf_counter()
                     if args.client == "mariadb":
                         rows = read_mariadb(servers[0].port, PHYSICAL[0], servers[0].password, direct)
+                    elif args.client == "raw":
+                        rows = read_raw(servers[0].port, PHYSICAL[0], servers[0].password, direct)
                     else:
                         conn = servers[0].connect(PHYSICAL[0])
                         try:
