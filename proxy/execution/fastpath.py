@@ -439,7 +439,8 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | An
     * sharded: a `plain_statement` SELECT, as text or as an executed prepared statement, that the kernel routes to a
       single node (the plan comes from its cache), when the connection already has the actual statement
       prepared; in a transaction that has not joined that node yet, after the BEGIN that joins it, in the same
-      write (`_join_frame`)."""
+      write (`_join_frame`); and a BEGIN that starts nothing yet (`_local_begin`), as text or an executed prepared
+      statement."""
     db = session.database
     if db is None or session.server.statement_timeout > 0:
         return None
@@ -491,7 +492,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
             stmt.fast = (not stmt.metadata_statement and not stmt.session_functions
                          and plain_statement(stmt.sql) is SELECT)
         if not stmt.fast:
-            return None
+            # a prepared BEGIN (sysbench --db-ps-mode=auto prepares it) is the text BEGIN's (prepared._execute_sharded)
+            return _local_begin(session, stmt.sql, command) if len(stmt.sql) == 5 and not stmt.num_params else None
         layout = stmt.layout  # issue 15: the values of integer parameters read at known offsets
         values = layout.values(packet) if layout is not None and layout.types is stmt.types else None
         if values is None:
@@ -530,7 +532,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
         text_kind = plain_statement(sql)
         if text_kind is TRANSACTION:
-            return _local_begin(session, sql)
+            return _local_begin(session, sql, command)
         if text_kind is not SELECT:
             return None
         kernel = db.kernel
@@ -598,7 +600,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
     return Forward(conn, join + command_frame if join else command_frame, renamer, False, bool(join))
 
 
-def _local_begin(session: Session, sql: str) -> Answered | None:
+def _local_begin(session: Session, sql: str, command: int) -> Answered | None:
     """A sharded database's BEGIN starts nothing anywhere (each data source joins at its first statement), so it is
     answered here, as `txn_control.session_statement` answers it (issue 15: it went through the session's coroutine),
     when no open transaction must commit first and nothing else is pending: not under autocommit=0, XA or SET
@@ -608,7 +610,7 @@ def _local_begin(session: Session, sql: str) -> Answered | None:
             or txn.next_tx_sets:
         return None
     STATS.taken += 1
-    session.begin_command(_QUERY)
+    session.begin_command(command)
     session.info = sql
     session.stmt_kind = TRANSACTION
     txn.begin(sql)

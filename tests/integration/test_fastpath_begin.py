@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import pytest
 
+from protocol.binary import ComStmtExecute
 from protocol.constants import ServerStatus
+from protocol.packets import OKPacket
 from proxy.execution.fastpath import STATS
 from tests.integration.sharding_fixtures import ShardedEnv, order_node
+from tests.integration.test_fastpath_point import prepare
+from tests.integration.test_malformed import RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -79,3 +83,44 @@ def test_begins_that_do_more_go_to_the_session(sharded: ShardedEnv, before: str)
         assert cur.fetchall() == (("a",),)
     finally:
         conn.close()
+
+
+def test_a_prepared_begin_is_answered_as_the_text_one(sharded: ShardedEnv) -> None:
+    """sysbench --db-ps-mode=auto prepares BEGIN and COMMIT: the executed BEGIN is answered by the fast path too, with
+    the same OK (IN_TRANS), and the data sources join at their first statement; one that must do more (here: commit
+    the open transaction first) still goes to the session's coroutine, which does it."""
+    client = RawClient(sharded.proxy.host, sharded.proxy.port)
+    other = sharded.connect()
+    try:
+        client.login(database="sharding_db")
+        begin = prepare(client, "BEGIN")
+        assert begin.num_params == 0
+
+        def execute_begin() -> tuple[int, OKPacket]:
+            before = STATS.taken
+            packets = client.command(ComStmtExecute(begin.statement_id, 0, 1, (), (), False).encode())
+            assert len(packets) == 1 and packets[0][0] == 1, packets
+            return STATS.taken - before, OKPacket.decode(packets[0][1])
+
+        def query(sql: str) -> OKPacket:
+            packets = client.command(b"\x03" + sql.encode())
+            assert packets[-1][1][:1] != b"\xff", packets
+            return OKPacket.decode(packets[-1][1]) if len(packets) == 1 else OKPacket()
+
+        taken, ok = execute_begin()
+        assert taken == 1 and ok.status & ServerStatus.IN_TRANS
+        query("UPDATE t_order SET status = 'p' WHERE user_id = 0 AND order_id = 10")  # joins the first node
+        ocur = other.cursor()
+        ocur.execute("SELECT order_id, status FROM t_order ORDER BY order_id")
+        assert ocur.fetchall() == ((10, "a"), (11, "b"))  # not committed yet
+        taken, ok = execute_begin()  # commits the open transaction first: the session's coroutine
+        assert taken == 0 and ok.status & ServerStatus.IN_TRANS
+        ocur.execute("SELECT order_id, status FROM t_order ORDER BY order_id")
+        assert ocur.fetchall() == ((10, "p"), (11, "b"))
+        query("UPDATE t_order SET status = 'q' WHERE user_id = 1 AND order_id = 11")
+        assert not query("ROLLBACK").status & ServerStatus.IN_TRANS
+        ocur.execute("SELECT order_id, status FROM t_order ORDER BY order_id")
+        assert ocur.fetchall() == ((10, "p"), (11, "b"))
+    finally:
+        client.close()
+        other.close()
