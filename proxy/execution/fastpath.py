@@ -32,6 +32,7 @@ from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF
 from proxy.backends.codec import execute_payload
+from proxy.execution.fastcommit import CommitFan, fast_end
 from proxy.execution.multipath import MultiAnswer, MultiForward, multi_forward
 from proxy.execution.preroute import Prerouted, prerouted
 from proxy.execution.sticky import may_be_sticky
@@ -192,8 +193,9 @@ class FastPath:
         self.client = client
         self.transport = transport
         self.armed = False  # the session's coroutine waits for a command and holds no buffered bytes
-        # the answer being relayed (a MultiAnswer: a multi-node SELECT, proxy.execution.multipath)
-        self.relay: ResultRelay | VerbatimRelay | MultiAnswer | None = None
+        # the answer being relayed (a MultiAnswer: a multi-node SELECT, proxy.execution.multipath; a CommitFan: a
+        # COMMIT or ROLLBACK, proxy.execution.fastcommit; both read their backends' bytes themselves)
+        self.relay: ResultRelay | VerbatimRelay | MultiAnswer | CommitFan | None = None
         self.conn: BackendConnection | None = None
         self.tap: BackendTap | None = None
         self.backend_transport: Any = None
@@ -234,6 +236,8 @@ class FastPath:
             self._ended()
         elif isinstance(target, MultiForward):
             self._start_multi(target, data[4])
+        elif isinstance(target, EndForward):
+            self._start_end(target, data[4])
         else:
             self._start(target, data[4])
         return True
@@ -277,7 +281,20 @@ class FastPath:
         self.relay = answer
         answer.start()
 
-    def _multi_done(self, answer: MultiAnswer) -> None:
+    def _start_end(self, target: EndForward, command: int) -> None:
+        """A COMMIT or ROLLBACK (proxy.execution.fastcommit): its OK or ERR goes through the session's wire."""
+        self.prerouted = None
+        STATS.taken += 1
+        session = self.session
+        session.wire.seq = 1
+        session.begin_command(command)
+        session.info = target.sql
+        session.stmt_kind = TRANSACTION
+        fan = CommitFan(session, target.verb, target.work, self._multi_done)
+        self.relay = fan
+        fan.start()
+
+    def _multi_done(self, answer: MultiAnswer | CommitFan) -> None:
         if self.relay is answer:
             self.relay = None
             self._ended()
@@ -292,7 +309,7 @@ class FastPath:
 
     def backend_data(self, data: bytes) -> None:
         relay = self.relay
-        if relay is None or isinstance(relay, MultiAnswer):  # pragma: no cover - the tap is cleared with the relay
+        if relay is None or isinstance(relay, MultiAnswer | CommitFan):  # pragma: no cover - the tap is cleared with it
             return
         if self.joining is not None:
             data = self._joined(data)
@@ -353,7 +370,7 @@ class FastPath:
     def backend_failed(self, errno: int, message: str) -> None:
         """End the command with an ERR; the connection is dropped (the session borrows another next time)."""
         conn = self.conn
-        if conn is None or self.relay is None or isinstance(self.relay, MultiAnswer):
+        if conn is None or self.relay is None or isinstance(self.relay, MultiAnswer | CommitFan):
             return
         conn.broken = True
         self.session.last_errno = errno
@@ -365,7 +382,8 @@ class FastPath:
 
     def _finish(self, *, lost: bool = False) -> None:
         relay, conn, tap = self.relay, self.conn, self.tap
-        assert relay is not None and not isinstance(relay, MultiAnswer) and conn is not None and tap is not None
+        assert relay is not None and not isinstance(relay, MultiAnswer | CommitFan) and conn is not None \
+            and tap is not None
         self.relay = self.conn = self.tap = self.backend_transport = None
         self.joining = None
         tap.relay = None
@@ -398,11 +416,15 @@ class FastPath:
             self.eof_pending = False
             asyncio.StreamReaderProtocol.eof_received(self.client)
 
-    def abort(self) -> None:
-        """The session ends: stop relaying (the connection, still busy, is closed by its release)."""
+    def abort(self) -> asyncio.Future[None] | None:
+        """The session ends: stop relaying (the connection, still busy, is closed by its release). A COMMIT or
+        ROLLBACK fanned out is read to its end all the same: the future the session awaits first (else None)."""
         self.armed = False
+        pending = None
         if isinstance(self.relay, MultiAnswer):
             self.relay.abort()
+        elif isinstance(self.relay, CommitFan):
+            pending = self.relay.abort()
         if self.tap is not None:
             self.tap.relay = None
         if self.paused and self.backend_transport is not None:
@@ -410,6 +432,7 @@ class FastPath:
         self.relay = self.conn = self.tap = self.backend_transport = None
         self.joining = None
         self.pending = []
+        return pending
 
 
 class Forward(NamedTuple):
@@ -427,10 +450,18 @@ class Answered:
     """`fast_forward`'s answer for a command it answered itself (nothing to send anywhere)."""
 
 
+class EndForward(NamedTuple):
+    """A COMMIT or ROLLBACK that `CommitFan` sends to every joined data source (proxy.execution.fastcommit)."""
+
+    sql: str
+    verb: str
+    work: list[tuple[str, BackendConnection]]
+
+
 ANSWERED = Answered()
 
 
-def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | Answered | None:
+def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | EndForward | Answered | None:
     """Where to send this command, when the session's slow path would do nothing but relay it to a connection
     the session already holds (idle, on a plain data source: read/write splitting groups choose per
     statement), with no statement timeout to arm and no sql-show to log:
@@ -439,8 +470,8 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | An
     * sharded: a `plain_statement` SELECT, as text or as an executed prepared statement, that the kernel routes to a
       single node (the plan comes from its cache), when the connection already has the actual statement
       prepared; in a transaction that has not joined that node yet, after the BEGIN that joins it, in the same
-      write (`_join_frame`); and a BEGIN that starts nothing yet (`_local_begin`), as text or an executed prepared
-      statement."""
+      write (`_join_frame`); and a BEGIN that starts nothing yet (`_local_begin`), a COMMIT or ROLLBACK of a LOCAL
+      transaction (proxy.execution.fastcommit), as text or executed prepared statements."""
     db = session.database
     if db is None or session.server.statement_timeout > 0:
         return None
@@ -476,7 +507,8 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | An
     return None
 
 
-def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | MultiForward | Answered | None:
+def _sharded(session: Session, db: LogicalDatabase, packet: bytes
+             ) -> Forward | MultiForward | EndForward | Answered | None:
     if session.server.sql_show or db.kernel is None:
         return None
     command = packet[4]
@@ -492,8 +524,10 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
             stmt.fast = (not stmt.metadata_statement and not stmt.session_functions
                          and plain_statement(stmt.sql) is SELECT)
         if not stmt.fast:
-            # a prepared BEGIN (sysbench --db-ps-mode=auto prepares it) is the text BEGIN's (prepared._execute_sharded)
-            return _local_begin(session, stmt.sql, command) if len(stmt.sql) == 5 and not stmt.num_params else None
+            # a prepared BEGIN or COMMIT (sysbench --db-ps-mode=auto prepares them) is the text one's
+            # (prepared._execute_sharded)
+            return _local_transaction(session, db, stmt.sql, command) \
+                if 5 <= len(stmt.sql) <= 8 and not stmt.num_params else None
         layout = stmt.layout  # issue 15: the values of integer parameters read at known offsets
         values = layout.values(packet) if layout is not None and layout.types is stmt.types else None
         if values is None:
@@ -532,7 +566,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
         text_kind = plain_statement(sql)
         if text_kind is TRANSACTION:
-            return _local_begin(session, sql, command)
+            return _local_transaction(session, db, sql, command)
         if text_kind is not SELECT:
             return None
         kernel = db.kernel
@@ -598,6 +632,19 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes) -> Forward | 
     session.found_rows_value, session.found_rows_source = None, ds  # FOUND_ROWS(): that node's
     command_frame = framed or encode_packet(data, 0)[0]
     return Forward(conn, join + command_frame if join else command_frame, renamer, False, bool(join))
+
+
+def _local_transaction(session: Session, db: LogicalDatabase, sql: str, command: int
+                       ) -> EndForward | Answered | None:
+    """BEGIN (`_local_begin`), COMMIT or ROLLBACK (`fastcommit.fast_end`) as the session's coroutine would answer
+    them, when nothing else is to be done; None otherwise."""
+    verb = sql.upper()
+    if verb == "BEGIN":
+        return _local_begin(session, sql, command)
+    if verb != "COMMIT" and verb != "ROLLBACK":
+        return None
+    work = fast_end(session, db, verb)
+    return None if work is None else EndForward(sql, verb, work)
 
 
 def _local_begin(session: Session, sql: str, command: int) -> Answered | None:

@@ -57,8 +57,6 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
     fresh = _drop_lost(session)
     lost = dict(txn.lost)
     action = "ROLLBACK" if verb == "COMMIT" and lost else verb
-    ended: list[str] = []
-    failed: dict[str, tuple[str, bool]] = {}
     session.ending_transaction = True  # a client leaving now does not stop the fan-out half-way
     try:
         # issue 15: the statement is sent to every data source at once, then the answers are read in turn (one
@@ -68,21 +66,40 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
         work = {name: conn for name in names
                 if (conn := session.backends.get(name)) is not None and not conn.broken}
         results = dict(zip(work, await _fan([(conn, [action]) for conn in work.values()]), strict=True))
-        for name in names:
-            result = results.get(name)
-            if result is None:  # not after _drop_lost; kept so that nothing goes unreported
-                failed[name] = (_LOST, False)
-                continue
-            outcome = _outcome([action], result)
-            if outcome is None:
-                ended.append(name)
-            else:
-                work[name].broken = True  # its state is unknown or bad: closed, never pooled
-                failed[name] = outcome
+        ended, failed = local_outcomes(action, names, work, results)
         if txn.upsert_locks:
             await release_session_locks(session)
     finally:
         session.ending_transaction = False
+    return local_ended(session, verb, action, label, consequence, ended, failed, lost, fresh)
+
+
+def local_outcomes(action: str, names: list[str], work: dict[str, BackendConnection],
+                   results: dict[str, list[OKPacket | ERRPacket] | Exception]
+                   ) -> tuple[list[str], dict[str, tuple[str, bool]]]:
+    """The data sources where `action` (COMMIT / ROLLBACK) went well, and what went wrong on the others (the
+    connection of each is marked broken: its state is unknown or bad, it is closed, never pooled). Also the fast
+    path's (proxy.execution.fastcommit), from the answers it read in the socket callbacks."""
+    ended: list[str] = []
+    failed: dict[str, tuple[str, bool]] = {}
+    for name in names:
+        result = results.get(name)
+        if result is None:  # not after _drop_lost; kept so that nothing goes unreported
+            failed[name] = (_LOST, False)
+            continue
+        outcome = _outcome([action], result)
+        if outcome is None:
+            ended.append(name)
+        else:
+            work[name].broken = True
+            failed[name] = outcome
+    return ended, failed
+
+
+def local_ended(session: Session, verb: str, action: str, label: str, consequence: str, ended: list[str],
+                failed: dict[str, tuple[str, bool]], lost: dict[str, str], fresh: list[str]) -> ServerError | None:
+    """A LOCAL transaction's end, once every data source answered (`local_outcomes`): the session is out of the
+    transaction, and the error that says what each data source did (None when all went well)."""
     _over(session)
     if failed or lost:
         session.log.warning("transaction_end_failed", verb=verb, action=action, ended=ended,

@@ -199,7 +199,9 @@ class Session(SessionConnections, StatementStopping):
 
     async def close(self) -> None:
         if self.fast is not None:
-            self.fast.abort()
+            pending = self.fast.abort()
+            if pending is not None:  # a COMMIT or ROLLBACK fanned out: every answer is read before anything is
+                await pending  # given back (proxy.execution.fastcommit), as the session's own would finish it
         txn.abandon(self)  # an XA branch still open ends with its connection (closed, never reset)
         backends, self.backends = self.backends, {}
         backends.update(self.read_backends)

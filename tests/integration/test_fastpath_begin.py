@@ -1,7 +1,8 @@
-"""BEGIN on a sharded database answered by the fast path (issue 15): the client hears the same OK (IN_TRANS set),
-the data sources join the transaction at their first statement exactly as after the session's own BEGIN, and the
-BEGINs that must do more (commit the open transaction first, autocommit=0, SET TRANSACTION pending) still go to the
-session's coroutine, which does it."""
+"""BEGIN, COMMIT and ROLLBACK on a sharded database answered by the fast path (issue 15): the client hears the same
+OK (IN_TRANS set or cleared), the data sources join the transaction at their first statement exactly as after the
+session's own BEGIN, COMMIT and ROLLBACK end it on every one of them (proxy.execution.fastcommit; its failures:
+tests/integration/test_txn_faults.py), and those that must do more (commit the open transaction first,
+autocommit=0, SET TRANSACTION pending) still go to the session's coroutine, which does it."""
 
 from __future__ import annotations
 
@@ -69,6 +70,42 @@ def test_begin_is_answered_by_the_fast_path_and_the_nodes_join_at_their_first_st
         other.close()
 
 
+def _rows(env: ShardedEnv) -> list[tuple[object, ...]]:
+    """t_order as the data sources hold it (committed), read on the backends directly."""
+    rows = []
+    for user_id, order_id in ((0, 10), (1, 11)):
+        ds, table = order_node(user_id, order_id)
+        rows += [(order_id, *r) for r in env.backend(ds, f"SELECT status FROM {table} WHERE order_id = {order_id}")]
+    return rows
+
+
+def test_commit_and_rollback_are_answered_by_the_fast_path(sharded: ShardedEnv) -> None:
+    conn = sharded.connect()
+    try:
+        cur = conn.cursor()
+        assert _taken(conn, "BEGIN") == 1
+        cur.execute("UPDATE t_order SET status = 'c0' WHERE user_id = 0 AND order_id = 10")
+        cur.execute("UPDATE t_order SET status = 'c1' WHERE user_id = 1 AND order_id = 11")
+        assert _rows(sharded) == [(10, "a"), (11, "b")]
+        assert _taken(conn, "COMMIT") == 1  # both data sources, one callback each
+        assert not conn.server_status & ServerStatus.IN_TRANS
+        assert _rows(sharded) == [(10, "c0"), (11, "c1")]
+        assert _taken(conn, "BEGIN") == 1
+        cur.execute("UPDATE t_order SET status = 'r1' WHERE user_id = 1 AND order_id = 11")
+        assert _taken(conn, "rollback") == 1
+        assert not conn.server_status & ServerStatus.IN_TRANS
+        assert _rows(sharded) == [(10, "c0"), (11, "c1")]
+        assert _taken(conn, "BEGIN") == 1
+        assert _taken(conn, "COMMIT") == 1  # nothing joined: nothing to send, OK
+        assert _taken(conn, "COMMIT") == 1  # no transaction: OK, as MySQL answers
+        cur.execute("UPDATE t_order SET status = 'a' WHERE user_id = 0 AND order_id = 10")  # autocommit for real
+        assert _rows(sharded) == [(10, "a"), (11, "c1")]
+        cur.execute("SELECT @@in_transaction")  # (a data source's own: the session is out of any transaction)
+        assert cur.fetchall() == ((0,),)
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize("before", ["SET autocommit = 0", "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"])
 def test_begins_that_do_more_go_to_the_session(sharded: ShardedEnv, before: str) -> None:
     conn = sharded.connect()
@@ -78,7 +115,8 @@ def test_begins_that_do_more_go_to_the_session(sharded: ShardedEnv, before: str)
         assert _taken(conn, "BEGIN") == 0
         assert conn.server_status & ServerStatus.IN_TRANS
         cur.execute("UPDATE t_order SET status = 'w' WHERE user_id = 0 AND order_id = 10")
-        cur.execute("ROLLBACK")
+        # under autocommit=0 the next transaction starts at once on every connection: the session's coroutine
+        assert _taken(conn, "ROLLBACK") == (0 if "autocommit" in before else 1)
         cur.execute("SELECT status FROM t_order WHERE user_id = 0 AND order_id = 10")
         assert cur.fetchall() == (("a",),)
     finally:
@@ -121,6 +159,17 @@ def test_a_prepared_begin_is_answered_as_the_text_one(sharded: ShardedEnv) -> No
         assert not query("ROLLBACK").status & ServerStatus.IN_TRANS
         ocur.execute("SELECT order_id, status FROM t_order ORDER BY order_id")
         assert ocur.fetchall() == ((10, "p"), (11, "b"))
+        # a prepared COMMIT too
+        commit = prepare(client, "COMMIT")
+        taken, ok = execute_begin()
+        assert taken == 1
+        query("UPDATE t_order SET status = 's' WHERE user_id = 1 AND order_id = 11")
+        before = STATS.taken
+        packets = client.command(ComStmtExecute(commit.statement_id, 0, 1, (), (), False).encode())
+        assert STATS.taken == before + 1 and len(packets) == 1, packets
+        assert not OKPacket.decode(packets[0][1]).status & ServerStatus.IN_TRANS
+        ocur.execute("SELECT order_id, status FROM t_order ORDER BY order_id")
+        assert ocur.fetchall() == ((10, "p"), (11, "s"))
     finally:
         client.close()
         other.close()

@@ -25,9 +25,10 @@ from typing import Any
 import pymysql
 import pytest
 
+from proxy.execution.fastpath import STATS
 from proxy.sandbox import MariaDBServer, start_servers
 from tests.conftest import ServerFactory
-from tests.integration.faults import RelayPair, TcpRelay
+from tests.integration.faults import RelayPair, TcpRelay, abort
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
 
 RULES = """\
@@ -165,6 +166,15 @@ def failing(conn: pymysql.connections.Connection[Any], sql: str) -> tuple[int, s
     return int(info.value.args[0]), str(info.value.args[1])
 
 
+def failing_fast(conn: pymysql.connections.Connection[Any], sql: str) -> tuple[int, str]:
+    """`failing`, for a COMMIT or ROLLBACK that the fast path answers (proxy.execution.fastcommit): its failures
+    are the session coroutine's, word for word (the tests that do not take it check the same wording)."""
+    before = STATS.taken
+    failure = failing(conn, sql)
+    assert STATS.taken == before + 1, "not answered by proxy.execution.fastcommit"
+    return failure
+
+
 _TRX_READ: dict[int, float] = {}
 
 
@@ -273,7 +283,7 @@ def test_commit_failing_on_one_shard_commits_the_others_and_says_so(relayed: Env
     keys = {ds: insert(conn, ds, 0, "tx") for ds in order}
     env.relay.cut_at("COMMIT")
 
-    errno, message = failing(conn, "COMMIT")
+    errno, message = failing_fast(conn, "COMMIT")
     assert env.relay.cuts == 1
     assert errno == 1180, message
     assert "COMMIT failed on ds_1 (2013" in message and "whether ds_1 committed is unknown" in message, message
@@ -294,7 +304,7 @@ def test_commit_whose_answer_is_lost_reports_an_unknown_outcome(relayed: Env) ->
     keys = {ds: insert(conn, ds, 0, "tx") for ds in ("ds_1", "ds_0")}
     env.relay.cut_at("COMMIT", forward=True)  # ds_1 commits, its OK never arrives
 
-    errno, message = failing(conn, "COMMIT")
+    errno, message = failing_fast(conn, "COMMIT")
     assert errno == 1180 and "whether ds_1 committed is unknown" in message, message
     assert committed_on(message, "ds_0"), message
     assert env.rows("ds_0") == [(keys["ds_0"], "tx")]
@@ -302,6 +312,32 @@ def test_commit_whose_answer_is_lost_reports_an_unknown_outcome(relayed: Env) ->
     env.assert_nothing_open()
     assert_autocommit_for_real(env, conn, "ds_0", "ds_1")
     conn.close()
+
+
+def test_a_client_leaving_during_its_commit_does_not_stop_the_fan_out(relayed: Env) -> None:
+    """The COMMIT goes to both data sources (the fast path: proxy.execution.fastcommit) and ds_1's answer is held
+    back; the client leaves meanwhile. The fan-out still finishes (as the session's coroutine finishes one it
+    started): ds_0 has committed, nothing is left open anywhere, and the proxy goes on serving."""
+    env = relayed
+    assert env.relay is not None
+    conn = env.connect()
+    run(conn, "BEGIN")
+    keys = {ds: insert(conn, ds, 0, "tx") for ds in ("ds_0", "ds_1")}
+    env.relay.cut_at("COMMIT", forward=True)  # ds_1 commits; its OK is swallowed, then its connection cut
+    before = STATS.taken
+    conn._execute_command(pymysql.constants.COMMAND.COM_QUERY, "COMMIT")  # sent, its answer never read
+    time.sleep(0.1)
+    abort(conn)
+    deadline = time.monotonic() + 5
+    while env.rows("ds_0") != [(keys["ds_0"], "tx")] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert STATS.taken == before + 1
+    assert env.rows("ds_0") == [(keys["ds_0"], "tx")]
+    assert env.rows("ds_1") == [(keys["ds_1"], "tx")]  # it ran the COMMIT it was sent
+    env.assert_nothing_open(within=3.0)
+    other = env.connect()
+    assert run(other, "SELECT id, v FROM t_tx ORDER BY id") == [(keys["ds_1"], "tx"), (keys["ds_0"], "tx")]
+    other.close()
 
 
 # --- ROLLBACK ---------------------------------------------------------------------------------------------
@@ -334,7 +370,7 @@ def test_rollback_cut_on_one_shard_still_rolls_back_the_others(relayed: Env) -> 
     insert(conn, "ds_0", 0, "tx")
     env.relay.cut_at("ROLLBACK")
 
-    errno, message = failing(conn, "ROLLBACK")
+    errno, message = failing_fast(conn, "ROLLBACK")
     assert errno == 1181 and "ROLLBACK failed on ds_1" in message and "rolled back on ds_0" in message, message
     assert env.rows("ds_0") == [] and env.rows("ds_1") == []
     env.assert_nothing_open()
