@@ -43,14 +43,27 @@ CLASSES: list[tuple[str, str, str]] = [
     *[("sbtest_pass", "text", name) for name in ("range (concatenated)", "range ORDER BY c")],
     ("sbtest", "text", "transaction"),
     ("sbtest_pass", "text", "transaction"),
+    ("sbtest", "prepared", "transaction"),
+    ("sbtest_pass", "prepared", "transaction"),
 ]
 
 
-def transaction_runner(port: int, db: str) -> Callable[[random.Random], None]:
+def transaction_runner(port: int, db: str, proto: str = "text") -> Callable[[random.Random], None]:
     """BEGIN, a point select on each data source (ids even and odd), COMMIT: what a transaction that touches both
-    costs beyond its statements (joining each data source, the COMMIT on both)."""
+    costs beyond its statements (joining each data source, the COMMIT on both). Prepared: all four statements
+    prepared and executed, as sysbench --db-ps-mode=auto sends them."""
     import pymysql
 
+    if proto == "prepared":
+        run = sc.prepared_runner(port, db)
+
+        def prepared(rng: random.Random) -> None:
+            run("BEGIN", ())
+            for parity in (0, 1):
+                run("SELECT c FROM sbtest1 WHERE id=%s", (2 * rng.randint(1, 4000) + parity,))
+            run("COMMIT", ())
+
+        return prepared
     conn = pymysql.connect(host="127.0.0.1", port=port, user="root", password="root", database=db, autocommit=True)
     cur = conn.cursor()
 
@@ -66,7 +79,7 @@ def transaction_runner(port: int, db: str) -> Callable[[random.Random], None]:
 
 def runner(port: int, db: str, proto: str, name: str, size: int) -> Callable[[random.Random], None]:
     if name == "transaction":
-        return transaction_runner(port, db)
+        return transaction_runner(port, db, proto)
     sql = sc.STATEMENTS[name]
     run = (sc.text_runner if proto == "text" else sc.prepared_runner)(port, "sharding_db" if "t_order" in sql else db)
     return lambda rng: run(sql, sc.arguments(sql, rng, size))
