@@ -235,14 +235,14 @@ class FastPath:
         if target is None:
             self.armed = False
             return False
-        if isinstance(target, Answered):
-            self._ended()
+        if isinstance(target, Forward):  # (the usual one first: its check is one pointer comparison)
+            self._start(target, data[4])
         elif isinstance(target, MultiForward):
             self._start_multi(target, data[4])
         elif isinstance(target, EndForward):
             self._start_end(target, data[4])
         else:
-            self._start(target, data[4])
+            self._ended()  # Answered
         return True
 
     def _start(self, target: Forward, command: int) -> None:
