@@ -29,7 +29,7 @@ from merge import MergeError
 from protocol.constants import ErrorCode
 from protocol.framing import encode_packet
 from protocol.packets import ERRPacket, OKPacket
-from protocol.results import ResultEnd, ResultHeader, ResultParser
+from protocol.results import ResultEnd, ResultHeader, ResultParser, whole_result
 from protocol.rowframes import RowFrames, frames_of
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF, BackendConnection, BackendError
@@ -193,11 +193,27 @@ class _Leg(_FedStream):
         self.queued = 0  # bytes in `runs`
         self.discarding = False  # rows are read and dropped (the answer needs no more of them)
         self.command: bytes | None = None  # the framed command (None: its statement is to be prepared first)
+        self.fresh = True  # nothing of the answer has been read yet
 
     def feed(self, data: bytes) -> bytes | None:
         """Parse `data`: None while this answer goes on; once it has ended, the bytes that came after it (the next
         pipelined answer's, b"" when none). A malformed answer (or a bug) ends it with the connection broken."""
         conn = self.conn
+        if self.fresh:
+            self.fresh = False
+            if not BACKEND_DEPRECATE_EOF and (whole := whole_result(data)) is not None:
+                # issue 15: the whole answer in one read, under a header seen lately (the usual unit of a range or a
+                # scatter): what the parser's events below would do, from one walk of its rows
+                header, frames, status, warnings, end = whole
+                self.columns = header.columns
+                self.headed = True
+                if frames is not None and not self.discarding:
+                    self.runs.append(frames)
+                    self.queued += len(frames.data)
+                conn.status = status
+                self.end = (status, warnings)
+                self.ended = True
+                return data[end:]
         try:
             for ev in self.parser.feed(data):
                 if type(ev) is RowFrames:

@@ -8,6 +8,7 @@ from memory), which checks sequence ids and packet grammar as a client would.
 
 from __future__ import annotations
 
+import contextlib
 import io
 from typing import Any
 
@@ -343,3 +344,109 @@ def test_parser_stops_at_its_answer_and_hands_back_the_next(row_frames: bool, ch
         src = server_stream(_capture(name, False))
         alone = _parse(src, 1 << 20, backend_deprecate_eof=False, row_frames=row_frames)
         assert _flatten(events) == _flatten(alone), name
+
+
+# --- whole_result: a whole answer under a recent header, in one step (issue 15) ---------------------------------
+
+
+def _parsed_whole(src: bytes) -> tuple[object, ...] | None:
+    """What `whole_result` should give for `src`, from a ResultParser's events: (header, rows, status, warnings, end)
+    when `src` holds one whole result set and its parser ends there, else None."""
+    parser = ResultParser(backend_deprecate_eof=False, row_frames=True)
+    events = list(parser.feed(src))
+    if not parser.done or not events or not isinstance(events[0], ResultHeader) \
+            or not isinstance(events[-1], ResultEnd):
+        return None
+    runs = [e for e in events[1:-1] if isinstance(e, RowFrames)]
+    rows = (b"".join(bytes(r.data) for r in runs), sum(r.rows for r in runs)) if runs else None
+    rest = parser.take_rest()
+    return events[0], rows, events[-1].status, events[-1].warnings, len(src) - len(rest)
+
+
+def _whole(src: bytes) -> tuple[object, ...] | None:
+    from protocol.results import whole_result
+
+    got = whole_result(src)
+    if got is None:
+        return None
+    header, frames, status, warnings, end = got
+    return header, None if frames is None else (bytes(frames.data), frames.rows), status, warnings, end
+
+
+def _eof_with(src: bytes, status: int, length: int = 5) -> bytes:
+    """`src` (an answer ending with a classic EOF) with that EOF's status, or of another length."""
+    eof_at = len(src) - 9
+    assert src[eof_at + 4] == 0xFE and src[eof_at] == 5
+    body = b"\xfe" + src[eof_at + 5:eof_at + 7] + status.to_bytes(2, "little")
+    body = body[:length] if length <= 5 else body + bytes(length - 5)
+    return src[:eof_at] + len(body).to_bytes(3, "little") + src[eof_at + 3:eof_at + 4] + body
+
+
+_BIG_ROW, _ = _big_row_response(MAX_PAYLOAD + 10 - len(lenenc_str(b"x" * (MAX_PAYLOAD + 10))) + 1, False)
+RS_TYPES, RS_EMPTY, RS_WARNING = (server_stream(f"{n}_eof") for n in ("rs_types", "rs_empty", "rs_warning"))
+# (answer, whether it is taken whole); each is parsed once first, so that its header is a recent one
+WHOLE_CASES: list[Any] = [
+    pytest.param(RS_TYPES, True, id="rows"),
+    pytest.param(RS_EMPTY, True, id="no-rows"),
+    pytest.param(RS_WARNING, True, id="warning"),
+    pytest.param(_BIG_ROW, True, id="row-of-16mb"),
+    pytest.param(RS_TYPES + server_stream("rs_empty_eof"), True, id="the-next-answer-after-it"),
+    pytest.param(RS_TYPES + b"\x01", True, id="a-byte-after-it"),
+    pytest.param(RS_TYPES[:-1], False, id="its-end-cut-short"),
+    pytest.param(RS_TYPES[:-9], False, id="no-end-yet"),
+    pytest.param(RS_TYPES[:len(RS_TYPES) // 2], False, id="half"),
+    pytest.param(_eof_with(RS_TYPES, int(ServerStatus.MORE_RESULTS_EXISTS | ServerStatus.AUTOCOMMIT)), False,
+                 id="more-results"),
+    pytest.param(_eof_with(RS_TYPES, 2, length=7), False, id="an-eof-of-7-bytes"),
+    pytest.param(_eof_with(RS_TYPES, 2, length=3), False, id="an-eof-of-3-bytes"),
+    pytest.param(server_stream("multi_err_eof"), False, id="rows-then-err"),
+    pytest.param(server_stream("multi_eof"), False, id="several-results"),
+    pytest.param(server_stream("err_unknown_table_eof"), False, id="err"),
+    pytest.param(server_stream("ok_update_eof"), False, id="ok"),
+]
+
+
+@pytest.mark.parametrize(("src", "taken"), WHOLE_CASES)
+def test_whole_result_is_the_parsers_answer(src: bytes, taken: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import protocol.results as results
+
+    monkeypatch.setattr(results, "_HEADERS", {False: [], True: []})
+    assert _whole(src) is None  # a header not seen lately: the parser's
+    with contextlib.suppress(MalformedPacket):  # (an EOF of 3 bytes: the parser's refusal)
+        list(ResultParser(backend_deprecate_eof=False, row_frames=True).feed(src))  # remembers its header
+    got = _whole(src)
+    assert (got is not None) == taken
+    if got is not None:
+        assert got == _parsed_whole(src)
+        assert got[0] is results._HEADERS[False][0][1]  # the header object itself, as the parser hands it out
+
+
+def test_whole_result_agrees_with_the_parser_on_generated_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Generated answers (1-40 columns, 0-60 rows of values of random lengths and bytes, NULLs), whole, cut at a
+    random point and with bytes after them: whenever `whole_result` takes one, it is what the parser makes of it;
+    it takes every whole one."""
+    import random
+
+    import protocol.results as results
+    from protocol.packets import ColumnDefinition41
+
+    monkeypatch.setattr(results, "_HEADERS", {False: [], True: []})
+    rng = random.Random(15)
+    for _ in range(200):
+        ncols = rng.randint(1, 40)
+        cols = [ColumnDefinition41(name=f"c{i}", type=253) for i in range(ncols)]
+        packets = [bytes((ncols,)), *(c.encode() for c in cols), b"\xfe\x00\x00\x02\x00"]
+        for _row in range(rng.randint(0, 60)):
+            values = [None if rng.random() < 0.1 else bytes(rng.randrange(256) for _ in range(rng.randint(0, 60)))
+                      for _ in range(ncols)]
+            packets.append(encode_text_row(values))
+        status = rng.choice([2, 0x22, 3])
+        packets.append(b"\xfe" + rng.randint(0, 5).to_bytes(2, "little") + status.to_bytes(2, "little"))
+        src = b"".join(encode_packet(p, i + 1)[0] for i, p in enumerate(packets))
+        list(ResultParser(backend_deprecate_eof=False, row_frames=True).feed(src))
+        variants = [src, src[:rng.randrange(len(src))], src + bytes(rng.randint(1, 9))]
+        for data in variants:
+            got = _whole(data)
+            if got is not None:
+                assert got == _parsed_whole(data)
+        assert _whole(src) is not None
