@@ -82,6 +82,24 @@ def _tail(path: Path, lines: int = 25) -> str:
 # server
 
 
+def _all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of `pid` is in the stopped state (`T` in /proc; True where /proc cannot tell)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # the thread ended
+            continue
+        state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
+        if state not in (b"T", b"t"):
+            return False
+    return True
+
+
 class MariaDBServer:
     """One disposable MariaDB server on 127.0.0.1 with real password authentication.
 
@@ -336,10 +354,18 @@ class MariaDBServer:
         """SIGKILL the server to simulate a crash; :meth:`restart` then runs crash recovery."""
         self._reap_process()
 
-    def freeze(self) -> None:
-        """SIGSTOP: the server keeps its sockets but answers nothing (a hung host, a network stall)."""
-        if self._proc is not None and self._proc.poll() is None:
-            os.kill(self._proc.pid, signal.SIGSTOP)
+    def freeze(self, timeout: float = 5.0) -> None:
+        """SIGSTOP: the server keeps its sockets but answers nothing (a hung host, a network stall). Returns once
+        every thread of the server is stopped: `kill` returns before they are, and a thread already running (the
+        one that answers a connection, woken by a command in the meantime) may answer once more (seen under load:
+        a test's statement answered after the freeze)."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        pid = self._proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while not _all_threads_stopped(pid) and time.monotonic() < deadline:
+            time.sleep(0.005)
 
     def thaw(self) -> None:
         """SIGCONT after :meth:`freeze`."""
