@@ -311,20 +311,24 @@ class BackendConnection:
             while len(answers) < len(statements):
                 frames.feed(await self._read())
                 for _f, _l, p in frames.packets():
-                    if p[:1] == b"\xff":
-                        answers.append(ERRPacket.decode(p))
-                    elif p[:1] == b"\x00":
-                        ok = OKPacket.decode(p)
-                        self.status = int(ok.status)
-                        answers.append(ok)
-                    else:
-                        raise BackendError(self.name, f"unexpected answer to {statements[len(answers)]!r}")
+                    answers.append(self.statement_answer(p, statements[len(answers)]))
         except BaseException:
             self.broken = True
             raise
         self.busy = False
         self.raw.server_status = self.status
         return answers
+
+    def statement_answer(self, payload: bytes, sql: str) -> OKPacket | ERRPacket:
+        """One answer of `read_pipeline` (also proxy.execution.fastcommit's, read in the socket's callback): an ERR,
+        or an OK whose status becomes the connection's; BackendError for anything else."""
+        if payload[:1] == b"\xff":
+            return ERRPacket.decode(payload)
+        if payload[:1] == b"\x00":
+            ok = OKPacket.decode(payload)
+            self.status = int(ok.status)
+            return ok
+        raise BackendError(self.name, f"unexpected answer to {sql!r}")
 
     async def execute(self, sql: str) -> OKPacket | ERRPacket | list[tuple[bytes | None, ...]]:
         """Run one statement to completion; rows come back as raw text values."""
