@@ -24,7 +24,7 @@ from merge.pipeline import DEFAULT_MEMORY_ROW_BUDGET
 from merge.spec import ColumnMeta, MergeSpec
 from protocol.rowframes import RowFrames
 
-__all__ = ["frame_key", "raw_mergeable", "raw_order_merge"]
+__all__ = ["frame_key", "raw_mergeable", "raw_order_merge", "raw_order_merge_whole"]
 
 OUT_BYTES = 1 << 17  # an output run is handed on once it holds this much
 
@@ -99,6 +99,14 @@ async def _next_run(it: AsyncIterator[RowFrames]) -> bytes | None:
     return None
 
 
+def _merger(spec: MergeSpec, columns: Sequence[ColumnMeta], decode: Decode | None, streams: int, left: int,
+            memory_row_budget: int) -> FrameMerger:
+    plan = _plan(spec, columns, decode)
+    return FrameMerger(plan.key, streams, spec.offset, left, cut=plan.cut, check=plan.check,
+                       distinct=plan.distinct, budget=RowBudget(memory_row_budget),
+                       binary_types=plan.binary_types, tied=plan.tied)
+
+
 async def raw_order_merge(
     batches: Sequence[AsyncIterator[RowFrames]], spec: MergeSpec, columns: Sequence[ColumnMeta],
     decode: Decode | None = None, out_bytes: int = OUT_BYTES, memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
@@ -111,10 +119,7 @@ async def raw_order_merge(
     left = -1 if spec.limit is None else spec.limit  # rows still to send; -1 = all
     if left == 0:
         return
-    plan = _plan(spec, columns, decode)
-    merger = FrameMerger(plan.key, len(batches), spec.offset, left, cut=plan.cut, check=plan.check,
-                         distinct=plan.distinct, budget=RowBudget(memory_row_budget),
-                         binary_types=plan.binary_types, tied=plan.tied)
+    merger = _merger(spec, columns, decode, len(batches), left, memory_row_budget)
     for s, it in enumerate(batches):
         merger.feed(s, await _next_run(it))
     out = bytearray()
@@ -126,3 +131,43 @@ async def raw_order_merge(
             merger.feed(step, await _next_run(batches[step]))
     if merger.rows:
         yield RowFrames(out, merger.take_rows())
+
+
+def raw_order_merge_whole(
+    runs: Sequence[Sequence[RowFrames]], spec: MergeSpec, columns: Sequence[ColumnMeta],
+    decode: Decode | None = None, memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
+) -> tuple[RowFrames, list[bool]]:
+    """`raw_order_merge` of nodes whose rows are all at hand (`runs`: each node's runs, in order), in one call
+    and one output run (issue 15: the usual scatter or range answer arrives whole before it is merged; the
+    async generators per node cost more than the merge); and per node, whether its rows were read to their end
+    (the async merge's node streams that reach their end, where a LIMIT stops it before)."""
+    out = bytearray()
+    left = -1 if spec.limit is None else spec.limit
+    if left == 0:
+        return RowFrames(out, 0), [False] * len(runs)
+    merger = _merger(spec, columns, decode, len(runs), left, memory_row_budget)
+    at = [0] * len(runs)
+
+    def next_run(s: int) -> bytes | None:
+        node = runs[s]
+        i = at[s]
+        while i < len(node):
+            frames = node[i]
+            i += 1
+            if frames.rows:
+                at[s] = i
+                data = frames.data
+                return data if type(data) is bytes else bytes(data)
+        at[s] = i
+        ended[s] = True
+        return None
+
+    ended = [False] * len(runs)
+    for s in range(len(runs)):
+        merger.feed(s, next_run(s))
+    while (step := merger.merge(out, _UNBOUNDED)) != DONE:
+        merger.feed(step, next_run(step))
+    return RowFrames(out, merger.take_rows()), ended
+
+
+_UNBOUNDED = 1 << 62  # `FrameMerger.merge`'s out_bytes when one run takes the whole answer

@@ -26,19 +26,29 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from merge import MergeError
+from merge.raw import raw_mergeable, raw_order_merge_whole
 from protocol.constants import ErrorCode
 from protocol.framing import encode_packet
 from protocol.packets import ERRPacket, OKPacket
 from protocol.results import ResultEnd, ResultHeader, ResultParser, whole_result
-from protocol.rowframes import RowFrames, frames_of
+from protocol.rowframes import RowFrames, frames_of, renumber
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF, BackendConnection, BackendError
 from proxy.backends.codec import BINARY, TEXT, StatementCodec, execute_payload, query_payload
 from proxy.execution import txn
-from proxy.execution.executor import _answer_merged, answer_unit_failure
+from proxy.execution.executor import (
+    _answer_merged,
+    _decoder,
+    _logic_columns,
+    _metas,
+    _needs_merge,
+    _send_end,
+    _send_header,
+    answer_unit_failure,
+)
 from proxy.execution.memo import IdentityMemo
 from proxy.execution.readers import SUSPEND, _FedStream, kill_until_done
-from proxy.execution.units import UnitFailed
+from proxy.execution.units import UnitFailed, _renames
 from proxy.frontend.cork import corked
 from proxy.frontend.wire import ClientGone
 from routing.plan import RoutedStatement, StatementKind
@@ -48,8 +58,8 @@ if TYPE_CHECKING:
     from proxy.backends.tap import BackendTap
     from proxy.execution.context import SessionContext as Session
 
-__all__ = ["LEG_BUFFER_LIMIT", "MULTI_STATS", "PIPELINE_ROWS", "PIPELINE_UNITS", "MultiAnswer", "MultiForward",
-           "multi_forward"]
+__all__ = ["LEG_BUFFER_LIMIT", "MULTI_STATS", "PIPELINE_ROWS", "PIPELINE_UNITS", "WHOLE_BYTES", "MultiAnswer",
+           "MultiForward", "multi_forward"]
 
 # bytes of a unit's rows kept while the answer is busy elsewhere (another unit's rows, a slow client) before its
 # socket stops being read: what a StreamReader's limit did for the slow path
@@ -60,16 +70,21 @@ DRAIN_SECONDS = 10.0  # after an early end (a merged LIMIT): what `readers._fini
 # needs every unit's head row at once: a connection's earlier units are then held whole, see `_pipelinable`)
 PIPELINE_ROWS = 1000
 PIPELINE_UNITS = 64  # units written back to back on one connection at most
+# issue 15: an answer waits for every unit's whole answer, to be written in one step (`MultiAnswer._whole`), while
+# the units' rows that have arrived stay under this many bytes (the cork's limit: past it the answer streams)
+WHOLE_BYTES = 1 << 16
 
 
 class MultiStats:
     """Counts for tests and benchmarks (an instance: see fastpath.FastPathStats)."""
 
-    __slots__ = ("enabled", "taken")
+    __slots__ = ("enabled", "taken", "whole", "whole_enabled")
 
     def __init__(self) -> None:
         self.taken = 0  # multi-node SELECTs answered by this path in this process
+        self.whole = 0  # of those, answered in one step once every unit had arrived (`MultiAnswer._whole`)
         self.enabled = True  # tests turn it off to compare with the slow path's answer
+        self.whole_enabled = True  # tests turn it off to compare `_whole` with the coroutine's answer
 
 
 MULTI_STATS = MultiStats()
@@ -414,6 +429,7 @@ class MultiAnswer:
         self._waiting = False  # the coroutine waits for a unit's bytes (not for a future)
         self._running = False
         self._again = False  # woken while it ran: step again
+        self._deferred = False  # the units' answers are awaited whole before anything is written (`_wake_deferred`)
         self.aborted = False
 
     def start(self) -> None:
@@ -426,6 +442,14 @@ class MultiAnswer:
                 break
         else:
             self._send()
+            if MULTI_STATS.whole_enabled:
+                self._deferred = True  # `wake` answers in one step once every unit has arrived, or starts `_answer`
+                return
+        self._begin()
+
+    def _begin(self) -> None:
+        """Answer by the coroutine (`_answer`), from what the units have brought so far."""
+        self._deferred = False
         self._coro = self._answer()
         self._step()
 
@@ -457,10 +481,95 @@ class MultiAnswer:
 
     def wake(self) -> None:
         """A unit brought bytes (or ended): the coroutine goes on if it waited for that."""
-        if self._running:
+        if self._deferred:
+            self._wake_deferred()
+        elif self._running:
             self._again = True
         elif self._waiting:
             self._step()
+
+    def _wake_deferred(self) -> None:
+        """Before the answer has started: once every unit's answer has ended, it is written in one step
+        (`_whole`); a failure, rows past WHOLE_BYTES, or an answer `_whole` does not take start the coroutine,
+        which goes on from what the units have brought (nothing of it was taken)."""
+        queued = 0
+        ended = True
+        for leg in self.legs:
+            if leg.failure is not None:
+                self._begin()
+                return
+            queued += leg.queued
+            if not leg.ended:
+                ended = False
+        if ended:
+            self._deferred = False
+            try:
+                done = self._whole()
+            except Exception:  # a bug: the coroutine answers (and names it, if it meets it too)
+                self.session.log.exception("multi_path_failed")
+                done = False
+            if done:
+                self.session.drop_broken()
+                self.on_done(self)
+            else:
+                self._begin()
+        elif queued > WHOLE_BYTES:
+            self._begin()
+
+    def _whole(self) -> bool:
+        """Every unit's answer is here: `executor._answer_merged`'s answer for the units' result sets, concatenated
+        or merged on their row frames (`merge.raw`), written at once, with no coroutine, generator or task per unit
+        (issue 15: they cost more than the answer's own work for the short answers of ranges and scatters). False
+        (nothing written, nothing taken) for anything else: a unit without a result set, a merge that decodes rows,
+        a merge's error."""
+        readers = self.readers
+        for leg in readers:
+            if not leg.columns:
+                return False
+        session = self.session
+        routed = self.routed
+        spec = routed.merge_spec
+        node_columns = readers[0].columns
+        ncols = len(node_columns)
+        merged: RowFrames | None = None
+        finished: list[bool] | None = None  # per reader, whether the merge read its rows to their end
+        if spec is not None and _needs_merge(spec, ncols):
+            if not raw_mergeable(spec, ncols):
+                return False
+            decode = None if self.codec is TEXT else _decoder(self.codec, node_columns)
+            try:
+                merged, finished = raw_order_merge_whole([leg.runs for leg in readers], spec, _metas(node_columns),
+                                                         decode, session.server.merge_memory_rows)
+            except MergeError:
+                return False
+        visible = spec.visible_columns if spec is not None else ncols
+        schema = session.database.name if session.database else ""
+        columns, payloads = _logic_columns(node_columns[:visible], _renames(routed), schema)
+        MULTI_STATS.whole += 1  # (before the client can have the answer)
+        wire = session.wire
+        status = warnings = sent = 0
+        with corked(wire):
+            _send_header(session, columns, payloads)
+            write = wire.writer.write
+            for run in ((merged,) if merged is not None else (frames for leg in readers for frames in leg.runs)):
+                data = run.data
+                buf = data if isinstance(data, bytearray) else bytearray(data)
+                wire.seq = renumber(buf, wire.seq)
+                sent += run.rows
+                write(buf)
+            for i, leg in enumerate(readers):
+                leg.runs.clear()
+                leg.queued = 0
+                if finished is None or finished[i]:  # as the coroutine's readers that reach their end
+                    leg.finished = True
+                    leg.status, leg.warnings = leg.end
+                    status = leg.status
+                    warnings += leg.warnings
+                else:
+                    status = 0
+            _send_end(session, status, warnings)
+        session.found_rows_value, session.found_rows_source = sent, None
+        return True
 
     def _step(self, _future: object = None) -> None:
         while True:
@@ -575,6 +684,7 @@ class MultiAnswer:
     def abort(self) -> None:
         """The session ends: stop (its connections, still busy, are closed by their release)."""
         self.aborted = True
+        self._deferred = False
         for chain in self.chains:
             chain.detach()
         coro, self._coro = self._coro, None

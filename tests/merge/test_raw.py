@@ -12,7 +12,7 @@ import pytest
 
 from merge.frames import frame_key
 from merge.pipeline import merge_rows_sync
-from merge.raw import raw_mergeable, raw_order_merge
+from merge.raw import raw_mergeable, raw_order_merge, raw_order_merge_whole
 from merge.spec import ColumnMeta, MergeSpec, OrderItem
 from protocol.binary import binary_row_to_text, text_row_to_binary
 from protocol.constants import ColumnType
@@ -99,8 +99,9 @@ def _as_binary(columns: Sequence[ColumnMeta], streams: list[list[Row]]) -> list[
 
 
 async def _raw(columns: Sequence[ColumnMeta], spec: MergeSpec, streams: list[list[Row]], size: int,
-               decoded: bool) -> list[Row]:
-    """`decoded`: binary-protocol rows, whose keys are read through the binary row decoder."""
+               decoded: bool, whole: bool = False) -> list[Row]:
+    """`decoded`: binary-protocol rows, whose keys are read through the binary row decoder. `whole`: every node's
+    runs at hand, merged by `raw_order_merge_whole` in one call."""
     width = spec.visible_columns
     defs = _definitions(columns)
     encode = (lambda r: text_row_to_binary(r, defs)) if decoded else encode_text_row
@@ -109,7 +110,15 @@ async def _raw(columns: Sequence[ColumnMeta], spec: MergeSpec, streams: list[lis
     rows = 0
     seq = 5
     decode = (lambda p, n: binary_row_to_text(p, defs, n)) if decoded else None
-    async for run in raw_order_merge(batches, spec, columns, decode, out_bytes=64):
+    if whole:
+        runs = [[run async for run in b] for b in batches]
+        merged, ended = raw_order_merge_whole(runs, spec, columns, decode)
+        if spec.limit is None and not spec.offset:
+            assert ended == [True] * len(runs)  # every node read to its end
+        merged_runs = [merged]
+    else:
+        merged_runs = [run async for run in raw_order_merge(batches, spec, columns, decode, out_bytes=64)]
+    for run in merged_runs:
         data = bytearray(run.data)
         seq = renumber(data, seq)
         rows += run.rows
@@ -124,18 +133,20 @@ async def _raw(columns: Sequence[ColumnMeta], spec: MergeSpec, streams: list[lis
 @pytest.mark.parametrize(("columns", "spec", "streams", "size"),
                          [(*c, size) for c in CASES for size in (1, 2, 1000)] + [(*c, 2) for c in BIG_CASES])
 @pytest.mark.parametrize("decoded", [False, True], ids=["in-place", "decoded"])
+@pytest.mark.parametrize("whole", [False, True], ids=["streamed", "whole"])
 def test_raw_merge_sends_what_the_pipeline_sends(frames_impl: str, columns: list[ColumnMeta], spec: MergeSpec,
-                                                 streams: list[list[Row]], size: int, decoded: bool) -> None:
+                                                 streams: list[list[Row]], size: int, decoded: bool,
+                                                 whole: bool) -> None:
     assert raw_mergeable(spec, len(columns))
     if decoded:
         streams = _as_binary(columns, streams)
     expected = list(merge_rows_sync(streams, spec, columns))
-    assert _raw_sync(columns, spec, streams, size, decoded) == expected
+    assert _raw_sync(columns, spec, streams, size, decoded, whole) == expected
 
 
 def _raw_sync(columns: Sequence[ColumnMeta], spec: MergeSpec, streams: list[list[Row]], size: int,
-              decoded: bool) -> list[Row]:
-    return asyncio.run(_raw(columns, spec, streams, size, decoded))
+              decoded: bool, whole: bool = False) -> list[Row]:
+    return asyncio.run(_raw(columns, spec, streams, size, decoded, whole))
 
 
 WTEXT = [col("ci", "s"), col("int", "n"), col("binary", "w")]  # s, n, WEIGHT_STRING(s) hidden
