@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from merge import MergeError
+from merge.aggregate import MergeStats
+from merge.pipeline import decoded_width, merge_rows_sync
 from merge.raw import raw_mergeable, raw_order_merge_whole
 from protocol.constants import ErrorCode
 from protocol.framing import encode_packet
-from protocol.packets import ERRPacket, OKPacket
+from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.results import ResultEnd, ResultHeader, ResultParser, whole_result
 from protocol.rowframes import RowFrames, frames_of, renumber
 from protocol.wire import MalformedPacket
@@ -276,6 +278,17 @@ class _Leg(_FedStream):
         self.queued = 0
 
 
+def _node_rows(runs: Sequence[RowFrames], codec: StatementCodec, columns: tuple[ColumnDefinition41, ...],
+               count: int | None, finished: list[bool], index: int) -> Iterator[tuple[bytes | None, ...]]:
+    """A unit's rows decoded (its leading `count` columns), as `readers._RowSource.rows` yields them; marks
+    `finished[index]` once they have all been read (where that reader would have taken its end)."""
+    decode = codec.decode_row
+    for frames in runs:
+        for payload in frames.payloads():
+            yield decode(payload, columns, count)
+    finished[index] = True
+
+
 class _Chain:
     """The units of one data source on the session's connection to it, their commands written back to back (one
     unit: as before pipelining). The socket's bytes (the tap's relay while it runs) go to the first unit whose answer
@@ -517,11 +530,11 @@ class MultiAnswer:
             self._begin()
 
     def _whole(self) -> bool:
-        """Every unit's answer is here: `executor._answer_merged`'s answer for the units' result sets, concatenated
-        or merged on their row frames (`merge.raw`), written at once, with no coroutine, generator or task per unit
-        (issue 15: they cost more than the answer's own work for the short answers of ranges and scatters). False
-        (nothing written, nothing taken) for anything else: a unit without a result set, a merge that decodes rows,
-        a merge's error."""
+        """Every unit's answer is here: `executor._answer_merged`'s answer for the units' result sets (concatenated,
+        merged on their row frames by `merge.raw`, or merged on decoded rows by `merge.pipeline`), worked out whole,
+        then written at once, with no coroutine, generator or task per unit (issue 15: they cost more than the
+        answer's own work for the short answers of ranges and scatters). False (nothing written, nothing taken)
+        for anything else: a unit without a result set, a merge's error (the coroutine answers it)."""
         readers = self.readers
         for leg in readers:
             if not leg.columns:
@@ -531,32 +544,58 @@ class MultiAnswer:
         spec = routed.merge_spec
         node_columns = readers[0].columns
         ncols = len(node_columns)
-        merged: RowFrames | None = None
+        visible = spec.visible_columns if spec is not None else ncols
+        schema = session.database.name if session.database else ""
+        columns, payloads = _logic_columns(node_columns[:visible], _renames(routed), schema)
+        runs: Sequence[RowFrames] | None = None  # the rows as the nodes framed them
+        rows: list[bytes] = []  # else the merged rows' payloads
         finished: list[bool] | None = None  # per reader, whether the merge read its rows to their end
-        if spec is not None and _needs_merge(spec, ncols):
-            if not raw_mergeable(spec, ncols):
-                return False
+        found: int | None = None  # FOUND_ROWS() when not the rows sent
+        adjustment = 0  # the merge's own warnings
+        if spec is None or not _needs_merge(spec, ncols):
+            runs = [frames for leg in readers for frames in leg.runs]
+        elif raw_mergeable(spec, ncols):
             decode = None if self.codec is TEXT else _decoder(self.codec, node_columns)
             try:
                 merged, finished = raw_order_merge_whole([leg.runs for leg in readers], spec, _metas(node_columns),
                                                          decode, session.server.merge_memory_rows)
             except MergeError:
                 return False
-        visible = spec.visible_columns if spec is not None else ncols
-        schema = session.database.name if session.database else ""
-        columns, payloads = _logic_columns(node_columns[:visible], _renames(routed), schema)
+            runs = (merged,)
+        else:
+            metas = _metas(node_columns)
+            width = decoded_width(spec, metas)
+            finished = [False] * len(readers)
+            stats = MergeStats()
+            encode = self.codec.encode_row
+            try:
+                for row in merge_rows_sync([_node_rows(leg.runs, self.codec, node_columns,
+                                                       width if width < ncols else None, finished, i)
+                                            for i, leg in enumerate(readers)],
+                                           spec, metas, memory_row_budget=session.server.merge_memory_rows,
+                                           warnings=stats):
+                    rows.append(encode(row, columns))
+            except MergeError:
+                return False
+            adjustment = stats.adjustment
+            if spec.found_rows is not None:
+                found = stats.found_rows
         MULTI_STATS.whole += 1  # (before the client can have the answer)
         wire = session.wire
         status = warnings = sent = 0
         with corked(wire):
             _send_header(session, columns, payloads)
-            write = wire.writer.write
-            for run in ((merged,) if merged is not None else (frames for leg in readers for frames in leg.runs)):
-                data = run.data
-                buf = data if isinstance(data, bytearray) else bytearray(data)
-                wire.seq = renumber(buf, wire.seq)
-                sent += run.rows
-                write(buf)
+            if runs is None:
+                wire.send_many(rows)
+                sent = len(rows)
+            else:
+                write = wire.writer.write
+                for run in runs:
+                    data = run.data
+                    buf = data if isinstance(data, bytearray) else bytearray(data)
+                    wire.seq = renumber(buf, wire.seq)
+                    sent += run.rows
+                    write(buf)
             for i, leg in enumerate(readers):
                 leg.runs.clear()
                 leg.queued = 0
@@ -567,8 +606,8 @@ class MultiAnswer:
                     warnings += leg.warnings
                 else:
                     status = 0
-            _send_end(session, status, warnings)
-        session.found_rows_value, session.found_rows_source = sent, None
+            _send_end(session, status, max(0, warnings + adjustment))
+        session.found_rows_value, session.found_rows_source = sent if found is None else found, None
         return True
 
     def _step(self, _future: object = None) -> None:
