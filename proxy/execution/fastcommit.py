@@ -192,6 +192,7 @@ class CommitFan:
             self._done.set_result(None)
         if not self.aborted:
             self.on_done(self)
+        self.answers = []  # (each answer's `fan` made a cycle: freed now, not by the garbage collector; issue 15)
 
     def abort(self) -> asyncio.Future[None] | None:
         """The session ends (the client left): the answers still due are read all the same, as the session's

@@ -524,6 +524,7 @@ class MultiAnswer:
             if done:
                 self.session.drop_broken()
                 self.on_done(self)
+                self._release()
             else:
                 self._begin()
         elif queued > WHOLE_BYTES:
@@ -626,6 +627,7 @@ class MultiAnswer:
                     self.session.log.error("multi_path_failed", error=repr(exc))
                 if not self.aborted:
                     self.on_done(self)
+                self._release()
                 return
             self._running = False
             if got is SUSPEND:
@@ -730,3 +732,13 @@ class MultiAnswer:
         if coro is not None:
             with contextlib.suppress(BaseException):
                 coro.close()
+        self._release()
+
+    def _release(self) -> None:
+        """The answer is over: drop the references that make cycles of it (a chain's legs and each leg's chain, the
+        answer's legs and each chain's answer), so that reference counting frees it at once (issue 15: a multi-node
+        SELECT left ~25 objects a statement to the garbage collector, whose passes cost ~3 % of a range's CPU)."""
+        for chain in self.chains:
+            chain.legs = []
+        self.chains = []
+        self.legs = self.readers = self.head_legs = []
