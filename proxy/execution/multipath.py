@@ -443,6 +443,7 @@ class MultiAnswer:
         self._running = False
         self._again = False  # woken while it ran: step again
         self._deferred = False  # the units' answers are awaited whole before anything is written (`_wake_deferred`)
+        self._writing = False  # `_whole` has started writing the answer
         self.aborted = False
 
     def start(self) -> None:
@@ -516,11 +517,16 @@ class MultiAnswer:
                 ended = False
         if ended:
             self._deferred = False
+            session = self.session
             try:
                 done = self._whole()
-            except Exception:  # a bug: the coroutine answers (and names it, if it meets it too)
-                self.session.log.exception("multi_path_failed")
-                done = False
+            except Exception as exc:  # a bug
+                session.log.exception("multi_path_failed")
+                done = self._writing  # the answer had started: it ends with the error
+                if done:
+                    session.error(ErrorCode.UNKNOWN_ERROR,
+                                  f"shardproxy internal error: {type(exc).__name__}: {exc}", "HY000")
+                # else nothing was written: the coroutine answers (and names the bug, if it meets it too)
             if done:
                 self.session.drop_broken()
                 self.on_done(self)
@@ -582,7 +588,10 @@ class MultiAnswer:
             if spec.found_rows is not None:
                 found = stats.found_rows
         MULTI_STATS.whole += 1  # (before the client can have the answer)
+        self._writing = True
         wire = session.wire
+        if wire.writer.transport.is_closing():  # the client left: the session's read sees it and ends the session
+            return True
         status = warnings = sent = 0
         with corked(wire):
             _send_header(session, columns, payloads)

@@ -19,6 +19,7 @@ from protocol.constants import ColumnType
 from protocol.framing import encode_packet
 from protocol.packets import ComQuery, ERRPacket
 from protocol.results import ResultRelay
+from proxy.execution import multipath
 from proxy.execution.fastcommit import FAN_STATS
 from proxy.execution.multipath import MULTI_STATS
 from tests.integration.sharding_fixtures import ShardedEnv
@@ -580,5 +581,31 @@ def test_an_answer_leaves_nothing_to_the_garbage_collector(users: ShardedEnv, sq
             assert gc.collect() < 50
         finally:
             gc.enable()
+    finally:
+        client.close()
+
+
+def test_a_bug_in_the_one_step_answer(users: ShardedEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug met before `MultiAnswer._whole` writes anything leaves the statement to the coroutine (the right
+    answer); one met while it writes ends the answer with an ERR that names it; the session goes on either way."""
+    client = _client(users)
+    try:
+        sql = "SELECT user_id, name FROM t_user ORDER BY user_id LIMIT 5"
+        payload = ComQuery(sql.encode()).encode()
+        slow = _answer(client, payload, enabled=False)
+
+        def broken(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("planted")
+
+        monkeypatch.setattr(multipath, "raw_order_merge_whole", broken)
+        before = MULTI_STATS.whole
+        assert _answer(client, payload, enabled=True) == slow
+        assert MULTI_STATS.whole == before
+        monkeypatch.undo()
+        monkeypatch.setattr(multipath, "renumber", broken)
+        answer = _answer(client, payload, enabled=True)
+        assert answer[-1][1][0] == 0xFF and b"shardproxy internal error: RuntimeError: planted" in answer[-1][1]
+        monkeypatch.undo()
+        assert _answer(client, payload, enabled=True) == slow
     finally:
         client.close()
