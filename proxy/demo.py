@@ -10,6 +10,7 @@ and its replica behind read/write splitting. Everything is removed again on Ctrl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import signal
 import socket
@@ -137,7 +138,9 @@ def load_schema(host: str, port: int, user: str, password: str, databases: list[
                                  ("readwrite_db", READWRITE_SCHEMA)):
         if database not in databases:
             continue
-        conn = pymysql.connect(host=host, port=port, user=user, password=password, database=database)
+        # (bounded: a proxy stopped meanwhile by a signal must not leave this thread waiting for ever)
+        conn = pymysql.connect(host=host, port=port, user=user, password=password, database=database,
+                               connect_timeout=10, read_timeout=60, write_timeout=60)
         try:
             with conn.cursor() as cur:
                 for sql in statements:
@@ -242,7 +245,17 @@ def _run(src: Path, host: str, port: int, servers: list[MariaDBServer]) -> int:
                 waiter.cancel()
                 await task  # it failed before listening (the port was taken meanwhile ...): raise that
                 return
-            await asyncio.to_thread(load_schema, host, port, user, password, list(config.databases))
+            # a signal (SIGHUP, SIGTERM, Ctrl-C) while the schema loads stops the proxy (serve's own handlers):
+            # that ends the demo, whatever the loading then meets
+            loader = asyncio.ensure_future(asyncio.to_thread(load_schema, host, port, user, password,
+                                                             list(config.databases)))
+            await asyncio.wait((task, loader), return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                with contextlib.suppress(Exception):
+                    await loader
+                await task
+                return
+            await loader
             print(
                 f"\nshardproxy demo is ready. Connect with:\n"
                 f"  mysql -h{host} -P{port} -u{user} -p{password} sharding_db\n"

@@ -108,6 +108,29 @@ def test_sighup_while_the_servers_start_removes_everything(tmp_path: Path) -> No
     _assert_clean(tmp_path)
 
 
+def test_sighup_while_the_schema_loads_removes_everything(tmp_path: Path) -> None:
+    """The proxy listens before the demo loads its schema through it: a signal then stops the proxy (its own
+    handlers) under the loading thread, which must end the demo as cleanly as any other moment (it exited 1 with
+    the loader's 2013, or waited for ever on a connection nobody answered)."""
+    port = _free_port()
+    proc = _start(tmp_path, port)
+    try:
+        _wait_for(proc, "starting three")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.005)
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(60) == 0, _rest_of(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _assert_clean(tmp_path)
+
+
 def test_a_busy_port_is_reported_at_once(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
