@@ -150,6 +150,25 @@ def load_schema(host: str, port: int, user: str, password: str, databases: list[
             conn.close()
 
 
+def _load_in_thread(loop: asyncio.AbstractEventLoop, done: asyncio.Future[None], *args: Any) -> None:
+    """`load_schema(*args)`, its outcome handed to `done` on `loop` (if the loop still runs)."""
+    outcome: BaseException | None = None
+    try:
+        load_schema(*args)
+    except BaseException as exc:  # (handed to the waiting coroutine)
+        outcome = exc
+
+    def settle() -> None:
+        if not done.done():
+            if outcome is None:
+                done.set_result(None)
+            else:
+                done.set_exception(outcome)
+
+    with contextlib.suppress(RuntimeError):  # the loop is closed: the demo is over
+        loop.call_soon_threadsafe(settle)
+
+
 def _wait_for_replica(primary: MariaDBServer, replica: MariaDBServer, timeout: float = 30) -> None:
     """Until the replica applied what the primary has now (databases, users), so the proxy finds them."""
     position = primary.execute("SELECT @@gtid_binlog_pos")[0][0]
@@ -238,24 +257,30 @@ def _run(src: Path, host: str, port: int, servers: list[MariaDBServer]) -> int:
 
         async def main() -> None:
             ready = asyncio.Event()
-            task = asyncio.create_task(serve(config, host, port, ready=ready))
+            stop = asyncio.Event()  # set by serve's signal handlers
+            task = asyncio.create_task(serve(config, host, port, ready=ready, stop=stop))
             waiter = asyncio.create_task(ready.wait())
             await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
             if task.done():
                 waiter.cancel()
                 await task  # it failed before listening (the port was taken meanwhile ...): raise that
                 return
-            # a signal (SIGHUP, SIGTERM, Ctrl-C) while the schema loads stops the proxy (serve's own handlers):
-            # that ends the demo, whatever the loading then meets
-            loader = asyncio.ensure_future(asyncio.to_thread(load_schema, host, port, user, password,
-                                                             list(config.databases)))
-            await asyncio.wait((task, loader), return_when=asyncio.FIRST_COMPLETED)
-            if task.done():
-                with contextlib.suppress(Exception):
-                    await loader
+            # a signal (SIGHUP, SIGTERM, Ctrl-C) while the schema loads stops the proxy (serve's own handlers, or
+            # the demo's KeyboardInterrupt before serve has them): that ends the demo, whatever the loading then
+            # meets. The loader is a daemon thread: nothing waits for it on the way out (asyncio.to_thread's
+            # executor is joined at exit, and a connection the stopped proxy never answered kept it waiting)
+            loop = asyncio.get_running_loop()
+            loaded: asyncio.Future[None] = loop.create_future()
+            threading.Thread(target=_load_in_thread, args=(loop, loaded, host, port, user, password,
+                                                           list(config.databases)),
+                             name="demo-schema", daemon=True).start()
+            await asyncio.wait((task, loaded), return_when=asyncio.FIRST_COMPLETED)
+            if task.done() or stop.is_set():  # (the loader may see the proxy's sessions close before it ends)
+                if loaded.done() and not loaded.cancelled():
+                    loaded.exception()  # (retrieved: not logged as never retrieved)
                 await task
                 return
-            await loader
+            await loaded
             print(
                 f"\nshardproxy demo is ready. Connect with:\n"
                 f"  mysql -h{host} -P{port} -u{user} -p{password} sharding_db\n"
