@@ -23,6 +23,7 @@ import pytest
 
 from proxy.backends.pool import Lease
 from proxy.execution.fastcommit import FAN_STATS
+from proxy.execution.multipath import MULTI_STATS
 from tests.conftest import ServerFactory
 from tests.integration.faults import abort
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
@@ -236,7 +237,7 @@ def test_64_clients_on_pools_of_4_get_only_their_own_answers(stress_proxy: Any) 
     clients = [Client(proxy, c, seed=1000 + c) for c in range(CLIENTS)]
     for client in clients:
         client.seed()
-    fanned = FAN_STATS.taken
+    fanned, whole = FAN_STATS.taken, MULTI_STATS.whole
     with capture() as logs:
         result = run_load(clients, SECONDS)
         for c in clients:
@@ -269,6 +270,8 @@ def test_64_clients_on_pools_of_4_get_only_their_own_answers(stress_proxy: Any) 
           f"fresh client answered in {fresh_seconds * 1000:.0f} ms; pools {pools}")
     # the transactions' COMMITs and ROLLBACKs went through proxy.execution.fastcommit too (not only the coroutine)
     assert FAN_STATS.taken > fanned
+    # and multi-node SELECTs were answered in one step (proxy.execution.multipath.MultiAnswer._whole)
+    assert MULTI_STATS.whole > whole
     assert all(done.get(k, 0) > 0 for k in ("single_node", "scatter_aggregate", "scatter_ordered",
                                             "scatter_concatenated", "transaction", "prepared_read",
                                             "abandon_mid_result", "stepwise", "federated"))
