@@ -206,7 +206,7 @@ class _Leg(_FedStream):
     def __init__(self, chain: _Chain, unit: Any, codec: StatementCodec) -> None:
         super().__init__(chain.conn, unit, codec)
         self.chain = chain
-        self.parser = ResultParser(backend_deprecate_eof=BACKEND_DEPRECATE_EOF, row_frames=True)
+        self.parser: ResultParser | None = None  # made when `whole_result` does not take the answer
         self.queued = 0  # bytes in `runs`
         self.discarding = False  # rows are read and dropped (the answer needs no more of them)
         self.command: bytes | None = None  # the framed command (None: its statement is to be prepared first)
@@ -231,8 +231,11 @@ class _Leg(_FedStream):
                 self.end = (status, warnings)
                 self.ended = True
                 return data[end:]
+        parser = self.parser
+        if parser is None:
+            parser = self.parser = ResultParser(backend_deprecate_eof=BACKEND_DEPRECATE_EOF, row_frames=True)
         try:
-            for ev in self.parser.feed(data):
+            for ev in parser.feed(data):
                 if type(ev) is RowFrames:
                     if not self.discarding:
                         self.runs.append(ev)
@@ -259,10 +262,10 @@ class _Leg(_FedStream):
             self.chain.answer.session.log.exception("multi_path_failed")
             self.failure = exc
         else:
-            if not self.parser.done:
+            if not parser.done:
                 return None
             self.ended = True
-            return self.parser.take_rest()
+            return parser.take_rest()
         conn.broken = True
         self.ended = True
         return b""
