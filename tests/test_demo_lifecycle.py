@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -95,34 +96,30 @@ def test_a_signal_after_it_is_ready_removes_everything(tmp_path: Path, sig: sign
     _assert_clean(tmp_path)
 
 
-def test_sighup_while_the_servers_start_removes_everything(tmp_path: Path) -> None:
-    proc = _start(tmp_path, _free_port())
-    try:
-        _wait_for(proc, "starting three")
-        time.sleep(1.5)  # in the middle of installing and starting the servers
-        proc.send_signal(signal.SIGHUP)
-        assert proc.wait(60) == 0, _rest_of(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    _assert_clean(tmp_path)
+def _servers_starting(_port: int) -> None:
+    time.sleep(1.5)  # in the middle of installing and starting the servers
 
 
-def test_sighup_while_the_schema_loads_removes_everything(tmp_path: Path) -> None:
+def _schema_loading(port: int) -> None:
     """The proxy listens before the demo loads its schema through it: a signal then stops the proxy (its own
-    handlers) under the loading thread, which must end the demo as cleanly as any other moment (it exited 1 with
-    the loader's 2013, or waited for ever on a connection nobody answered)."""
+    handlers) under the loading thread (the demo exited 1 with the loader's 2013, or waited for ever on a
+    connection nobody answered)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.005)
+
+
+@pytest.mark.parametrize("moment", [_servers_starting, _schema_loading], ids=["servers-start", "schema-loads"])
+def test_sighup_while_it_starts_removes_everything(tmp_path: Path, moment: Callable[[int], None]) -> None:
     port = _free_port()
     proc = _start(tmp_path, port)
     try:
         _wait_for(proc, "starting three")
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.005)
+        moment(port)
         proc.send_signal(signal.SIGHUP)
         assert proc.wait(60) == 0, _rest_of(proc)
     finally:
