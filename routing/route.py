@@ -549,6 +549,7 @@ class ShardedPlan(Plan):
             if not nodes:  # contradictory conditions: one node answers "no rows"
                 routed[logic] = [self.sharding.tables[logic].data_nodes[0]]
         inner = hints is not None and hints.stepwise_inner and self.stepwise is not None
+        units: Sequence[RouteUnit]
         if self.stepwise == "insert_select" and not inner:
             # the steps route on their own (the SELECT, then each row): the units only stand for the
             # written table's nodes
@@ -576,7 +577,7 @@ class ShardedPlan(Plan):
         return RoutedStatement(
             dual_repair=repair,
             kind=self.kind,
-            route_units=tuple(units),
+            route_units=units if type(units) is tuple else tuple(units),
             execution_units=execution,
             merge_spec=spec,
             write=self._write(hints),
@@ -604,14 +605,16 @@ class ShardedPlan(Plan):
         return blind[logic]
 
     def _units(self, routed: dict[str, list[DataNode]], values: Sequence[Any], hints: SessionHints | None,
-               inner: bool, everywhere: bool = False) -> tuple[list[RouteUnit], bool]:
+               inner: bool, everywhere: bool = False) -> tuple[Sequence[RouteUnit], bool]:
         """The statement's route units, and whether the proxy must run it in steps instead. `everywhere`: every
-        table is routed to all its nodes, so the units are those of any such call (kept: RouteUnit is frozen
-        and its table map is never changed once built)."""
+        table is routed to all its nodes, so the units are those of any such call (kept, and handed out as the
+        same tuple: RouteUnit is frozen and its table map is never changed once built; what the proxy derives
+        from a route's units is kept by that tuple's identity, issue 15)."""
         assert self.sharding is not None
         try:
+            units: Sequence[RouteUnit]
             if everywhere and self._all_units:
-                units = list(self._all_units[0])
+                units = self._all_units[0]
             else:
                 units = build_units(self.sharding, routed, self.order, self.layout)
                 if everywhere:

@@ -82,7 +82,8 @@ def error_renamer(db: LogicalDatabase, routed: RoutedStatement) -> Callable[[byt
 
 
 
-# issue 15: a kept route's renames, by its route units (names only, not the statement's SQL)
+# issue 15: a route's renames, by its route units (names only, not the statement's SQL): the kernel hands out the
+# same tuple of units for every call routed to all nodes (a kept text route, and any range over an inline rule)
 _RENAMES: IdentityMemo[dict[str, str]] = IdentityMemo(256)
 
 
@@ -90,7 +91,7 @@ def _renames(routed: RoutedStatement) -> dict[str, str]:
     """Actual table name (lower case) -> logic name, for the answer's column definitions and messages (not to be
     changed by the caller: it may be shared)."""
     units = routed.route_units
-    if not routed.reused or routed.result_table_renames:
+    if routed.result_table_renames:
         return _route_renames(units, routed.result_table_renames)
     known = _RENAMES.get(units)
     return known if known is not None else _RENAMES.put(units, _route_renames(units, {}))
