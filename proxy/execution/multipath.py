@@ -29,9 +29,9 @@ from merge import MergeError
 from merge.aggregate import MergeStats
 from merge.pipeline import decoded_width, merge_rows_sync
 from merge.raw import raw_mergeable, raw_order_merge_whole
-from protocol.constants import ErrorCode
+from protocol.constants import Capability, ErrorCode
 from protocol.framing import encode_packet
-from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
+from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket, column_count_payload
 from protocol.results import ResultEnd, ResultHeader, ResultParser, whole_result
 from protocol.rowframes import RowFrames, frames_of, renumber
 from protocol.wire import MalformedPacket
@@ -279,6 +279,29 @@ class _Leg(_FedStream):
         self.discarding = True
         self.runs.clear()
         self.queued = 0
+
+
+_DEPRECATE_EOF = int(Capability.DEPRECATE_EOF)
+# issue 15: the framed column count and definitions of a multi-node answer (from sequence id 1), by the node header
+# the parser hands out again (`protocol.results`), for the renames and schema they were made for
+_HEADS: IdentityMemo[tuple[dict[str, str], str, int, bytes]] = IdentityMemo(1024)
+
+
+def _framed_head(node_columns: tuple[ColumnDefinition41, ...], renames: dict[str, str], schema: str,
+                 visible: int) -> bytes:
+    """`executor._send_header`'s packets before the EOF, framed from sequence id 1, for the logic form of the
+    first `visible` node columns (made once per header, renames and schema: `_logic_columns`, then framed)."""
+    known = _HEADS.get(node_columns)
+    if known is not None and known[0] is renames and known[1] == schema and known[2] == visible:
+        return known[3]
+    payloads = _logic_columns(node_columns[:visible], renames, schema)[1]
+    parts: list[bytes] = []
+    seq = 1
+    for payload in (column_count_payload(visible), *payloads):
+        frame, seq = encode_packet(payload, seq)
+        parts.append(frame)
+    head = b"".join(parts)
+    return _HEADS.put(node_columns, (renames, schema, visible, head))[3]
 
 
 def _node_rows(runs: Sequence[RowFrames], codec: StatementCodec, columns: tuple[ColumnDefinition41, ...],
@@ -556,7 +579,7 @@ class MultiAnswer:
         ncols = len(node_columns)
         visible = spec.visible_columns if spec is not None else ncols
         schema = session.database.name if session.database else ""
-        columns, payloads = _logic_columns(node_columns[:visible], _renames(routed), schema)
+        renames = _renames(routed)
         runs: Sequence[RowFrames] | None = None  # the rows as the nodes framed them
         rows: list[bytes] = []  # else the merged rows' payloads
         finished: list[bool] | None = None  # per reader, whether the merge read its rows to their end
@@ -578,6 +601,7 @@ class MultiAnswer:
             finished = [False] * len(readers)
             stats = MergeStats()
             encode = self.codec.encode_row
+            columns = _logic_columns(node_columns[:visible], renames, schema)[0]
             try:
                 for row in merge_rows_sync([_node_rows(leg.runs, self.codec, node_columns,
                                                        width if width < ncols else None, finished, i)
@@ -597,7 +621,13 @@ class MultiAnswer:
             return True
         status = warnings = sent = 0
         with corked(wire):
-            _send_header(session, columns, payloads)
+            if wire.seq == 1:  # (the answer's first packet: `FastPath._start_multi`)
+                wire.writer.write(_framed_head(node_columns, renames, schema, visible))
+                wire.seq = (visible + 2) & 0xFF
+                if not int(session.capabilities) & _DEPRECATE_EOF:
+                    wire.send(b"\xfe\x00\x00" + (session.status & 0xFFFF).to_bytes(2, "little"))  # EOFPacket(0, status)
+            else:
+                _send_header(session, *_logic_columns(node_columns[:visible], renames, schema))
             if runs is None:
                 wire.send_many(rows)
                 sent = len(rows)

@@ -15,7 +15,7 @@ import pymysql
 import pytest
 
 from protocol.binary import ComStmtExecute, ComStmtPrepare, ParamType, StmtPrepareOK
-from protocol.constants import ColumnType
+from protocol.constants import Capability, ColumnType
 from protocol.framing import encode_packet
 from protocol.packets import ComQuery, ERRPacket
 from protocol.results import ResultRelay
@@ -23,7 +23,7 @@ from proxy.execution import multipath
 from proxy.execution.fastcommit import FAN_STATS
 from proxy.execution.multipath import MULTI_STATS
 from tests.integration.sharding_fixtures import ShardedEnv
-from tests.integration.test_malformed import RawClient
+from tests.integration.test_malformed import CLIENT_CAPS, RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -607,5 +607,29 @@ def test_a_bug_in_the_one_step_answer(users: ShardedEnv, monkeypatch: pytest.Mon
         assert answer[-1][1][0] == 0xFF and b"shardproxy internal error: RuntimeError: planted" in answer[-1][1]
         monkeypatch.undo()
         assert _answer(client, payload, enabled=True) == slow
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("sql", ["SELECT user_id, name FROM t_user",
+                                 "SELECT user_id, name FROM t_user ORDER BY name DESC, user_id LIMIT 3 OFFSET 2",
+                                 "SELECT SUM(user_id), COUNT(*) FROM t_user"])
+def test_a_deprecate_eof_clients_answer_is_the_slow_paths(users: ShardedEnv, sql: str) -> None:
+    """A client that asked for CLIENT_DEPRECATE_EOF gets no EOF after the column definitions and an OK at the end,
+    from the one-step answer (its header is kept framed) as from the slow path."""
+    client = RawClient(users.proxy.host, users.proxy.port)
+    try:
+        client.login(database=DB, caps=CLIENT_CAPS | Capability.DEPRECATE_EOF)
+        client.command(ComQuery(b"SELECT user_id FROM t_user").encode(), deprecate_eof=True)
+        payload = ComQuery(sql.encode()).encode()
+        MULTI_STATS.enabled = False
+        try:
+            slow = client.command(payload, deprecate_eof=True)
+        finally:
+            MULTI_STATS.enabled = True
+        before = MULTI_STATS.whole
+        assert client.command(payload, deprecate_eof=True) == slow
+        assert MULTI_STATS.whole - before == 1
+        assert not any(p[:1] == b"\xfe" and len(p) < 9 for _seq, p in slow[:-1])  # no EOF packet before the end
     finally:
         client.close()
