@@ -552,9 +552,13 @@ def test_pipelined_select_inside_a_transaction_sees_its_rows(logs: ShardedEnv) -
         client.close()
 
 
-@pytest.mark.parametrize("sql", ["SELECT user_id, name FROM t_user",
-                                 "SELECT user_id, name FROM t_user ORDER BY name DESC, user_id LIMIT 3 OFFSET 2",
-                                 "SELECT SUM(user_id), COUNT(*) FROM t_user"])
+# a concatenation, a merge on raw frames, a merge on decoded rows
+ONE_OF_EACH = ["SELECT user_id, name FROM t_user",
+               "SELECT user_id, name FROM t_user ORDER BY name DESC, user_id LIMIT 3 OFFSET 2",
+               "SELECT SUM(user_id), COUNT(*) FROM t_user"]
+
+
+@pytest.mark.parametrize("sql", ONE_OF_EACH)
 def test_an_answer_leaves_nothing_to_the_garbage_collector(users: ShardedEnv, sql: str) -> None:
     """A multi-node SELECT (and a COMMIT fanned out) is freed by reference counting when it ends: its objects made
     cycles (a chain's legs and each leg's chain, ~25 objects a statement) that only the garbage collector's passes
@@ -611,9 +615,7 @@ def test_a_bug_in_the_one_step_answer(users: ShardedEnv, monkeypatch: pytest.Mon
         client.close()
 
 
-@pytest.mark.parametrize("sql", ["SELECT user_id, name FROM t_user",
-                                 "SELECT user_id, name FROM t_user ORDER BY name DESC, user_id LIMIT 3 OFFSET 2",
-                                 "SELECT SUM(user_id), COUNT(*) FROM t_user"])
+@pytest.mark.parametrize("sql", ONE_OF_EACH)
 def test_a_deprecate_eof_clients_answer_is_the_slow_paths(users: ShardedEnv, sql: str) -> None:
     """A client that asked for CLIENT_DEPRECATE_EOF gets no EOF after the column definitions and an OK at the end,
     from the one-step answer (its header is kept framed) as from the slow path."""
