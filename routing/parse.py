@@ -21,7 +21,7 @@ import logging
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlglot
 from sqlglot import exp
@@ -74,12 +74,12 @@ _VALUE_RE = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Shape:
+class Shape(NamedTuple):
     """The statement text split around its value tokens.
 
     ``key`` is the cache key; ``spans`` holds ``(start, end, kind)`` per value token in text order
-    (kind ``n`` number, ``s`` string, ``p`` parameter; ``end`` exclusive).
+    (kind ``n`` number, ``s`` string, ``p`` parameter; ``end`` exclusive). A named tuple: one is made for every
+    text statement routed, at half a frozen dataclass's cost (issue 15).
     """
 
     sql: str

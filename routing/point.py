@@ -66,6 +66,9 @@ class PointPlan(Plan):
     # issue 15: a rule whose database strategy alone decides (table strategy none, one table per data source, as
     # sysbench's `id % 2` layout): data source -> its one table, for `_node`'s one-step form; None: the general form
     table_of: dict[str, str] | None = None
+    # issue 15: with `table_of`, when the database algorithm answers by remainder (`targets_by_remainder`):
+    # (value-token index, its parameter index or None, data source per remainder); `_node` looks an int up in it
+    by_remainder: tuple[int, int | None, tuple[str | None, ...]] | None = None
     # issue 15: the actual table whose unit SQL is the statement's own text (named as the logic table is written:
     # `_verbatim_table`); "" when no table is
     verbatim_table: str = ""
@@ -160,9 +163,25 @@ class PointPlan(Plan):
         return target
 
     def _node(self, shape: Shape, params: Sequence[Any] | None) -> tuple[str, str]:
+        table_of = self.table_of
+        fast = self.by_remainder
+        if fast is not None:  # the one-step form's usual value: an unsigned integer token or an int parameter
+            slot, p, by_rest = fast
+            start, end, kind = shape.spans[slot]
+            value: Any = None
+            if kind == "p":
+                if params is not None and p is not None and p < len(params):
+                    value = params[p]
+            elif kind == "n":
+                text = shape.sql[start:end]
+                if text.isdigit() and text.isascii():
+                    value = int(text)
+            if type(value) is int and value >= 0:
+                ds = by_rest[value % len(by_rest)]
+                if ds is not None and table_of is not None:
+                    return ds, table_of[ds]
         rule = self.rule
         assert rule is not None
-        table_of = self.table_of
         if table_of is not None:  # `_target` of the database strategy, then the one table there (see table_of)
             strategy = rule.database_strategy
             assert isinstance(strategy, StandardStrategy)
@@ -315,11 +334,24 @@ def point_plan(plan: Plan, shape: Shape | None = None) -> Plan:
     if not rule.auto and isinstance(rule.database_strategy, StandardStrategy) \
             and isinstance(rule.table_strategy, NoneStrategy) and all(len(t) == 1 for t in tables.values()):
         table_of = {ds: t[0] for ds, t in tables.items()}
+    by_remainder = None
+    if table_of is not None:
+        strategy = rule.database_strategy
+        assert isinstance(strategy, StandardStrategy)
+        ref = values[strategy.column.lower()]
+        table_by = getattr(strategy.algorithm, "targets_by_remainder", None)  # built-in algorithms have it
+        by_rest = table_by(data_sources, strategy.column) \
+            if table_by is not None and ref.slot is not None and not ref.negate else None
+        if by_rest:
+            assert ref.slot is not None
+            p = plan.param_index[ref.slot] if ref.slot < len(plan.param_index) else None
+            by_remainder = (ref.slot, p, by_rest)
     return PointPlan(
         kind=plan.kind, write=plan.write, param_index=plan.param_index, logic_tables=plan.logic_tables,
         pins=plan.pins, into_variables=plan.into_variables, into_trailing=plan.into_trailing,
         set_variables=plan.set_variables, base=plan, rule=rule, logic=logic, values=values,
         data_sources=data_sources, tables=tables, pieces=tuple(pieces), quote=quote,
         params_in_order=in_order, param_slots=tuple(param_slots), all_params=all_params, n_params=n_params,
-        table_of=table_of, verbatim_table=_verbatim_table(plan, logic, quote, logic_original, shape),
+        table_of=table_of, by_remainder=by_remainder,
+        verbatim_table=_verbatim_table(plan, logic, quote, logic_original, shape),
     )

@@ -41,6 +41,12 @@ class Algorithm:
         any values, and the kernel need not ask (issue 15). False unless an algorithm knows it is so."""
         return False
 
+    def targets_by_remainder(self, targets: Sequence[str], column: str) -> tuple[str | None, ...] | None:
+        """When `shard_precise(targets, column, v)` for every int v >= 0 is ``table[v % len(table)]`` (None: the
+        value maps to no target), that table; None otherwise. The kernel's point plans look a value's target up
+        with it instead of asking the algorithm (issue 15). None unless an algorithm knows it is so."""
+        return None
+
     # -- props --
 
     def config_error(self, prop: str | None, message: str) -> ConfigError:

@@ -57,6 +57,9 @@ class _ExpressionAlgorithm(Algorithm):
 _MODULO_FORM = re.compile(r"\A([\w.-]*)\$(?:->)?\{\s*([A-Za-z_]\w*)\s*%\s*([1-9]\d{0,8})\s*\}([\w.-]*)\Z")
 
 
+_REMAINDER_TABLE_LIMIT = 4096  # `targets_by_remainder`: a larger divisor is evaluated per value
+
+
 def modulo_form(text: str) -> tuple[str, str, int, str] | None:
     """(prefix, variable, divisor, suffix) of an expression that is exactly ``prefix${variable % N}suffix``."""
     m = _MODULO_FORM.match(text)
@@ -96,6 +99,14 @@ class InlineShardingAlgorithm(_ExpressionAlgorithm):
 
     def shard_precise(self, targets: Sequence[str], column: str, value: Any) -> str | None:
         return _pick(targets, self.evaluate(column, value))
+
+    def targets_by_remainder(self, targets: Sequence[str], column: str) -> tuple[str | None, ...] | None:
+        """``prefix${column % N}suffix``: what `shard_precise` picks for each remainder (`evaluate`'s modulo form)."""
+        modulo = self._modulo
+        if modulo is None or modulo[2] > _REMAINDER_TABLE_LIMIT or modulo[1] not in self._variables_for(column):
+            return None
+        prefix, _, n, suffix = modulo
+        return tuple(_pick(targets, f"{prefix}{r}{suffix}") for r in range(n))
 
     def ranges_route_everywhere(self) -> bool:
         return self.allow_range

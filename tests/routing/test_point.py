@@ -4,13 +4,15 @@ same units, SQL, parameters and flags, and the same refusal when the general pla
 from __future__ import annotations
 
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from routing.algorithms.inline_based import InlineShardingAlgorithm
 from routing.errors import RoutingError
 from routing.kernel import ShardingKernel
-from routing.model import DatabaseRules, DataNode, NoneStrategy, TableRule
+from routing.model import DatabaseRules, DataNode, NoneStrategy, StandardStrategy, TableRule
 from routing.parse import scan_shape
 from routing.plan import SessionHints
 from routing.point import PointPlan, point_plan
@@ -194,6 +196,57 @@ def test_one_table_per_data_source_takes_the_one_step_form() -> None:
         plan = kernel.cache.get(scan_shape(sql).key)
         assert isinstance(plan, PointPlan)
         assert (plan.table_of is not None) is one_step
+
+
+def inline_rules(expression: str) -> DatabaseRules:
+    """`t_one` split over ds_0 / ds_1 by a real INLINE algorithm (`expression` over user_id): the one-step form's
+    lookup by remainder (`PointPlan.by_remainder`, issue 15)."""
+    rules = build_rules()
+    assert rules.sharding is not None
+    t_one = rules.sharding.tables["t_one"]
+    algorithm = InlineShardingAlgorithm("inline", {"algorithm-expression": expression})
+    t_one = replace(t_one, database_strategy=StandardStrategy("user_id", "inline", algorithm))
+    return replace(rules, sharding=replace(rules.sharding, tables={**rules.sharding.tables, "t_one": t_one}))
+
+
+# every value kind a point select's token or parameter may carry, the usual ones and those the lookup leaves to the
+# general form
+INLINE_VALUES = ["0", "1", "2", "3", "7", "007", "18446744073709551617", "-1", "-4", "3.0", "1e0", "'5'", "'x'",
+                 "NULL", "TRUE"]
+INLINE_PARAMS: list[Any] = [0, 1, 2, 3, 7, 2**64 + 1, -1, -4, 3.0, Decimal("5"), "5", "x", None, True, b"1"]
+
+
+@pytest.mark.parametrize("expression", ["ds_${user_id % 2}", "ds_${user_id % 3}", "DS_${USER_ID % 2}"])
+def test_lookup_by_remainder_answers_as_the_general_plan(expression: str) -> None:
+    kernel = ShardingKernel(inline_rules(expression), METADATA)
+    calls: list[tuple[str, list[Any] | None]] = [(f"SELECT * FROM t_one WHERE user_id = {v}", None)
+                                                  for v in INLINE_VALUES]
+    calls += [("SELECT * FROM t_one WHERE user_id = ? AND name = ?", [v, "a"]) for v in INLINE_PARAMS]
+    calls += [("SELECT * FROM t_one WHERE name = ? AND user_id = ?", ["a", v]) for v in INLINE_PARAMS]
+    calls += [("SELECT * FROM t_one WHERE user_id = -?", [v]) for v in (1, 2)]
+    seen = 0
+    for sql, params in calls:
+        shape = scan_shape(sql)
+        try:
+            kernel.route(sql, params)
+        except RoutingError:
+            pass
+        plan = kernel.cache.get(shape.key)
+        if not isinstance(plan, PointPlan):
+            continue
+        seen += plan.by_remainder is not None
+        base = plan.base
+        assert base is not None
+        try:
+            expected: object = base.execute(shape, params, None)
+        except RoutingError as exc:
+            expected = ("refused", str(exc))
+        try:
+            got: object = plan.execute(shape, params, None)
+        except RoutingError as exc:
+            got = ("refused", str(exc))
+        assert got == expected, (sql, params)
+    assert seen > len(INLINE_VALUES)  # the lookup was there to take
 
 
 def test_generations_differ_across_kernels() -> None:
