@@ -13,9 +13,10 @@ from routing.algorithms.inline_based import InlineShardingAlgorithm
 from routing.errors import RoutingError
 from routing.kernel import ShardingKernel
 from routing.model import DatabaseRules, DataNode, NoneStrategy, StandardStrategy, TableRule
-from routing.parse import scan_shape
+from routing.parse import Shape, scan_shape
 from routing.plan import SessionHints
 from routing.point import PointPlan, point_plan
+from routing.route import Plan
 from tests.routing.conftest import METADATA
 from tests.routing.conftest import build_rules as build_shared_rules
 
@@ -78,6 +79,14 @@ CASES: list[tuple[str, list[Any] | None, SessionHints | None, bool]] = [
 ]
 
 
+def answer(plan: Plan, shape: Shape, params: list[Any] | None, hints: SessionHints | None) -> object:
+    """What a plan answers for a call: its route, or ("refused", the refusal's words)."""
+    try:
+        return plan.execute(shape, params, hints)
+    except RoutingError as exc:
+        return ("refused", str(exc))
+
+
 @pytest.mark.parametrize(("sql", "params", "hints", "point"), CASES)
 def test_point_plan_answers_as_the_general_plan(sql: str, params: list[Any] | None, hints: SessionHints | None,
                                                 point: bool) -> None:
@@ -92,15 +101,7 @@ def test_point_plan_answers_as_the_general_plan(sql: str, params: list[Any] | No
     base = plan.base if isinstance(plan, PointPlan) else plan
     assert base is not None
     for _ in range(2):  # the second call uses the SQL cached per actual table
-        try:
-            expected: object = base.execute(shape, params, hints)
-        except RoutingError as exc:
-            expected = ("refused", str(exc))
-        try:
-            got: object = plan.execute(shape, params, hints)
-        except RoutingError as exc:
-            got = ("refused", str(exc))
-        assert got == expected
+        assert answer(plan, shape, params, hints) == answer(base, shape, params, hints)
 
 
 def test_point_plan_leaves_other_plans_alone() -> None:
@@ -237,15 +238,7 @@ def test_lookup_by_remainder_answers_as_the_general_plan(expression: str) -> Non
         seen += plan.by_remainder is not None
         base = plan.base
         assert base is not None
-        try:
-            expected: object = base.execute(shape, params, None)
-        except RoutingError as exc:
-            expected = ("refused", str(exc))
-        try:
-            got: object = plan.execute(shape, params, None)
-        except RoutingError as exc:
-            got = ("refused", str(exc))
-        assert got == expected, (sql, params)
+        assert answer(plan, shape, params, None) == answer(base, shape, params, None), (sql, params)
     assert seen > len(INLINE_VALUES)  # the lookup was there to take
 
 
