@@ -66,9 +66,9 @@ class PointPlan(Plan):
     # issue 15: a rule whose database strategy alone decides (table strategy none, one table per data source, as
     # sysbench's `id % 2` layout): data source -> its one table, for `_node`'s one-step form; None: the general form
     table_of: dict[str, str] | None = None
-    # issue 15: with `table_of`, when the database algorithm answers by remainder (`targets_by_remainder`):
-    # (value-token index, its parameter index or None, data source per remainder); `_node` looks an int up in it
-    by_remainder: tuple[int, int | None, tuple[str | None, ...]] | None = None
+    # issue 15: with `table_of`, when the database algorithm answers by remainder (`targets_by_remainder`): the
+    # data source per remainder, in which `_node` looks an unsigned int value up
+    by_remainder: tuple[str | None, ...] | None = None
     # issue 15: the actual table whose unit SQL is the statement's own text (named as the logic table is written:
     # `_verbatim_table`); "" when no table is
     verbatim_table: str = ""
@@ -163,29 +163,19 @@ class PointPlan(Plan):
         return target
 
     def _node(self, shape: Shape, params: Sequence[Any] | None) -> tuple[str, str]:
-        table_of = self.table_of
-        fast = self.by_remainder
-        if fast is not None:  # the one-step form's usual value: an unsigned integer token or an int parameter
-            slot, p, by_rest = fast
-            start, end, kind = shape.spans[slot]
-            value: Any = None
-            if kind == "p":
-                if params is not None and p is not None and p < len(params):
-                    value = params[p]
-            elif kind == "n":
-                text = shape.sql[start:end]
-                if text.isdigit() and text.isascii():
-                    value = int(text)
-            if type(value) is int and value >= 0:
-                ds = by_rest[value % len(by_rest)]
-                if ds is not None and table_of is not None:
-                    return ds, table_of[ds]
         rule = self.rule
         assert rule is not None
+        table_of = self.table_of
         if table_of is not None:  # `_target` of the database strategy, then the one table there (see table_of)
             strategy = rule.database_strategy
             assert isinstance(strategy, StandardStrategy)
-            value = sharding_value(self._value(strategy.column.lower(), shape, params))
+            value = self._value(strategy.column.lower(), shape, params)
+            by_rest = self.by_remainder
+            if by_rest is not None and type(value) is int and value >= 0:  # the usual value: looked up
+                ds = by_rest[value % len(by_rest)]
+                if ds is not None:
+                    return ds, table_of[ds]
+            value = sharding_value(value)
             try:
                 ds = strategy.algorithm.shard_precise(self.data_sources, strategy.column, value)
             except Exception:  # the general plan words the algorithm's refusal
@@ -338,14 +328,8 @@ def point_plan(plan: Plan, shape: Shape | None = None) -> Plan:
     if table_of is not None:
         strategy = rule.database_strategy
         assert isinstance(strategy, StandardStrategy)
-        ref = values[strategy.column.lower()]
         table_by = getattr(strategy.algorithm, "targets_by_remainder", None)  # built-in algorithms have it
-        by_rest = table_by(data_sources, strategy.column) \
-            if table_by is not None and ref.slot is not None and not ref.negate else None
-        if by_rest:
-            assert ref.slot is not None
-            p = plan.param_index[ref.slot] if ref.slot < len(plan.param_index) else None
-            by_remainder = (ref.slot, p, by_rest)
+        by_remainder = (table_by(data_sources, strategy.column) or None) if table_by is not None else None
     return PointPlan(
         kind=plan.kind, write=plan.write, param_index=plan.param_index, logic_tables=plan.logic_tables,
         pins=plan.pins, into_variables=plan.into_variables, into_trailing=plan.into_trailing,
