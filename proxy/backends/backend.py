@@ -319,6 +319,45 @@ class BackendConnection:
         self.raw.server_status = self.status
         return answers
 
+    async def run_after(self, prefix: list[str], payload: bytes) -> tuple[list[OKPacket | ERRPacket], list[object]]:
+        """`prefix` (statements answered by one OK or ERR each: BEGIN, SAVEPOINT) and then one command, sent in one
+        write: one round trip. Their answers, and every event of the command's answer (read whole: meant for writes,
+        whose answer is an OK or an ERR). A statement after a failed one still runs (the server reads them in
+        order): the caller decides what a failed prefix means."""
+        writer = self.raw._writer
+        if writer is None:
+            self.broken = True
+            raise BackendError(self.name, "connection is closed")
+        writer.transport.write(b"".join(encode_packet(ComQuery(text.encode(sql)).encode(), 0)[0] for sql in prefix)
+                               + encode_packet(payload, 0)[0])
+        self.busy = True
+        self.relayed = False
+        from protocol.framing import FrameDecoder
+
+        frames = FrameDecoder()
+        answers: list[OKPacket | ERRPacket] = []
+        events: list[object] = []
+        parser = ResultParser(backend_deprecate_eof=BACKEND_DEPRECATE_EOF)
+        try:
+            while len(answers) < len(prefix):
+                frames.feed(await self._read())
+                while len(answers) < len(prefix) and (p := frames.next_payload()) is not None:
+                    answers.append(self.statement_answer(p, prefix[len(answers)]))
+            rest = frames.take_buffered()
+            if rest:
+                events.extend(parser.feed(rest))
+            while not parser.done:
+                events.extend(parser.feed(await self._read()))
+        except BaseException:
+            self.broken = True
+            raise
+        for event in events:
+            if isinstance(event, OKPacket | ResultEnd):
+                self.status = int(event.status)
+        self.busy = False
+        self.raw.server_status = self.status
+        return answers, events
+
     def statement_answer(self, payload: bytes, sql: str) -> OKPacket | ERRPacket:
         """One answer of `read_pipeline` (also proxy.execution.fastcommit's, read in the socket's callback): an ERR,
         or an OK whose status becomes the connection's; BackendError for anything else."""

@@ -61,7 +61,7 @@ from proxy.execution.units import (
 )
 from proxy.execution.upsert import execute_upsert
 from proxy.execution.write_gate import write_gate
-from proxy.execution.writes import _DML, _write, _write_in_xa
+from proxy.execution.writes import _write
 from proxy.frontend.cork import corked, held
 from proxy.frontend.relay import relay_frames
 from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
@@ -134,8 +134,6 @@ async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatem
             conns = await session.backends_for([u.data_source for u in units], **_access(routed))
             if routed.kind is StatementKind.SELECT or routed.result_table_renames:
                 await _select(session, routed, codec, conns)
-            elif routed.kind in _DML and not session.txn.active and session.server.tm.xa:
-                await _write_in_xa(session, routed, codec, conns)
             else:
                 await _write(session, routed, codec, conns)
     except UnitFailed as exc:
@@ -148,7 +146,7 @@ def answer_unit_failure(session: Session, db: LogicalDatabase, routed: RoutedSta
     """The client's ERR for a unit's: in logical names, with the data source when the statement has several units."""
     err = exc.err
     prefix = "" if len(routed.execution_units) == 1 else f"[{exc.data_source}] "
-    session.error(err.errno, prefix + _logical_message(db, routed, err.message), err.sqlstate)
+    session.error(err.errno, prefix + _logical_message(db, routed, err.message) + exc.note, err.sqlstate)
 
 
 async def _after_relayed_select(session: Session, conn: BackendConnection, unit: ExecutionUnit) -> None:

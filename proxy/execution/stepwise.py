@@ -36,6 +36,7 @@ from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.wire import Reader
 from proxy.backends.codec import TEXT
 from proxy.execution import txn, txn_end
+from proxy.execution.atomic import held_whole
 from proxy.execution.units import _merged_info, log_statement
 from proxy.execution.upsert import _ok, _rows
 from proxy.frontend.wire import CapturedWriter
@@ -110,10 +111,11 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
         await _take_and_lock(session, db, step, sql)
         if not implicit:
             savepoints = await _savepoint(session, db, step.table)
-        if step.kind == INSERT_SELECT:
-            outcome, info = await _insert_select(session, db, step, sql)
-        else:
-            outcome, info = await _rows_write(session, db, step, sql)
+        with held_whole():  # the steps are taken back together, by this transaction or savepoint
+            if step.kind == INSERT_SELECT:
+                outcome, info = await _insert_select(session, db, step, sql)
+            else:
+                outcome, info = await _rows_write(session, db, step, sql)
     except asyncio.CancelledError:
         if implicit:  # the client went away mid-statement: its connections' state is unknown, none is reused
             txn.abandon(session)

@@ -32,6 +32,7 @@ from protocol.packets import ERRPacket, OKPacket
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import StatementCodec
 from proxy.execution import txn_end
+from proxy.execution.atomic import held_whole, parts_of, run_parts
 from proxy.execution.locks import release, release_session_locks
 from proxy.execution.units import UnitFailed, _merged_info, _run_unit_to_ok
 from routing.errors import RoutingError
@@ -67,7 +68,11 @@ async def execute_upsert(session: Session, db: LogicalDatabase, routed: RoutedSt
         session.txn.joined = []
     label = f"the COMMIT of this {MODES[check.mode]}"
     try:
-        outcome = await _run(session, routed, check, codec, explicit=not implicit)
+        if implicit:  # the statement's own transaction takes it back whole
+            with held_whole():
+                outcome = await _run(session, routed, check, codec, explicit=False)
+        else:
+            outcome = await _run(session, routed, check, codec, explicit=True)
     except BaseException:
         if implicit:
             await txn_end.end_transaction(session, "ROLLBACK")  # releases the locks too
@@ -103,7 +108,7 @@ async def _run(session: Session, routed: RoutedStatement, check: UpsertCheck, co
     names = await _lock(session, check, conns[check.lock_source], check.lock_source, charset)
     slow = _shared_across_nodes(check, names) or await _conflicts_elsewhere(check, conns, charset)
     if not slow:
-        return await _batched(routed, conns, codec)
+        return await _batched(session, routed, conns, codec)
     if not explicit:
         return await _row_by_row(check, conns, codec, charset)
     involved = [conns[ds] for ds in sorted(sources)]
@@ -191,21 +196,12 @@ async def _conflicts_elsewhere(check: UpsertCheck, conns: dict[str, BackendConne
 # --- running ----------------------------------------------------------------------------------------------
 
 
-async def _batched(routed: RoutedStatement, conns: dict[str, BackendConnection], codec: StatementCodec
-                   ) -> _Outcome:
-
-    by_source: dict[str, list[ExecutionUnit]] = {}
-    for unit in routed.execution_units:
-        by_source.setdefault(unit.data_source, []).append(unit)
-
-    async def run(ds: str, units: list[ExecutionUnit]) -> list[OKPacket]:
-        return [await _run_unit_to_ok(conns[ds], u, codec) for u in units]
-
-    results = await asyncio.gather(*(run(ds, us) for ds, us in by_source.items()), return_exceptions=True)
-    failure = next((r for r in results if isinstance(r, BaseException)), None)
-    if failure is not None:
-        raise failure
-    oks = [ok for r in results if not isinstance(r, BaseException) for ok in r]
+async def _batched(session: Session, routed: RoutedStatement, conns: dict[str, BackendConnection],
+                   codec: StatementCodec) -> _Outcome:
+    """The statement's units as they are, one batch per node: all or nothing (proxy.execution.atomic: inside the
+    transaction the upsert runs in, a savepoint on each node it writes)."""
+    results = await run_parts(session, parts_of(routed.execution_units), conns, codec)
+    oks = [ok for r in results for ok in r]
     return _Outcome(
         affected=sum(ok.affected_rows for ok in oks),
         warnings=sum(ok.warnings for ok in oks),

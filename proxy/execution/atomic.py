@@ -1,0 +1,207 @@
+"""One statement, all or nothing: a write whose parts run on several data nodes is applied on every node or on
+none, as one server applies a statement (InnoDB takes back a failed statement's rows).
+
+* autocommit, LOCAL: the parts run inside a transaction of the statement's own. BEGIN goes in the same write as
+  each data source's first part (no round trip of its own); COMMIT goes everywhere once every part succeeded;
+  when one failed, ROLLBACK goes everywhere before the client hears the failure.
+* autocommit, XA: an XA transaction of the statement's own (proxy.execution.txn joins each branch).
+* inside the client's transaction (BEGIN, autocommit=0; LOCAL or XA): a savepoint on every data source the
+  statement writes, in the same write as its first part there, rolled back on every one of them when a part
+  fails. The transaction goes on, as on one server.
+
+A data source whose part cannot be taken back (its connection lost, or the rollback refused) is closed, which
+rolls its part back; inside a transaction that data source's work is then lost, and the transaction can no
+longer commit (proxy.execution.txn says so). A single unit needs none of this: its server's own statement
+rollback covers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+from protocol.packets import ERRPacket, OKPacket
+from proxy.backends.backend import BackendConnection, BackendError
+from proxy.backends.codec import StatementCodec
+from proxy.execution import txn, txn_end
+from proxy.execution.units import UnitFailed, _run_unit_to_ok
+from routing.plan import ExecutionUnit
+
+if TYPE_CHECKING:
+    from proxy.execution.context import SessionContext as Session
+
+SAVEPOINT = "shardproxy_statement"
+_BEGIN = "BEGIN"
+_SET_SAVEPOINT = f"SAVEPOINT {SAVEPOINT}"
+_ROLLBACK_TO = f"ROLLBACK TO SAVEPOINT {SAVEPOINT}"
+
+Parts = Mapping[str, Sequence[ExecutionUnit]]  # data source -> its units, run in turn on its connection
+
+# set while a statement runs in steps that its caller takes back whole (a stepwise write, an upsert in its own
+# transaction): the steps' parts need no transaction or savepoint of their own
+_HELD: ContextVar[bool] = ContextVar("shardproxy_statement_held", default=False)
+
+
+@contextlib.contextmanager
+def held_whole() -> Iterator[None]:
+    """The statements run inside (in this task) are parts of one statement that the caller applies whole or
+    takes back whole itself."""
+    token = _HELD.set(True)
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+
+
+def parts_of(units: Sequence[ExecutionUnit]) -> dict[str, list[ExecutionUnit]]:
+    by_source: dict[str, list[ExecutionUnit]] = {}
+    for unit in units:
+        by_source.setdefault(unit.data_source, []).append(unit)
+    return by_source
+
+
+async def run_parts(session: Session, parts: Parts, conns: Mapping[str, BackendConnection], codec: StatementCodec,
+                    *, atomic: bool = True) -> list[list[OKPacket]]:
+    """Every data source's units in turn, the data sources at once; each data source's OKs, in `parts`' order.
+    `atomic` (a DML statement): with more than one unit, all of them take effect or none (module docstring);
+    raises the first failure, after every part was taken back."""
+    if not atomic or _HELD.get() or sum(len(units) for units in parts.values()) <= 1:
+        return await _gather(parts, conns, codec, None, None)
+    if session.txn.active:
+        return await _in_savepoint(session, parts, conns, codec)
+    if session.server.tm.xa:
+        return await _in_xa(session, parts, conns, codec)
+    return await _in_local(session, parts, conns, codec)
+
+
+async def _gather(parts: Parts, conns: Mapping[str, BackendConnection], codec: StatementCodec, prefix: str | None,
+                  began: Callable[[BackendConnection], None] | None) -> list[list[OKPacket]]:
+    """`prefix` goes with each data source's first unit (in the same write); `began` hears of each connection on
+    which it succeeded. Every part has ended (succeeded or failed) when this returns or raises the first failure."""
+
+    async def run_source(name: str, units: Sequence[ExecutionUnit]) -> list[OKPacket]:
+        conn = conns[name]
+        out = []
+        for i, unit in enumerate(units):
+            first = (prefix,) if prefix is not None and i == 0 else ()
+            out.append(await _run_unit_to_ok(conn, unit, codec, first, began))
+        return out
+
+    if len(parts) == 1:
+        name, units = next(iter(parts.items()))
+        return [await run_source(name, units)]
+    tasks = [asyncio.ensure_future(run_source(n, us)) for n, us in parts.items()]
+    try:
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        raise
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return [r for r in results if not isinstance(r, BaseException)]
+
+
+async def _in_local(session: Session, parts: Parts, conns: Mapping[str, BackendConnection], codec: StatementCodec
+                    ) -> list[list[OKPacket]]:
+    state = session.txn
+    state.begin_sql = _BEGIN
+    state.joined = []
+
+    def began(conn: BackendConnection) -> None:
+        state.joined.append(conn.name)
+
+    try:
+        results = await _gather(parts, conns, codec, _BEGIN, began)
+    except asyncio.CancelledError:
+        # the client went away (or the statement was cancelled) mid-statement: the connections that began are
+        # closed, which rolls their parts back, and none of them is reused
+        for name in state.joined:
+            if (conn := conns.get(name)) is not None:
+                conn.broken = True
+        txn.reset(session)
+        raise
+    except Exception as exc:
+        failure = await txn_end.end_transaction(session, "ROLLBACK",
+                                                label="the ROLLBACK of the failed statement's parts")
+        if failure is not None:  # a connection that failed is closed: its server rolls its part back
+            session.log.warning("statement_rollback_failed", error=failure.message)
+        raise _said(exc, "; nothing of the statement was applied: its parts were rolled back on every data "
+                         "source") from None
+    failure = await txn_end.end_transaction(session, "COMMIT", label="the COMMIT of this statement's parts")
+    if failure is not None:
+        raise failure
+    return results
+
+
+async def _in_xa(session: Session, parts: Parts, conns: Mapping[str, BackendConnection], codec: StatementCodec
+                 ) -> list[list[OKPacket]]:
+    """An XA transaction of the statement's own: its parts commit on every data source or on none."""
+    state = session.txn
+    state.begin_sql = _BEGIN
+    try:
+        for name in sorted(conns):
+            await txn.join(session, conns[name])
+        if state.xa is not None:
+            state.xa.written.update(conns)
+        results = await _gather(parts, conns, codec, None, None)
+    except asyncio.CancelledError:
+        txn.abandon(session)
+        txn.reset(session)
+        raise
+    except Exception as exc:
+        failure = await txn_end.end_transaction(session, "ROLLBACK", label="the implicit XA ROLLBACK of the statement")
+        if failure is not None:
+            session.log.warning("implicit_xa_rollback_failed", error=failure.message)
+        raise _said(exc, "; nothing of the statement was applied: its XA transaction was rolled back") from None
+    failure = await txn_end.end_transaction(session, "COMMIT", label="the implicit XA COMMIT of the statement")
+    if failure is not None:
+        raise failure
+    return results
+
+
+async def _in_savepoint(session: Session, parts: Parts, conns: Mapping[str, BackendConnection],
+                        codec: StatementCodec) -> list[list[OKPacket]]:
+    marked: list[BackendConnection] = []
+    try:
+        return await _gather(parts, conns, codec, _SET_SAVEPOINT, marked.append)
+    except asyncio.CancelledError:
+        raise  # the session is ending: its transaction is abandoned with it
+    except Exception as exc:
+        lost = await _rollback_to(session, marked)
+        if not lost:
+            raise _said(exc, "; nothing of the statement was applied (rolled back to its savepoint on every data "
+                             "source); the transaction goes on") from None
+        raise _said(exc, f"; taking the statement back failed on {', '.join(lost)}, whose connection is closed: "
+                         "the open transaction's work there is lost, and the transaction cannot commit any more "
+                         "(ROLLBACK ends it; COMMIT rolls back the rest and reports it)") from None
+
+
+async def _rollback_to(session: Session, conns: list[BackendConnection]) -> list[str]:
+    """ROLLBACK TO the statement's savepoint on each connection that set it, all at once; the data sources where
+    that failed (their connections closed: their part of the transaction is lost)."""
+    work = [(conn, [_ROLLBACK_TO]) for conn in conns if not conn.broken]
+    failed = [conn.name for conn in conns if conn.broken]
+    for (conn, _s), result in zip(work, await txn_end._fan(work), strict=True):
+        if isinstance(result, Exception) or isinstance(result[0], ERRPacket):
+            conn.broken = True
+            failed.append(conn.name)
+    if failed:
+        txn._drop_lost(session)
+    return failed
+
+
+def _said(exc: Exception, note: str) -> Exception:
+    """The first failure, with what became of the statement added to its message."""
+    if isinstance(exc, UnitFailed):
+        exc.note = note
+    elif isinstance(exc, BackendError) and exc.args:
+        exc.args = (f"{exc.args[0]}{note}",)
+    return exc
+
+
+__all__ = ["SAVEPOINT", "held_whole", "parts_of", "run_parts"]

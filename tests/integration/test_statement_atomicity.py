@@ -1,0 +1,321 @@
+"""A statement that writes on several data nodes is applied on every node or on none (proxy.execution.atomic).
+
+Generated: each statement below fails on exactly one of its parts (a duplicate key, an out-of-range value, a
+trigger that SIGNALs on one node only), in every mode a client runs it (autocommit, inside BEGIN, under
+autocommit=0), under LOCAL and XA transactions, as text and as a prepared statement. After each, every node's
+rows are read directly from the servers: the failed statement left nothing anywhere, what the transaction did
+before it is still there and commits, and the session goes on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mysql.connector
+import pymysql
+import pytest
+
+from proxy.sandbox import MariaDBServer
+from tests.integration.faults import RelayPair, TcpRelay
+from tests.integration.harness import RunningProxy, start_proxy, write_conf
+
+RULES = """\
+- !SHARDING
+  tables:
+    t_order:
+      actualDataNodes: ds_${0..1}.t_order_${0..1}
+      databaseStrategy: {standard: {shardingColumn: user_id, shardingAlgorithmName: db_inline}}
+      tableStrategy: {standard: {shardingColumn: order_id, shardingAlgorithmName: tbl_inline}}
+  shardingAlgorithms:
+    db_inline: {type: INLINE, props: {algorithm-expression: 'ds_${user_id % 2}'}}
+    tbl_inline: {type: INLINE, props: {algorithm-expression: 't_order_${order_id % 2}'}}
+"""
+TABLES = {"ds_0": ("t_order_0", "t_order_1"), "ds_1": ("t_order_0", "t_order_1")}
+# (order_id, user_id, amount, status): order 10 on ds_0.t_order_0, 11 on ds_0.t_order_1, 17 and 31 on
+# ds_1.t_order_1, 30 on ds_1.t_order_0
+SEED = ((10, 10, 5, "new"), (11, 10, 5, "new"), (17, 17, 5, "keep"), (30, 1, 5, "new"), (31, 3, 5, "new"))
+# ds_1's t_order_1 refuses some rows, so that a statement fails on that node only
+TRIGGERS = (
+    "CREATE TRIGGER no_boom_ins BEFORE INSERT ON t_order_1 FOR EACH ROW "
+    "IF NEW.status = 'boom' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'boom refused'; END IF",
+    "CREATE TRIGGER no_boom_upd BEFORE UPDATE ON t_order_1 FOR EACH ROW "
+    "IF NEW.status = 'boom' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'boom refused'; END IF",
+    "CREATE TRIGGER keep_del BEFORE DELETE ON t_order_1 FOR EACH ROW "
+    "IF OLD.status = 'keep' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'kept'; END IF",
+)
+
+
+@dataclass(frozen=True)
+class Failing:
+    """A statement that fails on one part; `sql` with %s for the prepared form's parameters."""
+
+    name: str
+    sql: str
+    params: tuple[Any, ...]
+    errno: int
+
+
+FAILING = (
+    # duplicate key on ds_1 (order 30); order 40 would go to ds_0
+    Failing("insert dup other node", "INSERT INTO t_order (order_id, user_id, amount, status) VALUES "
+            "(%s, %s, 0, 'new'), (%s, %s, 0, 'new')", (40, 2, 30, 1), 1062),
+    # both rows on ds_0, in its two tables: order 10 exists
+    Failing("insert dup same node", "INSERT INTO t_order (order_id, user_id, amount, status) VALUES "
+            "(%s, %s, 0, 'new'), (%s, %s, 0, 'new')", (41, 2, 10, 10), 1062),
+    Failing("insert trigger", "INSERT INTO t_order (order_id, user_id, amount, status) VALUES "
+            "(%s, %s, 0, 'new'), (%s, %s, 0, %s)", (42, 2, 43, 3, "boom"), 1644),
+    # strict mode: user 17's amount overflows INT on ds_1; user 10's rows on ds_0 would change
+    Failing("update out of range", "UPDATE t_order SET amount = amount + IF(user_id = 17, 2147483647, 1) "
+            "WHERE user_id IN (%s, %s)", (10, 17), 1264),
+    Failing("update trigger", "UPDATE t_order SET status = IF(user_id = 17, 'boom', 'ok') WHERE user_id IN (%s, %s)",
+            (10, 17), 1644),
+    Failing("delete trigger", "DELETE FROM t_order WHERE user_id IN (%s, %s)", (10, 17), 1644),
+)
+# what a transaction does before the failing statement (multi-node too): it must survive and commit
+BEFORE = ("INSERT INTO t_order (order_id, user_id, amount, status) VALUES (50, 2, 1, 'before'), (51, 3, 1, 'before')",
+          ((50, 2, 1, "before"), (51, 3, 1, "before")))
+MODES = ("autocommit", "begin", "autocommit0")
+PROTOCOLS = ("text", "prepared")
+
+_NAMES = itertools.count()
+
+
+class CuttingRelay(TcpRelay):
+    """A relay in front of ds_1's server that cuts the connection carrying the next write that holds `marker`:
+    before the server sees it, or (`forward`) after the server ran it, its answer lost."""
+
+    def __init__(self, server: MariaDBServer) -> None:
+        self.marker: tuple[bytes, bool] | None = None
+        self.cuts = 0
+        super().__init__(server)
+
+    def cut_at(self, marker: str, *, forward: bool) -> None:
+        self.marker = (marker.encode(), forward)
+
+    def pump(self, pair: RelayPair) -> None:
+        threading.Thread(target=self._pump, args=(pair, True), daemon=True).start()
+        threading.Thread(target=self._pump, args=(pair, False), daemon=True).start()
+
+    def _pump(self, pair: RelayPair, upstream: bool) -> None:
+        src, dst = (pair.client, pair.server) if upstream else (pair.server, pair.client)
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                cut = self.marker
+                if upstream and cut is not None and cut[0] in data:
+                    self.marker = None
+                    self.cuts += 1
+                    if cut[1]:
+                        pair.swallow = True
+                        dst.sendall(data)
+                        time.sleep(0.3)  # the server runs it; its answer is swallowed
+                    break
+                if not upstream and pair.swallow:
+                    continue
+                dst.sendall(data)
+        except OSError:
+            pass
+        pair.close()
+
+
+class Env:
+    def __init__(self, servers: list[MariaDBServer], tmp_path: Path, transaction: str, *, relay: bool = False
+                 ) -> None:
+        self.servers = servers
+        n = next(_NAMES)
+        self.dbs = {f"ds_{i}": f"atom{n}_{i}" for i in range(2)}
+        for server, db in zip(servers, self.dbs.values(), strict=True):
+            server.execute(f"CREATE DATABASE {db}")
+        self.relay = CuttingRelay(servers[1]) if relay else None
+        hosts: list[Any] = [servers[0], self.relay or servers[1]]
+        conf = write_conf(tmp_path / f"conf{n}",
+                          {"atom_db": {ds: (hosts[int(ds[-1])], db) for ds, db in self.dbs.items()}},
+                          rules_yaml={"atom_db": RULES}, max_pool_size=4,
+                          transaction={"defaultType": transaction, "providerType": "Atomikos"})
+        self.proxy: RunningProxy = start_proxy(conf)
+        with self.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE t_order (order_id BIGINT PRIMARY KEY, user_id INT NOT NULL, "
+                        "amount INT NOT NULL, status VARCHAR(20))")
+        for sql in TRIGGERS:
+            self.direct("ds_1", sql)
+
+    def connect(self, **kw: Any) -> pymysql.connections.Connection[Any]:
+        kw.setdefault("autocommit", True)
+        kw.setdefault("read_timeout", 30)
+        return self.proxy.connect("atom_db", **kw)
+
+    def connect_prepared(self) -> Any:
+        return mysql.connector.connect(host=self.proxy.host, port=self.proxy.port, user="root", password="root",
+                                       database="atom_db", use_pure=True, ssl_disabled=True, autocommit=True)
+
+    def direct(self, ds: str, sql: str) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self.servers[int(ds[-1])].execute(sql, self.dbs[ds])]
+
+    def rows(self) -> dict[tuple[str, str], list[tuple[Any, ...]]]:
+        """Every physical table's committed rows, read directly."""
+        return {(ds, t): sorted(self.direct(ds, f"SELECT order_id, user_id, amount, status FROM {t}"))
+                for ds, tables in TABLES.items() for t in tables}
+
+    def seed(self, rows: tuple[tuple[Any, ...], ...] = SEED) -> dict[tuple[str, str], list[tuple[Any, ...]]]:
+        for ds, tables in TABLES.items():
+            for t in tables:
+                self.direct(ds, f"TRUNCATE TABLE {t}")  # (fires no DELETE trigger)
+        for order_id, user_id, amount, status in rows:
+            self.direct(f"ds_{user_id % 2}", f"INSERT INTO t_order_{order_id % 2} VALUES "
+                                             f"({order_id}, {user_id}, {amount}, '{status}')")
+        return self.rows()
+
+    def open_transactions(self) -> list[tuple[Any, ...]]:
+        return [r for ds in TABLES for r in self.direct(ds, "SELECT trx_mysql_thread_id, trx_state, trx_query "
+                                                             "FROM information_schema.INNODB_TRX")]
+
+
+@pytest.fixture(scope="module", params=("LOCAL", "XA"))
+def env(request: pytest.FixtureRequest, mariadb_shards: list[MariaDBServer],
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    e = Env(mariadb_shards, tmp_path_factory.mktemp("atomicity"), request.param)
+    yield e
+    e.proxy.stop()
+
+
+@pytest.fixture(scope="module", params=("LOCAL", "XA"))
+def relay_env(request: pytest.FixtureRequest, mariadb_shards: list[MariaDBServer],
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    e = Env(mariadb_shards, tmp_path_factory.mktemp("atomicity"), request.param, relay=True)
+    yield e
+    e.proxy.stop()
+    assert e.relay is not None
+    e.relay.close()
+
+
+class Client:
+    """One session, text (PyMySQL) or prepared (mysql.connector's COM_STMT_PREPARE / EXECUTE)."""
+
+    def __init__(self, env: Env, protocol: str) -> None:
+        self.protocol = protocol
+        self.conn: Any = env.connect() if protocol == "text" else env.connect_prepared()
+
+    def run(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+        if self.protocol == "text":
+            with self.conn.cursor() as cur:
+                cur.execute(sql, params or None)
+            return
+        cur = self.conn.cursor(prepared=True)
+        try:
+            cur.execute(sql.replace("%s", "?"), params)
+            if cur.with_rows:
+                cur.fetchall()
+        finally:
+            cur.close()
+
+    def failure(self, sql: str, params: tuple[Any, ...]) -> tuple[int, str]:
+        try:
+            self.run(sql, params)
+        except (pymysql.MySQLError, mysql.connector.Error) as exc:
+            if isinstance(exc, mysql.connector.Error):
+                return int(exc.errno), str(exc.msg)
+            return int(exc.args[0]), str(exc.args[1])
+        raise AssertionError(f"{sql!r} {params} succeeded")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _expected(seed: dict[tuple[str, str], list[tuple[Any, ...]]], extra: tuple[tuple[Any, ...], ...]
+              ) -> dict[tuple[str, str], list[tuple[Any, ...]]]:
+    out = {k: list(v) for k, v in seed.items()}
+    for row in extra:
+        out[(f"ds_{row[1] % 2}", f"t_order_{row[0] % 2}")].append(row)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", FAILING, ids=lambda c: c.name)
+def test_a_statement_failing_on_one_node_leaves_nothing(env: Env, case: Failing, mode: str, protocol: str) -> None:
+    seed = env.seed()
+    client = Client(env, protocol)
+    try:
+        if mode == "begin":
+            client.run("BEGIN")
+        elif mode == "autocommit0":
+            client.run("SET autocommit = 0")
+        if mode != "autocommit":
+            client.run(BEFORE[0])
+        errno, message = client.failure(case.sql, case.params)
+        assert errno == case.errno, message
+        assert "nothing of the statement was applied" in message, message
+        if mode == "autocommit":
+            assert env.rows() == seed, "the failed statement's parts on the other nodes were kept"
+            assert env.open_transactions() == []
+            expected = seed
+        else:
+            assert env.rows() == seed, "nothing is committed before COMMIT"
+            client.run("COMMIT")
+            expected = _expected(seed, BEFORE[1])
+            assert env.rows() == expected, "COMMIT kept the failed statement's parts, or lost what came before"
+        # the session goes on: a multi-node write now succeeds whole
+        client.run("UPDATE t_order SET amount = amount + 1 WHERE user_id IN (10, 17)")
+        if mode == "autocommit0":
+            client.run("COMMIT")
+        after = env.rows()
+        bumped = {k: sorted((o, u, a + 1 if u in (10, 17) else a, s) for o, u, a, s in v) for k, v in expected.items()}
+        assert after == bumped
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_statement_succeeding_everywhere_commits_everywhere(env: Env, protocol: str) -> None:
+    seed = env.seed()
+    client = Client(env, protocol)
+    try:
+        client.run("INSERT INTO t_order (order_id, user_id, amount, status) VALUES (%s, 2, 0, 'a'), (%s, 3, 0, 'b'), "
+                   "(%s, 4, 0, 'c')", (60, 61, 62))
+        assert env.rows() == _expected(seed, ((60, 2, 0, "a"), (61, 3, 0, "b"), (62, 4, 0, "c")))
+        assert env.open_transactions() == []
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("mode", ("autocommit", "begin"))
+@pytest.mark.parametrize("forward", (False, True), ids=("cut before the part", "cut before the part's OK"))
+def test_a_connection_lost_under_one_part_leaves_nothing(relay_env: Env, forward: bool, mode: str,
+                                                          protocol: str) -> None:
+    """ds_1's connection dies under the statement's part there (before the server sees it, or after it ran,
+    its answer lost): the part on ds_0 is taken back too. Inside a transaction the part lost with ds_1 makes the
+    transaction unable to commit: COMMIT takes back everything and says so."""
+    env = relay_env
+    assert env.relay is not None
+    seed = env.seed()
+    client = Client(env, protocol)
+    try:
+        if mode == "begin":
+            client.run("BEGIN")
+            client.run(BEFORE[0])
+        env.relay.cut_at("cutme", forward=forward)
+        errno, message = client.failure("INSERT INTO t_order (order_id, user_id, amount, status) VALUES "
+                                        "(%s, %s, 0, 'x'), (%s, %s, 0, %s)", (70, 2, 71, 3, "cutme"))
+        assert env.relay.cuts and errno == 2013, message
+        assert env.rows() == seed
+        if mode == "begin":
+            assert client.failure("COMMIT", ())[0] == 1180
+            assert env.rows() == seed
+        deadline = time.monotonic() + 2
+        while env.open_transactions() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert env.open_transactions() == []
+        client.run("INSERT INTO t_order (order_id, user_id, amount, status) VALUES (72, 2, 0, 'y'), (73, 3, 0, 'y')")
+        assert env.rows() == _expected(seed, ((72, 2, 0, "y"), (73, 3, 0, "y")))
+    finally:
+        env.relay.marker = None
+        client.close()
