@@ -483,11 +483,24 @@ def test_issue13_a_failing_set_fails_itself_only(
 GENERATED_SEED = 20250613
 GENERATED_COUNT = 300
 PREPARED_EVERY = 4  # every 4th generated statement also runs prepared
+FRESH_EVERY = 3  # every 3rd also runs as the first statement of a new session (text and prepared in turn)
+
+
+def _outcome(client: Client, sql: str) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+    """(column names, rows), or (("refused",), [(errno,)])."""
+    try:
+        names, rows, _ = client.run(sql)
+    except Refused as exc:
+        return ("refused",), [(exc.errno,)]
+    return names, rows
 
 
 def test_generated_statements_answer_as_the_oracle_or_are_refused(
-    clients: dict[str, tuple[Client, Client]]
+    env: Env, clients: dict[str, tuple[Client, Client]]
 ) -> None:
+    """Each statement in the sessions that already hold their connections, and some in a new session too (whose
+    first statement borrows its connections: a statement is answered the same whichever engine and state runs
+    it)."""
     from tests.integration.differential_generator import StatementGenerator
 
     generator = StatementGenerator(GENERATED_SEED, ROWS["t_order"])
@@ -495,8 +508,23 @@ def test_generated_statements_answer_as_the_oracle_or_are_refused(
     wrong: list[str] = []
     for n in range(GENERATED_COUNT):
         case = generator.statement()
-        for mode in MODES if n % PREPARED_EVERY == 0 else MODES[:1]:
+        runs = [(mode, False) for mode in (MODES if n % PREPARED_EVERY == 0 else MODES[:1])]
+        if n % FRESH_EVERY == 0:
+            runs.append((MODES[(n // FRESH_EVERY) % len(MODES)], True))
+        for mode, fresh in runs:
             proxy_client, oracle_client = clients[mode]
+            if fresh:
+                fresh_client = Client(mode, env.proxy.host, env.proxy.port, "root", "sharding_db")
+                try:
+                    first = _outcome(fresh_client, case.sql)
+                finally:
+                    fresh_client.close()
+                warm = _outcome(proxy_client, case.sql)
+                if first[0] != warm[0] or not _same_answer(first[1], warm[1], case.ordered):
+                    wrong.append(f"[{mode}] a new session's {first[0]} {first[1][:3]} != the warm session's "
+                                 f"{warm[0]} {warm[1][:3]}: {case.sql}")
+                stats[f"fresh {mode}"] += 1
+                continue
             try:
                 names, expected, _ = oracle_client.run(case.sql)
             except Refused as exc:  # a statement MariaDB itself rejects says nothing about the proxy
