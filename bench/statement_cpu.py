@@ -5,7 +5,7 @@ runs one statement class at a time from one client and divides the proxy process
 statements sent, so a change to one path shows in that path's row. `--tree DIR` (repeatable) runs the proxy
 of another checkout against the same servers, alternated `--rounds` times, for before/after tables.
 
-    python bench/statement_cpu.py --count 1000 --rounds 2 [--tree /tmp/before --tree .]
+    python bench/statement_cpu.py --count 1000 --rounds 2 [--tree /tmp/before --tree .] [--only "2-node UPDATE"]
 
 Text statements go through PyMySQL, prepared ones through a few lines over PyMySQL's connection that send
 COM_STMT_PREPARE once and COM_STMT_EXECUTE per statement as libmysqlclient does; each class is warmed up
@@ -20,6 +20,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +42,10 @@ STATEMENTS: dict[str, str] = {
     "range ORDER BY c": "SELECT c FROM sbtest1 WHERE id BETWEEN %s AND %s ORDER BY c",
     "range DISTINCT c ORDER BY c": "SELECT DISTINCT c FROM sbtest1 WHERE id BETWEEN %s AND %s ORDER BY c",
     "scatter ORDER BY order_id LIMIT 10": suite.SCATTER_SQL,
+    # writes (issue 33): a point write stays one node's statement; a write over two nodes runs all or nothing
+    # (autocommit: BEGIN with each part, COMMIT after: proxy.execution.atomic)
+    "point UPDATE": "UPDATE sbtest1 SET k = k + 1 WHERE id=%s",
+    "2-node UPDATE (id IN)": "UPDATE sbtest1 SET k = k + 1 WHERE id IN (%s, %s)",
 }
 
 
@@ -128,8 +133,10 @@ def prepared_runner(port: int, db: str) -> Callable[[str, tuple[int, ...]], None
     return run
 
 
-def measure(pid: int, port: int, count: int, size: int, protocols: list[str]) -> dict[tuple[str, str], float]:
-    out: dict[tuple[str, str], float] = {}
+def measure(pid: int, port: int, count: int, size: int, protocols: list[str]
+            ) -> dict[tuple[str, str], tuple[float, float]]:
+    """(protocol, statement) -> (proxy CPU, client wall time) per statement, in microseconds."""
+    out: dict[tuple[str, str], tuple[float, float]] = {}
     for proto in protocols:
         make = text_runner if proto == "text" else prepared_runner
         runners = {"sbtest": make(port, "sbtest"), "sharding_db": make(port, "sharding_db")}
@@ -138,10 +145,11 @@ def measure(pid: int, port: int, count: int, size: int, protocols: list[str]) ->
             rng = random.Random(7)
             for _ in range(max(50, count // 10)):
                 run(sql, arguments(sql, rng, size))
-            before = cpu_seconds(pid)
+            before, started = cpu_seconds(pid), time.perf_counter()
             for _ in range(count):
                 run(sql, arguments(sql, rng, size))
-            out[(proto, name)] = (cpu_seconds(pid) - before) / count * 1e6
+            wall = time.perf_counter() - started
+            out[(proto, name)] = ((cpu_seconds(pid) - before) / count * 1e6, wall / count * 1e6)
     return out
 
 
@@ -152,22 +160,27 @@ def main() -> int:
     ap.add_argument("--tree", type=Path, action="append", help="a checkout whose proxy to run (default: this one)")
     ap.add_argument("--protocols", nargs="+", default=["text", "prepared"], choices=["text", "prepared"])
     ap.add_argument("--table-size", type=int, default=10000)
+    ap.add_argument("--only", action="append", help="statements whose name starts with this (repeatable)")
     args = ap.parse_args()
+    if args.only:
+        for name in [n for n in STATEMENTS if not any(n.startswith(o) for o in args.only)]:
+            del STATEMENTS[name]
     trees = [t.resolve() for t in (args.tree or [REPO])]
     work = Path(tempfile.mkdtemp(prefix="shardproxy-stmtcpu-"))
     with bench_layout(work, args.table_size, 10000) as conf:
-        results: dict[Path, list[dict[tuple[str, str], float]]] = {t: [] for t in trees}
+        results: dict[Path, list[dict[tuple[str, str], tuple[float, float]]]] = {t: [] for t in trees}
         for r in range(args.rounds):
             for tree in trees:
                 port = free_port()
                 with proxy_in(tree, conf, port, work / "proxy.log") as proc:
                     results[tree].append(measure(proc.pid, port, args.count, args.table_size, args.protocols))
                 print(f"round {r + 1}: {tree} done", flush=True)
-        head = " | ".join(f"{t.name} us/stmt" for t in trees)
-        print(f"\n| protocol | statement | {head} |\n|---|---|" + "---|" * len(trees))
+        head = " | ".join(f"{t.name} proxy CPU us/stmt | {t.name} wall us/stmt" for t in trees)
+        print(f"\n| protocol | statement | {head} |\n|---|---|" + "---|---|" * len(trees))
         for proto in args.protocols:
             for name in STATEMENTS:
-                cells = [" / ".join(f"{run[(proto, name)]:.0f}" for run in results[t]) for t in trees]
+                cells = [" / ".join(f"{run[(proto, name)][i]:.0f}" for run in results[t])
+                         for t in trees for i in (0, 1)]
                 print(f"| {proto} | {name} | " + " | ".join(cells) + " |")
     return 0
 
