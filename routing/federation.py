@@ -54,7 +54,9 @@ class ScratchRead:
 
     ``sql`` is a SELECT of the logic table (routed by the kernel like any statement), with ``?`` whose
     values are the statement's parameters at ``params`` (indexes into the client's parameters).
-    ``same_as``: the index of an earlier read with the same ``sql``, whose scratch table is copied instead.
+    ``same_as``: the index of an earlier read with the same ``sql`` *and* the same ``params`` (the same rows
+    whatever the values bound), whose scratch table is copied instead. Two reads of one text whose ``?`` are
+    different parameters (``... WHERE user_id = ? UNION ALL ... WHERE user_id = ?``) read different rows.
     """
 
     slot: int
@@ -168,7 +170,7 @@ class _Planner:
             return None  # nothing spans data sources: the kernel's refusal stands
         edits: list[tuple[int, int, str | int]] = []
         reads: list[ScratchRead] = []
-        seen: dict[str, int] = {}
+        seen: dict[tuple[str, tuple[int, ...]], int] = {}
         copied_ids = {id(o.table) for o in copied}
         for occ in occurrences:
             span = self.table_span(occ.table)
@@ -185,9 +187,9 @@ class _Planner:
                 continue
             slot = len(reads)
             read_sql, params, pushed = self.read(occ)
-            same = seen.get(read_sql)
+            same = seen.get((read_sql, params))
             if same is None:
-                seen[read_sql] = slot
+                seen[(read_sql, params)] = slot
             reads.append(ScratchRead(slot, occ.name, read_sql, params, same, pushed))
             edits.append((start, end, slot))
             if not occ.table.alias:

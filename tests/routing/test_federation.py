@@ -121,3 +121,33 @@ def test_single_tables_pin_the_host() -> None:
                            RULES, METADATA)
     assert plan is not None and not plan.movable
     assert plan.placed(ShardingKernel(RULES, METADATA)).host == "ds_1"  # t_stat's, though t_order reads ds_0
+
+
+# issue 33: two occurrences whose reads have the same text bind different parameters: different rows, two reads
+DISTINCT_READS = [
+    ("SELECT order_id FROM t_order WHERE user_id = ? AND order_id = ? UNION ALL SELECT order_id FROM t_order "
+     "WHERE user_id = ? AND order_id = ?", [[1, 11], [2, 12]]),
+    ("SELECT status FROM t_order WHERE user_id = ? UNION SELECT status FROM t_order WHERE user_id = ?", [[1], [2]]),
+    ("(SELECT order_id FROM t_order WHERE user_id = ? LIMIT 2) UNION ALL (SELECT order_id FROM t_order WHERE "
+     "user_id = ? LIMIT 2) ORDER BY 1", [[1], [2]]),
+    ("SELECT COUNT(*) FROM t_order WHERE user_id = ? AND status IN (SELECT status FROM t_order WHERE user_id = ?)",
+     [[1], [2]]),
+    ("SELECT COUNT(*) FROM t_order o WHERE o.user_id = ? AND o.status NOT IN (SELECT o.status FROM t_order o "
+     "WHERE o.user_id = ?)", [[1], [2]]),
+]
+
+
+@pytest.mark.parametrize(("sql", "values"), DISTINCT_READS, ids=[d[0][:70] for d in DISTINCT_READS])
+def test_reads_of_one_text_with_other_parameters_are_not_shared(sql: str, values: list[list[int]]) -> None:
+    plan = federation_plan(sql, RULES, METADATA)
+    assert plan is not None
+    params = [v for vs in values for v in vs]
+    assert [r.same_as for r in plan.reads] == [None] * len(values)
+    assert [plan.read_params(r, params) for r in plan.reads] == values
+
+
+def test_reads_of_one_text_without_parameters_are_shared() -> None:
+    plan = federation_plan("SELECT status FROM t_order WHERE user_id = 1 UNION SELECT status FROM t_order "
+                           "WHERE user_id = 1", RULES, METADATA)
+    assert plan is not None
+    assert [r.same_as for r in plan.reads] == [None, 0]
