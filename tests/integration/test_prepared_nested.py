@@ -1,0 +1,276 @@
+"""Placeholders of nested parts (issue 33, section 2): every `?` of every set-operation part, subquery, derived
+table and CTE is bound, prepared or not.
+
+One table-driven corpus of statement shapes over the shipped example's t_order / t_order_item (``sharded_env``:
+``user_id % 2`` picks the data source, ``order_id % 2`` the table). Each case runs
+
+* literal: the values spliced into the text (COM_QUERY);
+* binary: COM_STMT_PREPARE / EXECUTE (mysql-connector-python's ``cursor(prepared=True)``);
+* sql: ``PREPARE s FROM '...'`` / ``EXECUTE s USING @p0, ...`` as SQL text;
+
+each in a fresh connection and in a warm one (which has run the cases before it, and runs the statement twice),
+and every answer must be exactly what the unsharded oracle database answers for the same rows (as a multiset, or
+in order where the statement orders totally), or a refusal the case expects (1235, SQLSTATE 42000), the same in
+every mode: never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import mysql.connector
+import pytest
+
+from tests.integration.sharding_fixtures import ShardedEnv
+
+pytestmark = pytest.mark.integration
+
+# (order_id, user_id, status): users 1 / 3 / 7 / 9 / 19 on ds_1, 2 / 4 on ds_0; both tables of each
+ORDERS = [
+    (900001, 1, "a"), (900002, 2, "b"), (900003, 1, "b"), (900004, 2, "a"), (900005, 3, "c"), (900006, 4, "a"),
+    (900007, 9, "x"), (900008, 9, "y"), (900009, 9, "x"), (900010, 9, "y"), (900011, 19, "x"), (900012, 19, "y"),
+    (900013, 19, "z"), (900014, 7, None), (900015, 7, "x"), (900016, 4, "z"), (900018, 1, "c"),
+]
+# (order_item_id, order_id, user_id, status): items of some orders, on their order's node
+ITEMS = [
+    (1, 900001, 1, "p"), (2, 900001, 1, "q"), (3, 900002, 2, "p"), (4, 900007, 9, "q"), (5, 900011, 19, "p"),
+    (6, 900006, 4, "q"),
+]
+
+T_ORDER_UNION = ("SELECT order_id, user_id FROM t_order WHERE user_id = ? AND order_id = ? UNION ALL "
+                 "SELECT order_id, user_id FROM t_order WHERE user_id = ? AND order_id = ?")
+STATUS_UNION = "SELECT status FROM t_order WHERE user_id = ? UNION SELECT status FROM t_order WHERE user_id = ?"
+LIMITED_PARTS = ("(SELECT order_id FROM t_order WHERE user_id = ? ORDER BY order_id LIMIT 2) UNION ALL "
+                 "(SELECT order_id FROM t_order WHERE user_id = ? ORDER BY order_id LIMIT 2) ORDER BY 1")
+COUNT_IN = ("SELECT COUNT(*) FROM t_order WHERE user_id = ? AND status IN "
+            "(SELECT status FROM t_order WHERE user_id = ?)")
+COUNT_NOT_IN = ("SELECT COUNT(*) FROM t_order WHERE user_id = ? AND status NOT IN "
+                "(SELECT status FROM t_order WHERE user_id = ?)")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    sql: str  # `?` for each parameter
+    params: tuple[Any, ...]
+    ordered: bool = False  # the statement orders its rows totally: compared in order
+    refused: bool = False  # the proxy must refuse it (1235, 42000) in every mode
+
+
+CASES = [
+    # set operations: one line per shape, multi-node and single-node
+    Case("union_all_two_nodes", T_ORDER_UNION, (1, 900001, 2, 900002)),
+    Case("union_all_one_source_two_tables", T_ORDER_UNION, (1, 900001, 1, 900018)),
+    Case("union_all_one_table_two_rows", T_ORDER_UNION, (1, 900001, 1, 900003)),
+    Case("union_all_one_node", T_ORDER_UNION, (1, 900001, 1, 900001)),
+    Case("union_all_no_rows_first", T_ORDER_UNION, (2, 900001, 1, 900003)),
+    Case("union_one_source", STATUS_UNION, (1, 3)),
+    Case("union_two_sources", STATUS_UNION, (1, 2)),
+    Case("union_same_user", STATUS_UNION, (9, 9)),
+    Case("limited_parts_ordered", LIMITED_PARTS, (9, 19), ordered=True),
+    Case("limited_parts_one_source", LIMITED_PARTS, (1, 3), ordered=True),
+    Case("limited_parts_two_sources", LIMITED_PARTS, (2, 19), ordered=True),
+    Case("limit_placeholders",
+         "(SELECT order_id FROM t_order WHERE user_id = ? ORDER BY order_id LIMIT ?) UNION ALL "
+         "(SELECT order_id FROM t_order WHERE user_id = ? ORDER BY order_id DESC LIMIT ?) ORDER BY 1",
+         (9, 1, 19, 2), ordered=True),
+    Case("intersect", "SELECT status FROM t_order WHERE user_id = ? INTERSECT SELECT status FROM t_order "
+         "WHERE user_id = ?", (9, 19)),
+    Case("intersect_two_sources", "SELECT status FROM t_order WHERE user_id = ? INTERSECT SELECT status FROM "
+         "t_order WHERE user_id = ?", (2, 1)),
+    Case("except", "SELECT status FROM t_order WHERE user_id = ? EXCEPT SELECT status FROM t_order "
+         "WHERE user_id = ?", (19, 9)),
+    Case("three_parts", "SELECT order_id FROM t_order WHERE user_id = ? UNION ALL SELECT order_id FROM t_order "
+         "WHERE order_id = ? UNION ALL SELECT order_id FROM t_order WHERE status = ?", (3, 900002, "z")),
+    Case("off_key_parts", "SELECT order_id FROM t_order WHERE status = ? UNION ALL SELECT order_id FROM t_order "
+         "WHERE status = ?", ("a", "x")),
+    Case("literal_then_placeholder", "SELECT order_id FROM t_order WHERE user_id = 1 UNION ALL SELECT order_id "
+         "FROM t_order WHERE user_id = ?", (2,)),
+    Case("placeholder_then_literal", "SELECT order_id FROM t_order WHERE user_id = ? UNION ALL SELECT order_id "
+         "FROM t_order WHERE user_id = 2", (3,)),
+    Case("select_list_placeholders", "SELECT ?, order_id FROM t_order WHERE user_id = ? UNION ALL "
+         "SELECT ?, order_id FROM t_order WHERE user_id = ?", ("first", 3, "second", 4)),
+    Case("two_tables_parts", "SELECT order_id FROM t_order WHERE user_id = ? UNION ALL SELECT order_id FROM "
+         "t_order_item WHERE user_id = ?", (1, 2)),
+    Case("union_inside_derived", "SELECT COUNT(*), SUM(d.user_id) FROM (SELECT user_id FROM t_order WHERE "
+         "user_id = ? UNION ALL SELECT user_id FROM t_order WHERE user_id = ?) d", (9, 19)),
+    Case("union_in_subquery", "SELECT order_id FROM t_order WHERE user_id = ? AND status IN (SELECT status FROM "
+         "t_order WHERE user_id = ? UNION SELECT status FROM t_order WHERE user_id = ?)", (19, 1, 9)),
+    # subqueries in WHERE, beside a placeholder outside
+    Case("in_subquery_two_users", COUNT_IN, (9, 19)),
+    Case("in_subquery_same_user", COUNT_IN, (9, 9)),
+    Case("in_subquery_two_sources", COUNT_IN, (9, 2)),
+    Case("not_in_subquery", COUNT_NOT_IN, (9, 19)),
+    Case("not_in_subquery_null", COUNT_NOT_IN, (9, 7)),
+    Case("not_in_same_alias", "SELECT COUNT(*) FROM t_order o WHERE o.user_id = ? AND o.status NOT IN "
+         "(SELECT o.status FROM t_order o WHERE o.user_id = ?)", (19, 9)),
+    Case("not_in_select_list", "SELECT order_id, status NOT IN (SELECT status FROM t_order WHERE user_id = ?) "
+         "FROM t_order WHERE user_id = ?", (7, 9)),
+    Case("in_subquery_point_parts", "SELECT order_id FROM t_order WHERE user_id = ? AND order_id = ? AND status IN "
+         "(SELECT status FROM t_order WHERE user_id = ? AND order_id = ?)", (1, 900003, 2, 900002)),
+    Case("in_subquery_point_one_node", "SELECT order_id FROM t_order WHERE user_id = ? AND order_id = ? AND "
+         "order_id IN (SELECT order_id FROM t_order WHERE user_id = ? AND order_id = ?)", (1, 900001, 1, 900001)),
+    Case("in_subquery_point_other_node", "SELECT order_id FROM t_order WHERE user_id = ? AND order_id = ? AND "
+         "status IN (SELECT status FROM t_order WHERE user_id = ? AND order_id = ?)", (1, 900001, 1, 900004)),
+    Case("subquery_before_outer_key", "SELECT order_id FROM t_order WHERE order_id > ? AND user_id IN "
+         "(SELECT user_id FROM t_order WHERE status = ?) AND user_id = ?", (900008, "y", 9), refused=True),
+    Case("subquery_before_outer_key_off_key", "SELECT order_id FROM t_order WHERE status > ? AND user_id IN "
+         "(SELECT user_id FROM t_order WHERE status = ?) AND user_id = ?", ("a", "y", 9)),
+    Case("exists_correlated_item", "SELECT o.order_id FROM t_order o WHERE o.user_id = ? AND EXISTS (SELECT 1 FROM "
+         "t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id AND i.status = ?)", (1, "q")),
+    Case("exists_uncorrelated", "SELECT order_id FROM t_order WHERE user_id = ? AND EXISTS (SELECT 1 FROM t_order "
+         "WHERE user_id = ? AND status = ?)", (1, 19, "z")),
+    Case("scalar_in_select_list", "SELECT order_id, (SELECT COUNT(*) FROM t_order WHERE user_id = ?) FROM t_order "
+         "WHERE user_id = ? AND order_id = ?", (19, 1, 900001)),
+    Case("scalar_in_where", "SELECT order_id FROM t_order WHERE user_id = ? AND order_id > (SELECT MIN(order_id) "
+         "FROM t_order WHERE user_id = ?)", (19, 9)),
+    # derived tables and CTEs
+    Case("derived_then_outer", "SELECT COUNT(*) FROM (SELECT order_id FROM t_order WHERE user_id = ?) d "
+         "WHERE d.order_id > ?", (9, 900008)),
+    Case("derived_joined", "SELECT o.order_id FROM t_order o JOIN (SELECT status FROM t_order WHERE user_id = ?) d "
+         "ON d.status = o.status WHERE o.user_id = ?", (19, 9)),
+    Case("cte_joined", "WITH c AS (SELECT order_id, status FROM t_order WHERE user_id = ?) SELECT COUNT(*) FROM c "
+         "JOIN t_order o ON o.status = c.status WHERE o.user_id = ?", (19, 9)),
+    Case("cte_two", "WITH a AS (SELECT status FROM t_order WHERE user_id = ?), b AS (SELECT status FROM t_order "
+         "WHERE user_id = ?) SELECT a.status FROM a JOIN b ON a.status = b.status", (9, 19)),
+    Case("cte_in_subquery", "WITH c AS (SELECT status FROM t_order WHERE user_id = ?) SELECT order_id FROM t_order "
+         "WHERE user_id = ? AND status IN (SELECT status FROM c)", (19, 9)),
+    # neighbours without nesting: the same answers (binding join, point, scatter)
+    Case("binding_join", "SELECT o.order_id, i.status FROM t_order o JOIN t_order_item i ON i.order_id = o.order_id "
+         "AND i.user_id = o.user_id WHERE o.user_id = ? AND i.status = ?", (1, "q")),
+    Case("point", "SELECT order_id, status FROM t_order WHERE user_id = ? AND order_id = ?", (9, 900009)),
+    Case("scatter_in", "SELECT order_id FROM t_order WHERE user_id IN (?, ?) AND status = ?", (2, 9, "a")),
+]
+
+MODES = ("literal", "binary", "sql")
+
+
+def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, int):
+        return str(value)
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _spliced(sql: str, params: Sequence[Any]) -> str:
+    pieces = sql.split("?")
+    assert len(pieces) == len(params) + 1, sql
+    return "".join(p + (_literal(params[i]) if i < len(params) else "") for i, p in enumerate(pieces))
+
+
+def _normal(rows: Sequence[Sequence[Any]]) -> list[tuple[str | None, ...]]:
+    def one(v: Any) -> str | None:
+        if v is None:
+            return None
+        if isinstance(v, bytes | bytearray):
+            return bytes(v).decode()
+        return str(v)
+
+    return [tuple(one(v) for v in row) for row in rows]
+
+
+@dataclass(frozen=True)
+class Answer:
+    rows: list[tuple[str | None, ...]] | None
+    errno: int | None = None
+    sqlstate: str | None = None
+    message: str = ""
+
+
+def _connect(env: ShardedEnv) -> Any:
+    return mysql.connector.connect(host=env.proxy.host, port=env.proxy.port, user="root", password="root",
+                                   database="sharding_db", use_pure=True, ssl_disabled=True, autocommit=True)
+
+
+def _run(conn: Any, mode: str, case: Case) -> Answer:
+    try:
+        if mode == "literal":
+            cur = conn.cursor()
+            cur.execute(_spliced(case.sql, case.params))
+        elif mode == "binary":
+            cur = conn.cursor(prepared=True)
+            cur.execute(case.sql.replace("?", "%s"), case.params)
+        else:
+            cur = conn.cursor()
+            names = [f"@pn{i}" for i in range(len(case.params))]
+            if names:
+                cur.execute("SET " + ", ".join(f"{n} = {_literal(v)}" for n, v in zip(names, case.params, strict=True)))
+            cur.execute("PREPARE pn_stmt FROM " + _literal(case.sql))
+            cur.execute("EXECUTE pn_stmt" + (" USING " + ", ".join(names) if names else ""))
+        rows = _normal(cur.fetchall())
+        cur.close()
+        return Answer(rows)
+    except mysql.connector.Error as exc:
+        return Answer(None, int(exc.errno), exc.sqlstate, str(exc.msg))
+
+
+@pytest.fixture(scope="module")
+def nested_env(sharded_env: ShardedEnv) -> Iterator[ShardedEnv]:
+    env = sharded_env
+    env.clean("t_order", "t_order_item")
+    for table in ("t_order", "t_order_item"):
+        env.backend("ds_0", f"DELETE FROM {table}", env.oracle_db)
+    insert_order = "INSERT INTO t_order (order_id, user_id, status) VALUES (%s, %s, %s)"
+    insert_item = "INSERT INTO t_order_item (order_item_id, order_id, user_id, status) VALUES (%s, %s, %s, %s)"
+    with env.connect() as conn, conn.cursor() as cur:
+        cur.executemany(insert_order, ORDERS)
+        cur.executemany(insert_item, ITEMS)
+    for row in ORDERS:
+        env.backend("ds_0", insert_order, env.oracle_db, row)
+    for item in ITEMS:
+        env.backend("ds_0", insert_item, env.oracle_db, item)
+    yield env
+    env.clean("t_order", "t_order_item")
+
+
+@pytest.fixture(scope="module")
+def warm(nested_env: ShardedEnv) -> Iterator[dict[str, Any]]:
+    """One connection per mode, kept across the cases, which has run other statements first."""
+    conns = {mode: _connect(nested_env) for mode in MODES}
+    for mode, conn in conns.items():
+        for case in (Case("w1", "SELECT order_id FROM t_order WHERE user_id = ? AND order_id = ?", (1, 900001)),
+                     Case("w2", "SELECT COUNT(*) FROM t_order WHERE status = ?", ("x",)),
+                     Case("w3", T_ORDER_UNION, (2, 900002, 2, 900004))):
+            assert _run(conn, mode, case).rows is not None
+    yield conns
+    for conn in conns.values():
+        with contextlib.suppress(Exception):
+            conn.close()
+
+
+def _oracle(env: ShardedEnv, case: Case) -> list[tuple[str | None, ...]]:
+    return _normal(env.oracle(_spliced(case.sql, case.params))[1])
+
+
+def _check(env: ShardedEnv, case: Case, got: Answer, mode: str) -> None:
+    if case.refused:
+        assert got.rows is None and (got.errno, got.sqlstate) == (1235, "42000"), (mode, got)
+        return
+    assert got.rows is not None, (mode, got)
+    expected = _oracle(env, case)
+    if case.ordered:
+        assert got.rows == expected, mode
+    else:
+        key = lambda r: tuple((v is not None, v or "") for v in r)  # noqa: E731
+        assert sorted(got.rows, key=key) == sorted(expected, key=key), mode
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_fresh_connection(nested_env: ShardedEnv, case: Case, mode: str) -> None:
+    conn = _connect(nested_env)
+    try:
+        _check(nested_env, case, _run(conn, mode, case), mode)
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_warm_connection(nested_env: ShardedEnv, warm: dict[str, Any], case: Case, mode: str) -> None:
+    for _ in range(2):
+        _check(nested_env, case, _run(warm[mode], mode, case), mode)
