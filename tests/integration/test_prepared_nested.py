@@ -39,6 +39,7 @@ ITEMS = [
     (1, 900001, 1, "p"), (2, 900001, 1, "q"), (3, 900002, 2, "p"), (4, 900007, 9, "q"), (5, 900011, 19, "p"),
     (6, 900006, 4, "q"),
 ]
+ADDRESSES = [(1, "a"), (2, "x"), (3, "z")]  # t_address: broadcast, a copy on every data source
 
 T_ORDER_UNION = ("SELECT order_id, user_id FROM t_order WHERE user_id = ? AND order_id = ? UNION ALL "
                  "SELECT order_id, user_id FROM t_order WHERE user_id = ? AND order_id = ?")
@@ -138,10 +139,52 @@ CASES = [
          "WHERE user_id = ?) SELECT a.status FROM a JOIN b ON a.status = b.status", (9, 19)),
     Case("cte_in_subquery", "WITH c AS (SELECT status FROM t_order WHERE user_id = ?) SELECT order_id FROM t_order "
          "WHERE user_id = ? AND status IN (SELECT status FROM c)", (19, 9)),
+    # one part's placeholder on the database key, another's on the table key: no part pins the other's node
+    Case("union_keys_split", "SELECT order_id FROM t_order WHERE user_id = ? UNION ALL SELECT order_id FROM t_order "
+         "WHERE order_id = ?", (1, 900002)),
+    Case("subquery_keys_split", "SELECT order_id FROM t_order WHERE user_id = ? AND status IN (SELECT status FROM "
+         "t_order WHERE order_id = ?)", (9, 900011)),
+    Case("subquery_keys_split_reversed", "SELECT order_id FROM t_order WHERE order_id = ? AND user_id IN (SELECT "
+         "user_id FROM t_order WHERE user_id = ?)", (900007, 9)),
+    Case("derived_pair_joined", "SELECT a.order_id FROM (SELECT order_id, status FROM t_order WHERE user_id = ?) a "
+         "JOIN (SELECT status FROM t_order WHERE order_id = ?) b ON a.status = b.status", (9, 900011)),
+    Case("cte_then_union_part", "WITH a AS (SELECT order_id FROM t_order WHERE user_id = ?) SELECT order_id FROM a "
+         "UNION ALL SELECT order_id FROM t_order WHERE order_id = ?", (1, 900002)),
+    Case("scalar_other_key", "SELECT order_id, (SELECT MAX(user_id) FROM t_order WHERE order_id = ?) FROM t_order "
+         "WHERE user_id = ?", (900002, 1)),
+    Case("exists_item_other_key", "SELECT o.order_id FROM t_order o WHERE o.user_id = ? AND EXISTS (SELECT 1 FROM "
+         "t_order_item i WHERE i.order_id = ?)", (1, 900011)),
     # neighbours without nesting: the same answers (binding join, point, scatter)
     Case("binding_join", "SELECT o.order_id, i.status FROM t_order o JOIN t_order_item i ON i.order_id = o.order_id "
          "AND i.user_id = o.user_id WHERE o.user_id = ? AND i.status = ?", (1, "q")),
     Case("point", "SELECT order_id, status FROM t_order WHERE user_id = ? AND order_id = ?", (9, 900009)),
+    # placeholders nested in statements the kernel runs on several nodes itself and merges (no federation)
+    Case("exists_scatter_limit", "SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE "
+         "i.order_id = o.order_id AND i.user_id = o.user_id AND i.status = ?) ORDER BY o.order_id LIMIT ?, ?",
+         ("q", 1, 2), ordered=True),
+    Case("exists_scatter_group_having", "SELECT o.user_id, COUNT(*) FROM t_order o WHERE o.status = ? AND EXISTS "
+         "(SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id AND i.status = ?) "
+         "GROUP BY o.user_id HAVING COUNT(*) > ? ORDER BY o.user_id LIMIT ?", ("a", "p", 0, 5), ordered=True),
+    Case("scalar_correlated_scatter", "SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = "
+         "o.order_id AND i.user_id = o.user_id AND i.status = ?) AS n FROM t_order o WHERE o.status = ? "
+         "ORDER BY o.order_id LIMIT ?", ("p", "a", 3), ordered=True),
+    Case("in_correlated_scatter", "SELECT o.order_id FROM t_order o WHERE o.status = ? AND o.order_id IN (SELECT "
+         "i.order_id FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id AND i.status = ?) "
+         "ORDER BY o.order_id LIMIT ?", ("a", "p", 3), ordered=True),
+    Case("select_list_then_exists", "SELECT ? AS tag, o.order_id FROM t_order o WHERE o.user_id IN (?, ?) AND EXISTS "
+         "(SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id AND i.status = ?) "
+         "ORDER BY o.order_id", ("t", 1, 2, "p"), ordered=True),
+    Case("broadcast_subquery_scatter", "SELECT order_id FROM t_order WHERE status IN (SELECT address_name FROM "
+         "t_address WHERE address_id >= ?) AND user_id = ?", (2, 9)),
+    Case("broadcast_subquery_join", "SELECT o.order_id FROM t_order o JOIN t_order_item i ON i.order_id = o.order_id "
+         "AND i.user_id = o.user_id AND i.status = ? WHERE o.user_id = ? AND o.status IN (SELECT a.address_name FROM "
+         "t_address a WHERE a.address_id < ?)", ("q", 1, 2)),
+    Case("broadcast_union_part", "SELECT status FROM t_order WHERE user_id = ? UNION SELECT address_name FROM "
+         "t_address WHERE address_id = ?", (9, 3)),
+    Case("derived_group_scatter", "SELECT d.user_id, d.n FROM (SELECT user_id, COUNT(*) AS n FROM t_order WHERE "
+         "status = ? GROUP BY user_id) d WHERE d.n > ?", ("x", 1)),
+    Case("item_subquery_two_keys", "SELECT o.order_id FROM t_order o WHERE o.user_id = ? AND o.order_id IN (SELECT "
+         "i.order_id FROM t_order_item i WHERE i.user_id = ? AND i.status = ?)", (1, 1, "p")),
     Case("scatter_in", "SELECT order_id FROM t_order WHERE user_id IN (?, ?) AND status = ?", (2, 9, "a")),
 ]
 
@@ -223,8 +266,18 @@ def nested_env(sharded_env: ShardedEnv) -> Iterator[ShardedEnv]:
         env.backend("ds_0", insert_order, env.oracle_db, row)
     for item in ITEMS:
         env.backend("ds_0", insert_item, env.oracle_db, item)
+    env.clean("t_address")
+    insert_address = "INSERT INTO t_address (address_id, address_name) VALUES (%s, %s)"
+    with env.connect() as conn, conn.cursor() as cur:
+        cur.executemany(insert_address, ADDRESSES)
+    env.backend("ds_0", "CREATE TABLE IF NOT EXISTS t_address (address_id BIGINT NOT NULL, address_name "
+                "VARCHAR(100) NOT NULL, PRIMARY KEY (address_id))", env.oracle_db)
+    env.backend("ds_0", "DELETE FROM t_address", env.oracle_db)
+    for address in ADDRESSES:
+        env.backend("ds_0", insert_address, env.oracle_db, address)
     yield env
-    env.clean("t_order", "t_order_item")
+    env.clean("t_order", "t_order_item", "t_address")
+    env.backend("ds_0", "DROP TABLE IF EXISTS t_address", env.oracle_db)
 
 
 @pytest.fixture(scope="module")
@@ -274,3 +327,87 @@ def test_fresh_connection(nested_env: ShardedEnv, case: Case, mode: str) -> None
 def test_warm_connection(nested_env: ShardedEnv, warm: dict[str, Any], case: Case, mode: str) -> None:
     for _ in range(2):
         _check(nested_env, case, _run(warm[mode], mode, case), mode)
+
+
+# writes with placeholders in nested parts: the tables afterwards must be what the oracle's are after the same write
+WRITES = [
+    Case("update_broadcast_subquery", "UPDATE t_order SET status = ? WHERE user_id = ? AND status IN "
+         "(SELECT address_name FROM t_address WHERE address_id = ?)", ("n", 9, 2)),
+    Case("update_exists_item", "UPDATE t_order o SET o.status = ? WHERE o.user_id = ? AND EXISTS (SELECT 1 FROM "
+         "t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id AND i.status = ?)", ("n", 1, "q")),
+    Case("update_set_scalar_subquery", "UPDATE t_order SET status = (SELECT address_name FROM t_address WHERE "
+         "address_id = ?) WHERE user_id = ? AND order_id = ?", (3, 1, 900001)),
+    Case("delete_broadcast_subquery", "DELETE FROM t_order WHERE user_id = ? AND status IN (SELECT address_name "
+         "FROM t_address WHERE address_id >= ?)", (9, 2)),
+    Case("insert_select_point", "INSERT INTO t_order_item (order_item_id, order_id, user_id, status) SELECT "
+         "order_id + ?, order_id, user_id, ? FROM t_order WHERE user_id = ? AND order_id = ?", (100, "s", 1, 900001)),
+    Case("update_self_subquery", "UPDATE t_order SET status = ? WHERE user_id = ? AND status IN (SELECT status "
+         "FROM t_order WHERE user_id = ?)", ("n", 9, 19), refused=True),
+    Case("delete_item_subquery", "DELETE FROM t_order WHERE user_id = ? AND order_id IN (SELECT order_id FROM "
+         "t_order_item WHERE user_id = ? AND status = ?)", (1, 1, "p"), refused=True),
+]
+
+
+def _reset(env: ShardedEnv) -> None:
+    env.clean("t_order", "t_order_item")
+    for table in ("t_order", "t_order_item"):
+        env.backend("ds_0", f"DELETE FROM {table}", env.oracle_db)
+    insert_order = "INSERT INTO t_order (order_id, user_id, status) VALUES (%s, %s, %s)"
+    insert_item = "INSERT INTO t_order_item (order_item_id, order_id, user_id, status) VALUES (%s, %s, %s, %s)"
+    with env.connect() as conn, conn.cursor() as cur:
+        cur.executemany(insert_order, ORDERS)
+        cur.executemany(insert_item, ITEMS)
+    for row in ORDERS:
+        env.backend("ds_0", insert_order, env.oracle_db, row)
+    for item in ITEMS:
+        env.backend("ds_0", insert_item, env.oracle_db, item)
+
+
+_CONTENTS = ("SELECT order_id, user_id, status FROM t_order ORDER BY order_id",
+             "SELECT order_item_id, order_id, user_id, status FROM t_order_item ORDER BY order_item_id")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", WRITES, ids=[c.name for c in WRITES])
+def test_write(nested_env: ShardedEnv, case: Case, mode: str) -> None:
+    env = nested_env
+    _reset(env)
+    try:
+        conn = _connect(env)
+        try:
+            got = _run_write(conn, mode, case)
+        finally:
+            conn.close()
+        if case.refused:
+            assert got is not None and (got.errno, got.sqlstate) == (1235, "42000"), (mode, got)
+            return
+        assert got is None, (mode, got)
+        before = [env.oracle(sql)[1] for sql in _CONTENTS]
+        env.oracle(_spliced(case.sql, case.params))
+        after = [env.oracle(sql)[1] for sql in _CONTENTS]
+        assert after != before, "the write changes nothing: the case proves nothing"
+        for sql in _CONTENTS:
+            assert _normal(env.query(sql)[1]) == _normal(env.oracle(sql)[1]), (mode, sql)
+    finally:
+        _reset(env)
+
+
+def _run_write(conn: Any, mode: str, case: Case) -> Answer | None:
+    """None: done; else the refusal."""
+    try:
+        if mode == "literal":
+            cur = conn.cursor()
+            cur.execute(_spliced(case.sql, case.params))
+        elif mode == "binary":
+            cur = conn.cursor(prepared=True)
+            cur.execute(case.sql.replace("?", "%s"), case.params)
+        else:
+            cur = conn.cursor()
+            names = [f"@pn{i}" for i in range(len(case.params))]
+            cur.execute("SET " + ", ".join(f"{n} = {_literal(v)}" for n, v in zip(names, case.params, strict=True)))
+            cur.execute("PREPARE pn_stmt FROM " + _literal(case.sql))
+            cur.execute("EXECUTE pn_stmt USING " + ", ".join(names))
+        cur.close()
+        return None
+    except mysql.connector.Error as exc:
+        return Answer(None, int(exc.errno), exc.sqlstate, str(exc.msg))
