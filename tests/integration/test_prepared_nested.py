@@ -155,6 +155,11 @@ CASES = [
          "WHERE user_id = ?", (900002, 1)),
     Case("exists_item_other_key", "SELECT o.order_id FROM t_order o WHERE o.user_id = ? AND EXISTS (SELECT 1 FROM "
          "t_order_item i WHERE i.order_id = ?)", (1, 900011)),
+    # question marks that are no parameters (a string literal, a comment) between the parts' parameters
+    Case("literal_question_marks", "SELECT order_id FROM t_order WHERE user_id = ? AND status <> '¿' UNION ALL "
+         "SELECT order_id FROM t_order WHERE user_id = ? AND status <> 'a¿'", (1, 2)),
+    Case("comment_question_mark", "SELECT COUNT(*) FROM t_order WHERE user_id = ? /* ¿ */ AND status IN "
+         "(SELECT status FROM t_order WHERE user_id = ? AND status <> '¿')", (9, 19)),
     # neighbours without nesting: the same answers (binding join, point, scatter)
     Case("binding_join", "SELECT o.order_id, i.status FROM t_order o JOIN t_order_item i ON i.order_id = o.order_id "
          "AND i.user_id = o.user_id WHERE o.user_id = ? AND i.status = ?", (1, "q")),
@@ -203,7 +208,12 @@ def _literal(value: Any) -> str:
 def _spliced(sql: str, params: Sequence[Any]) -> str:
     pieces = sql.split("?")
     assert len(pieces) == len(params) + 1, sql
-    return "".join(p + (_literal(params[i]) if i < len(params) else "") for i, p in enumerate(pieces))
+    return "".join(p + (_literal(params[i]) if i < len(params) else "") for i, p in enumerate(pieces)).replace("¿", "?")
+
+
+def _marked(sql: str, mark: str) -> str:
+    """The case's text with each parameter written `mark` (and each literal question mark, "¿" in the case, as ?)."""
+    return sql.replace("?", mark).replace("¿", "?")
 
 
 def _normal(rows: Sequence[Sequence[Any]]) -> list[tuple[str | None, ...]]:
@@ -237,13 +247,13 @@ def _run(conn: Any, mode: str, case: Case) -> Answer:
             cur.execute(_spliced(case.sql, case.params))
         elif mode == "binary":
             cur = conn.cursor(prepared=True)
-            cur.execute(case.sql.replace("?", "%s"), case.params)
+            cur.execute(_marked(case.sql, "%s"), case.params)
         else:
             cur = conn.cursor()
             names = [f"@pn{i}" for i in range(len(case.params))]
             if names:
                 cur.execute("SET " + ", ".join(f"{n} = {_literal(v)}" for n, v in zip(names, case.params, strict=True)))
-            cur.execute("PREPARE pn_stmt FROM " + _literal(case.sql))
+            cur.execute("PREPARE pn_stmt FROM " + _literal(_marked(case.sql, "?")))
             cur.execute("EXECUTE pn_stmt" + (" USING " + ", ".join(names) if names else ""))
         rows = _normal(cur.fetchall())
         cur.close()
@@ -401,12 +411,12 @@ def _run_write(conn: Any, mode: str, case: Case) -> Answer | None:
             cur.execute(_spliced(case.sql, case.params))
         elif mode == "binary":
             cur = conn.cursor(prepared=True)
-            cur.execute(case.sql.replace("?", "%s"), case.params)
+            cur.execute(_marked(case.sql, "%s"), case.params)
         else:
             cur = conn.cursor()
             names = [f"@pn{i}" for i in range(len(case.params))]
             cur.execute("SET " + ", ".join(f"{n} = {_literal(v)}" for n, v in zip(names, case.params, strict=True)))
-            cur.execute("PREPARE pn_stmt FROM " + _literal(case.sql))
+            cur.execute("PREPARE pn_stmt FROM " + _literal(_marked(case.sql, "?")))
             cur.execute("EXECUTE pn_stmt USING " + ", ".join(names))
         cur.close()
         return None
