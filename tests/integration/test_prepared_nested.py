@@ -352,6 +352,23 @@ WRITES = [
          "FROM t_address WHERE address_id >= ?)", (9, 2)),
     Case("insert_select_point", "INSERT INTO t_order_item (order_item_id, order_id, user_id, status) SELECT "
          "order_id + ?, order_id, user_id, ? FROM t_order WHERE user_id = ? AND order_id = ?", (100, "s", 1, 900001)),
+    Case("insert_select_union_one_node", "INSERT INTO t_order_item (order_item_id, order_id, user_id, status) "
+         "SELECT order_id + ?, order_id, user_id, ? FROM t_order WHERE user_id = ? AND order_id = ? UNION ALL SELECT "
+         "order_id + ?, order_id, user_id, ? FROM t_order WHERE user_id = ? AND order_id = ?",
+         (100, "s", 1, 900001, 200, "t", 1, 900003)),
+    Case("insert_select_union", "INSERT INTO t_order_item (order_item_id, order_id, user_id, status) SELECT "
+         "order_id + ?, order_id, user_id, ? FROM t_order WHERE user_id = ? AND order_id = ? UNION ALL SELECT "
+         "order_id + ?, order_id, user_id, ? FROM t_order WHERE user_id = ? AND order_id = ?",
+         (100, "s", 1, 900001, 200, "t", 1, 900018), refused=True),
+    Case("insert_select_union_two_nodes", "INSERT INTO t_order_item (order_item_id, order_id, user_id, status) SELECT "
+         "order_id + ?, order_id, user_id, ? FROM t_order WHERE user_id = ? AND order_id = ? UNION ALL SELECT "
+         "order_id + ?, order_id, user_id, ? FROM t_order WHERE user_id = ? AND order_id = ?",
+         (100, "s", 1, 900001, 200, "t", 2, 900002), refused=True),
+    Case("insert_select_subquery", "INSERT INTO t_order_item (order_item_id, order_id, user_id, status) SELECT "
+         "order_id + ?, order_id, user_id, status FROM t_order WHERE user_id = ? AND status IN (SELECT status FROM "
+         "t_order WHERE user_id = ?)", (100, 9, 19), refused=True),
+    Case("update_in_values_union", "UPDATE t_order SET status = ? WHERE user_id = ? AND order_id IN (SELECT ? UNION "
+         "SELECT ?)", ("n", 1, 900001, 900018)),
     Case("update_self_subquery", "UPDATE t_order SET status = ? WHERE user_id = ? AND status IN (SELECT status "
          "FROM t_order WHERE user_id = ?)", ("n", 9, 19), refused=True),
     Case("delete_item_subquery", "DELETE FROM t_order WHERE user_id = ? AND order_id IN (SELECT order_id FROM "
