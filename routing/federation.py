@@ -56,7 +56,8 @@ class ScratchRead:
     values are the statement's parameters at ``params`` (indexes into the client's parameters).
     ``same_as``: the index of an earlier read with the same ``sql`` *and* the same ``params`` (the same rows
     whatever the values bound), whose scratch table is copied instead. Two reads of one text whose ``?`` are
-    different parameters (``... WHERE user_id = ? UNION ALL ... WHERE user_id = ?``) read different rows.
+    different parameters (``... WHERE user_id = ? UNION ALL ... WHERE user_id = ?``) read different rows, unless
+    the values bound to them are equal (`FederationPlan.bound`).
     """
 
     slot: int
@@ -85,6 +86,29 @@ class FederationPlan:
         if params is None:
             return None
         return [params[i] for i in read.params]
+
+    def bound(self, params: Sequence[object] | None) -> FederationPlan:
+        """The plan for these parameter values: a read whose text and values (each of the same type) equal an
+        earlier read's reads the same rows, so it shares that read's copy (``same_as``) as reads of one text with
+        the same parameters always do. The plan itself is kept for every execution: it knows no values."""
+        if params is None:
+            return self
+        seen: dict[tuple[str, tuple[tuple[type, object], ...]], int] = {}
+        reads: list[ScratchRead] = []
+        for read in self.reads:
+            if read.same_as is None:
+                key = (read.sql, tuple((type(params[i]), params[i]) for i in read.params))
+                try:
+                    same = seen.get(key)
+                except TypeError:  # an unhashable value: never shared
+                    same = None
+                else:
+                    if same is None:
+                        seen[key] = read.slot
+                if same is not None:
+                    read = replace(read, same_as=same)
+            reads.append(read)
+        return self if reads == list(self.reads) else replace(self, reads=tuple(reads))
 
     def placed(self, kernel: Any, params: Sequence[object] | None = None) -> FederationPlan:
         """The plan on the data source that holds most of the nodes its reads route to (ties: the
@@ -379,7 +403,7 @@ def preview_rows(plan: FederationPlan, kernel: Any, params: Sequence[object] | N
                  ) -> list[tuple[str, str, str]]:
     """PREVIEW / EXPLAIN of a federated statement: (step, data source, SQL) per copy read and the answer.
     `kernel`: the routing.kernel.ShardingKernel that routes the reads."""
-    plan = plan.placed(kernel, params)
+    plan = plan.bound(params).placed(kernel, params)
     names = scratch_names(plan)
     rows: list[tuple[str, str, str]] = []
     for read in plan.reads:

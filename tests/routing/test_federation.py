@@ -151,3 +151,39 @@ def test_reads_of_one_text_without_parameters_are_shared() -> None:
                            "WHERE user_id = 1", RULES, METADATA)
     assert plan is not None
     assert [r.same_as for r in plan.reads] == [None, 0]
+
+
+@pytest.mark.parametrize(("values", "same_as"), [
+    ([1, 1], [None, 0]),  # equal values: the same rows, one read
+    ([1, 2], [None, None]),
+    ([1, 1.0], [None, None]),  # equal but of other types: sent as other types, never taken for each other
+    ([1, True], [None, None]),
+    (["a", "a"], [None, 0]),
+    (["a", b"a"], [None, None]),
+])
+def test_bound_shares_reads_of_equal_values(values: list[object], same_as: list[int | None]) -> None:
+    plan = federation_plan("SELECT status FROM t_order WHERE user_id = ? UNION SELECT status FROM t_order "
+                           "WHERE user_id = ?", RULES, METADATA)
+    assert plan is not None
+    bound = plan.bound(values)
+    assert [r.same_as for r in bound.reads] == same_as
+    assert [r.same_as for r in plan.reads] == [None, None]  # the cached plan is every execution's
+    assert bound.render(NAMES) == plan.render(NAMES)
+
+
+def test_preview_of_bound_values() -> None:
+    """EXPLAIN / PREVIEW with values: parts of other values are read each; of equal values, copied once."""
+    sql = ("SELECT order_id FROM t_order WHERE user_id = ? UNION ALL SELECT order_id FROM t_order WHERE user_id = ? "
+           "UNION ALL SELECT order_id FROM t_order WHERE user_id = ?")
+    plan = federation_plan(sql, RULES, METADATA)
+    assert plan is not None
+    values = [1, 2, 1]
+    bound = plan.bound(values)
+    shared = [r for r in bound.reads if r.same_as is not None]
+    assert len(shared) == 1
+    assert bound.read_params(shared[0], values) == bound.read_params(bound.reads[shared[0].same_as], values) == [1]
+    rows = preview_rows(plan, ShardingKernel(RULES, METADATA), values)
+    copies = [r for r in rows if r[0] == "copy"]
+    assert [r[2] for r in copies if r[2].startswith("INSERT INTO")] == [
+        f"INSERT INTO `__shardproxy_fed_{shared[0].slot}` SELECT * FROM `__shardproxy_fed_{shared[0].same_as}`"]
+    assert sorted(r[1] for r in copies if not r[2].startswith("INSERT INTO")) == ["ds_0", "ds_0", "ds_1", "ds_1"]
