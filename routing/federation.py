@@ -54,7 +54,10 @@ class ScratchRead:
 
     ``sql`` is a SELECT of the logic table (routed by the kernel like any statement), with ``?`` whose
     values are the statement's parameters at ``params`` (indexes into the client's parameters).
-    ``same_as``: the index of an earlier read with the same ``sql``, whose scratch table is copied instead.
+    ``same_as``: the index of an earlier read with the same ``sql`` *and* the same ``params`` (the same rows
+    whatever the values bound), whose scratch table is copied instead. Two reads of one text whose ``?`` are
+    different parameters (``... WHERE user_id = ? UNION ALL ... WHERE user_id = ?``) read different rows, unless
+    the values bound to them are equal (`FederationPlan.bound`).
     """
 
     slot: int
@@ -83,6 +86,29 @@ class FederationPlan:
         if params is None:
             return None
         return [params[i] for i in read.params]
+
+    def bound(self, params: Sequence[object] | None) -> FederationPlan:
+        """The plan for these parameter values: a read whose text and values (each of the same type) equal an
+        earlier read's reads the same rows, so it shares that read's copy (``same_as``) as reads of one text with
+        the same parameters always do. The plan itself is kept for every execution: it knows no values."""
+        if params is None:
+            return self
+        seen: dict[tuple[str, tuple[tuple[type, object], ...]], int] = {}
+        reads: list[ScratchRead] = []
+        for read in self.reads:
+            if read.same_as is None:
+                key = (read.sql, tuple((type(params[i]), params[i]) for i in read.params))
+                try:
+                    same = seen.get(key)
+                except TypeError:  # an unhashable value: never shared
+                    same = None
+                else:
+                    if same is None:
+                        seen[key] = read.slot
+                if same is not None:
+                    read = replace(read, same_as=same)
+            reads.append(read)
+        return self if reads == list(self.reads) else replace(self, reads=tuple(reads))
 
     def placed(self, kernel: Any, params: Sequence[object] | None = None) -> FederationPlan:
         """The plan on the data source that holds most of the nodes its reads route to (ties: the
@@ -168,7 +194,7 @@ class _Planner:
             return None  # nothing spans data sources: the kernel's refusal stands
         edits: list[tuple[int, int, str | int]] = []
         reads: list[ScratchRead] = []
-        seen: dict[str, int] = {}
+        seen: dict[tuple[str, tuple[int, ...]], int] = {}
         copied_ids = {id(o.table) for o in copied}
         for occ in occurrences:
             span = self.table_span(occ.table)
@@ -185,9 +211,9 @@ class _Planner:
                 continue
             slot = len(reads)
             read_sql, params, pushed = self.read(occ)
-            same = seen.get(read_sql)
+            same = seen.get((read_sql, params))
             if same is None:
-                seen[read_sql] = slot
+                seen[(read_sql, params)] = slot
             reads.append(ScratchRead(slot, occ.name, read_sql, params, same, pushed))
             edits.append((start, end, slot))
             if not occ.table.alias:
@@ -377,7 +403,7 @@ def preview_rows(plan: FederationPlan, kernel: Any, params: Sequence[object] | N
                  ) -> list[tuple[str, str, str]]:
     """PREVIEW / EXPLAIN of a federated statement: (step, data source, SQL) per copy read and the answer.
     `kernel`: the routing.kernel.ShardingKernel that routes the reads."""
-    plan = plan.placed(kernel, params)
+    plan = plan.bound(params).placed(kernel, params)
     names = scratch_names(plan)
     rows: list[tuple[str, str, str]] = []
     for read in plan.reads:

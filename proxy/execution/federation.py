@@ -145,7 +145,7 @@ def explain(session: Session, db: LogicalDatabase, sql: str, params: Sequence[ob
 
 async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, params: Sequence[object] | None,
                    codec: StatementCodec) -> None:
-    plan = plan.placed(db.kernel, params)
+    plan = plan.bound(params).placed(db.kernel, params)
     # every data source the copies read, taken at once in sorted order (as any statement's): holding the
     # host while waiting for another pool could wait for ever on a session holding that pool and waiting
     # for the host's

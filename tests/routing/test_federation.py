@@ -121,3 +121,69 @@ def test_single_tables_pin_the_host() -> None:
                            RULES, METADATA)
     assert plan is not None and not plan.movable
     assert plan.placed(ShardingKernel(RULES, METADATA)).host == "ds_1"  # t_stat's, though t_order reads ds_0
+
+
+# issue 33: two occurrences whose reads have the same text bind different parameters: different rows, two reads
+DISTINCT_READS = [
+    ("SELECT order_id FROM t_order WHERE user_id = ? AND order_id = ? UNION ALL SELECT order_id FROM t_order "
+     "WHERE user_id = ? AND order_id = ?", [[1, 11], [2, 12]]),
+    ("SELECT status FROM t_order WHERE user_id = ? UNION SELECT status FROM t_order WHERE user_id = ?", [[1], [2]]),
+    ("(SELECT order_id FROM t_order WHERE user_id = ? LIMIT 2) UNION ALL (SELECT order_id FROM t_order WHERE "
+     "user_id = ? LIMIT 2) ORDER BY 1", [[1], [2]]),
+    ("SELECT COUNT(*) FROM t_order WHERE user_id = ? AND status IN (SELECT status FROM t_order WHERE user_id = ?)",
+     [[1], [2]]),
+    ("SELECT COUNT(*) FROM t_order o WHERE o.user_id = ? AND o.status NOT IN (SELECT o.status FROM t_order o "
+     "WHERE o.user_id = ?)", [[1], [2]]),
+]
+
+
+@pytest.mark.parametrize(("sql", "values"), DISTINCT_READS, ids=[d[0][:70] for d in DISTINCT_READS])
+def test_reads_of_one_text_with_other_parameters_are_not_shared(sql: str, values: list[list[int]]) -> None:
+    plan = federation_plan(sql, RULES, METADATA)
+    assert plan is not None
+    params = [v for vs in values for v in vs]
+    assert [r.same_as for r in plan.reads] == [None] * len(values)
+    assert [plan.read_params(r, params) for r in plan.reads] == values
+
+
+def test_reads_of_one_text_without_parameters_are_shared() -> None:
+    plan = federation_plan("SELECT status FROM t_order WHERE user_id = 1 UNION SELECT status FROM t_order "
+                           "WHERE user_id = 1", RULES, METADATA)
+    assert plan is not None
+    assert [r.same_as for r in plan.reads] == [None, 0]
+
+
+@pytest.mark.parametrize(("values", "same_as"), [
+    ([1, 1], [None, 0]),  # equal values: the same rows, one read
+    ([1, 2], [None, None]),
+    ([1, 1.0], [None, None]),  # equal but of other types: sent as other types, never taken for each other
+    ([1, True], [None, None]),
+    (["a", "a"], [None, 0]),
+    (["a", b"a"], [None, None]),
+])
+def test_bound_shares_reads_of_equal_values(values: list[object], same_as: list[int | None]) -> None:
+    plan = federation_plan("SELECT status FROM t_order WHERE user_id = ? UNION SELECT status FROM t_order "
+                           "WHERE user_id = ?", RULES, METADATA)
+    assert plan is not None
+    bound = plan.bound(values)
+    assert [r.same_as for r in bound.reads] == same_as
+    assert [r.same_as for r in plan.reads] == [None, None]  # the cached plan is every execution's
+    assert bound.render(NAMES) == plan.render(NAMES)
+
+
+def test_preview_of_bound_values() -> None:
+    """EXPLAIN / PREVIEW with values: parts of other values are read each; of equal values, copied once."""
+    sql = ("SELECT order_id FROM t_order WHERE user_id = ? UNION ALL SELECT order_id FROM t_order WHERE user_id = ? "
+           "UNION ALL SELECT order_id FROM t_order WHERE user_id = ?")
+    plan = federation_plan(sql, RULES, METADATA)
+    assert plan is not None
+    values = [1, 2, 1]
+    bound = plan.bound(values)
+    shared = [r for r in bound.reads if r.same_as is not None]
+    assert len(shared) == 1
+    assert bound.read_params(shared[0], values) == bound.read_params(bound.reads[shared[0].same_as], values) == [1]
+    rows = preview_rows(plan, ShardingKernel(RULES, METADATA), values)
+    copies = [r for r in rows if r[0] == "copy"]
+    assert [r[2] for r in copies if r[2].startswith("INSERT INTO")] == [
+        f"INSERT INTO `__shardproxy_fed_{shared[0].slot}` SELECT * FROM `__shardproxy_fed_{shared[0].same_as}`"]
+    assert sorted(r[1] for r in copies if not r[2].startswith("INSERT INTO")) == ["ds_0", "ds_0", "ds_1", "ds_1"]
