@@ -66,7 +66,6 @@ def test_the_rows_are_where_the_case_needs_them(env: ShardedEnv) -> None:
 ISSUE = "SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) AS n FROM t_order o ORDER BY o.order_id"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 33: pushed down per node on order_id alone")
 @pytest.mark.parametrize("mode", MODES)
 def test_the_issue_statement(env: ShardedEnv, mode: str) -> None:
     with pair(env, mode) as p:
