@@ -71,3 +71,121 @@ def test_the_issue_statement(env: ShardedEnv, mode: str) -> None:
     with pair(env, mode) as p:
         got = p.same(ISSUE)
     assert got.rows[0] == (("int", 1), ("int", 2))  # order 1: both its items, one of them on the other node
+
+
+# --- every place a correlated subquery can stand, compared with the oracle ------------------------------------
+
+CASES: list[tuple[str, tuple[Any, ...]]] = [
+    # select list
+    (ISSUE, ()),
+    ("SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id) AS n FROM t_order o ORDER BY o.order_id", ()),
+    ("SELECT o.order_id, (SELECT MAX(i.order_item_id) FROM t_order_item i WHERE i.order_id = o.order_id) AS m FROM t_order o ORDER BY o.order_id", ()),
+    ("SELECT o.order_id, (SELECT GROUP_CONCAT(i.order_item_id ORDER BY i.order_item_id) FROM t_order_item i WHERE i.order_id = o.order_id) AS m FROM t_order o ORDER BY o.order_id", ()),
+    # WHERE comparisons with a scalar subquery
+    ("SELECT o.order_id FROM t_order o WHERE (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) > 1 ORDER BY o.order_id", ()),
+    ("SELECT o.order_id FROM t_order o WHERE (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) = %s ORDER BY o.order_id", (0,)),
+    ("SELECT o.order_id FROM t_order o WHERE o.status <> (SELECT MIN(i.status) FROM t_order_item i WHERE i.order_id = o.order_id) ORDER BY o.order_id", ()),
+    ("SELECT o.order_id FROM t_order o WHERE o.user_id < (SELECT MAX(i.user_id) FROM t_order_item i WHERE i.order_id = o.order_id) ORDER BY o.order_id", ()),
+    # IN / NOT IN, EXISTS / NOT EXISTS, ANY / ALL
+    ("SELECT o.order_id FROM t_order o WHERE o.status IN (SELECT i.status FROM t_order_item i WHERE i.order_id = o.order_id) ORDER BY o.order_id", ()),
+    ("SELECT o.order_id FROM t_order o WHERE %s NOT IN (SELECT i.status FROM t_order_item i WHERE i.order_id = o.order_id) ORDER BY o.order_id", ("y",)),
+    ("SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id) ORDER BY o.order_id", ()),
+    ("SELECT o.order_id FROM t_order o WHERE NOT EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id) ORDER BY o.order_id", ()),
+    ("SELECT o.order_id FROM t_order o WHERE NOT EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id) ORDER BY o.order_id", ()),
+    ("SELECT o.order_id FROM t_order o WHERE o.user_id >= ALL (SELECT i.user_id FROM t_order_item i WHERE i.order_id = o.order_id) ORDER BY o.order_id", ()),
+    ("SELECT o.order_id FROM t_order o WHERE o.user_id <> ANY (SELECT i.user_id FROM t_order_item i WHERE i.order_id = o.order_id) ORDER BY o.order_id", ()),
+    # HAVING, ORDER BY, inside a derived table, nested twice
+    ("SELECT o.user_id, COUNT(*) AS c FROM t_order o GROUP BY o.user_id HAVING COUNT(*) <= (SELECT COUNT(*) FROM t_order_item i WHERE i.user_id = o.user_id) ORDER BY o.user_id", ()),
+    ("SELECT o.order_id FROM t_order o ORDER BY (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) DESC, o.order_id", ()),
+    ("SELECT x.order_id, x.n FROM (SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) AS n FROM t_order o) x ORDER BY x.order_id", ()),
+    ("SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id AND EXISTS (SELECT 1 FROM t_order x WHERE x.order_id = i.order_id)) ORDER BY o.order_id", ()),
+    # the same table, correlated on one sharding column
+    ("SELECT o.order_id FROM t_order o WHERE o.order_id = (SELECT MAX(x.order_id) FROM t_order x WHERE x.user_id = o.user_id) ORDER BY o.order_id", ()),
+    # a single-node outer route: the inner rows of order 1 are on both data sources
+    ("SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) AS n FROM t_order o WHERE o.user_id = 1 AND o.order_id = 1", ()),
+    ("SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) AS n FROM t_order o WHERE o.user_id = %s AND o.order_id = %s", (1, 1)),
+    ("SELECT o.order_id FROM t_order o WHERE o.user_id = %s AND NOT EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id <> o.user_id) ORDER BY o.order_id", (2,)),
+    # the inner subquery routed to the outer row's node by its own conditions
+    ("SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = 1 AND i.user_id = 1) AS n FROM t_order o WHERE o.user_id = 1 AND o.order_id = 1", ()),
+    ("SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = %s AND i.user_id = %s) AS n FROM t_order o WHERE o.user_id = %s AND o.order_id = %s", (1, 2, 1, 1)),
+    # broadcast table: every data source has all of it
+    ("SELECT o.order_id, (SELECT a.address_name FROM t_address a WHERE a.address_id = o.user_id) AS name FROM t_order o ORDER BY o.order_id", ()),
+    ("SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_address a WHERE a.address_name = o.status) ORDER BY o.order_id", ()),
+    # uncorrelated
+    ("SELECT COUNT(*) FROM t_order WHERE order_id IN (SELECT order_id FROM t_order_item)", ()),
+    ("SELECT order_id, (SELECT COUNT(*) FROM t_order_item) AS n FROM t_order ORDER BY order_id", ()),
+    ("SELECT order_id FROM t_order WHERE user_id IN (SELECT address_id FROM t_address WHERE address_name = %s) ORDER BY order_id", ("a",)),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("sql", "params"), CASES, ids=[f"case{i}" for i in range(len(CASES))])
+def test_same_as_one_database(env: ShardedEnv, mode: str, sql: str, params: tuple[Any, ...]) -> None:
+    with pair(env, mode) as p:
+        got = p.same(sql, params)
+    assert got.kind == "rows"
+
+
+PUSHED_DOWN = [
+    "SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id) AS n FROM t_order o ORDER BY o.order_id",
+    "SELECT o.order_id FROM t_order o WHERE NOT EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id) ORDER BY o.order_id",
+    "SELECT o.order_id, (SELECT a.address_name FROM t_address a WHERE a.address_id = o.user_id) AS name FROM t_order o ORDER BY o.order_id",
+]
+FEDERATED = [
+    ISSUE,
+    "SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id) ORDER BY o.order_id",
+    "SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) AS n FROM t_order o WHERE o.user_id = 1 AND o.order_id = 1",
+]
+
+
+@pytest.mark.parametrize("sql", PUSHED_DOWN)
+def test_a_complete_correlation_is_still_pushed_down(env: ShardedEnv, sql: str) -> None:
+    rows = env.preview(sql)
+    assert len(rows) == 4 and not any("federation" in actual for _ds, actual in rows), rows
+
+
+@pytest.mark.parametrize("sql", FEDERATED)
+def test_an_incomplete_correlation_is_federated(env: ShardedEnv, sql: str) -> None:
+    assert any("federation" in actual for _ds, actual in env.preview(sql))
+
+
+# --- writes: pushed down when the correlation is complete, else refused -----------------------------------------
+
+
+@pytest.fixture
+def fresh(env: ShardedEnv) -> ShardedEnv:
+    seed(env, "t_order", ORDER_COLS, ORDERS)
+    seed(env, "t_order_item", ITEM_COLS, ITEMS)
+    return env
+
+
+WRITES = [
+    ("DELETE FROM t_order WHERE NOT EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = t_order.order_id AND i.user_id = t_order.user_id)", ()),
+    ("UPDATE t_order o SET o.status = 'has' WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id AND i.status = %s)", ("x",)),
+    ("UPDATE t_order o SET o.status = (SELECT MAX(i.status) FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id)", ()),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("sql", "params"), WRITES, ids=[f"write{i}" for i in range(len(WRITES))])
+def test_a_complete_correlation_writes_as_one_database(fresh: ShardedEnv, mode: str, sql: str, params: tuple[Any, ...]) -> None:
+    with pair(fresh, mode) as p:
+        p.same(sql, params)
+        p.same("SELECT order_id, user_id, status FROM t_order ORDER BY order_id")
+
+
+REFUSED_WRITES = [
+    "DELETE FROM t_order WHERE NOT EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = t_order.order_id)",
+    "UPDATE t_order o SET o.status = 'has' WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id)",
+    "UPDATE t_order o SET o.status = (SELECT MAX(i.status) FROM t_order_item i WHERE i.order_id = o.order_id) WHERE o.user_id = 1 AND o.order_id = 1",
+]
+
+
+@pytest.mark.parametrize("sql", REFUSED_WRITES)
+def test_an_incomplete_correlation_write_is_refused(fresh: ShardedEnv, sql: str) -> None:
+    refusal = fresh.refusal(sql)
+    assert (refusal.errno, refusal.sqlstate) == (1235, "42000")
+    assert refusal.message.startswith("correlated subquery on sharded table t_order_item (i) cannot run node by node")
+    assert "but not i.user_id = " in refusal.message and "add AND i.user_id = " in refusal.message
+    with pair(fresh, "text") as p:
+        p.same("SELECT order_id, user_id, status FROM t_order ORDER BY order_id")  # nothing written
