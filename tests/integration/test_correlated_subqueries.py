@@ -189,3 +189,73 @@ def test_an_incomplete_correlation_write_is_refused(fresh: ShardedEnv, sql: str)
     assert "but not i.user_id = " in refusal.message and "add AND i.user_id = " in refusal.message
     with pair(fresh, "text") as p:
         p.same("SELECT order_id, user_id, status FROM t_order ORDER BY order_id")  # nothing written
+
+
+# --- generated: every position x correlation x inner table x outer route --------------------------------------
+
+# where the subquery stands; {q}: the subquery's FROM ... WHERE ..., {v}: a value column of the inner table
+POSITIONS = {
+    "select": "SELECT o.order_id, (SELECT COUNT(*) FROM {q}) AS n FROM t_order o{w} ORDER BY o.order_id",
+    "scalar": "SELECT o.order_id FROM t_order o WHERE {w_and}o.status = (SELECT MIN({v}) FROM {q}) ORDER BY o.order_id",
+    "count": "SELECT o.order_id FROM t_order o WHERE {w_and}(SELECT COUNT(*) FROM {q}) > 0 ORDER BY o.order_id",
+    "in": "SELECT o.order_id FROM t_order o WHERE {w_and}o.status IN (SELECT {v} FROM {q}) ORDER BY o.order_id",
+    "not_in": "SELECT o.order_id FROM t_order o WHERE {w_and}o.status NOT IN (SELECT {v} FROM {q}) ORDER BY o.order_id",
+    "exists": "SELECT o.order_id FROM t_order o WHERE {w_and}EXISTS (SELECT 1 FROM {q}) ORDER BY o.order_id",
+    "not_exists": "SELECT o.order_id FROM t_order o WHERE {w_and}NOT EXISTS (SELECT 1 FROM {q}) ORDER BY o.order_id",
+    "order_by": "SELECT o.order_id FROM t_order o{w} ORDER BY (SELECT COUNT(*) FROM {q}) DESC, o.order_id",
+    "derived": "SELECT d.order_id, d.n FROM (SELECT o.order_id, (SELECT COUNT(*) FROM {q}) AS n FROM t_order o{w}) d ORDER BY d.order_id",
+}
+# inner table -> (its reference, value column, correlations)
+INNER = {
+    "t_order_item": ("t_order_item i", "i.status", {
+        "order_id": "i.order_id = o.order_id",
+        "user_id": "i.user_id = o.user_id",
+        "both": "i.order_id = o.order_id AND i.user_id = o.user_id",
+        "both_reversed": "o.user_id = i.user_id AND i.status <> 'q' AND o.order_id = i.order_id",
+        "status": "i.status = o.status",
+        "none": "i.status <> 'q'",
+    }),
+    "t_order": ("t_order i", "i.status", {
+        "order_id": "i.order_id = o.order_id",
+        "user_id": "i.user_id = o.user_id",
+        "both": "i.order_id = o.order_id AND i.user_id = o.user_id",
+        "status": "i.status = o.status AND i.order_id <> o.order_id",
+    }),
+    "t_address": ("t_address i", "i.address_name", {
+        "user_id": "i.address_id = o.user_id",
+        "status": "i.address_name = o.status",
+        "none": "i.address_id > 1",
+    }),
+}
+# the outer route: everywhere, one data source, one data node, a parameter
+OUTER: dict[str, tuple[str, tuple[Any, ...]]] = {
+    "all": ("", ()),
+    "ds": ("o.user_id = 1", ()),
+    "node": ("o.user_id = 2 AND o.order_id = 3", ()),
+    "param": ("o.user_id = %s", (3,)),
+}
+
+
+def _generated() -> list[Any]:
+    out = []
+    for position, template in POSITIONS.items():
+        for table, (ref, value, correlations) in INNER.items():
+            for corr, condition in correlations.items():
+                for route, (where, params) in OUTER.items():
+                    sql = template.format(
+                        q=f"{ref} WHERE {condition}", v=value, w=f" WHERE {where}" if where else "",
+                        w_and=f"{where} AND " if where else "",
+                    )
+                    out.append(pytest.param(sql, params, id=f"{position}-{table}-{corr}-{route}"))
+    return out
+
+
+GENERATED = _generated()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("sql", "params"), GENERATED)
+def test_generated_same_as_one_database(env: ShardedEnv, mode: str, sql: str, params: tuple[Any, ...]) -> None:
+    with pair(env, mode) as p:
+        got = p.same(sql, params)
+    assert got.kind == "rows"
