@@ -99,6 +99,12 @@ CASES: list[tuple[str, tuple[Any, ...]]] = [
     ("SELECT o.order_id FROM t_order o ORDER BY (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) DESC, o.order_id", ()),
     ("SELECT x.order_id, x.n FROM (SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) AS n FROM t_order o) x ORDER BY x.order_id", ()),
     ("SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id AND EXISTS (SELECT 1 FROM t_order x WHERE x.order_id = i.order_id)) ORDER BY o.order_id", ()),
+    # a join's ON, inside CASE, a UNION branch, unqualified inner columns, a derived table's columns
+    ("SELECT o.order_id, a.address_name FROM t_order o JOIN t_address a ON a.address_id = (SELECT MIN(i.user_id) FROM t_order_item i WHERE i.order_id = o.order_id) ORDER BY o.order_id", ()),
+    ("SELECT o.order_id, CASE WHEN EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id <> %s) THEN 'y' ELSE 'n' END AS e FROM t_order o ORDER BY o.order_id", (0,)),
+    ("SELECT o.order_id FROM t_order o WHERE o.user_id = 1 UNION ALL SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id) ORDER BY 1", ()),
+    ("SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE order_id = o.order_id) AS n FROM t_order o ORDER BY o.order_id", ()),
+    ("SELECT d.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = d.order_id AND i.user_id = d.user_id) AS n FROM (SELECT order_id, user_id FROM t_order) d ORDER BY d.order_id", ()),
     # the same table, correlated on one sharding column
     ("SELECT o.order_id FROM t_order o WHERE o.order_id = (SELECT MAX(x.order_id) FROM t_order x WHERE x.user_id = o.user_id) ORDER BY o.order_id", ()),
     # a single-node outer route: the inner rows of order 1 are on both data sources

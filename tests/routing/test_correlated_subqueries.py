@@ -67,6 +67,15 @@ CASES = [
     ("SELECT o.order_id FROM t_order o ORDER BY (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id), o.order_id", FEDERATED),
     ("SELECT o.order_id FROM t_order o ORDER BY (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id), o.order_id", PUSHED),
     ("SELECT x.order_id, x.n FROM (SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) n FROM t_order o) x", FEDERATED),
+    # other places: a join's ON, inside CASE, a UNION branch, unqualified inner columns
+    ("SELECT o.order_id, a.address_name FROM t_order o JOIN t_address a ON a.address_id = (SELECT MIN(i.user_id) FROM t_order_item i WHERE i.order_id = o.order_id)", FEDERATED),
+    ("SELECT o.order_id, a.address_name FROM t_order o JOIN t_address a ON a.address_id = (SELECT MIN(i.user_id) FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id)", PUSHED),
+    ("SELECT o.order_id, CASE WHEN EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id) THEN 'y' ELSE 'n' END FROM t_order o", FEDERATED),
+    ("SELECT o.order_id FROM t_order o WHERE o.user_id = 1 UNION ALL SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id)", FEDERATED),
+    ("SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE order_id = o.order_id AND user_id = o.user_id) FROM t_order o", PUSHED),
+    ("SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE order_id = o.order_id) FROM t_order o", FEDERATED),
+    # correlated with a derived table's columns: nothing proves where its rows are
+    ("SELECT d.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = d.order_id AND i.user_id = d.user_id) FROM (SELECT order_id, user_id FROM t_order) d", FEDERATED),
     # nested twice: the innermost anchored through the middle one
     ("SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id AND EXISTS (SELECT 1 FROM t_order x WHERE x.order_id = i.order_id AND x.user_id = i.user_id))", PUSHED),
     ("SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id AND EXISTS (SELECT 1 FROM t_order x WHERE x.order_id = i.order_id))", FEDERATED),
