@@ -807,7 +807,7 @@ class _Compiler:
                 "from the client"
             )
         loose = [o for o in sharded if o.nested and o.index not in self.anchored]
-        correlated = self.correlation_refusal(ast, loose[0], sharded) if loose else None
+        correlated = next((m for o in loose if (m := self.correlation_refusal(ast, o, sharded)) is not None), None)
         if correlated is not None:
             return correlated
         if nested:

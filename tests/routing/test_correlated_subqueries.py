@@ -189,3 +189,16 @@ def test_prepared_values_route_the_same(kernel: ShardingKernel) -> None:
     assert [(u.data_source, dict(u.table_map)) for u in routed.route_units] == [
         ("ds_1", {"t_order": "t_order_1", "t_order_item": "t_order_item_0"})]
     assert len(kernel.route(sql, [3, 1, 1, 3]).execution_units) == 1
+
+
+def test_the_correlated_one_is_named_among_several_subqueries(kernel: ShardingKernel) -> None:
+    message = _refusal(kernel, "SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item) AS a, (SELECT COUNT(*) "
+                               "FROM t_order_item i WHERE i.order_id = o.order_id) AS b FROM t_order o")
+    assert message.startswith("correlated subquery on sharded table t_order_item (i)"), message
+
+
+def test_a_broadcast_outer_table_is_named(kernel: ShardingKernel) -> None:
+    message = _refusal(kernel, "SELECT a.address_id FROM t_address a WHERE EXISTS (SELECT 1 FROM t_order o "
+                               "WHERE o.status = a.address_name)")
+    assert message.startswith("correlated subquery on sharded table t_order (o) cannot run node by node: the table "
+                              "it is correlated with (a) is neither t_order itself nor a binding table of it"), message
