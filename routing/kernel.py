@@ -329,6 +329,7 @@ class _Compiler:
         self.root: exp.Expression | None = None
         self.into: IntoClause | None = None
         self.anchored: set[int] = set()  # nested sharded occurrences co-located with the outer rows
+        self.same_columns: Callable[[ColumnRef, ColumnRef], bool] | None = None  # set by anchored_nested
 
     # -- small helpers --
 
@@ -721,6 +722,7 @@ class _Compiler:
             multi_template=multi_template,
             merge=merge,
             refuse_multi=refuse,
+            strict=tuple(k for k, o in enumerate(sharded) if o.nested and o.index not in self.anchored),
             set_checks=set_checks,
             layout=self.join_layout(ast, sharded) if len(sharded) > 1 else None,
             stepwise=stepwise,
@@ -804,6 +806,10 @@ class _Compiler:
                 "add sharding conditions that route it to one data node, or SELECT the value and SET it "
                 "from the client"
             )
+        loose = [o for o in sharded if o.nested and o.index not in self.anchored]
+        correlated = next((m for o in loose if (m := self.correlation_refusal(ast, o, sharded)) is not None), None)
+        if correlated is not None:
+            return correlated
         if nested:
             return (
                 f"the subquery on sharded table {nested[0]} routes to several data nodes, which the proxy "
@@ -821,6 +827,64 @@ class _Compiler:
                 "to one data node, or remove ORDER BY/LIMIT"
             )
         return None
+
+    def correlation_refusal(self, ast: exp.Expression, x: Occurrence, sharded: list[Occurrence]) -> str | None:
+        """Why a correlated subquery on ``x`` cannot run node by node (issue 33): the sharding columns its
+        correlation with an outer occurrence of the same table or a binding table leaves unequated, and
+        the equalities that would anchor it; None when ``x`` is not in a correlated subquery."""
+        if not _correlatable(x.scope) or self.sharding is None or self.same_columns is None:
+            return None
+        resolve = self.resolver(ast)
+        outer: list[Occurrence] = []
+        for column in x.scope.find_all(exp.Column):
+            if _scope_of(column, ast) is not x.scope:
+                continue
+            for index, _name in resolve(column):
+                occ = self.occurrences[index]
+                if occ.scope is not x.scope and occ not in outer:
+                    outer.append(occ)
+        if not outer:
+            return None  # not correlated: the general refusal says what to do
+        same = self.same_columns
+        rx = self.sharding.tables[x.name]
+        candidates: list[tuple[bool, int, Occurrence, list[tuple[str, str]], list[tuple[str, str]]]] = []
+        for y in sharded:
+            if y.scope is x.scope or (y.nested and y.index not in self.anchored):
+                continue
+            if y.name != x.name and not self.sharding.are_bound([x.name, y.name]):
+                continue
+            pairs = _column_pairs(rx, self.sharding.tables[y.name])
+            if pairs is None:
+                continue
+            missing = [(a, b) for a, b in pairs if not same((x.index, a), (y.index, b))]
+            have = [(a, b) for a, b in pairs if same((x.index, a), (y.index, b))]
+            candidates.append((y not in outer, len(missing), y, missing, have))
+        best = min(candidates, key=lambda c: c[:2]) if candidates else None
+        tables = list(dict.fromkeys([x.name, *(o.name for o in outer if o.category == "sharded")]))
+        rules = self.rules_text(tables)
+        if best is None:
+            return (
+                f"correlated subquery on sharded table {x.name} ({x.ref}) cannot run node by node: the table it is "
+                f"correlated with ({', '.join(o.ref for o in outer)}) is neither {x.name} itself nor a binding table "
+                f"of it, so the rows the subquery must see for an outer row may live on another data node ({rules}); "
+                "add sharding conditions that route the whole statement to one data node, or use a join"
+            )
+        _, _, y, missing, have = best
+
+        def text(pairs: list[tuple[str, str]], sep: str = " and ") -> str:
+            return sep.join(f"{x.ref}.{a} = {y.ref}.{b}" for a, b in pairs)
+
+        equated = f"equates {text(have)} but not " if have else "does not equate "
+        trust = " (a subquery does not rely on the binding declaration, as a join does)" if x.name != y.name else ""
+        return (
+            f"correlated subquery on sharded table {x.name} ({x.ref}) cannot run node by node: its correlation with "
+            f"{y.name} ({y.ref}) {equated}{text(missing)}, so the rows it must see for an outer row may live on "
+            f"another data node, where it would not find them ({rules}). A correlated subquery is pushed down only "
+            f"when its correlation equates every sharding column of {' and '.join(tables)}{trust}, or when its own "
+            f"conditions route it to the outer rows' one data node; add AND {text(missing, ' AND ')} to the "
+            "subquery's WHERE if that holds for your rows, add sharding conditions that route the whole statement "
+            "to one data node, or use a join"
+        )
 
     # -- what may be distributed over several data nodes (routing.distribute) --
 
@@ -862,10 +926,15 @@ class _Compiler:
 
     def anchored_nested(self, ast: exp.Expression, sharded: list[Occurrence]) -> set[int]:
         """Nested sharded occurrences whose rows live with the outer rows they are compared with: a subquery
-        (EXISTS / IN / ANY / ALL / scalar, not a derived table or CTE) correlated with an outer occurrence
-        of the same table or a binding table on every sharding column (binding tables: on the table
-        sharding columns, trusting the binding for the database level, as for joins). Each data node then
-        holds every row the subquery can see for each of its outer rows."""
+        (EXISTS / IN / ANY / ALL / scalar, in any clause; not a derived table or CTE) correlated with an
+        outer occurrence of the same table or a binding table on EVERY sharding column, database and table
+        level alike. Each data node then holds every row the subquery can see for each of its outer rows.
+
+        Unlike a join, a correlation does not trust the binding declaration for the database level: an item
+        whose user_id differs from its order's lives on another data node, and a subquery correlated on
+        order_id alone would miss it (issue 33). Such a subquery is not anchored: the statement then runs
+        only where every nested occurrence's own route is inside its one route unit (ShardedPlan.strict),
+        else it is refused (and a SELECT answered by federation)."""
         assert self.sharding is not None
         candidates = [o for o in sharded if o.nested and _correlatable(o.scope)]
         if not candidates:
@@ -876,7 +945,7 @@ class _Compiler:
             for c in conjuncts(self._scope_condition(scope, ast, resolve)):
                 if isinstance(c, ColumnEq):
                     classes.union(c.left, c.right)
-        same = classes.same
+        same = self.same_columns = classes.same
 
         anchored = {o.index for o in sharded if not o.nested}
         changed = True
@@ -890,10 +959,8 @@ class _Compiler:
                     if y.index not in anchored or y.scope is x.scope:
                         continue
                     ry = self.sharding.tables[y.name]
-                    if x.name == y.name:
+                    if x.name == y.name or self.sharding.are_bound([x.name, y.name]):
                         ok = _node_aligned(rx, x.index, ry, y.index, same, trust_database=False)
-                    elif self.sharding.are_bound([x.name, y.name]):
-                        ok = _node_aligned(rx, x.index, ry, y.index, same, trust_database=True)
                     else:
                         ok = False
                     if ok:
@@ -1291,6 +1358,27 @@ def _source_aligned(
     if len(ra.data_sources) == 1:
         return True
     return _levels_equated(ra.database_strategy, a, rb.database_strategy, b, same, bound)
+
+
+def _column_pairs(ra: TableRule, rb: TableRule) -> list[tuple[str, str]] | None:
+    """The sharding columns of two tables that must be equated, level by level, for their rows to meet on
+    one data node (None: a level that no equality decides, such as a hint strategy)."""
+    levels = [(ra.table_strategy, rb.table_strategy)] if ra.auto or rb.auto else [
+        (ra.database_strategy, rb.database_strategy), (ra.table_strategy, rb.table_strategy)]
+    out: list[tuple[str, str]] = []
+    for sa, sb in levels:
+        if isinstance(sa, NoneStrategy) and isinstance(sb, NoneStrategy):
+            continue
+        if isinstance(sa, StandardStrategy) and isinstance(sb, StandardStrategy):
+            pair = (sa.column.lower(), sb.column.lower())
+            if pair not in out:
+                out.append(pair)
+        elif isinstance(sa, ComplexStrategy) and isinstance(sb, ComplexStrategy) and len(sa.columns) == len(sb.columns):
+            out.extend(p for p in zip((c.lower() for c in sa.columns), (c.lower() for c in sb.columns), strict=True)
+                       if p not in out)
+        else:
+            return None
+    return out
 
 
 def _node_aligned(

@@ -508,6 +508,10 @@ class ShardedPlan(Plan):
     multi_template: Template = EMPTY_TEMPLATE
     merge: Any = None  # rewrite.MergeTemplate | None
     refuse_multi: str | None = None  # why this statement cannot run on several units
+    # indexes into `conditions` of nested occurrences not co-located with the outer rows (a subquery that is
+    # uncorrelated, or correlated on fewer than all sharding columns): the statement runs on one unit only when
+    # each of them routes, by its own conditions, inside that unit (issue 33)
+    strict: tuple[int, ...] = ()
     set_checks: tuple[SetCheck, ...] = ()
     layout: JoinLayout | None = None
     stepwise: str | None = None  # routing.stepwise kind: over several nodes the proxy runs it in steps
@@ -528,7 +532,9 @@ class ShardedPlan(Plan):
         routed: dict[str, list[DataNode]] = {}
         dual = self.kind is not StatementKind.INSERT  # INSERT ... SELECT writes by the new strategy only
         everywhere = hints is None  # every table routed to all its nodes without asking (issue 15)
-        for logic, cond in self.conditions:
+        strict = self.strict
+        own: list[tuple[str, list[DataNode]]] = []
+        for k, (logic, cond) in enumerate(self.conditions):
             rule = self.sharding.tables[logic]
             groups = evaluate(cond, values)
             if dual and rule.window is not None:
@@ -539,6 +545,8 @@ class ShardedPlan(Plan):
             else:
                 nodes = route_table(rule, groups, hints)
                 everywhere = False
+            if strict and k in strict:
+                own.append((logic, nodes))
             previous = routed.get(logic)
             if previous is None:
                 routed[logic] = nodes
@@ -561,6 +569,8 @@ class ShardedPlan(Plan):
             stepwise = True
         else:
             units, stepwise = self._units(routed, values, hints, inner, everywhere)
+            if own and len(units) == 1 and not inner:
+                _check_strict(units[0], own, self.refuse_multi)
         if self.kind is StatementKind.SELECT and len(units) > 1 and (self.dual_read or self.dual_refusal):
             return self._dual_read(shape, params, values, routed, hints)
         ctx = self._ctx(shape, params, values)
@@ -699,6 +709,16 @@ class ShardedPlan(Plan):
             logic_tables=self.logic_tables,
             dual_read=dual,
         )
+
+
+def _check_strict(unit: RouteUnit, own: Sequence[tuple[str, list[DataNode]]], refusal: str | None) -> None:
+    """A statement with a subquery that is not co-located with its outer rows runs on one route unit only
+    when the subquery's table, routed by the subquery's own conditions, needs no node but that unit's: a
+    single-node outer route alone is not enough, the inner rows for that correlation may be elsewhere."""
+    for logic, nodes in own:
+        if any(n.data_source != unit.data_source or unit.table_map.get(logic) != n.table for n in nodes):
+            raise RoutingError(refusal or f"the subquery on sharded table {logic} routes to other data nodes than "
+                               "the statement around it; add sharding conditions that route both to one data node")
 
 
 def _check_set(check: SetCheck, values: Sequence[Any]) -> None:

@@ -108,7 +108,7 @@ WINDOWS = ("ROW_NUMBER() OVER (ORDER BY {key})", "SUM(o.amount) OVER (PARTITION 
            "LEAD(o.amount, 2) OVER (PARTITION BY o.user_id ORDER BY {key})",
            "SUM(o.user_id) OVER (ORDER BY {key} ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)")
 SUBQUERIES = (
-    # co-located with the outer row: answered over several nodes
+    # correlated on order_id alone (federated since issue 33: an item may have another user_id than its order)
     "EXISTS (SELECT 1 FROM t_order_item x WHERE x.order_id = o.order_id)",
     "NOT EXISTS (SELECT 1 FROM t_order_item x WHERE x.order_id = o.order_id AND x.qty > 5)",
     "NOT EXISTS (SELECT 1 FROM t_order_item x WHERE x.order_id = o.order_id AND x.user_id = {u})",
@@ -116,6 +116,7 @@ SUBQUERIES = (
     "AND x.unit_price IS NOT NULL)",
     "o.order_id = SOME (SELECT x.order_id FROM t_order_item x WHERE x.order_id = o.order_id AND x.qty >= 4)",
     "(SELECT COUNT(*) FROM t_order_item x WHERE x.order_id = o.order_id) > 1",
+    # a broadcast table: on every data source, pushed down
     "o.user_id IN (SELECT a2.user_id FROM t_address a2 WHERE a2.city = 'Paris')",
     "EXISTS (SELECT 1 FROM t_address a2 WHERE a2.address_id = o.user_id AND a2.city IS NOT NULL)",
     # not co-located: refused over several nodes (each node would see only its own rows)

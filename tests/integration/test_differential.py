@@ -258,7 +258,8 @@ ITEM13_CASES = [
            "WHERE i.qty = 9)", ANSWER),
     Item13("SELECT o.order_id FROM t_order o WHERE NOT EXISTS (SELECT 1 FROM t_order_item i "
            "WHERE i.user_id = o.user_id AND i.qty = 9)", ANSWER),
-    # ... answered where the subquery's rows are provably with the outer row (correlated on the binding key)
+    # ... correlated on order_id alone: pushed down until issue 33 (an item whose user_id differs from its order's
+    # is on another node), federated since; on order_id and user_id: pushed down
     Item13("SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id) "
            "ORDER BY o.order_id", ANSWER, ordered=True),
     Item13("SELECT o.order_id FROM t_order o WHERE NOT EXISTS (SELECT 1 FROM t_order_item i "

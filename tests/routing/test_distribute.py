@@ -91,6 +91,12 @@ REFUSED_OVER_SEVERAL = [
      "subquery on sharded table t_order_item"),
     ("SELECT order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_other x WHERE x.user_id = o.user_id)",
      "subquery on sharded table t_other"),
+    # correlated on the table sharding column of a binding table only: an item whose user_id differs from its
+    # order's is on another node (issue 33)
+    ("DELETE FROM t_order WHERE NOT EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = t_order.order_id)",
+     "add AND i.user_id = t_order.user_id"),
+    ("SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) AS n FROM t_order o",
+     "correlated subquery on sharded table t_order_item (i)"),
     # item 3: a broadcast table on the preserved side of an outer join with a sharded table
     ("SELECT a.address_id, o.order_id FROM t_address a LEFT JOIN t_order o ON o.status = a.address_name",
      "preserved side of an outer join"),
@@ -194,16 +200,20 @@ ANSWERED_OVER_SEVERAL = [
     "AND c BETWEEN 1 AND 9 AND MAX(amount) IS NOT NULL AND NOT (c IN (3, 4) OR UPPER(status) LIKE 'p%')",
     "SELECT DISTINCT user_id FROM t_order WHERE status IN ('a', 'b') AND NOT (user_id = 3) ORDER BY user_id",
     "SELECT /*+ MAX_EXECUTION_TIME(1000) */ order_id FROM t_order USE INDEX (PRIMARY) FOR UPDATE",
-    # co-located subqueries (correlated on every sharding column of a binding table, or the same table)
-    "SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id)",
+    # co-located subqueries (correlated on every sharding column of a binding table or the same table, database
+    # and table level: issue 33, tests/routing/test_correlated_subqueries.py)
+    "SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id "
+    "AND i.user_id = o.user_id)",
     "SELECT o.order_id FROM t_order o WHERE NOT EXISTS (SELECT 1 FROM t_order_item i "
     "WHERE i.order_id = o.order_id AND i.user_id = o.user_id)",
-    "DELETE FROM t_order WHERE NOT EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = t_order.order_id)",
+    "DELETE FROM t_order WHERE NOT EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = t_order.order_id "
+    "AND i.user_id = t_order.user_id)",
     "SELECT o.order_id FROM t_order o WHERE o.order_id = SOME (SELECT i.order_id FROM t_order_item i "
-    "WHERE i.order_id = o.order_id)",
+    "WHERE i.order_id = o.order_id AND i.user_id = o.user_id)",
     "SELECT o.order_id FROM t_order o WHERE o.amount >= ALL (SELECT x.amount FROM t_order x "
     "WHERE x.order_id = o.order_id AND x.user_id = o.user_id)",
-    "SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id) AS n FROM t_order o",
+    "SELECT o.order_id, (SELECT COUNT(*) FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = o.user_id) "
+    "AS n FROM t_order o",
     # subqueries on broadcast tables
     "SELECT order_id FROM t_order WHERE user_id IN (SELECT address_id FROM t_address WHERE address_name = 'x')",
     "SELECT order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_address a WHERE a.address_id = o.user_id)",
@@ -226,11 +236,11 @@ def test_answered_over_several_nodes(kernel: ShardingKernel, sql: str) -> None:
 
 
 def test_a_correlated_subquery_does_not_narrow_the_outer_rows(kernel: ShardingKernel) -> None:
-    """NOT EXISTS (... i.user_id = 3) keeps every outer row whose items are elsewhere: t_order_item must
-    follow t_order's nodes, not restrict them to user 3's data source."""
+    """NOT EXISTS (... AND i.order_id = 3) keeps every outer row whose items are elsewhere:
+    t_order_item must follow t_order's nodes, not restrict them to order 3's actual table."""
     routed = kernel.route(
-        "SELECT * FROM t_order o WHERE NOT EXISTS "
-        "(SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id AND i.user_id = 3)"
+        "SELECT * FROM t_order o WHERE NOT EXISTS (SELECT 1 FROM t_order_item i WHERE i.order_id = o.order_id "
+        "AND i.user_id = o.user_id AND i.order_id = 3)"
     )
     assert [(u.data_source, dict(u.table_map)) for u in routed.route_units] == [
         (f"ds_{d}", {"t_order": f"t_order_{t}", "t_order_item": f"t_order_item_{t}"})
