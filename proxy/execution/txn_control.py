@@ -28,7 +28,7 @@ from proxy.execution.txn import (
     next_is_xa,
 )
 from proxy.execution.txn_end import end_transaction
-from proxy.execution.txn_text import VERBS, key, parse_savepoint
+from proxy.execution.txn_text import VERBS, key, parse_savepoint, without_comments
 
 if TYPE_CHECKING:
     from proxy.backends.backend import BackendConnection
@@ -58,6 +58,8 @@ def classify_session_statement(sql: str) -> SessionStatement | None:
     if verb is not None:
         return SessionStatement(verb)
     m = _TX.match(sql)
+    if m is None and (bare := without_comments(sql)) is not sql:
+        m = _TX.match(bare)  # `COMMIT /* c */` commits, as MySQL reads it (it went to one node as a routed statement)
     if m:
         if m.group("begin"):
             return SessionStatement("begin")

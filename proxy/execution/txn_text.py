@@ -3,6 +3,8 @@
 * `VERBS`: the exact texts BEGIN, COMMIT, ROLLBACK (any case). The socket-callback fast path
   (proxy.execution.fastpath) answers these and only these itself; the session's coroutine
   (proxy.execution.txn_control.classify_session_statement) reads them, and every other form, the same way.
+* `without_comments`: a statement's plain comments as blanks (BEGIN, COMMIT, ROLLBACK with a comment are still
+  what they are; txn_control reads them through it).
 * Savepoint statements (`parse_savepoint`): SAVEPOINT, ROLLBACK [WORK] TO [SAVEPOINT], RELEASE SAVEPOINT, with
   comments anywhere, a trailing `;`, and the name plain or backquoted (spaces, doubled backquotes, reserved words).
   Names compare case-insensitively, as MySQL compares them (`key`). The fast path takes none of them.
@@ -29,6 +31,21 @@ _TOKEN = re.compile(
     r"|(?P<other>.)",
     re.S,
 )
+# plain comments (not `/*!...*/`, which MySQL reads as SQL), found outside strings and quoted names
+_COMMENT_OR_QUOTED = re.compile(
+    r"(?P<q>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|`(?:[^`]|``)*`)"
+    r"|/\*(?!M?!).*?\*/|--(?:[ \t\r\f\v][^\n]*)?(?:\n|$)|\#[^\n]*(?:\n|$)",
+    re.S,
+)
+
+
+def without_comments(sql: str) -> str:
+    """`sql` with its plain comments as blanks, as MySQL reads it (`COMMIT /* c */` is COMMIT)."""
+    if "/*" not in sql and "#" not in sql and "--" not in sql:
+        return sql
+    return _COMMENT_OR_QUOTED.sub(lambda m: m.group("q") or " ", sql)
+
+
 # the exact statements (upper-cased) the fast path answers itself -> the session statement they are
 VERBS = {"BEGIN": "begin", "COMMIT": "commit", "ROLLBACK": "rollback"}
 
@@ -131,4 +148,4 @@ def parse_savepoint(sql: str) -> Savepoint | None:
     return Savepoint(verb, name)
 
 
-__all__ = ["VERBS", "Savepoint", "key", "parse_savepoint", "quote"]
+__all__ = ["VERBS", "Savepoint", "key", "parse_savepoint", "quote", "without_comments"]

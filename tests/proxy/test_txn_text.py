@@ -8,7 +8,7 @@ import pytest
 
 from proxy.execution.fastpath import TRANSACTION, plain_statement_uncached
 from proxy.execution.txn_control import classify_session_statement
-from proxy.execution.txn_text import VERBS, Savepoint, key, parse_savepoint, quote
+from proxy.execution.txn_text import VERBS, Savepoint, key, parse_savepoint, quote, without_comments
 
 # text -> (the session statement's kind, the savepoint statement it is: verb, name as MySQL reads it)
 CASES: list[tuple[str, str | None, tuple[str, str | None] | None]] = [
@@ -51,11 +51,32 @@ CASES: list[tuple[str, str | None, tuple[str, str | None] | None]] = [
     ("BEGIN", "begin", None),
     ("begin work", "begin", None),
     ("START TRANSACTION READ ONLY", "begin", None),
+    ("COMMIT /* c */", "commit", None),
+    ("/* c */ COMMIT;", "commit", None),
+    ("COMMIT -- c\n", "commit", None),
+    ("ROLLBACK # c", "rollback", None),
+    ("BEGIN /* c */", "begin", None),
+    ("START TRANSACTION /* c; */ READ ONLY", "begin", None),
+    ("COMMIT --x", None, None),  # `--` without a blank after it starts no comment
+    ("COMMIT /*! AND CHAIN */", None, None),  # an executable comment is SQL: not read here
     ("RELEASE a", None, None),
     ("SELECT 'SAVEPOINT a'", None, None),
     ("SAVEPOINTS a", None, None),
     ("INSERT INTO t VALUES (1) -- ROLLBACK TO a", None, None),
+    ("SELECT '/* x */ COMMIT' -- y", None, None),
 ]
+
+
+@pytest.mark.parametrize(("sql", "bare"), [
+    ("COMMIT /* c */", "COMMIT  "),
+    ("SELECT '/* not a comment */', \"-- nor this\", `# nor this` -- but this\n", \
+     "SELECT '/* not a comment */', \"-- nor this\", `# nor this`  "),
+    ("SELECT 'it''s', 'a\\' /* in the string */ b'", "SELECT 'it''s', 'a\\' /* in the string */ b'"),
+    ("SELECT 'a\\\\' /* c */", "SELECT 'a\\\\'  "),
+    ("SELECT 1 /*!50000 + 1 */", "SELECT 1 /*!50000 + 1 */"),
+])
+def test_without_comments(sql: str, bare: str) -> None:
+    assert without_comments(sql) == bare
 
 
 @pytest.mark.parametrize(("sql", "kind", "savepoint"), CASES)
