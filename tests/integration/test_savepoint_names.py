@@ -150,3 +150,28 @@ def test_unknown_savepoint_names_it_as_mysql_does(env: Env) -> None:
     finally:
         conn.close()
     assert env.rows("ds_0") == START["ds_0"]
+
+
+# the transaction's end with a comment is still COMMIT / ROLLBACK on every data source (it went to one node as a
+# routed statement: `COMMIT /* c */` committed ds_0's part and lost ds_1's)
+ENDS = {"COMMIT /* c */": "committed", "/* c */ COMMIT;": "committed", "COMMIT -- c\n": "committed",
+        "commit work # c": "committed", "ROLLBACK /* c */": "rolled back", "-- c\nROLLBACK": "rolled back"}
+
+
+@pytest.mark.parametrize("end", list(ENDS))
+@pytest.mark.parametrize("begin", ["BEGIN", "/* c */ BEGIN", "START TRANSACTION -- c\n"])
+def test_the_end_of_a_transaction_with_comments(env: Env, begin: str, end: str) -> None:
+    env.reset()
+    conn = env.proxy.connect("sp_db", autocommit=True, read_timeout=30)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(begin)
+            cur.execute(UPD)
+            cur.execute(ins(11))
+            assert conn.server_status & 1  # SERVER_STATUS_IN_TRANS
+            cur.execute(end)
+            assert not conn.server_status & 1  # SERVER_STATUS_IN_TRANS
+    finally:
+        conn.close()
+    committed = {"ds_0": [(1, 0, "upd")], "ds_1": [(2, 1, "init"), (11, 1, "new")]}
+    assert {ds: env.rows(ds) for ds in ("ds_0", "ds_1")} == (committed if ENDS[end] == "committed" else START)
