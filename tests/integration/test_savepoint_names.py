@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import mysql.connector
 import pymysql
 import pytest
 
@@ -73,6 +74,10 @@ CASES: dict[str, tuple[list[Any], dict[str, list[tuple[Any, ...]]]]] = {
                   ("ROLLBACK TO `r s`", 1305), ins(13)],
                  {"ds_0": [(1, 0, "upd"), (10, 0, "new")],
                   "ds_1": [(2, 1, "init"), (11, 1, "new"), (13, 1, "new")]}),
+    "syntax errors refused, the transaction goes on": (
+        [UPD, "SAVEPOINT `s`", ("SAVEPOINT a b", 1064), ("SAVEPOINT", 1064), ("ROLLBACK TO `s` `t`", 1064),
+         ("RELEASE SAVEPOINT 12", 1064), ins(11), "ROLLBACK TO s", ins(13)],
+        {"ds_0": [(1, 0, "upd")], "ds_1": [(2, 1, "init"), (13, 1, "new")]}),
     "unknown name": ([UPD, "SAVEPOINT `sp x7`", ins(10), ("ROLLBACK TO `sp x8`", 1305), ins(11)],
                      {"ds_0": [(1, 0, "upd"), (10, 0, "new")], "ds_1": [(2, 1, "init"), (11, 1, "new")]}),
 }
@@ -131,6 +136,23 @@ def test_savepoint_names(env: Env, case: str) -> None:
                         cur.execute(sql)
                     assert info.value.args[0] == errno, (sql, info.value.args)
             cur.execute("COMMIT")
+    finally:
+        conn.close()
+    assert {ds: env.rows(ds) for ds in ("ds_0", "ds_1")} == expected
+
+
+@pytest.mark.parametrize("case", [c for c, (script, _) in CASES.items() if all(isinstance(s, str) for s in script)])
+def test_savepoint_names_prepared(env: Env, case: str) -> None:
+    """The same scripts, every statement prepared and executed (COM_STMT_PREPARE / COM_STMT_EXECUTE)."""
+    script, expected = CASES[case]
+    env.reset()
+    conn = mysql.connector.connect(host=env.proxy.host, port=env.proxy.port, user="root", password="root",
+                                   database="sp_db", autocommit=True, use_pure=True)
+    try:
+        cur = conn.cursor(prepared=True)
+        for sql in ["BEGIN", *script, "COMMIT"]:
+            cur.execute(sql)
+        cur.close()
     finally:
         conn.close()
     assert {ds: env.rows(ds) for ds in ("ds_0", "ds_1")} == expected
