@@ -6,6 +6,11 @@ plain databases on one server holding the same keys with different `status` valu
 scenario's datasets do, so every row tells which member answered. Every read of the scenario goes to the read
 data sources: literal and prepared, in a fresh session (the statement first) and a warm one (other reads, and
 the statement itself, before).
+
+The scenario's `SELECT * FROM t_order o LEFT JOIN t_order_item m ...` over several nodes is answered by federation
+(the kernel does not expand `*` over two tables for the merge): its copies read the replicas, but the host data
+source, where the scratch tables live and the statement is answered (reading the host's own rows there), took the
+group's primary. Federation now takes every connection with the access of any plain read (`units.access`).
 """
 
 from __future__ import annotations
