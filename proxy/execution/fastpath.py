@@ -36,6 +36,7 @@ from proxy.execution.fastcommit import CommitFan, fast_end
 from proxy.execution.multipath import MultiAnswer, MultiForward, multi_forward
 from proxy.execution.preroute import Prerouted, prerouted
 from proxy.execution.sticky import may_be_sticky
+from proxy.execution.txn_text import VERBS
 from proxy.execution.units import error_renamer
 from routing.plan import ExecutionUnit, StatementKind
 from routing.session_functions import CALL
@@ -107,7 +108,7 @@ _SELF_READ = (MultiAnswer, CommitFan)
 
 SELECT, WRITE, TRANSACTION = "select", "write", "transaction"
 _WRITE_HEADS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
-_TRANSACTION_WORDS = ("BEGIN", "COMMIT", "ROLLBACK")
+_TRANSACTION_WORDS = tuple(VERBS)  # BEGIN, COMMIT, ROLLBACK exactly: what txn_control reads them as, too
 
 
 _DIGIT_RUNS = re.compile(r"[0-9]+")

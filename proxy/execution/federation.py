@@ -35,6 +35,7 @@ from protocol.results import ResultHeader
 from proxy.backends.backend import BackendConnection
 from proxy.backends.charset import charset_for_collation
 from proxy.backends.codec import StatementCodec, StatementFailed
+from proxy.execution.units import access
 from routing.errors import RoutingError
 from routing.federation import (
     SCRATCH_PREFIX,
@@ -44,13 +45,15 @@ from routing.federation import (
     preview_rows,
     scratch_names,
 )
-from routing.plan import ExecutionUnit, RoutedStatement
+from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
     from proxy.execution.context import SessionContext as Session
 
 log = structlog.get_logger("shardproxy.federation")
+
+READ = access(StatementKind.SELECT, False)  # every connection of a federated statement: it is a plain read
 
 _BATCH_ROWS = 1000
 _BATCH_BYTES = 1 << 20
@@ -152,7 +155,10 @@ async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, 
     host = None
     sources, routes = _plan_sources(db, plan, params)
     for ds in sources:
-        conn = await session.backend(ds, read=ds != plan.host, record_write=False)
+        # the host too: a federated statement is a plain read (`plan_for` takes no locking read, no hint), and reads
+        # where any other read of the session would (a read/write splitting group's replica when its rules allow;
+        # the scratch tables are TEMPORARY, which a read-only replica takes), whichever way the statement is run
+        conn = await session.backend(ds, **READ)
         host = conn if ds == plan.host else host
     assert host is not None
     names = scratch_names(plan)
@@ -278,7 +284,7 @@ async def _fill(session: Session, db: LogicalDatabase, plan: FederationPlan, rea
             budget[0] -= answer.affected_rows
             _check_budget(session, budget, read)
         else:
-            conn = await session.backend(unit.data_source, read=True, record_write=False)
+            conn = await session.backend(unit.data_source, **READ)
             await _stream(session, conn, unit.data_source, sql, host, plan.host, name, budget, read)
 
 
@@ -307,7 +313,7 @@ async def _scratch_ddl(session: Session, db: LogicalDatabase, plan: FederationPl
                        host: BackendConnection) -> str:
     """CREATE TEMPORARY TABLE for a scratch copy of `table`, from SHOW CREATE TABLE of one actual node."""
     ds, actual = _definition_source(db, plan, table)
-    conn = host if ds == plan.host else await session.backend(ds, read=True, record_write=False)
+    conn = host if ds == plan.host else await session.backend(ds, **READ)
     answer = await conn.execute(f"SHOW CREATE TABLE `{actual}`")
     if not isinstance(answer, list) or not answer or answer[0][1] is None:
         message = answer.message if isinstance(answer, ERRPacket) else "no answer"

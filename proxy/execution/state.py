@@ -30,7 +30,8 @@ class TransactionState:
     autocommit: bool = True
     session_sets: list[str] = field(default_factory=list)  # replayed on every newly borrowed connection
     next_tx_sets: list[str] = field(default_factory=list)  # SET TRANSACTION: only for the next transaction
-    savepoints: list[str] = field(default_factory=list)  # names as written, oldest first (replayed on join)
+    # names as MySQL reads them (no backquotes; proxy.execution.txn_text), oldest first (set again on a join)
+    savepoints: list[str] = field(default_factory=list)
     # data sources whose part of the open transaction went with their connection (-> what happened): the
     # transaction can no longer commit atomically; COMMIT rolls back the rest and says so
     lost: dict[str, str] = field(default_factory=dict)

@@ -28,6 +28,7 @@ from protocol.errors import ServerError
 from protocol.packets import ERRPacket
 from proxy.backends.backend import BackendError
 from proxy.backends.xa import LogUnavailable, XATransaction, bqual_for
+from proxy.execution.txn_text import quote
 
 if TYPE_CHECKING:
     from proxy.backends.backend import BackendConnection
@@ -85,7 +86,7 @@ async def join(session: Session, conn: BackendConnection) -> None:
         if session.txn.begin_sql is not None:
             await session._must(conn, session.txn.begin_sql)
         for name in session.txn.savepoints:
-            await session._must(conn, f"SAVEPOINT {name}")
+            await session._must(conn, f"SAVEPOINT {quote(name)}")
     except BaseException:
         conn.broken = True
         raise
@@ -110,7 +111,7 @@ async def _xa_join(session: Session, conn: BackendConnection, xa: XATransaction)
     xa.branches[conn.name] = bqual_for(conn.name)
     xid = xa.xid(conn.name)
     statements.append(f"XA START {xid}")
-    statements.extend(f"SAVEPOINT {name}" for name in txn.savepoints)
+    statements.extend(f"SAVEPOINT {quote(name)}" for name in txn.savepoints)
     conn.xa = xid  # from now on the connection is closed, never pooled, unless the branch ends well
     try:
         answers = await conn.pipeline(statements)

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from protocol.constants import ServerStatus
+from protocol.constants import ErrorCode, ServerStatus
 from protocol.packets import ERRPacket
 from proxy.execution import setquery
 from proxy.execution.txn import (
@@ -28,6 +28,7 @@ from proxy.execution.txn import (
     next_is_xa,
 )
 from proxy.execution.txn_end import end_transaction
+from proxy.execution.txn_text import VERBS, key, parse_savepoint, without_comments
 
 if TYPE_CHECKING:
     from proxy.backends.backend import BackendConnection
@@ -35,8 +36,7 @@ if TYPE_CHECKING:
 
 _TX = re.compile(
     r"^\s*(?:(?P<begin>BEGIN(?:\s+WORK)?|START\s+TRANSACTION\b[^;]*)"
-    r"|(?P<end>COMMIT|ROLLBACK)(?:\s+WORK)?(?:\s+AND\s+(?:NO\s+)?CHAIN)?(?:\s+(?:NO\s+)?RELEASE)?"
-    r"|(?P<savepoint>SAVEPOINT\s+\S+|ROLLBACK\s+(?:WORK\s+)?TO\s+(?:SAVEPOINT\s+)?\S+|RELEASE\s+SAVEPOINT\s+\S+))"
+    r"|(?P<end>COMMIT|ROLLBACK)(?:\s+WORK)?(?:\s+AND\s+(?:NO\s+)?CHAIN)?(?:\s+(?:NO\s+)?RELEASE)?)"
     r"\s*;?\s*$",
     re.I | re.S,
 )
@@ -54,12 +54,17 @@ class SessionStatement:
 
 
 def classify_session_statement(sql: str) -> SessionStatement | None:
+    verb = VERBS.get(sql.upper()) if len(sql) <= 8 else None  # the texts the fast path answers too
+    if verb is not None:
+        return SessionStatement(verb)
     m = _TX.match(sql)
+    if m is None and (bare := without_comments(sql)) is not sql:
+        m = _TX.match(bare)  # `COMMIT /* c */` commits, as MySQL reads it (it went to one node as a routed statement)
     if m:
         if m.group("begin"):
             return SessionStatement("begin")
-        if m.group("end"):
-            return SessionStatement(m.group("end").lower())
+        return SessionStatement(m.group("end").lower())
+    if parse_savepoint(sql) is not None:  # SAVEPOINT, ROLLBACK TO, RELEASE SAVEPOINT: any name, comments too
         return SessionStatement("savepoint")
     if not sql.lstrip()[:3].upper() == "SET":
         return None
@@ -192,19 +197,6 @@ def _end_probe(session: Session, probe: BackendConnection | None) -> None:
             session.give_back(probe, reset=False)
 
 
-_SAVEPOINT = re.compile(
-    r"^\s*(?:(?P<set>SAVEPOINT)|(?P<rollback>ROLLBACK)(?:\s+WORK)?\s+TO(?:\s+SAVEPOINT)?|(?P<release>RELEASE\s+SAVEPOINT))"
-    r"\s+(?P<name>`(?:[^`]|``)+`|[^\s;`]+)\s*;?\s*$",
-    re.I | re.S,
-)
-
-
-def _savepoint_key(name: str) -> str:
-    if name.startswith("`") and name.endswith("`"):
-        name = name[1:-1].replace("``", "`")
-    return name.lower()  # savepoint names compare case-insensitively, as in MySQL
-
-
 async def savepoint(session: Session, sql: str) -> None:
     """SAVEPOINT / ROLLBACK TO / RELEASE SAVEPOINT on every data source the transaction touched. The proxy
     keeps the transaction's savepoints itself: a data source joining later sets them too (so ROLLBACK TO
@@ -215,14 +207,17 @@ async def savepoint(session: Session, sql: str) -> None:
     rolled back by its server) and its part of the transaction recorded as lost, so that COMMIT cannot
     claim success; the client hears it at once."""
     txn = session.txn
-    m = _SAVEPOINT.match(sql)
-    name = m.group("name") if m else None
-    keys = [_savepoint_key(n) for n in txn.savepoints]
-    key = _savepoint_key(name) if name else None
-    if m is not None and not m.group("set") and key not in keys:
-        shown = name[1:-1].replace("``", "`") if name and name.startswith("`") else name
-        session.error(ER_SP_DOES_NOT_EXIST, f"SAVEPOINT {shown} does not exist", "42000")
+    sp = parse_savepoint(sql)
+    if sp is None or sp.name is None:  # nothing ran anywhere
+        session.error(ErrorCode.PARSE_ERROR, f"You have an error in your SQL syntax near {sql.strip()[:80]!r}",
+                      "42000")
         return
+    name, k = sp.name, key(sp.name)
+    keys = [key(n) for n in txn.savepoints]
+    if sp.verb != "set" and k not in keys:
+        session.error(ER_SP_DOES_NOT_EXIST, f"SAVEPOINT {name} does not exist", "42000")
+        return
+    statement = sp.sql()  # one form on every data source, as a data source joining later sets it (txn.join)
     fresh = _drop_lost(session)
     done: list[str] = []
     failed: dict[str, str] = {}
@@ -232,7 +227,7 @@ async def savepoint(session: Session, sql: str) -> None:
         if conn is None or conn.broken:
             continue
         try:
-            res = await conn.execute(sql)
+            res = await conn.execute(statement)
         except Exception as exc:
             conn.broken = True
             failed[ds] = _detail(exc)
@@ -251,13 +246,13 @@ async def savepoint(session: Session, sql: str) -> None:
     for ds, detail in failed.items():
         if ds in txn.lost:
             txn.lost[ds] = detail
-    if m is not None and txn.active and name is not None and key is not None:
-        if m.group("set"):
-            txn.savepoints = [n for n, k in zip(txn.savepoints, keys, strict=True) if k != key] + [name]
-        elif m.group("rollback"):
-            txn.savepoints = txn.savepoints[: keys.index(key) + 1]
-        else:
-            txn.savepoints = txn.savepoints[: keys.index(key)]
+    if txn.active:
+        if sp.verb == "set":  # a name set again moves the savepoint: the earlier one is gone
+            txn.savepoints = [n for n, kn in zip(txn.savepoints, keys, strict=True) if kn != k] + [name]
+        elif sp.verb == "rollback":  # the later ones are gone, this one stays
+            txn.savepoints = txn.savepoints[: keys.index(k) + 1]
+        else:  # this one and the later ones
+            txn.savepoints = txn.savepoints[: keys.index(k)]
     session.update_status(0)
     if failed or fresh:
         problems = {n: txn.lost.get(n, _LOST) for n in fresh} | failed

@@ -108,11 +108,19 @@ def _route_renames(units: tuple[RouteUnit, ...], result_table_renames: Mapping[s
 
 
 
+def access(kind: StatementKind, write: bool) -> dict[str, bool]:
+    """Read/write splitting, decided here for every way of running a statement (the executor's units, a federated
+    statement's copies and its answer on the host, SELECT ... INTO): a plain SELECT may use a replica; locking or
+    hinted SELECTs (`write`: the kernel's `RoutedStatement.write`) go to the primary without counting as writes;
+    every other statement is a write. Whether a replica is used after all (the session wrote, a transaction, the
+    group's rules) is the group's own decision (proxy.execution.replicas.group_backend), the same for all of them."""
+    select = kind is StatementKind.SELECT
+    return {"read": select and not write, "record_write": not select}
+
+
 def _access(routed: RoutedStatement) -> dict[str, bool]:
-    """Read/write splitting: a plain SELECT may use a replica; locking or hinted SELECTs go to the primary
-    without counting as writes; every other statement is a write."""
-    select = routed.kind is StatementKind.SELECT
-    return {"read": select and not routed.write, "record_write": not select}
+    """`access` of a routed statement."""
+    return access(routed.kind, routed.write)
 
 
 

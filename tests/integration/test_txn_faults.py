@@ -545,7 +545,7 @@ def test_a_savepoint_failing_on_one_shard_dooms_the_transaction(relayed: Env) ->
     run(conn, "BEGIN")
     insert(conn, "ds_0", 0, "tx")
     insert(conn, "ds_1", 0, "tx")
-    env.relay.cut_at("SAVEPOINT sp1")
+    env.relay.cut_at("SAVEPOINT `sp1`")  # (the form every data source gets)
     errno, message = failing(conn, "SAVEPOINT sp1")
     assert errno == 2013 and "ds_1" in message and "transaction cannot commit" in message, message
     errno, message = failing(conn, "COMMIT")
