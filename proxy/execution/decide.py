@@ -1,0 +1,130 @@
+"""The one decision: what to do with a statement on a sharded database (issue 33, "one decision, two engines").
+
+`decide(kernel, sql, params, view)` is a pure function of the statement's text, its parameters and the session's
+view (`SessionView`: its routing hints, the node that knows FOUND_ROWS(), whether federation is on); it returns a
+`proxy.execution.plans.Plan`. The engines carry plans out and decide nothing: the socket callbacks' fast path
+(proxy.execution.fastpath) takes the plans it can relay and hands the others to the session's coroutine as they
+are (proxy.execution.preroute); the coroutine runs them (proxy.execution.routed, the executor).
+
+This is the only module of proxy/ that asks the kernel to route (`ShardingKernel.route`, `route_point`,
+`prepared_point`) or the federation planner to plan (tests/proxy/test_decision_boundary.py keeps it so).
+`route_point` and `prepared_point` are the kernel's own functions under this module's name: the fast path's point
+select pays no extra call frame and no allocation for going through here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from proxy.execution.explain_text import check_explain, explained, split_explain, xa_refusal
+from proxy.execution.plans import Explained, Federated, FederatedExplain, Plan, Refused, run_of
+from routing.errors import RoutingError
+from routing.federation import FederationPlan, plan_for
+from routing.kernel import ShardingKernel
+from routing.plan import RoutedStatement, SessionHints
+
+if TYPE_CHECKING:
+    from proxy.execution.context import SessionContext as Session
+
+# the fast path's point routes: the kernel's functions themselves (no wrapper frame on the hot path)
+route_point = ShardingKernel.route_point
+prepared_point = ShardingKernel.prepared_point
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """What of the session a decision depends on."""
+
+    hints: SessionHints | None = None  # the session's routing hints (DistSQL / hint manager)
+    # the data source whose connection ran the last relayed SELECT, while FOUND_ROWS() is not known otherwise
+    found_rows_source: str | None = None
+    federation: bool = True  # props.proxy-federation-enabled: a refused SELECT may be federated
+
+
+PLAIN = SessionView()
+NO_FEDERATION = SessionView(federation=False)
+
+# SELECT FOUND_ROWS() with no FROM: the proxy cannot answer it (the last SELECT ran on one node, relayed):
+# it goes to that node's connection
+_FOUND_ROWS_ONLY = re.compile(r"^(?:(?!\bFROM\b).)*\bFOUND_ROWS\s*\(\s*\)(?:(?!\bFROM\b).)*$", re.I | re.S)
+# no EXPLAIN and no XA statement starts with these: the regexes are not run for them (most statements)
+_ORDINARY = ("SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+def federation_enabled(props: Mapping[str, Any]) -> bool:
+    return str(props.get("proxy-federation-enabled", "true")).lower() not in ("false", "0", "no", "off")
+
+
+def view_of(session: Session, *, federation: bool = True, found_rows: bool = True) -> SessionView:
+    """The session's view for a decision; `federation=False` for callers that never federate (SET, SHOW ...),
+    `found_rows=False` for those whose SELECT FOUND_ROWS() is not sent where the last SELECT ran (SQL EXECUTE)."""
+    hints = session.hints()
+    source = session.found_rows_source if found_rows and session.found_rows_value is None else None
+    fed = federation and federation_enabled(session.server.config.props)
+    if hints is None and source is None:
+        return PLAIN if fed else NO_FEDERATION
+    return SessionView(hints, source, fed)
+
+
+def routing_hints(view: SessionView, sql: str) -> SessionHints | None:
+    """The session's hints, and for SELECT FOUND_ROWS() the data source that knows the answer."""
+    hints = view.hints
+    if view.found_rows_source is not None and hints is None and _FOUND_ROWS_ONLY.match(sql):
+        return SessionHints(data_source=view.found_rows_source)
+    return hints
+
+
+def decide(kernel: ShardingKernel, sql: str, params: Sequence[object] | None, view: SessionView = PLAIN) -> Plan:
+    """The plan for this statement (never raises a RoutingError: a refusal is a `Refused` plan)."""
+    if not sql[:7].upper().startswith(_ORDINARY):
+        refusal = xa_refusal(sql)
+        if refusal is not None:
+            return Refused(refusal)
+        parts = split_explain(sql)
+        if parts is not None:
+            return _explain(kernel, parts, params, view)
+    try:
+        routed = kernel.route(sql, params, routing_hints(view, sql))
+    except RoutingError as refusal:  # a SELECT the kernel cannot distribute may be answered by federation
+        plan = _federation(kernel, sql, view)
+        return Refused(refusal) if plan is None else Federated(plan, refusal)
+    return run_of(routed)
+
+
+def _explain(kernel: ShardingKernel, parts: tuple[str, str, str], params: Sequence[object] | None,
+             view: SessionView) -> Plan:
+    lead, words, body = parts
+    try:
+        check_explain(words, body)
+        inner = kernel.route(lead + body, params, view.hints)
+    except RoutingError as refusal:  # EXPLAIN of a statement federation answers: its federation steps
+        plan = _federation(kernel, lead + body, view)
+        return Refused(refusal) if plan is None else FederatedExplain(plan, refusal)
+    return Explained(run_of(explained(inner, words)))
+
+
+def _federation(kernel: ShardingKernel, sql: str, view: SessionView) -> FederationPlan | None:
+    if not view.federation or view.hints is not None:
+        return None
+    return federation_plan(kernel, sql)
+
+
+def federation_plan(kernel: ShardingKernel, sql: str) -> FederationPlan | None:
+    """Federation's plan of a statement the kernel refused, or None when federation cannot answer it."""
+    if "SHARDINGSPHERE_HINT" in sql.upper():
+        return None  # the hint routes the statement itself; the copies' reads could not honour it
+    return plan_for(sql, kernel.rules, kernel.metadata)
+
+
+def routed_statement(kernel: ShardingKernel, sql: str, params: Sequence[object] | None = None,
+                     hints: SessionHints | None = None) -> RoutedStatement:
+    """The kernel's route as it is (raises its RoutingError), for what is not run as a plan: PREVIEW shows it, and
+    federation's copies read by it (their plan is the federated statement's). `decide` for anything else."""
+    return kernel.route(sql, params, hints)
+
+
+__all__ = ["NO_FEDERATION", "PLAIN", "SessionView", "decide", "federation_enabled", "federation_plan",
+           "prepared_point", "route_point", "routed_statement", "routing_hints", "view_of"]
