@@ -39,9 +39,11 @@ from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
 from proxy.clusterport import port
 from proxy.execution import txn_control
+from proxy.execution.decide import NO_FEDERATION, decide
 from proxy.execution.dualread import execute_dual_read, reconcile_copies
 from proxy.execution.into import select_into
 from proxy.execution.memo import IdentityMemo
+from proxy.execution.plans import Refused, Run, Strategy
 from proxy.execution.readers import (
     _by_source,
     _finish_readers,
@@ -75,14 +77,16 @@ _CALC_FOUND_ROWS = re.compile(r"\bSQL_CALC_FOUND_ROWS\b", re.I)
 
 
 async def execute_plan(
-    session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT,
-    *, gated: bool = False,
+    session: Session, db: LogicalDatabase, run: Run, codec: StatementCodec = TEXT, *, gated: bool = False,
 ) -> None:
+    """Carry out a decided plan (proxy.execution.decide): one branch per `Strategy`, nothing decided again."""
+    routed = run.routed
     if not gated and (gate := write_gate(db.name, routed)) is not None:  # a migration holds the table's writes
         async with gate.write():
-            await execute_plan(session, db, routed, codec, gated=True)
+            await execute_plan(session, db, run, codec, gated=True)
         return
-    if routed.stepwise is not None:  # a write over several nodes run in steps (proxy.execution.stepwise)
+    strategy = run.strategy
+    if strategy is Strategy.STEPWISE:  # a write over several nodes run in steps (proxy.execution.stepwise)
         session.route = "multi"
         try:
             # the steps inherit this statement's pass through a migration's write gate
@@ -91,34 +95,34 @@ async def execute_plan(
             session.error(exc.err.errno, f"[{exc.data_source}] " + _logical_message(db, routed, exc.err.message),
                           exc.err.sqlstate)
         return
-    if routed.into_variables:
+    if strategy is Strategy.SELECT_INTO:
         await select_into(session, db, routed, codec, execute_plan)
         return
-    units = routed.execution_units
-    session.route = "single" if len(units) == 1 else "multi"
-    if routed.kind is StatementKind.DDL:
+    session.route = "single" if len(routed.execution_units) == 1 else "multi"
+    if strategy is Strategy.DDL:
         if not await txn_control.implicit_commit(session):
             return  # committing the open transaction first failed (the client has the error): the DDL is not run
         # the client's answer waits for the reloaded metadata: a client told that the table exists may use it at
         # once, from any session (an INSERT without a column list into it needs its columns)
         with held(session):
-            await _run_units(session, db, routed, codec)
+            await _run_units(session, db, routed, run.units, codec)
             await db.reload_metadata()
         port(session.server).metadata_changed(db.name)  # Cluster mode: the other proxies reload it too
         return
-    await _run_units(session, db, routed, codec)
+    await _run_units(session, db, routed, strategy, codec)
 
 
-async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec) -> None:
+async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatement, strategy: Strategy,
+                     codec: StatementCodec) -> None:
     units = routed.execution_units
     try:
         if routed.dual_repair is not None:  # resharding window: copies made alike before a dual write
             await reconcile_copies(session, routed, _access(routed))
-        if routed.dual_read is not None:  # resharding window: copies de-duplicated first (proxy.execution.dualread)
+        if strategy is Strategy.DUAL_READ:  # resharding window: copies de-duplicated first (proxy.execution.dualread)
             await execute_dual_read(session, db, routed, codec, _access(routed))
-        elif routed.upsert is not None:  # a unique key without the sharding columns: looked up everywhere first
+        elif strategy is Strategy.UPSERT:  # a unique key without the sharding columns: looked up everywhere first
             await execute_upsert(session, db, routed, codec)
-        elif len(units) == 1 and not routed.result_table_renames and not routed.generated_keys:
+        elif strategy is Strategy.RELAY:
             unit = units[0]
             conn = await session.backend(unit.data_source, **_access(routed))
             try:
@@ -132,9 +136,9 @@ async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatem
             # every data source's connection first, in one order, before any unit runs (see
             # Session.backends_for): a statement never holds one pool's connection while it waits for another's
             conns = await session.backends_for([u.data_source for u in units], **_access(routed))
-            if routed.kind is StatementKind.SELECT or routed.result_table_renames:
+            if strategy is Strategy.SCATTER_SELECT or strategy is Strategy.RENAMED_METADATA:
                 await _select(session, routed, codec, conns)
-            else:
+            else:  # Strategy.FAN_OUT_WRITE
                 await _write(session, routed, codec, conns)
     except UnitFailed as exc:
         answer_unit_failure(session, db, routed, exc)
@@ -152,7 +156,7 @@ def answer_unit_failure(session: Session, db: LogicalDatabase, routed: RoutedSta
 async def _after_relayed_select(session: Session, conn: BackendConnection, unit: ExecutionUnit) -> None:
     """FOUND_ROWS() after a SELECT one node answered: that node knows it. With SQL_CALC_FOUND_ROWS it is
     asked at once (the session may run other statements on other nodes before asking); otherwise the
-    next SELECT FOUND_ROWS() goes to it (see `proxy.execution.routed.routing_hints`)."""
+    next SELECT FOUND_ROWS() goes to it (see `proxy.execution.decide.routing_hints`)."""
     if _CALC_FOUND_ROWS.search(unit.sql) is None:
         session.found_rows_value, session.found_rows_source = None, unit.data_source
         return
@@ -466,7 +470,11 @@ def _decoder(codec: StatementCodec, columns: Sequence[ColumnDefinition41]) -> Ca
 async def field_list_sharded(session: Session, db: LogicalDatabase, req: ComFieldList) -> None:
     """COM_FIELD_LIST of a logic table: ask its first actual table, answer with the logic name."""
     assert db.kernel is not None
-    routed = db.kernel.route(f"SELECT * FROM `{req.table}` LIMIT 0")
+    plan = decide(db.kernel, f"SELECT * FROM `{req.table}` LIMIT 0", None, NO_FEDERATION)
+    if isinstance(plan, Refused):
+        raise plan.error
+    assert isinstance(plan, Run)
+    routed = plan.routed
     unit = routed.execution_units[0]
     conn = await session.backend(unit.data_source, record_write=False)
     table_map = routed.route_units[0].table_map if routed.route_units else {}

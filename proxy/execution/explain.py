@@ -19,13 +19,13 @@ session: refused.
 
 XA statements are refused: sent as they are they would run on one data source (the first), while the
 proxy's transaction spans several; the proxy runs LOCAL transactions only.
+
+The statement text is read and the explained route built by proxy.execution.explain_text, for the decision
+(proxy.execution.decide); this module runs the decided `Explained` plan.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from protocol.constants import ColumnType
@@ -34,88 +34,25 @@ from protocol.results import ResultHeader
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
 from proxy.execution.executor import execute_plan
+from proxy.execution.explain_text import split_explain, xa_refusal
+from proxy.execution.plans import Explained
 from proxy.execution.units import UnitFailed, _logical_message
-from routing.errors import RoutingError
-from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
+from routing.plan import ExecutionUnit
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
     from proxy.execution.context import SessionContext as Session
 
-_COMMENTS = r"(?:\s*(?:/\*.*?\*/|#[^\n]*\n|--\s[^\n]*\n))*"
-_EXPLAIN = re.compile(
-    r"^(?P<lead>" + _COMMENTS + r")\s*"
-    r"(?P<words>(?:EXPLAIN|DESCRIBE|DESC|ANALYZE)\b"
-    r"(?:\s+(?:EXTENDED|PARTITIONS|ANALYZE|FORMAT\s*=\s*\w+|FOR\s+CONNECTION))*)"
-    r"\s*(?P<body>(?:SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|VALUES)\b.*|\(.*|\d.*)$",
-    re.I | re.S,
-)
-_XA = re.compile(r"^" + _COMMENTS + r"\s*XA\s+(?P<verb>\w+)", re.I | re.S)
-_READ_BODY = re.compile(r"^[\s(]*(?:SELECT|WITH|VALUES)\b", re.I)
-_DML = re.compile(r"\b(?:INSERT|UPDATE|DELETE|REPLACE)\b", re.I)  # WITH ... DELETE (MySQL 8)
-
 DATA_SOURCE_COLUMN = ColumnDefinition41("data_source", ColumnType.VAR_STRING, column_length=256)
 
 
-def split_explain(sql: str) -> tuple[str, str, str] | None:
-    """(leading comments, the EXPLAIN words, the explained statement) of `sql`, or None when it is no
-    EXPLAIN of a statement (`EXPLAIN t_order` is DESCRIBE of a table: not one)."""
-    m = _EXPLAIN.match(sql)
-    if m is None:
-        return None
-    return m.group("lead"), m.group("words"), m.group("body")
-
-
-def xa_refusal(sql: str) -> RoutingError | None:
-    m = _XA.match(sql)
-    if m is None:
-        return None
-    return RoutingError(
-        f"XA {m.group('verb').upper()}: shardproxy does not run XA transactions yet; on a sharded database the "
-        "statement would reach one data source only. Use BEGIN / COMMIT (LOCAL transactions across the data "
-        "sources)"
-    )
-
-
-def route_explain(
-    session: Session, db: LogicalDatabase, sql: str, params: Sequence[object] | None
-) -> RoutedStatement | None:
-    """The explained statement's route with every unit's SQL behind the EXPLAIN words, or None when `sql`
-    is no EXPLAIN of a statement."""
-    parts = split_explain(sql)
-    if parts is None:
-        return None
-    lead, words, body = parts
-    upper = " ".join(words.upper().split())
-    if "FOR CONNECTION" in upper:
-        raise RoutingError("EXPLAIN FOR CONNECTION names a backend thread, not a proxy session: it cannot be "
-                           "answered on a sharded database")
-    if upper.startswith("ANALYZE") or " ANALYZE" in upper:
-        if not _READ_BODY.match(body) or (body.lstrip("( ").upper().startswith("WITH") and _DML.search(body)):
-            raise RoutingError(f"{words.split()[0].upper()} ... ANALYZE runs the statement it explains; on a "
-                               "sharded database only a SELECT can be analyzed: use EXPLAIN, or run the "
-                               "statement itself")
-    assert db.kernel is not None
-    inner = db.kernel.route(lead + body, params, session.hints())
-    units = tuple(replace(u, sql=_behind(words, u.sql)) for u in inner.execution_units)
-    return RoutedStatement(
-        kind=StatementKind.SELECT, route_units=inner.route_units, execution_units=units, write=inner.write,
-        logic_tables=inner.logic_tables,
-    )
-
-
-def _behind(words: str, sql: str) -> str:
-    """`EXPLAIN ...` before a unit's SQL (after its leading comments, which may carry hints)."""
-    m = re.match(_COMMENTS, sql, re.S)
-    head = m.end() if m else 0
-    return f"{sql[:head]} {words} {sql[head:].lstrip()}" if head else f"{words} {sql.lstrip()}"
-
-
 async def execute_explain(
-    session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec = TEXT
+    session: Session, db: LogicalDatabase, plan: Explained, codec: StatementCodec = TEXT
 ) -> None:
+    """Run a decided EXPLAIN (proxy.execution.decide): the statement's one unit relayed, or every unit's plan."""
+    routed = plan.run.routed
     if len(routed.execution_units) == 1:
-        await execute_plan(session, db, routed, codec)
+        await execute_plan(session, db, plan.run, codec)
         return
     conns = await session.backends_for([u.data_source for u in routed.execution_units], read=not routed.write,
                                        record_write=False)
@@ -160,4 +97,4 @@ async def _unit_plan(conn: object, unit: ExecutionUnit, codec: StatementCodec
     return columns, rows
 
 
-__all__ = ["DATA_SOURCE_COLUMN", "execute_explain", "route_explain", "split_explain", "xa_refusal"]
+__all__ = ["DATA_SOURCE_COLUMN", "execute_explain", "split_explain", "xa_refusal"]

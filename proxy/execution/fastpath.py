@@ -32,9 +32,11 @@ from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF
 from proxy.backends.codec import execute_payload
+from proxy.execution.decide import NO_FEDERATION, decide, prepared_point, route_point, view_of
 from proxy.execution.fastcommit import CommitFan, fast_end
 from proxy.execution.multipath import MultiAnswer, MultiForward, multi_forward
-from proxy.execution.preroute import Prerouted, prerouted
+from proxy.execution.plans import Run, Strategy
+from proxy.execution.preroute import Declined, declined
 from proxy.execution.sticky import may_be_sticky
 from proxy.execution.txn_text import VERBS
 from proxy.execution.units import error_renamer
@@ -189,8 +191,8 @@ STATS = FastPathStats()
 class FastPath:
     """One session's synchronous relay state."""
 
-    __slots__ = ("armed", "backend_transport", "client", "conn", "eof_pending", "joining", "keep_for_next", "paused",
-                 "pending", "prerouted", "relay", "session", "tap", "transport", "verbatim")
+    __slots__ = ("armed", "backend_transport", "client", "conn", "declined", "eof_pending", "joining", "keep_for_next",
+                 "paused", "pending", "relay", "session", "tap", "transport", "verbatim")
 
     def __init__(self, session: Session, client: ClientProtocol, transport: asyncio.WriteTransport) -> None:
         self.session = session
@@ -210,8 +212,9 @@ class FastPath:
         # the command in flight starts the open transaction on its node first: the bytes of the BEGIN's answer
         # read so far (None: no BEGIN in flight)
         self.joining: bytes | None = None
-        # issue 15: the route of a SELECT this path declined, for the session's coroutine (proxy.execution.preroute)
-        self.prerouted: Prerouted | None = None
+        # issue 15: the plan of a SELECT this path decided and declined, for the session's coroutine
+        # (proxy.execution.preroute)
+        self.declined: Declined | None = None
         self.verbatim: VerbatimRelay | None = None  # the relay of the answers that pass unchanged, restarted for each
 
     # -- client side --------------------------------------------------------------------------------------
@@ -247,7 +250,7 @@ class FastPath:
         return True
 
     def _start(self, target: Forward, command: int) -> None:
-        self.prerouted = None
+        self.declined = None
         conn = target.conn
         tap = conn.tap
         assert tap is not None
@@ -274,7 +277,7 @@ class FastPath:
     def _start_multi(self, target: MultiForward, command: int) -> None:
         """A multi-node SELECT (proxy.execution.multipath): its answer is written through the session's wire, as
         the slow path writes it, from sequence id 1."""
-        self.prerouted = None
+        self.declined = None
         session = self.session
         db = session.database
         assert db is not None
@@ -287,7 +290,7 @@ class FastPath:
 
     def _start_end(self, target: EndForward, command: int) -> None:
         """A COMMIT or ROLLBACK (proxy.execution.fastcommit): its OK or ERR goes through the session's wire."""
-        self.prerouted = None
+        self.declined = None
         STATS.taken += 1
         session = self.session
         session.wire.seq = 1
@@ -553,10 +556,10 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         kernel = db.kernel
         known = stmt.point
         if known is None or known[0] != kernel.generation:
-            found = kernel.prepared_point(sql)
+            found = prepared_point(kernel, sql)
             known = stmt.point = None if found is None else (kernel.generation, *found)
         if known is None:  # not compiled yet
-            point = kernel.route_point(sql, params)
+            point = route_point(kernel, sql, params)
         elif known[1] is None:  # compiled, not to a point plan: the kernel routes it
             point = None
         else:  # issue 15: the statement's point plan, kept with it
@@ -574,7 +577,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         if text_kind is not SELECT:
             return None
         kernel = db.kernel
-        point = kernel.route_point(sql, params)  # issue 15: a cached routing.point plan, no RoutedStatement built
+        point = route_point(kernel, sql, params)  # issue 15: a cached routing.point plan, no RoutedStatement built
     else:
         return None
     if point is not None:
@@ -584,13 +587,17 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         unit: ExecutionUnit | None = None  # its parameters are the statement's
         renamer = _lazy_renamer(db, sql, params)
     else:
+        view = view_of(session)
         try:
-            routed = kernel.route(sql, params, None)
-        except Exception:  # the slow path routes again and answers the refusal
+            plan = decide(kernel, sql, params, view)
+        except Exception:  # a bug must not cost the connection: the slow path decides again
             return None
         fast = session.wire.fast
-        if isinstance(fast, FastPath):  # if this path declines, the session's coroutine takes this route
-            fast.prerouted = prerouted(kernel, sql, params, routed)
+        if isinstance(fast, FastPath):  # if this path declines, the session's coroutine takes this plan
+            fast.declined = declined(kernel, sql, params, view, plan)
+        if not isinstance(plan, Run):  # a refusal, federation ...: the session's coroutine carries it out
+            return None
+        routed = plan.routed
         units = routed.execution_units
         if len(units) > 1:  # issue 15: answered here too when proxy.execution.multipath takes it
             multi = multi_forward(session, db, routed, sql, params, retarget)
@@ -598,9 +605,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
                 session.info = sql[:100]
                 session.stmt_kind = SELECT
             return multi
-        if len(units) != 1 or routed.result_table_renames or routed.generated_keys or routed.kind is not _SELECT \
-                or routed.into_variables or routed.dual_read is not None:  # INTO @v: every connection;
-            return None  # a dual read runs several steps (proxy.execution.dualread)
+        if plan.strategy is not Strategy.RELAY or routed.kind is not _SELECT:  # INTO @v: every connection; a dual
+            return None  # read runs several steps (proxy.execution.dualread)
         unit = units[0]
         ds, unit_sql = unit.data_source, unit.sql
         renamer = error_renamer(db, routed)
@@ -688,7 +694,8 @@ def _lazy_renamer(db: LogicalDatabase, sql: str, params: Sequence[object] | None
 
     def rename(payload: bytes) -> bytes:
         assert db.kernel is not None
-        return error_renamer(db, db.kernel.route(sql, params, None))(payload)
+        plan = decide(db.kernel, sql, params, NO_FEDERATION)
+        return error_renamer(db, plan.routed)(payload) if isinstance(plan, Run) else payload
 
     return rename
 

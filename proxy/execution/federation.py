@@ -35,13 +35,14 @@ from protocol.results import ResultHeader
 from proxy.backends.backend import BackendConnection
 from proxy.backends.charset import charset_for_collation
 from proxy.backends.codec import StatementCodec, StatementFailed
+from proxy.execution.decide import federation_enabled, federation_plan, routed_statement
+from proxy.execution.plans import Federated, FederatedExplain
 from proxy.execution.units import access
 from routing.errors import RoutingError
 from routing.federation import (
     SCRATCH_PREFIX,
     FederationPlan,
     ScratchRead,
-    plan_for,
     preview_rows,
     scratch_names,
 )
@@ -82,8 +83,7 @@ class FederationLimitError(FederationError):
 
 
 def enabled(session: Session) -> bool:
-    props = session.server.config.props
-    return str(props.get("proxy-federation-enabled", "true")).lower() not in ("false", "0", "no", "off")
+    return federation_enabled(session.server.config.props)
 
 
 def max_rows(session: Session) -> int:
@@ -94,26 +94,13 @@ def max_rows(session: Session) -> int:
         return session.server.merge_memory_rows
 
 
-def plan_statement(db: LogicalDatabase, sql: str) -> FederationPlan | None:
-    kernel = db.kernel
-    assert kernel is not None
-    if "SHARDINGSPHERE_HINT" in sql.upper():
-        return None  # the hint routes the statement itself; the copies' reads could not honour it
-    return plan_for(sql, kernel.rules, kernel.metadata)
-
-
-async def federate(session: Session, db: LogicalDatabase, sql: str, params: Sequence[object] | None,
-                   codec: StatementCodec, refusal: RoutingError) -> bool:
-    """Answer a refused SELECT by federation; False when it cannot be (the caller raises the refusal)."""
-    if not enabled(session) or session.hints() is not None:
-        return False
-    plan = plan_statement(db, sql)
-    if plan is None:
-        return False
+async def federate(session: Session, db: LogicalDatabase, sql: str, decided: Federated,
+                   params: Sequence[object] | None, codec: StatementCodec) -> None:
+    """Answer a refused SELECT by the federation plan the decision made for it (proxy.execution.decide)."""
+    plan = decided.plan
     (log.info if session.server.sql_show else log.debug)(
-        "federated", conn=session.id, sql=sql, tables=list(plan.tables), refusal=str(refusal))
+        "federated", conn=session.id, sql=sql, tables=list(plan.tables), refusal=str(decided.refusal))
     await run_plan(session, db, plan, params, codec)
-    return True
 
 
 PREVIEW_COLUMNS = ["data_source_name", "actual_sql"]
@@ -124,26 +111,18 @@ def preview(session: Session, db: LogicalDatabase, sql: str) -> list[tuple[str, 
     """PREVIEW rows of a statement the kernel refused, when federation answers it (else None)."""
     if not enabled(session):
         return None
-    plan = plan_statement(db, sql)
+    assert db.kernel is not None
+    plan = federation_plan(db.kernel, sql)
     if plan is None:
         return None
     return [(ds, f"/* federation {step} */ {text}") for step, ds, text in preview_rows(plan, db.kernel)]
 
 
-def explain(session: Session, db: LogicalDatabase, sql: str, params: Sequence[object] | None) -> bool:
+def answer_explain(session: Session, db: LogicalDatabase, decided: FederatedExplain,
+                   params: Sequence[object] | None) -> None:
     """EXPLAIN of a federated statement: its federation steps (copies, then the answer on the host)
-    instead of a backend plan, which would need the copies made first. False: not federated."""
-    from proxy.execution.explain import split_explain
-
-    parts = split_explain(sql)
-    if parts is None or not enabled(session) or session.hints() is not None:
-        return False
-    lead, _words, body = parts
-    plan = plan_statement(db, lead + body)
-    if plan is None:
-        return False
-    session.rows(list(EXPLAIN_COLUMNS), list(preview_rows(plan, db.kernel, params)))
-    return True
+    instead of a backend plan, which would need the copies made first."""
+    session.rows(list(EXPLAIN_COLUMNS), list(preview_rows(decided.plan, db.kernel, params)))
 
 
 async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, params: Sequence[object] | None,
@@ -197,7 +176,7 @@ def _plan_sources(db: LogicalDatabase, plan: FederationPlan, params: Sequence[ob
         if read.same_as is not None:
             continue
         sources.add(_definition_source(db, plan, read.table)[0])
-        routed = routes[read.slot] = db.kernel.route(read.sql, plan.read_params(read, params), None)
+        routed = routes[read.slot] = routed_statement(db.kernel, read.sql, plan.read_params(read, params))
         sources |= {unit.data_source for unit in routed.execution_units}
     return sorted(sources), routes
 

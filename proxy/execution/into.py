@@ -30,6 +30,7 @@ from protocol.results import ResultHeader
 from protocol.wire import Reader
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import StatementCodec
+from proxy.execution.plans import Run, run_of
 from proxy.execution.units import UnitFailed, _access, _logical_message, _run_unit_to_ok
 from proxy.frontend.wire import CapturedWriter
 from routing.plan import RoutedStatement
@@ -54,10 +55,9 @@ _collation_names: dict[int, tuple[str, str] | None] = {}
 
 
 class RunPlan(Protocol):
-    """How a routed SELECT runs and answers (the executor's execute_plan, handed in by the executor)."""
+    """How a decided plan runs and answers (the executor's execute_plan, handed in by the executor)."""
 
-    async def __call__(self, session: Session, db: LogicalDatabase, routed: RoutedStatement,
-                       codec: StatementCodec) -> None: ...
+    async def __call__(self, session: Session, db: LogicalDatabase, run: Run, codec: StatementCodec) -> None: ...
 
 
 async def select_into(session: Session, db: LogicalDatabase, routed: RoutedStatement, codec: StatementCodec,
@@ -126,7 +126,8 @@ async def _merged(session: Session, db: LogicalDatabase, routed: RoutedStatement
     saved = session.writer, session.wire.writer, session.wire.seq
     session.writer = session.wire.writer = capture  # type: ignore[assignment]
     try:
-        await run(session, db, replace(routed, into_variables=()), codec)
+        # the same route without its INTO: classified by the decision's one rule (a scatter select)
+        await run(session, db, run_of(replace(routed, into_variables=())), codec)
     finally:
         session.writer, session.wire.writer, session.wire.seq = saved
     answer = [p for _f, _l, p in capture.frames.packets()]

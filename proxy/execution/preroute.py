@@ -1,12 +1,17 @@
-"""A route the fast path worked out and then handed to the session's coroutine (issue 15).
+"""The hand-over of a plan the fast path decided and then declined, to the session's coroutine (issue 15).
 
-Why: the fast path (proxy.execution.fastpath) routes every plain SELECT to learn whether one node answers it; when
-several do (sysbench's range selects, scatter queries), the session's coroutine used to route the same text
-again. The route is kept here, on the session's fast path, and the coroutine takes it instead of routing again
-when it is for the very statement it runs: the same text, parameters equal in value and type, the same kernel
-that has not been invalidated since, and no routing hints (the fast path routes without any). Anything else
-routes as before. The kernel is pure, so a route of the same text and parameters by the same kernel generation
-is the route the coroutine would compute.
+Why: the fast path (proxy.execution.fastpath) decides every plain SELECT (proxy.execution.decide) to learn whether
+it can relay it; when it cannot (a multi-node SELECT multipath does not take, a node the transaction has not
+joined yet ...), the command goes to the session's coroutine, which would decide the same text again. The decided
+plan goes with it instead: the fast path puts it in its `declined` field (`Declined`) just before it declines the
+command, and the coroutine takes it (`take`) before deciding, when it is the plan of the very statement it runs:
+the same text, parameters equal in value and type, the same session view, the same kernel not invalidated since.
+Anything else is decided as if nothing had been handed over. The decision is a pure function of these, so a plan
+kept for them is the plan the coroutine would decide.
+
+Why a field, and not an argument: the declined bytes reach the coroutine through the client socket's stream (it
+reads them in order with everything else), not through a call; the field holds at most one plan, and is emptied
+whenever the fast path takes a command or the coroutine decides one.
 """
 
 from __future__ import annotations
@@ -15,29 +20,34 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
+    from proxy.execution.decide import SessionView
+    from proxy.execution.plans import Plan
     from routing.kernel import ShardingKernel
-    from routing.plan import RoutedStatement
 
 
-class Prerouted(NamedTuple):
+class Declined(NamedTuple):
     kernel: ShardingKernel
     generation: int
     sql: str
     params: tuple[Any, ...] | None
-    routed: RoutedStatement
+    view: SessionView
+    plan: Plan
 
 
 def _params(params: Sequence[Any] | None) -> tuple[Any, ...] | None:
     return None if params is None else tuple(params)
 
 
-def prerouted(kernel: ShardingKernel, sql: str, params: Sequence[Any] | None, routed: RoutedStatement) -> Prerouted:
-    return Prerouted(kernel, kernel.generation, sql, _params(params), routed)
+def declined(kernel: ShardingKernel, sql: str, params: Sequence[Any] | None, view: SessionView, plan: Plan
+             ) -> Declined:
+    return Declined(kernel, kernel.generation, sql, _params(params), view, plan)
 
 
-def matches(kept: Prerouted | None, kernel: ShardingKernel, sql: str, params: Sequence[Any] | None) -> bool:
-    """Whether `kept` is the route of this statement by this kernel as it is now."""
-    if kept is None or kept.kernel is not kernel or kept.generation != kernel.generation or kept.sql != sql:
+def matches(kept: Declined | None, kernel: ShardingKernel, sql: str, params: Sequence[Any] | None,
+            view: SessionView) -> bool:
+    """Whether `kept` is the plan of this statement by this kernel as it is now, for this session view."""
+    if kept is None or kept.kernel is not kernel or kept.generation != kernel.generation or kept.sql != sql \
+            or kept.view != view:
         return False
     values = _params(params)
     if values is None or kept.params is None:
@@ -46,4 +56,15 @@ def matches(kept: Prerouted | None, kernel: ShardingKernel, sql: str, params: Se
         type(a) is type(b) and a == b for a, b in zip(values, kept.params, strict=True))
 
 
-__all__ = ["Prerouted", "matches", "prerouted"]
+def take(fast: object, kernel: ShardingKernel, sql: str, params: Sequence[Any] | None, view: SessionView
+         ) -> Plan | None:
+    """The plan the session's fast path (`fast`, or None) handed over for this statement, else None; the field is
+    emptied either way."""
+    kept: Declined | None = getattr(fast, "declined", None)
+    if kept is None:
+        return None
+    fast.declined = None  # type: ignore[attr-defined]
+    return kept.plan if matches(kept, kernel, sql, params, view) else None
+
+
+__all__ = ["Declined", "declined", "matches", "take"]

@@ -1,51 +1,26 @@
-"""Route a statement on a sharded database and run it: the entry the session (text protocol) and
+"""Decide a statement on a sharded database and carry the plan out: the entry the session (text protocol) and
 prepared statements (binary) call.
 
-Why its own module: EXPLAIN of a statement is routed like the statement and answered by proxy.execution.explain,
-which runs plans through the executor; this entry sits above both, so neither imports the other's caller.
+Why its own module: the plans name several engines (the executor, EXPLAIN, federation); this entry sits above
+them all and dispatches a decided plan (proxy.execution.decide) to the one that runs it, so none of them imports
+another's caller. A plan the fast path decided and declined is taken as it is (proxy.execution.preroute).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from proxy.backends.codec import TEXT, StatementCodec
 from proxy.execution import explain, federation, preroute
+from proxy.execution.decide import decide, view_of
 from proxy.execution.executor import execute_plan
+from proxy.execution.plans import Explained, Federated, FederatedExplain, Plan, Refused, Run
 from proxy.execution.units import log_statement
-from routing.errors import RoutingError
-from routing.plan import RoutedStatement, SessionHints
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
     from proxy.execution.context import SessionContext as Session
-
-# SELECT FOUND_ROWS() with no FROM: the proxy cannot answer it (the last SELECT ran on one node, relayed):
-# it goes to that node's connection
-_FOUND_ROWS_ONLY = re.compile(r"^(?:(?!\bFROM\b).)*\bFOUND_ROWS\s*\(\s*\)(?:(?!\bFROM\b).)*$", re.I | re.S)
-
-
-def routing_hints(session: Session, sql: str) -> SessionHints | None:
-    """The session's hints, and for SELECT FOUND_ROWS() the data source that knows the answer."""
-    hints = session.hints()
-    source = session.found_rows_source
-    if source is not None and session.found_rows_value is None and hints is None and _FOUND_ROWS_ONLY.match(sql):
-        return SessionHints(data_source=source)
-    return hints
-
-
-def _taken_route(session: Session, db: LogicalDatabase, sql: str, params: Sequence[object] | None
-                 ) -> RoutedStatement | None:
-    """The route the fast path worked out for this statement before it declined it (proxy.execution.preroute)."""
-    fast = session.wire.fast
-    kept = getattr(fast, "prerouted", None)
-    if kept is None:
-        return None
-    fast.prerouted = None  # type: ignore[union-attr]
-    assert db.kernel is not None
-    return kept.routed if preroute.matches(kept, db.kernel, sql, params) else None
 
 
 async def execute_routed(session: Session, db: LogicalDatabase, sql: str) -> None:
@@ -55,34 +30,32 @@ async def execute_routed(session: Session, db: LogicalDatabase, sql: str) -> Non
 async def route_and_execute(
     session: Session, db: LogicalDatabase, sql: str, params: Sequence[object] | None, codec: StatementCodec
 ) -> None:
-    """Route a statement on a sharded database and run it (text or prepared); EXPLAIN of a statement is
-    routed like the statement, XA is refused (proxy.execution.explain)."""
+    """Decide a statement on a sharded database and run its plan (text or prepared)."""
     assert db.kernel is not None
-    refusal = explain.xa_refusal(sql)
-    if refusal is not None:
-        raise refusal
-    try:
-        routed = explain.route_explain(session, db, sql, params)
-    except RoutingError:  # EXPLAIN of a statement federation answers (proxy.execution.federation)
-        if not federation.explain(session, db, sql, params):
-            raise
-        return
-    if routed is not None:
-        log_statement(session, sql, routed, params or ())
-        await explain.execute_explain(session, db, routed, codec)
-        return
-    hints = routing_hints(session, sql)
-    routed = _taken_route(session, db, sql, params) if hints is None else None
-    try:
-        if routed is None:
-            routed = db.kernel.route(sql, params, hints)
-    except RoutingError as refusal:  # a SELECT the kernel cannot distribute, answered by federation
-        if not await federation.federate(session, db, sql, params, codec, refusal):
-            raise
-        return
-    log_statement(session, sql, routed, params or ())
-    await execute_plan(session, db, routed, codec)
+    view = view_of(session)
+    plan = preroute.take(session.wire.fast, db.kernel, sql, params, view)
+    if plan is None:
+        plan = decide(db.kernel, sql, params, view)
+    await run_plan(session, db, sql, params, plan, codec)
 
 
+async def run_plan(session: Session, db: LogicalDatabase, sql: str, params: Sequence[object] | None, plan: Plan,
+                   codec: StatementCodec) -> None:
+    """Carry out a decided plan: a RoutingError for a refusal (the session answers it), else the plan's engine."""
+    if isinstance(plan, Run):
+        log_statement(session, sql, plan.routed, params or ())
+        await execute_plan(session, db, plan, codec)
+    elif isinstance(plan, Refused):
+        raise plan.error
+    elif isinstance(plan, Explained):
+        log_statement(session, sql, plan.run.routed, params or ())
+        await explain.execute_explain(session, db, plan, codec)
+    elif isinstance(plan, FederatedExplain):
+        federation.answer_explain(session, db, plan, params)
+    elif isinstance(plan, Federated):
+        await federation.federate(session, db, sql, plan, params, codec)
+    else:  # pragma: no cover - the set of plans is closed
+        raise AssertionError(plan)
 
-__all__ = ["execute_routed", "route_and_execute", "routing_hints"]
+
+__all__ = ["execute_routed", "route_and_execute", "run_plan"]

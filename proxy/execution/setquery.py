@@ -2,9 +2,9 @@
 
 A plain SET is replayed on every backend connection the session uses (proxy.execution.txn); one that reads tables
 cannot be: its text names logic tables, which the backends do not have, and each data source holds other
-rows. The kernel routes it like the SELECT it contains (one data node, table names rewritten; several
-nodes are refused with 1235), it runs on that node's connection, and the values it assigned are read back
-there and set on every other connection with literals (``SET @v = 42``), which is what the session keeps
+rows. It is decided (proxy.execution.decide), routed like the SELECT it contains (one data node, table names
+rewritten; several nodes are refused with 1235), it runs on that node's connection, and the values it assigned
+are read back there and set on every other connection with literals (``SET @v = 42``), which is what the session keeps
 for the connections it borrows later. A SET that fails is answered with its error and changes nothing.
 """
 
@@ -18,6 +18,8 @@ from protocol.constants import ColumnType
 from protocol.packets import ComQuery, ERRPacket, decode_text_row
 from protocol.results import ResultHeader
 from proxy.backends.backend import BackendError
+from proxy.execution.decide import decide, view_of
+from proxy.execution.plans import Refused, Run
 from proxy.execution.units import _logical_message, log_statement
 
 if TYPE_CHECKING:
@@ -40,7 +42,12 @@ async def routed_set(session: Session, db: LogicalDatabase, sql: str) -> bool:
     """Run a SET that holds a query; False when it is not one the kernel routes to one unit (the caller
     then treats it as a plain SET)."""
     assert db.kernel is not None
-    routed = db.kernel.route(sql, None, session.hints())  # RoutingError: the session answers 1235
+    plan = decide(db.kernel, sql, None, view_of(session, federation=False, found_rows=False))
+    if isinstance(plan, Refused):
+        raise plan.error  # the session answers 1235
+    if not isinstance(plan, Run):
+        return False
+    routed = plan.routed
     if len(routed.execution_units) != 1 or not routed.set_variables:
         return False
 

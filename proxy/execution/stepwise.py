@@ -23,7 +23,6 @@ COMMIT at the end, ROLLBACK when anything fails): nothing is left half-written.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -37,6 +36,8 @@ from protocol.wire import Reader
 from proxy.backends.codec import TEXT
 from proxy.execution import txn, txn_end
 from proxy.execution.atomic import held_whole
+from proxy.execution.decide import SessionView, decide
+from proxy.execution.plans import Refused, Run, Strategy
 from proxy.execution.units import _merged_info, log_statement
 from proxy.execution.upsert import _ok, _rows
 from proxy.frontend.wire import CapturedWriter
@@ -71,6 +72,7 @@ _BINARY_TYPES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longb
 # the executor's execute_plan, for the steps (set per statement by execute_stepwise)
 RunPlan = Callable[..., Awaitable[None]]
 _RUN_PLAN: ContextVar[RunPlan] = ContextVar("shardproxy_stepwise_run_plan")
+STEP_HINTS = SessionHints(stepwise_inner=True)  # a step is decided as a statement of its own, never in steps
 
 
 class StepFailed(Exception):
@@ -322,16 +324,18 @@ async def _run(session: Session, db: LogicalDatabase, sql: str, limit: int = 0) 
     then the last one), and whether some were dropped."""
     assert db.kernel is not None
     hints = session.hints()
-    inner = replace(hints, stepwise_inner=True) if hints is not None else SessionHints(stepwise_inner=True)
-    routed = db.kernel.route(sql, None, inner)
-    if routed.stepwise is not None:
+    inner = replace(hints, stepwise_inner=True) if hints is not None else STEP_HINTS
+    plan = decide(db.kernel, sql, None, SessionView(inner, federation=False))
+    if isinstance(plan, Refused):
+        raise plan.error
+    if not isinstance(plan, Run) or plan.strategy is Strategy.STEPWISE:
         raise RoutingError(f"a step of this write would need steps of its own: {sql[:200]}")
-    log_statement(session, sql, routed)
+    log_statement(session, sql, plan.routed)
     capture = _BoundedCapture(limit)
     saved = session.writer, session.wire.writer, session.wire.seq, session.errored
     session.writer = session.wire.writer = capture  # type: ignore[assignment]
     try:
-        await _RUN_PLAN.get()(session, db, routed, TEXT)
+        await _RUN_PLAN.get()(session, db, plan, TEXT)
     finally:
         session.writer, session.wire.writer, session.wire.seq, session.errored = saved
     capture.write(b"")
@@ -378,9 +382,9 @@ def step_data_sources(db: LogicalDatabase, step: StepwiseWrite, sql: str) -> lis
     rule = db.kernel.rules.sharding.tables[step.table]  # type: ignore[union-attr]
     sources = set(rule.data_sources)
     if step.kind == INSERT_SELECT:
-        with contextlib.suppress(RoutingError):
-            routed = db.kernel.route(split_insert_select(sql).query, None, SessionHints(stepwise_inner=True))
-            sources |= {u.data_source for u in routed.execution_units}
+        plan = decide(db.kernel, split_insert_select(sql).query, None, SessionView(STEP_HINTS, federation=False))
+        if isinstance(plan, Run):
+            sources |= {u.data_source for u in plan.routed.execution_units}
     return sorted(sources)
 
 

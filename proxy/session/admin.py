@@ -12,6 +12,7 @@ from protocol.constants import ErrorCode
 from proxy.backends.backend import DataSource
 from proxy.backends.readwrite import RULE_COLUMNS, ReadWriteGroup, storage_unit_rows
 from proxy.clusterport import port
+from proxy.execution.decide import routed_statement
 from proxy.session.statements import ProxyStatement, unquote_ident
 from routing import admin as rule_rows
 from routing.errors import RoutingError
@@ -176,7 +177,7 @@ async def admin_statement(session: Session, stmt: ProxyStatement, sql: str) -> N
             rows = [(next(iter(db.sources)), inner)]
         else:
             try:
-                rows = rule_rows.preview_rows(db.kernel.route(inner, None, session.hints()))
+                rows = rule_rows.preview_rows(routed_statement(db.kernel, inner, None, session.hints()))
             except RoutingError:  # hook: a statement federation answers previews its copies (proxy.federation)
                 from proxy.execution.federation import preview
 

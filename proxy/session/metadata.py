@@ -19,7 +19,9 @@ from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_tex
 from protocol.results import ResultHeader
 from proxy.backends.codec import BINARY
 from proxy.clusterport import port
+from proxy.execution.decide import decide, view_of
 from proxy.execution.executor import execute_plan
+from proxy.execution.plans import Refused, Run
 from proxy.execution.resultset import BINARY_ROWS, result_packets
 from proxy.execution.units import log_statement
 from proxy.session import system_schema
@@ -339,13 +341,17 @@ async def _route(session: Session, db: LogicalDatabase, sql: str) -> None:
     """Run a statement the kernel routes, in the protocol of the client's command (text or binary rows)."""
 
     assert db.kernel is not None
-    routed = db.kernel.route(sql, [] if BINARY_ROWS.get() else None, session.hints())
-    log_statement(session, sql, routed)
+    plan = decide(db.kernel, sql, [] if BINARY_ROWS.get() else None, view_of(session, federation=False,
+                                                                             found_rows=False))
+    if isinstance(plan, Refused):
+        raise plan.error
+    assert isinstance(plan, Run)  # a SHOW / DESCRIBE of a table: no EXPLAIN, nothing federated
+    log_statement(session, sql, plan.routed)
     if BINARY_ROWS.get():
 
-        await execute_plan(session, db, routed, BINARY)
+        await execute_plan(session, db, plan, BINARY)
     else:
-        await execute_plan(session, db, routed)
+        await execute_plan(session, db, plan)
 
 
 async def _show_create_database(session: Session, m: re.Match[str]) -> None:

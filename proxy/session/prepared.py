@@ -46,7 +46,9 @@ from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import BINARY
 from proxy.backends.readwrite import Access, ReadWriteGroup, classify_access
 from proxy.execution import txn_control
+from proxy.execution.decide import decide, view_of
 from proxy.execution.explain import split_explain, xa_refusal
+from proxy.execution.plans import Run, Strategy
 from proxy.execution.replicas import TrackingWriter, drop_replica, group_backend
 from proxy.execution.resultset import BINARY_ROWS
 from proxy.execution.routed import route_and_execute
@@ -132,13 +134,14 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
 
     if split_explain(sql) is not None or xa_refusal(sql) is not None:
         return ()  # EXPLAIN: one column more with several units, known at EXECUTE; XA: refused there
-    for dummy in (0, "0", None):
-        try:
-            routed = db.kernel.route(sql, [dummy] * num_params, session.hints())
-        except RoutingError:
-            continue
-        if routed.into_variables:
+    view = view_of(session, federation=False, found_rows=False)
+    for dummy in (0, "0", None):  # decided with stand-in values: a plan to describe, never run
+        plan = decide(db.kernel, sql, [dummy] * num_params, view)
+        if not isinstance(plan, Run):
+            continue  # refused with these values
+        if plan.strategy is Strategy.SELECT_INTO:
             return ()  # SELECT ... INTO @v answers OK, no rows
+        routed = plan.routed
         unit = routed.execution_units[0]
         conn = await session.backend(unit.data_source, record_write=False)  # describing is no write
         answer = await conn.prepared(unit.sql)

@@ -1,8 +1,9 @@
 """PREPARE / EXECUTE / DEALLOCATE PREPARE sent as SQL text (COM_QUERY) to a sharded database.
 
 The proxy keeps the statement text by name in the session; EXECUTE reads the user variables it names from a
-backend, routes the text with their values and runs the units as text. The binary protocol's prepared
-statements (COM_STMT_*) are `prepared.py`; this is the text-protocol form, which shares none of its code.
+backend, decides the text with their values (proxy.execution.decide) and runs the units as text. The binary
+protocol's prepared statements (COM_STMT_*) are `prepared.py`; this is the text-protocol form, which shares
+none of its code.
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ from typing import TYPE_CHECKING
 from protocol.constants import ColumnType, ErrorCode
 from protocol.packets import ComQuery, ERRPacket, decode_text_row
 from protocol.results import ResultHeader
+from proxy.backends.codec import TEXT
+from proxy.execution.decide import decide, federation_plan, view_of
 from proxy.execution.executor import execute_plan
-from proxy.execution.explain import execute_explain, route_explain, xa_refusal
+from proxy.execution.explain import execute_explain
+from proxy.execution.federation import federate
+from proxy.execution.plans import Explained, Federated, FederatedExplain, Refused
 from proxy.execution.units import log_statement
 from routing.errors import RoutingError
 from routing.interpolate import interpolate
@@ -113,19 +118,20 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
     db = session.database
     assert db is not None and db.kernel is not None
 
-    refusal = xa_refusal(text)
-    if refusal is not None:
-        raise refusal
-    explained = route_explain(session, db, text, values)
-    try:
-        routed = explained or db.kernel.route(text, values, session.hints())
-    except RoutingError as refusal:  # hook: a statement federation answers, run as text (proxy.federation)
-        from proxy.backends.codec import TEXT
-        from proxy.execution.federation import federate
-
-        if not await federate(session, db, interpolate(text, values), None, TEXT, refusal):
-            raise
+    plan = decide(db.kernel, text, values, view_of(session, found_rows=False))
+    if isinstance(plan, Refused):
+        raise plan.error
+    if isinstance(plan, FederatedExplain):
+        raise plan.refusal
+    if isinstance(plan, Federated):  # federation answers it, run as text with its values in (proxy.federation)
+        as_text = interpolate(text, values)
+        federated = federation_plan(db.kernel, as_text)
+        if federated is None:
+            raise plan.refusal
+        await federate(session, db, as_text, Federated(federated, plan.refusal), None, TEXT)
         return
+    run = plan.run if isinstance(plan, Explained) else plan
+    routed = run.routed
     units = tuple(replace(u, sql=interpolate(u.sql, u.params or ()), params=None) for u in routed.execution_units)
     routed = replace(routed, execution_units=units)
     if routed.upsert is not None:  # its row-by-row statements run as text too
@@ -137,7 +143,8 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
 
         routed = replace(routed, upsert=replace(routed.upsert, render_row=interpolated))
     log_statement(session, text, routed, values)
-    if explained is not None:
-        await execute_explain(session, db, routed)
+    run = replace(run, routed=routed)  # the same strategy: only the units' text changed
+    if isinstance(plan, Explained):
+        await execute_explain(session, db, Explained(run))
     else:
-        await execute_plan(session, db, routed)
+        await execute_plan(session, db, run)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.execution.explain import _behind, split_explain, xa_refusal
+from proxy.execution.explain import split_explain, xa_refusal
+from proxy.execution.explain_text import _behind
 
 
 @pytest.mark.parametrize(("sql", "parts"), [
@@ -28,15 +29,15 @@ def test_split_explain(sql: str, parts: tuple[str, str, str] | None) -> None:
 
 
 def test_analyze_runs_only_reads() -> None:
-    from unittest.mock import MagicMock
-
-    from proxy.execution.explain import route_explain
+    from proxy.execution.explain_text import check_explain
     from routing.errors import RoutingError
 
     for sql in ("ANALYZE DELETE FROM t", "ANALYZE UPDATE t SET a = 1", "EXPLAIN ANALYZE INSERT INTO t VALUES (1)",
                 "ANALYZE WITH c AS (SELECT 1) DELETE FROM t", "EXPLAIN FOR CONNECTION 3"):
+        parts = split_explain(sql)
+        assert parts is not None
         with pytest.raises(RoutingError):
-            route_explain(MagicMock(), MagicMock(), sql, None)
+            check_explain(parts[1], parts[2])
 
 
 def test_explain_words_go_after_a_units_leading_comments() -> None:

@@ -1,4 +1,4 @@
-"""proxy.execution.preroute: the coroutine takes the fast path's route only for the very statement it routed."""
+"""proxy.execution.preroute: the coroutine takes the fast path's plan only for the very statement it decided."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from proxy.execution.preroute import matches, prerouted
+from proxy.execution.decide import NO_FEDERATION, PLAIN, SessionView, decide
+from proxy.execution.preroute import declined, matches, take
 from routing.kernel import ShardingKernel
 from tests.routing.conftest import METADATA, build_rules
 
@@ -30,17 +31,43 @@ CASES: list[tuple[str, list[Any] | None, bool]] = [
 @pytest.mark.parametrize(("sql", "params", "expected"), CASES)
 def test_matches_only_the_same_statement(sql: str, params: list[Any] | None, expected: bool) -> None:
     kernel = ShardingKernel(build_rules(), METADATA)
-    kept = prerouted(kernel, SQL, [1, 2], kernel.route(SQL, [1, 2]))
-    assert matches(kept, kernel, sql, params) is expected
+    kept = declined(kernel, SQL, [1, 2], PLAIN, decide(kernel, SQL, [1, 2]))
+    assert matches(kept, kernel, sql, params, PLAIN) is expected
 
 
 def test_text_statement_and_staleness() -> None:
     kernel = ShardingKernel(build_rules(), METADATA)
     text = "SELECT * FROM t_order WHERE user_id BETWEEN 1 AND 2"
-    kept = prerouted(kernel, text, None, kernel.route(text))
-    assert matches(kept, kernel, text, None)
-    assert not matches(kept, kernel, text, [])
-    assert not matches(kept, ShardingKernel(build_rules(), METADATA), text, None)  # another kernel
-    assert not matches(None, kernel, text, None)
+    kept = declined(kernel, text, None, PLAIN, decide(kernel, text, None))
+    assert matches(kept, kernel, text, None, PLAIN)
+    assert not matches(kept, kernel, text, [], PLAIN)
+    assert not matches(kept, ShardingKernel(build_rules(), METADATA), text, None, PLAIN)  # another kernel
+    assert not matches(None, kernel, text, None, PLAIN)
     kernel.invalidate()  # rules or metadata changed since: route again
-    assert not matches(kept, kernel, text, None)
+    assert not matches(kept, kernel, text, None, PLAIN)
+
+
+def test_another_session_view_decides_again() -> None:
+    kernel = ShardingKernel(build_rules(), METADATA)
+    text = "SELECT * FROM t_order WHERE user_id BETWEEN 1 AND 2"
+    kept = declined(kernel, text, None, PLAIN, decide(kernel, text, None))
+    assert not matches(kept, kernel, text, None, NO_FEDERATION)
+    assert not matches(kept, kernel, text, None, SessionView(found_rows_source="ds_0"))
+
+
+class _Fast:
+    declined = None
+
+
+def test_take_empties_the_field() -> None:
+    kernel = ShardingKernel(build_rules(), METADATA)
+    text = "SELECT * FROM t_order WHERE user_id BETWEEN 1 AND 2"
+    plan = decide(kernel, text, None)
+    fast = _Fast()
+    fast.declined = declined(kernel, text, None, PLAIN, plan)  # type: ignore[assignment]
+    assert take(fast, kernel, text, None, PLAIN) is plan
+    assert fast.declined is None
+    fast.declined = declined(kernel, text, None, PLAIN, plan)  # type: ignore[assignment]
+    assert take(fast, kernel, text + " ", None, PLAIN) is None  # another statement: decided anew
+    assert fast.declined is None
+    assert take(None, kernel, text, None, PLAIN) is None  # no fast path
