@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from proxy.execution.explain_text import check_explain, explained, split_explain, xa_refusal
-from proxy.execution.plans import Explained, Federated, FederatedExplain, Plan, Refused, run_of
+from proxy.execution.memo import IdentityMemo
+from proxy.execution.plans import Explained, Federated, FederatedExplain, Plan, Refused, Run, run_of
 from routing.errors import RoutingError
 from routing.federation import FederationPlan, plan_for
 from routing.kernel import ShardingKernel
@@ -46,12 +47,17 @@ class SessionView:
 
 PLAIN = SessionView()
 NO_FEDERATION = SessionView(federation=False)
+_VIEWS: dict[tuple[str, bool], SessionView] = {}
 
 # SELECT FOUND_ROWS() with no FROM: the proxy cannot answer it (the last SELECT ran on one node, relayed):
 # it goes to that node's connection
 _FOUND_ROWS_ONLY = re.compile(r"^(?:(?!\bFROM\b).)*\bFOUND_ROWS\s*\(\s*\)(?:(?!\bFROM\b).)*$", re.I | re.S)
-# no EXPLAIN and no XA statement starts with these: the regexes are not run for them (most statements)
-_ORDINARY = ("SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE")
+# the plan of each route the kernel keeps and hands out again (`RoutedStatement.reused`): a plan is a function of
+# its route, and building one (a frozen dataclass) costs several times the kernel's lookup of a kept route
+_RUNS: IdentityMemo[Run] = IdentityMemo(1024)
+# no EXPLAIN and no XA statement starts with these (SELECT, INSERT, UPDATE, REPLACE, SET, SHOW ...): the regexes are
+# not run for them (most statements; an EXPLAIN or XA starts with E, D, A, X, a comment or a space)
+_ORDINARY = "SsIiUuRr"
 
 
 def federation_enabled(props: Mapping[str, Any]) -> bool:
@@ -64,9 +70,17 @@ def view_of(session: Session, *, federation: bool = True, found_rows: bool = Tru
     hints = session.hints()
     source = session.found_rows_source if found_rows and session.found_rows_value is None else None
     fed = federation and federation_enabled(session.server.config.props)
-    if hints is None and source is None:
+    if hints is not None:
+        return SessionView(hints, source, fed)
+    if source is None:
         return PLAIN if fed else NO_FEDERATION
-    return SessionView(hints, source, fed)
+    key = (source, fed)  # a few values (a data source's name): one object each, not one per statement
+    view = _VIEWS.get(key)
+    if view is None:
+        if len(_VIEWS) >= 256:
+            _VIEWS.clear()
+        view = _VIEWS[key] = SessionView(None, source, fed)
+    return view
 
 
 def routing_hints(view: SessionView, sql: str) -> SessionHints | None:
@@ -77,9 +91,20 @@ def routing_hints(view: SessionView, sql: str) -> SessionHints | None:
     return hints
 
 
+def same_decision(plan: Plan, decided: SessionView, view: SessionView, sql: str) -> bool:
+    """Whether `decide(kernel, sql, params, view)` is `plan`, decided for the same kernel, text and parameters in
+    `decided`: the decision reads of the view its hints, the routing hints of this text, and the federation flag
+    only when the kernel refused (a `Run` or an `Explained` plan does not depend on it)."""
+    if decided is view:
+        return True
+    if decided.hints != view.hints or routing_hints(decided, sql) != routing_hints(view, sql):
+        return False
+    return isinstance(plan, Run | Explained) or decided.federation == view.federation
+
+
 def decide(kernel: ShardingKernel, sql: str, params: Sequence[object] | None, view: SessionView = PLAIN) -> Plan:
     """The plan for this statement (never raises a RoutingError: a refusal is a `Refused` plan)."""
-    if not sql[:7].upper().startswith(_ORDINARY):
+    if sql[:1] not in _ORDINARY:
         refusal = xa_refusal(sql)
         if refusal is not None:
             return Refused(refusal)
@@ -87,10 +112,13 @@ def decide(kernel: ShardingKernel, sql: str, params: Sequence[object] | None, vi
         if parts is not None:
             return _explain(kernel, parts, params, view)
     try:
-        routed = kernel.route(sql, params, routing_hints(view, sql))
+        routed = kernel.route(sql, params, view.hints if view.found_rows_source is None else routing_hints(view, sql))
     except RoutingError as refusal:  # a SELECT the kernel cannot distribute may be answered by federation
         plan = _federation(kernel, sql, view)
         return Refused(refusal) if plan is None else Federated(plan, refusal)
+    if routed.reused:  # a route the kernel hands out again for this text: its plan too (issue 15)
+        run = _RUNS.get(routed)
+        return run if run is not None else _RUNS.put(routed, run_of(routed))
     return run_of(routed)
 
 
@@ -126,5 +154,17 @@ def routed_statement(kernel: ShardingKernel, sql: str, params: Sequence[object] 
     return kernel.route(sql, params, hints)
 
 
-__all__ = ["NO_FEDERATION", "PLAIN", "SessionView", "decide", "federation_enabled", "federation_plan",
-           "prepared_point", "route_point", "routed_statement", "routing_hints", "view_of"]
+__all__ = [
+    "NO_FEDERATION",
+    "PLAIN",
+    "SessionView",
+    "decide",
+    "federation_enabled",
+    "federation_plan",
+    "prepared_point",
+    "route_point",
+    "routed_statement",
+    "routing_hints",
+    "same_decision",
+    "view_of",
+]

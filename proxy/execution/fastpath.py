@@ -32,7 +32,7 @@ from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF
 from proxy.backends.codec import execute_payload
-from proxy.execution.decide import NO_FEDERATION, decide, prepared_point, route_point, view_of
+from proxy.execution.decide import NO_FEDERATION, decide, prepared_point, route_point
 from proxy.execution.fastcommit import CommitFan, fast_end
 from proxy.execution.multipath import MultiAnswer, MultiForward, multi_forward
 from proxy.execution.plans import Run, Strategy
@@ -587,14 +587,13 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         unit: ExecutionUnit | None = None  # its parameters are the statement's
         renamer = _lazy_renamer(db, sql, params)
     else:
-        view = view_of(session)
-        try:
-            plan = decide(kernel, sql, params, view)
+        try:  # (a plain SELECT: no hints, no FOUND_ROWS(); federation is the coroutine's, see preroute)
+            plan = decide(kernel, sql, params, NO_FEDERATION)
         except Exception:  # a bug must not cost the connection: the slow path decides again
             return None
         fast = session.wire.fast
         if isinstance(fast, FastPath):  # if this path declines, the session's coroutine takes this plan
-            fast.declined = declined(kernel, sql, params, view, plan)
+            fast.declined = declined(kernel, sql, params, NO_FEDERATION, plan)
         if not isinstance(plan, Run):  # a refusal, federation ...: the session's coroutine carries it out
             return None
         routed = plan.routed

@@ -84,30 +84,39 @@ class Federated:
 Plan = Refused | Run | Explained | FederatedExplain | Federated
 
 
+# the members as module constants: an Enum member's lookup on its class costs more than the whole classification
+# (Python 3.11); the fast path classifies every multi-node SELECT it decides
+_STEPWISE, _SELECT_INTO, _DDL = Strategy.STEPWISE, Strategy.SELECT_INTO, Strategy.DDL
+_DUAL_READ, _UPSERT, _RELAY = Strategy.DUAL_READ, Strategy.UPSERT, Strategy.RELAY
+_SCATTER_SELECT, _RENAMED_METADATA, _FAN_OUT_WRITE = (
+    Strategy.SCATTER_SELECT, Strategy.RENAMED_METADATA, Strategy.FAN_OUT_WRITE)
+_SELECT, _DDL_KIND = StatementKind.SELECT, StatementKind.DDL
+
+
 def unit_strategy(routed: RoutedStatement) -> Strategy:
     """How a route's execution units run, once nothing else is to be done first."""
     if routed.dual_read is not None:
-        return Strategy.DUAL_READ
+        return _DUAL_READ
     if routed.upsert is not None:
-        return Strategy.UPSERT
-    if len(routed.execution_units) == 1 and not routed.result_table_renames and not routed.generated_keys:
-        return Strategy.RELAY
+        return _UPSERT
     if routed.result_table_renames:
-        return Strategy.RENAMED_METADATA
-    if routed.kind is StatementKind.SELECT:
-        return Strategy.SCATTER_SELECT
-    return Strategy.FAN_OUT_WRITE
+        return _RENAMED_METADATA
+    if len(routed.execution_units) == 1 and not routed.generated_keys:
+        return _RELAY
+    if routed.kind is _SELECT:
+        return _SCATTER_SELECT
+    return _FAN_OUT_WRITE
 
 
 def run_of(routed: RoutedStatement) -> Run:
     """The one classification of a route into the strategy that runs it."""
     units = unit_strategy(routed)
     if routed.stepwise is not None:
-        return Run(Strategy.STEPWISE, units, routed)
+        return Run(_STEPWISE, units, routed)
     if routed.into_variables:
-        return Run(Strategy.SELECT_INTO, units, routed)
-    if routed.kind is StatementKind.DDL:
-        return Run(Strategy.DDL, units, routed)
+        return Run(_SELECT_INTO, units, routed)
+    if routed.kind is _DDL_KIND:
+        return Run(_DDL, units, routed)
     return Run(units, units, routed)
 
 

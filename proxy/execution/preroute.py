@@ -5,7 +5,9 @@ it can relay it; when it cannot (a multi-node SELECT multipath does not take, a 
 joined yet ...), the command goes to the session's coroutine, which would decide the same text again. The decided
 plan goes with it instead: the fast path puts it in its `declined` field (`Declined`) just before it declines the
 command, and the coroutine takes it (`take`) before deciding, when it is the plan of the very statement it runs:
-the same text, parameters equal in value and type, the same session view, the same kernel not invalidated since.
+the same text, parameters equal in value and type, the same kernel not invalidated since, and a session view that
+decides alike (`decide.same_decision`: the fast path decides with `NO_FEDERATION`, which decides every plan it can
+relay as the session's own view would).
 Anything else is decided as if nothing had been handed over. The decision is a pure function of these, so a plan
 kept for them is the plan the coroutine would decide.
 
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from proxy.execution.decide import same_decision
 
 if TYPE_CHECKING:
     from proxy.execution.decide import SessionView
@@ -47,7 +51,7 @@ def matches(kept: Declined | None, kernel: ShardingKernel, sql: str, params: Seq
             view: SessionView) -> bool:
     """Whether `kept` is the plan of this statement by this kernel as it is now, for this session view."""
     if kept is None or kept.kernel is not kernel or kept.generation != kernel.generation or kept.sql != sql \
-            or kept.view != view:
+            or not same_decision(kept.plan, kept.view, view, sql):
         return False
     values = _params(params)
     if values is None or kept.params is None:

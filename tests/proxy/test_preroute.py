@@ -47,12 +47,23 @@ def test_text_statement_and_staleness() -> None:
     assert not matches(kept, kernel, text, None, PLAIN)
 
 
-def test_another_session_view_decides_again() -> None:
+def test_a_session_view_that_decides_alike() -> None:
+    """`decide.same_decision`: a route does not depend on the federation flag, a refusal does; the node that knows
+    FOUND_ROWS() matters to SELECT FOUND_ROWS() only."""
     kernel = ShardingKernel(build_rules(), METADATA)
     text = "SELECT * FROM t_order WHERE user_id BETWEEN 1 AND 2"
-    kept = declined(kernel, text, None, PLAIN, decide(kernel, text, None))
-    assert not matches(kept, kernel, text, None, NO_FEDERATION)
-    assert not matches(kept, kernel, text, None, SessionView(found_rows_source="ds_0"))
+    kept = declined(kernel, text, None, NO_FEDERATION, decide(kernel, text, None, NO_FEDERATION))
+    assert matches(kept, kernel, text, None, PLAIN)
+    assert matches(kept, kernel, text, None, SessionView(found_rows_source="ds_0"))
+    found = "SELECT FOUND_ROWS()"
+    kept = declined(kernel, found, None, NO_FEDERATION, decide(kernel, found, None, NO_FEDERATION))
+    assert matches(kept, kernel, found, None, PLAIN)
+    assert not matches(kept, kernel, found, None, SessionView(found_rows_source="ds_0"))
+    join = "SELECT o.status FROM t_order o JOIN t_order_item i ON o.status = i.status"
+    refused = decide(kernel, join, None, NO_FEDERATION)
+    kept = declined(kernel, join, None, NO_FEDERATION, refused)
+    assert matches(kept, kernel, join, None, NO_FEDERATION)
+    assert not matches(kept, kernel, join, None, PLAIN)  # federation may answer it: decided again
 
 
 class _Fast:
