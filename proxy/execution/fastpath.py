@@ -18,7 +18,6 @@ nothing buffered (`ClientPackets.read(idle=True)`).
 from __future__ import annotations
 
 import asyncio
-import re
 import struct
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -33,15 +32,22 @@ from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF
 from proxy.backends.codec import execute_payload
 from proxy.execution.decide import NO_FEDERATION, decide, prepared_point, route_point
-from proxy.execution.fastcommit import CommitFan, fast_end
+from proxy.execution.fastcommit import CommitFan
+from proxy.execution.fastlocal import (
+    ANSWERED,
+    STATS,
+    Answered,
+    EndForward,
+    FastPathStats,
+    join_frame,
+    local_transaction,
+)
 from proxy.execution.multipath import MultiAnswer, MultiForward, multi_forward
+from proxy.execution.plain import SELECT, TRANSACTION, WRITE, plain_statement, statement_kind
 from proxy.execution.plans import Run, Strategy
 from proxy.execution.preroute import Declined, declined
-from proxy.execution.sticky import may_be_sticky
-from proxy.execution.txn_text import VERBS
 from proxy.execution.units import error_renamer
 from routing.plan import ExecutionUnit, StatementKind
-from routing.session_functions import CALL
 
 if TYPE_CHECKING:
     from proxy.backends.backend import BackendConnection
@@ -56,6 +62,7 @@ _QUERY = 0x03
 _STMT_EXECUTE = 0x17
 _MAX_FRAME = 0xFFFFFF
 _SELECT = StatementKind.SELECT
+_RELAY = Strategy.RELAY
 
 
 class ClientProtocol(asyncio.StreamReaderProtocol):
@@ -107,86 +114,6 @@ class ClientProtocol(asyncio.StreamReaderProtocol):
 
 # the answers that read their backends' bytes themselves (a tuple: `A | B` would build a union object per check)
 _SELF_READ = (MultiAnswer, CommitFan)
-
-SELECT, WRITE, TRANSACTION = "select", "write", "transaction"
-_WRITE_HEADS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
-_TRANSACTION_WORDS = tuple(VERBS)  # BEGIN, COMMIT, ROLLBACK exactly: what txn_control reads them as, too
-
-
-_DIGIT_RUNS = re.compile(r"[0-9]+")
-_PLAIN_LIMIT = 4096
-_plain_by_skeleton: dict[tuple[str, ...], str | None] = {}
-
-
-def plain_statement(sql: str) -> str | None:
-    """`plain_statement_uncached`, remembered by the text's skeleton: the text between its runs of ASCII digits
-    (issue 15: its regexes were 7-17 us of a text statement's fast path). Exact: every test it makes treats
-    every digit alike (`\\w`, `[^\\s)]`, not `;`, not a letter; no pattern names a digit), so two texts that
-    differ only in the digits of their (non-empty) runs get the same answer."""
-    if "(" not in sql:  # no regex to run: asking costs less than the key
-        return plain_statement_uncached(sql)
-    key = tuple(_DIGIT_RUNS.split(sql))
-    try:
-        return _plain_by_skeleton[key]
-    except KeyError:
-        pass
-    kind = plain_statement_uncached(sql)
-    if len(_plain_by_skeleton) >= _PLAIN_LIMIT:
-        _plain_by_skeleton.clear()
-    _plain_by_skeleton[key] = kind
-    return kind
-
-
-def plain_statement_uncached(sql: str) -> str | None:
-    """What the session's `_query` would do nothing to but relay to the pass-through connection (and then,
-    for a write, keep the connection for the LAST_INSERT_ID() / ROW_COUNT() that may come next): SELECT,
-    a write (INSERT, UPDATE, DELETE, REPLACE), or exactly BEGIN / COMMIT / ROLLBACK; with no leading comment
-    or hint, no session function the proxy answers itself (DATABASE(), LAST_INSERT_ID() ...), no
-    information_schema (logical names), nothing that makes the session sticky, and a single statement.
-    None for anything else."""
-    head = sql[:7].upper()
-    if head.startswith("SELECT"):
-        kind = SELECT
-    elif head.startswith(_WRITE_HEADS):
-        kind = WRITE
-    elif head in _TRANSACTION_WORDS or sql.upper() in _TRANSACTION_WORDS:
-        kind = TRANSACTION
-    else:
-        return None
-    if ";" in sql or ("(" in sql and CALL.search(sql) is not None):
-        return None
-    low = sql.lower()
-    if "information_schema" in low or may_be_sticky(sql, low):
-        return None
-    return kind
-
-
-_KINDS = {"SELECT": SELECT, "WITH": SELECT, "INSERT": WRITE, "UPDATE": WRITE, "DELETE": WRITE, "REPLACE": WRITE,
-          "BEGIN": TRANSACTION, "START": TRANSACTION, "COMMIT": TRANSACTION, "ROLLBACK": TRANSACTION,
-          "SAVEPOINT": TRANSACTION, "RELEASE": TRANSACTION, "XA": TRANSACTION, "CREATE": "ddl", "ALTER": "ddl",
-          "DROP": "ddl", "TRUNCATE": "ddl", "RENAME": "ddl", "SET": "set", "SHOW": "show", "DESC": "show",
-          "DESCRIBE": "show", "EXPLAIN": "show", "USE": "use", "CALL": "call", "PREPARE": "prepare",
-          "EXECUTE": "execute", "DEALLOCATE": "prepare", "KILL": "kill", "PREVIEW": "distsql"}
-
-
-def statement_kind(sql: str) -> str:
-    """The metrics label of a statement: select, write, transaction, ddl, set, show, ... or other."""
-    words = sql.lstrip(" \t\r\n(").split(None, 1)
-    return _KINDS.get(words[0].upper(), "other") if words else "other"
-
-
-class FastPathStats:
-    """Counts for tests and benchmarks. (An instance, not a class attribute: assigning to a class attribute
-    per command would invalidate the interpreter's attribute caches for that class every time.)"""
-
-    __slots__ = ("taken",)
-
-    def __init__(self) -> None:
-        self.taken = 0  # commands answered by fast paths in this process
-
-
-STATS = FastPathStats()
-
 
 class FastPath:
     """One session's synchronous relay state."""
@@ -453,21 +380,6 @@ class Forward(NamedTuple):
     joins: bool = False  # `data` starts with the BEGIN that makes the node join the open transaction
 
 
-class Answered:
-    """`fast_forward`'s answer for a command it answered itself (nothing to send anywhere)."""
-
-
-class EndForward(NamedTuple):
-    """A COMMIT or ROLLBACK that `CommitFan` sends to every joined data source (proxy.execution.fastcommit)."""
-
-    sql: str
-    verb: str
-    work: list[tuple[str, BackendConnection]]
-
-
-ANSWERED = Answered()
-
-
 def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | EndForward | Answered | None:
     """Where to send this command, when the session's slow path would do nothing but relay it to a connection
     the session already holds (idle, on a plain data source: read/write splitting groups choose per
@@ -477,8 +389,8 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
     * sharded: a `plain_statement` SELECT, as text or as an executed prepared statement, that the kernel routes to a
       single node (the plan comes from its cache), when the connection already has the actual statement
       prepared; in a transaction that has not joined that node yet, after the BEGIN that joins it, in the same
-      write (`_join_frame`); and a BEGIN that starts nothing yet (`_local_begin`), a COMMIT or ROLLBACK of a LOCAL
-      transaction (proxy.execution.fastcommit), as text or executed prepared statements."""
+      write (`fastlocal.join_frame`); and a BEGIN that starts nothing yet (`fastlocal.local_begin`), a COMMIT or
+      ROLLBACK of a LOCAL transaction (proxy.execution.fastcommit), as text or executed prepared statements."""
     db = session.database
     if db is None or session.server.statement_timeout > 0:
         return None
@@ -533,7 +445,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         if not stmt.fast:
             # a prepared BEGIN or COMMIT (sysbench --db-ps-mode=auto prepares them) is the text one's
             # (prepared._execute_sharded)
-            return _local_transaction(session, db, stmt.sql, command) \
+            return local_transaction(session, db, stmt.sql, command) \
                 if 5 <= len(stmt.sql) <= 8 and not stmt.num_params else None
         layout = stmt.layout  # issue 15: the values of integer parameters read at known offsets
         values = layout.values(packet) if layout is not None and layout.types is stmt.types else None
@@ -573,7 +485,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
         text_kind = plain_statement(sql)
         if text_kind is TRANSACTION:
-            return _local_transaction(session, db, sql, command)
+            return local_transaction(session, db, sql, command)
         if text_kind is not SELECT:
             return None
         kernel = db.kernel
@@ -604,7 +516,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
                 session.info = sql[:100]
                 session.stmt_kind = SELECT
             return multi
-        if plan.strategy is not Strategy.RELAY or routed.kind is not _SELECT:  # INTO @v: every connection; a dual
+        if plan.strategy is not _RELAY or routed.kind is not _SELECT:  # INTO @v: every connection; a dual
             return None  # read runs several steps (proxy.execution.dualread)
         unit = units[0]
         ds, unit_sql = unit.data_source, unit.sql
@@ -614,7 +526,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
     txn = session.txn
     join = b""
     if txn.active and ds not in txn.joined:
-        join = _join_frame(session, ds)  # issue 15: BEGIN and the statement in one write
+        join = join_frame(session, ds)  # issue 15: BEGIN and the statement in one write
         if not join:
             return None
     conn = session.backends.get(ds)
@@ -643,51 +555,6 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
     return Forward(conn, join + command_frame if join else command_frame, renamer, False, bool(join))
 
 
-def _local_transaction(session: Session, db: LogicalDatabase, sql: str, command: int
-                       ) -> EndForward | Answered | None:
-    """BEGIN (`_local_begin`), COMMIT or ROLLBACK (`fastcommit.fast_end`) as the session's coroutine would answer
-    them, when nothing else is to be done; None otherwise."""
-    verb = sql.upper()
-    if verb == "BEGIN":
-        return _local_begin(session, sql, command)
-    if verb != "COMMIT" and verb != "ROLLBACK":
-        return None
-    work = fast_end(session, db, verb)
-    return None if work is None else EndForward(sql, verb, work)
-
-
-def _local_begin(session: Session, sql: str, command: int) -> Answered | None:
-    """A BEGIN (`_local_transaction` checked the word). A sharded database's BEGIN starts nothing anywhere (each data
-    source joins at its first statement), so it is answered here, as `txn_control.session_statement` answers it
-    (issue 15: it went through the session's coroutine), when no open transaction must commit first and nothing
-    else is pending: not under autocommit=0, XA or SET TRANSACTION."""
-    txn = session.txn
-    if not txn.autocommit or txn.commits_before_begin or txn.xa is not None or txn.next_tx_sets:
-        return None
-    STATS.taken += 1
-    session.begin_command(command)
-    session.info = sql
-    session.stmt_kind = TRANSACTION
-    txn.begin(sql)
-    session.update_status(0)
-    session.wire.seq = 1
-    session.ok()
-    return ANSWERED
-
-
-def _join_frame(session: Session, ds: str) -> bytes:
-    """The framed COM_QUERY that starts the session's open transaction on `ds`, when joining is nothing but
-    the client's BEGIN / START TRANSACTION (what `txn.join` sends then); b"" when the slow path must join:
-    XA, SET TRANSACTION waiting for the next transaction, autocommit=0, savepoints to replay, or a data
-    source whose part of the transaction was lost."""
-    txn = session.txn
-    begin = txn.begin_sql
-    if begin is None or not txn.autocommit or txn.next_tx_sets or txn.savepoints or txn.lost \
-            or txn.xa is not None or session.server.tm.xa:
-        return b""
-    return encode_packet(b"\x03" + begin.encode("utf-8", errors="surrogateescape"), 0)[0]
-
-
 def _lazy_renamer(db: LogicalDatabase, sql: str, params: Sequence[object] | None) -> Callable[[bytes], bytes]:
     """`error_renamer` of the statement's route, routed again only if an ERR comes (the kernel is pure)."""
 
@@ -698,5 +565,6 @@ def _lazy_renamer(db: LogicalDatabase, sql: str, params: Sequence[object] | None
 
     return rename
 
-__all__ = ["ANSWERED", "STATS", "Answered", "ClientProtocol", "FastPath", "FastPathStats", "Forward", "fast_forward",
-           "plain_statement"]
+
+__all__ = ["ANSWERED", "STATS", "Answered", "ClientProtocol", "EndForward", "FastPath", "FastPathStats", "Forward",
+           "fast_forward", "plain_statement", "statement_kind"]

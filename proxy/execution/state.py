@@ -96,7 +96,7 @@ class ClientStatement:
     access: Access | None = None
     cursor_conn: BackendConnection | None = None
     cursor_id: int = 0
-    kind: str = ""  # its metrics label (fastpath.statement_kind), found at its first fast execute
+    kind: str = ""  # its metrics label (plain.statement_kind), found at its first fast execute
 
 
 class StatementRegistry:

@@ -19,7 +19,7 @@ from protocol.constants import Command, ErrorCode, ServerStatus, SetOption
 from protocol.packets import ComInitDB, ComProcessKill, ComSetOption, end_of_result
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BackendError
-from proxy.execution.fastpath import statement_kind
+from proxy.execution.plain import statement_kind
 from proxy.session import admin, commands, prepared, processlist, query
 from proxy.session.distsql import handler as distsql
 from proxy.session.statements import KINDS, ProxyStatement, like_to_regex

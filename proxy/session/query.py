@@ -17,7 +17,7 @@ from protocol.errors import ServerError
 from protocol.packets import ComQuery
 from proxy.backends.readwrite import ReadWriteGroup
 from proxy.execution import txn_control
-from proxy.execution.fastpath import statement_kind
+from proxy.execution.plain import statement_kind
 from proxy.execution.replicas import relay_pass_through
 from proxy.execution.routed import execute_routed
 from proxy.execution.sticky import may_be_sticky

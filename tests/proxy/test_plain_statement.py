@@ -1,4 +1,4 @@
-"""`fastpath.plain_statement` remembers its answer by the text's skeleton (the text between its digit runs):
+"""`plain.plain_statement` remembers its answer by the text's skeleton (the text between its digit runs):
 for any text, the remembered answer of a text that differs only in its digits is the answer worked out anew."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from proxy.execution import fastpath
-from proxy.execution.fastpath import plain_statement, plain_statement_uncached
+from proxy.execution import plain
+from proxy.execution.plain import plain_statement, plain_statement_uncached
 
 PIECES = ["SELECT ", "INSERT INTO t VALUES (", "UPDATE t SET a=", "DELETE FROM t", "BEGIN", "COMMIT", "ROLLBACK",
           "REPLACE t", " ", "c", "t", "_", "x", "xa", "XA", "(", ")", ";", "'", '"', "/* ", " */", "/*!", "-- ", "#",
@@ -20,7 +20,7 @@ PIECES = ["SELECT ", "INSERT INTO t VALUES (", "UPDATE t SET a=", "DELETE FROM t
 @pytest.mark.parametrize("seed", range(3))
 def test_remembered_answers_are_the_answers(seed: int) -> None:
     rng = random.Random(seed)
-    fastpath._plain_by_skeleton.clear()
+    plain._plain_by_skeleton.clear()
     for _ in range(600):
         template = [rng.choice(PIECES + ["#D"] * 5) for _ in range(rng.randint(1, 10))]
         for _ in range(5):
@@ -30,12 +30,12 @@ def test_remembered_answers_are_the_answers(seed: int) -> None:
 
 
 def test_a_skeleton_is_asked_once() -> None:
-    fastpath._plain_by_skeleton.clear()
+    plain._plain_by_skeleton.clear()
     assert plain_statement("SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN 5 AND 104") == "select"
-    assert len(fastpath._plain_by_skeleton) == 1
+    assert len(plain._plain_by_skeleton) == 1
     assert plain_statement("SELECT SUM(k) FROM sbtest2 WHERE id BETWEEN 77 AND 9") == "select"
     assert plain_statement("SELECT LAST_INSERT_ID(5)") is None
     assert plain_statement("SELECT LAST_INSERT_ID(7)") is None
-    assert len(fastpath._plain_by_skeleton) == 2
+    assert len(plain._plain_by_skeleton) == 2
     assert plain_statement("SELECT c FROM sbtest1 WHERE id = 5") == "select"  # nothing to remember: asked
-    assert len(fastpath._plain_by_skeleton) == 2
+    assert len(plain._plain_by_skeleton) == 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.execution.fastpath import TRANSACTION, plain_statement_uncached
+from proxy.execution.plain import TRANSACTION, plain_statement_uncached
 from proxy.execution.txn_control import classify_session_statement
 from proxy.execution.txn_text import VERBS, Savepoint, key, parse_savepoint, quote, without_comments
 
@@ -89,7 +89,7 @@ def test_classification(sql: str, kind: str | None, savepoint: tuple[str, str | 
 @pytest.mark.parametrize(("sql", "kind", "savepoint"), CASES)
 def test_both_engines_read_a_text_alike(sql: str, kind: str | None, savepoint: tuple[str, str | None] | None) -> None:
     """The fast path answers a transaction statement itself only when it is BEGIN, COMMIT or ROLLBACK exactly
-    (`fastpath._local_transaction`); that is the statement the session's coroutine reads it as too, and a savepoint
+    (`fastlocal.local_transaction`); that is the statement the session's coroutine reads it as too, and a savepoint
     statement is never one of them."""
     verb = VERBS.get(sql.upper()) if plain_statement_uncached(sql) is TRANSACTION else None
     if verb is not None:
