@@ -74,6 +74,10 @@ if TYPE_CHECKING:
 
 
 _CALC_FOUND_ROWS = re.compile(r"\bSQL_CALC_FOUND_ROWS\b", re.I)
+# the strategies as module constants (an Enum member's lookup on its class is slow on Python 3.11)
+_STEPWISE, _SELECT_INTO, _DDL, _DUAL_READ = Strategy.STEPWISE, Strategy.SELECT_INTO, Strategy.DDL, Strategy.DUAL_READ
+_UPSERT, _RELAY, _SCATTER_SELECT, _RENAMED_METADATA = (
+    Strategy.UPSERT, Strategy.RELAY, Strategy.SCATTER_SELECT, Strategy.RENAMED_METADATA)
 
 
 async def execute_plan(
@@ -86,7 +90,7 @@ async def execute_plan(
             await execute_plan(session, db, run, codec, gated=True)
         return
     strategy = run.strategy
-    if strategy is Strategy.STEPWISE:  # a write over several nodes run in steps (proxy.execution.stepwise)
+    if strategy is _STEPWISE:  # a write over several nodes run in steps (proxy.execution.stepwise)
         session.route = "multi"
         try:
             # the steps inherit this statement's pass through a migration's write gate
@@ -95,11 +99,11 @@ async def execute_plan(
             session.error(exc.err.errno, f"[{exc.data_source}] " + _logical_message(db, routed, exc.err.message),
                           exc.err.sqlstate)
         return
-    if strategy is Strategy.SELECT_INTO:
+    if strategy is _SELECT_INTO:
         await select_into(session, db, routed, codec, execute_plan)
         return
     session.route = "single" if len(routed.execution_units) == 1 else "multi"
-    if strategy is Strategy.DDL:
+    if strategy is _DDL:
         if not await txn_control.implicit_commit(session):
             return  # committing the open transaction first failed (the client has the error): the DDL is not run
         # the client's answer waits for the reloaded metadata: a client told that the table exists may use it at
@@ -118,11 +122,11 @@ async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatem
     try:
         if routed.dual_repair is not None:  # resharding window: copies made alike before a dual write
             await reconcile_copies(session, routed, _access(routed))
-        if strategy is Strategy.DUAL_READ:  # resharding window: copies de-duplicated first (proxy.execution.dualread)
+        if strategy is _DUAL_READ:  # resharding window: copies de-duplicated first (proxy.execution.dualread)
             await execute_dual_read(session, db, routed, codec, _access(routed))
-        elif strategy is Strategy.UPSERT:  # a unique key without the sharding columns: looked up everywhere first
+        elif strategy is _UPSERT:  # a unique key without the sharding columns: looked up everywhere first
             await execute_upsert(session, db, routed, codec)
-        elif strategy is Strategy.RELAY:
+        elif strategy is _RELAY:
             unit = units[0]
             conn = await session.backend(unit.data_source, **_access(routed))
             try:
@@ -136,7 +140,7 @@ async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatem
             # every data source's connection first, in one order, before any unit runs (see
             # Session.backends_for): a statement never holds one pool's connection while it waits for another's
             conns = await session.backends_for([u.data_source for u in units], **_access(routed))
-            if strategy is Strategy.SCATTER_SELECT or strategy is Strategy.RENAMED_METADATA:
+            if strategy is _SCATTER_SELECT or strategy is _RENAMED_METADATA:
                 await _select(session, routed, codec, conns)
             else:  # Strategy.FAN_OUT_WRITE
                 await _write(session, routed, codec, conns)
