@@ -115,7 +115,7 @@ def decide(kernel: ShardingKernel, sql: str, params: Sequence[object] | None, vi
         routed = kernel.route(sql, params, view.hints if view.found_rows_source is None else routing_hints(view, sql))
     except RoutingError as refusal:  # a SELECT the kernel cannot distribute may be answered by federation
         plan = _federation(kernel, sql, view)
-        return Refused(refusal) if plan is None else Federated(plan, refusal)
+        return Refused(refusal) if plan is None else federated(kernel, plan, params, refusal)
     if routed.reused:  # a route the kernel hands out again for this text: its plan too (issue 15)
         run = _RUNS.get(routed)
         return run if run is not None else _RUNS.put(routed, run_of(routed))
@@ -140,6 +140,19 @@ def _federation(kernel: ShardingKernel, sql: str, view: SessionView) -> Federati
     return federation_plan(kernel, sql)
 
 
+def federated(kernel: ShardingKernel, plan: FederationPlan, params: Sequence[object] | None,
+              refusal: RoutingError) -> Federated | Refused:
+    """Federation's `plan` for these parameters: bound, placed on the data source that holds most of what it
+    copies, and each copy's read routed; refused when a read cannot be routed."""
+    try:
+        placed = plan.bound(params).placed(kernel, params)
+        reads = {read.slot: kernel.route(read.sql, placed.read_params(read, params), None)
+                 for read in placed.reads if read.same_as is None}
+    except RoutingError as error:
+        return Refused(error)
+    return Federated(placed, refusal, reads)
+
+
 def federation_plan(kernel: ShardingKernel, sql: str) -> FederationPlan | None:
     """Federation's plan of a statement the kernel refused, or None when federation cannot answer it."""
     if "SHARDINGSPHERE_HINT" in sql.upper():
@@ -149,8 +162,8 @@ def federation_plan(kernel: ShardingKernel, sql: str) -> FederationPlan | None:
 
 def routed_statement(kernel: ShardingKernel, sql: str, params: Sequence[object] | None = None,
                      hints: SessionHints | None = None) -> RoutedStatement:
-    """The kernel's route as it is (raises its RoutingError), for what is not run as a plan: PREVIEW shows it, and
-    federation's copies read by it (their plan is the federated statement's). `decide` for anything else."""
+    """The kernel's route as it is (raises its RoutingError), for what is not run: PREVIEW shows it. `decide` for
+    anything else."""
     return kernel.route(sql, params, hints)
 
 

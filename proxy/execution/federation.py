@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
@@ -35,7 +35,7 @@ from protocol.results import ResultHeader
 from proxy.backends.backend import BackendConnection
 from proxy.backends.charset import charset_for_collation
 from proxy.backends.codec import StatementCodec, StatementFailed
-from proxy.execution.decide import federation_enabled, federation_plan, routed_statement
+from proxy.execution.decide import federation_enabled, federation_plan
 from proxy.execution.plans import Federated, FederatedExplain
 from proxy.execution.units import access
 from routing.errors import RoutingError
@@ -97,10 +97,9 @@ def max_rows(session: Session) -> int:
 async def federate(session: Session, db: LogicalDatabase, sql: str, decided: Federated,
                    params: Sequence[object] | None, codec: StatementCodec) -> None:
     """Answer a refused SELECT by the federation plan the decision made for it (proxy.execution.decide)."""
-    plan = decided.plan
     (log.info if session.server.sql_show else log.debug)(
-        "federated", conn=session.id, sql=sql, tables=list(plan.tables), refusal=str(decided.refusal))
-    await run_plan(session, db, plan, params, codec)
+        "federated", conn=session.id, sql=sql, tables=list(decided.plan.tables), refusal=str(decided.refusal))
+    await run_plan(session, db, decided, params, codec)
 
 
 PREVIEW_COLUMNS = ["data_source_name", "actual_sql"]
@@ -125,14 +124,14 @@ def answer_explain(session: Session, db: LogicalDatabase, decided: FederatedExpl
     session.rows(list(EXPLAIN_COLUMNS), list(preview_rows(decided.plan, db.kernel, params)))
 
 
-async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, params: Sequence[object] | None,
+async def run_plan(session: Session, db: LogicalDatabase, decided: Federated, params: Sequence[object] | None,
                    codec: StatementCodec) -> None:
-    plan = plan.bound(params).placed(db.kernel, params)
+    plan, routes = decided.plan, decided.reads
     # every data source the copies read, taken at once in sorted order (as any statement's): holding the
     # host while waiting for another pool could wait for ever on a session holding that pool and waiting
     # for the host's
     host = None
-    sources, routes = _plan_sources(db, plan, params)
+    sources = _plan_sources(db, plan, routes)
     for ds in sources:
         # the host too: a federated statement is a plain read (`plan_for` takes no locking read, no hint), and reads
         # where any other read of the session would (a read/write splitting group's replica when its rules allow;
@@ -165,20 +164,15 @@ async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, 
             await _drop(session, host, created)
 
 
-def _plan_sources(db: LogicalDatabase, plan: FederationPlan, params: Sequence[object] | None
-                  ) -> tuple[list[str], dict[int, RoutedStatement]]:
-    """The host and every data source a copy reads its rows or its definition from (sorted), and each
-    copy's routed read by slot."""
-    assert db.kernel is not None
+def _plan_sources(db: LogicalDatabase, plan: FederationPlan, routes: Mapping[int, RoutedStatement]) -> list[str]:
+    """The host and every data source a copy reads its rows or its definition from (sorted)."""
     sources = {plan.host}
-    routes: dict[int, RoutedStatement] = {}
     for read in plan.reads:
         if read.same_as is not None:
             continue
         sources.add(_definition_source(db, plan, read.table)[0])
-        routed = routes[read.slot] = routed_statement(db.kernel, read.sql, plan.read_params(read, params))
-        sources |= {unit.data_source for unit in routed.execution_units}
-    return sorted(sources), routes
+        sources |= {unit.data_source for unit in routes[read.slot].execution_units}
+    return sorted(sources)
 
 
 def _definition_source(db: LogicalDatabase, plan: FederationPlan, table: str) -> tuple[str, str]:

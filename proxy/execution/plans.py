@@ -19,6 +19,7 @@ rendered as text), so a derived route is classified by the same rule.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -75,10 +76,12 @@ class FederatedExplain:
 
 @dataclass(frozen=True, slots=True)
 class Federated:
-    """A SELECT the kernel refused (`refusal`), answered by federation's `plan`."""
+    """A SELECT the kernel refused (`refusal`), answered by federation's `plan` (bound to the statement's parameters
+    and placed on its host); `reads`: each copy's read as the kernel routes it, by slot."""
 
     plan: FederationPlan
     refusal: RoutingError
+    reads: Mapping[int, RoutedStatement]
 
 
 Plan = Refused | Run | Explained | FederatedExplain | Federated

@@ -17,7 +17,7 @@ from protocol.constants import ColumnType, ErrorCode
 from protocol.packets import ComQuery, ERRPacket, decode_text_row
 from protocol.results import ResultHeader
 from proxy.backends.codec import TEXT
-from proxy.execution.decide import decide, federation_plan, view_of
+from proxy.execution.decide import decide, federated, federation_plan, view_of
 from proxy.execution.executor import execute_plan
 from proxy.execution.explain import execute_explain
 from proxy.execution.federation import federate
@@ -125,10 +125,13 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
         raise plan.refusal
     if isinstance(plan, Federated):  # federation answers it, run as text with its values in (proxy.federation)
         as_text = interpolate(text, values)
-        federated = federation_plan(db.kernel, as_text)
-        if federated is None:
+        found = federation_plan(db.kernel, as_text)
+        if found is None:
             raise plan.refusal
-        await federate(session, db, as_text, Federated(federated, plan.refusal), None, TEXT)
+        as_planned = federated(db.kernel, found, None, plan.refusal)
+        if isinstance(as_planned, Refused):
+            raise as_planned.error
+        await federate(session, db, as_text, as_planned, None, TEXT)
         return
     run = plan.run if isinstance(plan, Explained) else plan
     routed = run.routed

@@ -166,3 +166,13 @@ def test_plans_are_frozen_values() -> None:
     assert plan == decide(KERNEL, "SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2", None)
     with pytest.raises(AttributeError):
         plan.strategy = Strategy.SCATTER_SELECT  # type: ignore[misc]
+
+
+def test_a_federated_plan_is_placed_and_its_copies_routed() -> None:
+    """Federation is decided whole: the host, and each copy's read as the kernel routes it (nothing routed later)."""
+    plan = decide(KERNEL, FEDERATED_JOIN, None)
+    assert isinstance(plan, Federated)
+    slots = {read.slot for read in plan.plan.reads if read.same_as is None}
+    assert set(plan.reads) == slots and len(slots) == 2
+    for routed in plan.reads.values():
+        assert {u.data_source for u in routed.execution_units} == {"ds_0", "ds_1"}
