@@ -23,7 +23,7 @@ from proxy.execution.explain_text import check_explain, explained, split_explain
 from proxy.execution.memo import IdentityMemo
 from proxy.execution.plans import Explained, Federated, FederatedExplain, Plan, Refused, Run, run_of
 from routing.errors import RoutingError
-from routing.federation import FederationPlan, plan_for
+from routing.federation import FederationPlan, plan_for, preview_rows
 from routing.kernel import ShardingKernel
 from routing.plan import RoutedStatement, SessionHints
 
@@ -130,7 +130,12 @@ def _explain(kernel: ShardingKernel, parts: tuple[str, str, str], params: Sequen
         inner = kernel.route(lead + body, params, view.hints)
     except RoutingError as refusal:  # EXPLAIN of a statement federation answers: its federation steps
         plan = _federation(kernel, lead + body, view)
-        return Refused(refusal) if plan is None else FederatedExplain(plan, refusal)
+        if plan is None:
+            return Refused(refusal)
+        try:
+            return FederatedExplain(plan, refusal, tuple(preview_rows(plan, kernel, params)))
+        except RoutingError as error:  # a copy's read cannot be routed
+            return Refused(error)
     return Explained(run_of(explained(inner, words)))
 
 

@@ -117,11 +117,10 @@ def preview(session: Session, db: LogicalDatabase, sql: str) -> list[tuple[str, 
     return [(ds, f"/* federation {step} */ {text}") for step, ds, text in preview_rows(plan, db.kernel)]
 
 
-def answer_explain(session: Session, db: LogicalDatabase, decided: FederatedExplain,
-                   params: Sequence[object] | None) -> None:
+def answer_explain(session: Session, decided: FederatedExplain) -> None:
     """EXPLAIN of a federated statement: its federation steps (copies, then the answer on the host)
     instead of a backend plan, which would need the copies made first."""
-    session.rows(list(EXPLAIN_COLUMNS), list(preview_rows(decided.plan, db.kernel, params)))
+    session.rows(list(EXPLAIN_COLUMNS), list(decided.steps))
 
 
 async def run_plan(session: Session, db: LogicalDatabase, decided: Federated, params: Sequence[object] | None,

@@ -68,10 +68,12 @@ class Explained:
 
 @dataclass(frozen=True, slots=True)
 class FederatedExplain:
-    """EXPLAIN of a statement the kernel refused and federation answers: `refusal` is the kernel's."""
+    """EXPLAIN of a statement the kernel refused and federation answers: `refusal` is the kernel's; `steps` the
+    answer's rows, (federation step, data source, SQL) per copy read and the answer on the host."""
 
     plan: FederationPlan
     refusal: RoutingError
+    steps: tuple[tuple[str, str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)

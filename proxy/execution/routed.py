@@ -51,7 +51,7 @@ async def run_plan(session: Session, db: LogicalDatabase, sql: str, params: Sequ
         log_statement(session, sql, plan.run.routed, params or ())
         await explain.execute_explain(session, db, plan, codec)
     elif isinstance(plan, FederatedExplain):
-        federation.answer_explain(session, db, plan, params)
+        federation.answer_explain(session, plan)
     elif isinstance(plan, Federated):
         await federation.federate(session, db, sql, plan, params, codec)
     else:  # pragma: no cover - the set of plans is closed

@@ -140,6 +140,7 @@ def summary(plan: Plan) -> tuple[str, Any]:
     if isinstance(plan, Federated):
         return "federated", (plan.plan.host, plan.plan.tables)
     assert isinstance(plan, FederatedExplain)
+    assert plan.steps[-1][:2] == ("answer", plan.plan.host)
     return "explain:federated", (plan.plan.host, plan.plan.tables)
 
 
