@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from proxy.execution.context import SessionContext as Session
 
 SAVEPOINT = "shardproxy_statement"
+NOTHING_APPLIED = "; nothing of the statement was applied"  # said after a failure the statement was taken back from
 _BEGIN = "BEGIN"
 _SET_SAVEPOINT = f"SAVEPOINT {SAVEPOINT}"
 _ROLLBACK_TO = f"ROLLBACK TO SAVEPOINT {SAVEPOINT}"
@@ -130,8 +131,7 @@ async def _in_local(session: Session, parts: Parts, conns: Mapping[str, BackendC
                                                 label="the ROLLBACK of the failed statement's parts")
         if failure is not None:  # a connection that failed is closed: its server rolls its part back
             session.log.warning("statement_rollback_failed", error=failure.message)
-        raise _said(exc, "; nothing of the statement was applied: its parts were rolled back on every data "
-                         "source") from None
+        raise said(exc, NOTHING_APPLIED + ": its parts were rolled back on every data source") from None
     failure = await txn_end.end_transaction(session, "COMMIT", label="the COMMIT of this statement's parts")
     if failure is not None:
         raise failure
@@ -157,7 +157,7 @@ async def _in_xa(session: Session, parts: Parts, conns: Mapping[str, BackendConn
         failure = await txn_end.end_transaction(session, "ROLLBACK", label="the implicit XA ROLLBACK of the statement")
         if failure is not None:
             session.log.warning("implicit_xa_rollback_failed", error=failure.message)
-        raise _said(exc, "; nothing of the statement was applied: its XA transaction was rolled back") from None
+        raise said(exc, NOTHING_APPLIED + ": its XA transaction was rolled back") from None
     failure = await txn_end.end_transaction(session, "COMMIT", label="the implicit XA COMMIT of the statement")
     if failure is not None:
         raise failure
@@ -174,9 +174,9 @@ async def _in_savepoint(session: Session, parts: Parts, conns: Mapping[str, Back
     except Exception as exc:
         lost = await _rollback_to(session, marked)
         if not lost:
-            raise _said(exc, "; nothing of the statement was applied (rolled back to its savepoint on every data "
-                             "source); the transaction goes on") from None
-        raise _said(exc, f"; taking the statement back failed on {', '.join(lost)}, whose connection is closed: "
+            raise said(exc, NOTHING_APPLIED + " (rolled back to its savepoint on every data source); the "
+                             "transaction goes on") from None
+        raise said(exc, f"; taking the statement back failed on {', '.join(lost)}, whose connection is closed: "
                          "the open transaction's work there is lost, and the transaction cannot commit any more "
                          "(ROLLBACK ends it; COMMIT rolls back the rest and reports it)") from None
 
@@ -195,8 +195,9 @@ async def _rollback_to(session: Session, conns: list[BackendConnection]) -> list
     return failed
 
 
-def _said(exc: Exception, note: str) -> Exception:
-    """The first failure, with what became of the statement added to its message."""
+def said(exc: BaseException, note: str) -> BaseException:
+    """The first failure, with what became of the statement added to its message (a unit's ERR, a lost
+    connection; anything else, a refusal or a bug, is left as it is)."""
     if isinstance(exc, UnitFailed):
         exc.note = note
     elif isinstance(exc, BackendError) and exc.args:
@@ -204,4 +205,4 @@ def _said(exc: Exception, note: str) -> Exception:
     return exc
 
 
-__all__ = ["SAVEPOINT", "held_whole", "parts_of", "run_parts"]
+__all__ = ["NOTHING_APPLIED", "SAVEPOINT", "held_whole", "parts_of", "run_parts", "said"]

@@ -36,7 +36,7 @@ from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.wire import Reader
 from proxy.backends.codec import TEXT
 from proxy.execution import txn, txn_end
-from proxy.execution.atomic import held_whole
+from proxy.execution.atomic import NOTHING_APPLIED, held_whole, said
 from proxy.execution.units import _merged_info, log_statement
 from proxy.execution.upsert import _ok, _rows
 from proxy.frontend.wire import CapturedWriter
@@ -121,15 +121,20 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
             txn.abandon(session)
             txn.reset(session)
         raise
-    except BaseException as exc:
+    except Exception as exc:
         if implicit:
             await txn_end.end_transaction(session, "ROLLBACK")
+            note = NOTHING_APPLIED + ": its steps were rolled back on every data source"
         else:
-            await _rollback_to(savepoints)
+            lost = await _rollback_to(savepoints)
+            note = NOTHING_APPLIED + " (rolled back to its savepoint on every data source); the transaction goes on" \
+                if not lost else (f"; taking the statement back failed on {', '.join(lost)}, whose connection is "
+                                  "closed: the open transaction's work there is lost, and the transaction cannot "
+                                  "commit any more (ROLLBACK ends it; COMMIT rolls back the rest and reports it)")
         if isinstance(exc, StepFailed):
-            session.error(exc.err.errno, exc.err.message, exc.err.sqlstate)
+            session.error(exc.err.errno, exc.err.message + note, exc.err.sqlstate)
             return
-        raise
+        raise said(exc, note) from None
     if implicit:
         failure = await txn_end.end_transaction(session, "COMMIT", label="the COMMIT of this statement's steps")
         if failure is not None:
@@ -434,14 +439,18 @@ async def _savepoint(session: Session, db: LogicalDatabase, table: str) -> list[
     return held
 
 
-async def _rollback_to(conns: list[Any]) -> None:
-
+async def _rollback_to(conns: list[Any]) -> list[str]:
+    """ROLLBACK TO the statement's savepoint on each connection; the data sources where that failed."""
+    lost = []
     for conn in conns:
         if not conn.broken:
             try:
                 await _ok(conn, ExecutionUnit(conn.name, f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}"))
+                continue
             except Exception:
                 conn.broken = True  # its part of the transaction is in an unknown state: it is lost
+        lost.append(conn.name)
+    return lost
 
 
 async def _release(conns: list[Any]) -> None:

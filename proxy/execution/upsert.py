@@ -32,7 +32,7 @@ from protocol.packets import ERRPacket, OKPacket
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import StatementCodec
 from proxy.execution import txn_end
-from proxy.execution.atomic import held_whole, parts_of, run_parts
+from proxy.execution.atomic import NOTHING_APPLIED, held_whole, parts_of, run_parts, said
 from proxy.execution.locks import release, release_session_locks
 from proxy.execution.units import UnitFailed, _merged_info, _run_unit_to_ok
 from routing.errors import RoutingError
@@ -73,9 +73,11 @@ async def execute_upsert(session: Session, db: LogicalDatabase, routed: RoutedSt
                 outcome = await _run(session, routed, check, codec, explicit=False)
         else:
             outcome = await _run(session, routed, check, codec, explicit=True)
-    except BaseException:
+    except BaseException as exc:
         if implicit:
             await txn_end.end_transaction(session, "ROLLBACK")  # releases the locks too
+            if isinstance(exc, Exception):
+                raise said(exc, NOTHING_APPLIED + ": its transaction was rolled back on every data source") from None
         raise
     if implicit:
         failure = await txn_end.end_transaction(session, "COMMIT", label=label)
@@ -116,13 +118,18 @@ async def _run(session: Session, routed: RoutedStatement, check: UpsertCheck, co
         await _ok(conn, ExecutionUnit(conn.name, f"SAVEPOINT {_SAVEPOINT}"))
     try:
         outcome = await _row_by_row(check, conns, codec, charset)
-    except BaseException:
+    except BaseException as exc:
+        lost = [conn.name for conn in involved if conn.broken]
         for conn in involved:
             if not conn.broken:
                 try:
                     await _ok(conn, ExecutionUnit(conn.name, f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}"))
                 except Exception:
                     conn.broken = True  # its part of the transaction is in an unknown state: it is lost
+                    lost.append(conn.name)
+        if isinstance(exc, Exception) and not lost:
+            raise said(exc, NOTHING_APPLIED + " (rolled back to its savepoint on every data source); the "
+                            "transaction goes on") from None
         raise
     for conn in involved:
         await _ok(conn, ExecutionUnit(conn.name, f"RELEASE SAVEPOINT {_SAVEPOINT}"))
