@@ -73,9 +73,7 @@ async def run_parts(session: Session, parts: Parts, conns: Mapping[str, BackendC
         return await _gather(parts, conns, codec, None, None)
     if session.txn.active:
         return await _in_savepoint(session, parts, conns, codec)
-    if session.server.tm.xa:
-        return await _in_xa(session, parts, conns, codec)
-    return await _in_local(session, parts, conns, codec)
+    return await _in_own_transaction(session, parts, conns, codec)
 
 
 async def _gather(parts: Parts, conns: Mapping[str, BackendConnection], codec: StatementCodec, prefix: str | None,
@@ -107,20 +105,29 @@ async def _gather(parts: Parts, conns: Mapping[str, BackendConnection], codec: S
     return [r for r in results if not isinstance(r, BaseException)]
 
 
-async def _in_local(session: Session, parts: Parts, conns: Mapping[str, BackendConnection], codec: StatementCodec
-                    ) -> list[list[OKPacket]]:
+async def _in_own_transaction(session: Session, parts: Parts, conns: Mapping[str, BackendConnection],
+                              codec: StatementCodec) -> list[list[OKPacket]]:
+    """An autocommit statement's parts in a transaction of its own, committed once every part succeeded. LOCAL:
+    BEGIN rides with each data source's first part. XA: each branch starts (txn.join: XA START) before the parts,
+    and the commit is two-phase over several data sources."""
     state = session.txn
     state.begin_sql = _BEGIN
     state.joined = []
-
-    def began(conn: BackendConnection) -> None:
-        state.joined.append(conn.name)
-
+    xa = "XA " if session.server.tm.xa else ""
     try:
-        results = await _gather(parts, conns, codec, _BEGIN, began)
+        if xa:
+            for name in sorted(conns):
+                await txn.join(session, conns[name])
+            if state.xa is not None:
+                state.xa.written.update(conns)
+            results = await _gather(parts, conns, codec, None, None)
+        else:
+            results = await _gather(parts, conns, codec, _BEGIN, lambda conn: state.joined.append(conn.name))
     except asyncio.CancelledError:
         # the client went away (or the statement was cancelled) mid-statement: the connections that began are
-        # closed, which rolls their parts back, and none of them is reused
+        # closed, which rolls their parts back (an XA branch: txn.abandon), and none of them is reused
+        if xa:
+            txn.abandon(session)
         for name in state.joined:
             if (conn := conns.get(name)) is not None:
                 conn.broken = True
@@ -128,37 +135,11 @@ async def _in_local(session: Session, parts: Parts, conns: Mapping[str, BackendC
         raise
     except Exception as exc:
         failure = await txn_end.end_transaction(session, "ROLLBACK",
-                                                label="the ROLLBACK of the failed statement's parts")
+                                                label=f"the implicit {xa}ROLLBACK of the statement")
         if failure is not None:  # a connection that failed is closed: its server rolls its part back
             session.log.warning("statement_rollback_failed", error=failure.message)
         raise said(exc, NOTHING_APPLIED + ": its parts were rolled back on every data source") from None
-    failure = await txn_end.end_transaction(session, "COMMIT", label="the COMMIT of this statement's parts")
-    if failure is not None:
-        raise failure
-    return results
-
-
-async def _in_xa(session: Session, parts: Parts, conns: Mapping[str, BackendConnection], codec: StatementCodec
-                 ) -> list[list[OKPacket]]:
-    """An XA transaction of the statement's own: its parts commit on every data source or on none."""
-    state = session.txn
-    state.begin_sql = _BEGIN
-    try:
-        for name in sorted(conns):
-            await txn.join(session, conns[name])
-        if state.xa is not None:
-            state.xa.written.update(conns)
-        results = await _gather(parts, conns, codec, None, None)
-    except asyncio.CancelledError:
-        txn.abandon(session)
-        txn.reset(session)
-        raise
-    except Exception as exc:
-        failure = await txn_end.end_transaction(session, "ROLLBACK", label="the implicit XA ROLLBACK of the statement")
-        if failure is not None:
-            session.log.warning("implicit_xa_rollback_failed", error=failure.message)
-        raise said(exc, NOTHING_APPLIED + ": its XA transaction was rolled back") from None
-    failure = await txn_end.end_transaction(session, "COMMIT", label="the implicit XA COMMIT of the statement")
+    failure = await txn_end.end_transaction(session, "COMMIT", label=f"the implicit {xa}COMMIT of the statement")
     if failure is not None:
         raise failure
     return results

@@ -129,29 +129,26 @@ async def _run_unit_to_ok(conn: BackendConnection, unit: ExecutionUnit, codec: S
                           ) -> OKPacket:
     """A write's unit, to its OK (UnitFailed for its ERR). `prefix`: statements sent in the same write before it
     (BEGIN, SAVEPOINT: proxy.execution.atomic); `began` is told of the connection once they succeeded."""
-    result: OKPacket | None = None
     try:
         payload = await codec.command(conn, unit)
     except StatementFailed as exc:
         raise UnitFailed(unit.data_source, exc.err) from exc
-    if prefix:
-        answers, events = await conn.run_after(list(prefix), payload)
-        for sql, answer in zip(prefix, answers, strict=True):
-            if isinstance(answer, ERRPacket):
-                conn.broken = True  # the unit ran outside what should have held it: closed, never reused
-                raise UnitFailed(unit.data_source, replace(answer, message=f"{sql} failed: {answer.message}"))
-        if began is not None:
-            began(conn)
-        for ev in events:
-            if isinstance(ev, ERRPacket):
-                raise UnitFailed(unit.data_source, ev)
-            if isinstance(ev, OKPacket):
-                result = ev if result is None else replace(
-                    ev, affected_rows=result.affected_rows + ev.affected_rows,
-                    last_insert_id=result.last_insert_id or ev.last_insert_id,
-                )
-        return result or OKPacket()
-    async for ev in conn.events(payload):
+    if not prefix:
+        return _ok_of(unit, [ev async for ev in conn.events(payload)])
+    answers, events = await conn.run_after(list(prefix), payload)
+    for sql, answer in zip(prefix, answers, strict=True):
+        if isinstance(answer, ERRPacket):
+            conn.broken = True  # the unit ran outside what should have held it: closed, never reused
+            raise UnitFailed(unit.data_source, replace(answer, message=f"{sql} failed: {answer.message}"))
+    if began is not None:
+        began(conn)
+    return _ok_of(unit, events)
+
+
+def _ok_of(unit: ExecutionUnit, events: Sequence[object]) -> OKPacket:
+    """A write's answer: its OK (several, as one), or UnitFailed for its ERR."""
+    result: OKPacket | None = None
+    for ev in events:
         if isinstance(ev, ERRPacket):
             raise UnitFailed(unit.data_source, ev)
         if isinstance(ev, OKPacket):

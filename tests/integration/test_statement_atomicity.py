@@ -10,7 +10,6 @@ before it is still there and commits, and the session goes on.
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ import pymysql
 import pytest
 
 from proxy.sandbox import MariaDBServer
-from tests.integration.faults import RelayPair, TcpRelay
+from tests.integration.faults import CuttingRelay
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
 
 RULES = """\
@@ -101,46 +100,6 @@ MODES = ("autocommit", "begin", "autocommit0")
 PROTOCOLS = ("text", "prepared")
 
 _NAMES = itertools.count()
-
-
-class CuttingRelay(TcpRelay):
-    """A relay in front of ds_1's server that cuts the connection carrying the next write that holds `marker`:
-    before the server sees it, or (`forward`) after the server ran it, its answer lost."""
-
-    def __init__(self, server: MariaDBServer) -> None:
-        self.marker: tuple[bytes, bool] | None = None
-        self.cuts = 0
-        super().__init__(server)
-
-    def cut_at(self, marker: str, *, forward: bool) -> None:
-        self.marker = (marker.encode(), forward)
-
-    def pump(self, pair: RelayPair) -> None:
-        threading.Thread(target=self._pump, args=(pair, True), daemon=True).start()
-        threading.Thread(target=self._pump, args=(pair, False), daemon=True).start()
-
-    def _pump(self, pair: RelayPair, upstream: bool) -> None:
-        src, dst = (pair.client, pair.server) if upstream else (pair.server, pair.client)
-        try:
-            while True:
-                data = src.recv(1 << 16)
-                if not data:
-                    break
-                cut = self.marker
-                if upstream and cut is not None and cut[0] in data:
-                    self.marker = None
-                    self.cuts += 1
-                    if cut[1]:
-                        pair.swallow = True
-                        dst.sendall(data)
-                        time.sleep(0.3)  # the server runs it; its answer is swallowed
-                    break
-                if not upstream and pair.swallow:
-                    continue
-                dst.sendall(data)
-        except OSError:
-            pass
-        pair.close()
 
 
 class Env:
@@ -328,7 +287,7 @@ def test_a_connection_lost_under_one_part_leaves_nothing(relay_env: Env, forward
         if mode == "begin":
             client.run("BEGIN")
             client.run(BEFORE[0])
-        env.relay.cut_at("cutme", forward=forward)
+        env.relay.cut_at_text("cutme", forward=forward)
         errno, message = client.failure("INSERT INTO t_order (order_id, user_id, amount, status) VALUES "
                                         "(%s, %s, 0, 'x'), (%s, %s, 0, %s)", (70, 2, 71, 3, "cutme"))
         assert env.relay.cuts and errno == 2013, message
@@ -343,5 +302,5 @@ def test_a_connection_lost_under_one_part_leaves_nothing(relay_env: Env, forward
         client.run("INSERT INTO t_order (order_id, user_id, amount, status) VALUES (72, 2, 0, 'y'), (73, 3, 0, 'y')")
         assert env.rows() == _expected(seed, ((72, 2, 0, "y"), (73, 3, 0, "y")))
     finally:
-        env.relay.marker = None
+        env.relay.uncut()
         client.close()

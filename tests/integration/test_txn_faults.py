@@ -28,7 +28,7 @@ import pytest
 from proxy.execution.fastpath import STATS
 from proxy.sandbox import MariaDBServer, start_servers
 from tests.conftest import ServerFactory
-from tests.integration.faults import RelayPair, TcpRelay, abort
+from tests.integration.faults import CuttingRelay, abort
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
 
 RULES = """\
@@ -45,48 +45,7 @@ RULES = """\
 ON = {"ds_0": 2, "ds_1": 1}
 
 
-class FaultRelay(TcpRelay):
-    """A TCP relay in front of one MariaDB server, for the proxy's data source to connect through.
-
-    `cut_all()` closes every connection it carries (to the proxy this looks like the server going away;
-    the server sees its clients leave and rolls back their transactions). `cut_at(command)` cuts the next
-    connection that sends that SQL text: `forward=False` before the server sees it, `forward=True` after
-    the server ran it but before its answer reaches the proxy (a COMMIT whose OK is lost)."""
-
-    def __init__(self, server: MariaDBServer) -> None:
-        self._cut: tuple[bytes, bool] | None = None
-        self.cuts = 0
-        super().__init__(server)
-
-    def cut_at(self, sql: str, *, forward: bool = False) -> None:
-        self._cut = (b"\x03" + sql.encode(), forward)
-
-    def pump(self, pair: RelayPair) -> None:
-        threading.Thread(target=self._pump, args=(pair, True), daemon=True).start()
-        threading.Thread(target=self._pump, args=(pair, False), daemon=True).start()
-
-    def _pump(self, pair: RelayPair, upstream: bool) -> None:
-        src, dst = (pair.client, pair.server) if upstream else (pair.server, pair.client)
-        try:
-            while True:
-                data = src.recv(1 << 16)
-                if not data:
-                    break
-                cut = self._cut
-                if upstream and cut is not None and data[4:] == cut[0]:
-                    self._cut = None
-                    self.cuts += 1
-                    if cut[1]:
-                        pair.swallow = True
-                        dst.sendall(data)
-                        time.sleep(0.5)  # the server runs it; its answer is swallowed
-                    break
-                if not upstream and pair.swallow:
-                    continue
-                dst.sendall(data)
-        except OSError:
-            pass
-        pair.close()
+FaultRelay = CuttingRelay  # (tests.integration.faults)
 
 
 _NAMES = itertools.count()
