@@ -44,6 +44,7 @@ _SET = re.compile(r"^\s*SET\s+(?!GLOBAL\b|@@global\.|PASSWORD\b|ROLE\b|DEFAULT\s
 _AUTOCOMMIT = re.compile(r"^\s*SET\s+(?:SESSION\s+|LOCAL\s+|@@session\.|@@local\.|@@)?autocommit\s*(?::=|=)\s*"
                          r"(?P<v>1|0|ON|OFF|TRUE|FALSE)\s*;?\s*$", re.I)
 _SET_NAMES = re.compile(r"^\s*SET\s+(?:NAMES|CHARACTER\s+SET|CHARSET)\s+'?`?(?P<cs>\w+)", re.I)
+_MODE_FLAGS = int(ServerStatus.NO_BACKSLASH_ESCAPES | ServerStatus.ANSI_QUOTES)
 _NEXT_TX = re.compile(r"^\s*SET\s+TRANSACTION\b", re.I)
 
 
@@ -156,6 +157,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
         probe = None if (stmt.value or "").lower() in _CLIENT_CHARSETS else await _probe(session)
         for conn in list(session.backends.values()):
             await session._must(conn, sql)
+            txn.mode_flags = conn.status & _MODE_FLAGS  # (sql_mode as the servers read it: SET sql_mode, DEFAULT)
         if stmt.value:
             session.charset = stmt.value if stmt.value != "utf8" else "utf8mb3"
             for conn in session.backends.values():
@@ -165,6 +167,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             for conn in session.backends.values():
                 conn.session_sets = tuple(txn.session_sets)
         _end_probe(session, probe)
+        session.update_status(0)
         session.ok()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,8 @@ _COMMAND_NAMES = {int(c): c.name.title() for c in Command}
 _IN_TRANS = int(ServerStatus.IN_TRANS)
 _AUTOCOMMIT = int(ServerStatus.AUTOCOMMIT)
 _MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
+_IN_TRANS_READONLY = int(ServerStatus.IN_TRANS_READONLY)
+_READ_ONLY = re.compile(r"\bREAD\s+ONLY\b", re.I)
 
 class Session(SessionConnections, StatementStopping):
     """One client connection's state and lifecycle; commands go to proxy.session.dispatch's tables, the
@@ -327,11 +330,14 @@ class Session(SessionConnections, StatementStopping):
             # IN_TRANS after BEGIN, and under autocommit=0 once a statement opened the implicit transaction
             # on a joined connection (not right after COMMIT/ROLLBACK: connectors check it, e.g.
             # mysql-connector's start_transaction())
-            if self.txn.begin_sql is not None or (self.txn.active and any(
+            begin = self.txn.begin_sql
+            if begin is not None or (self.txn.active and any(
                     (c := self.backends.get(n)) is not None and c.status & ServerStatus.IN_TRANS
                     for n in self.txn.joined)):
                 status |= _IN_TRANS
-            self._status = status
+                if begin is not None and _READ_ONLY.search(begin):
+                    status |= _IN_TRANS_READONLY
+            self._status = status | self.txn.mode_flags
         else:
             self._status = int(backend_status) & ~_MORE_RESULTS
 
