@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from protocol.constants import ColumnType, ServerStatus
+from protocol.errors import ServerError
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.wire import Reader
 from proxy.backends.codec import TEXT
@@ -73,11 +74,12 @@ RunPlan = Callable[..., Awaitable[None]]
 _RUN_PLAN: ContextVar[RunPlan] = ContextVar("shardproxy_stepwise_run_plan")
 
 
-class StepFailed(Exception):
-    """A step's answer was an ERR: the statement is taken back and the client gets this ERR."""
+class StepFailed(ServerError):
+    """A step's answer was an ERR: the statement is taken back and the client gets this ERR (as it is: the
+    step's answer is in logic names already)."""
 
     def __init__(self, err: ERRPacket) -> None:
-        super().__init__(err.message)
+        super().__init__(err.message, errno=err.errno, sqlstate=err.sqlstate)
         self.err = err
 
 

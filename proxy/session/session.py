@@ -279,12 +279,12 @@ class Session(SessionConnections, StatementStopping):
             await dispatch_command(self, payload)
         except MalformedPacket as exc:
             self.error(ErrorCode.MALFORMED_PACKET, f"Malformed communication packet: {exc}", "HY000")
-        except ServerError as exc:  # the kernel's refusals, the merge's limits: their own errno and SQLSTATE
-            self.error(exc.errno, exc.message, exc.sqlstate)
         except BackendError as exc:
             self.log.warning("backend_error", data_source=exc.data_source, error=str(exc))
             message = txn.note_failure(self, exc)  # drops the broken connections; a lost transaction part is said
             self.error(exc.errno, message, exc.sqlstate)
+        except ServerError as exc:  # the kernel's refusals, the merge's limits: their own errno and SQLSTATE
+            self.error(exc.errno, exc.message, exc.sqlstate)
         except (ClientGone, asyncio.CancelledError):
             raise
         except Exception as exc:
