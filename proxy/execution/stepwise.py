@@ -38,6 +38,7 @@ from protocol.wire import Reader
 from proxy.backends.codec import TEXT
 from proxy.execution import txn, txn_end
 from proxy.execution.atomic import NOTHING_APPLIED, held_whole, said
+from proxy.execution.errors import answer_error
 from proxy.execution.units import _merged_info, log_statement
 from proxy.execution.upsert import _ok, _rows
 from proxy.frontend.wire import CapturedWriter
@@ -134,7 +135,7 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
                                   "closed: the open transaction's work there is lost, and the transaction cannot "
                                   "commit any more (ROLLBACK ends it; COMMIT rolls back the rest and reports it)")
         if isinstance(exc, StepFailed):
-            session.error(exc.err.errno, exc.err.message + note, exc.err.sqlstate)
+            answer_error(session, StepFailed(replace(exc.err, message=exc.err.message + note)))
             return
         raise said(exc, note) from None
     if implicit:
