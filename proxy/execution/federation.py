@@ -35,6 +35,7 @@ from protocol.results import ResultHeader
 from proxy.backends.backend import BackendConnection
 from proxy.backends.charset import charset_for_collation
 from proxy.backends.codec import StatementCodec, StatementFailed
+from proxy.execution.errors import answer_error
 from proxy.execution.units import access
 from routing.errors import RoutingError
 from routing.federation import (
@@ -178,7 +179,7 @@ async def run_plan(session: Session, db: LogicalDatabase, plan: FederationPlan, 
         try:
             payload = await codec.command(host, unit)
         except StatementFailed as exc:
-            session.error(exc.err.errno, _logical(exc.err.message, names, plan), exc.err.sqlstate)
+            answer_error(session, exc, rename=lambda message: _logical(message, names, plan))
             return
         await session.relay_on(host, payload, _renamer(names, plan))
     finally:

@@ -33,10 +33,9 @@ from protocol.constants import Capability, ErrorCode
 from protocol.framing import encode_packet
 from protocol.packets import ERRPacket
 from protocol.rowframes import RowFrames, renumber
-from protocol.wire import MalformedPacket
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import BINARY, TEXT, StatementCodec, execute_payload, query_payload
-from proxy.execution import txn
+from proxy.execution.errors import answer_error, error_packet
 from proxy.execution.executor import (
     _answer_merged,
     _decoder,
@@ -45,7 +44,6 @@ from proxy.execution.executor import (
     _needs_merge,
     _send_end,
     _send_header,
-    answer_unit_failure,
 )
 from proxy.execution.legs import LEG_BUFFER_LIMIT, Chain, Leg, framed_head, node_rows
 from proxy.execution.memo import IdentityMemo
@@ -320,8 +318,8 @@ class MultiAnswer:
                 session.log.exception("multi_path_failed")
                 done = self._writing  # the answer had started: it ends with the error
                 if done:
-                    session.error(ErrorCode.UNKNOWN_ERROR,
-                                  f"shardproxy internal error: {type(exc).__name__}: {exc}", "HY000")
+                    err = error_packet(exc)
+                    session.error(err.errno, err.message, err.sqlstate)
                 # else nothing was written: the coroutine answers (and names the bug, if it meets it too)
             if done:
                 self.session.drop_broken()
@@ -473,21 +471,10 @@ class MultiAnswer:
                     # KILL QUERY (after a failure) or the rest read and dropped: real tasks and timers
                     await asyncio.ensure_future(self._finish(failed=not answered))
                 session.drop_broken()
-        except UnitFailed as exc:
-            answer_unit_failure(session, self.db, self.routed, exc)
-        except MergeError as exc:
-            session.error(exc.errno, exc.message, exc.sqlstate)
-        except BackendError as exc:
-            session.log.warning("backend_error", data_source=exc.data_source, error=str(exc))
-            session.error(exc.errno, txn.note_failure(session, exc), exc.sqlstate)
-        except MalformedPacket as exc:
-            session.error(ErrorCode.MALFORMED_PACKET, f"Malformed communication packet: {exc}", "HY000")
         except ClientGone:
             session.wire.writer.transport.close()  # the session's read sees the client gone and ends it
-        except Exception as exc:  # a bug must cost one statement, not the session
-            session.log.exception("command_failed")
-            session.drop_broken()
-            session.error(ErrorCode.UNKNOWN_ERROR, f"shardproxy internal error: {type(exc).__name__}: {exc}", "HY000")
+        except Exception as exc:  # a unit's ERR, a merge's limit, a lost backend, a bug: as the coroutine path's
+            answer_error(session, exc, db=self.db, routed=self.routed)
 
     def _all_ended(self) -> bool:
         for chain in self.chains:

@@ -32,11 +32,13 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from protocol.constants import ColumnType, ServerStatus
+from protocol.errors import ServerError
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.wire import Reader
 from proxy.backends.codec import TEXT
 from proxy.execution import txn, txn_end
 from proxy.execution.atomic import NOTHING_APPLIED, held_whole, said
+from proxy.execution.errors import answer_error
 from proxy.execution.units import _merged_info, log_statement
 from proxy.execution.upsert import _ok, _rows
 from proxy.frontend.wire import CapturedWriter
@@ -73,11 +75,12 @@ RunPlan = Callable[..., Awaitable[None]]
 _RUN_PLAN: ContextVar[RunPlan] = ContextVar("shardproxy_stepwise_run_plan")
 
 
-class StepFailed(Exception):
-    """A step's answer was an ERR: the statement is taken back and the client gets this ERR."""
+class StepFailed(ServerError):
+    """A step's answer was an ERR: the statement is taken back and the client gets this ERR (as it is: the
+    step's answer is in logic names already)."""
 
     def __init__(self, err: ERRPacket) -> None:
-        super().__init__(err.message)
+        super().__init__(err.message, errno=err.errno, sqlstate=err.sqlstate)
         self.err = err
 
 
@@ -132,7 +135,7 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
                                   "closed: the open transaction's work there is lost, and the transaction cannot "
                                   "commit any more (ROLLBACK ends it; COMMIT rolls back the rest and reports it)")
         if isinstance(exc, StepFailed):
-            session.error(exc.err.errno, exc.err.message + note, exc.err.sqlstate)
+            answer_error(session, StepFailed(replace(exc.err, message=exc.err.message + note)))
             return
         raise said(exc, note) from None
     if implicit:

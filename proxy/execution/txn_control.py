@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from protocol.constants import ErrorCode, ServerStatus
 from protocol.packets import ERRPacket
 from proxy.execution import setquery
+from proxy.execution.errors import answer_error
 from proxy.execution.txn import (
     _LOST,
     CR_SERVER_LOST,
@@ -90,7 +91,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             failure = await end_transaction(session, "COMMIT", label=f"the implicit COMMIT of {sql.strip()}",
                                             consequence="; no new transaction was started")
             if failure is not None:
-                session.error(failure.errno, failure.message, failure.sqlstate)
+                answer_error(session, failure)
                 return
         txn.begin(sql)  # issue 15: also answered by proxy.execution.fastpath (`_local_begin`)
         session.update_status(0)
@@ -98,7 +99,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
     elif stmt.kind in ("commit", "rollback"):
         failure = await end_transaction(session, stmt.kind.upper())
         if failure is not None:
-            session.error(failure.errno, failure.message, failure.sqlstate)
+            answer_error(session, failure)
         else:
             note, session.commit_note = session.commit_note, ""
             session.ok(info=note.encode() if note else b"")
@@ -111,7 +112,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             failure = await end_transaction(session, "COMMIT", label="the implicit COMMIT of SET autocommit=1",
                                             consequence="; autocommit is still 0")
             if failure is not None:
-                session.error(failure.errno, failure.message, failure.sqlstate)
+                answer_error(session, failure)
                 return
             txn.joined = []
             for conn in list(session.backends.values()):  # join() left them at autocommit=0
@@ -285,7 +286,7 @@ async def implicit_commit(session: Session) -> bool:
     failure = await end_transaction(session, "COMMIT", label="the implicit COMMIT before the DDL",
                                     consequence="; the DDL was not run")
     if failure is not None:
-        session.error(failure.errno, failure.message, failure.sqlstate)
+        answer_error(session, failure)
         return False
     return True
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
+from protocol.errors import ServerError
 from protocol.packets import ERRPacket, OKPacket
 from proxy.backends.codec import StatementCodec, StatementFailed
 from proxy.execution.memo import IdentityMemo
@@ -42,11 +43,13 @@ class _LoggingSession(Protocol):
     def server(self) -> _ShowsSql: ...
 
 
-class UnitFailed(Exception):
-    """A unit's backend answered with ERR; carries it to the client with the data source named."""
+class UnitFailed(ServerError):
+    """A unit's backend answered with ERR; carries it to the client with the data source named. Its errno,
+    SQLSTATE and message are the ERR's; the client's text (logic names, `[ds]`, `note`) is made by
+    proxy.execution.errors, which knows the statement."""
 
     def __init__(self, data_source: str, err: ERRPacket) -> None:
-        super().__init__(err.message)
+        super().__init__(err.message, errno=err.errno, sqlstate=err.sqlstate)
         self.data_source = data_source
         self.err = err
         self.note = ""  # what became of the rest of the statement (proxy.execution.atomic), added to the message

@@ -19,7 +19,6 @@ import structlog
 
 from protocol import text
 from protocol.constants import Capability, Command, ErrorCode, ServerStatus
-from protocol.errors import ServerError
 from protocol.framing import PacketTooLarge
 from protocol.packets import (
     ColumnDefinition41,
@@ -28,10 +27,11 @@ from protocol.packets import (
 )
 from protocol.results import ResultSummary
 from protocol.wire import MalformedPacket
-from proxy.backends.backend import BackendConnection, BackendError
+from proxy.backends.backend import BackendConnection
 from proxy.backends.charset import charset_for_collation
 from proxy.config.model import UserConfig
 from proxy.execution import txn
+from proxy.execution.errors import answer_error
 from proxy.execution.fastpath import ClientProtocol, FastPath
 from proxy.execution.resultset import result_packets
 from proxy.execution.state import GroupSessionState, StatementRegistry, TransactionState
@@ -277,24 +277,13 @@ class Session(SessionConnections, StatementStopping):
 
     async def _dispatch(self, payload: bytes) -> None:
         """One command, answered by its handler (proxy.session.dispatch); what a handler raises becomes
-        the command's ERR, and a bug costs the statement, never the session."""
+        the command's ERR (proxy.execution.errors.answer_error), and a bug costs the statement, never the session."""
         try:
             await dispatch_command(self, payload)
-        except MalformedPacket as exc:
-            self.error(ErrorCode.MALFORMED_PACKET, f"Malformed communication packet: {exc}", "HY000")
-        except ServerError as exc:  # the kernel's refusals, the merge's limits: their own errno and SQLSTATE
-            self.error(exc.errno, exc.message, exc.sqlstate)
-        except BackendError as exc:
-            self.log.warning("backend_error", data_source=exc.data_source, error=str(exc))
-            message = txn.note_failure(self, exc)  # drops the broken connections; a lost transaction part is said
-            self.error(exc.errno, message, exc.sqlstate)
         except (ClientGone, asyncio.CancelledError):
             raise
-        except Exception as exc:
-            # a bug must cost one statement, not the session: report it and keep serving
-            self.log.exception("command_failed")
-            self.drop_broken()
-            self.error(ErrorCode.UNKNOWN_ERROR, f"shardproxy internal error: {type(exc).__name__}: {exc}", "HY000")
+        except Exception as exc:  # a ServerError's own ERR, a backend's with its note, a bug's (proxy.execution.errors)
+            answer_error(self, exc)
 
     async def _proxy_statement(self, stmt: ProxyStatement, sql: str) -> None:
         await dispatch_proxy_statement(self, stmt, sql)
