@@ -189,7 +189,7 @@ async def _rows_write(session: Session, db: LogicalDatabase, step: StepwiseWrite
     literals = [[_literal(v, c, session.charset) for v, c in zip(row, header, strict=True)] for row in rows]
     outcome = _Outcome()
     if not rows:
-        info = b"Rows matched: 0  Changed: 0  Warnings: 0" if split.update else b""
+        info = b"Rows matched: 0  Changed: 0  Warnings: 0" if split.update and not split.limit_zero else b""
         return outcome, info
     homes: dict[DataNode, list[list[str]]] = {}
     moves_possible = False

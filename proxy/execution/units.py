@@ -163,6 +163,44 @@ def _ok_of(unit: ExecutionUnit, events: Sequence[object]) -> OKPacket:
 
 
 
+_RECORDS = re.compile(rb"Records: (\d+)  Duplicates: (\d+)")
+_INSERT_MODE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(?:(?P<replace>REPLACE)|INSERT\s+"
+                          r"(?:(?:LOW_PRIORITY|DELAYED|HIGH_PRIORITY)\s+)?(?P<ignore>IGNORE\b)?)"
+                          r"|(?P<upsert>\bON\s+DUPLICATE\s+KEY\s+UPDATE\b)", re.I | re.S)
+
+
+def insert_info(sql: str, oks: Sequence[OKPacket]) -> bytes:
+    """The OK info of an INSERT / REPLACE / INSERT IGNORE / upsert that ran as several parts (`sql`: one part's
+    text): what one server reports for the whole statement, `Records: N  Duplicates: D  Warnings: W` when it has
+    several rows (none for one). A part of several rows says its own counts; a part of one row says none, and its
+    duplicate follows from its affected rows as the server counts them: an IGNOREd row affects 0, an upsert's
+    changed row 2 (an unchanged one is no duplicate), a REPLACE 1 + the rows it deleted."""
+    replace_ = ignore = upsert = False
+    for m in _INSERT_MODE.finditer(sql):
+        replace_ = replace_ or m.group("replace") is not None
+        ignore = ignore or m.group("ignore") is not None
+        upsert = upsert or m.group("upsert") is not None
+    records = duplicates = warnings = 0
+    for ok in oks:
+        warnings += ok.warnings
+        counted = _RECORDS.search(ok.info)
+        if counted is not None:
+            records += int(counted.group(1))
+            duplicates += int(counted.group(2))
+            continue
+        records += 1
+        affected = ok.affected_rows
+        if replace_:
+            duplicates += max(affected - 1, 0)
+        elif upsert:
+            duplicates += affected == 2
+        elif ignore:
+            duplicates += affected == 0
+    if records <= 1:
+        return b""
+    return f"Records: {records}  Duplicates: {duplicates}  Warnings: {warnings}".encode()
+
+
 _INFO_NUMBER = re.compile(rb"\d+")
 
 
