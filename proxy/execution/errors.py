@@ -37,6 +37,26 @@ if TYPE_CHECKING:
 
 Rename = Callable[[str], str]  # a backend's error text -> the same in the client's names
 
+# Numbers of the client library's range (2000-2999: CR_*) describe what the proxy met on its own connections to the
+# data sources; a server never sends them, and client libraries refuse an ERR that carries one (the `mariadb` CLI
+# prints "ERROR 2027 (HY000): Received malformed packet"). The client gets the server's numbers for the same
+# thing: a data source that cannot be reached is ER_CONNECT_TO_FOREIGN_DATA_SOURCE, a lost one ER_NET_READ_ERROR.
+ER_CONNECT_TO_FOREIGN_DATA_SOURCE = 1429
+ER_NET_READ_ERROR = 1158
+ER_NET_READ_INTERRUPTED = 1159
+_CANNOT_CONNECT = frozenset({2002, 2003, 2004, 2005})
+
+
+def server_errno(errno: int, sqlstate: str, message: str = "") -> tuple[int, str]:
+    """The (errno, SQLSTATE) a server would send for this error: client-range numbers mapped (see above)."""
+    if not 2000 <= errno < 3000:
+        return errno, sqlstate
+    if errno in _CANNOT_CONNECT:
+        return ER_CONNECT_TO_FOREIGN_DATA_SOURCE, "HY000"
+    if "timed out" in message or "timeout" in message.lower():
+        return ER_NET_READ_INTERRUPTED, "08S01"
+    return ER_NET_READ_ERROR, "08S01"
+
 
 def error_packet(exc: BaseException, *, rename: Rename | None = None, named: bool = True) -> ERRPacket:
     """The ERR the client gets for `exc`. `rename` turns a backend's text (a unit's or a prepare's ERR) into
@@ -49,10 +69,16 @@ def error_packet(exc: BaseException, *, rename: Rename | None = None, named: boo
     if isinstance(exc, StatementFailed) and rename is not None:
         return ERRPacket(exc.errno, rename(exc.message), exc.sqlstate)
     if isinstance(exc, ServerError):
-        return ERRPacket(exc.errno, exc.message, exc.sqlstate)
+        return ERRPacket(*_numbers(exc.errno, exc.sqlstate, exc.message))
     if isinstance(exc, MalformedPacket):
         return ERRPacket(ErrorCode.MALFORMED_PACKET, f"Malformed communication packet: {exc}", "HY000")
     return ERRPacket(ErrorCode.UNKNOWN_ERROR, f"shardproxy internal error: {type(exc).__name__}: {exc}", "HY000")
+
+
+def _numbers(errno: int, sqlstate: str, message: str) -> tuple[int, str, str]:
+    """(errno, message, SQLSTATE), ERRPacket's and `session.error`'s order, with the server's numbers."""
+    errno, sqlstate = server_errno(errno, sqlstate, message)
+    return errno, message, sqlstate
 
 
 def answer_error(session: Session, exc: BaseException, *, db: LogicalDatabase | None = None,
@@ -64,7 +90,7 @@ def answer_error(session: Session, exc: BaseException, *, db: LogicalDatabase | 
     if isinstance(exc, BackendError):
         session.log.warning("backend_error", data_source=exc.data_source, error=str(exc))
         message = txn.note_failure(session, exc)  # drops the broken connections; a lost transaction part is said
-        session.error(exc.errno, message, exc.sqlstate)
+        session.error(*_numbers(exc.errno, exc.sqlstate, message))
         return
     if not isinstance(exc, (ServerError, MalformedPacket)):
         # a bug must cost one statement, not the session: report it and keep serving
@@ -78,4 +104,4 @@ def answer_error(session: Session, exc: BaseException, *, db: LogicalDatabase | 
     session.error(err.errno, err.message, err.sqlstate)
 
 
-__all__ = ["answer_error", "error_packet"]
+__all__ = ["answer_error", "error_packet", "server_errno"]

@@ -31,7 +31,7 @@ from proxy.backends.backend import BackendConnection
 from proxy.backends.charset import charset_for_collation
 from proxy.config.model import UserConfig
 from proxy.execution import txn
-from proxy.execution.errors import answer_error
+from proxy.execution.errors import answer_error, server_errno
 from proxy.execution.fastpath import ClientProtocol, FastPath
 from proxy.execution.resultset import result_packets
 from proxy.execution.state import GroupSessionState, StatementRegistry, TransactionState
@@ -266,6 +266,7 @@ class Session(SessionConnections, StatementStopping):
         self.wire.send(OKPacket(affected, last_insert_id, ServerStatus(self.status), 0, info).encode(self.capabilities))
 
     def error(self, errno: int, message: str, sqlstate: str = "HY000") -> None:
+        errno, sqlstate = server_errno(errno, sqlstate, message)  # never a client-library number
         self.errored = True
         self.last_errno = errno
         self.wire.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities))

@@ -25,7 +25,7 @@ from protocol.wire import MalformedPacket
 from proxy.backends.backend import BackendError
 from proxy.backends.codec import StatementFailed
 from proxy.execution.atomic import said
-from proxy.execution.errors import answer_error, error_packet
+from proxy.execution.errors import answer_error, error_packet, server_errno
 from proxy.execution.federation import FederationError
 from proxy.execution.state import TransactionState
 from proxy.execution.stepwise import StepFailed
@@ -49,16 +49,18 @@ def _unit_failed(note: str = "") -> UnitFailed:
 
 TABLE: list[tuple[str, BaseException, tuple[int, str, str]]] = [
     ("backend lost", BackendError("ds_0", "lost connection to MySQL server during query"),
-     (2013, "HY000", "data source ds_0: lost connection to MySQL server during query")),
+     (1158, "08S01", "data source ds_0: lost connection to MySQL server during query")),
     ("backend unreachable", BackendError("ds_0", "cannot connect to 127.0.0.1:1: refused", errno=2003),
-     (2003, "HY000", "data source ds_0: cannot connect to 127.0.0.1:1: refused")),
+     (1429, "HY000", "data source ds_0: cannot connect to 127.0.0.1:1: refused")),
+    ("backend timed out", BackendError("ds_0", "timed out after 30 s"),
+     (1159, "08S01", "data source ds_0: timed out after 30 s")),
     ("pool timeout", BackendError("ds_0", "no connection within 1000 ms", errno=1040),
      (1040, "HY000", "data source ds_0: no connection within 1000 ms")),
     ("shutting down", BackendError("ds_0", "the proxy is shutting down", errno=1053, sqlstate="08S01"),
      (1053, "08S01", "data source ds_0: the proxy is shutting down")),
     ("backend, statement taken back",
      said(BackendError("ds_0", "lost connection to MySQL server during query"), "; nothing was applied"),
-     (2013, "HY000", "data source ds_0: lost connection to MySQL server during query; nothing was applied")),
+     (1158, "08S01", "data source ds_0: lost connection to MySQL server during query; nothing was applied")),
     ("unit ERR", _unit_failed(), (1146, "42S02", "[ds_1] Table 'demo_ds_1.t_order_1' doesn't exist")),
     ("unit ERR with its note", said(_unit_failed(), "; the transaction goes on"),
      (1146, "42S02", "[ds_1] Table 'demo_ds_1.t_order_1' doesn't exist; the transaction goes on")),
@@ -91,7 +93,8 @@ def test_error_packet(exc: BaseException, expected: tuple[int, str, str]) -> Non
     if not isinstance(exc, (MalformedPacket, RuntimeError)):
         assert isinstance(exc, ServerError)
         if not isinstance(exc, UnitFailed):  # its `[ds]` and note belong to the answer, not to the error
-            assert (exc.errno, exc.sqlstate, exc.message) == expected
+            # (a client-library number stays the error's own; the client gets the server's: `server_errno`)
+            assert (*server_errno(exc.errno, exc.sqlstate, exc.message), exc.message) == expected
 
 
 def test_the_old_attributes_stay() -> None:
@@ -173,12 +176,12 @@ def test_a_prepare_refusal_renamed_by_its_caller() -> None:
 
 def test_a_backend_error_drops_the_broken_and_says_what_the_transaction_lost() -> None:
     session = _Session()
-    assert _answer(session, BackendError("ds_0", "gone")) == (2013, "HY000", "data source ds_0: gone")
+    assert _answer(session, BackendError("ds_0", "gone")) == (1158, "08S01", "data source ds_0: gone")
     assert session.dropped == 1
     session.log.warning.assert_called_once()
     session = _Session(loses="ds_0")
     errno, sqlstate, message = _answer(session, BackendError("ds_0", "gone"))
-    assert (errno, sqlstate) == (2013, "HY000")
+    assert (errno, sqlstate) == (1158, "08S01")
     assert message.startswith("data source ds_0: gone; the open transaction's work on ds_0 is lost")
     assert session.txn.lost["ds_0"] == "2013: gone"
 
