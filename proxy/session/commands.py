@@ -53,6 +53,7 @@ async def change_user(session: Session, payload: bytes) -> None:
         session.give_back(conn)
     session.backends.clear()
     session.read_backends.clear()
+    session.renewed.clear()  # a new session, as the server sees it: its connections take the globals again
     session.txn = TransactionState()
     session.statements.clear()
     session.sql_statements.clear()

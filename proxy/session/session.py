@@ -105,6 +105,8 @@ class Session(SessionConnections, StatementStopping):
         self.statements = StatementRegistry()
         self.sql_statements: dict[str, str] = {}  # PREPARE name FROM ... on sharded databases
         self.borrowed: set[BackendConnection] = set()  # pooled connections lent for one statement
+        # data sources whose pooled connection this session has renewed (SessionConnections.renew_for_session)
+        self.renewed: set[str] = set()
         # connections the current command has used: never given back by `give_back_idle` mid-command
         self.in_use: set[BackendConnection] = set()
         self.client_lost = False  # the client left mid-command and the command was stopped
