@@ -407,13 +407,35 @@ def _eval(cond: Cond, values: Sequence[Any]) -> list[Group] | None:
         return [{cond.column[1]: Constraint(None, lower, cond.lower_inclusive, upper, cond.upper_inclusive)}]
     if isinstance(cond, Or):
         out: list[Group] = []
+        # `a = 1 OR a = 2 ...`: groups that only list values of one column are one group listing them all (the
+        # same rows; a chain of n was n groups, routed everywhere past MAX_GROUPS)
+        lists: dict[str, Distinct] = {}
         for child in cond.children:
             sub = _eval(child, values)
             if sub is None:
                 return None
-            out.extend(sub)
+            for group in sub:
+                if len(group) == 1:
+                    ((column, con),) = group.items()
+                    if con.values is not None and not con.has_range:
+                        known = lists.get(column)
+                        if known is None:
+                            lists[column] = Distinct(con.values)
+                            out.append(group)  # its place: replaced by the merged values at the end
+                        else:
+                            for v in con.values:
+                                known.add(v)
+                        continue
+                out.append(group)
             if len(out) > MAX_GROUPS:
                 return None
+        for i, group in enumerate(out):
+            if len(group) == 1:
+                ((column, con),) = group.items()
+                merged = lists.get(column)
+                if merged is not None and con.values is not None and not con.has_range \
+                        and len(merged.values) != len(con.values):
+                    out[i] = {column: Constraint(values=tuple(merged.values))}
         return out
     if isinstance(cond, And):
         acc: list[Group] = [{}]

@@ -1008,8 +1008,29 @@ class _Compiler:
         for occ in self.occurrences:
             by_scope.setdefault(id(occ.scope), []).append(occ)
 
+        scopes: dict[int, exp.Expression] = {}  # id(node) -> its scope, for the nodes walked through
+
+        def scope_of(column: exp.Column) -> exp.Expression:
+            # `_scope_of`, remembering the scope of every node on the way: the columns of a chain `a = 1 OR a = 2
+            # ...` sit as deep as the chain is long, and walking up from each was O(n^2) (issue 35)
+            walked: list[int] = []
+            parent = column.parent
+            scope: exp.Expression | None = None
+            while parent is not None and not isinstance(parent, _SCOPES):
+                known = scopes.get(id(parent))
+                if known is not None:
+                    scope = known
+                    break
+                walked.append(id(parent))
+                parent = parent.parent
+            if scope is None:
+                scope = parent if parent is not None else root
+            for key in walked:
+                scopes[key] = scope
+            return scope
+
         def resolve(column: exp.Column) -> list[ColumnRef]:
-            scope = _scope_of(column, root)
+            scope = scope_of(column)
             name = column.name.lower()
             qualifier = column.table.lower() if column.table else ""
             if qualifier:
