@@ -142,7 +142,7 @@ def extract(node: exp.Expression | None, resolve: Resolver, slot_at: SlotFinder)
         # a chain `a OR b OR c ...` is a left-deep tree as deep as it is long: its operands are gathered without
         # recursion and combined once (combining level by level copied the flattened list at each: O(n^2))
         kind = type(node)
-        children = [extract(operand, resolve, slot_at) for operand in _chain(node, kind)]
+        children = [extract(operand, resolve, slot_at) for operand in chain(node, kind)]
         return make_and(children) if kind is exp.And else make_or(children)
     if isinstance(node, exp.EQ | exp.NullSafeEQ):
         return _comparison(node.left, node.right, "=", resolve, slot_at)
@@ -171,7 +171,7 @@ def extract(node: exp.Expression | None, resolve: Resolver, slot_at: SlotFinder)
     return TRUE  # NOT, functions, LIKE, subqueries, IS NULL ...: unevaluable, widen
 
 
-def _chain(node: exp.Expression, kind: type) -> list[exp.Expression]:
+def chain(node: exp.Expression, kind: type) -> list[exp.Expression]:
     """The operands of a chain of ``kind`` (And / Or) in text order, parentheses around sub-chains included."""
     out: list[exp.Expression] = []
     stack = [node]

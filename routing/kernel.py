@@ -26,6 +26,7 @@ from routing.conditions import (
     ColumnRef,
     Cond,
     Eq,
+    chain,
     conjuncts,
     equivalent_columns,
     extract,
@@ -48,10 +49,20 @@ from routing.model import (
     StandardStrategy,
     TableRule,
 )
-from routing.parse import Shape, TextShapes, Token, is_replace, node_span, parse_statement, scan_shape, tokenize
+from routing.parse import (
+    Shape,
+    TextShapes,
+    Token,
+    is_replace,
+    node_span,
+    node_start,
+    parse_statement,
+    scan_shape,
+    tokenize,
+)
 from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
 from routing.point import PointPlan, point_plan
-from routing.rewrite import Edit, KeySlot, TableSlot, Template, build_template
+from routing.rewrite import Edit, InListSlot, KeySlot, TableSlot, Template, build_template
 from routing.route import (
     NODE,
     SOURCE,
@@ -687,12 +698,13 @@ class _Compiler:
             refuse = self.distribution_refusal(ast, sharded)
         set_checks = self.set_checks(ast, sharded) if isinstance(ast, exp.Update) else ()
         stepwise = self.stepwise_kind(ast, kind, ours, sharded, refuse, set_checks)
-        single_template = self.full_template(edits)
+        in_edits = self.in_list_edits(ast, sharded)
+        single_template = self.full_template(edits + in_edits)
         multi_template, merge, pins = single_template, None, ()
         if kind is StatementKind.SELECT and isinstance(ast, exp.Select) and refuse is None:
             from routing.rewrite import select_rewrite
 
-            multi_edits = list(edits)
+            multi_edits = list(edits) + in_edits
             if self.into is not None and self.into.kind == "variables":
                 # over several nodes the proxy assigns the variables from the merged row (proxy.into)
                 multi_edits.append(Edit(self.into.start, self.into.end, ()))
@@ -729,7 +741,53 @@ class _Compiler:
             stepwise_table=ours[0].name if stepwise else "",
             dual_read=dual_read,
             dual_refusal=dual_refusal,
+            in_lists=tuple(e.pieces[0] for e in in_edits),  # type: ignore[misc]
         )
+
+    def in_list_edits(self, ast: exp.Expression, sharded: list[Occurrence]) -> list[Edit]:
+        """The IN lists of the statement's own WHERE that each unit may get only its values of
+        (`rewrite.InListSlot`): ``col IN (v, ...)`` AND-ed at its top, ``col`` a column of a standard sharding
+        strategy of one outer sharded table outside a resharding window, the values two or more literals or ``?``
+        separated by commas only."""
+        if not isinstance(ast, exp.Select | exp.Update | exp.Delete):
+            return []
+        where = ast.args.get("where")
+        top = {o.index: o for o in sharded if not o.nested and o.scope is ast}
+        if not isinstance(where, exp.Where) or not top:
+            return []
+        resolve: Callable[[exp.Column], list[ColumnRef]] | None = None
+        spans, sql = self.shape.spans, self.sql
+        out: list[Edit] = []
+        for node in chain(where.this, exp.And):
+            if not isinstance(node, exp.In) or not isinstance(node.this, exp.Column) or len(node.expressions) < 2 \
+                    or node.args.get("query") is not None or node.args.get("unnest") is not None:
+                continue
+            resolve = resolve or self.resolver(ast)
+            refs = resolve(node.this)
+            occ = top.get(refs[0][0]) if len(refs) == 1 else None
+            rule = self.table_rule(occ.name) if occ is not None else None
+            if occ is None or rule is None or rule.window is not None:
+                continue
+            column = refs[0][1]
+            database = not rule.auto and isinstance(rule.database_strategy, StandardStrategy) \
+                and rule.database_strategy.column.lower() == column
+            table = isinstance(rule.table_strategy, StandardStrategy) and rule.table_strategy.column.lower() == column
+            if not database and not table:
+                continue
+            slots: list[int] = []
+            for value in node.expressions:
+                start = node_start(value) if isinstance(value, exp.Literal) else None
+                slot = self.slot_at(start) if start is not None else None
+                if slot is None or (slots and slot != slots[-1] + 1) or spans[slot][0] != start:
+                    break
+                if slots and sql[spans[slot - 1][1]:start].strip() != ",":
+                    break
+                slots.append(slot)
+            else:
+                first, last = slots[0], slots[-1]
+                piece = InListSlot(occ.name, column, first, last, database, table)
+                out.append(Edit(spans[first][0], spans[last][1], (piece,)))
+        return out
 
     def stepwise_kind(self, ast: exp.Expression, kind: StatementKind, ours: list[Occurrence],
                       sharded: list[Occurrence], refuse: str | None, set_checks: tuple[SetCheck, ...]) -> str | None:

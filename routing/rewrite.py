@@ -69,7 +69,22 @@ class KeySlot:
     suffix: str = ""
 
 
-Piece = str | TableSlot | ValueSlot | LimitOffsetSlot | LimitCountSlot | KeySlot
+@dataclass(frozen=True, slots=True)
+class InListSlot:
+    """The values ``v, ...`` of a top-level AND-ed ``col IN (v, ...)`` on a column of a standard sharding strategy
+    of ``logic`` (value slots ``first..last``, only commas between them): a unit of a multi-unit route gets only the
+    values whose rows its actual table can hold (`RenderContext.lists`); the whole list when that is not known
+    (issue 35: each of 4 nodes got all 50,000 ids, as ShardingSphere and Vitess do not)."""
+
+    logic: str  # lower case
+    column: str  # lower case
+    first: int
+    last: int
+    database: bool  # the column is the database strategy's
+    table: bool  # the column is the table strategy's
+
+
+Piece = str | TableSlot | ValueSlot | LimitOffsetSlot | LimitCountSlot | KeySlot | InListSlot
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +155,7 @@ EMPTY_TEMPLATE = Template(())
 class RenderContext:
     """Per-call data a template needs: the statement's value tokens, parameters and resolved values."""
 
-    __slots__ = ("param_index", "params", "shape", "values")
+    __slots__ = ("lists", "param_index", "params", "shape", "unit", "values")
 
     def __init__(
         self,
@@ -153,6 +168,10 @@ class RenderContext:
         self.params = params
         self.values = values
         self.param_index = param_index
+        # `InListSlot`s: per slot, the value slots each unit gets, by (data source, actual table of the slot's logic
+        # table); `unit` is that key of the unit being rendered (None: every value)
+        self.lists: Mapping[InListSlot, Mapping[tuple[str, str | None], list[int]]] | None = None
+        self.unit: tuple[str, Mapping[str, str]] | None = None
 
 
 def render(
@@ -193,6 +212,28 @@ def render(
                 _emit_number(ctx, index, rows, out, out_params)
         elif tp is KeySlot:
             out.append(p.prefix + value_to_sql_literal(key) + p.suffix)  # type: ignore[union-attr]
+        elif tp is InListSlot:
+            _emit_list(p, ctx, out, out_params)  # type: ignore[arg-type]
+
+
+def _emit_list(slot: InListSlot, ctx: RenderContext, out: list[str], out_params: list[Any] | None) -> None:
+    """The unit's own values of an IN list (`InListSlot`), or all of them as the text has them."""
+    shape = ctx.shape
+    spans = shape.spans
+    kept: Sequence[int] | None = None
+    if ctx.lists is not None and ctx.unit is not None:
+        chosen = ctx.lists.get(slot)
+        if chosen is not None:
+            ds, table_map = ctx.unit
+            kept = chosen.get((ds, table_map.get(slot.logic)))
+    sql = shape.sql
+    if not kept:  # no selection, or none of the values (a unit the list does not route to): the list as written
+        out.append(sql[spans[slot.first][0]:spans[slot.last][1]])
+        kept = range(slot.first, slot.last + 1)
+    else:
+        out.append(", ".join([sql[spans[k][0]:spans[k][1]] for k in kept]))
+    if out_params is not None:
+        out_params.extend([_param(ctx, k) for k in kept if spans[k][2] == "p"])
 
 
 def _table_text(slot: TableSlot, table_map: Mapping[str, str]) -> str:

@@ -29,7 +29,15 @@ from routing.model import (
 )
 from routing.parse import UNKNOWN, Shape, literal_value
 from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
-from routing.rewrite import EMPTY_TEMPLATE, RenderContext, Template, render, render_sql, renders_as_text
+from routing.rewrite import (
+    EMPTY_TEMPLATE,
+    InListSlot,
+    RenderContext,
+    Template,
+    render,
+    render_sql,
+    renders_as_text,
+)
 
 
 def hint_values(hints: SessionHints | None, table: str, database: bool) -> tuple[Any, ...]:
@@ -395,6 +403,70 @@ def _binding_units(sharding: ShardingRule, routed: Mapping[str, list[DataNode]],
 # --- plans: what a cached statement shape needs to be routed again -----------------------------------
 
 
+def in_list_selection(rule: TableRule, slot: InListSlot, values: Sequence[Any], units: Sequence[RouteUnit]
+                      ) -> dict[tuple[str, str | None], list[int]] | None:
+    """Per unit (data source, actual table of ``slot.logic``), the value slots of an IN list whose rows that table
+    can hold: those its standard strategies send there, asked as `route_table` asks them, once per distinct value
+    (values equal in Python share an answer, as they share one in `routing.conditions.Distinct`). None when that
+    cannot be told (a value unknown or NULL, unhashable, or an algorithm failing): every unit gets the whole list.
+
+    Why a unit may drop the others: ``col IN (...)`` is AND-ed at the top of the WHERE, so every row the unit returns
+    or changes has ``col`` equal to one of the values, and a row with value v sits where the strategy sends v."""
+    logic = slot.logic
+    keys = {(u.data_source, u.table_map.get(logic)) for u in units}
+    by_ds: dict[str, list[tuple[str, str | None]]] = {}
+    by_table: dict[str | None, list[tuple[str, str | None]]] = {}
+    for key in sorted(keys, key=str):
+        by_ds.setdefault(key[0], []).append(key)
+        by_table.setdefault(key[1], []).append(key)
+    db = rule.database_strategy if slot.database and not rule.auto else None
+    tb = rule.table_strategy if slot.table else None
+    if (db is None and tb is None) or not all(isinstance(s, StandardStrategy) for s in (db, tb) if s is not None):
+        return None
+    all_tables = [n.table for n in rule.data_nodes]
+    targets_of: dict[str, list[str]] = {ds: all_tables if rule.auto else rule.tables_in(ds) for ds in by_ds}
+
+    def homes(value: Any) -> list[tuple[str, str | None]]:
+        v = sharding_value(value)
+        if tb is None:
+            assert db is not None
+            return list(by_ds.get(db.algorithm.shard_precise(rule.data_sources, db.column, v) or "", ()))
+        if rule.auto:
+            return list(by_table.get(tb.algorithm.shard_precise(all_tables, tb.column, v), ()))
+        if db is not None:
+            ds = db.algorithm.shard_precise(rule.data_sources, db.column, v)
+            sources = [ds] if ds in by_ds else []
+        else:
+            sources = list(by_ds)
+        out: list[tuple[str, str | None]] = []
+        asked: dict[tuple[str, ...], str | None] = {}  # data sources with the same tables: one question
+        for ds in sources:
+            targets = targets_of[ds]
+            known = tuple(targets)
+            if known not in asked:
+                asked[known] = tb.algorithm.shard_precise(targets, tb.column, v)
+            key = (ds, asked[known])
+            if key in keys:
+                out.append(key)
+        return out
+
+    out: dict[tuple[str, str | None], list[int]] = {key: [] for key in keys}
+    memo: dict[Any, list[tuple[str, str | None]]] = {}
+    try:
+        for k in range(slot.first, slot.last + 1):
+            value = values[k]
+            if value is UNKNOWN or value is None:
+                return None
+            hit = memo.get(value)
+            if hit is None:
+                hit = memo[value] = homes(value)
+            for key in hit:
+                out[key].append(k)
+    except Exception:  # unhashable, or an algorithm refusing a value the route took: the whole list, as before
+        return None
+    return out
+
+
 def statement_values(shape: Shape, params: Sequence[Any] | None) -> list[Any]:
     """Python values of the statement's value tokens (``?`` → its parameter, UNKNOWN when missing)."""
     out: list[Any] = []
@@ -518,6 +590,7 @@ class ShardedPlan(Plan):
     stepwise_table: str = ""
     dual_read: Any = None  # routing.dualread.DualReadTemplate of a windowed single-table SELECT
     dual_refusal: str | None = None  # why a windowed SELECT has none
+    in_lists: tuple[InListSlot, ...] = ()  # IN lists each unit of a multi-unit route gets its own values of
     # what calls have in common that the rules alone decide (issue 15): per table, the sharding columns on
     # which any range routes everywhere (`range_blind_columns`), and the units of a call routed to all nodes
     _blind: dict[str, frozenset[str] | None] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -580,6 +653,15 @@ class ShardedPlan(Plan):
         if n >= 0 and (params is None or len(params) == n):
             unit_params = None if params is None else tuple(params)  # what render_sql gives them (renders_as_text)
             execution = tuple([ExecutionUnit(u.data_source, shape.sql, unit_params) for u in units])
+        elif multi and self.in_lists:
+            ctx.lists = {slot: chosen for slot in self.in_lists
+                         if (chosen := in_list_selection(self.sharding.tables[slot.logic], slot, values, units))}
+            rendered = []
+            for u in units:
+                ctx.unit = (u.data_source, u.table_map)
+                rendered.append(ExecutionUnit(u.data_source, *render_sql(template, u.table_map, ctx)))
+            ctx.unit = ctx.lists = None
+            execution = tuple(rendered)
         else:
             execution = tuple([ExecutionUnit(u.data_source, *render_sql(template, u.table_map, ctx)) for u in units])
         spec = self.merge.spec(values, shape) if multi and self.merge is not None else None
