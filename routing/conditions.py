@@ -8,7 +8,7 @@ evaluate becomes `TRUE` (no restriction): routing may widen, it must never narro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -380,18 +380,27 @@ def resolve_value(ref: ValueRef, values: Sequence[Any]) -> Any:
     return value
 
 
-def evaluate(cond: Cond, values: Sequence[Any]) -> list[Group] | None:
-    """DNF groups of a projected condition; None means unrestricted (full route)."""
-    groups = _eval(cond, values)
+def evaluate(cond: Cond, values: Sequence[Any], lists: Mapping[int, Sequence[Any]] | None = None
+             ) -> list[Group] | None:
+    """DNF groups of a projected condition; None means unrestricted (full route). ``lists``: the values a slot stands
+    for instead of its own (the first slot of a long IN list compiled cut short, `routing.lists`; its second slot
+    stands for none)."""
+    groups = _eval(cond, values, lists)
     if groups is None or any(not g for g in groups):
         return None
     return groups
 
 
-def _eval(cond: Cond, values: Sequence[Any]) -> list[Group] | None:
+def _eval(cond: Cond, values: Sequence[Any], lists: Mapping[int, Sequence[Any]] | None = None) -> list[Group] | None:
     if isinstance(cond, Eq):
         distinct = Distinct()
         for ref in cond.values:
+            if lists is not None and type(ref) is Slot and ref.index in lists:
+                for v in lists[ref.index]:
+                    if v is UNKNOWN or v is None:
+                        return None
+                    distinct.add(v)
+                continue
             v = resolve_value(ref, values)
             if v is UNKNOWN:
                 return None
@@ -411,7 +420,7 @@ def _eval(cond: Cond, values: Sequence[Any]) -> list[Group] | None:
         # same rows; a chain of n was n groups, routed everywhere past MAX_GROUPS)
         lists: dict[str, Distinct] = {}
         for child in cond.children:
-            sub = _eval(child, values)
+            sub = _eval(child, values, lists)
             if sub is None:
                 return None
             for group in sub:
@@ -440,7 +449,7 @@ def _eval(cond: Cond, values: Sequence[Any]) -> list[Group] | None:
     if isinstance(cond, And):
         acc: list[Group] = [{}]
         for child in cond.children:
-            sub = _eval(child, values)
+            sub = _eval(child, values, lists)
             if sub is None:
                 continue
             acc = [merged for a in acc for b in sub if (merged := _intersect(a, b)) is not None]

@@ -38,6 +38,7 @@ from routing.distribute import OuterJoins, construct_refusal, replica_refusal, s
 from routing.errors import RoutingError
 from routing.hints import CommentHints, merge_hints, parse_comment_hints, parse_hint_comments
 from routing.into import IntoClause, find_into
+from routing.lists import LIST_MIN, compact
 from routing.model import (
     ComplexStrategy,
     DatabaseRules,
@@ -82,6 +83,7 @@ from routing.upsert import is_identity_assignment, upsert_spec
 __all__ = ["ShardingKernel", "parse_comment_hints"]
 
 _SHAPE_TEXT_LIMIT = 4096  # characters: longer prepared texts are scanned at every execute
+_SKELETON_TEXT_LIMIT = 16384  # characters: longer texts are scanned (routing.parse.TextShapes: shorter ones)
 
 _INTO = re.compile(r"\binto\b", re.I)
 _FIRST_WORD = re.compile(r"\s*(?:(?:/\*.*?\*/|--[^\n]*\n|#[^\n]*\n)\s*)*(\w+)", re.S)
@@ -153,7 +155,8 @@ class ShardingKernel:
         last = self._last
         if last is not None and last.sql == sql:
             return last
-        shape = self._last = self._text_shapes.shape(sql)
+        # a long text (a list of values, many rows): its digit runs cost more to split and compare than its scan
+        shape = self._last = self._text_shapes.shape(sql) if len(sql) <= _SKELETON_TEXT_LIMIT else scan_shape(sql)
         return shape
 
     def route(
@@ -173,17 +176,41 @@ class ShardingKernel:
                 self._cache.hits += 1  # its plan was not made anew (shardproxy_plan_cache_hits_total)
                 return known
         shape = self._shape(sql, params)
-        plan = self._cache.get(shape.key)
-        if plan is None or not plan.accepts(shape):
-            plan = point_plan(compile_plan(shape, self.rules, self.metadata), shape)  # issue 15: routing.point
-            self._cache.put(shape.key, plan)
-        routed = plan.execute(shape, params, hints)
+        routed = self._compact(shape, params, hints) if len(shape.spans) >= LIST_MIN else None
+        if routed is not None:
+            plan: Plan | None = routed[0]
+            routed = routed[1]
+        else:
+            plan = self._cache.get(shape.key)
+            if plan is None or not plan.accepts(shape):
+                plan = point_plan(compile_plan(shape, self.rules, self.metadata), shape)  # issue 15: routing.point
+                self._cache.put(shape.key, plan)
+            routed = plan.execute(shape, params, hints)
         if comment is not None and comment.skip_sql_rewrite:
             routed = _unrewritten(routed, sql, params)
         elif key is not None and self._route_is_text_bound(plan, routed):
             routed = dc_replace(routed, reused=True)
             self._routes.put(key, routed)
         return routed
+
+    def _compact(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None
+                 ) -> tuple[Plan, RoutedStatement] | None:
+        """A statement with long IN lists routed by the plan of its compact text (`routing.lists`: the plan of a
+        text of n values in a list was compiled at ten times sqlglot's parse of it, issue 35); None: compile the
+        text itself (no such list, a plan that cannot expand them, or a refusal the text's own plan words)."""
+        cut = compact(shape, params)
+        if cut is None:
+            return None
+        try:
+            plan = self._cache.get(cut.shape.key)
+            if plan is None or not plan.accepts(cut.shape):
+                plan = compile_plan(cut.shape, self.rules, self.metadata, frozenset(cut.lists))
+                self._cache.put(cut.shape.key, plan)
+            if type(plan) is not ShardedPlan or not plan.expands(cut.lists):
+                return None
+            return plan, plan.execute(cut.shape, cut.params, hints, cut.lists)
+        except RoutingError:
+            return None
 
     def _route_is_text_bound(self, plan: Plan, routed: RoutedStatement) -> bool:
         """Is this route a function of the statement's text and parameters alone, so that the same text with the
@@ -312,9 +339,11 @@ class Occurrence:
         return self.alias or self.name
 
 
-def compile_plan(shape: Shape, rules: DatabaseRules, metadata: SchemaMetadata) -> Plan:
-    """Compile one statement shape (the only place sqlglot's parser runs)."""
-    return _Compiler(shape, rules, metadata).compile()
+def compile_plan(shape: Shape, rules: DatabaseRules, metadata: SchemaMetadata,
+                 lists: frozenset[int] = frozenset()) -> Plan:
+    """Compile one statement shape (the only place sqlglot's parser runs). ``lists``: the shape is a compact text
+    (`routing.lists`) whose long IN lists begin at these slots."""
+    return _Compiler(shape, rules, metadata, lists).compile()
 
 
 def _scope_of(node: exp.Expression, root: exp.Expression) -> exp.Expression:
@@ -325,8 +354,10 @@ def _scope_of(node: exp.Expression, root: exp.Expression) -> exp.Expression:
 
 
 class _Compiler:
-    def __init__(self, shape: Shape, rules: DatabaseRules, metadata: SchemaMetadata) -> None:
+    def __init__(self, shape: Shape, rules: DatabaseRules, metadata: SchemaMetadata,
+                 lists: frozenset[int] = frozenset()) -> None:
         self.shape = shape
+        self.lists = lists
         self.sql = shape.sql
         self.rules = rules
         self.metadata = metadata
@@ -767,13 +798,19 @@ class _Compiler:
             occ = top.get(refs[0][0]) if len(refs) == 1 else None
             rule = self.table_rule(occ.name) if occ is not None else None
             if occ is None or rule is None or rule.window is not None:
-                continue
-            column = refs[0][1]
-            database = not rule.auto and isinstance(rule.database_strategy, StandardStrategy) \
+                if not self.lists:
+                    continue
+                occ, rule = None, None  # a list cut short on another column: written whole
+            column = refs[0][1] if len(refs) == 1 else ""
+            database = rule is not None and not rule.auto and isinstance(rule.database_strategy, StandardStrategy) \
                 and rule.database_strategy.column.lower() == column
-            table = isinstance(rule.table_strategy, StandardStrategy) and rule.table_strategy.column.lower() == column
-            if not database and not table:
-                continue
+            table = rule is not None and isinstance(rule.table_strategy, StandardStrategy) \
+                and rule.table_strategy.column.lower() == column
+            if occ is None or (not database and not table):
+                database = table = False
+                logic = column = ""  # no selection: the list as written, a slot only for a list cut short
+            else:
+                logic = occ.name
             slots: list[int] = []
             for value in node.expressions:
                 start = node_start(value) if isinstance(value, exp.Literal) else None
@@ -785,7 +822,9 @@ class _Compiler:
                 slots.append(slot)
             else:
                 first, last = slots[0], slots[-1]
-                piece = InListSlot(occ.name, column, first, last, database, table)
+                if not logic and first not in self.lists:
+                    continue
+                piece = InListSlot(logic, column, first, last, database, table)
                 out.append(Edit(spans[first][0], spans[last][1], (piece,)))
         return out
 

@@ -13,7 +13,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlglot
 import sqlglot.errors
@@ -27,6 +27,9 @@ from protocol.binary import value_to_sql_literal
 from routing.computed import ComputedPlanner, ComputedRefusal
 from routing.errors import RoutingError
 from routing.parse import UNKNOWN, Shape, Token
+
+if TYPE_CHECKING:
+    from routing.lists import ListTokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,9 +171,11 @@ class RenderContext:
         self.params = params
         self.values = values
         self.param_index = param_index
-        # `InListSlot`s: per slot, the value slots each unit gets, by (data source, actual table of the slot's logic
-        # table); `unit` is that key of the unit being rendered (None: every value)
-        self.lists: Mapping[InListSlot, Mapping[tuple[str, str | None], list[int]]] | None = None
+        # per `InListSlot`: its values when they are not the shape's slots (`routing.lists`: a list compiled cut
+        # short), and the positions in the list of the values each unit gets, by (data source, actual table of the
+        # slot's logic table); `unit` is the unit being rendered (None: every value)
+        self.lists: Mapping[InListSlot, tuple[ListTokens | None, Mapping[tuple[str, str | None], list[int]] | None]] \
+            | None = None
         self.unit: tuple[str, Mapping[str, str]] | None = None
 
 
@@ -218,22 +223,36 @@ def render(
 
 def _emit_list(slot: InListSlot, ctx: RenderContext, out: list[str], out_params: list[Any] | None) -> None:
     """The unit's own values of an IN list (`InListSlot`), or all of them as the text has them."""
-    shape = ctx.shape
-    spans = shape.spans
+    tokens: ListTokens | None = None
     kept: Sequence[int] | None = None
-    if ctx.lists is not None and ctx.unit is not None:
-        chosen = ctx.lists.get(slot)
-        if chosen is not None:
-            ds, table_map = ctx.unit
-            kept = chosen.get((ds, table_map.get(slot.logic)))
-    sql = shape.sql
-    if not kept:  # no selection, or none of the values (a unit the list does not route to): the list as written
-        out.append(sql[spans[slot.first][0]:spans[slot.last][1]])
-        kept = range(slot.first, slot.last + 1)
+    if ctx.lists is not None:
+        entry = ctx.lists.get(slot)
+        if entry is not None:
+            tokens, chosen = entry
+            if chosen is not None and ctx.unit is not None:
+                ds, table_map = ctx.unit
+                kept = chosen.get((ds, table_map.get(slot.logic)))
+    if tokens is None:
+        shape = ctx.shape
+        spans = shape.spans
+        sql = shape.sql
+        if not kept:  # no selection, or none of the values (a unit the list does not route to): the list as written
+            out.append(sql[spans[slot.first][0]:spans[slot.last][1]])
+            kept = range(slot.last - slot.first + 1)
+        else:
+            out.append(", ".join([sql[spans[slot.first + i][0]:spans[slot.first + i][1]] for i in kept]))
+        if out_params is not None:
+            out_params.extend([_param(ctx, slot.first + i) for i in kept if spans[slot.first + i][2] == "p"])
+        return
+    spans, sql = tokens.spans, tokens.sql
+    if not kept:
+        out.append(tokens.text)
+        kept = range(len(spans))
     else:
-        out.append(", ".join([sql[spans[k][0]:spans[k][1]] for k in kept]))
+        out.append(", ".join([sql[spans[i][0]:spans[i][1]] for i in kept]))
     if out_params is not None:
-        out_params.extend([_param(ctx, k) for k in kept if spans[k][2] == "p"])
+        params = tokens.params
+        out_params.extend([params[i] for i in kept if spans[i][2] == "p"])
 
 
 def _table_text(slot: TableSlot, table_map: Mapping[str, str]) -> str:

@@ -9,7 +9,7 @@ and anything that would need rows from two data sources at once is refused.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from itertools import product
@@ -17,6 +17,7 @@ from typing import Any
 
 from routing.conditions import Cond, Constraint, Group, ValueRef, evaluate, resolve_value
 from routing.errors import RoutingError
+from routing.lists import ListTokens
 from routing.model import (
     ComplexStrategy,
     DataNode,
@@ -77,6 +78,9 @@ def _computed_target(strategy: StandardStrategy, column: str, value: Any) -> str
     return result if isinstance(result, str) else None
 
 
+Answers = dict[tuple[int, tuple[str, ...]], dict[tuple[type, Any], str | None]]
+
+
 def shard_targets(
     strategy: ShardingStrategy,
     targets: Sequence[str],
@@ -84,8 +88,11 @@ def shard_targets(
     hinted: tuple[Any, ...],
     table: str,
     level: str,
+    answers: Answers | None = None,
 ) -> list[str]:
-    """The targets (data sources or tables) one strategy keeps for one DNF group."""
+    """The targets (data sources or tables) one strategy keeps for one DNF group. ``answers``: what a standard
+    strategy's algorithm answered for each value (by its type and value) among these targets, kept for the rest of
+    the statement's routing (the same question for another data source with the same tables, `in_list_selection`)."""
     if isinstance(strategy, NoneStrategy):
         return list(targets)
     try:
@@ -95,9 +102,21 @@ def shard_targets(
                 return list(targets)
             if con.values is not None:
                 out: list[str] = []
+                known: dict[tuple[type, Any], str | None] | None = None
+                if answers is not None:
+                    known = answers.setdefault((id(strategy), tuple(targets)), {})
                 for raw in con.values:
                     value = sharding_value(raw)
-                    target = strategy.algorithm.shard_precise(targets, strategy.column, value)
+                    if known is None:
+                        target = strategy.algorithm.shard_precise(targets, strategy.column, value)
+                    else:
+                        key = (type(raw), raw)
+                        try:
+                            target = known[key]
+                        except KeyError:
+                            target = known[key] = strategy.algorithm.shard_precise(targets, strategy.column, value)
+                        except TypeError:  # unhashable: asked each time
+                            target = strategy.algorithm.shard_precise(targets, strategy.column, value)
                     if target is None or target not in targets:
                         computed = target if target is not None else _computed_target(strategy, strategy.column, value)
                         where = (
@@ -163,7 +182,8 @@ def _in_order(targets: Sequence[str], chosen: Sequence[str]) -> list[str]:
 
 
 def route_table(
-    rule: TableRule, groups: list[Group] | None, hints: SessionHints | None = None, *, old: bool = False
+    rule: TableRule, groups: list[Group] | None, hints: SessionHints | None = None, *, old: bool = False,
+    answers: Answers | None = None,
 ) -> list[DataNode]:
     """Data nodes of ``rule`` that rows matching any group may live on, in data node order. ``old``: where
     the resharding window's old strategies put them (``rule.window``; the new strategies without one)."""
@@ -178,13 +198,13 @@ def route_table(
     for group in groups if groups is not None else [{}]:
         if rule.auto:
             tables = shard_targets(
-                table_strategy, [n.table for n in rule.data_nodes], group, table_hint, name, "table"
+                table_strategy, [n.table for n in rule.data_nodes], group, table_hint, name, "table", answers
             )
             wanted = set(tables)
             chosen.update(n for n in rule.data_nodes if n.table in wanted)
             continue
-        for ds in shard_targets(db_strategy, rule.data_sources, group, db_hint, name, "data source"):
-            for table in shard_targets(table_strategy, rule.tables_in(ds), group, table_hint, name, "table"):
+        for ds in shard_targets(db_strategy, rule.data_sources, group, db_hint, name, "data source", answers):
+            for table in shard_targets(table_strategy, rule.tables_in(ds), group, table_hint, name, "table", answers):
                 chosen.add(DataNode(ds, table))
     return [n for n in rule.data_nodes if n in chosen]
 
@@ -403,9 +423,13 @@ def _binding_units(sharding: ShardingRule, routed: Mapping[str, list[DataNode]],
 # --- plans: what a cached statement shape needs to be routed again -----------------------------------
 
 
-def in_list_selection(rule: TableRule, slot: InListSlot, values: Sequence[Any], units: Sequence[RouteUnit]
-                      ) -> dict[tuple[str, str | None], list[int]] | None:
-    """Per unit (data source, actual table of ``slot.logic``), the value slots of an IN list whose rows that table
+_MISSING: Any = object()
+
+
+def in_list_selection(rule: TableRule, slot: InListSlot, values: Sequence[Any], units: Sequence[RouteUnit],
+                      answers: Answers | None = None) -> dict[tuple[str, str | None], list[int]] | None:
+    """Per unit (data source, actual table of ``slot.logic``), the positions of the values of an IN list (``values``,
+    the list's own) whose rows that table
     can hold: those its standard strategies send there, asked as `route_table` asks them, once per distinct value
     (values equal in Python share an answer, as they share one in `routing.conditions.Distinct`). None when that
     cannot be told (a value unknown or NULL, unhashable, or an algorithm failing): every unit gets the whole list.
@@ -424,42 +448,65 @@ def in_list_selection(rule: TableRule, slot: InListSlot, values: Sequence[Any], 
     if (db is None and tb is None) or not all(isinstance(s, StandardStrategy) for s in (db, tb) if s is not None):
         return None
     all_tables = [n.table for n in rule.data_nodes]
-    targets_of: dict[str, list[str]] = {ds: all_tables if rule.auto else rule.tables_in(ds) for ds in by_ds}
+    kept = answers if answers is not None else {}
 
-    def homes(value: Any) -> list[tuple[str, str | None]]:
-        v = sharding_value(value)
-        if tb is None:
-            assert db is not None
-            return list(by_ds.get(db.algorithm.shard_precise(rule.data_sources, db.column, v) or "", ()))
-        if rule.auto:
-            return list(by_table.get(tb.algorithm.shard_precise(all_tables, tb.column, v), ()))
-        if db is not None:
-            ds = db.algorithm.shard_precise(rule.data_sources, db.column, v)
-            sources = [ds] if ds in by_ds else []
-        else:
-            sources = list(by_ds)
-        out: list[tuple[str, str | None]] = []
-        asked: dict[tuple[str, ...], str | None] = {}  # data sources with the same tables: one question
-        for ds in sources:
-            targets = targets_of[ds]
-            known = tuple(targets)
-            if known not in asked:
-                asked[known] = tb.algorithm.shard_precise(targets, tb.column, v)
-            key = (ds, asked[known])
-            if key in keys:
-                out.append(key)
-        return out
+    def asker(strategy: StandardStrategy, targets: list[str]) -> Callable[[Any], str | None]:
+        """The algorithm's answer for a value among ``targets``: as routing had it (`shard_targets`), else asked."""
+        known = kept.setdefault((id(strategy), tuple(targets)), {})
+        shard, column = strategy.algorithm.shard_precise, strategy.column
+
+        def ask(value: Any) -> str | None:
+            key = (type(value), value)
+            target = known.get(key, _MISSING)
+            if target is _MISSING:
+                target = known[key] = shard(targets, column, sharding_value(value))
+            return target  # type: ignore[return-value]
+
+        return ask
+
+    homes: Callable[[Any], list[tuple[str, str | None]]]
+    if tb is None:
+        assert isinstance(db, StandardStrategy)
+        ask_db = asker(db, rule.data_sources)
+
+        def homes(value: Any) -> list[tuple[str, str | None]]:
+            return by_ds.get(ask_db(value) or "", [])
+    elif rule.auto:
+        assert isinstance(tb, StandardStrategy)
+        ask_all = asker(tb, all_tables)
+
+        def homes(value: Any) -> list[tuple[str, str | None]]:
+            return by_table.get(ask_all(value), [])
+    else:
+        assert isinstance(tb, StandardStrategy)
+        ask_ds = asker(db, rule.data_sources) if isinstance(db, StandardStrategy) else None
+        # data sources with the same tables: one question for all of them
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for ds in by_ds:
+            groups.setdefault(tuple(rule.tables_in(ds)), []).append(ds)
+        askers = [(asker(tb, list(tables)), sources) for tables, sources in groups.items()]
+
+        def homes(value: Any) -> list[tuple[str, str | None]]:
+            found: list[tuple[str, str | None]] = []
+            only = ask_ds(value) if ask_ds is not None else None
+            for ask, sources in askers:
+                if only is not None and only not in sources:
+                    continue
+                table = ask(value)
+                for ds in sources:
+                    if (only is None or ds == only) and (ds, table) in keys:
+                        found.append((ds, table))
+            return found
 
     out: dict[tuple[str, str | None], list[int]] = {key: [] for key in keys}
     memo: dict[Any, list[tuple[str, str | None]]] = {}
     try:
-        for k in range(slot.first, slot.last + 1):
-            value = values[k]
+        for k, value in enumerate(values):
             if value is UNKNOWN or value is None:
                 return None
             hit = memo.get(value)
             if hit is None:
-                hit = memo[value] = homes(value)
+                hit = memo[value] = list(homes(value))
             for key in hit:
                 out[key].append(k)
     except Exception:  # unhashable, or an algorithm refusing a value the route took: the whole list, as before
@@ -599,9 +646,29 @@ class ShardedPlan(Plan):
     # statement's parameter count when it is, -1 when not
     _as_text: dict[bool, int] = field(default_factory=dict, init=False, compare=False, repr=False)
 
-    def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
+    def expands(self, lists: Mapping[int, Any]) -> bool:
+        """Can this plan, compiled from a compact text (`routing.lists`), run the statement with these lists: each
+        is an `InListSlot` of its, and nothing else of the plan reads the statement's text or every value."""
+        if self.kind not in (StatementKind.SELECT, StatementKind.UPDATE, StatementKind.DELETE) or self.stepwise \
+                or self.dual_read is not None or self.dual_refusal is not None or self.set_checks:
+            return False
+        firsts = {slot.first for slot in self.in_lists if slot.last == slot.first + 1}
+        pinned = {k for k, _ in self.pins}
+        return all(k in firsts and k not in pinned and k + 1 not in pinned for k in lists)
+
+    def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None,
+                lists: Mapping[int, ListTokens] | None = None) -> RoutedStatement:
+        """``lists``: `shape` is a compact text (`routing.lists`, `expands`) and these are its lists' values, by the
+        slot of each one's first value."""
         assert self.sharding is not None
         values = statement_values(shape, params)
+        expanded: dict[int, Sequence[Any]] | None = None
+        answers: Answers | None = {} if self.in_lists else None  # the algorithms' answers, for the lists
+        if lists:
+            expanded = {}
+            for k, tokens in lists.items():
+                expanded[k] = tokens.values
+                expanded[k + 1] = ()
         routed: dict[str, list[DataNode]] = {}
         dual = self.kind is not StatementKind.INSERT  # INSERT ... SELECT writes by the new strategy only
         everywhere = hints is None  # every table routed to all its nodes without asking (issue 15)
@@ -609,14 +676,14 @@ class ShardedPlan(Plan):
         own: list[tuple[str, list[DataNode]]] = []
         for k, (logic, cond) in enumerate(self.conditions):
             rule = self.sharding.tables[logic]
-            groups = evaluate(cond, values)
+            groups = evaluate(cond, values, expanded)
             if dual and rule.window is not None:
                 nodes = route_window(rule, groups, hints)
                 everywhere = False
             elif everywhere and _routes_everywhere(groups, self._range_blind(logic, rule)):
                 nodes = list(rule.data_nodes)  # what route_table would answer, for any values
             else:
-                nodes = route_table(rule, groups, hints)
+                nodes = route_table(rule, groups, hints, answers=answers)
                 everywhere = False
             if strict and k in strict:
                 own.append((logic, nodes))
@@ -649,13 +716,12 @@ class ShardedPlan(Plan):
         ctx = self._ctx(shape, params, values)
         multi = len(units) > 1
         template = self.multi_template if multi else self.single_template
-        n = self._units_as_text(multi, template, units, shape) if everywhere else -1
+        n = self._units_as_text(multi, template, units, shape) if everywhere and not lists else -1
         if n >= 0 and (params is None or len(params) == n):
             unit_params = None if params is None else tuple(params)  # what render_sql gives them (renders_as_text)
             execution = tuple([ExecutionUnit(u.data_source, shape.sql, unit_params) for u in units])
-        elif multi and self.in_lists:
-            ctx.lists = {slot: chosen for slot in self.in_lists
-                         if (chosen := in_list_selection(self.sharding.tables[slot.logic], slot, values, units))}
+        elif (multi or lists) and self.in_lists:
+            ctx.lists = self._list_choices(values, units, lists, multi, answers)
             rendered = []
             for u in units:
                 ctx.unit = (u.data_source, u.table_map)
@@ -679,6 +745,21 @@ class ShardedPlan(Plan):
             set_variables=self.set_variables,
             stepwise=self._stepwise(shape, params) if stepwise else None,
         )
+
+    def _list_choices(self, values: Sequence[Any], units: Sequence[RouteUnit], lists: Mapping[int, ListTokens] | None,
+                      multi: bool, answers: Answers | None
+                      ) -> dict[InListSlot, tuple[ListTokens | None, dict[tuple[str, str | None], list[int]] | None]]:
+        assert self.sharding is not None
+        out: dict[InListSlot, tuple[ListTokens | None, dict[tuple[str, str | None], list[int]] | None]] = {}
+        for slot in self.in_lists:
+            tokens = lists.get(slot.first) if lists else None
+            own = tokens.values if tokens is not None else values[slot.first:slot.last + 1]
+            chosen = None
+            if multi and slot.logic:
+                chosen = in_list_selection(self.sharding.tables[slot.logic], slot, own, units, answers)
+            if tokens is not None or chosen is not None:
+                out[slot] = (tokens, chosen)
+        return out
 
     def _units_as_text(self, multi: bool, template: Template, units: Sequence[RouteUnit], shape: Shape) -> int:
         """The statement's parameter count when each of the units of a call routed to all nodes (`_all_units`) is
