@@ -350,6 +350,20 @@ class Distinct:
             return value in self.values
         return bool(self._odd) and value in self._odd
 
+    def extend(self, values: Sequence[Any]) -> None:
+        """`add` each of ``values``; into an empty one, at C speed (`dict.fromkeys` keeps first occurrences)."""
+        if not self.values:
+            try:
+                first = dict.fromkeys(values)
+            except TypeError:
+                pass
+            else:
+                self.values = list(first)
+                self._seen = set(first)
+                return
+        for v in values:
+            self.add(v)
+
     def add(self, value: Any) -> bool:
         """Keep ``value`` unless an equal one is kept already; whether it was kept."""
         if self.contains(value):
@@ -396,10 +410,10 @@ def _eval(cond: Cond, values: Sequence[Any], lists: Mapping[int, Sequence[Any]] 
         distinct = Distinct()
         for ref in cond.values:
             if lists is not None and type(ref) is Slot and ref.index in lists:
-                for v in lists[ref.index]:
-                    if v is UNKNOWN or v is None:
-                        return None
-                    distinct.add(v)
+                listed = lists[ref.index]
+                distinct.extend(listed)
+                if any(v is UNKNOWN or v is None for v in distinct.values):
+                    return None
                 continue
             v = resolve_value(ref, values)
             if v is UNKNOWN:

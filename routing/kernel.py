@@ -83,6 +83,7 @@ from routing.upsert import is_identity_assignment, upsert_spec
 __all__ = ["ShardingKernel", "parse_comment_hints"]
 
 _SHAPE_TEXT_LIMIT = 4096  # characters: longer prepared texts are scanned at every execute
+_ROUTE_KEY_PARAMS = 1024  # parameters: a statement with more has no route kept (ShardingKernel._routes)
 _SKELETON_TEXT_LIMIT = 16384  # characters: longer texts are scanned (routing.parse.TextShapes: shorter ones)
 
 _INTO = re.compile(r"\binto\b", re.I)
@@ -291,6 +292,8 @@ def _route_key(sql: str, params: Sequence[Any] | None) -> str | tuple[Any, ...] 
     but are sent to the nodes as different types); None when a parameter cannot be a key."""
     if params is None:
         return sql
+    if len(params) > _ROUTE_KEY_PARAMS:
+        return None  # (a long IN list of parameters: rarely the same values again)
     key = (sql, *((type(p), p) for p in params))
     try:
         hash(key)

@@ -77,6 +77,17 @@ def compact(shape: Shape, params: Sequence[Any] | None) -> Compact | None:
         tokens = spans[k:j + 1]
         values: list[Any] = []
         list_params: list[Any] = []
+        count = j + 1 - k
+        if params is not None and p + count <= len(params) and all(kind == "p" for _, _, kind in tokens):
+            # parameters only, all given (a prepared IN list)
+            values = list_params = list(params[p:p + count])
+            if kept_params is not None:
+                kept_params.extend(values[:2])
+            p += count
+            lists[slot] = ListTokens(sql, tokens, list_params, values)
+            slot += 2
+            at = j + 1
+            continue
         for start, end, kind in tokens:
             if kind == "p":
                 given = params is not None and p < len(params)
@@ -87,10 +98,14 @@ def compact(shape: Shape, params: Sequence[Any] | None) -> Compact | None:
                 p += 1
             else:
                 list_params.append(None)
-                try:
-                    value = literal_value(sql[start:end], kind)
-                except (ValueError, ArithmeticError):
-                    value = UNKNOWN
+                token = sql[start:end]
+                if kind == "n" and token.isdigit():
+                    value = int(token)  # what literal_value gives, without its checks
+                else:
+                    try:
+                        value = literal_value(token, kind)
+                    except (ValueError, ArithmeticError):
+                        value = UNKNOWN
             values.append(value)
         lists[slot] = ListTokens(sql, tokens, list_params, values)
         slot += 2
@@ -105,20 +120,31 @@ def _runs(shape: Shape) -> list[tuple[int, int]]:
     """(first, last) value token of each list of `LIST_MIN` values or more, found in the shape's key by a regex
     (the key is the text with each value token one mark: a Python loop over the tokens cost half sqlglot's parse)."""
     key, spans = shape.key, shape.spans
-    # where each token's mark is in the key: its start in the text, less the text of the tokens before it, plus
-    # one mark for each of them
+    runs: list[tuple[int, int]] = []
+    if key.count("\x01") + key.count("?") == len(spans):
+        # every mark in the key is a token's: a list's first token is the count of marks before it
+        at = 0
+        k = 0
+        for m in _LIST.finditer(key):
+            start, end = m.span(1)
+            k += key.count("\x01", at, start) + key.count("?", at, start)
+            j = k + key.count("\x01", start, end) + key.count("?", start, end) - 1
+            runs.append((k, j))
+            k, at = j + 1, end
+        return runs
+    # a mark character of the text's own (in a comment, an identifier): where each token's mark is in the key, its
+    # start in the text less the text of the tokens before it plus one mark for each of them
     marks: list[int] = []
     removed = 0
     for k, (start, end, _) in enumerate(spans):
         marks.append(start - removed + k)
         removed += end - start
-    runs: list[tuple[int, int]] = []
     for m in _LIST.finditer(key):
         k = bisect_left(marks, m.start(1))
         if k == len(marks) or marks[k] != m.start(1):
-            continue  # a mark character of the text itself (in a comment): not a list of tokens
+            continue  # not a list of tokens
         j = bisect_left(marks, m.end(1) - 1, k)
-        if j == len(marks) or marks[j] != m.end(1) - 1 or j - k + 1 < LIST_MIN:
+        if j == len(marks) or marks[j] != m.end(1) - 1:
             continue
         runs.append((k, j))
     return runs

@@ -9,10 +9,10 @@ and anything that would need rows from two data sources at once is refused.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from itertools import product
+from itertools import chain, product
 from typing import Any
 
 from routing.conditions import Cond, Constraint, Group, ValueRef, evaluate, resolve_value
@@ -78,7 +78,20 @@ def _computed_target(strategy: StandardStrategy, column: str, value: Any) -> str
     return result if isinstance(result, str) else None
 
 
-Answers = dict[tuple[int, tuple[str, ...]], dict[tuple[type, Any], str | None]]
+class Answers:
+    """What standard strategies' algorithms answered while one statement was routed: per (strategy, targets), the
+    target of each value, and the targets of each group's values (`shard_targets`, for the
+    next data source with the same tables); `in_list_selection` reads them instead of asking again (issue 35). Values
+    equal in Python share an answer (1, 1.0, True), as they share one place in a list (`conditions.Distinct`)."""
+
+    __slots__ = ("by_value", "routed")
+
+    def __init__(self) -> None:
+        self.by_value: dict[tuple[int, tuple[str, ...]], dict[Any, str | None]] = {}
+        self.routed: dict[tuple[int, tuple[str, ...], int], tuple[tuple[Any, ...], list[str]]] = {}
+
+    def of(self, strategy: ShardingStrategy, targets: Sequence[str]) -> dict[Any, str | None]:
+        return self.by_value.setdefault((id(strategy), tuple(targets)), {})
 
 
 def shard_targets(
@@ -91,7 +104,7 @@ def shard_targets(
     answers: Answers | None = None,
 ) -> list[str]:
     """The targets (data sources or tables) one strategy keeps for one DNF group. ``answers``: what a standard
-    strategy's algorithm answered for each value (by its type and value) among these targets, kept for the rest of
+    strategy's algorithm answered for each value among these targets, kept for the rest of
     the statement's routing (the same question for another data source with the same tables, `in_list_selection`)."""
     if isinstance(strategy, NoneStrategy):
         return list(targets)
@@ -102,19 +115,22 @@ def shard_targets(
                 return list(targets)
             if con.values is not None:
                 out: list[str] = []
-                known: dict[tuple[type, Any], str | None] | None = None
+                known: dict[Any, str | None] | None = None
                 if answers is not None:
-                    known = answers.setdefault((id(strategy), tuple(targets)), {})
+                    done = (id(strategy), tuple(targets), id(con.values))
+                    routed = answers.routed.get(done)
+                    if routed is not None and routed[0] is con.values:
+                        return list(routed[1])
+                    known = answers.of(strategy, targets)
                 for raw in con.values:
                     value = sharding_value(raw)
                     if known is None:
                         target = strategy.algorithm.shard_precise(targets, strategy.column, value)
                     else:
-                        key = (type(raw), raw)
                         try:
-                            target = known[key]
+                            target = known[raw]
                         except KeyError:
-                            target = known[key] = strategy.algorithm.shard_precise(targets, strategy.column, value)
+                            target = known[raw] = strategy.algorithm.shard_precise(targets, strategy.column, value)
                         except TypeError:  # unhashable: asked each time
                             target = strategy.algorithm.shard_precise(targets, strategy.column, value)
                     if target is None or target not in targets:
@@ -131,7 +147,11 @@ def shard_targets(
                         )
                     if target not in out:
                         out.append(target)
-                return _in_order(targets, out)
+                chosen = _in_order(targets, out)
+                if answers is not None:
+                    answers.routed[done] = (con.values, chosen)
+                    return list(chosen)
+                return chosen
             chosen = strategy.algorithm.shard_range(targets, strategy.column, con.bound())
             return _in_order(targets, chosen)
         if isinstance(strategy, ComplexStrategy):
@@ -438,80 +458,65 @@ def in_list_selection(rule: TableRule, slot: InListSlot, values: Sequence[Any], 
     or changes has ``col`` equal to one of the values, and a row with value v sits where the strategy sends v."""
     logic = slot.logic
     keys = {(u.data_source, u.table_map.get(logic)) for u in units}
-    by_ds: dict[str, list[tuple[str, str | None]]] = {}
-    by_table: dict[str | None, list[tuple[str, str | None]]] = {}
-    for key in sorted(keys, key=str):
-        by_ds.setdefault(key[0], []).append(key)
-        by_table.setdefault(key[1], []).append(key)
     db = rule.database_strategy if slot.database and not rule.auto else None
     tb = rule.table_strategy if slot.table else None
     if (db is None and tb is None) or not all(isinstance(s, StandardStrategy) for s in (db, tb) if s is not None):
         return None
-    all_tables = [n.table for n in rule.data_nodes]
-    kept = answers if answers is not None else {}
-
-    def asker(strategy: StandardStrategy, targets: list[str]) -> Callable[[Any], str | None]:
-        """The algorithm's answer for a value among ``targets``: as routing had it (`shard_targets`), else asked."""
-        known = kept.setdefault((id(strategy), tuple(targets)), {})
-        shard, column = strategy.algorithm.shard_precise, strategy.column
-
-        def ask(value: Any) -> str | None:
-            key = (type(value), value)
-            target = known.get(key, _MISSING)
-            if target is _MISSING:
-                target = known[key] = shard(targets, column, sharding_value(value))
-            return target  # type: ignore[return-value]
-
-        return ask
-
-    homes: Callable[[Any], list[tuple[str, str | None]]]
-    if tb is None:
-        assert isinstance(db, StandardStrategy)
-        ask_db = asker(db, rule.data_sources)
-
-        def homes(value: Any) -> list[tuple[str, str | None]]:
-            return by_ds.get(ask_db(value) or "", [])
-    elif rule.auto:
-        assert isinstance(tb, StandardStrategy)
-        ask_all = asker(tb, all_tables)
-
-        def homes(value: Any) -> list[tuple[str, str | None]]:
-            return by_table.get(ask_all(value), [])
-    else:
-        assert isinstance(tb, StandardStrategy)
-        ask_ds = asker(db, rule.data_sources) if isinstance(db, StandardStrategy) else None
-        # data sources with the same tables: one question for all of them
-        groups: dict[tuple[str, ...], list[str]] = {}
-        for ds in by_ds:
-            groups.setdefault(tuple(rule.tables_in(ds)), []).append(ds)
-        askers = [(asker(tb, list(tables)), sources) for tables, sources in groups.items()]
-
-        def homes(value: Any) -> list[tuple[str, str | None]]:
-            found: list[tuple[str, str | None]] = []
-            only = ask_ds(value) if ask_ds is not None else None
-            for ask, sources in askers:
-                if only is not None and only not in sources:
-                    continue
-                table = ask(value)
-                for ds in sources:
-                    if (only is None or ds == only) and (ds, table) in keys:
-                        found.append((ds, table))
-            return found
-
-    out: dict[tuple[str, str | None], list[int]] = {key: [] for key in keys}
-    memo: dict[Any, list[tuple[str, str | None]]] = {}
+    store = answers if answers is not None else Answers()
+    # the questions each value is asked, as `route_table` asks them: its data source, then its table among the
+    # tables of each group of data sources with the same tables
+    questions: list[tuple[StandardStrategy, list[str]]] = []
+    if isinstance(db, StandardStrategy):
+        questions.append((db, rule.data_sources))
+    table_groups: list[list[str]] = []
+    if isinstance(tb, StandardStrategy):
+        sources = sorted({ds for ds, _ in keys})
+        if rule.auto:
+            questions.append((tb, [n.table for n in rule.data_nodes]))
+            table_groups.append(sources)
+        else:
+            groups: dict[tuple[str, ...], list[str]] = {}
+            for ds in sources:
+                groups.setdefault(tuple(rule.tables_in(ds)), []).append(ds)
+            for tables, members in groups.items():
+                questions.append((tb, list(tables)))
+                table_groups.append(members)
+    asks = [(store.of(strategy, targets), strategy.algorithm.shard_precise, targets, strategy.column)
+            for strategy, targets in questions]
+    positions: dict[tuple[str | None, ...], list[int]] = {}  # by the answers a value got
     try:
-        for k, value in enumerate(values):
+        for i, value in enumerate(values):
             if value is UNKNOWN or value is None:
                 return None
-            hit = memo.get(value)
-            if hit is None:
-                hit = memo[value] = list(homes(value))
-            for key in hit:
-                out[key].append(k)
+            answered = []
+            for known, shard, targets, column in asks:
+                target = known.get(value, _MISSING)
+                if target is _MISSING:
+                    target = known[value] = shard(targets, column, sharding_value(value))
+                answered.append(target)
+            signature = tuple(answered)
+            found = positions.get(signature)
+            if found is None:
+                positions[signature] = [i]
+            else:
+                found.append(i)
     except Exception:  # unhashable, or an algorithm refusing a value the route took: the whole list, as before
         return None
-    return out
+    lists: dict[tuple[str, str | None], list[list[int]]] = {key: [] for key in keys}
+    offset = 1 if isinstance(db, StandardStrategy) else 0
+    for signature, where in positions.items():
+        ds_answer = signature[0] if offset else None
+        if not table_groups:
+            homes = [key for key in keys if key[0] == ds_answer]
+        else:
+            homes = []
+            for g, members in enumerate(table_groups):
+                table = signature[offset + g]
+                homes.extend((ds, table) for ds in members
+                             if (ds_answer is None or ds == ds_answer) and (ds, table) in keys)
+        for home in homes:
+            lists[home].append(where)
+    return {key: runs[0] if len(runs) == 1 else sorted(chain.from_iterable(runs)) for key, runs in lists.items()}
 
 
 def statement_values(shape: Shape, params: Sequence[Any] | None) -> list[Any]:
@@ -663,7 +668,7 @@ class ShardedPlan(Plan):
         assert self.sharding is not None
         values = statement_values(shape, params)
         expanded: dict[int, Sequence[Any]] | None = None
-        answers: Answers | None = {} if self.in_lists else None  # the algorithms' answers, for the lists
+        answers = Answers() if self.in_lists else None  # the algorithms' answers, for the lists
         if lists:
             expanded = {}
             for k, tokens in lists.items():
