@@ -132,6 +132,8 @@ class ShardingKernel:
         # issue 15: whole routes of multi-node SELECTs whose nodes no value decides (`_route_is_text_bound`), by
         # their text (and typed parameters): a scatter statement repeated is not routed again
         self._routes: PlanCache[RoutedStatement] = PlanCache(plan_cache_size)
+        # issue 35: plans of compact texts (routing.lists), kept apart: each expects its lists at execute
+        self._compact_plans: PlanCache[Plan] = PlanCache(plan_cache_size)
 
     @property
     def cache(self) -> PlanCache[Plan]:
@@ -142,6 +144,7 @@ class ShardingKernel:
         self._cache.clear()
         self._shapes.clear()
         self._routes.clear()
+        self._compact_plans.clear()
         self._last = None
         self.generation = next(_GENERATIONS)
 
@@ -177,10 +180,9 @@ class ShardingKernel:
                 self._cache.hits += 1  # its plan was not made anew (shardproxy_plan_cache_hits_total)
                 return known
         shape = self._shape(sql, params)
-        routed = self._compact(shape, params, hints) if len(shape.spans) >= LIST_MIN else None
-        if routed is not None:
-            plan: Plan | None = routed[0]
-            routed = routed[1]
+        cut = self._compact(shape, params, hints) if len(shape.spans) >= LIST_MIN else None  # issue 35
+        if cut is not None:
+            plan, routed = cut
         else:
             plan = self._cache.get(shape.key)
             if plan is None or not plan.accepts(shape):
@@ -203,10 +205,10 @@ class ShardingKernel:
         if cut is None:
             return None
         try:
-            plan = self._cache.get(cut.shape.key)
+            plan = self._compact_plans.get(cut.shape.key)
             if plan is None or not plan.accepts(cut.shape):
                 plan = compile_plan(cut.shape, self.rules, self.metadata, frozenset(cut.lists))
-                self._cache.put(cut.shape.key, plan)
+                self._compact_plans.put(cut.shape.key, plan)
             if type(plan) is not ShardedPlan or not plan.expands(cut.lists):
                 return None
             return plan, plan.execute(cut.shape, cut.params, hints, cut.lists)

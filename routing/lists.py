@@ -23,7 +23,7 @@ from routing.parse import UNKNOWN, Shape, literal_value, scan_shape
 LIST_MIN = 64  # values in one list from which it is compiled cut short
 # in a shape key: IN ( followed by marks (\x01 a literal, ? a parameter) with only commas between them, then )
 _LIST = re.compile(rf"\bIN\s*\(\s*([\x01?](?:\s*,\s*[\x01?]){{{LIST_MIN - 1},}})\s*\)", re.I)
-COMPACT_MARK = "\x02"  # begins a compact text's shape key: its plan expects its lists (ShardedPlan.execute)
+COMPACT_MARK = "\x02"  # begins a compact text's shape key (its plan expects its lists: ShardedPlan.execute)
 
 
 class ListTokens:

@@ -274,3 +274,14 @@ def test_big_lists_literal_and_prepared() -> None:
                 assert got == (own if prepared else [str(v) for v in own])
                 seen += len(got)
             assert seen == len(values) * (2 if column != "status" else 4)
+
+
+def test_plans_of_compact_texts_are_kept_apart_and_dropped_with_the_rest() -> None:
+    k = kernel()
+    sql = "SELECT * FROM t_order WHERE order_id IN (" + ", ".join(map(str, range(100))) + ")"
+    k.route(sql)
+    assert len(k._compact_plans) == 1 and len(k.cache) == 0
+    k.route(sql.replace("(0, 1, ", "(0, 1, 2, "))  # another length, the same compact text: its plan
+    assert len(k._compact_plans) == 1
+    k.invalidate()
+    assert len(k._compact_plans) == 0
