@@ -1,4 +1,5 @@
-"""Long IN lists and OR chains (issue 35): routed as the values say, each unit given exactly its own values.
+"""Long IN lists and OR chains (issue 35): routed as the values say, each unit given exactly its own values (from
+`routing.kernel.PER_UNIT_MIN` values on; a shorter list goes whole to each unit).
 
 The shipped rules (conf/database-sharding.yaml: t_order over ds_${user_id % 2} x t_order_${order_id % 2}); every
 case is checked against a brute-force reference that works out each value's home by hand, on random lists of mixed
@@ -19,7 +20,7 @@ import routing.kernel
 from routing.conditions import Distinct, Eq, Slot, evaluate
 from routing.config import load_database_rules, load_yaml
 from routing.errors import RoutingError
-from routing.kernel import ShardingKernel
+from routing.kernel import PER_UNIT_MIN, ShardingKernel
 from routing.lists import LIST_MIN
 from routing.parse import scan_shape
 from routing.plan import RoutedStatement
@@ -99,7 +100,8 @@ TEMPLATES = [
     "UPDATE t_order SET status = 'y' WHERE {c} IN ({list})",
     "DELETE FROM t_order WHERE {c} IN ({list})",
 ]
-CASES = [(t, c, n, p) for t in TEMPLATES for c in ("order_id", "user_id", "status") for n in (3, LIST_MIN + 6, 1500)
+CASES = [(t, c, n, p) for t in TEMPLATES for c in ("order_id", "user_id", "status")
+         for n in (3, PER_UNIT_MIN - 1, PER_UNIT_MIN + 8, LIST_MIN + 6, 1500)
          for p in (False, True)]
 
 
@@ -119,8 +121,8 @@ def test_each_unit_gets_exactly_its_values(template: str, column: str, n: int, p
         node = (route.data_source, route.table_map["t_order"])
         own = [i for i, v in enumerate(values) if belongs(column, v, node)]
         got = in_list_of(unit.sql, unit.params, column)
-        if len(expected_nodes) == 1:
-            own = list(range(len(values)))  # one unit: the list as written
+        if len(expected_nodes) == 1 or n < PER_UNIT_MIN:
+            own = list(range(len(values)))  # one unit, or a short list: the list as written
         if prepared:
             assert got == [values[i] for i in own]
             assert [type(v) for v in got] == [type(values[i]) for i in own]  # sent as they came
@@ -183,14 +185,19 @@ def test_a_value_no_node_takes_is_refused_as_before(monkeypatch: pytest.MonkeyPa
     assert str(got.value) == str(expected.value)
 
 
+LONG = ", ".join(map(str, range(4, PER_UNIT_MIN + 4)))
+
+
 @pytest.mark.parametrize("where", [
-    "order_id IN (-2, 2, 3)",  # a negative value is an expression: the list as written
-    "order_id IN ((1), 2, 3)",
-    "order_id IN (1, 2 + 0, 3)",
-    "order_id IN (1, /* c */ 2, 3)",
-    "order_id IN (1, 2, 3) OR user_id = 1",
-    "NOT order_id IN (1, 2, 4)",
-    "status IN ('1', '2', '3')",
+    "order_id IN (2, 3)",  # short
+    f"order_id IN (-2, 2, 3, {LONG})",  # a negative value is an expression: the list as written
+    f"order_id IN ((1), 2, 3, {LONG})",
+    f"order_id IN (1, 2 + 0, 3, {LONG})",
+    f"order_id IN (1, /* c */ 2, 3, {LONG})",
+    f"order_id IN (1, 2, 3, {LONG}) OR user_id = 1",
+    f"NOT order_id IN (1, 2, 4, {LONG})",
+    "status IN ('1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13', '14', '15', '16', '17', '18', "
+    "'19', '20', '21', '22', '23', '24', '25', '26', '27', '28', '29', '30', '31', '32', '33')",
 ])
 def test_lists_written_whole_to_every_unit(where: str) -> None:
     sql = f"SELECT * FROM t_order WHERE {where}"
