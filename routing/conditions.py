@@ -432,7 +432,7 @@ def _eval(cond: Cond, values: Sequence[Any], lists: Mapping[int, Sequence[Any]] 
         out: list[Group] = []
         # `a = 1 OR a = 2 ...`: groups that only list values of one column are one group listing them all (the
         # same rows; a chain of n was n groups, routed everywhere past MAX_GROUPS)
-        lists: dict[str, Distinct] = {}
+        by_column: dict[str, Distinct] = {}
         for child in cond.children:
             sub = _eval(child, values, lists)
             if sub is None:
@@ -441,9 +441,9 @@ def _eval(cond: Cond, values: Sequence[Any], lists: Mapping[int, Sequence[Any]] 
                 if len(group) == 1:
                     ((column, con),) = group.items()
                     if con.values is not None and not con.has_range:
-                        known = lists.get(column)
+                        known = by_column.get(column)
                         if known is None:
-                            lists[column] = Distinct(con.values)
+                            by_column[column] = Distinct(con.values)
                             out.append(group)  # its place: replaced by the merged values at the end
                         else:
                             for v in con.values:
@@ -455,7 +455,7 @@ def _eval(cond: Cond, values: Sequence[Any], lists: Mapping[int, Sequence[Any]] 
         for i, group in enumerate(out):
             if len(group) == 1:
                 ((column, con),) = group.items()
-                merged = lists.get(column)
+                merged = by_column.get(column)
                 if merged is not None and con.values is not None and not con.has_range \
                         and len(merged.values) != len(con.values):
                     out[i] = {column: Constraint(values=tuple(merged.values))}

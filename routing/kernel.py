@@ -788,7 +788,7 @@ class _Compiler:
         ``?`` separated by commas only (a shorter list: the whole list to each unit, as before; choosing each unit's
         values cost more than the few values it saves the nodes: +35 us of routing for ``IN (?, ?)``, +30 us
         for 16 values; about even at 40). A list cut short (`self.lists`) gets a slot in any case, a slot that
-        writes it whole when it is not on a key."""
+        writes it whole when it is not such a list, anywhere in this WHERE outside its subqueries."""
         if not isinstance(ast, exp.Select | exp.Update | exp.Delete):
             return []
         where = ast.args.get("where")
@@ -796,46 +796,55 @@ class _Compiler:
         if not isinstance(where, exp.Where) or not top:
             return []
         resolve: Callable[[exp.Column], list[ColumnRef]] | None = None
-        spans, sql = self.shape.spans, self.sql
+        spans = self.shape.spans
+        conjuncts = [n for n in chain(where.this, exp.And) if isinstance(n, exp.In)]
+        top_level = {id(n) for n in conjuncts}
+        # a list cut short anywhere else in this WHERE (under OR or NOT, NOT IN): a slot writing it whole
+        others = [n for n in where.this.find_all(exp.In) if id(n) not in top_level and _same_query(n, where)] \
+            if self.lists else []
         out: list[Edit] = []
-        for node in chain(where.this, exp.And):
-            if not isinstance(node, exp.In) or not isinstance(node.this, exp.Column) or len(node.expressions) < 2 \
-                    or node.args.get("query") is not None or node.args.get("unnest") is not None:
+        for node in [*conjuncts, *others]:
+            if len(node.expressions) < 2 or node.args.get("query") is not None or node.args.get("unnest") is not None:
                 continue
-            resolve = resolve or self.resolver(ast)
-            refs = resolve(node.this)
-            occ = top.get(refs[0][0]) if len(refs) == 1 else None
-            rule = self.table_rule(occ.name) if occ is not None else None
-            if occ is None or rule is None or rule.window is not None:
-                if not self.lists:
-                    continue
-                occ, rule = None, None  # a list cut short on another column: written whole
-            column = refs[0][1] if len(refs) == 1 else ""
-            database = rule is not None and not rule.auto and isinstance(rule.database_strategy, StandardStrategy) \
-                and rule.database_strategy.column.lower() == column
-            table = rule is not None and isinstance(rule.table_strategy, StandardStrategy) \
-                and rule.table_strategy.column.lower() == column
-            if occ is None or (not database and not table):
-                database = table = False
-                logic = column = ""  # no selection: the list as written, a slot only for a list cut short
-            else:
-                logic = occ.name
-            slots: list[int] = []
-            for value in node.expressions:
-                start = node_start(value) if isinstance(value, exp.Literal) else None
-                slot = self.slot_at(start) if start is not None else None
-                if slot is None or (slots and slot != slots[-1] + 1) or spans[slot][0] != start:
-                    break
-                if slots and sql[spans[slot - 1][1]:start].strip() != ",":
-                    break
-                slots.append(slot)
-            else:
-                first, last = slots[0], slots[-1]
-                if first not in self.lists and (not logic or len(slots) < PER_UNIT_MIN):
-                    continue
-                piece = InListSlot(logic, column, first, last, database, table)
-                out.append(Edit(spans[first][0], spans[last][1], (piece,)))
+            slots = self._list_slots(node)
+            if slots is None:
+                continue
+            first, last = slots[0], slots[-1]
+            logic = column = ""  # no selection: the list as written, a slot only for a list cut short
+            database = table = False
+            if id(node) in top_level and isinstance(node.this, exp.Column) \
+                    and (len(slots) >= PER_UNIT_MIN or first in self.lists):
+                resolve = resolve or self.resolver(ast)
+                refs = resolve(node.this)
+                occ = top.get(refs[0][0]) if len(refs) == 1 else None
+                rule = self.table_rule(occ.name) if occ is not None else None
+                if occ is not None and rule is not None and rule.window is None:
+                    name = refs[0][1]
+                    database = not rule.auto and isinstance(rule.database_strategy, StandardStrategy) \
+                        and rule.database_strategy.column.lower() == name
+                    table = isinstance(rule.table_strategy, StandardStrategy) \
+                        and rule.table_strategy.column.lower() == name
+                    if database or table:
+                        logic, column = occ.name, name
+            if not logic and first not in self.lists:
+                continue
+            piece = InListSlot(logic, column, first, last, database, table)
+            out.append(Edit(spans[first][0], spans[last][1], (piece,)))
         return out
+
+    def _list_slots(self, node: exp.In) -> list[int] | None:
+        """The value slots of an IN list of literals or ``?`` with only commas between them, in order; else None."""
+        spans, sql = self.shape.spans, self.sql
+        slots: list[int] = []
+        for value in node.expressions:
+            start = node_start(value) if isinstance(value, exp.Literal) else None
+            slot = self.slot_at(start) if start is not None else None
+            if slot is None or (slots and slot != slots[-1] + 1) or spans[slot][0] != start:
+                return None
+            if slots and sql[spans[slot - 1][1]:start].strip() != ",":
+                return None
+            slots.append(slot)
+        return slots
 
     def stepwise_kind(self, ast: exp.Expression, kind: StatementKind, ours: list[Occurrence],
                       sharded: list[Occurrence], refuse: str | None, set_checks: tuple[SetCheck, ...]) -> str | None:
@@ -1590,6 +1599,16 @@ def _is_nested(table: exp.Table, scope: exp.Expression, root: exp.Expression) ->
             return True
         current = parent
     return False
+
+
+def _same_query(node: exp.Expression, where: exp.Expression) -> bool:
+    """Is ``node`` in the query of ``where`` itself, not in a subquery of it?"""
+    parent = node.parent
+    while parent is not None and parent is not where:
+        if isinstance(parent, exp.Query):
+            return False
+        parent = parent.parent
+    return parent is where
 
 
 def _ancestors(node: exp.Expression) -> list[exp.Expression]:

@@ -136,6 +136,8 @@ def test_each_unit_gets_exactly_its_values(template: str, column: str, n: int, p
     "SELECT * FROM t_order o JOIN t_order_item i ON o.order_id = i.order_id WHERE o.{c} IN ({list})",
     "SELECT * FROM t_order WHERE {c} IN ({list}) OR user_id = 3",
     "SELECT * FROM t_order WHERE {c} NOT IN ({list}) AND order_id IN (1, 3)",
+    "SELECT * FROM t_order WHERE NOT ({c} IN ({list}) AND user_id = 3) AND order_id IN (1, 3)",
+    "SELECT * FROM t_order WHERE ({c} IN ({list}) OR {c} IN ({list})) AND user_id IN (1, 3)",
     "SELECT status, COUNT(*) FROM t_order WHERE {c} IN ({list}) AND user_id IN ({list}) GROUP BY status",
     "SELECT * FROM t_order WHERE order_id IN (SELECT order_id FROM t_order_item WHERE {c} IN ({list}))",
 ])
@@ -160,7 +162,7 @@ def test_a_list_cut_short_routes_as_the_text_itself(template: str, prepared: boo
 
         monkeypatch.setattr(routing.kernel, "compile_plan", counting)
         got = _route(kernel(), sql, params)
-        if " OR " not in template and "NOT IN" not in template and "SELECT order_id" not in template:
+        if "SELECT order_id" not in template:  # (a list in a subquery: the text itself is compiled)
             assert max(compiled) < LIST_MIN, (template, compiled)  # the compact text only
         monkeypatch.setattr(routing.kernel, "LIST_MIN", 10**9)
         expected = _route(kernel(), sql, params)
