@@ -81,16 +81,16 @@ def _computed_target(strategy: StandardStrategy, column: str, value: Any) -> str
 class Answers:
     """What standard strategies' algorithms answered while one statement was routed: per (strategy, targets), the
     target of each value, and the targets of each group's values (`shard_targets`, for the
-    next data source with the same tables); `in_list_selection` reads them instead of asking again (issue 35). Values
-    equal in Python share an answer (1, 1.0, True), as they share one place in a list (`conditions.Distinct`)."""
+    next data source with the same tables); `in_list_selection` reads them instead of asking again (issue 35). By type
+    and value: 1 and True are asked apart, as routing always asked each value of its groups."""
 
     __slots__ = ("by_value", "routed")
 
     def __init__(self) -> None:
-        self.by_value: dict[tuple[int, tuple[str, ...]], dict[Any, str | None]] = {}
+        self.by_value: dict[tuple[int, tuple[str, ...]], dict[tuple[type, Any], str | None]] = {}
         self.routed: dict[tuple[int, tuple[str, ...], int], tuple[tuple[Any, ...], list[str]]] = {}
 
-    def of(self, strategy: ShardingStrategy, targets: Sequence[str]) -> dict[Any, str | None]:
+    def of(self, strategy: ShardingStrategy, targets: Sequence[str]) -> dict[tuple[type, Any], str | None]:
         return self.by_value.setdefault((id(strategy), tuple(targets)), {})
 
 
@@ -115,7 +115,7 @@ def shard_targets(
                 return list(targets)
             if con.values is not None:
                 out: list[str] = []
-                known: dict[Any, str | None] | None = None
+                known: dict[tuple[type, Any], str | None] | None = None
                 if answers is not None:
                     done = (id(strategy), tuple(targets), id(con.values))
                     routed = answers.routed.get(done)
@@ -127,10 +127,11 @@ def shard_targets(
                     if known is None:
                         target = strategy.algorithm.shard_precise(targets, strategy.column, value)
                     else:
+                        key = (type(raw), raw)
                         try:
-                            target = known[raw]
+                            target = known[key]
                         except KeyError:
-                            target = known[raw] = strategy.algorithm.shard_precise(targets, strategy.column, value)
+                            target = known[key] = strategy.algorithm.shard_precise(targets, strategy.column, value)
                         except TypeError:  # unhashable: asked each time
                             target = strategy.algorithm.shard_precise(targets, strategy.column, value)
                     if target is None or target not in targets:
@@ -449,10 +450,11 @@ _MISSING: Any = object()
 def in_list_selection(rule: TableRule, slot: InListSlot, values: Sequence[Any], units: Sequence[RouteUnit],
                       answers: Answers | None = None) -> dict[tuple[str, str | None], list[int]] | None:
     """Per unit (data source, actual table of ``slot.logic``), the positions of the values of an IN list (``values``,
-    the list's own) whose rows that table
-    can hold: those its standard strategies send there, asked as `route_table` asks them, once per distinct value
-    (values equal in Python share an answer, as they share one in `routing.conditions.Distinct`). None when that
-    cannot be told (a value unknown or NULL, unhashable, or an algorithm failing): every unit gets the whole list.
+    the list's own) whose rows that table can hold: those its standard strategies send there, asked as `route_table`
+    asks them (`Answers`: routing asked most already). None when that cannot be told (a value unknown or NULL,
+    unhashable, or an algorithm failing on a value routing did not ask, TRUE after a 1): every unit gets the whole
+    list. (A value equal to an earlier one of another type, asked on its own, may land apart from it: the earlier
+    one finds their rows in its own unit.)
 
     Why a unit may drop the others: ``col IN (...)`` is AND-ed at the top of the WHERE, so every row the unit returns
     or changes has ``col`` equal to one of the values, and a row with value v sits where the strategy sends v."""
@@ -488,11 +490,12 @@ def in_list_selection(rule: TableRule, slot: InListSlot, values: Sequence[Any], 
         for i, value in enumerate(values):
             if value is UNKNOWN or value is None:
                 return None
+            key = (type(value), value)
             answered = []
             for known, shard, targets, column in asks:
-                target = known.get(value, _MISSING)
+                target = known.get(key, _MISSING)
                 if target is _MISSING:
-                    target = known[value] = shard(targets, column, sharding_value(value))
+                    target = known[key] = shard(targets, column, sharding_value(value))
                 answered.append(target)
             signature = tuple(answered)
             found = positions.get(signature)

@@ -294,3 +294,15 @@ def test_plans_of_compact_texts_are_kept_apart_and_dropped_with_the_rest() -> No
     assert len(k._compact_plans) == 1
     k.invalidate()
     assert len(k._compact_plans) == 0
+
+
+def test_true_after_a_1_routes_as_before() -> None:
+    """TRUE after a 1 is the same value for routing (the 1 is asked; INLINE refuses ``TRUE % 2`` alone, as it did): the
+    route is the list's, and since TRUE cannot be placed on its own every unit gets the whole list."""
+    params: list[Any] = [1, True, *range(2, PER_UNIT_MIN + 8)]
+    sql = "SELECT * FROM t_order WHERE order_id IN (" + ", ".join("?" * len(params)) + ")"
+    routed = kernel().route(sql, params)
+    assert len(routed.route_units) == 4
+    assert all(unit.params == tuple(params) for unit in routed.execution_units)
+    with pytest.raises(RoutingError):
+        kernel().route(sql, [True, *params])
