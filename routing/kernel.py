@@ -85,6 +85,7 @@ __all__ = ["ShardingKernel", "parse_comment_hints"]
 _SHAPE_TEXT_LIMIT = 4096  # characters: longer prepared texts are scanned at every execute
 PER_UNIT_MIN = 32  # values in an IN list from which each unit gets only its own (rewrite.InListSlot)
 _ROUTE_KEY_PARAMS = 1024  # parameters: a statement with more has no route kept (ShardingKernel._routes)
+_ROUTE_TEXT_LIMIT = 65536  # characters: nor has a longer text
 _SKELETON_TEXT_LIMIT = 16384  # characters: longer texts are scanned (routing.parse.TextShapes: shorter ones)
 
 _INTO = re.compile(r"\binto\b", re.I)
@@ -293,6 +294,8 @@ class ShardingKernel:
 def _route_key(sql: str, params: Sequence[Any] | None) -> str | tuple[Any, ...] | None:
     """The route cache's key: the text, and each parameter with its type (1, 1.0 and True are equal and hash alike,
     but are sent to the nodes as different types); None when a parameter cannot be a key."""
+    if len(sql) > _ROUTE_TEXT_LIMIT:
+        return None  # a route kept holds each unit's text: 1,024 of a 1 MiB statement's would be gigabytes
     if params is None:
         return sql
     if len(params) > _ROUTE_KEY_PARAMS:

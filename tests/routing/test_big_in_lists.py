@@ -306,3 +306,13 @@ def test_true_after_a_1_routes_as_before() -> None:
     assert all(unit.params == tuple(params) for unit in routed.execution_units)
     with pytest.raises(RoutingError):
         kernel().route(sql, [True, *params])
+
+
+def test_routes_of_long_texts_are_not_kept() -> None:
+    """A scatter SELECT's route is kept by its text (issue 15), each unit's text with it: not for a long text."""
+    k = kernel()
+    short = "SELECT * FROM t_order WHERE status IN ('a', 'b')"
+    assert k.route(short) is k.route(short)
+    long = "SELECT * FROM t_order WHERE status IN (" + ", ".join(f"'{i}'" for i in range(20000)) + ")"
+    assert k.route(long) is not k.route(long)
+    assert k.route(long) == k.route(long)
