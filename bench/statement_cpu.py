@@ -166,7 +166,11 @@ def main() -> int:
         for name in [n for n in STATEMENTS if not any(n.startswith(o) for o in args.only)]:
             del STATEMENTS[name]
     trees = [t.resolve() for t in (args.tree or [REPO])]
-    work = Path(tempfile.mkdtemp(prefix="shardproxy-stmtcpu-"))
+    with tempfile.TemporaryDirectory(prefix="shardproxy-stmtcpu-") as tmp:
+        return _run(args, trees, Path(tmp))
+
+
+def _run(args: argparse.Namespace, trees: list[Path], work: Path) -> int:
     with bench_layout(work, args.table_size, 10000) as conf:
         results: dict[Path, list[dict[tuple[str, str], tuple[float, float]]]] = {t: [] for t in trees}
         for r in range(args.rounds):

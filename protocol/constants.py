@@ -81,6 +81,7 @@ class ServerStatus(enum.IntFlag):
     PS_OUT_PARAMS = 1 << 12
     IN_TRANS_READONLY = 1 << 13
     SESSION_STATE_CHANGED = 1 << 14
+    ANSI_QUOTES = 1 << 15  # MariaDB's: the session's sql_mode has ANSI_QUOTES
 
 
 class Command(enum.IntEnum):

@@ -8,7 +8,7 @@ evaluate becomes `TRUE` (no restriction): routing may widen, it must never narro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,10 +138,12 @@ def extract(node: exp.Expression | None, resolve: Resolver, slot_at: SlotFinder)
         return TRUE
     if isinstance(node, exp.Paren):
         return extract(node.this, resolve, slot_at)
-    if isinstance(node, exp.And):
-        return make_and([extract(node.left, resolve, slot_at), extract(node.right, resolve, slot_at)])
-    if isinstance(node, exp.Or):
-        return make_or([extract(node.left, resolve, slot_at), extract(node.right, resolve, slot_at)])
+    if isinstance(node, exp.And | exp.Or):
+        # a chain `a OR b OR c ...` is a left-deep tree as deep as it is long: its operands are gathered without
+        # recursion and combined once (combining level by level copied the flattened list at each: O(n^2))
+        kind = type(node)
+        children = [extract(operand, resolve, slot_at) for operand in chain(node, kind)]
+        return make_and(children) if kind is exp.And else make_or(children)
     if isinstance(node, exp.EQ | exp.NullSafeEQ):
         return _comparison(node.left, node.right, "=", resolve, slot_at)
     if isinstance(node, exp.GT | exp.GTE | exp.LT | exp.LTE):
@@ -167,6 +169,22 @@ def extract(node: exp.Expression | None, resolve: Resolver, slot_at: SlotFinder)
         cols = resolve(node.this)
         return make_and([Range(c, low, True, high, True) for c in cols]) if cols else TRUE
     return TRUE  # NOT, functions, LIKE, subqueries, IS NULL ...: unevaluable, widen
+
+
+def chain(node: exp.Expression, kind: type) -> list[exp.Expression]:
+    """The operands of a chain of ``kind`` (And / Or) in text order, parentheses around sub-chains included."""
+    out: list[exp.Expression] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        while isinstance(current, exp.Paren):
+            current = current.this
+        if type(current) is kind:
+            stack.append(current.right)
+            stack.append(current.left)
+        else:
+            out.append(current)
+    return out
 
 
 _FLIP = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
@@ -306,6 +324,58 @@ class Constraint:
         return True
 
 
+class Distinct:
+    """Values without repeats, first occurrence kept, in O(1) per value: what ``if v not in values: append`` on a
+    list gave (Python equality: 1, 1.0, Decimal('1.0') and True are one value, '1' another), by hash.
+
+    Why by hash and still the same: every value a statement gives (int, float, Decimal, bool, str, bytes, dates and
+    times) hashes alike when equal, and a set, like ``in`` on a list, matches by identity first and then by ``==``.
+    A value that cannot be hashed is compared with every kept value, as before (issue 35: 50,000 ids in one IN
+    list took 11.8 s of list scans)."""
+
+    __slots__ = ("_odd", "_seen", "values")
+
+    def __init__(self, values: Sequence[Any] = ()) -> None:
+        self.values: list[Any] = []
+        self._seen: set[Any] = set()
+        self._odd: list[Any] = []  # the kept values that cannot be hashed
+        for v in values:
+            self.add(v)
+
+    def contains(self, value: Any) -> bool:
+        try:
+            if value in self._seen:
+                return True
+        except TypeError:
+            return value in self.values
+        return bool(self._odd) and value in self._odd
+
+    def extend(self, values: Sequence[Any]) -> None:
+        """`add` each of ``values``; into an empty one, at C speed (`dict.fromkeys` keeps first occurrences)."""
+        if not self.values:
+            try:
+                first = dict.fromkeys(values)
+            except TypeError:
+                pass
+            else:
+                self.values = list(first)
+                self._seen = set(first)
+                return
+        for v in values:
+            self.add(v)
+
+    def add(self, value: Any) -> bool:
+        """Keep ``value`` unless an equal one is kept already; whether it was kept."""
+        if self.contains(value):
+            return False
+        self.values.append(value)
+        try:
+            self._seen.add(value)
+        except TypeError:
+            self._odd.append(value)
+        return True
+
+
 Group = dict[str, Constraint]
 MAX_GROUPS = 256
 
@@ -324,24 +394,32 @@ def resolve_value(ref: ValueRef, values: Sequence[Any]) -> Any:
     return value
 
 
-def evaluate(cond: Cond, values: Sequence[Any]) -> list[Group] | None:
-    """DNF groups of a projected condition; None means unrestricted (full route)."""
-    groups = _eval(cond, values)
+def evaluate(cond: Cond, values: Sequence[Any], lists: Mapping[int, Sequence[Any]] | None = None
+             ) -> list[Group] | None:
+    """DNF groups of a projected condition; None means unrestricted (full route). ``lists``: the values a slot stands
+    for instead of its own (the first slot of a long IN list compiled cut short, `routing.lists`; its second slot
+    stands for none)."""
+    groups = _eval(cond, values, lists)
     if groups is None or any(not g for g in groups):
         return None
     return groups
 
 
-def _eval(cond: Cond, values: Sequence[Any]) -> list[Group] | None:
+def _eval(cond: Cond, values: Sequence[Any], lists: Mapping[int, Sequence[Any]] | None = None) -> list[Group] | None:
     if isinstance(cond, Eq):
-        vals: list[Any] = []
+        distinct = Distinct()
         for ref in cond.values:
+            if lists is not None and type(ref) is Slot and ref.index in lists:
+                listed = lists[ref.index]
+                distinct.extend(listed)
+                if any(v is UNKNOWN or v is None for v in distinct.values):
+                    return None
+                continue
             v = resolve_value(ref, values)
             if v is UNKNOWN:
                 return None
-            if v not in vals:
-                vals.append(v)
-        return [{cond.column[1]: Constraint(values=tuple(vals))}]
+            distinct.add(v)
+        return [{cond.column[1]: Constraint(values=tuple(distinct.values))}]
     if isinstance(cond, Range):
         lower = resolve_value(cond.lower, values) if cond.lower is not None else None
         upper = resolve_value(cond.upper, values) if cond.upper is not None else None
@@ -352,18 +430,40 @@ def _eval(cond: Cond, values: Sequence[Any]) -> list[Group] | None:
         return [{cond.column[1]: Constraint(None, lower, cond.lower_inclusive, upper, cond.upper_inclusive)}]
     if isinstance(cond, Or):
         out: list[Group] = []
+        # `a = 1 OR a = 2 ...`: groups that only list values of one column are one group listing them all (the
+        # same rows; a chain of n was n groups, routed everywhere past MAX_GROUPS)
+        by_column: dict[str, Distinct] = {}
         for child in cond.children:
-            sub = _eval(child, values)
+            sub = _eval(child, values, lists)
             if sub is None:
                 return None
-            out.extend(sub)
+            for group in sub:
+                if len(group) == 1:
+                    ((column, con),) = group.items()
+                    if con.values is not None and not con.has_range:
+                        known = by_column.get(column)
+                        if known is None:
+                            by_column[column] = Distinct(con.values)
+                            out.append(group)  # its place: replaced by the merged values at the end
+                        else:
+                            for v in con.values:
+                                known.add(v)
+                        continue
+                out.append(group)
             if len(out) > MAX_GROUPS:
                 return None
+        for i, group in enumerate(out):
+            if len(group) == 1:
+                ((column, con),) = group.items()
+                merged = by_column.get(column)
+                if merged is not None and con.values is not None and not con.has_range \
+                        and len(merged.values) != len(con.values):
+                    out[i] = {column: Constraint(values=tuple(merged.values))}
         return out
     if isinstance(cond, And):
         acc: list[Group] = [{}]
         for child in cond.children:
-            sub = _eval(child, values)
+            sub = _eval(child, values, lists)
             if sub is None:
                 continue
             acc = [merged for a in acc for b in sub if (merged := _intersect(a, b)) is not None]
@@ -384,7 +484,11 @@ def _intersect(a: Group, b: Group) -> Group | None:
             out[col] = con.copy()
             continue
         if con.values is not None:
-            mine.values = con.values if mine.values is None else tuple(v for v in mine.values if v in con.values)
+            if mine.values is None:
+                mine.values = con.values
+            else:
+                theirs = Distinct(con.values)
+                mine.values = tuple(v for v in mine.values if theirs.contains(v))
         _tighten(mine, con)
         if mine.values is not None:
             mine.values = tuple(v for v in mine.values if mine.admits(v))

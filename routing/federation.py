@@ -383,13 +383,24 @@ class _Planner:
         """The conjunct as SQL for the read: literals verbatim from the user's text (``?`` kept, its
         parameter index remembered), identifiers quoted."""
         copy = conj.copy()
+        # the literals of a list (IN) are replaced in one pass over it: one by one, each replace looked its node up
+        # in the list, O(n^2) for an IN list of n values (issue 35)
+        lists: dict[int, tuple[exp.Expression, str]] = {}
+        replaced: dict[int, exp.Expression] = {}
         for lit in list(copy.find_all(exp.Literal)):
             span = node_span(lit)
             assert span is not None
             text = self.sql[span[0]:span[1]]
             if text == "?":
                 text = f"/*?{self.param_at[span[0]]}*/?"
-            lit.replace(exp.var(text))
+            parent, key = lit.parent, lit.arg_key
+            if parent is not None and isinstance(parent.args.get(key), list):
+                replaced[id(lit)] = exp.var(text)
+                lists.setdefault(id(parent.args[key]), (parent, key))
+            else:
+                lit.replace(exp.var(text))
+        for parent, key in lists.values():
+            parent.set(key, [replaced.get(id(child), child) for child in parent.args[key]])
         rendered = copy.sql(dialect="mysql", identify=True)
         params = [int(m.group(1)) for m in _PARAM_MARK.finditer(rendered)]
         return _PARAM_MARK.sub("", rendered), params

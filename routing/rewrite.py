@@ -13,7 +13,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlglot
 import sqlglot.errors
@@ -27,6 +27,9 @@ from protocol.binary import value_to_sql_literal
 from routing.computed import ComputedPlanner, ComputedRefusal
 from routing.errors import RoutingError
 from routing.parse import UNKNOWN, Shape, Token
+
+if TYPE_CHECKING:
+    from routing.lists import ListTokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +72,22 @@ class KeySlot:
     suffix: str = ""
 
 
-Piece = str | TableSlot | ValueSlot | LimitOffsetSlot | LimitCountSlot | KeySlot
+@dataclass(frozen=True, slots=True)
+class InListSlot:
+    """The values ``v, ...`` of a top-level AND-ed ``col IN (v, ...)`` on a column of a standard sharding strategy
+    of ``logic`` (value slots ``first..last``, only commas between them): a unit of a multi-unit route gets only the
+    values whose rows its actual table can hold (`RenderContext.lists`); the whole list when that is not known
+    (issue 35: each of 4 nodes got all 50,000 ids, as ShardingSphere and Vitess do not)."""
+
+    logic: str  # lower case
+    column: str  # lower case
+    first: int
+    last: int
+    database: bool  # the column is the database strategy's
+    table: bool  # the column is the table strategy's
+
+
+Piece = str | TableSlot | ValueSlot | LimitOffsetSlot | LimitCountSlot | KeySlot | InListSlot
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +158,7 @@ EMPTY_TEMPLATE = Template(())
 class RenderContext:
     """Per-call data a template needs: the statement's value tokens, parameters and resolved values."""
 
-    __slots__ = ("param_index", "params", "shape", "values")
+    __slots__ = ("lists", "param_index", "params", "shape", "unit", "values")
 
     def __init__(
         self,
@@ -153,6 +171,12 @@ class RenderContext:
         self.params = params
         self.values = values
         self.param_index = param_index
+        # per `InListSlot`: its values when they are not the shape's slots (`routing.lists`: a list compiled cut
+        # short), and the positions in the list of the values each unit gets, by (data source, actual table of the
+        # slot's logic table); `unit` is the unit being rendered (None: every value)
+        self.lists: Mapping[InListSlot, tuple[ListTokens | None, Mapping[tuple[str, str | None], list[int]] | None]] \
+            | None = None
+        self.unit: tuple[str, Mapping[str, str]] | None = None
 
 
 def render(
@@ -193,6 +217,42 @@ def render(
                 _emit_number(ctx, index, rows, out, out_params)
         elif tp is KeySlot:
             out.append(p.prefix + value_to_sql_literal(key) + p.suffix)  # type: ignore[union-attr]
+        elif tp is InListSlot:
+            _emit_list(p, ctx, out, out_params)  # type: ignore[arg-type]
+
+
+def _emit_list(slot: InListSlot, ctx: RenderContext, out: list[str], out_params: list[Any] | None) -> None:
+    """The unit's own values of an IN list (`InListSlot`), or all of them as the text has them."""
+    tokens: ListTokens | None = None
+    kept: Sequence[int] | None = None
+    if ctx.lists is not None:
+        entry = ctx.lists.get(slot)
+        if entry is not None:
+            tokens, chosen = entry
+            if chosen is not None and ctx.unit is not None:
+                ds, table_map = ctx.unit
+                kept = chosen.get((ds, table_map.get(slot.logic)))
+    if tokens is None:
+        shape = ctx.shape
+        spans = shape.spans
+        sql = shape.sql
+        if not kept:  # no selection, or none of the values (a unit the list does not route to): the list as written
+            out.append(sql[spans[slot.first][0]:spans[slot.last][1]])
+            kept = range(slot.last - slot.first + 1)
+        else:
+            out.append(", ".join([sql[spans[slot.first + i][0]:spans[slot.first + i][1]] for i in kept]))
+        if out_params is not None:
+            out_params.extend([_param(ctx, slot.first + i) for i in kept if spans[slot.first + i][2] == "p"])
+        return
+    spans, sql = tokens.spans, tokens.sql
+    if not kept:
+        out.append(tokens.text)
+        kept = range(len(spans))
+    else:
+        out.append(", ".join([sql[spans[i][0]:spans[i][1]] for i in kept]))
+    if out_params is not None:
+        params = tokens.params
+        out_params.extend([params[i] for i in kept if spans[i][2] == "p"])
 
 
 def _table_text(slot: TableSlot, table_map: Mapping[str, str]) -> str:

@@ -12,11 +12,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from itertools import product
+from itertools import chain, product
 from typing import Any
 
 from routing.conditions import Cond, Constraint, Group, ValueRef, evaluate, resolve_value
 from routing.errors import RoutingError
+from routing.lists import ListTokens
 from routing.model import (
     ComplexStrategy,
     DataNode,
@@ -29,7 +30,15 @@ from routing.model import (
 )
 from routing.parse import UNKNOWN, Shape, literal_value
 from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
-from routing.rewrite import EMPTY_TEMPLATE, RenderContext, Template, render, render_sql, renders_as_text
+from routing.rewrite import (
+    EMPTY_TEMPLATE,
+    InListSlot,
+    RenderContext,
+    Template,
+    render,
+    render_sql,
+    renders_as_text,
+)
 
 
 def hint_values(hints: SessionHints | None, table: str, database: bool) -> tuple[Any, ...]:
@@ -69,6 +78,22 @@ def _computed_target(strategy: StandardStrategy, column: str, value: Any) -> str
     return result if isinstance(result, str) else None
 
 
+class Answers:
+    """What standard strategies' algorithms answered while one statement was routed: per (strategy, targets), the
+    target of each value, and the targets of each group's values (`shard_targets`, for the
+    next data source with the same tables); `in_list_selection` reads them instead of asking again (issue 35). By type
+    and value: 1 and True are asked apart, as routing always asked each value of its groups."""
+
+    __slots__ = ("by_value", "routed")
+
+    def __init__(self) -> None:
+        self.by_value: dict[tuple[int, tuple[str, ...]], dict[tuple[type, Any], str | None]] = {}
+        self.routed: dict[tuple[int, tuple[str, ...], int], tuple[tuple[Any, ...], list[str]]] = {}
+
+    def of(self, strategy: ShardingStrategy, targets: Sequence[str]) -> dict[tuple[type, Any], str | None]:
+        return self.by_value.setdefault((id(strategy), tuple(targets)), {})
+
+
 def shard_targets(
     strategy: ShardingStrategy,
     targets: Sequence[str],
@@ -76,8 +101,11 @@ def shard_targets(
     hinted: tuple[Any, ...],
     table: str,
     level: str,
+    answers: Answers | None = None,
 ) -> list[str]:
-    """The targets (data sources or tables) one strategy keeps for one DNF group."""
+    """The targets (data sources or tables) one strategy keeps for one DNF group. ``answers``: what a standard
+    strategy's algorithm answered for each value among these targets, kept for the rest of
+    the statement's routing (the same question for another data source with the same tables, `in_list_selection`)."""
     if isinstance(strategy, NoneStrategy):
         return list(targets)
     try:
@@ -87,9 +115,25 @@ def shard_targets(
                 return list(targets)
             if con.values is not None:
                 out: list[str] = []
+                known: dict[tuple[type, Any], str | None] | None = None
+                if answers is not None:
+                    done = (id(strategy), tuple(targets), id(con.values))
+                    routed = answers.routed.get(done)
+                    if routed is not None and routed[0] is con.values:
+                        return list(routed[1])
+                    known = answers.of(strategy, targets)
                 for raw in con.values:
                     value = sharding_value(raw)
-                    target = strategy.algorithm.shard_precise(targets, strategy.column, value)
+                    if known is None:
+                        target = strategy.algorithm.shard_precise(targets, strategy.column, value)
+                    else:
+                        key = (type(raw), raw)
+                        try:
+                            target = known[key]
+                        except KeyError:
+                            target = known[key] = strategy.algorithm.shard_precise(targets, strategy.column, value)
+                        except TypeError:  # unhashable: asked each time
+                            target = strategy.algorithm.shard_precise(targets, strategy.column, value)
                     if target is None or target not in targets:
                         computed = target if target is not None else _computed_target(strategy, strategy.column, value)
                         where = (
@@ -104,7 +148,11 @@ def shard_targets(
                         )
                     if target not in out:
                         out.append(target)
-                return _in_order(targets, out)
+                chosen = _in_order(targets, out)
+                if answers is not None:
+                    answers.routed[done] = (con.values, chosen)
+                    return list(chosen)
+                return chosen
             chosen = strategy.algorithm.shard_range(targets, strategy.column, con.bound())
             return _in_order(targets, chosen)
         if isinstance(strategy, ComplexStrategy):
@@ -155,7 +203,8 @@ def _in_order(targets: Sequence[str], chosen: Sequence[str]) -> list[str]:
 
 
 def route_table(
-    rule: TableRule, groups: list[Group] | None, hints: SessionHints | None = None, *, old: bool = False
+    rule: TableRule, groups: list[Group] | None, hints: SessionHints | None = None, *, old: bool = False,
+    answers: Answers | None = None,
 ) -> list[DataNode]:
     """Data nodes of ``rule`` that rows matching any group may live on, in data node order. ``old``: where
     the resharding window's old strategies put them (``rule.window``; the new strategies without one)."""
@@ -170,13 +219,13 @@ def route_table(
     for group in groups if groups is not None else [{}]:
         if rule.auto:
             tables = shard_targets(
-                table_strategy, [n.table for n in rule.data_nodes], group, table_hint, name, "table"
+                table_strategy, [n.table for n in rule.data_nodes], group, table_hint, name, "table", answers
             )
             wanted = set(tables)
             chosen.update(n for n in rule.data_nodes if n.table in wanted)
             continue
-        for ds in shard_targets(db_strategy, rule.data_sources, group, db_hint, name, "data source"):
-            for table in shard_targets(table_strategy, rule.tables_in(ds), group, table_hint, name, "table"):
+        for ds in shard_targets(db_strategy, rule.data_sources, group, db_hint, name, "data source", answers):
+            for table in shard_targets(table_strategy, rule.tables_in(ds), group, table_hint, name, "table", answers):
                 chosen.add(DataNode(ds, table))
     return [n for n in rule.data_nodes if n in chosen]
 
@@ -395,6 +444,84 @@ def _binding_units(sharding: ShardingRule, routed: Mapping[str, list[DataNode]],
 # --- plans: what a cached statement shape needs to be routed again -----------------------------------
 
 
+_MISSING: Any = object()
+
+
+def in_list_selection(rule: TableRule, slot: InListSlot, values: Sequence[Any], units: Sequence[RouteUnit],
+                      answers: Answers | None = None) -> dict[tuple[str, str | None], list[int]] | None:
+    """Per unit (data source, actual table of ``slot.logic``), the positions of the values of an IN list (``values``,
+    the list's own) whose rows that table can hold: those its standard strategies send there, asked as `route_table`
+    asks them (`Answers`: routing asked most already). None when that cannot be told (a value unknown or NULL,
+    unhashable, or an algorithm failing on a value routing did not ask, TRUE after a 1): every unit gets the whole
+    list. (A value equal to an earlier one of another type, asked on its own, may land apart from it: the earlier
+    one finds their rows in its own unit.)
+
+    Why a unit may drop the others: ``col IN (...)`` is AND-ed at the top of the WHERE, so every row the unit returns
+    or changes has ``col`` equal to one of the values, and a row with value v sits where the strategy sends v."""
+    logic = slot.logic
+    keys = {(u.data_source, u.table_map.get(logic)) for u in units}
+    db = rule.database_strategy if slot.database and not rule.auto else None
+    tb = rule.table_strategy if slot.table else None
+    if (db is None and tb is None) or not all(isinstance(s, StandardStrategy) for s in (db, tb) if s is not None):
+        return None
+    store = answers if answers is not None else Answers()
+    # the questions each value is asked, as `route_table` asks them: its data source, then its table among the
+    # tables of each group of data sources with the same tables
+    questions: list[tuple[StandardStrategy, list[str]]] = []
+    if isinstance(db, StandardStrategy):
+        questions.append((db, rule.data_sources))
+    table_groups: list[list[str]] = []
+    if isinstance(tb, StandardStrategy):
+        sources = sorted({ds for ds, _ in keys})
+        if rule.auto:
+            questions.append((tb, [n.table for n in rule.data_nodes]))
+            table_groups.append(sources)
+        else:
+            groups: dict[tuple[str, ...], list[str]] = {}
+            for ds in sources:
+                groups.setdefault(tuple(rule.tables_in(ds)), []).append(ds)
+            for tables, members in groups.items():
+                questions.append((tb, list(tables)))
+                table_groups.append(members)
+    asks = [(store.of(strategy, targets), strategy.algorithm.shard_precise, targets, strategy.column)
+            for strategy, targets in questions]
+    positions: dict[tuple[str | None, ...], list[int]] = {}  # by the answers a value got
+    try:
+        for i, value in enumerate(values):
+            if value is UNKNOWN or value is None:
+                return None
+            key = (type(value), value)
+            answered = []
+            for known, shard, targets, column in asks:
+                target = known.get(key, _MISSING)
+                if target is _MISSING:
+                    target = known[key] = shard(targets, column, sharding_value(value))
+                answered.append(target)
+            signature = tuple(answered)
+            found = positions.get(signature)
+            if found is None:
+                positions[signature] = [i]
+            else:
+                found.append(i)
+    except Exception:  # unhashable, or an algorithm refusing a value the route took: the whole list, as before
+        return None
+    lists: dict[tuple[str, str | None], list[list[int]]] = {key: [] for key in keys}
+    offset = 1 if isinstance(db, StandardStrategy) else 0
+    for signature, where in positions.items():
+        ds_answer = signature[0] if offset else None
+        if not table_groups:
+            homes = [key for key in keys if key[0] == ds_answer]
+        else:
+            homes = []
+            for g, members in enumerate(table_groups):
+                table = signature[offset + g]
+                homes.extend((ds, table) for ds in members
+                             if (ds_answer is None or ds == ds_answer) and (ds, table) in keys)
+        for home in homes:
+            lists[home].append(where)
+    return {key: runs[0] if len(runs) == 1 else sorted(chain.from_iterable(runs)) for key, runs in lists.items()}
+
+
 def statement_values(shape: Shape, params: Sequence[Any] | None) -> list[Any]:
     """Python values of the statement's value tokens (``?`` → its parameter, UNKNOWN when missing)."""
     out: list[Any] = []
@@ -518,6 +645,7 @@ class ShardedPlan(Plan):
     stepwise_table: str = ""
     dual_read: Any = None  # routing.dualread.DualReadTemplate of a windowed single-table SELECT
     dual_refusal: str | None = None  # why a windowed SELECT has none
+    in_lists: tuple[InListSlot, ...] = ()  # IN lists each unit of a multi-unit route gets its own values of
     # what calls have in common that the rules alone decide (issue 15): per table, the sharding columns on
     # which any range routes everywhere (`range_blind_columns`), and the units of a call routed to all nodes
     _blind: dict[str, frozenset[str] | None] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -526,9 +654,29 @@ class ShardedPlan(Plan):
     # statement's parameter count when it is, -1 when not
     _as_text: dict[bool, int] = field(default_factory=dict, init=False, compare=False, repr=False)
 
-    def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
+    def expands(self, lists: Mapping[int, Any]) -> bool:
+        """Can this plan, compiled from a compact text (`routing.lists`), run the statement with these lists: each
+        is an `InListSlot` of its, and nothing else of the plan reads the statement's text or every value."""
+        if self.kind not in (StatementKind.SELECT, StatementKind.UPDATE, StatementKind.DELETE) or self.stepwise \
+                or self.dual_read is not None or self.dual_refusal is not None or self.set_checks:
+            return False
+        firsts = {slot.first for slot in self.in_lists if slot.last == slot.first + 1}
+        pinned = {k for k, _ in self.pins}
+        return all(k in firsts and k not in pinned and k + 1 not in pinned for k in lists)
+
+    def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None,
+                lists: Mapping[int, ListTokens] | None = None) -> RoutedStatement:
+        """``lists``: `shape` is a compact text (`routing.lists`, `expands`) and these are its lists' values, by the
+        slot of each one's first value."""
         assert self.sharding is not None
         values = statement_values(shape, params)
+        expanded: dict[int, Sequence[Any]] | None = None
+        answers = Answers() if self.in_lists else None  # the algorithms' answers, for the lists
+        if lists:
+            expanded = {}
+            for k, tokens in lists.items():
+                expanded[k] = tokens.values
+                expanded[k + 1] = ()
         routed: dict[str, list[DataNode]] = {}
         dual = self.kind is not StatementKind.INSERT  # INSERT ... SELECT writes by the new strategy only
         everywhere = hints is None  # every table routed to all its nodes without asking (issue 15)
@@ -536,14 +684,14 @@ class ShardedPlan(Plan):
         own: list[tuple[str, list[DataNode]]] = []
         for k, (logic, cond) in enumerate(self.conditions):
             rule = self.sharding.tables[logic]
-            groups = evaluate(cond, values)
+            groups = evaluate(cond, values, expanded)
             if dual and rule.window is not None:
                 nodes = route_window(rule, groups, hints)
                 everywhere = False
             elif everywhere and _routes_everywhere(groups, self._range_blind(logic, rule)):
                 nodes = list(rule.data_nodes)  # what route_table would answer, for any values
             else:
-                nodes = route_table(rule, groups, hints)
+                nodes = route_table(rule, groups, hints, answers=answers)
                 everywhere = False
             if strict and k in strict:
                 own.append((logic, nodes))
@@ -576,10 +724,18 @@ class ShardedPlan(Plan):
         ctx = self._ctx(shape, params, values)
         multi = len(units) > 1
         template = self.multi_template if multi else self.single_template
-        n = self._units_as_text(multi, template, units, shape) if everywhere else -1
+        n = self._units_as_text(multi, template, units, shape) if everywhere and not lists else -1
         if n >= 0 and (params is None or len(params) == n):
             unit_params = None if params is None else tuple(params)  # what render_sql gives them (renders_as_text)
             execution = tuple([ExecutionUnit(u.data_source, shape.sql, unit_params) for u in units])
+        elif (multi or lists) and self.in_lists:
+            ctx.lists = self._list_choices(values, units, lists, multi, answers)
+            rendered = []
+            for u in units:
+                ctx.unit = (u.data_source, u.table_map)
+                rendered.append(ExecutionUnit(u.data_source, *render_sql(template, u.table_map, ctx)))
+            ctx.unit = ctx.lists = None
+            execution = tuple(rendered)
         else:
             execution = tuple([ExecutionUnit(u.data_source, *render_sql(template, u.table_map, ctx)) for u in units])
         spec = self.merge.spec(values, shape) if multi and self.merge is not None else None
@@ -597,6 +753,21 @@ class ShardedPlan(Plan):
             set_variables=self.set_variables,
             stepwise=self._stepwise(shape, params) if stepwise else None,
         )
+
+    def _list_choices(self, values: Sequence[Any], units: Sequence[RouteUnit], lists: Mapping[int, ListTokens] | None,
+                      multi: bool, answers: Answers | None
+                      ) -> dict[InListSlot, tuple[ListTokens | None, dict[tuple[str, str | None], list[int]] | None]]:
+        assert self.sharding is not None
+        out: dict[InListSlot, tuple[ListTokens | None, dict[tuple[str, str | None], list[int]] | None]] = {}
+        for slot in self.in_lists:
+            tokens = lists.get(slot.first) if lists else None
+            own = tokens.values if tokens is not None else values[slot.first:slot.last + 1]
+            chosen = None
+            if multi and slot.logic:
+                chosen = in_list_selection(self.sharding.tables[slot.logic], slot, own, units, answers)
+            if tokens is not None or chosen is not None:
+                out[slot] = (tokens, chosen)
+        return out
 
     def _units_as_text(self, multi: bool, template: Template, units: Sequence[RouteUnit], shape: Shape) -> int:
         """The statement's parameter count when each of the units of a call routed to all nodes (`_all_units`) is

@@ -24,6 +24,7 @@ Everything here is text in, text out: no I/O, no values but the literals the pro
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,9 @@ def _top(tokens: Sequence[Token], start: int, word: str) -> int | None:
     return None
 
 
+_LIMIT_ZERO = re.compile(r"\s*LIMIT\s+0+\s*$", re.I)
+
+
 @dataclass(frozen=True)
 class RowsWrite:
     """An UPDATE or DELETE of one table split at its clauses (offsets into ``sql``)."""
@@ -75,6 +79,11 @@ class RowsWrite:
     end: int  # end of the statement text (a trailing ``;`` excluded)
     returning: bool
     lead: str = ""  # comments before the statement (hints): every step carries them
+
+    @property
+    def limit_zero(self) -> bool:
+        """`LIMIT 0`: MariaDB answers at once, with no rows matched and no info text."""
+        return self.limit is not None and _LIMIT_ZERO.match(self.sql[self.limit[0] : self.limit[1]]) is not None
 
     def select_sql(self, columns: Sequence[str]) -> str:
         """Step 1: the rows the statement acts on, locked, in its order and within its LIMIT."""

@@ -18,6 +18,7 @@ import structlog
 from protocol import text
 from protocol.binary import ComStmtClose, ComStmtPrepare, PrepareResponse, StmtPrepareOK
 from protocol.constants import Capability
+from protocol.errors import ServerError
 from protocol.framing import encode_packet
 from protocol.packets import ComQuery, ERRPacket, OKPacket
 from protocol.results import ResultEnd, ResultHeader, ResultParser, ResultSummary
@@ -37,14 +38,26 @@ ADMIN_TIMEOUT = 5.0  # seconds for the admin connection's connect and each of it
 POOL_TIMEOUT_ERRNO = 1040  # ER_CON_COUNT_ERROR: no backend connection could be had in time
 
 
-class BackendError(Exception):
-    """A backend failed in a way the client must hear about (unreachable, connection lost)."""
+class BackendError(ServerError):
+    """A backend failed in a way the client must hear about (unreachable, connection lost): 2013 unless told.
+
+    Its text is "data source X: ..." (clients and tests read it). `message` is that text, kept one with
+    str(exc): proxy.execution.atomic adds what became of the statement to `args` after the fact."""
+
+    errno = 2013  # CR_SERVER_LOST
+    sqlstate = "HY000"
 
     def __init__(self, data_source: str, message: str, *, errno: int = 2013, sqlstate: str = "HY000") -> None:
-        super().__init__(f"data source {data_source}: {message}")
         self.data_source = data_source
-        self.errno = errno
-        self.sqlstate = sqlstate
+        super().__init__(f"data source {data_source}: {message}", errno=errno, sqlstate=sqlstate)
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    @message.setter
+    def message(self, value: str) -> None:
+        self.args = (value,)
 
     def to_err(self) -> ERRPacket:
         return ERRPacket(self.errno, str(self), self.sqlstate)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from protocol.binary import ComStmtExecute, binary_row_to_text, text_row_to_binary
+from protocol.errors import ServerError
 from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row, encode_text_row
 from proxy.backends.backend import BackendConnection
 from routing.plan import ExecutionUnit
@@ -29,11 +30,12 @@ def execute_payload(statement_id: int, unit: ExecutionUnit) -> bytes:
     return ComStmtExecute(statement_id, 0, 1, tuple(unit.params or ()), (), True).encode()
 
 
-class StatementFailed(Exception):
-    """The backend refused to prepare a unit's statement."""
+class StatementFailed(ServerError):
+    """The backend refused to prepare a unit's statement: its ERR, as a ServerError of the same errno, SQLSTATE
+    and message (`err` kept: callers rename its message to logic names)."""
 
     def __init__(self, err: ERRPacket) -> None:
-        super().__init__(err.message)
+        super().__init__(err.message, errno=err.errno, sqlstate=err.sqlstate)
         self.err = err
 
 

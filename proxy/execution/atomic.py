@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from proxy.execution.context import SessionContext as Session
 
 SAVEPOINT = "shardproxy_statement"
+NOTHING_APPLIED = "; nothing of the statement was applied"  # said after a failure the statement was taken back from
 _BEGIN = "BEGIN"
 _SET_SAVEPOINT = f"SAVEPOINT {SAVEPOINT}"
 _ROLLBACK_TO = f"ROLLBACK TO SAVEPOINT {SAVEPOINT}"
@@ -72,9 +73,7 @@ async def run_parts(session: Session, parts: Parts, conns: Mapping[str, BackendC
         return await _gather(parts, conns, codec, None, None)
     if session.txn.active:
         return await _in_savepoint(session, parts, conns, codec)
-    if session.server.tm.xa:
-        return await _in_xa(session, parts, conns, codec)
-    return await _in_local(session, parts, conns, codec)
+    return await _in_own_transaction(session, parts, conns, codec)
 
 
 async def _gather(parts: Parts, conns: Mapping[str, BackendConnection], codec: StatementCodec, prefix: str | None,
@@ -106,20 +105,29 @@ async def _gather(parts: Parts, conns: Mapping[str, BackendConnection], codec: S
     return [r for r in results if not isinstance(r, BaseException)]
 
 
-async def _in_local(session: Session, parts: Parts, conns: Mapping[str, BackendConnection], codec: StatementCodec
-                    ) -> list[list[OKPacket]]:
+async def _in_own_transaction(session: Session, parts: Parts, conns: Mapping[str, BackendConnection],
+                              codec: StatementCodec) -> list[list[OKPacket]]:
+    """An autocommit statement's parts in a transaction of its own, committed once every part succeeded. LOCAL:
+    BEGIN rides with each data source's first part. XA: each branch starts (txn.join: XA START) before the parts,
+    and the commit is two-phase over several data sources."""
     state = session.txn
     state.begin_sql = _BEGIN
     state.joined = []
-
-    def began(conn: BackendConnection) -> None:
-        state.joined.append(conn.name)
-
+    xa = "XA " if session.server.tm.xa else ""
     try:
-        results = await _gather(parts, conns, codec, _BEGIN, began)
+        if xa:
+            for name in sorted(conns):
+                await txn.join(session, conns[name])
+            if state.xa is not None:
+                state.xa.written.update(conns)
+            results = await _gather(parts, conns, codec, None, None)
+        else:
+            results = await _gather(parts, conns, codec, _BEGIN, lambda conn: state.joined.append(conn.name))
     except asyncio.CancelledError:
         # the client went away (or the statement was cancelled) mid-statement: the connections that began are
-        # closed, which rolls their parts back, and none of them is reused
+        # closed, which rolls their parts back (an XA branch: txn.abandon), and none of them is reused
+        if xa:
+            txn.abandon(session)
         for name in state.joined:
             if (conn := conns.get(name)) is not None:
                 conn.broken = True
@@ -127,38 +135,11 @@ async def _in_local(session: Session, parts: Parts, conns: Mapping[str, BackendC
         raise
     except Exception as exc:
         failure = await txn_end.end_transaction(session, "ROLLBACK",
-                                                label="the ROLLBACK of the failed statement's parts")
+                                                label=f"the implicit {xa}ROLLBACK of the statement")
         if failure is not None:  # a connection that failed is closed: its server rolls its part back
             session.log.warning("statement_rollback_failed", error=failure.message)
-        raise _said(exc, "; nothing of the statement was applied: its parts were rolled back on every data "
-                         "source") from None
-    failure = await txn_end.end_transaction(session, "COMMIT", label="the COMMIT of this statement's parts")
-    if failure is not None:
-        raise failure
-    return results
-
-
-async def _in_xa(session: Session, parts: Parts, conns: Mapping[str, BackendConnection], codec: StatementCodec
-                 ) -> list[list[OKPacket]]:
-    """An XA transaction of the statement's own: its parts commit on every data source or on none."""
-    state = session.txn
-    state.begin_sql = _BEGIN
-    try:
-        for name in sorted(conns):
-            await txn.join(session, conns[name])
-        if state.xa is not None:
-            state.xa.written.update(conns)
-        results = await _gather(parts, conns, codec, None, None)
-    except asyncio.CancelledError:
-        txn.abandon(session)
-        txn.reset(session)
-        raise
-    except Exception as exc:
-        failure = await txn_end.end_transaction(session, "ROLLBACK", label="the implicit XA ROLLBACK of the statement")
-        if failure is not None:
-            session.log.warning("implicit_xa_rollback_failed", error=failure.message)
-        raise _said(exc, "; nothing of the statement was applied: its XA transaction was rolled back") from None
-    failure = await txn_end.end_transaction(session, "COMMIT", label="the implicit XA COMMIT of the statement")
+        raise said(exc, NOTHING_APPLIED + ": its parts were rolled back on every data source") from None
+    failure = await txn_end.end_transaction(session, "COMMIT", label=f"the implicit {xa}COMMIT of the statement")
     if failure is not None:
         raise failure
     return results
@@ -174,9 +155,9 @@ async def _in_savepoint(session: Session, parts: Parts, conns: Mapping[str, Back
     except Exception as exc:
         lost = await _rollback_to(session, marked)
         if not lost:
-            raise _said(exc, "; nothing of the statement was applied (rolled back to its savepoint on every data "
-                             "source); the transaction goes on") from None
-        raise _said(exc, f"; taking the statement back failed on {', '.join(lost)}, whose connection is closed: "
+            raise said(exc, NOTHING_APPLIED + " (rolled back to its savepoint on every data source); the "
+                             "transaction goes on") from None
+        raise said(exc, f"; taking the statement back failed on {', '.join(lost)}, whose connection is closed: "
                          "the open transaction's work there is lost, and the transaction cannot commit any more "
                          "(ROLLBACK ends it; COMMIT rolls back the rest and reports it)") from None
 
@@ -195,8 +176,9 @@ async def _rollback_to(session: Session, conns: list[BackendConnection]) -> list
     return failed
 
 
-def _said(exc: Exception, note: str) -> Exception:
-    """The first failure, with what became of the statement added to its message."""
+def said(exc: BaseException, note: str) -> BaseException:
+    """The first failure, with what became of the statement added to its message (a unit's ERR, a lost
+    connection; anything else, a refusal or a bug, is left as it is)."""
     if isinstance(exc, UnitFailed):
         exc.note = note
     elif isinstance(exc, BackendError) and exc.args:
@@ -204,4 +186,4 @@ def _said(exc: Exception, note: str) -> Exception:
     return exc
 
 
-__all__ = ["SAVEPOINT", "held_whole", "parts_of", "run_parts"]
+__all__ = ["NOTHING_APPLIED", "SAVEPOINT", "held_whole", "parts_of", "run_parts", "said"]

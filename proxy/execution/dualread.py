@@ -33,24 +33,17 @@ log = structlog.get_logger("shardproxy.dualread")
 INSERT_BATCH = 500  # winners per INSERT into the temporary table
 
 
-class _Failed(Exception):
-    def __init__(self, data_source: str, err: ERRPacket) -> None:
-        super().__init__(err.message)
-        self.data_source = data_source
-        self.err = err
-
-
 async def _rows(conn: BackendConnection, data_source: str, sql: str) -> list[tuple[bytes | None, ...]]:
     answer = await conn.execute(sql)
     if isinstance(answer, ERRPacket):
-        raise _Failed(data_source, answer)
+        raise UnitFailed(data_source, answer)
     return answer if isinstance(answer, list) else []
 
 
 async def _run(conn: BackendConnection, data_source: str, sql: str) -> None:
     answer = await conn.execute(sql)
     if isinstance(answer, ERRPacket):
-        raise _Failed(data_source, answer)
+        raise UnitFailed(data_source, answer)
 
 
 async def _per_source(dual: DualRead, conns: dict[str, BackendConnection], work: object) -> None:
@@ -96,8 +89,6 @@ async def _collect(session: Session, dual: DualRead, conns: dict[str, BackendCon
             "rows (props.proxy-merge-memory-rows), whose copies the proxy would have to reconcile in memory; add "
             "conditions, raise proxy-merge-memory-rows, or finish the migration to end the window"
         ) from None
-    except _Failed as exc:
-        raise UnitFailed(exc.data_source, exc.err) from exc
     return copies
 
 
@@ -108,11 +99,8 @@ async def reconcile_copies(session: Session, routed: RoutedStatement, access: di
     conns = await session.backends_for([n.data_source for n in dual.nodes], **access)
     copies = await _collect(session, dual, conns)
     repairs = dual.repair_sql(copies)
-    try:
-        for node, sql in repairs:
-            await _run(conns[node.data_source], node.data_source, sql)
-    except _Failed as exc:
-        raise UnitFailed(exc.data_source, exc.err) from exc
+    for node, sql in repairs:
+        await _run(conns[node.data_source], node.data_source, sql)
     if repairs:
         log.info("dual_write_reconciled", table=dual.rule.logic_table, statements=len(repairs))
 
@@ -137,8 +125,6 @@ async def execute_dual_read(session: Session, db: LogicalDatabase, routed: Route
         except StatementFailed as exc:
             raise UnitFailed(dual.final.data_source, exc.err) from exc
         await session.relay_on(conn, payload, error_renamer(db, routed))
-    except _Failed as exc:
-        raise UnitFailed(exc.data_source, exc.err) from exc
     finally:
         if created:
             try:

@@ -41,6 +41,7 @@ from proxy.clusterport import port
 from proxy.execution import txn_control
 from proxy.execution.decide import NO_FEDERATION, decide
 from proxy.execution.dualread import execute_dual_read, reconcile_copies
+from proxy.execution.errors import answer_error
 from proxy.execution.into import select_into
 from proxy.execution.memo import IdentityMemo
 from proxy.execution.plans import Refused, Run, Strategy
@@ -57,7 +58,6 @@ from proxy.execution.stepwise import execute_stepwise
 from proxy.execution.units import (
     UnitFailed,
     _access,
-    _logical_message,
     _renames,
     error_renamer,
 )
@@ -96,8 +96,7 @@ async def execute_plan(
             # the steps inherit this statement's pass through a migration's write gate
             await execute_stepwise(session, db, routed, functools.partial(execute_plan, gated=gated))
         except UnitFailed as exc:
-            session.error(exc.err.errno, f"[{exc.data_source}] " + _logical_message(db, routed, exc.err.message),
-                          exc.err.sqlstate)
+            answer_error(session, exc, db=db, routed=routed, named=True)
         return
     if strategy is _SELECT_INTO:
         await select_into(session, db, routed, codec, execute_plan)
@@ -144,17 +143,8 @@ async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatem
                 await _select(session, routed, codec, conns)
             else:  # Strategy.FAN_OUT_WRITE
                 await _write(session, routed, codec, conns)
-    except UnitFailed as exc:
-        answer_unit_failure(session, db, routed, exc)
-    except MergeError as exc:
-        session.error(exc.errno, exc.message, exc.sqlstate)
-
-
-def answer_unit_failure(session: Session, db: LogicalDatabase, routed: RoutedStatement, exc: UnitFailed) -> None:
-    """The client's ERR for a unit's: in logical names, with the data source when the statement has several units."""
-    err = exc.err
-    prefix = "" if len(routed.execution_units) == 1 else f"[{exc.data_source}] "
-    session.error(err.errno, prefix + _logical_message(db, routed, err.message) + exc.note, err.sqlstate)
+    except (UnitFailed, MergeError) as exc:  # in logic names, `[ds]` when several units (proxy.execution.errors)
+        answer_error(session, exc, db=db, routed=routed)
 
 
 async def _after_relayed_select(session: Session, conn: BackendConnection, unit: ExecutionUnit) -> None:
@@ -498,4 +488,4 @@ async def field_list_sharded(session: Session, db: LogicalDatabase, req: ComFiel
     session.wire.send_many(result)
 
 
-__all__ = ["answer_unit_failure", "execute_plan", "field_list_sharded"]
+__all__ = ["execute_plan", "field_list_sharded"]

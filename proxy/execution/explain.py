@@ -33,10 +33,11 @@ from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.results import ResultHeader
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
+from proxy.execution.errors import answer_error
 from proxy.execution.executor import execute_plan
 from proxy.execution.explain_text import split_explain, xa_refusal
 from proxy.execution.plans import Explained
-from proxy.execution.units import UnitFailed, _logical_message
+from proxy.execution.units import UnitFailed
 from routing.plan import ExecutionUnit
 
 if TYPE_CHECKING:
@@ -66,8 +67,7 @@ async def execute_explain(
             rows.extend([*r[: len(columns)], *([None] * (len(columns) - len(r))), unit.data_source]
                         for r in unit_rows)
     except UnitFailed as exc:
-        session.error(exc.err.errno, f"[{exc.data_source}] " + _logical_message(db, routed, exc.err.message),
-                      exc.err.sqlstate)
+        answer_error(session, exc, db=db, routed=routed, named=True)
         return
     session.rows([*(columns or ()), DATA_SOURCE_COLUMN], rows)
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from protocol.framing import encode_packet
 from proxy.backends.backend import BackendConnection, BackendError
+from proxy.execution.errors import answer_error
 from proxy.execution.txn_end import local_ended, local_outcomes
 
 if TYPE_CHECKING:
@@ -184,7 +185,7 @@ class CommitFan:
             session.ending_transaction = False
         if not self.aborted:
             if failure is not None:
-                session.error(failure.errno, failure.message, failure.sqlstate)
+                answer_error(session, failure)
             else:
                 note, session.commit_note = session.commit_note, ""
                 session.ok(info=note.encode() if note else b"")

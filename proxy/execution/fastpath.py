@@ -29,9 +29,10 @@ from protocol.results import ResultRelay
 from protocol.retarget import execute_layout, execute_params, retarget_execute
 from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
-from proxy.backends.backend import BACKEND_DEPRECATE_EOF
+from proxy.backends.backend import BACKEND_DEPRECATE_EOF, BackendError
 from proxy.backends.codec import execute_payload
 from proxy.execution.decide import NO_FEDERATION, decide, prepared_point, route_point
+from proxy.execution.errors import error_packet
 from proxy.execution.fastcommit import CommitFan
 from proxy.execution.fastlocal import (
     ANSWERED,
@@ -252,11 +253,11 @@ class FastPath:
         try:
             out = relay.feed(data)
         except MalformedPacket as exc:  # the backend's answer makes no sense: the connection is unusable
-            self.backend_failed(ErrorCode.MALFORMED_PACKET, f"Malformed communication packet: {exc}")
+            self.backend_failed(exc)
             return
         except Exception as exc:  # a bug: this statement fails, the session and the server go on
             self.session.log.exception("fast_path_failed")
-            self.backend_failed(ErrorCode.UNKNOWN_ERROR, f"shardproxy internal error: {type(exc).__name__}: {exc}")
+            self.backend_failed(exc)
             return
         transport = self.transport
         if out and not transport.is_closing():
@@ -291,27 +292,29 @@ class FastPath:
                 err = ERRPacket.decode(answer)
             except MalformedPacket:
                 err = ERRPacket(ErrorCode.MALFORMED_PACKET, "Malformed communication packet", "HY000")
-            self.backend_failed(err.errno, f"data source {name}: {self.session.txn.begin_sql!r} failed: {err.message}")
+            sql = self.session.txn.begin_sql
+            self.backend_failed(BackendError(name, f"{sql!r} failed: {err.message}", errno=err.errno))
         else:
-            self.backend_failed(ErrorCode.MALFORMED_PACKET, "Malformed communication packet: no OK after BEGIN")
+            self.backend_failed(MalformedPacket("no OK after BEGIN"))
         return b""
 
     def backend_lost(self) -> None:
         """The backend connection broke mid-answer: the client hears 2013, as from the slow path."""
         if self.conn is not None:
-            self.backend_failed(2013, f"data source {self.conn.name}: lost connection to MySQL server during query")
+            self.backend_failed(BackendError(self.conn.name, "lost connection to MySQL server during query"))
 
-    def backend_failed(self, errno: int, message: str) -> None:
-        """End the command with an ERR; the connection is dropped (the session borrows another next time)."""
+    def backend_failed(self, exc: BaseException) -> None:
+        """End the command with `exc`'s ERR (proxy.execution.errors.error_packet, as the coroutine path would
+        answer it); the connection is dropped (the session borrows another next time)."""
         conn = self.conn
         if conn is None or self.relay is None or isinstance(self.relay, _SELF_READ):
             return
         conn.broken = True
-        self.session.last_errno = errno
+        err = error_packet(exc)
+        self.session.last_errno = err.errno
         if not self.transport.is_closing():
-            payload = ERRPacket(errno, message, "HY000").encode(self.session.capabilities)
-            self.transport.write(encode_packet(payload, 1)[0])
-        self.session.log.warning("backend_error", data_source=conn.name, error=message)
+            self.transport.write(encode_packet(err.encode(self.session.capabilities), 1)[0])
+        self.session.log.warning("backend_error", data_source=conn.name, error=err.message)
         self._finish(lost=True)
 
     def _finish(self, *, lost: bool = False) -> None:

@@ -36,6 +36,7 @@ from proxy.backends.backend import BackendConnection
 from proxy.backends.charset import charset_for_collation
 from proxy.backends.codec import StatementCodec, StatementFailed
 from proxy.execution.decide import federation_enabled, federation_plan
+from proxy.execution.errors import answer_error
 from proxy.execution.plans import Federated, FederatedExplain
 from proxy.execution.units import access
 from routing.errors import RoutingError
@@ -155,7 +156,7 @@ async def run_plan(session: Session, db: LogicalDatabase, decided: Federated, pa
         try:
             payload = await codec.command(host, unit)
         except StatementFailed as exc:
-            session.error(exc.err.errno, _logical(exc.err.message, names, plan), exc.err.sqlstate)
+            answer_error(session, exc, rename=lambda message: _logical(message, names, plan))
             return
         await session.relay_on(host, payload, _renamer(names, plan))
     finally:

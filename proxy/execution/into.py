@@ -30,8 +30,9 @@ from protocol.results import ResultHeader
 from protocol.wire import Reader
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import StatementCodec
+from proxy.execution.errors import answer_error
 from proxy.execution.plans import Run, run_of
-from proxy.execution.units import UnitFailed, _access, _logical_message, _run_unit_to_ok
+from proxy.execution.units import UnitFailed, _access, _run_unit_to_ok
 from proxy.frontend.wire import CapturedWriter
 from routing.plan import RoutedStatement
 
@@ -74,18 +75,19 @@ async def _on_one_node(session: Session, db: LogicalDatabase, routed: RoutedStat
     assigns, warns and fails; the variables it left there are read back and set on every other connection."""
     unit = routed.execution_units[0]
     conn = await session.backend(unit.data_source, **_access(routed))
+    failed: UnitFailed | None = None
     try:
         ok: OKPacket | None = await _run_unit_to_ok(conn, unit, codec)
         err: ERRPacket | None = None
     except UnitFailed as exc:
-        ok, err = None, exc.err
+        ok, err, failed = None, exc.err, exc
     assert ok is not None or err is not None
     if err is None or err.errno == ER_TOO_MANY_ROWS:  # 1172 assigned the first row before it failed
         columns, values = await _read_variables(conn, routed.into_variables)
         literals = [await _literal(session, db, v, c) for v, c in zip(values, columns, strict=True)]
         await assign(session, _set_sql(routed.into_variables, literals), skip=conn)
-    if err is not None:
-        session.error(err.errno, _logical_message(db, routed, err.message), err.sqlstate)
+    if failed is not None:
+        answer_error(session, failed, db=db, routed=routed, named=False)
         return
     assert ok is not None
     session.update_status(ok.status)

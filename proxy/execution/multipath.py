@@ -6,7 +6,7 @@ several nodes went through the session's coroutine, where the proxy's own work p
 dispatch and classification, the route again, a task per unit, an async generator and a StreamReader per
 backend answer, the header wait) cost four to six times a point select (bench/RESULTS.md). Here the fast path
 routes the statement as before and, when `multi_forward` allows it, writes every unit's command at once to the
-connections the session holds; each backend socket's bytes are parsed in its callback (`_Leg`, a
+connections the session holds; each backend socket's bytes are parsed in its callback (`legs.Leg`, a
 `readers._FedStream`); the answer itself is the slow path's own code (`executor._answer_merged`: header, rows
 relayed, raw-merged or merged, the end, FOUND_ROWS()), run as a coroutine that this module steps by hand: it
 goes on when a unit's next bytes arrive, not through the event loop. What it awaits besides that (the client
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from merge import MergeError
@@ -31,13 +31,11 @@ from merge.pipeline import decoded_width, merge_rows_sync
 from merge.raw import raw_mergeable, raw_order_merge_whole
 from protocol.constants import Capability, ErrorCode
 from protocol.framing import encode_packet
-from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket, column_count_payload
-from protocol.results import ResultEnd, ResultHeader, ResultParser, whole_result
-from protocol.rowframes import RowFrames, frames_of, renumber
-from protocol.wire import MalformedPacket
-from proxy.backends.backend import BACKEND_DEPRECATE_EOF, BackendConnection, BackendError
+from protocol.packets import ERRPacket
+from protocol.rowframes import RowFrames, renumber
+from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import BINARY, TEXT, StatementCodec, execute_payload, query_payload
-from proxy.execution import txn
+from proxy.execution.errors import answer_error, error_packet
 from proxy.execution.executor import (
     _answer_merged,
     _decoder,
@@ -46,10 +44,10 @@ from proxy.execution.executor import (
     _needs_merge,
     _send_end,
     _send_header,
-    answer_unit_failure,
 )
+from proxy.execution.legs import LEG_BUFFER_LIMIT, Chain, Leg, framed_head, node_rows
 from proxy.execution.memo import IdentityMemo
-from proxy.execution.readers import SUSPEND, _FedStream, kill_until_done
+from proxy.execution.readers import SUSPEND, kill_until_done
 from proxy.execution.units import UnitFailed, _renames
 from proxy.frontend.cork import corked
 from proxy.frontend.wire import ClientGone
@@ -57,21 +55,18 @@ from routing.plan import RoutedStatement, StatementKind
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
-    from proxy.backends.tap import BackendTap
     from proxy.execution.context import SessionContext as Session
 
 __all__ = ["LEG_BUFFER_LIMIT", "MULTI_STATS", "PIPELINE_ROWS", "PIPELINE_UNITS", "WHOLE_BYTES", "MultiAnswer",
            "MultiForward", "multi_forward"]
 
-# bytes of a unit's rows kept while the answer is busy elsewhere (another unit's rows, a slow client) before its
-# socket stops being read: what a StreamReader's limit did for the slow path
-LEG_BUFFER_LIMIT = 1 << 18
 DRAIN_SECONDS = 10.0  # after an early end (a merged LIMIT): what `readers._finish_readers` gives the rest
-# several units on one data source are pipelined on the session's connection to it (`_Chain`) only when the answer
+# several units on one data source are pipelined on the session's connection to it (`legs.Chain`) only when the answer
 # reads them in their order there (concatenated rows), or when each node returns at most this many rows (a merge
 # needs every unit's head row at once: a connection's earlier units are then held whole, see `_pipelinable`)
 PIPELINE_ROWS = 1000
 PIPELINE_UNITS = 64  # units written back to back on one connection at most
+_DEPRECATE_EOF = int(Capability.DEPRECATE_EOF)
 # issue 15: an answer waits for every unit's whole answer, to be written in one step (`MultiAnswer._whole`), while
 # the units' rows that have arrived stay under this many bytes (the cork's limit: past it the answer streams)
 WHOLE_BYTES = 1 << 16
@@ -187,7 +182,7 @@ def _pipelinable(session: Session, routed: RoutedStatement) -> bool:
     * or every node returns at most `PIPELINE_ROWS` rows by its own rewritten statement (`MergeSpec.node_rows`: a
       LIMIT the nodes keep, an aggregate without GROUP BY), and no more than the merge may hold
       (`proxy-merge-memory-rows`): a merge needs every unit's head row at once, so a connection's earlier units are
-      read whole into memory, never paused (`_Chain.pausable`), as the slow path reads units it has no connection
+      read whole into memory, never paused (`legs.Chain.pausable`), as the slow path reads units it has no connection
       for (`readers._BufferedUnit`).
 
     Anything else (a merge over unbounded rows: ORDER BY without LIMIT, GROUP BY the nodes cannot cut, WITH TIES)
@@ -197,233 +192,6 @@ def _pipelinable(session: Session, routed: RoutedStatement) -> bool:
         return True
     rows = spec.node_rows
     return rows is not None and rows <= min(PIPELINE_ROWS, session.server.merge_memory_rows)
-
-
-class _Leg(_FedStream):
-    """One unit's answer, parsed from the bytes its connection's `_Chain` hands over (in the backend socket's
-    callback), as `BackendConnection.event_batches` parses it, with the same effects on the connection."""
-
-    def __init__(self, chain: _Chain, unit: Any, codec: StatementCodec) -> None:
-        super().__init__(chain.conn, unit, codec)
-        self.chain = chain
-        self.parser: ResultParser | None = None  # made when `whole_result` does not take the answer
-        self.queued = 0  # bytes in `runs`
-        self.discarding = False  # rows are read and dropped (the answer needs no more of them)
-        self.command: bytes | None = None  # the framed command (None: its statement is to be prepared first)
-        self.fresh = True  # nothing of the answer has been read yet
-
-    def feed(self, data: bytes) -> bytes | None:
-        """Parse `data`: None while this answer goes on; once it has ended, the bytes that came after it (the next
-        pipelined answer's, b"" when none). A malformed answer (or a bug) ends it with the connection broken."""
-        conn = self.conn
-        if self.fresh:
-            self.fresh = False
-            if not BACKEND_DEPRECATE_EOF and (whole := whole_result(data)) is not None:
-                # issue 15: the whole answer in one read, under a header seen lately (the usual unit of a range or a
-                # scatter): what the parser's events below would do, from one walk of its rows
-                header, frames, status, warnings, end = whole
-                self.columns = header.columns
-                self.headed = True
-                if frames is not None and not self.discarding:
-                    self.runs.append(frames)
-                    self.queued += len(frames.data)
-                conn.status = status
-                self.end = (status, warnings)
-                self.ended = True
-                return data[end:]
-        parser = self.parser
-        if parser is None:
-            parser = self.parser = ResultParser(backend_deprecate_eof=BACKEND_DEPRECATE_EOF, row_frames=True)
-        try:
-            for ev in parser.feed(data):
-                if type(ev) is RowFrames:
-                    if not self.discarding:
-                        self.runs.append(ev)
-                        self.queued += len(ev.data)
-                elif isinstance(ev, ResultEnd):
-                    conn.status = ev.status
-                    self.end = (ev.status, ev.warnings)
-                elif isinstance(ev, ResultHeader):
-                    self.columns = ev.columns
-                    self.headed = True
-                elif isinstance(ev, OKPacket):  # no result set: what _UnitStream.start makes of it
-                    conn.status = int(ev.status)
-                    if not self.headed:
-                        self.headed = self.finished = True
-                        self.status = conn.status
-                elif isinstance(ev, ERRPacket):
-                    self.failure = UnitFailed(self.unit.data_source, ev)
-                elif isinstance(ev, bytes) and not self.discarding:  # (a row ResultParser did not keep framed)
-                    self.runs.append(frames_of([ev]))
-                    self.queued += len(ev) + 4
-        except MalformedPacket as exc:  # the backend's answer makes no sense: the connection is unusable
-            self.failure = exc
-        except Exception as exc:  # a bug: this statement fails, the session and the server go on
-            self.chain.answer.session.log.exception("multi_path_failed")
-            self.failure = exc
-        else:
-            if not parser.done:
-                return None
-            self.ended = True
-            return parser.take_rest()
-        conn.broken = True
-        self.ended = True
-        return b""
-
-    def took(self, size: int) -> None:
-        self.queued -= size
-        self.chain.took()
-
-    def discard(self) -> None:
-        """The answer needs nothing more from this unit: what is left is read and dropped."""
-        self.discarding = True
-        self.runs.clear()
-        self.queued = 0
-
-
-_DEPRECATE_EOF = int(Capability.DEPRECATE_EOF)
-# issue 15: the framed column count and definitions of a multi-node answer (from sequence id 1), by the node header
-# the parser hands out again (`protocol.results`), for the renames and schema they were made for
-_HEADS: IdentityMemo[tuple[dict[str, str], str, int, bytes]] = IdentityMemo(1024)
-
-
-def _framed_head(node_columns: tuple[ColumnDefinition41, ...], renames: dict[str, str], schema: str,
-                 visible: int) -> bytes:
-    """`executor._send_header`'s packets before the EOF, framed from sequence id 1, for the logic form of the
-    first `visible` node columns (made once per header, renames and schema: `_logic_columns`, then framed)."""
-    known = _HEADS.get(node_columns)
-    if known is not None and known[0] is renames and known[1] == schema and known[2] == visible:
-        return known[3]
-    payloads = _logic_columns(node_columns[:visible], renames, schema)[1]
-    parts: list[bytes] = []
-    seq = 1
-    for payload in (column_count_payload(visible), *payloads):
-        frame, seq = encode_packet(payload, seq)
-        parts.append(frame)
-    head = b"".join(parts)
-    return _HEADS.put(node_columns, (renames, schema, visible, head))[3]
-
-
-def _node_rows(runs: Sequence[RowFrames], codec: StatementCodec, columns: tuple[ColumnDefinition41, ...],
-               count: int | None, finished: list[bool], index: int) -> Iterator[tuple[bytes | None, ...]]:
-    """A unit's rows decoded (its leading `count` columns), as `readers._RowSource.rows` yields them; marks
-    `finished[index]` once they have all been read (where that reader would have taken its end)."""
-    decode = codec.decode_row
-    for frames in runs:
-        for payload in frames.payloads():
-            yield decode(payload, columns, count)
-    finished[index] = True
-
-
-class _Chain:
-    """The units of one data source on the session's connection to it, their commands written back to back (one
-    unit: as before pipelining). The socket's bytes (the tap's relay while it runs) go to the first unit whose answer
-    has not ended; the bytes after one answer's end are the next unit's. The connection is idle again once the last
-    answer has ended; a lost connection or a malformed answer ends every answer still due on it."""
-
-    __slots__ = ("_ended", "answer", "at", "conn", "legs", "pausable", "paused", "tap")
-
-    def __init__(self, answer: MultiAnswer, conn: BackendConnection) -> None:
-        self.answer = answer
-        self.conn = conn
-        tap = conn.tap
-        assert tap is not None
-        self.tap: BackendTap = tap
-        self.legs: list[_Leg] = []
-        self.at = 0  # the leg being answered
-        self.pausable = True  # the socket may stop being read while a leg's rows wait (see `_pipelinable`)
-        self.paused = False  # the socket is not read until the consumer takes some of the current leg's runs
-        self._ended: asyncio.Future[None] | None = None
-
-    @property
-    def ended(self) -> bool:
-        """Every answer due on the connection has arrived (or the connection is lost)."""
-        return self.at >= len(self.legs)
-
-    def send(self, data: bytes) -> None:
-        conn = self.conn
-        self.tap.relay = self
-        conn.busy = True
-        conn.relayed = False
-        self.tap.transport.write(data)
-
-    def backend_data(self, data: bytes) -> None:
-        legs, conn = self.legs, self.conn
-        while self.at < len(legs):
-            leg = legs[self.at]
-            rest = leg.feed(data)
-            if rest is None:
-                if self.pausable and not self.paused and leg.queued > LEG_BUFFER_LIMIT:
-                    self.paused = True
-                    self.tap.transport.pause_reading()
-                break
-            self.at += 1
-            if conn.broken:  # nothing after a malformed answer can be read
-                self._fail_rest(leg.failure or BackendError(conn.name, "lost connection to MySQL server during query"))
-                break
-            if self.at == len(legs):
-                if rest:  # bytes nobody asked for: what follows cannot be trusted
-                    conn.broken = True
-                else:
-                    conn.busy = False
-                    conn.raw.server_status = conn.status
-                self._end()
-                break
-            if not rest:
-                break
-            data = rest
-        self.answer.wake()
-
-    def backend_lost(self) -> None:
-        """The connection broke (the tap marked it broken): what `BackendConnection._read` raises, for every answer
-        still due on it."""
-        if self.ended:
-            return
-        self._fail_rest(BackendError(self.conn.name, "lost connection to MySQL server during query"))
-        self.answer.wake()
-
-    def _fail_rest(self, failure: BaseException) -> None:
-        for leg in self.legs[self.at:]:
-            if leg.failure is None:
-                leg.failure = failure
-            leg.ended = True
-        self.at = len(self.legs)
-        self._end()
-
-    def took(self) -> None:
-        if self.paused and (self.ended or self.legs[self.at].queued <= LEG_BUFFER_LIMIT // 2):
-            self._resume()
-
-    def discard(self) -> None:
-        """The answer needs nothing more from these units: what is left is read and dropped."""
-        for leg in self.legs:
-            leg.discard()
-        self._resume()
-
-    def _resume(self) -> None:
-        if self.paused:
-            self.paused = False
-            with contextlib.suppress(Exception):  # a transport closed meanwhile
-                self.tap.transport.resume_reading()
-
-    def detach(self) -> None:
-        """Whatever comes next on the socket is no longer this answer's."""
-        if self.tap.relay is self:
-            self.tap.relay = None
-        self._resume()
-
-    def _end(self) -> None:
-        self.detach()
-        if self._ended is not None and not self._ended.done():
-            self._ended.set_result(None)
-
-    def ended_future(self) -> asyncio.Future[None]:
-        """Resolved when every answer due on the connection has ended (for `readers.kill_until_done`)."""
-        if self._ended is None:
-            self._ended = asyncio.get_running_loop().create_future()
-            if self.ended:
-                self._ended.set_result(None)
-        return self._ended
 
 
 class MultiAnswer:
@@ -440,13 +208,13 @@ class MultiAnswer:
         self.codec = target.codec
         self.on_done = on_done
         units = target.routed.execution_units
-        chains: dict[int, _Chain] = {}  # by the connection (one per data source)
-        self.legs: list[_Leg] = []  # in the route's order
+        chains: dict[int, Chain] = {}  # by the connection (one per data source)
+        self.legs: list[Leg] = []  # in the route's order
         for (conn, command), unit in zip(target.sends, units, strict=True):
             chain = chains.get(id(conn))
             if chain is None:
-                chain = chains[id(conn)] = _Chain(self, conn)
-            leg = _Leg(chain, unit, target.codec)
+                chain = chains[id(conn)] = Chain(self, conn)
+            leg = Leg(chain, unit, target.codec)
             leg.command = command
             chain.legs.append(leg)
             self.legs.append(leg)
@@ -550,8 +318,8 @@ class MultiAnswer:
                 session.log.exception("multi_path_failed")
                 done = self._writing  # the answer had started: it ends with the error
                 if done:
-                    session.error(ErrorCode.UNKNOWN_ERROR,
-                                  f"shardproxy internal error: {type(exc).__name__}: {exc}", "HY000")
+                    err = error_packet(exc)
+                    session.error(err.errno, err.message, err.sqlstate)
                 # else nothing was written: the coroutine answers (and names the bug, if it meets it too)
             if done:
                 self.session.drop_broken()
@@ -603,7 +371,7 @@ class MultiAnswer:
             encode = self.codec.encode_row
             columns = _logic_columns(node_columns[:visible], renames, schema)[0]
             try:
-                for row in merge_rows_sync([_node_rows(leg.runs, self.codec, node_columns,
+                for row in merge_rows_sync([node_rows(leg.runs, self.codec, node_columns,
                                                        width if width < ncols else None, finished, i)
                                             for i, leg in enumerate(readers)],
                                            spec, metas, memory_row_budget=session.server.merge_memory_rows,
@@ -622,7 +390,7 @@ class MultiAnswer:
         status = warnings = sent = 0
         with corked(wire):
             if wire.seq == 1:  # (the answer's first packet: `FastPath._start_multi`)
-                wire.writer.write(_framed_head(node_columns, renames, schema, visible))
+                wire.writer.write(framed_head(node_columns, renames, schema, visible))
                 wire.seq = (visible + 2) & 0xFF
                 if not int(session.capabilities) & _DEPRECATE_EOF:
                     wire.send(b"\xfe\x00\x00" + (session.status & 0xFFFF).to_bytes(2, "little"))  # EOFPacket(0, status)
@@ -703,21 +471,10 @@ class MultiAnswer:
                     # KILL QUERY (after a failure) or the rest read and dropped: real tasks and timers
                     await asyncio.ensure_future(self._finish(failed=not answered))
                 session.drop_broken()
-        except UnitFailed as exc:
-            answer_unit_failure(session, self.db, self.routed, exc)
-        except MergeError as exc:
-            session.error(exc.errno, exc.message, exc.sqlstate)
-        except BackendError as exc:
-            session.log.warning("backend_error", data_source=exc.data_source, error=str(exc))
-            session.error(exc.errno, txn.note_failure(session, exc), exc.sqlstate)
-        except MalformedPacket as exc:
-            session.error(ErrorCode.MALFORMED_PACKET, f"Malformed communication packet: {exc}", "HY000")
         except ClientGone:
             session.wire.writer.transport.close()  # the session's read sees the client gone and ends it
-        except Exception as exc:  # a bug must cost one statement, not the session
-            session.log.exception("command_failed")
-            session.drop_broken()
-            session.error(ErrorCode.UNKNOWN_ERROR, f"shardproxy internal error: {type(exc).__name__}: {exc}", "HY000")
+        except Exception as exc:  # a unit's ERR, a merge's limit, a lost backend, a bug: as the coroutine path's
+            answer_error(session, exc, db=self.db, routed=self.routed)
 
     def _all_ended(self) -> bool:
         for chain in self.chains:

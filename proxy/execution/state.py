@@ -29,6 +29,9 @@ class TransactionState:
     joined: list[str] = field(default_factory=list)  # data sources the transaction has touched
     autocommit: bool = True
     session_sets: list[str] = field(default_factory=list)  # replayed on every newly borrowed connection
+    # the status flags the session's sql_mode sets (NO_BACKSLASH_ESCAPES, ANSI_QUOTES), as its backends report them
+    # after its SET: every answer the proxy makes itself carries them, as MariaDB's do (clients escape by them)
+    mode_flags: int = 0
     next_tx_sets: list[str] = field(default_factory=list)  # SET TRANSACTION: only for the next transaction
     # names as MySQL reads them (no backquotes; proxy.execution.txn_text), oldest first (set again on a join)
     savepoints: list[str] = field(default_factory=list)

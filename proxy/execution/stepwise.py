@@ -31,12 +31,14 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from protocol.constants import ColumnType, ServerStatus
+from protocol.errors import ServerError
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.wire import Reader
 from proxy.backends.codec import TEXT
 from proxy.execution import txn, txn_end
-from proxy.execution.atomic import held_whole
+from proxy.execution.atomic import NOTHING_APPLIED, held_whole, said
 from proxy.execution.decide import SessionView, decide
+from proxy.execution.errors import answer_error
 from proxy.execution.plans import Refused, Run, Strategy
 from proxy.execution.units import _merged_info, log_statement
 from proxy.execution.upsert import _ok, _rows
@@ -75,11 +77,12 @@ _RUN_PLAN: ContextVar[RunPlan] = ContextVar("shardproxy_stepwise_run_plan")
 STEP_HINTS = SessionHints(stepwise_inner=True)  # a step is decided as a statement of its own, never in steps
 
 
-class StepFailed(Exception):
-    """A step's answer was an ERR: the statement is taken back and the client gets this ERR."""
+class StepFailed(ServerError):
+    """A step's answer was an ERR: the statement is taken back and the client gets this ERR (as it is: the
+    step's answer is in logic names already)."""
 
     def __init__(self, err: ERRPacket) -> None:
-        super().__init__(err.message)
+        super().__init__(err.message, errno=err.errno, sqlstate=err.sqlstate)
         self.err = err
 
 
@@ -123,15 +126,20 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
             txn.abandon(session)
             txn.reset(session)
         raise
-    except BaseException as exc:
+    except Exception as exc:
         if implicit:
             await txn_end.end_transaction(session, "ROLLBACK")
+            note = NOTHING_APPLIED + ": its steps were rolled back on every data source"
         else:
-            await _rollback_to(savepoints)
+            lost = await _rollback_to(savepoints)
+            note = NOTHING_APPLIED + " (rolled back to its savepoint on every data source); the transaction goes on" \
+                if not lost else (f"; taking the statement back failed on {', '.join(lost)}, whose connection is "
+                                  "closed: the open transaction's work there is lost, and the transaction cannot "
+                                  "commit any more (ROLLBACK ends it; COMMIT rolls back the rest and reports it)")
         if isinstance(exc, StepFailed):
-            session.error(exc.err.errno, exc.err.message, exc.err.sqlstate)
+            answer_error(session, StepFailed(replace(exc.err, message=exc.err.message + note)))
             return
-        raise
+        raise said(exc, note) from None
     if implicit:
         failure = await txn_end.end_transaction(session, "COMMIT", label="the COMMIT of this statement's steps")
         if failure is not None:
@@ -183,7 +191,7 @@ async def _rows_write(session: Session, db: LogicalDatabase, step: StepwiseWrite
     literals = [[_literal(v, c, session.charset) for v, c in zip(row, header, strict=True)] for row in rows]
     outcome = _Outcome()
     if not rows:
-        info = b"Rows matched: 0  Changed: 0  Warnings: 0" if split.update else b""
+        info = b"Rows matched: 0  Changed: 0  Warnings: 0" if split.update and not split.limit_zero else b""
         return outcome, info
     homes: dict[DataNode, list[list[str]]] = {}
     moves_possible = False
@@ -438,14 +446,18 @@ async def _savepoint(session: Session, db: LogicalDatabase, table: str) -> list[
     return held
 
 
-async def _rollback_to(conns: list[Any]) -> None:
-
+async def _rollback_to(conns: list[Any]) -> list[str]:
+    """ROLLBACK TO the statement's savepoint on each connection; the data sources where that failed."""
+    lost = []
     for conn in conns:
         if not conn.broken:
             try:
                 await _ok(conn, ExecutionUnit(conn.name, f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}"))
+                continue
             except Exception:
                 conn.broken = True  # its part of the transaction is in an unknown state: it is lost
+        lost.append(conn.name)
+    return lost
 
 
 async def _release(conns: list[Any]) -> None:

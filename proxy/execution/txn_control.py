@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from protocol.constants import ErrorCode, ServerStatus
 from protocol.packets import ERRPacket
 from proxy.execution import setquery
+from proxy.execution.errors import answer_error
 from proxy.execution.txn import (
     _LOST,
     CR_SERVER_LOST,
@@ -44,6 +45,7 @@ _SET = re.compile(r"^\s*SET\s+(?!GLOBAL\b|@@global\.|PASSWORD\b|ROLE\b|DEFAULT\s
 _AUTOCOMMIT = re.compile(r"^\s*SET\s+(?:SESSION\s+|LOCAL\s+|@@session\.|@@local\.|@@)?autocommit\s*(?::=|=)\s*"
                          r"(?P<v>1|0|ON|OFF|TRUE|FALSE)\s*;?\s*$", re.I)
 _SET_NAMES = re.compile(r"^\s*SET\s+(?:NAMES|CHARACTER\s+SET|CHARSET)\s+'?`?(?P<cs>\w+)", re.I)
+_MODE_FLAGS = int(ServerStatus.NO_BACKSLASH_ESCAPES | ServerStatus.ANSI_QUOTES)
 _NEXT_TX = re.compile(r"^\s*SET\s+TRANSACTION\b", re.I)
 
 
@@ -89,7 +91,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             failure = await end_transaction(session, "COMMIT", label=f"the implicit COMMIT of {sql.strip()}",
                                             consequence="; no new transaction was started")
             if failure is not None:
-                session.error(failure.errno, failure.message, failure.sqlstate)
+                answer_error(session, failure)
                 return
         txn.begin(sql)  # issue 15: also answered by proxy.execution.fastlocal (`local_begin`)
         session.update_status(0)
@@ -97,7 +99,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
     elif stmt.kind in ("commit", "rollback"):
         failure = await end_transaction(session, stmt.kind.upper())
         if failure is not None:
-            session.error(failure.errno, failure.message, failure.sqlstate)
+            answer_error(session, failure)
         else:
             note, session.commit_note = session.commit_note, ""
             session.ok(info=note.encode() if note else b"")
@@ -110,7 +112,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             failure = await end_transaction(session, "COMMIT", label="the implicit COMMIT of SET autocommit=1",
                                             consequence="; autocommit is still 0")
             if failure is not None:
-                session.error(failure.errno, failure.message, failure.sqlstate)
+                answer_error(session, failure)
                 return
             txn.joined = []
             for conn in list(session.backends.values()):  # join() left them at autocommit=0
@@ -156,6 +158,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
         probe = None if (stmt.value or "").lower() in _CLIENT_CHARSETS else await _probe(session)
         for conn in list(session.backends.values()):
             await session._must(conn, sql)
+            txn.mode_flags = conn.status & _MODE_FLAGS  # (sql_mode as the servers read it: SET sql_mode, DEFAULT)
         if stmt.value:
             session.charset = stmt.value if stmt.value != "utf8" else "utf8mb3"
             for conn in session.backends.values():
@@ -165,6 +168,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             for conn in session.backends.values():
                 conn.session_sets = tuple(txn.session_sets)
         _end_probe(session, probe)
+        session.update_status(0)
         session.ok()
 
 
@@ -282,7 +286,7 @@ async def implicit_commit(session: Session) -> bool:
     failure = await end_transaction(session, "COMMIT", label="the implicit COMMIT before the DDL",
                                     consequence="; the DDL was not run")
     if failure is not None:
-        session.error(failure.errno, failure.message, failure.sqlstate)
+        answer_error(session, failure)
         return False
     return True
 

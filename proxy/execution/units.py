@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
+from protocol.errors import ServerError
 from protocol.packets import ERRPacket, OKPacket
 from proxy.backends.codec import StatementCodec, StatementFailed
 from proxy.execution.memo import IdentityMemo
@@ -42,11 +43,13 @@ class _LoggingSession(Protocol):
     def server(self) -> _ShowsSql: ...
 
 
-class UnitFailed(Exception):
-    """A unit's backend answered with ERR; carries it to the client with the data source named."""
+class UnitFailed(ServerError):
+    """A unit's backend answered with ERR; carries it to the client with the data source named. Its errno,
+    SQLSTATE and message are the ERR's; the client's text (logic names, `[ds]`, `note`) is made by
+    proxy.execution.errors, which knows the statement."""
 
     def __init__(self, data_source: str, err: ERRPacket) -> None:
-        super().__init__(err.message)
+        super().__init__(err.message, errno=err.errno, sqlstate=err.sqlstate)
         self.data_source = data_source
         self.err = err
         self.note = ""  # what became of the rest of the statement (proxy.execution.atomic), added to the message
@@ -129,29 +132,26 @@ async def _run_unit_to_ok(conn: BackendConnection, unit: ExecutionUnit, codec: S
                           ) -> OKPacket:
     """A write's unit, to its OK (UnitFailed for its ERR). `prefix`: statements sent in the same write before it
     (BEGIN, SAVEPOINT: proxy.execution.atomic); `began` is told of the connection once they succeeded."""
-    result: OKPacket | None = None
     try:
         payload = await codec.command(conn, unit)
     except StatementFailed as exc:
         raise UnitFailed(unit.data_source, exc.err) from exc
-    if prefix:
-        answers, events = await conn.run_after(list(prefix), payload)
-        for sql, answer in zip(prefix, answers, strict=True):
-            if isinstance(answer, ERRPacket):
-                conn.broken = True  # the unit ran outside what should have held it: closed, never reused
-                raise UnitFailed(unit.data_source, replace(answer, message=f"{sql} failed: {answer.message}"))
-        if began is not None:
-            began(conn)
-        for ev in events:
-            if isinstance(ev, ERRPacket):
-                raise UnitFailed(unit.data_source, ev)
-            if isinstance(ev, OKPacket):
-                result = ev if result is None else replace(
-                    ev, affected_rows=result.affected_rows + ev.affected_rows,
-                    last_insert_id=result.last_insert_id or ev.last_insert_id,
-                )
-        return result or OKPacket()
-    async for ev in conn.events(payload):
+    if not prefix:
+        return _ok_of(unit, [ev async for ev in conn.events(payload)])
+    answers, events = await conn.run_after(list(prefix), payload)
+    for sql, answer in zip(prefix, answers, strict=True):
+        if isinstance(answer, ERRPacket):
+            conn.broken = True  # the unit ran outside what should have held it: closed, never reused
+            raise UnitFailed(unit.data_source, replace(answer, message=f"{sql} failed: {answer.message}"))
+    if began is not None:
+        began(conn)
+    return _ok_of(unit, events)
+
+
+def _ok_of(unit: ExecutionUnit, events: Sequence[object]) -> OKPacket:
+    """A write's answer: its OK (several, as one), or UnitFailed for its ERR."""
+    result: OKPacket | None = None
+    for ev in events:
         if isinstance(ev, ERRPacket):
             raise UnitFailed(unit.data_source, ev)
         if isinstance(ev, OKPacket):
@@ -161,6 +161,44 @@ async def _run_unit_to_ok(conn: BackendConnection, unit: ExecutionUnit, codec: S
             )
     return result or OKPacket()
 
+
+
+_RECORDS = re.compile(rb"Records: (\d+)  Duplicates: (\d+)")
+_INSERT_MODE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(?:(?P<replace>REPLACE)|INSERT\s+"
+                          r"(?:(?:LOW_PRIORITY|DELAYED|HIGH_PRIORITY)\s+)?(?P<ignore>IGNORE\b)?)"
+                          r"|(?P<upsert>\bON\s+DUPLICATE\s+KEY\s+UPDATE\b)", re.I | re.S)
+
+
+def insert_info(sql: str, oks: Sequence[OKPacket]) -> bytes:
+    """The OK info of an INSERT / REPLACE / INSERT IGNORE / upsert that ran as several parts (`sql`: one part's
+    text): what one server reports for the whole statement, `Records: N  Duplicates: D  Warnings: W` when it has
+    several rows (none for one). A part of several rows says its own counts; a part of one row says none, and its
+    duplicate follows from its affected rows as the server counts them: an IGNOREd row affects 0, an upsert's
+    changed row 2 (an unchanged one is no duplicate), a REPLACE 1 + the rows it deleted."""
+    replace_ = ignore = upsert = False
+    for m in _INSERT_MODE.finditer(sql):
+        replace_ = replace_ or m.group("replace") is not None
+        ignore = ignore or m.group("ignore") is not None
+        upsert = upsert or m.group("upsert") is not None
+    records = duplicates = warnings = 0
+    for ok in oks:
+        warnings += ok.warnings
+        counted = _RECORDS.search(ok.info)
+        if counted is not None:
+            records += int(counted.group(1))
+            duplicates += int(counted.group(2))
+            continue
+        records += 1
+        affected = ok.affected_rows
+        if replace_:
+            duplicates += max(affected - 1, 0)
+        elif upsert:
+            duplicates += affected == 2
+        elif ignore:
+            duplicates += affected == 0
+    if records <= 1:
+        return b""
+    return f"Records: {records}  Duplicates: {duplicates}  Warnings: {warnings}".encode()
 
 
 _INFO_NUMBER = re.compile(rb"\d+")

@@ -32,9 +32,9 @@ from protocol.packets import ERRPacket, OKPacket
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import StatementCodec
 from proxy.execution import txn_end
-from proxy.execution.atomic import held_whole, parts_of, run_parts
+from proxy.execution.atomic import NOTHING_APPLIED, held_whole, parts_of, run_parts, said
 from proxy.execution.locks import release, release_session_locks
-from proxy.execution.units import UnitFailed, _merged_info, _run_unit_to_ok
+from proxy.execution.units import UnitFailed, _run_unit_to_ok, insert_info
 from routing.errors import RoutingError
 from routing.model import DataNode
 from routing.plan import ExecutionUnit, RoutedStatement
@@ -55,7 +55,7 @@ class _Outcome:
     last_id: int = 0
     duplicates: int = 0
     status: int = 0
-    infos: list[bytes] | None = None  # the batched path: the units' own info texts
+    oks: list[OKPacket] | None = None  # the batched path: the units' own OKs
 
 
 async def execute_upsert(session: Session, db: LogicalDatabase, routed: RoutedStatement,
@@ -73,9 +73,11 @@ async def execute_upsert(session: Session, db: LogicalDatabase, routed: RoutedSt
                 outcome = await _run(session, routed, check, codec, explicit=False)
         else:
             outcome = await _run(session, routed, check, codec, explicit=True)
-    except BaseException:
+    except BaseException as exc:
         if implicit:
             await txn_end.end_transaction(session, "ROLLBACK")  # releases the locks too
+            if isinstance(exc, Exception):
+                raise said(exc, NOTHING_APPLIED + ": its transaction was rolled back on every data source") from None
         raise
     if implicit:
         failure = await txn_end.end_transaction(session, "COMMIT", label=label)
@@ -87,9 +89,8 @@ async def execute_upsert(session: Session, db: LogicalDatabase, routed: RoutedSt
     session.row_count = outcome.affected
     if outcome.last_id:
         session.last_insert_id = outcome.last_id
-    if outcome.infos is not None:
-
-        info = _merged_info(outcome.infos)
+    if outcome.oks is not None:
+        info = insert_info(routed.execution_units[0].sql, outcome.oks) if routed.execution_units else b""
     elif len(check.rows) > 1:
         info = f"Records: {len(check.rows)}  Duplicates: {outcome.duplicates}  Warnings: {outcome.warnings}".encode()
     else:
@@ -116,13 +117,18 @@ async def _run(session: Session, routed: RoutedStatement, check: UpsertCheck, co
         await _ok(conn, ExecutionUnit(conn.name, f"SAVEPOINT {_SAVEPOINT}"))
     try:
         outcome = await _row_by_row(check, conns, codec, charset)
-    except BaseException:
+    except BaseException as exc:
+        lost = [conn.name for conn in involved if conn.broken]
         for conn in involved:
             if not conn.broken:
                 try:
                     await _ok(conn, ExecutionUnit(conn.name, f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}"))
                 except Exception:
                     conn.broken = True  # its part of the transaction is in an unknown state: it is lost
+                    lost.append(conn.name)
+        if isinstance(exc, Exception) and not lost:
+            raise said(exc, NOTHING_APPLIED + " (rolled back to its savepoint on every data source); the "
+                            "transaction goes on") from None
         raise
     for conn in involved:
         await _ok(conn, ExecutionUnit(conn.name, f"RELEASE SAVEPOINT {_SAVEPOINT}"))
@@ -207,7 +213,7 @@ async def _batched(session: Session, routed: RoutedStatement, conns: dict[str, B
         warnings=sum(ok.warnings for ok in oks),
         last_id=next((ok.last_insert_id for ok in oks if ok.last_insert_id), 0),
         status=int(oks[-1].status) if oks else 0,
-        infos=[ok.info for ok in oks],
+        oks=oks,
     )
 
 

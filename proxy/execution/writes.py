@@ -15,7 +15,7 @@ from protocol.packets import OKPacket
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import StatementCodec
 from proxy.execution.atomic import parts_of, run_parts
-from proxy.execution.units import _merged_info
+from proxy.execution.units import _merged_info, insert_info
 from routing.plan import RoutedStatement, StatementKind
 
 if TYPE_CHECKING:
@@ -56,7 +56,10 @@ async def _write_units(session: Session, routed: RoutedStatement, codec: Stateme
     session.row_count = affected
     if last_id:
         session.last_insert_id = last_id
-    info = _merged_info([ok.info for r in counted for ok in r])
+    if routed.kind is StatementKind.INSERT and routed.execution_units:
+        info = insert_info(routed.execution_units[0].sql, [ok for r in counted for ok in r])
+    else:
+        info = _merged_info([ok.info for r in counted for ok in r])
     return affected, last_id, warnings, info
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from protocol import auth, text
 from protocol.constants import SERVER_CAPABILITIES, Capability, Collation, ErrorCode, ServerStatus
+from protocol.errors import ServerError
 from protocol.packets import (
     AuthMoreData,
     AuthSwitchRequest,
@@ -30,12 +31,11 @@ from proxy.frontend.wire import ClientPackets
 HANDSHAKE_TIMEOUT = 10.0
 
 
-class HandshakeFailed(Exception):
+class HandshakeFailed(ServerError):
+    """The client may not connect (or COM_CHANGE_USER to) as it asked: the ERR it gets."""
+
     def __init__(self, errno: int, message: str, sqlstate: str) -> None:
-        super().__init__(message)
-        self.errno = errno
-        self.message = message
-        self.sqlstate = sqlstate
+        super().__init__(message, errno=errno, sqlstate=sqlstate)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from protocol.binary import value_to_sql_literal
+from protocol.errors import ServerError
 from protocol.packets import ERRPacket
 from proxy.execution.write_gate import gate_for
 from proxy.migration import binlog, store
@@ -45,10 +46,11 @@ class _Server(Protocol):
     config: Any
 
 
-class MigrationError(Exception):
+class MigrationError(ServerError):
+    """A migration cannot start or go on: the ERR its MIGRATE statement answers with."""
+
     def __init__(self, message: str, errno: int = 1105, sqlstate: str = "HY000") -> None:
-        super().__init__(message)
-        self.message, self.errno, self.sqlstate = message, errno, sqlstate
+        super().__init__(message, errno=errno, sqlstate=sqlstate)
 
 
 class _LockTimeout(Exception):

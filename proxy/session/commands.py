@@ -15,6 +15,7 @@ from protocol.packets import ComChangeUser, ComFieldList, end_of_result
 from proxy.backends.charset import charset_for_collation
 from proxy.clusterport import port
 from proxy.execution import txn
+from proxy.execution.errors import answer_error
 from proxy.execution.executor import field_list_sharded
 from proxy.execution.state import TransactionState
 from proxy.frontend.handshake import HandshakeFailed
@@ -33,7 +34,7 @@ async def change_user(session: Session, payload: bytes) -> None:
                                                            secure=session.secure)
     except HandshakeFailed as exc:
         # MySQL closes the connection after a failed change-user
-        session.error(exc.errno, exc.message, exc.sqlstate)
+        answer_error(session, exc)
         await session.wire.flush()
         raise ClientGone("change user failed") from exc
     database = None
@@ -52,6 +53,7 @@ async def change_user(session: Session, payload: bytes) -> None:
         session.give_back(conn)
     session.backends.clear()
     session.read_backends.clear()
+    session.renewed.clear()  # a new session, as the server sees it: its connections take the globals again
     session.txn = TransactionState()
     session.statements.clear()
     session.sql_statements.clear()

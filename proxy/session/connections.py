@@ -39,6 +39,7 @@ class SessionConnections:
     backends: dict[str, BackendConnection]
     read_backends: dict[str, BackendConnection]
     borrowed: set[BackendConnection]
+    renewed: set[str]
     in_use: set[BackendConnection]
     connecting: list[str]
     query_killed: bool  # KILL QUERY reached the current command
@@ -106,12 +107,33 @@ class SessionConnections:
                 self.give_back_idle()
                 conn = await self._interruptible(source, source.acquire(self, found_rows=self.found_rows,
                                                                         holder=holder))
+            try:
+                await self.renew_for_session(conn)  # (still `connecting`: the session knows the connection)
+            except BaseException:
+                self.give_back(conn)
+                raise
         finally:
             self.connecting.remove(source.name)
         if self.query_killed:  # killed while the connection was being opened: it goes back unused
             self.give_back(conn, reset=False)
             raise interrupted(source.name)
         return conn
+
+    async def renew_for_session(self, conn: BackendConnection) -> None:
+        """A new client session sees the server's current global variables, as a new connection to MariaDB does
+        (sql_mode, max_allowed_packet, ...): a pooled connection still has the values of when it was opened, or of
+        its last reset, however long ago, so the first one a session takes from each data source is reset
+        (COM_RESET_CONNECTION takes the globals again) before the session's own state is applied (`_fit`). One
+        that was opened for this very request already has them."""
+        name = conn.source.name
+        if name in self.renewed:
+            return
+        self.renewed.add(name)
+        if conn.idle_since == conn.created_at:  # never in the pool: opened just now
+            return
+        await conn.reset_state()
+        if conn.broken:
+            raise BackendError(name, "COM_RESET_CONNECTION failed on a pooled connection")
 
     async def _interruptible(self, source: DataSource, acquiring: Any) -> BackendConnection:
         """Wait for a pool, or end the wait with ERR 1317 when the command is killed meanwhile: a KILL QUERY
@@ -288,6 +310,7 @@ class SessionConnections:
             return None
         self.borrowed.add(conn)
         try:
+            await self.renew_for_session(conn)
             await self._prepare_connection(conn, join_transaction=False)
         except BaseException:
             self.borrowed.discard(conn)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,6 @@ import structlog
 
 from protocol import text
 from protocol.constants import Capability, Command, ErrorCode, ServerStatus
-from protocol.errors import ServerError
 from protocol.framing import PacketTooLarge
 from protocol.packets import (
     ColumnDefinition41,
@@ -27,10 +27,11 @@ from protocol.packets import (
 )
 from protocol.results import ResultSummary
 from protocol.wire import MalformedPacket
-from proxy.backends.backend import BackendConnection, BackendError
+from proxy.backends.backend import BackendConnection
 from proxy.backends.charset import charset_for_collation
 from proxy.config.model import UserConfig
 from proxy.execution import txn
+from proxy.execution.errors import answer_error, server_errno
 from proxy.execution.fastpath import ClientProtocol, FastPath
 from proxy.execution.resultset import result_packets
 from proxy.execution.state import GroupSessionState, StatementRegistry, TransactionState
@@ -53,6 +54,8 @@ _COMMAND_NAMES = {int(c): c.name.title() for c in Command}
 _IN_TRANS = int(ServerStatus.IN_TRANS)
 _AUTOCOMMIT = int(ServerStatus.AUTOCOMMIT)
 _MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
+_IN_TRANS_READONLY = int(ServerStatus.IN_TRANS_READONLY)
+_READ_ONLY = re.compile(r"\bREAD\s+ONLY\b", re.I)
 
 class Session(SessionConnections, StatementStopping):
     """One client connection's state and lifecycle; commands go to proxy.session.dispatch's tables, the
@@ -102,6 +105,8 @@ class Session(SessionConnections, StatementStopping):
         self.statements = StatementRegistry()
         self.sql_statements: dict[str, str] = {}  # PREPARE name FROM ... on sharded databases
         self.borrowed: set[BackendConnection] = set()  # pooled connections lent for one statement
+        # data sources whose pooled connection this session has renewed (SessionConnections.renew_for_session)
+        self.renewed: set[str] = set()
         # connections the current command has used: never given back by `give_back_idle` mid-command
         self.in_use: set[BackendConnection] = set()
         self.client_lost = False  # the client left mid-command and the command was stopped
@@ -263,6 +268,7 @@ class Session(SessionConnections, StatementStopping):
         self.wire.send(OKPacket(affected, last_insert_id, ServerStatus(self.status), 0, info).encode(self.capabilities))
 
     def error(self, errno: int, message: str, sqlstate: str = "HY000") -> None:
+        errno, sqlstate = server_errno(errno, sqlstate, message)  # never a client-library number
         self.errored = True
         self.last_errno = errno
         self.wire.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities))
@@ -274,24 +280,13 @@ class Session(SessionConnections, StatementStopping):
 
     async def _dispatch(self, payload: bytes) -> None:
         """One command, answered by its handler (proxy.session.dispatch); what a handler raises becomes
-        the command's ERR, and a bug costs the statement, never the session."""
+        the command's ERR (proxy.execution.errors.answer_error), and a bug costs the statement, never the session."""
         try:
             await dispatch_command(self, payload)
-        except MalformedPacket as exc:
-            self.error(ErrorCode.MALFORMED_PACKET, f"Malformed communication packet: {exc}", "HY000")
-        except ServerError as exc:  # the kernel's refusals, the merge's limits: their own errno and SQLSTATE
-            self.error(exc.errno, exc.message, exc.sqlstate)
-        except BackendError as exc:
-            self.log.warning("backend_error", data_source=exc.data_source, error=str(exc))
-            message = txn.note_failure(self, exc)  # drops the broken connections; a lost transaction part is said
-            self.error(exc.errno, message, exc.sqlstate)
         except (ClientGone, asyncio.CancelledError):
             raise
-        except Exception as exc:
-            # a bug must cost one statement, not the session: report it and keep serving
-            self.log.exception("command_failed")
-            self.drop_broken()
-            self.error(ErrorCode.UNKNOWN_ERROR, f"shardproxy internal error: {type(exc).__name__}: {exc}", "HY000")
+        except Exception as exc:  # a ServerError's own ERR, a backend's with its note, a bug's (proxy.execution.errors)
+            answer_error(self, exc)
 
     async def _proxy_statement(self, stmt: ProxyStatement, sql: str) -> None:
         await dispatch_proxy_statement(self, stmt, sql)
@@ -327,11 +322,14 @@ class Session(SessionConnections, StatementStopping):
             # IN_TRANS after BEGIN, and under autocommit=0 once a statement opened the implicit transaction
             # on a joined connection (not right after COMMIT/ROLLBACK: connectors check it, e.g.
             # mysql-connector's start_transaction())
-            if self.txn.begin_sql is not None or (self.txn.active and any(
+            begin = self.txn.begin_sql
+            if begin is not None or (self.txn.active and any(
                     (c := self.backends.get(n)) is not None and c.status & ServerStatus.IN_TRANS
                     for n in self.txn.joined)):
                 status |= _IN_TRANS
-            self._status = status
+                if begin is not None and _READ_ONLY.search(begin):
+                    status |= _IN_TRANS_READONLY
+            self._status = status | self.txn.mode_flags
         else:
             self._status = int(backend_status) & ~_MORE_RESULTS
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 # t_big: id % 2 picks the data source, (id / 2) % 2 the table: ids 0..3 reach all four nodes
@@ -97,3 +99,57 @@ class TcpRelay:
             with self._lock:
                 self._pairs.append(pair)
             self.pump(pair)
+
+
+class CuttingRelay(TcpRelay):
+    """A TCP relay in front of one MariaDB server, for the proxy's data source to connect through.
+
+    `cut_all()` closes every connection it carries (to the proxy this looks like the server going away;
+    the server sees its clients leave and rolls back their transactions). `cut_at(command)` cuts the next
+    connection that sends exactly that SQL text as one COM_QUERY, `cut_at_text(marker)` the next one whose
+    write holds `marker` anywhere (a statement pipelined behind another, a prepared statement's parameter):
+    `forward=False` before the server sees it, `forward=True` after the server ran it but before its answer
+    reaches the proxy (a COMMIT whose OK is lost)."""
+
+    def __init__(self, server: Any) -> None:
+        self._cut: tuple[Callable[[bytes], bool], bool] | None = None
+        self.cuts = 0
+        super().__init__(server)
+
+    def cut_at(self, sql: str, *, forward: bool = False) -> None:
+        command = b"\x03" + sql.encode()
+        self._cut = (lambda data: data[4:] == command, forward)
+
+    def cut_at_text(self, marker: str, *, forward: bool = False) -> None:
+        needle = marker.encode()
+        self._cut = (lambda data: needle in data, forward)
+
+    def uncut(self) -> None:
+        self._cut = None
+
+    def pump(self, pair: RelayPair) -> None:
+        threading.Thread(target=self._pump, args=(pair, True), daemon=True).start()
+        threading.Thread(target=self._pump, args=(pair, False), daemon=True).start()
+
+    def _pump(self, pair: RelayPair, upstream: bool) -> None:
+        src, dst = (pair.client, pair.server) if upstream else (pair.server, pair.client)
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                cut = self._cut
+                if upstream and cut is not None and cut[0](data):
+                    self._cut = None
+                    self.cuts += 1
+                    if cut[1]:
+                        pair.swallow = True
+                        dst.sendall(data)
+                        time.sleep(0.5)  # the server runs it; its answer is swallowed
+                    break
+                if not upstream and pair.swallow:
+                    continue
+                dst.sendall(data)
+        except OSError:
+            pass
+        pair.close()

@@ -793,7 +793,7 @@ REFUSED_RDL = [
     ("UNREGISTER STORAGE UNIT ds_0", 1105, "still used by sharding rule t_keep"),
     ("UNREGISTER STORAGE UNIT ds_9", 1105, "`ds_9` does not exist"),
     ("REGISTER STORAGE UNIT ds_0 (URL='jdbc:mysql://127.0.0.1:1/x', USER='root')", 1105, "Duplicate storage unit"),
-    ("REGISTER STORAGE UNIT ds_9 (HOST='127.0.0.1', PORT=1, DB='x', USER='root')", 2003, "cannot connect"),
+    ("REGISTER STORAGE UNIT ds_9 (HOST='127.0.0.1', PORT=1, DB='x', USER='root')", 1429, "cannot connect"),
     ("REGISTER STORAGE UNIT ds_9 (HOST='127.0.0.1', USER='root')", 1064, "HOST=..., PORT=..., DB=... or URL="),
 ]
 

@@ -265,18 +265,7 @@ def _run(conn: Any, mode: str, case: Case) -> Answer:
 @pytest.fixture(scope="module")
 def nested_env(sharded_env: ShardedEnv) -> Iterator[ShardedEnv]:
     env = sharded_env
-    env.clean("t_order", "t_order_item")
-    for table in ("t_order", "t_order_item"):
-        env.backend("ds_0", f"DELETE FROM {table}", env.oracle_db)
-    insert_order = "INSERT INTO t_order (order_id, user_id, status) VALUES (%s, %s, %s)"
-    insert_item = "INSERT INTO t_order_item (order_item_id, order_id, user_id, status) VALUES (%s, %s, %s, %s)"
-    with env.connect() as conn, conn.cursor() as cur:
-        cur.executemany(insert_order, ORDERS)
-        cur.executemany(insert_item, ITEMS)
-    for row in ORDERS:
-        env.backend("ds_0", insert_order, env.oracle_db, row)
-    for item in ITEMS:
-        env.backend("ds_0", insert_item, env.oracle_db, item)
+    _reset(env)
     env.clean("t_address")
     insert_address = "INSERT INTO t_address (address_id, address_name) VALUES (%s, %s)"
     with env.connect() as conn, conn.cursor() as cur:

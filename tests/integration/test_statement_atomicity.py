@@ -10,7 +10,6 @@ before it is still there and commits, and the session goes on.
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ import pymysql
 import pytest
 
 from proxy.sandbox import MariaDBServer
-from tests.integration.faults import RelayPair, TcpRelay
+from tests.integration.faults import CuttingRelay
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
 
 RULES = """\
@@ -32,11 +31,14 @@ RULES = """\
       actualDataNodes: ds_${0..1}.t_order_${0..1}
       databaseStrategy: {standard: {shardingColumn: user_id, shardingAlgorithmName: db_inline}}
       tableStrategy: {standard: {shardingColumn: order_id, shardingAlgorithmName: tbl_inline}}
+  broadcastTables: [t_addr]
   shardingAlgorithms:
     db_inline: {type: INLINE, props: {algorithm-expression: 'ds_${user_id % 2}'}}
     tbl_inline: {type: INLINE, props: {algorithm-expression: 't_order_${order_id % 2}'}}
 """
 TABLES = {"ds_0": ("t_order_0", "t_order_1"), "ds_1": ("t_order_0", "t_order_1")}
+# t_addr: broadcast, one copy per data source; ds_1's copy refuses the name 'boom'
+ADDR_SEED = ((1, "home"),)
 # (order_id, user_id, amount, status): order 10 on ds_0.t_order_0, 11 on ds_0.t_order_1, 17 and 31 on
 # ds_1.t_order_1, 30 on ds_1.t_order_0
 SEED = ((10, 10, 5, "new"), (11, 10, 5, "new"), (17, 17, 5, "keep"), (30, 1, 5, "new"), (31, 3, 5, "new"))
@@ -48,6 +50,8 @@ TRIGGERS = (
     "IF NEW.status = 'boom' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'boom refused'; END IF",
     "CREATE TRIGGER keep_del BEFORE DELETE ON t_order_1 FOR EACH ROW "
     "IF OLD.status = 'keep' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'kept'; END IF",
+    "CREATE TRIGGER no_boom_addr BEFORE INSERT ON t_addr FOR EACH ROW "
+    "IF NEW.name = 'boom' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'boom refused'; END IF",
 )
 
 
@@ -76,6 +80,18 @@ FAILING = (
     Failing("update trigger", "UPDATE t_order SET status = IF(user_id = 17, 'boom', 'ok') WHERE user_id IN (%s, %s)",
             (10, 17), 1644),
     Failing("delete trigger", "DELETE FROM t_order WHERE user_id IN (%s, %s)", (10, 17), 1644),
+    # a broadcast table's copies: ds_1's refuses the row, ds_0's must not keep it
+    Failing("broadcast insert trigger", "INSERT INTO t_addr (id, name) VALUES (%s, %s)", (2, "boom"), 1644),
+    # the unique key (order_id) lacks the data-source column: the upsert looks the keys up first
+    # (proxy.execution.upsert); order 17 exists on ds_1, its update trips the trigger; order 44 would go to ds_0
+    Failing("upsert lookup trigger", "INSERT INTO t_order (order_id, user_id, amount, status) VALUES "
+            "(%s, %s, 0, 'new'), (%s, %s, 0, 'x') ON DUPLICATE KEY UPDATE status = 'boom'", (44, 2, 17, 17), 1644),
+    # statements run in steps (proxy.execution.stepwise)
+    Failing("insert select trigger", "INSERT INTO t_order (order_id, user_id, amount, status) SELECT order_id + %s, "
+            "user_id, amount, IF(user_id = 17, 'boom', 'copy') FROM t_order", (1000,), 1644),
+    Failing("update order by limit trigger", "UPDATE t_order SET status = IF(user_id = 17, 'boom', 'ok') "
+            "ORDER BY order_id LIMIT %s", (10,), 1644),
+    Failing("delete order by limit trigger", "DELETE FROM t_order ORDER BY order_id LIMIT %s", (10,), 1644),
 )
 # what a transaction does before the failing statement (multi-node too): it must survive and commit
 BEFORE = ("INSERT INTO t_order (order_id, user_id, amount, status) VALUES (50, 2, 1, 'before'), (51, 3, 1, 'before')",
@@ -84,46 +100,6 @@ MODES = ("autocommit", "begin", "autocommit0")
 PROTOCOLS = ("text", "prepared")
 
 _NAMES = itertools.count()
-
-
-class CuttingRelay(TcpRelay):
-    """A relay in front of ds_1's server that cuts the connection carrying the next write that holds `marker`:
-    before the server sees it, or (`forward`) after the server ran it, its answer lost."""
-
-    def __init__(self, server: MariaDBServer) -> None:
-        self.marker: tuple[bytes, bool] | None = None
-        self.cuts = 0
-        super().__init__(server)
-
-    def cut_at(self, marker: str, *, forward: bool) -> None:
-        self.marker = (marker.encode(), forward)
-
-    def pump(self, pair: RelayPair) -> None:
-        threading.Thread(target=self._pump, args=(pair, True), daemon=True).start()
-        threading.Thread(target=self._pump, args=(pair, False), daemon=True).start()
-
-    def _pump(self, pair: RelayPair, upstream: bool) -> None:
-        src, dst = (pair.client, pair.server) if upstream else (pair.server, pair.client)
-        try:
-            while True:
-                data = src.recv(1 << 16)
-                if not data:
-                    break
-                cut = self.marker
-                if upstream and cut is not None and cut[0] in data:
-                    self.marker = None
-                    self.cuts += 1
-                    if cut[1]:
-                        pair.swallow = True
-                        dst.sendall(data)
-                        time.sleep(0.3)  # the server runs it; its answer is swallowed
-                    break
-                if not upstream and pair.swallow:
-                    continue
-                dst.sendall(data)
-        except OSError:
-            pass
-        pair.close()
 
 
 class Env:
@@ -144,6 +120,7 @@ class Env:
         with self.connect() as conn, conn.cursor() as cur:
             cur.execute("CREATE TABLE t_order (order_id BIGINT PRIMARY KEY, user_id INT NOT NULL, "
                         "amount INT NOT NULL, status VARCHAR(20))")
+            cur.execute("CREATE TABLE t_addr (id BIGINT PRIMARY KEY, name VARCHAR(20))")
         for sql in TRIGGERS:
             self.direct("ds_1", sql)
 
@@ -161,13 +138,20 @@ class Env:
 
     def rows(self) -> dict[tuple[str, str], list[tuple[Any, ...]]]:
         """Every physical table's committed rows, read directly."""
-        return {(ds, t): sorted(self.direct(ds, f"SELECT order_id, user_id, amount, status FROM {t}"))
-                for ds, tables in TABLES.items() for t in tables}
+        out = {(ds, t): sorted(self.direct(ds, f"SELECT order_id, user_id, amount, status FROM {t}"))
+               for ds, tables in TABLES.items() for t in tables}
+        for ds in TABLES:
+            out[(ds, "t_addr")] = sorted(self.direct(ds, "SELECT id, name FROM t_addr"))
+        return out
 
     def seed(self, rows: tuple[tuple[Any, ...], ...] = SEED) -> dict[tuple[str, str], list[tuple[Any, ...]]]:
         for ds, tables in TABLES.items():
             for t in tables:
                 self.direct(ds, f"TRUNCATE TABLE {t}")  # (fires no DELETE trigger)
+        for ds in TABLES:
+            self.direct(ds, "TRUNCATE TABLE t_addr")
+            for addr_id, name in ADDR_SEED:
+                self.direct(ds, f"INSERT INTO t_addr VALUES ({addr_id}, '{name}')")
         for order_id, user_id, amount, status in rows:
             self.direct(f"ds_{user_id % 2}", f"INSERT INTO t_order_{order_id % 2} VALUES "
                                              f"({order_id}, {user_id}, {amount}, '{status}')")
@@ -267,7 +251,8 @@ def test_a_statement_failing_on_one_node_leaves_nothing(env: Env, case: Failing,
         if mode == "autocommit0":
             client.run("COMMIT")
         after = env.rows()
-        bumped = {k: sorted((o, u, a + 1 if u in (10, 17) else a, s) for o, u, a, s in v) for k, v in expected.items()}
+        bumped = {k: v if k[1] == "t_addr" else sorted((o, u, a + 1 if u in (10, 17) else a, s) for o, u, a, s in v)
+                  for k, v in expected.items()}
         assert after == bumped
     finally:
         client.close()
@@ -302,10 +287,10 @@ def test_a_connection_lost_under_one_part_leaves_nothing(relay_env: Env, forward
         if mode == "begin":
             client.run("BEGIN")
             client.run(BEFORE[0])
-        env.relay.cut_at("cutme", forward=forward)
+        env.relay.cut_at_text("cutme", forward=forward)
         errno, message = client.failure("INSERT INTO t_order (order_id, user_id, amount, status) VALUES "
                                         "(%s, %s, 0, 'x'), (%s, %s, 0, %s)", (70, 2, 71, 3, "cutme"))
-        assert env.relay.cuts and errno == 2013, message
+        assert env.relay.cuts and errno == 1158, message  # ER_NET_READ_ERROR: the data source was lost
         assert env.rows() == seed
         if mode == "begin":
             assert client.failure("COMMIT", ())[0] == 1180
@@ -317,5 +302,5 @@ def test_a_connection_lost_under_one_part_leaves_nothing(relay_env: Env, forward
         client.run("INSERT INTO t_order (order_id, user_id, amount, status) VALUES (72, 2, 0, 'y'), (73, 3, 0, 'y')")
         assert env.rows() == _expected(seed, ((72, 2, 0, "y"), (73, 3, 0, "y")))
     finally:
-        env.relay.marker = None
+        env.relay.uncut()
         client.close()

@@ -99,6 +99,7 @@ class BrokerSession(SessionConnections):
         self.backends: dict[str, Any] = {}
         self.read_backends: dict[str, Any] = {}
         self.borrowed: set[Any] = set()
+        self.renewed: set[str] = set()
         self.in_use: set[Any] = set()
         self.connecting: list[str] = []
         self.query_killed = False

@@ -29,7 +29,8 @@ def groups(where: str) -> list[dict[str, Constraint]] | None:
     [
         ("a = 1", [{"a": (1,)}]),
         ("a IN (1, 2) AND a IN (2, 3)", [{"a": (2,)}]),
-        ("a = 1 OR a = 2", [{"a": (1,)}, {"a": (2,)}]),
+        ("a = 1 OR a = 2", [{"a": (1, 2)}]),  # one group listing both values (issue 35)
+        ("a = 1 OR a = 2 OR a = 1.0 OR a = 3", [{"a": (1, 2, 3)}]),
         ("a = 1 OR b = 2", None),
         ("b = 2", None),
         ("a = 1 AND b = 2", [{"a": (1,)}]),
