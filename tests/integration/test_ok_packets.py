@@ -71,3 +71,4 @@ def test_oks_are_one_servers(sharded_env: ShardedEnv, found_rows: bool) -> None:
         proxied.close()
         direct.close()
         env.clean("t_order")
+        server.execute("DELETE FROM t_order", ORACLE_DB)

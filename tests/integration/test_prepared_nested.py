@@ -277,6 +277,8 @@ def nested_env(sharded_env: ShardedEnv) -> Iterator[ShardedEnv]:
         env.backend("ds_0", insert_address, env.oracle_db, address)
     yield env
     env.clean("t_order", "t_order_item", "t_address")
+    for table in ("t_order", "t_order_item"):  # (test_bytes compares what later modules read on both sides)
+        env.backend("ds_0", f"DELETE FROM {table}", env.oracle_db)
     env.backend("ds_0", "DROP TABLE IF EXISTS t_address", env.oracle_db)
 
 
