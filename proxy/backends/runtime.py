@@ -156,6 +156,24 @@ class LogicalDatabase:
             next(iter(sources.values())) if self.kernel is None else None
         )
         self._reload_lock = asyncio.Lock()
+        self._twin: tuple[ShardingKernel, ShardingKernel] | None = None
+        # statements decided off the event loop take the twin one at a time (its caches and per-call state are
+        # the twin's own, never shared between threads)
+        self.twin_lock = asyncio.Lock()
+
+    def twin_kernel(self) -> ShardingKernel | None:
+        """A second kernel over the same rules and metadata, with caches of its own, for the statements whose
+        decision runs in a worker thread (proxy.execution.routed: routing a big text is CPU work that would hold
+        the event loop, and every other session with it). Made anew when the rules or the metadata change."""
+        kernel = self.kernel
+        if kernel is None:
+            return None
+        twin = self._twin
+        if twin is None or twin[0] is not kernel:
+            made = _kernel(self.config, self.metadata)
+            assert made is not None
+            twin = self._twin = (kernel, made)
+        return twin[1]
 
     def reconfigure(self, config: DatabaseConfig, sources: dict[str, DataSource]) -> None:
         """Take a changed configuration (DistSQL RDL) in one synchronous step: a statement already routed
@@ -200,3 +218,4 @@ class LogicalDatabase:
             await table_metadata.after_reload(self)  # indexes, node differences (logged)
             if self.kernel is not None:
                 self.kernel.invalidate()
+            self._twin = None

@@ -55,6 +55,11 @@ _FOUND_ROWS_ONLY = re.compile(r"^(?:(?!\bFROM\b).)*\bFOUND_ROWS\s*\(\s*\)(?:(?!\
 # the plan of each route the kernel keeps and hands out again (`RoutedStatement.reused`): a plan is a function of
 # its route, and building one (a frozen dataclass) costs several times the kernel's lookup of a kept route
 _RUNS: IdentityMemo[Run] = IdentityMemo(1024)
+# A text this long (an IN list of some 2,000 values, a bulk write) takes its routing long enough (~10 ms, bench/
+# RESULTS.md "Issue 35") that deciding it on the event loop would hold every other session's statements behind it:
+# the engines decide it in a worker thread (proxy.execution.routed.decide_fairly), the socket callbacks leave it to
+# the session's coroutine. Shorter texts are decided on the loop, where a thread's hand-off would cost more.
+OFF_LOOP_TEXT = 16 * 1024
 # no EXPLAIN and no XA statement starts with these (SELECT, INSERT, UPDATE, REPLACE, SET, SHOW ...): the regexes are
 # not run for them (most statements; an EXPLAIN or XA starts with E, D, A, X, a comment or a space)
 _ORDINARY = "SsIiUuRr"

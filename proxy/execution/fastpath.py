@@ -31,7 +31,7 @@ from protocol.verbatim import VerbatimRelay, relay_for
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF, BackendError
 from proxy.backends.codec import execute_payload
-from proxy.execution.decide import NO_FEDERATION, decide, prepared_point, route_point
+from proxy.execution.decide import NO_FEDERATION, OFF_LOOP_TEXT, decide, prepared_point, route_point
 from proxy.execution.errors import error_packet
 from proxy.execution.fastcommit import CommitFan
 from proxy.execution.fastlocal import (
@@ -444,7 +444,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
             return None
         if stmt.fast is None:  # worked out at the first execute
             stmt.fast = (not stmt.metadata_statement and not stmt.session_functions
-                         and plain_statement(stmt.sql) is SELECT)
+                         and len(stmt.sql) < OFF_LOOP_TEXT and plain_statement(stmt.sql) is SELECT)
         if not stmt.fast:
             # a prepared BEGIN or COMMIT (sysbench --db-ps-mode=auto prepares them) is the text one's
             # (prepared._execute_sharded)

@@ -8,12 +8,13 @@ another's caller. A plan the fast path decided and declined is taken as it is (p
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from proxy.backends.codec import TEXT, StatementCodec
 from proxy.execution import explain, federation, preroute
-from proxy.execution.decide import decide, view_of
+from proxy.execution.decide import OFF_LOOP_TEXT, SessionView, decide, view_of
 from proxy.execution.executor import execute_plan
 from proxy.execution.plans import Explained, Federated, FederatedExplain, Plan, Refused, Run
 from proxy.execution.units import log_statement
@@ -35,8 +36,23 @@ async def route_and_execute(
     view = view_of(session)
     plan = preroute.take(session.wire.fast, db.kernel, sql, params, view)
     if plan is None:
-        plan = decide(db.kernel, sql, params, view)
+        plan = await decide_fairly(db, sql, params, view)
     await run_plan(session, db, sql, params, plan, codec)
+
+
+_KEEPS_LOCAL_STATE = ("INSERT", "REPLACE")  # their keys come from the rules' generators, kept on the loop
+
+
+async def decide_fairly(db: LogicalDatabase, sql: str, params: Sequence[object] | None, view: SessionView) -> Plan:
+    """`decide`, in a worker thread when the text is long (decide.OFF_LOOP_TEXT), on the database's twin kernel,
+    while the loop goes on serving the other sessions."""
+    assert db.kernel is not None
+    if len(sql) < OFF_LOOP_TEXT or sql.lstrip()[:7].upper().startswith(_KEEPS_LOCAL_STATE):
+        return decide(db.kernel, sql, params, view)
+    async with db.twin_lock:
+        twin = db.twin_kernel()
+        assert twin is not None
+        return await asyncio.to_thread(decide, twin, sql, params, view)
 
 
 async def run_plan(session: Session, db: LogicalDatabase, sql: str, params: Sequence[object] | None, plan: Plan,

@@ -46,12 +46,12 @@ from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import BINARY
 from proxy.backends.readwrite import Access, ReadWriteGroup, classify_access
 from proxy.execution import txn_control
-from proxy.execution.decide import decide, view_of
+from proxy.execution.decide import view_of
 from proxy.execution.explain import split_explain, xa_refusal
 from proxy.execution.plans import Run, Strategy
 from proxy.execution.replicas import TrackingWriter, drop_replica, group_backend
 from proxy.execution.resultset import BINARY_ROWS
-from proxy.execution.routed import route_and_execute
+from proxy.execution.routed import decide_fairly, route_and_execute
 from proxy.execution.state import ClientStatement
 from proxy.execution.txn_control import classify_session_statement
 from proxy.frontend.wire import CapturedWriter
@@ -136,7 +136,7 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
         return ()  # EXPLAIN: one column more with several units, known at EXECUTE; XA: refused there
     view = view_of(session, federation=False, found_rows=False)
     for dummy in (0, "0", None):  # decided with stand-in values: a plan to describe, never run
-        plan = decide(db.kernel, sql, [dummy] * num_params, view)
+        plan = await decide_fairly(db, sql, [dummy] * num_params, view)
         if not isinstance(plan, Run):
             continue  # refused with these values
         if plan.strategy is Strategy.SELECT_INTO:
