@@ -18,13 +18,35 @@ CALL = re.compile(
     r"|found_rows)\s*\(\s*\)",
     re.I,
 )
+# `CALL.search` scans every position of the text with its alternation (~120 ms for a 1.5 MB IN list); a call
+# always ends in empty parentheses, which a literal-led pattern finds at C speed: the names are checked before them
+_EMPTY_PARENS = re.compile(r"\(\s*\)")
+_NAME_BEFORE = re.compile(
+    r"\b(?:database|schema|connection_id|current_user|session_user|system_user|user|last_insert_id|row_count"
+    r"|found_rows)\s*$",
+    re.I,
+)
+
+
+def has_call(sql: str) -> bool:
+    """`CALL.search(sql) is not None`, in time linear in the text with a small constant."""
+    for parens in _EMPTY_PARENS.finditer(sql):
+        end = parens.start()
+        start = end
+        while start > 0 and sql[start - 1].isspace():
+            start -= 1
+        if _NAME_BEFORE.search(sql, max(0, start - 16), end):
+            return True
+    return False
+
+
 _BEFORE_ITEM = re.compile(r"(?:\bSELECT|\bDISTINCT|,)\s*$", re.I)
 _AFTER_ITEM = re.compile(r"\s*(?:,|\bFROM\b|\bLIMIT\b|\bINTO\b|\bUNION\b|;|$)", re.I)
 
 
 def substitute_session_functions(sql: str, values: Mapping[str, str]) -> str | None:
     """`values`: lower-case function name -> SQL literal. None when nothing was replaced."""
-    if "(" not in sql or not CALL.search(sql):
+    if "(" not in sql or not has_call(sql):
         return None
     text = sql
     changed = False

@@ -11,7 +11,7 @@ import re
 
 from proxy.execution.sticky import may_be_sticky
 from proxy.execution.txn_text import VERBS
-from routing.session_functions import CALL
+from routing.session_functions import has_call
 
 SELECT, WRITE, TRANSACTION = "select", "write", "transaction"
 _WRITE_HEADS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
@@ -58,7 +58,7 @@ def plain_statement_uncached(sql: str) -> str | None:
         kind = TRANSACTION
     else:
         return None
-    if ";" in sql or ("(" in sql and CALL.search(sql) is not None):
+    if ";" in sql or ("(" in sql and has_call(sql)):
         return None
     low = sql.lower()
     if "information_schema" in low or may_be_sticky(sql, low):

@@ -36,7 +36,7 @@ from proxy.session.processlist import (
 )
 from proxy.session.statements import like_to_regex, unquote_ident
 from routing.logical_names import LogicalNames
-from routing.session_functions import CALL, substitute_session_functions
+from routing.session_functions import has_call, substitute_session_functions
 from routing.split import _TOKEN
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def function_values(session: Session) -> dict[str, str]:
 
 
 def substitute(session: Session, sql: str) -> str | None:
-    if "(" not in sql or not CALL.search(sql):
+    if "(" not in sql or not has_call(sql):
         return None  # the common case, decided before building the session's values
     return substitute_session_functions(sql, function_values(session))
 

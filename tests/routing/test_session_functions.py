@@ -34,3 +34,18 @@ def test_substitute_session_functions(sql: str, expected: str | None) -> None:
 
 def test_functions_without_a_value_are_left_to_the_backend() -> None:
     assert substitute_session_functions("SELECT LAST_INSERT_ID()", {"database": "'x'"}) is None
+
+
+def test_has_call_answers_as_the_call_pattern() -> None:
+    """`has_call` (linear, literal-led) says what `CALL.search` says, on generated texts."""
+    import random
+
+    from routing.session_functions import CALL, has_call
+
+    rng = random.Random(35)
+    words = ["database", "DATABASE", "schema", "user", "User", "current_user", "last_insert_id", "found_rows",
+             "row_count", "connection_id", "xuser", "user_id", "users", "my_database", "count", "now", "f"]
+    seps = ["", " ", "  ", "\n", "\t", "(", ")", "()", "( )", "(\n)", ",", "`", "'", ".", "_", "1", "x"]
+    for _ in range(20000):
+        text = "".join(rng.choice(words) if rng.random() < 0.4 else rng.choice(seps) for _ in range(rng.randint(1, 12)))
+        assert has_call(text) == (CALL.search(text) is not None), repr(text)
