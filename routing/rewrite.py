@@ -1075,7 +1075,6 @@ class _SelectRewriter:
         """LIMIT / OFFSET ... FETCH: every node returns offset + count rows from row 0, or all its rows when
         groups are only complete after merging; SQL_CALC_FOUND_ROWS counted by the nodes or by the merge;
         how many rows a node can return (`node_bound`)."""
-        # LIMIT / OFFSET ... FETCH: every node returns offset + count rows from row 0
         grouped = bool(st.group_by or st.aggregates)
         # Groups are only complete after merging: a node's LIMIT may cut a group that another node
         # also holds, or a group HAVING would drop. Nodes keep LIMIT only when they return groups in
