@@ -159,7 +159,19 @@ class ExpressionCompiler(HavingCompiler):
         return 4 if v is None else int(v)
 
     def _compile(self, node: exp.Expression) -> Evaluator:
+        """The evaluator of `node`: arithmetic, conditionals and numeric functions here, the rest (columns,
+        literals, comparisons, ...) as HAVING compiles them."""
         sql = node.sql(dialect="mysql")
+        compiled = self._compile_arithmetic(node, sql)
+        if compiled is None:
+            compiled = self._compile_conditional(node)
+        if compiled is None:
+            compiled = self._compile_numeric(node)
+        return compiled if compiled is not None else super()._compile(node)
+
+    def _compile_arithmetic(self, node: exp.Expression, sql: str) -> Evaluator | None:
+        """HAVING AVG(x) over its merged parts, + - * and /, as the session computes them (exact decimals,
+        BIGINT overflow, the session's div_precision_increment); None: not arithmetic."""
         if isinstance(node, exp.Avg) and f"{AVG_SUM}{sql.lower()}" in self._bound:
             # HAVING AVG(x): the merged SUM divided by the merged COUNT, unrounded, as MariaDB compares it
             total = self._ref(self._bound[f"{AVG_SUM}{sql.lower()}"])
@@ -208,6 +220,10 @@ class ExpressionCompiler(HavingCompiler):
                 return decimal_div(a, b, self._increment(row))
 
             return div
+        return None
+
+    def _compile_conditional(self, node: exp.Expression) -> Evaluator | None:
+        """COALESCE, NULLIF, IF and CASE; None: none of them."""
         if isinstance(node, exp.Coalesce):
             parts = [self._compile(e) for e in (node.this, *node.expressions)]
 
@@ -220,7 +236,7 @@ class ExpressionCompiler(HavingCompiler):
 
             return coalesce
         if isinstance(node, exp.Nullif):
-            left, right = self._compile(node.this), self._compile(node.expression)
+            left, _right = self._compile(node.this), self._compile(node.expression)  # (both compile, or refuse)
             equal = self._comparison(exp.EQ(this=node.this, expression=node.expression), lambda c: c == 0)
 
             def nullif(row: Row) -> Value:
@@ -235,6 +251,10 @@ class ExpressionCompiler(HavingCompiler):
             return lambda row: yes(row) if _truth(cond(row)) else no(row)
         if isinstance(node, exp.Case):
             return self._case(node)
+        return None
+
+    def _compile_numeric(self, node: exp.Expression) -> Evaluator | None:
+        """ROUND / TRUNCATE, ABS, SIGN, CEIL / FLOOR, GREATEST / LEAST; None: none of them."""
         if isinstance(node, exp.Round | exp.Trunc):
             inner = self._compile(node.this)
             d = node.args.get("decimals")
@@ -283,7 +303,7 @@ class ExpressionCompiler(HavingCompiler):
                 return max(values) if greatest else min(values)  # type: ignore[type-var]
 
             return extreme
-        return super()._compile(node)
+        return None
 
     def _case(self, node: exp.Case) -> Evaluator:
         subject = node.args.get("this")

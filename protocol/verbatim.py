@@ -133,16 +133,9 @@ class VerbatimRelay:
                 continue
             if self._continuation or length == MAX_PAYLOAD:
                 # part of a packet of 16 MB or more: always data (a row or a column definition)
-                if not self._continuation:
-                    if phase == _COLUMNS:
-                        self._columns_left -= 1
-                    else:
-                        rows += 1
-                self._continuation = length == MAX_PAYLOAD
+                phase, rows = self._large_packet_part(length, phase, rows)
                 header = pos
                 pos += 4 + length
-                if phase == _COLUMNS and self._columns_left == 0 and not self._continuation:
-                    phase = _ROWS if self._deprecate_eof else _COLUMNS_EOF
                 continue
             if phase == _COLUMNS:
                 header = pos
@@ -186,7 +179,24 @@ class VerbatimRelay:
             self._tail = bytes(buf[pos:])
         if self._rewrite_error is None:
             return data
-        # held back: the tail (passed on with the next read, which it then starts); replaced: a rewritten ERR
+        return self._held_back(buf, pos, end, phase, header)
+
+    def _large_packet_part(self, length: int, phase: int, rows: int) -> tuple[int, int]:
+        """`feed`'s step over one part of a packet of 16 MB or more (always data: a row or a column
+        definition): the phase and row count after it."""
+        if not self._continuation:
+            if phase == _COLUMNS:
+                self._columns_left -= 1
+            else:
+                rows += 1
+        self._continuation = length == MAX_PAYLOAD
+        if phase == _COLUMNS and self._columns_left == 0 and not self._continuation:
+            phase = _ROWS if self._deprecate_eof else _COLUMNS_EOF
+        return phase, rows
+
+    def _held_back(self, buf: bytes, pos: int, end: int, phase: int, header: int) -> bytes:
+        """What `feed` passes on when an ERR may be rewritten: held back, the tail (passed on with the next read,
+        which it then starts); replaced, a rewritten ERR."""
         cut = pos if phase != _DONE and pos < end else end
         err = self._err_payload
         if err is not None and phase == _DONE:

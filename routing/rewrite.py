@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import sqlglot
@@ -569,6 +570,85 @@ def _split_items(tokens: Sequence[Token], start: int, stop: int) -> list[tuple[i
     return items
 
 
+@dataclass(slots=True, eq=False)
+class _SelectState:
+    """What the passes of `_SelectRewriter.run` share, in the order they fill it: the statement's clauses
+    (`read`), then each pass's findings, each field written by one pass (named beside it) and read by later
+    ones. Fields without a default are unset until their pass runs: a pass reading one too early fails loudly.
+    (The rewriter itself keeps what its helpers and the computed-item planner share: the derived columns, the
+    edits, the pins, the columns' facts.)"""
+
+    order: exp.Expression | None
+    group: exp.Expression | None
+    having: exp.Expression | None
+    distinct: bool
+    has_limit: bool
+    items: list[exp.Expression]
+    aggregates_present: bool
+    rollup: bool
+    # read_select_list
+    from_i: int = field(init=False)
+    calc_found_rows: bool = field(init=False)
+    spans: list[tuple[int, int]] = field(init=False)  # token ranges of the select items
+    select_end: int = field(init=False)  # where derived columns go
+    # number_columns
+    item_index: list[int] = field(init=False)  # column index of each select item
+    star_columns: list[tuple[str, str, int]] = field(init=False)  # (column name, owner ref or "", index)
+    item_names: list[str] = field(init=False)  # each item's name as MariaDB names it
+    shadowed: set[int] = field(init=False)  # ids of GROUP BY columns an alias shadows (resolve_group_by)
+    # split_aggregates (resolve_order_by and having_aggregates add to it)
+    aggregates: list[AggregateItem] = field(init=False)
+    distinct_group: tuple[Piece, ...] | None = field(init=False)  # what DISTINCT arguments add to GROUP BY
+    # resolve_group_by
+    group_i: int | None = field(init=False)
+    group_by: list[int] = field(init=False)
+    group_texts: list[tuple[Piece, ...]] = field(init=False)
+    group_nodes: list[exp.Expression] = field(init=False)
+    # split_having
+    having_i: int | None = field(init=False)
+    having_template: Template | None = field(init=False)  # what the merge evaluates
+    having_bindings: dict[str, int] = field(init=False)
+    having_end: int = field(init=False)
+    node_having: tuple[Piece, ...] = field(init=False)  # the nodes' HAVING text
+    # resolve_order_by, sort_groups
+    order_by: list[OrderItem] = field(init=False)
+    groups_sorted: bool = field(init=False)
+    # paginate
+    offset_slot: int | None = field(init=False)
+    limit_slot: int | None = field(init=False)
+    limit_default: int | None = field(init=False)
+    with_ties: bool = field(init=False)
+    found_rows: str | None = field(init=False)
+    found_rows_index: int | None = field(init=False)
+    node_bound: str | None = field(init=False)
+    # append_derived, assemble_merge
+    weights: tuple[tuple[int, int], ...] = field(init=False)
+    template: Template = field(init=False)
+    merge: MergeTemplate = field(init=False)
+
+    @classmethod
+    def read(cls, ast: exp.Select) -> _SelectState:
+        group = ast.args.get("group")
+        items = list(ast.expressions)
+        return cls(
+            order=ast.args.get("order"),
+            group=group,
+            having=ast.args.get("having"),
+            distinct=ast.args.get("distinct") is not None,
+            has_limit=ast.args.get("limit") is not None or ast.args.get("offset") is not None,
+            items=items,
+            aggregates_present=any(isinstance(i.unalias(), exp.AggFunc) for i in items) or any(
+                True for i in items for _ in _own_aggregates(i)),
+            rollup=group is not None and bool(group.args.get("rollup")),
+        )
+
+    @property
+    def needs_merge(self) -> bool:
+        """Anything for the merge to do? Else every node's rows are the answer, concatenated."""
+        return bool(self.order or self.group or self.having or self.distinct or self.has_limit
+                    or self.aggregates_present)
+
+
 class _SelectRewriter:
     def __init__(
         self, shape: Shape, tokens: Sequence[Token], ast: exp.Select, edits: Sequence[Edit], metadata: Any, tables: Any,
@@ -647,24 +727,22 @@ class _SelectRewriter:
         return index
 
     def run(self) -> tuple[Template, MergeTemplate | None, tuple[tuple[int, str], ...], str | None]:
-        ast = self.ast
+        """Run the passes (`SELECT_PASSES`) in order over one `_SelectState`; a statement with nothing to merge
+        (no ORDER BY, GROUP BY, HAVING, DISTINCT, LIMIT or aggregate) keeps its text, with no merge at all."""
+        st = _SelectState.read(self.ast)
+        if not st.needs_merge:
+            return build_template(self.shape, 0, len(self.sql), self.edits), None, (), None
+        for rewrite_pass in SELECT_PASSES:
+            rewrite_pass(self, st)
+        return st.template, st.merge, tuple(self.pins), None
+
+    # --- the passes, in the order SELECT_PASSES runs them ------------------------------------------------
+
+    def read_select_list(self, st: _SelectState) -> None:
+        """Where the select list is in the tokens and its items' token ranges (every later pass cuts the text
+        by them), SQL_CALC_FOUND_ROWS among the modifiers; refuses ORDER BY with ROLLUP and unreadable lists."""
         tokens = self.tokens
-        order = ast.args.get("order")
-        group = ast.args.get("group")
-        having = ast.args.get("having")
-        distinct = ast.args.get("distinct") is not None
-        limit_node = ast.args.get("limit")
-        offset_node = ast.args.get("offset")
-        has_limit = limit_node is not None or offset_node is not None
-        items = list(ast.expressions)
-        aggregates_present = any(isinstance(i.unalias(), exp.AggFunc) for i in items) or any(
-            True for i in items for _ in _own_aggregates(i)
-        )
-        full = build_template(self.shape, 0, len(self.sql), self.edits)
-        if not (order or group or having or distinct or has_limit or aggregates_present):
-            return full, None, (), None
-        rollup = group is not None and bool(group.args.get("rollup"))
-        if rollup and order is not None:
+        if st.rollup and st.order is not None:
             raise _Refuse("ORDER BY with GROUP BY ... WITH ROLLUP is not supported (MariaDB refuses it too)")
         select_i = next(i for i, t in enumerate(tokens) if t.depth == 0 and t.upper == "SELECT")
         from_i = self.clause("FROM", select_i)
@@ -676,16 +754,22 @@ class _SelectRewriter:
             calc_found_rows = calc_found_rows or tokens[first_item].upper == "SQL_CALC_FOUND_ROWS"
             first_item += 1
         spans = _split_items(tokens, first_item, from_i)
-        if len(spans) != len(items):
+        if len(spans) != len(st.items):
             raise _Refuse("the proxy could not split the select list")
-        select_end = tokens[from_i - 1].end
+        st.from_i = from_i
+        st.calc_found_rows = calc_found_rows
+        st.spans = spans
+        st.select_end = tokens[from_i - 1].end
 
-        # column indexes of the select items (stars expanded with metadata when known)
+    def number_columns(self, st: _SelectState) -> None:
+        """The column index of each select item (a star expanded to its table's columns, which the metadata
+        must know), what each column is (its expression, text or not, ENUM / SET, one-level collation) and
+        each item's name as MariaDB names it: the merge addresses rows by these indexes."""
         self.visible = 0
         known = True
         item_index: list[int] = []
         star_columns: list[tuple[str, str, int]] = []  # (column name, owner ref or "", index)
-        for item, (a, b) in zip(items, spans, strict=True):
+        for item, (a, b) in zip(st.items, st.spans, strict=True):
             inner = item.unalias()
             if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
                 qualifier = inner.table.lower() if isinstance(inner, exp.Column) else ""
@@ -726,140 +810,30 @@ class _SelectRewriter:
                 "SELECT * over several data nodes with ORDER BY / GROUP BY / aggregates / LIMIT needs the "
                 "table's columns, which the proxy does not know; list the columns explicitly"
             )
+        st.item_index = item_index
+        st.star_columns = star_columns
         # how MariaDB names an unaliased select item: its text as written (SELECT COUNT(*) -> `COUNT(*)`)
-        item_names = [
+        st.item_names = [
             item.alias.lower() if isinstance(item, exp.Alias)
             else item.name.lower() if isinstance(item, exp.Column)
-            else self.sql[tokens[a].start : tokens[b - 1].end].lower()
-            for item, (a, b) in zip(items, spans, strict=True)
+            else self.sql[self.tokens[a].start : self.tokens[b - 1].end].lower()
+            for item, (a, b) in zip(st.items, st.spans, strict=True)
         ]
+        st.shadowed = set()
 
-        def position(node: exp.Literal) -> int:
-            start = node.meta.get("start") if node.meta else None
-            k = self.slots.get(start) if isinstance(start, int) else None
-            if k is not None:
-                self.pins.append((k, self.shape.text(k)))
-            position = int(node.this)
-            if not 1 <= position <= self.visible:
-                raise _Refuse(f"ORDER BY / GROUP BY position {position} is not in the select list")
-            return position - 1
-
-        def is_field(item: exp.Expression) -> bool:
-            inner = item.unalias()
-            return isinstance(inner, exp.Column) and not isinstance(inner.this, exp.Star)
-
-        def find_select(name: str, qualifier: str) -> int | _Ambiguous | None:
-            """MariaDB's find_item_in_list for an identifier: aliases and unaliased columns of the select
-            list (a qualified name ignores aliases); an alias of an expression wins at once, two different
-            columns under one name are ambiguous, a column hidden behind an alias is the last resort."""
-            found: int | None = None
-            found_item: exp.Expression | None = None
-            unaliased: int | None = None
-            unaliased_item: exp.Expression | None = None
-            unaliased_twice = False
-            for item, index, item_name in zip(items, item_index, item_names, strict=True):
-                inner = item.unalias()
-                if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
-                    continue
-                if is_field(item):
-                    field = inner.name.lower()
-                    table = inner.table.lower()
-                    if qualifier:
-                        if field == name and (not table or table == qualifier):
-                            if unaliased is not None and not _same_column(unaliased_item, inner):
-                                return AMBIGUOUS
-                            unaliased, unaliased_item = index, inner
-                        continue
-                    if item_name == name:
-                        if found is not None and not (found_item is not None and _same_column(found_item, inner)):
-                            return AMBIGUOUS
-                        found, found_item = index, inner
-                    elif field == name:
-                        if unaliased is not None and not _same_column(unaliased_item, inner):
-                            unaliased_twice = True
-                        unaliased, unaliased_item = index, inner
-                elif not qualifier and item_name == name:
-                    return index
-            if found is not None:
-                return found
-            if unaliased_twice:
-                return AMBIGUOUS
-            if unaliased is not None:
-                return unaliased
-            for column, owner, index in star_columns:
-                if column == name and (not qualifier or owner == qualifier):
-                    return index
-            return None
-
-        def same_field(index: int, name: str, qualifier: str) -> bool:
-            """Is select column `index` the table column `name` itself (not an expression or an alias of
-            another column)?"""
-            for column, owner, i in star_columns:
-                if i == index:
-                    return column == name and (not qualifier or owner == qualifier)
-            for item, i in zip(items, item_index, strict=True):
-                if i == index:
-                    inner = item.unalias()
-                    return (is_field(item) and inner.name.lower() == name
-                            and (not qualifier or not inner.table or inner.table.lower() == qualifier))
-            return False
-
-        def match_expression(node: exp.Expression) -> int | None:
-            text = _norm(node)
-            self.pin_matches(node, [item.unalias() for item in items])
-            for item, index in zip(items, item_index, strict=True):
-                if _norm(item.unalias()) == text:
-                    return index
-            return None
-
-        def resolve_order(node: exp.Expression) -> int | None:
-            """ORDER BY: a position, else the select list first (an alias wins over a table column)."""
-            if isinstance(node, exp.Literal) and not node.is_string:
-                return position(node)
-            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-                found = find_select(node.name.lower(), node.table.lower())
-                return None if found is AMBIGUOUS else found  # type: ignore[return-value]
-            return match_expression(node)
-
-        def resolve_group(node: exp.Expression) -> int | None:
-            """GROUP BY: like ORDER BY, except that a name that is also a column of the FROM tables means
-            that column (MariaDB warns 'Column ... in GROUP BY is ambiguous' and groups by the column)."""
-            if isinstance(node, exp.Literal) and not node.is_string:
-                return position(node)
-            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-                name, qualifier = node.name.lower(), node.table.lower()
-                found = find_select(name, qualifier)
-                if found is AMBIGUOUS or found is None:
-                    return None
-                assert isinstance(found, int)
-                if same_field(found, name, qualifier):
-                    return found
-                exists = self.from_has_column(name, qualifier)
-                if exists is None:
-                    raise _Refuse(
-                        f"GROUP BY {node.sql(dialect='mysql')} names a select-list alias that may also be a "
-                        "column of a table whose columns the proxy does not know; name the column or the "
-                        "expression instead of the alias"
-                    )
-                if exists:
-                    shadowed.add(id(node))  # as ORDER BY, the name would mean the alias
-                    return None
-                return found
-            return match_expression(node)
-
-        shadowed: set[int] = set()
-
-        # aggregates of the select list
-        aggregates: list[AggregateItem] = []
-        distinct_sources = self.distinct_sources  # DISTINCT argument -> its derived column
-        distinct_bodies = self.distinct_bodies  # the columns the nodes' GROUP BY gains (one row per value)
-        distinct_group: tuple[Piece, ...] | None = None
-        for item, index, (a, b) in zip(items, item_index, spans, strict=True):
+    def split_aggregates(self, st: _SelectState) -> None:
+        """The select list's aggregates as the nodes compute their parts (AVG as SUM and COUNT, GROUP_CONCAT
+        with its length limit, DISTINCT arguments joining the nodes' GROUP BY) and items computed over
+        aggregates after the merge: the merge combines the parts into one value per group."""
+        tokens = self.tokens
+        st.aggregates = []
+        st.distinct_group = None
+        for item, index, (a, b) in zip(st.items, st.item_index, st.spans, strict=True):
             inner = item.unalias()
             kind = _AGGREGATES.get(type(inner))
             if kind is None:
                 if any(True for _ in _own_aggregates(inner)):  # computed after the merge (routing.computed)
-                    self._computed_item(item, index, a, b, aggregates)
+                    self._computed_item(item, index, a, b, st.aggregates)
                 continue
             open_i = next(i for i in range(a, b) if tokens[i].text == "(")
             close_i = max(i for i in range(a, b) if tokens[i].text == ")" and tokens[i].depth == tokens[open_i].depth)
@@ -868,270 +842,264 @@ class _SelectRewriter:
             if kind is AggregateKind.AVG and not is_distinct:
                 count_i = self.add_derived(("COUNT(", *arg, ")"), "AVG_DERIVED_COUNT")
                 sum_i = self.add_derived(("SUM(", *arg, ")"), "AVG_DERIVED_SUM")
-                aggregates.append(AggregateItem(kind, index, sum_index=sum_i, count_index=count_i))
+                st.aggregates.append(AggregateItem(kind, index, sum_index=sum_i, count_index=count_i))
             elif kind is AggregateKind.GROUP_CONCAT:
-                sep = inner.args.get("separator")
-                separator = sep.this if isinstance(sep, exp.Literal) else ","
-                sep_slot = self.slot_of(sep) if isinstance(sep, exp.Literal) else None
-                if sep_slot is not None:
-                    self.separator_slots.append((len(aggregates), sep_slot))
-                if inner.args.get("limit") is not None:
-                    raise _Refuse("GROUP_CONCAT with LIMIT over several data nodes is not supported")
-                depth = tokens[open_i].depth + 1
-                sep_i = next((i for i in range(open_i + 1, close_i)
-                              if tokens[i].upper == "SEPARATOR" and tokens[i].depth == depth), close_i)
-                values = self.pieces(open_i + 1, sep_i) if sep_i > open_i + 1 else ("''",)
-                sep_pieces = self.pieces(sep_i + 1, close_i) if sep_i + 1 < close_i else ("','",)
-                is_distinct = tokens[open_i + 1].upper in ("DISTINCT", "DISTINCTROW")
-                if is_distinct or inner.find(exp.Order) is not None:  # finished in the proxy (merge.concat)
-                    item_ = self._ordered_group_concat(open_i, sep_i, index, separator, is_distinct,
-                                                       distinct_sources, distinct_bodies)
-                    aggregates.append(item_)
-                    distinct_group = tuple(p for j, b in enumerate(distinct_bodies)
-                                           for p in ((", ",) if j else ()) + b)
-                    continue
-                limit_i = self.add_derived(_group_concat_limit(values, sep_pieces), "GROUP_CONCAT_LIMIT")
-                aggregates.append(AggregateItem(kind, index, separator=separator, limit_index=limit_i))
+                self._group_concat_item(st, inner, index, open_i, close_i)
             elif is_distinct and kind in (AggregateKind.COUNT, AggregateKind.SUM, AggregateKind.AVG):
-                # one node row per (group, distinct values): every DISTINCT argument joins the nodes' GROUP BY
-                inner_args = inner.this.expressions
-                first_arg = open_i + 1
-                if tokens[first_arg].upper not in ("DISTINCT", "DISTINCTROW"):
-                    raise _Refuse("the proxy could not read the DISTINCT aggregate")
-                depth = tokens[open_i].depth + 1
-                commas = [i for i in range(first_arg + 1, close_i)
-                          if tokens[i].text == "," and tokens[i].depth == depth]
-                bounds = [first_arg, *commas, close_i]
-                arg_spans = [(bounds[j] + 1, bounds[j + 1]) for j in range(len(bounds) - 1)]
-                if len(arg_spans) != len(inner_args) or (kind is not AggregateKind.COUNT and len(inner_args) != 1):
-                    raise _Refuse("the proxy could not read the DISTINCT aggregate's arguments")
-                sources: list[int] = []
-                for node_arg, (x, y) in zip(inner_args, arg_spans, strict=True):
-                    body = self.pieces(x, y)
-                    source = distinct_sources.get(body)
-                    if source is None:
-                        source = self.add_derived(body, "AGGREGATION_DISTINCT_DERIVED")
-                        self.maybe_text[source] = self._maybe_text(node_arg)
-                        distinct_sources[body] = source
-                        distinct_bodies.append(body)
-                    sources.append(source)
-                dkind = _DISTINCT_KINDS[kind]
-                if dkind is AggregateKind.COUNT_DISTINCT:
-                    for source in sources:
-                        self.want_weight(source)
-                aggregates.append(AggregateItem(dkind, index, distinct_index=sources[0],
-                                                distinct_more=tuple(sources[1:])))
-                distinct_group = tuple(p for j, b in enumerate(distinct_bodies) for p in ((", ",) if j else ()) + b)
+                self._distinct_aggregate_item(st, inner, kind, index, open_i, close_i)
             else:
                 # MIN/MAX(DISTINCT x) == MIN/MAX(x)
-                aggregates.append(AggregateItem(kind, index))
+                st.aggregates.append(AggregateItem(kind, index))
                 if kind in (AggregateKind.MIN, AggregateKind.MAX):
                     self.want_weight(index)
 
-        # GROUP BY
-        group_by: list[int] = []
-        group_texts: list[tuple[Piece, ...]] = []
-        group_nodes: list[exp.Expression] = []
-        group_i = self.clause("GROUP", from_i)
-        if group is not None and group_i is not None:
-            stop = self._group_stop(group_i)
-            g_spans = _split_items(tokens, group_i + 2, stop)
-            if len(g_spans) != len(group.expressions):
-                raise _Refuse("the proxy could not split the GROUP BY list")
-            if rollup:  # the nodes group without it; the merge adds the super-aggregate rows (merge.rollup)
-                last_a, last_b = g_spans[-1]
-                if last_b - last_a < 3 or [t.upper for t in tokens[last_b - 2 : last_b]] != ["WITH", "ROLLUP"]:
-                    raise _Refuse("the proxy could not read GROUP BY ... WITH ROLLUP")
-                if any(t.upper in ("ASC", "DESC") and t.depth == 0 for t in tokens[group_i + 2 : last_b - 2]):
-                    raise _Refuse("GROUP BY ... ASC / DESC WITH ROLLUP over several data nodes is not supported")
-                self.extra.append(Edit(tokens[last_b - 3].end, tokens[last_b - 1].end, ()))
-                g_spans[-1] = (last_a, last_b - 2)
-            for node, (a, b) in zip(group.expressions, g_spans, strict=True):
-                text = self.pieces(a, b)
-                index = resolve_group(node)
-                if index is None:
-                    index = self.add_derived(text, "GROUP_BY_DERIVED")
-                    self.note(index, node)
-                group_by.append(index)
-                group_texts.append(text)
-                group_nodes.append(node)
-                self.want_weight(index)
+    def resolve_group_by(self, st: _SelectState) -> None:
+        """The column each GROUP BY key is (a select item, else a derived column); WITH ROLLUP comes off the
+        nodes' text (the merge adds the super-aggregate rows, merge.rollup)."""
+        tokens = self.tokens
+        group = st.group
+        st.group_by = []
+        st.group_texts = []
+        st.group_nodes = []
+        st.group_i = group_i = self.clause("GROUP", st.from_i)
+        if group is None or group_i is None:
+            return
+        stop = self._group_stop(group_i)
+        g_spans = _split_items(tokens, group_i + 2, stop)
+        if len(g_spans) != len(group.expressions):
+            raise _Refuse("the proxy could not split the GROUP BY list")
+        if st.rollup:  # the nodes group without it; the merge adds the super-aggregate rows (merge.rollup)
+            last_a, last_b = g_spans[-1]
+            if last_b - last_a < 3 or [t.upper for t in tokens[last_b - 2 : last_b]] != ["WITH", "ROLLUP"]:
+                raise _Refuse("the proxy could not read GROUP BY ... WITH ROLLUP")
+            if any(t.upper in ("ASC", "DESC") and t.depth == 0 for t in tokens[group_i + 2 : last_b - 2]):
+                raise _Refuse("GROUP BY ... ASC / DESC WITH ROLLUP over several data nodes is not supported")
+            self.extra.append(Edit(tokens[last_b - 3].end, tokens[last_b - 1].end, ()))
+            g_spans[-1] = (last_a, last_b - 2)
+        for node, (a, b) in zip(group.expressions, g_spans, strict=True):
+            text = self.pieces(a, b)
+            index = self._resolve_group(st, node)
+            if index is None:
+                index = self.add_derived(text, "GROUP_BY_DERIVED")
+                self.note(index, node)
+            st.group_by.append(index)
+            st.group_texts.append(text)
+            st.group_nodes.append(node)
+            self.want_weight(index)
 
-        # HAVING: evaluated after merging
-        having_template: Template | None = None
-        having_bindings: dict[str, int] = {}
-        having_i = self.clause("HAVING", from_i)
-        if having is not None and having_i is not None:
-            stop_i = min(
-                (i for w in ("ORDER", "LIMIT", "OFFSET", "FETCH", "FOR", "LOCK", "WINDOW")
-                 if (i := self.clause(w, having_i)) is not None),
-                default=None,
-            )
-            end = tokens[stop_i].start if stop_i is not None else self._end()
-            body = self.sql[tokens[having_i].end : end]
-            lead = len(body) - len(body.lstrip())
-            h_start, h_end = tokens[having_i].end + lead, tokens[having_i].end + len(body.rstrip())
-            bound_columns: dict[int, int | None] = {}
-            for column in having.this.find_all(exp.Column):
-                if isinstance(column.this, exp.Star) or column.find_ancestor(exp.AggFunc) is not None:
-                    continue
-                bound = self._having_reference(column, find_select, group_by, group_nodes, items, item_index)
-                bound_columns[id(column)] = bound
-                if bound is not None:
-                    having_bindings[_norm(column)] = bound
-            # Conditions on the group keys alone stay on the nodes (a group's key is the same on every node
-            # that holds part of it, so each node keeps or drops it alike) and are compared there, by the
-            # collation; the rest is evaluated after merging.
-            local, merged = self._split_having(having.this, having_i, stop_i, set(group_by), bound_columns)
-            if rollup:
-                local = []  # it also filters the super-aggregate rows, whose keys are NULL: all after the merge
-                self._rollup_having_nulls(having.this, bound_columns, set(group_by))
-            node_having: tuple[Piece, ...] = ()
-            if merged is None or not local:
-                having_template = build_template(self.shape, h_start, h_end, ())
-            else:
-                if merged:
-                    merged_pieces: list[Piece] = []
-                    for j, (a, b) in enumerate(merged):
-                        merged_pieces += [" AND (" if j else "(",
-                                          *build_template(self.shape, tokens[a].start, tokens[b - 1].end, ()).pieces,
-                                          ")"]
-                    having_template = Template(_join_static(merged_pieces))
-                node_parts: list[Piece] = []
-                for j, (a, b) in enumerate(local):
-                    node_parts += [") AND (" if j else "HAVING (", *self.pieces(a, b)]
-                node_having = (*node_parts, ")")
-            for agg in (having.this.find_all(exp.AggFunc) if having_template is not None else ()):
-                kind = _AGGREGATES.get(type(agg))
-                if kind is None or isinstance(agg.this, exp.Distinct):
-                    raise _Refuse("this HAVING aggregate cannot be merged over several data nodes")
-                if any(self.shape.spans[k][2] == "p" for k in self.literal_slots(agg)):
-                    raise _Refuse("a parameter inside a HAVING aggregate is not supported over several data nodes")
-                self.pin_matches(agg, [i for i in items if not isinstance(i, exp.Alias)], force=True)
-                text = agg.sql(dialect="mysql")
-                if kind is AggregateKind.AVG:  # the merged SUM / COUNT, divided unrounded (merge.compute)
-                    self._having_avg(agg, text, aggregates, having_bindings)
-                    continue
-                same = next((index for i, index in zip(items, item_index, strict=True)
-                             if not isinstance(i, exp.Alias) and _norm(i) == text.lower()), None)
-                if same is not None:
-                    having_bindings[text.lower()] = same  # its name on the nodes has the actual table's
-                    continue
-                if agg.find(exp.Column) is not None and any(c.table for c in agg.find_all(exp.Column)):
-                    raise _Refuse("qualified columns in HAVING aggregates are not supported over several data nodes")
-                index = self.add_derived((text,), "HAVING_DERIVED")
-                self.derived[-1] = f" AS `{text.replace('`', '``')}`"
-                having_bindings[text.lower()] = index
-                limit_i = None
-                if kind is AggregateKind.GROUP_CONCAT:
-                    sep = agg.args.get("separator")
-                    values = agg.this.expressions if isinstance(agg.this, exp.Concat) else [agg.this]
-                    limit_i = self.add_derived(_group_concat_limit(
-                        (", ".join(v.sql(dialect="mysql") for v in values),),
-                        (sep.sql(dialect="mysql") if sep is not None else "','",)), "GROUP_CONCAT_LIMIT")
-                aggregates.append(AggregateItem(kind, index, limit_index=limit_i))
-                self.column_pieces[index] = (text,)
-                if kind in (AggregateKind.MIN, AggregateKind.MAX):
-                    self.maybe_text[index] = self._maybe_text(agg.this)
-                    self.want_weight(index)
-            if having_template is not None:
-                self._having_text_comparisons(having_bindings)
-                if having.this.find(exp.Div, exp.Avg) is not None:
-                    self._planner().increment()  # a division in HAVING divides as the session does
-            # the clause ends at its last token: clauses the rewrite inserts after it (ORDER BY) go there
-            start = tokens[having_i].start if node_having else tokens[having_i - 1].end
-            self.extra.append(Edit(start, h_end, node_having))
+    def split_having(self, st: _SelectState) -> None:
+        """HAVING: which conjuncts stay on the nodes (on the group keys alone) and which the merge evaluates
+        (`having_template`), with the columns its names are bound to."""
+        tokens = self.tokens
+        having = st.having
+        st.having_template = None
+        st.having_bindings = {}
+        st.having_i = having_i = self.clause("HAVING", st.from_i)
+        if having is None or having_i is None:
+            return
+        stop_i = min(
+            (i for w in ("ORDER", "LIMIT", "OFFSET", "FETCH", "FOR", "LOCK", "WINDOW")
+             if (i := self.clause(w, having_i)) is not None),
+            default=None,
+        )
+        end = tokens[stop_i].start if stop_i is not None else self._end()
+        body = self.sql[tokens[having_i].end : end]
+        lead = len(body) - len(body.lstrip())
+        h_start, h_end = tokens[having_i].end + lead, tokens[having_i].end + len(body.rstrip())
+        bound_columns: dict[int, int | None] = {}
+        for column in having.this.find_all(exp.Column):
+            if isinstance(column.this, exp.Star) or column.find_ancestor(exp.AggFunc) is not None:
+                continue
+            bound = self._having_reference(column, partial(self._find_select, st), st.group_by, st.group_nodes,
+                                           st.items, st.item_index)
+            bound_columns[id(column)] = bound
+            if bound is not None:
+                st.having_bindings[_norm(column)] = bound
+        # Conditions on the group keys alone stay on the nodes (a group's key is the same on every node
+        # that holds part of it, so each node keeps or drops it alike) and are compared there, by the
+        # collation; the rest is evaluated after merging.
+        local, merged = self._split_having(having.this, having_i, stop_i, set(st.group_by), bound_columns)
+        if st.rollup:
+            local = []  # it also filters the super-aggregate rows, whose keys are NULL: all after the merge
+            self._rollup_having_nulls(having.this, bound_columns, set(st.group_by))
+        node_having: tuple[Piece, ...] = ()
+        if merged is None or not local:
+            st.having_template = build_template(self.shape, h_start, h_end, ())
+        else:
+            if merged:
+                merged_pieces: list[Piece] = []
+                for j, (a, b) in enumerate(merged):
+                    merged_pieces += [" AND (" if j else "(",
+                                      *build_template(self.shape, tokens[a].start, tokens[b - 1].end, ()).pieces,
+                                      ")"]
+                st.having_template = Template(_join_static(merged_pieces))
+            node_parts: list[Piece] = []
+            for j, (a, b) in enumerate(local):
+                node_parts += [") AND (" if j else "HAVING (", *self.pieces(a, b)]
+            node_having = (*node_parts, ")")
+        st.having_end = h_end
+        st.node_having = node_having
 
-        # ORDER BY
-        order_by: list[OrderItem] = []
-        order_i = self.clause("ORDER", from_i)
-        if order is not None and order_i is not None:
-            stop = min(
-                (i for w in ("LIMIT", "OFFSET", "FETCH", "FOR", "LOCK") if (i := self.clause(w, order_i)) is not None),
-                default=len(tokens),
-            )
-            o_spans = _split_items(tokens, order_i + 2, stop)
-            if len(o_spans) != len(order.expressions):
-                raise _Refuse("the proxy could not split the ORDER BY list")
-            for ordered, (a, b) in zip(order.expressions, o_spans, strict=True):
-                node = ordered.this
-                if tokens[b - 1].upper in ("ASC", "DESC"):
-                    b -= 1
-                index = resolve_order(node)
-                if index is not None and any(g.index == index and g.kind is AggregateKind.GROUP_CONCAT
-                                             for g in aggregates):
-                    # the nodes' weights are of their own parts; the merged string's weight is no node's
-                    raise _Refuse("ORDER BY a GROUP_CONCAT item over several data nodes is not supported")
-                if index is None:
-                    index = self.add_derived(self.pieces(a, b), "ORDER_BY_DERIVED")
-                    self.note(index, node)
-                    kind = _AGGREGATES.get(type(node))
-                    if (kind is AggregateKind.AVG and not isinstance(node.this, exp.Distinct)) or (
-                            kind is None and any(True for _ in _own_aggregates(node))):
-                        self._computed_item(node, index, a, b, aggregates)  # hidden: computed after the merge
-                    elif kind is not None and kind not in (AggregateKind.AVG, AggregateKind.GROUP_CONCAT):
-                        if isinstance(node.this, exp.Distinct):
-                            raise _Refuse("ORDER BY a DISTINCT aggregate over several data nodes is not supported")
-                        aggregates.append(AggregateItem(kind, index))
-                    elif kind is not None:
-                        raise _Refuse(
-                            "ORDER BY AVG/GROUP_CONCAT not in the select list is not supported over several data nodes"
-                        )
-                order_by.append(OrderItem(index, bool(ordered.args.get("desc"))))
+    def having_aggregates(self, st: _SelectState) -> None:
+        """The aggregates of a merged HAVING: bound to a select item that is the same aggregate, else computed
+        by the nodes as derived columns; then the nodes' HAVING text is what `split_having` left them."""
+        having, having_i = st.having, st.having_i
+        if having is None or having_i is None:
+            return
+        bindings = st.having_bindings
+        for agg in (having.this.find_all(exp.AggFunc) if st.having_template is not None else ()):
+            kind = _AGGREGATES.get(type(agg))
+            if kind is None or isinstance(agg.this, exp.Distinct):
+                raise _Refuse("this HAVING aggregate cannot be merged over several data nodes")
+            if any(self.shape.spans[k][2] == "p" for k in self.literal_slots(agg)):
+                raise _Refuse("a parameter inside a HAVING aggregate is not supported over several data nodes")
+            self.pin_matches(agg, [i for i in st.items if not isinstance(i, exp.Alias)], force=True)
+            text = agg.sql(dialect="mysql")
+            if kind is AggregateKind.AVG:  # the merged SUM / COUNT, divided unrounded (merge.compute)
+                self._having_avg(agg, text, st.aggregates, bindings)
+                continue
+            same = next((index for i, index in zip(st.items, st.item_index, strict=True)
+                         if not isinstance(i, exp.Alias) and _norm(i) == text.lower()), None)
+            if same is not None:
+                bindings[text.lower()] = same  # its name on the nodes has the actual table's
+                continue
+            if agg.find(exp.Column) is not None and any(c.table for c in agg.find_all(exp.Column)):
+                raise _Refuse("qualified columns in HAVING aggregates are not supported over several data nodes")
+            index = self.add_derived((text,), "HAVING_DERIVED")
+            self.derived[-1] = f" AS `{text.replace('`', '``')}`"
+            bindings[text.lower()] = index
+            limit_i = None
+            if kind is AggregateKind.GROUP_CONCAT:
+                sep = agg.args.get("separator")
+                values = agg.this.expressions if isinstance(agg.this, exp.Concat) else [agg.this]
+                limit_i = self.add_derived(_group_concat_limit(
+                    (", ".join(v.sql(dialect="mysql") for v in values),),
+                    (sep.sql(dialect="mysql") if sep is not None else "','",)), "GROUP_CONCAT_LIMIT")
+            st.aggregates.append(AggregateItem(kind, index, limit_index=limit_i))
+            self.column_pieces[index] = (text,)
+            if kind in (AggregateKind.MIN, AggregateKind.MAX):
+                self.maybe_text[index] = self._maybe_text(agg.this)
                 self.want_weight(index)
-        groups_sorted = False
-        if distinct_bodies:  # (computed items and ORDER BY may have added some)
-            distinct_group = tuple(p for j, b in enumerate(distinct_bodies) for p in ((", ",) if j else ()) + b)
-        if distinct_group is not None:
-            # one node row per (group, distinct value)
-            if group_i is not None:
-                last = max(i for i in range(group_i, len(tokens)) if i < (self._group_stop(group_i)))
-                self.extra.append(Edit(tokens[last].end, tokens[last].end, (", ", *distinct_group)))
-            else:
-                pos = self._clause_insert_point(
-                    from_i, ("HAVING", "ORDER", "LIMIT", "OFFSET", "FETCH", "FOR", "LOCK", "WINDOW"))
-                self.extra.append(Edit(pos, pos, (" GROUP BY ", *distinct_group)))
-        if group_by and not order_by:
-            pos = self._clause_insert_point(from_i, ("LIMIT", "OFFSET", "FETCH", "FOR", "LOCK"))
+        if st.having_template is not None:
+            self._having_text_comparisons(bindings)
+            if having.this.find(exp.Div, exp.Avg) is not None:
+                self._planner().increment()  # a division in HAVING divides as the session does
+        # the clause ends at its last token: clauses the rewrite inserts after it (ORDER BY) go there
+        start = self.tokens[having_i].start if st.node_having else self.tokens[having_i - 1].end
+        self.extra.append(Edit(start, st.having_end, st.node_having))
+
+    def resolve_order_by(self, st: _SelectState) -> None:
+        """The column each ORDER BY key is (a select item, else a derived column, an aggregate one merged or
+        computed like the select list's); the merge sorts the nodes' sorted rows by them."""
+        tokens = self.tokens
+        order = st.order
+        st.order_by = []
+        order_i = self.clause("ORDER", st.from_i)
+        if order is None or order_i is None:
+            return
+        stop = min(
+            (i for w in ("LIMIT", "OFFSET", "FETCH", "FOR", "LOCK") if (i := self.clause(w, order_i)) is not None),
+            default=len(tokens),
+        )
+        o_spans = _split_items(tokens, order_i + 2, stop)
+        if len(o_spans) != len(order.expressions):
+            raise _Refuse("the proxy could not split the ORDER BY list")
+        aggregates = st.aggregates
+        for ordered, (a, b) in zip(order.expressions, o_spans, strict=True):
+            node = ordered.this
+            if tokens[b - 1].upper in ("ASC", "DESC"):
+                b -= 1
+            index = self._resolve_order(st, node)
+            if index is not None and any(g.index == index and g.kind is AggregateKind.GROUP_CONCAT
+                                         for g in aggregates):
+                # the nodes' weights are of their own parts; the merged string's weight is no node's
+                raise _Refuse("ORDER BY a GROUP_CONCAT item over several data nodes is not supported")
+            if index is None:
+                index = self.add_derived(self.pieces(a, b), "ORDER_BY_DERIVED")
+                self.note(index, node)
+                kind = _AGGREGATES.get(type(node))
+                if (kind is AggregateKind.AVG and not isinstance(node.this, exp.Distinct)) or (
+                        kind is None and any(True for _ in _own_aggregates(node))):
+                    self._computed_item(node, index, a, b, aggregates)  # hidden: computed after the merge
+                elif kind is not None and kind not in (AggregateKind.AVG, AggregateKind.GROUP_CONCAT):
+                    if isinstance(node.this, exp.Distinct):
+                        raise _Refuse("ORDER BY a DISTINCT aggregate over several data nodes is not supported")
+                    aggregates.append(AggregateItem(kind, index))
+                elif kind is not None:
+                    raise _Refuse(
+                        "ORDER BY AVG/GROUP_CONCAT not in the select list is not supported over several data nodes"
+                    )
+            st.order_by.append(OrderItem(index, bool(ordered.args.get("desc"))))
+            self.want_weight(index)
+
+    def group_distinct_values(self, st: _SelectState) -> None:
+        """DISTINCT aggregate arguments (of the select list, computed items, ORDER BY) join the nodes' GROUP
+        BY, or make one: one node row per (group, distinct value), which the merge then counts once."""
+        if self.distinct_bodies:  # (computed items and ORDER BY may have added some)
+            st.distinct_group = tuple(p for j, b in enumerate(self.distinct_bodies)
+                                      for p in ((", ",) if j else ()) + b)
+        distinct_group = st.distinct_group
+        if distinct_group is None:
+            return
+        tokens = self.tokens
+        # one node row per (group, distinct value)
+        if st.group_i is not None:
+            last = max(i for i in range(st.group_i, len(tokens)) if i < (self._group_stop(st.group_i)))
+            self.extra.append(Edit(tokens[last].end, tokens[last].end, (", ", *distinct_group)))
+        else:
+            pos = self._clause_insert_point(
+                st.from_i, ("HAVING", "ORDER", "LIMIT", "OFFSET", "FETCH", "FOR", "LOCK", "WINDOW"))
+            self.extra.append(Edit(pos, pos, (" GROUP BY ", *distinct_group)))
+
+    def sort_groups(self, st: _SelectState) -> None:
+        """Groups without ORDER BY come from the nodes sorted by their keys (an ORDER BY the rewrite adds), so
+        the merge combines them in one pass (`groups_sorted`); SELECT DISTINCT compares every column."""
+        st.groups_sorted = False
+        if st.group_by and not st.order_by:
+            pos = self._clause_insert_point(st.from_i, ("LIMIT", "OFFSET", "FETCH", "FOR", "LOCK"))
             joined: list[Piece] = [" ORDER BY "]
-            for j, (text, node, index) in enumerate(zip(group_texts, group_nodes, group_by, strict=True)):
+            for j, (text, node, index) in enumerate(zip(st.group_texts, st.group_nodes, st.group_by, strict=True)):
                 if j:
                     joined.append(", ")
                 # a GROUP BY column an alias shadows is named by its position (ORDER BY prefers aliases)
-                joined.extend((str(index + 1),) if id(node) in shadowed else text)
+                joined.extend((str(index + 1),) if id(node) in st.shadowed else text)
             self.extra.append(Edit(pos, pos, tuple(joined)))
-            groups_sorted = True
-        elif group_by and [o.index for o in order_by] == group_by:
-            groups_sorted = True
-        if distinct:
+            st.groups_sorted = True
+        elif st.group_by and [o.index for o in st.order_by] == st.group_by:
+            st.groups_sorted = True
+        if st.distinct:
             for index in range(self.visible):
                 self.want_weight(index)
 
-        # LIMIT / OFFSET ... FETCH: every node returns offset + count rows from row 0
-        grouped = bool(group_by or aggregates)
+    def paginate(self, st: _SelectState) -> None:
+        """LIMIT / OFFSET ... FETCH: every node returns offset + count rows from row 0, or all its rows when
+        groups are only complete after merging; SQL_CALC_FOUND_ROWS counted by the nodes or by the merge;
+        how many rows a node can return (`node_bound`)."""
+        grouped = bool(st.group_by or st.aggregates)
         # Groups are only complete after merging: a node's LIMIT may cut a group that another node
         # also holds, or a group HAVING would drop. Nodes keep LIMIT only when they return groups in
         # the order of the merge (ORDER BY = GROUP BY, nothing filtered or split after merging): then
         # every global top-n group is among each node's top-n groups, complete.
-        keep = not grouped or (groups_sorted and having_template is None and distinct_group is None and not rollup)
+        keep = not grouped or (st.groups_sorted and st.having_template is None and st.distinct_group is None
+                               and not st.rollup)
         # SQL_CALC_FOUND_ROWS with pagination: FOUND_ROWS() is the number of rows without it. Merged rows
         # (groups, DISTINCT) are counted by the merge, which then needs every node row; plain rows are
         # counted by each node (COUNT(*) OVER () beside its first offset + count rows).
         found_rows: str | None = None
-        if calc_found_rows and has_limit:
-            found_rows = "count" if grouped or distinct or having_template is not None else "window"
+        if st.calc_found_rows and st.has_limit:
+            found_rows = "count" if grouped or st.distinct or st.having_template is not None else "window"
             if found_rows == "count":
                 keep = False
-        pagination = self._pagination(from_i, keep, at_least_one=found_rows == "window") if has_limit else None
+        pagination = self._pagination(st.from_i, keep, at_least_one=found_rows == "window") if st.has_limit else None
         offset_slot, limit_slot, limit_default, with_ties = pagination or (None, None, None, False)
         # how many rows a node can return (MergeSpec.node_rows): an aggregate without GROUP BY on the nodes is one
         # row; kept pagination without WITH TIES (whose ties may be any number) is offset + count from row 0
         node_bound: str | None = None
-        if aggregates_present and group is None and distinct_group is None:
+        if st.aggregates_present and st.group is None and st.distinct_group is None:
             node_bound = "one"
         elif pagination is not None and keep and not with_ties:
             node_bound = "page"
-        if with_ties and not order_by:
+        if with_ties and not st.order_by:
             with_ties = False  # MariaDB refuses FETCH ... WITH TIES without ORDER BY; the nodes will say so
         found_rows_index = None
         if found_rows == "window":
@@ -1139,37 +1107,223 @@ class _SelectRewriter:
                 found_rows = "count"  # OFFSET alone: every row comes to the merge anyway
             else:
                 found_rows_index = self.add_derived(("COUNT(*) OVER ()",), "FOUND_ROWS_DERIVED")
+        st.offset_slot, st.limit_slot = offset_slot, limit_slot
+        st.limit_default, st.with_ties = limit_default, with_ties
+        st.found_rows, st.found_rows_index, st.node_bound = found_rows, found_rows_index, node_bound
 
+    def append_derived(self, st: _SelectState) -> None:
+        """The weight columns (last: they may be of any derived column) and every derived column go after
+        the select list; then the nodes' template, with all the edits of the passes."""
         if self.derived or self.weight_requests:
-            weights = self._weight_columns()
-            self.extra.append(Edit(select_end, select_end, tuple(self.derived)))
+            st.weights = self._weight_columns()
+            self.extra.append(Edit(st.select_end, st.select_end, tuple(self.derived)))
         else:
-            weights = ()
-        template = build_template(self.shape, 0, len(self.sql), [*self.edits, *self.extra])
-        merge = MergeTemplate(
+            st.weights = ()
+        st.template = build_template(self.shape, 0, len(self.sql), [*self.edits, *self.extra])
+
+    def assemble_merge(self, st: _SelectState) -> None:
+        """The merge template: what the passes decided, in the form a plan keeps (`MergeTemplate`)."""
+        st.merge = MergeTemplate(
             visible_columns=self.visible,
-            order_by=tuple(order_by),
-            group_by=tuple(group_by),
-            aggregates=tuple(aggregates),
-            distinct=distinct,
-            having=having_template,
-            groups_sorted=groups_sorted,
-            offset_slot=offset_slot,
-            limit_slot=limit_slot,
-            limit_default=limit_default,
-            with_ties=with_ties,
-            found_rows=found_rows,
-            found_rows_index=found_rows_index,
+            order_by=tuple(st.order_by),
+            group_by=tuple(st.group_by),
+            aggregates=tuple(st.aggregates),
+            distinct=st.distinct,
+            having=st.having_template,
+            groups_sorted=st.groups_sorted,
+            offset_slot=st.offset_slot,
+            limit_slot=st.limit_slot,
+            limit_default=st.limit_default,
+            with_ties=st.with_ties,
+            found_rows=st.found_rows,
+            found_rows_index=st.found_rows_index,
             separator_slots=tuple(self.separator_slots),
-            weights=weights,
-            having_bindings=tuple(having_bindings.items()),
+            weights=st.weights,
+            having_bindings=tuple(st.having_bindings.items()),
             having_weights=tuple(self.having_weights),
             computed=tuple(self.computed_planner.computed) if self.computed_planner else (),
             increment_index=self.computed_planner.increment_index if self.computed_planner else None,
-            rollup=rollup,
-            node_bound=node_bound,
+            rollup=st.rollup,
+            node_bound=st.node_bound,
         )
-        return template, merge, tuple(self.pins), None
+
+    # --- the passes' helpers: select-list aggregates --------------------------------------------------
+
+    def _group_concat_item(self, st: _SelectState, inner: exp.Expression, index: int, open_i: int,
+                           close_i: int) -> None:
+        """GROUP_CONCAT in the select list: joined by the merge from the nodes' strings (its SEPARATOR a
+        slot), or finished in the proxy when DISTINCT or ordered (merge.concat)."""
+        tokens = self.tokens
+        kind = AggregateKind.GROUP_CONCAT
+        sep = inner.args.get("separator")
+        separator = sep.this if isinstance(sep, exp.Literal) else ","
+        sep_slot = self.slot_of(sep) if isinstance(sep, exp.Literal) else None
+        if sep_slot is not None:
+            self.separator_slots.append((len(st.aggregates), sep_slot))
+        if inner.args.get("limit") is not None:
+            raise _Refuse("GROUP_CONCAT with LIMIT over several data nodes is not supported")
+        depth = tokens[open_i].depth + 1
+        sep_i = next((i for i in range(open_i + 1, close_i)
+                      if tokens[i].upper == "SEPARATOR" and tokens[i].depth == depth), close_i)
+        values = self.pieces(open_i + 1, sep_i) if sep_i > open_i + 1 else ("''",)
+        sep_pieces = self.pieces(sep_i + 1, close_i) if sep_i + 1 < close_i else ("','",)
+        is_distinct = tokens[open_i + 1].upper in ("DISTINCT", "DISTINCTROW")
+        if is_distinct or inner.find(exp.Order) is not None:  # finished in the proxy (merge.concat)
+            item_ = self._ordered_group_concat(open_i, sep_i, index, separator, is_distinct,
+                                               self.distinct_sources, self.distinct_bodies)
+            st.aggregates.append(item_)
+            st.distinct_group = tuple(p for j, b in enumerate(self.distinct_bodies)
+                                      for p in ((", ",) if j else ()) + b)
+            return
+        limit_i = self.add_derived(_group_concat_limit(values, sep_pieces), "GROUP_CONCAT_LIMIT")
+        st.aggregates.append(AggregateItem(kind, index, separator=separator, limit_index=limit_i))
+
+    def _distinct_aggregate_item(self, st: _SelectState, inner: exp.Expression, kind: AggregateKind, index: int,
+                                 open_i: int, close_i: int) -> None:
+        """COUNT / SUM / AVG(DISTINCT ...): one node row per (group, distinct values): every DISTINCT argument
+        joins the nodes' GROUP BY."""
+        tokens = self.tokens
+        distinct_sources = self.distinct_sources  # DISTINCT argument -> its derived column
+        distinct_bodies = self.distinct_bodies  # the columns the nodes' GROUP BY gains (one row per value)
+        inner_args = inner.this.expressions
+        first_arg = open_i + 1
+        if tokens[first_arg].upper not in ("DISTINCT", "DISTINCTROW"):
+            raise _Refuse("the proxy could not read the DISTINCT aggregate")
+        depth = tokens[open_i].depth + 1
+        commas = [i for i in range(first_arg + 1, close_i)
+                  if tokens[i].text == "," and tokens[i].depth == depth]
+        bounds = [first_arg, *commas, close_i]
+        arg_spans = [(bounds[j] + 1, bounds[j + 1]) for j in range(len(bounds) - 1)]
+        if len(arg_spans) != len(inner_args) or (kind is not AggregateKind.COUNT and len(inner_args) != 1):
+            raise _Refuse("the proxy could not read the DISTINCT aggregate's arguments")
+        sources: list[int] = []
+        for node_arg, (x, y) in zip(inner_args, arg_spans, strict=True):
+            body = self.pieces(x, y)
+            source = distinct_sources.get(body)
+            if source is None:
+                source = self.add_derived(body, "AGGREGATION_DISTINCT_DERIVED")
+                self.maybe_text[source] = self._maybe_text(node_arg)
+                distinct_sources[body] = source
+                distinct_bodies.append(body)
+            sources.append(source)
+        dkind = _DISTINCT_KINDS[kind]
+        if dkind is AggregateKind.COUNT_DISTINCT:
+            for source in sources:
+                self.want_weight(source)
+        st.aggregates.append(AggregateItem(dkind, index, distinct_index=sources[0],
+                                           distinct_more=tuple(sources[1:])))
+        st.distinct_group = tuple(p for j, b in enumerate(distinct_bodies) for p in ((", ",) if j else ()) + b)
+
+    # --- the passes' helpers: MariaDB's name resolution in ORDER BY / GROUP BY / HAVING ---------------
+
+    def _position(self, node: exp.Literal) -> int:
+        start = node.meta.get("start") if node.meta else None
+        k = self.slots.get(start) if isinstance(start, int) else None
+        if k is not None:
+            self.pins.append((k, self.shape.text(k)))
+        position = int(node.this)
+        if not 1 <= position <= self.visible:
+            raise _Refuse(f"ORDER BY / GROUP BY position {position} is not in the select list")
+        return position - 1
+
+    def _find_select(self, st: _SelectState, name: str, qualifier: str) -> int | _Ambiguous | None:
+        """MariaDB's find_item_in_list for an identifier: aliases and unaliased columns of the select
+        list (a qualified name ignores aliases); an alias of an expression wins at once, two different
+        columns under one name are ambiguous, a column hidden behind an alias is the last resort."""
+        found: int | None = None
+        found_item: exp.Expression | None = None
+        unaliased: int | None = None
+        unaliased_item: exp.Expression | None = None
+        unaliased_twice = False
+        for item, index, item_name in zip(st.items, st.item_index, st.item_names, strict=True):
+            inner = item.unalias()
+            if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
+                continue
+            if _is_field(item):
+                field = inner.name.lower()
+                table = inner.table.lower()
+                if qualifier:
+                    if field == name and (not table or table == qualifier):
+                        if unaliased is not None and not _same_column(unaliased_item, inner):
+                            return AMBIGUOUS
+                        unaliased, unaliased_item = index, inner
+                    continue
+                if item_name == name:
+                    if found is not None and not (found_item is not None and _same_column(found_item, inner)):
+                        return AMBIGUOUS
+                    found, found_item = index, inner
+                elif field == name:
+                    if unaliased is not None and not _same_column(unaliased_item, inner):
+                        unaliased_twice = True
+                    unaliased, unaliased_item = index, inner
+            elif not qualifier and item_name == name:
+                return index
+        if found is not None:
+            return found
+        if unaliased_twice:
+            return AMBIGUOUS
+        if unaliased is not None:
+            return unaliased
+        for column, owner, index in st.star_columns:
+            if column == name and (not qualifier or owner == qualifier):
+                return index
+        return None
+
+    def _same_field(self, st: _SelectState, index: int, name: str, qualifier: str) -> bool:
+        """Is select column `index` the table column `name` itself (not an expression or an alias of
+        another column)?"""
+        for column, owner, i in st.star_columns:
+            if i == index:
+                return column == name and (not qualifier or owner == qualifier)
+        for item, i in zip(st.items, st.item_index, strict=True):
+            if i == index:
+                inner = item.unalias()
+                return (_is_field(item) and inner.name.lower() == name
+                        and (not qualifier or not inner.table or inner.table.lower() == qualifier))
+        return False
+
+    def _match_expression(self, st: _SelectState, node: exp.Expression) -> int | None:
+        text = _norm(node)
+        self.pin_matches(node, [item.unalias() for item in st.items])
+        for item, index in zip(st.items, st.item_index, strict=True):
+            if _norm(item.unalias()) == text:
+                return index
+        return None
+
+    def _resolve_order(self, st: _SelectState, node: exp.Expression) -> int | None:
+        """ORDER BY: a position, else the select list first (an alias wins over a table column)."""
+        if isinstance(node, exp.Literal) and not node.is_string:
+            return self._position(node)
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            found = self._find_select(st, node.name.lower(), node.table.lower())
+            return None if found is AMBIGUOUS else found  # type: ignore[return-value]
+        return self._match_expression(st, node)
+
+    def _resolve_group(self, st: _SelectState, node: exp.Expression) -> int | None:
+        """GROUP BY: like ORDER BY, except that a name that is also a column of the FROM tables means
+        that column (MariaDB warns 'Column ... in GROUP BY is ambiguous' and groups by the column)."""
+        if isinstance(node, exp.Literal) and not node.is_string:
+            return self._position(node)
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            name, qualifier = node.name.lower(), node.table.lower()
+            found = self._find_select(st, name, qualifier)
+            if found is AMBIGUOUS or found is None:
+                return None
+            assert isinstance(found, int)
+            if self._same_field(st, found, name, qualifier):
+                return found
+            exists = self.from_has_column(name, qualifier)
+            if exists is None:
+                raise _Refuse(
+                    f"GROUP BY {node.sql(dialect='mysql')} names a select-list alias that may also be a "
+                    "column of a table whose columns the proxy does not know; name the column or the "
+                    "expression instead of the alias"
+                )
+            if exists:
+                st.shadowed.add(id(node))  # as ORDER BY, the name would mean the alias
+                return None
+            return found
+        return self._match_expression(st, node)
 
     def _having_text_comparisons(self, bindings: dict[str, int]) -> None:
         """Comparisons of a merged HAVING between a text value (MIN/MAX, a select item) and a string
@@ -1604,6 +1758,31 @@ class _SelectRewriter:
         if found:
             return self.tokens[min(found) - 1].end
         return self._end()
+
+
+
+# The passes of a multi-unit SELECT's rewrite, in order (as sqlglot's optimizer runs its RULES): each reads the
+# statement and what earlier passes left in the `_SelectState`, and adds its part.
+SELECT_PASSES: tuple[Callable[[_SelectRewriter, _SelectState], None], ...] = (
+    _SelectRewriter.read_select_list,
+    _SelectRewriter.number_columns,
+    _SelectRewriter.split_aggregates,
+    _SelectRewriter.resolve_group_by,
+    _SelectRewriter.split_having,
+    _SelectRewriter.having_aggregates,
+    _SelectRewriter.resolve_order_by,
+    _SelectRewriter.group_distinct_values,
+    _SelectRewriter.sort_groups,
+    _SelectRewriter.paginate,
+    _SelectRewriter.append_derived,
+    _SelectRewriter.assemble_merge,
+)
+
+
+def _is_field(item: exp.Expression) -> bool:
+    """Is the select item (under its alias) a plain column, not a star?"""
+    inner = item.unalias()
+    return isinstance(inner, exp.Column) and not isinstance(inner.this, exp.Star)
 
 
 def sqlglot_parse(sql: str, tokens: Sequence[Token], a: int, b: int) -> exp.Expression | None:

@@ -524,6 +524,15 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         unit = units[0]
         ds, unit_sql = unit.data_source, unit.sql
         renamer = error_renamer(db, routed)
+    return _forward_single(session, db, packet, sql, params, retarget, ds, unit_sql, unit, renamer)
+
+
+def _forward_single(session: Session, db: LogicalDatabase, packet: bytes, sql: str, params: Sequence[object] | None,
+                    retarget: Callable[[int], bytes | None] | None, ds: str, unit_sql: str, unit: ExecutionUnit | None,
+                    renamer: Callable[[bytes], bytes]) -> Forward | None:
+    """`_sharded`'s last step, a statement routed to one node: the command for that node's connection (the client's
+    packet as it came, its execute re-addressed, or the unit's own text or execute), behind a BEGIN when the
+    node must join the open transaction; None when the connection cannot take it now (the slow path will)."""
     if not db.sources[ds].fast_relay:
         return None
     txn = session.txn
