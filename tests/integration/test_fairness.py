@@ -15,8 +15,8 @@ import pytest
 from tests.integration.sharding_fixtures import ORACLE_DB, ShardedEnv
 
 IDS = 200_000
-# what the other sessions may wait at most (the target is 100 ms, measured 30-45 ms; the suite's machine is loaded
-# and runs a second test process, so the bound is looser, and still far below the seconds a stalled loop costs)
+# what the other sessions may wait at most (the target is 100 ms, measured 30-45 ms; the suite's machine is
+# loaded and runs a second test process, so the bound is looser, and still far below the seconds a stalled loop costs)
 MAX_GAP = 0.3
 
 
