@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pymysql
@@ -20,6 +21,27 @@ IDS = 200_000
 MAX_GAP = 0.3
 
 
+ROWS = [(i * 7, i % 5, f"s{i % 3}") for i in range(60)]  # (order_id, user_id, status): some of them in the lists
+
+
+@pytest.fixture(scope="module")
+def orders(sharded_env: ShardedEnv) -> Iterator[None]:
+    """The same rows in the sharded t_order and in the oracle's (other modules leave their own rows)."""
+    env = sharded_env
+    insert = "INSERT INTO t_order (order_id, user_id, status) VALUES " + ", ".join(
+        f"({o}, {u}, '{s}')" for o, u, s in ROWS)
+
+    def empty() -> None:
+        env.clean("t_order")
+        env.backend("ds_0", "DELETE FROM t_order", ORACLE_DB)
+
+    empty()
+    env.run(insert)
+    env.backend("ds_0", insert, ORACLE_DB)
+    yield
+    empty()
+
+
 def _heavy_sql(column: str) -> str:
     return f"SELECT COUNT(*), SUM(order_id) FROM t_order WHERE {column} IN (" + ", ".join(
         str(i) for i in range(IDS)) + ")"
@@ -27,8 +49,8 @@ def _heavy_sql(column: str) -> str:
 
 @pytest.mark.parametrize(("column", "protocol"), [("order_id", "text"), ("user_id", "text"),
                                                   ("status", "text"), ("order_id", "prepared")])
-def test_other_sessions_are_answered_while_a_heavy_statement_routes(sharded_env: ShardedEnv, column: str,
-                                                                     protocol: str) -> None:
+def test_other_sessions_are_answered_while_a_heavy_statement_routes(sharded_env: ShardedEnv, orders: None,
+                                                                     column: str, protocol: str) -> None:
     env = sharded_env
     heavy = _heavy_sql(column)
     outcome: list[Any] = []
