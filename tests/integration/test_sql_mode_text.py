@@ -166,6 +166,8 @@ def test_no_backslash_escapes_update_by_key(rows: ShardedEnv, pair_of: Any) -> N
      (934,)),
     ("SELECT order_id FROM t_order WHERE status = ? AND order_id DIV 1000 = ? ORDER BY order_id",
      ("a\\", 934)),
+    # a string after the backslash one: read with backslash escapes, the ? would be inside a string
+    ("SELECT order_id FROM t_order WHERE status = 'a\\' AND user_id = ? AND status <> 'zz'", (1,)),
 ])
 def test_no_backslash_escapes_prepared(rows: ShardedEnv, pair_of: Any, sql: str, params: tuple[Any, ...]) -> None:
     pair = pair_of(NBE)
