@@ -253,3 +253,23 @@ def test_string_sharding_key_with_backslash(sharded_env: ShardedEnv) -> None:
     finally:
         conn.close()
         plain.close()
+
+
+def test_multi_statements_split_by_mode(rows: ShardedEnv) -> None:
+    """A multi-statement query is split where the session's sql_mode ends its strings: under NO_BACKSLASH_ESCAPES
+    'a\\'; is a string and the statement's end."""
+    from pymysql.constants import CLIENT
+
+    conn = rows.connect(client_flag=CLIENT.MULTI_STATEMENTS)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SET sql_mode = '{NBE}'")
+            cur.execute("SELECT order_id FROM t_order WHERE user_id = 1 AND status = 'a\\'; "
+                        "SELECT status FROM t_order WHERE user_id = 3 AND order_id = 934003")
+            first = cur.fetchall()
+            assert cur.nextset()
+            second = cur.fetchall()
+        assert [tuple(r) for r in first] == [(934001,)]
+        assert [tuple(r) for r in second] == [("b\\\\",)]
+    finally:
+        conn.close()

@@ -21,6 +21,7 @@ from routing.parse import (
     scan_shape,
     tokenize,
 )
+from routing.split import split_statements
 from tests.routing.conftest import METADATA, nodes
 
 NBE = NO_BACKSLASH_ESCAPES
@@ -153,3 +154,15 @@ def test_scanners_read_backslash_by_mode() -> None:
         assert [t.text for t in tokenize(sql) if t.kind in "sp"] == ["'x\\'", "?"]
         assert parse_statement(shape) is not None
     assert parse_statement(scan_shape(sql)) is None
+
+
+@pytest.mark.parametrize(("sql", "mode", "parts"), [
+    ("SELECT 'a\\'; SELECT 2", NBE, ["SELECT 'a\\'", " SELECT 2"]),
+    ("SELECT 'a\\'; SELECT 2", 0, ["SELECT 'a\\'; SELECT 2"]),
+    ("SELECT \"a\\\"; SELECT 2", ANSI, ["SELECT \"a\\\"", " SELECT 2"]),
+    ("SELECT \"a\\\"; SELECT 2", 0, ["SELECT \"a\\\"; SELECT 2"]),
+    ("SELECT 'a\\';' ; SELECT 2", ANSI, ["SELECT 'a\\';' ", " SELECT 2"]),
+    ("SELECT \"a\\\", 'b\\'; SELECT 2", BOTH, ["SELECT \"a\\\", 'b\\'", " SELECT 2"]),
+])
+def test_split_by_mode(sql: str, mode: int, parts: list[str]) -> None:
+    assert split_statements(sql, mode) == parts
