@@ -52,6 +52,7 @@ from routing.model import (
 )
 from routing.parse import (
     ANSI_QUOTES,
+    PIPES_AS_CONCAT,
     TEXT_MODES,
     Shape,
     TextShapes,
@@ -324,6 +325,10 @@ class _ModeKernel(ShardingKernel):
         if self.mode & ANSI_QUOTES:
             sql = ansi_backquoted(sql, self.mode)
         with reading(self.mode):
+            if self.mode & PIPES_AS_CONCAT and "||" in sql and not (hints is not None and hints.data_source) \
+                    and any(t.text == "||" for t in tokenize(sql)):
+                raise RoutingError("under sql_mode PIPES_AS_CONCAT `||` concatenates, which the proxy does not read "
+                                   "on a sharded database (it would route it as OR): write CONCAT(a, b)")
             return ShardingKernel.route(self, sql, params, hints)
 
 

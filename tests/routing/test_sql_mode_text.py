@@ -14,6 +14,7 @@ from routing.model import DatabaseRules, ShardingRule, StandardStrategy, TableRu
 from routing.parse import (
     ANSI_QUOTES,
     NO_BACKSLASH_ESCAPES,
+    PIPES_AS_CONCAT,
     ansi_backquoted,
     literal_value,
     parse_statement,
@@ -166,3 +167,19 @@ def test_scanners_read_backslash_by_mode() -> None:
 ])
 def test_split_by_mode(sql: str, mode: int, parts: list[str]) -> None:
     assert split_statements(sql, mode) == parts
+
+
+@pytest.mark.parametrize(("sql", "refused"), [
+    ("SELECT * FROM t_order WHERE user_id = 1 || 0", True),  # '10' under PIPES_AS_CONCAT: not user 1's node
+    ("INSERT INTO t_order (order_id, user_id, status) VALUES (1, 2, 'a' || 'b')", True),
+    ("SELECT * FROM t_order WHERE user_id = 1 AND status = 'a||b' /* || */", False),
+    ("SELECT * FROM t_order WHERE user_id = 1 OR user_id = 3", False),
+])
+def test_pipes_as_concat(kernel: ShardingKernel, sql: str, refused: bool) -> None:
+    pipes = PIPES_AS_CONCAT | NBE
+    if refused:
+        with pytest.raises(RoutingError, match="PIPES_AS_CONCAT"):
+            kernel.route(sql, None, None, pipes)
+        kernel.route(sql)  # read as OR by default, as MariaDB does
+    else:
+        assert units(kernel, sql, pipes) == units(kernel, sql, 0)
