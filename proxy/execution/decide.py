@@ -44,7 +44,7 @@ class SessionView:
     found_rows_source: str | None = None
     federation: bool = True  # props.proxy-federation-enabled: a refused SELECT may be federated
     # the session's sql_mode flags that change how text reads (issue 34: NO_BACKSLASH_ESCAPES, ANSI_QUOTES, as the
-    # servers' status flags report them; routing.parse): the kernel reads the statement by them
+    # servers' status flags report them, and PIPES_AS_CONCAT; routing.parse): the kernel reads the statement by them
     mode: int = 0
 
 
@@ -78,7 +78,7 @@ def view_of(session: Session, *, federation: bool = True, found_rows: bool = Tru
     hints = session.hints()
     source = session.found_rows_source if found_rows and session.found_rows_value is None else None
     fed = federation and federation_enabled(session.server.config.props)
-    mode = session.txn.mode_flags
+    mode = session.txn.text_mode
     if hints is not None or mode:
         return SessionView(hints, source, fed, mode)
     if source is None:
