@@ -51,13 +51,18 @@ from routing.model import (
     TableRule,
 )
 from routing.parse import (
+    ANSI_QUOTES,
+    PIPES_AS_CONCAT,
+    TEXT_MODES,
     Shape,
     TextShapes,
     Token,
+    ansi_backquoted,
     is_replace,
     node_span,
     node_start,
     parse_statement,
+    reading,
     scan_shape,
     tokenize,
 )
@@ -136,6 +141,10 @@ class ShardingKernel:
         self._routes: PlanCache[RoutedStatement] = PlanCache(plan_cache_size)
         # issue 35: plans of compact texts (routing.lists), kept apart: each expects its lists at execute
         self._compact_plans: PlanCache[Plan] = PlanCache(plan_cache_size)
+        # issue 34: a kernel of the same rules per sql_mode that reads text otherwise (`route(..., mode=)`), each with
+        # caches of its own (a text reads differently under ANSI_QUOTES or NO_BACKSLASH_ESCAPES)
+        self._modes: dict[int, _ModeKernel] = {}
+        self._plan_cache_size = plan_cache_size
 
     @property
     def cache(self) -> PlanCache[Plan]:
@@ -147,6 +156,7 @@ class ShardingKernel:
         self._shapes.clear()
         self._routes.clear()
         self._compact_plans.clear()
+        self._modes = {}
         self._last = None
         self.generation = next(_GENERATIONS)
 
@@ -166,8 +176,12 @@ class ShardingKernel:
         return shape
 
     def route(
-        self, sql: str, params: Sequence[Any] | None = None, hints: SessionHints | None = None
+        self, sql: str, params: Sequence[Any] | None = None, hints: SessionHints | None = None, mode: int = 0
     ) -> RoutedStatement:
+        """The statement's route; `mode`: the session's sql_mode flags that change how text reads
+        (routing.parse.NO_BACKSLASH_ESCAPES, ANSI_QUOTES; other bits are ignored)."""
+        if mode & TEXT_MODES:
+            return self._in_mode(mode & TEXT_MODES).route_text(sql, params, hints)
         comment: CommentHints | None = None
         if "/*" in sql:
             comment = parse_hint_comments(sql)
@@ -197,6 +211,13 @@ class ShardingKernel:
             routed = dc_replace(routed, reused=True)
             self._routes.put(key, routed)
         return routed
+
+    def _in_mode(self, mode: int) -> _ModeKernel:
+        kernel = self._modes.get(mode)
+        if kernel is None:
+            kernel = self._modes[mode] = _ModeKernel(self.rules, self.metadata, mode,
+                                                     plan_cache_size=self._plan_cache_size)
+        return kernel
 
     def _compact(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None
                  ) -> tuple[Plan, RoutedStatement] | None:
@@ -289,6 +310,26 @@ class ShardingKernel:
             execution_units=(ExecutionUnit(ds, sql, tuple(params) if params is not None else None),),
             write=write,
         )
+
+
+class _ModeKernel(ShardingKernel):
+    """The kernel's routing of texts read under a sql_mode other than the default (issue 34): an ANSI_QUOTES text
+    is routed as its backquoted equivalent (`ansi_backquoted`; the units spliced from it are valid in every mode),
+    and every scan, literal and parse of it reads strings under `reading(mode)`."""
+
+    def __init__(self, rules: DatabaseRules, metadata: SchemaMetadata, mode: int, *, plan_cache_size: int) -> None:
+        super().__init__(rules, metadata, plan_cache_size=plan_cache_size)
+        self.mode = mode
+
+    def route_text(self, sql: str, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
+        if self.mode & ANSI_QUOTES:
+            sql = ansi_backquoted(sql, self.mode)
+        with reading(self.mode):
+            if self.mode & PIPES_AS_CONCAT and "||" in sql and not (hints is not None and hints.data_source) \
+                    and any(t.text == "||" for t in tokenize(sql)):
+                raise RoutingError("under sql_mode PIPES_AS_CONCAT `||` concatenates, which the proxy does not read "
+                                   "on a sharded database (it would route it as OR): write CONCAT(a, b)")
+            return ShardingKernel.route(self, sql, params, hints)
 
 
 def _route_key(sql: str, params: Sequence[Any] | None) -> str | tuple[Any, ...] | None:

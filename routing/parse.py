@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NamedTuple
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.mysql import MySQL
 from sqlglot.helper import seq_get
 
 # sqlglot logs a warning each time it falls back to exp.Command (CALL, LOCK TABLES...); those statements
@@ -42,6 +46,75 @@ def _atan2(args: list[exp.Expression]) -> exp.Expression:
 
 _MYSQL = sqlglot.Dialect.get_or_raise("mysql")
 _MYSQL.parser_class.FUNCTIONS = {**_MYSQL.parser_class.FUNCTIONS, "ATAN2": _atan2}
+
+
+# --- how the session's sql_mode reads text (issue 34) ----------------------------------------------------
+#
+# The bits are the server status flags MySQL reports for these sql_mode flags (protocol.constants.ServerStatus),
+# so the proxy passes its session's status bits as they are. The kernel reads a text in the mode it is given:
+# ANSI_QUOTES texts are first rewritten with their double-quoted identifiers backquoted (`ansi_backquoted`: the
+# backends read backquotes in every mode, so every unit spliced from that text stays valid), NO_BACKSLASH_ESCAPES
+# texts are read with `reading(mode)` around the kernel's work: the scanners, `literal_value` and sqlglot (`dialect`)
+# then take a backslash in a string as the character it is. Under PIPES_AS_CONCAT a text with `||` is refused
+# (sqlglot's MySQL parser reads it as OR only: routed as OR, a value concatenated could be looked for on the wrong
+# node); every other text reads the same.
+
+NO_BACKSLASH_ESCAPES = 512
+ANSI_QUOTES = 32768
+# no status flag says this one: the proxy learns it from @@sql_mode (a bit above the 16 status flags)
+PIPES_AS_CONCAT = 1 << 16
+TEXT_MODES = NO_BACKSLASH_ESCAPES | ANSI_QUOTES | PIPES_AS_CONCAT
+
+_READING: ContextVar[int] = ContextVar("routing_text_mode", default=0)
+
+
+@contextmanager
+def reading(mode: int) -> Iterator[None]:
+    """Read texts under `mode` (its NO_BACKSLASH_ESCAPES bit) in this context."""
+    token = _READING.set(mode & NO_BACKSLASH_ESCAPES)
+    try:
+        yield
+    finally:
+        _READING.reset(token)
+
+
+class _MySQLNoBackslashEscapes(MySQL):
+    """MySQL under sql_mode NO_BACKSLASH_ESCAPES: a backslash in a string is itself (read and written so)."""
+
+    class Tokenizer(MySQL.Tokenizer):
+        STRING_ESCAPES = ["'", '"']
+
+
+def dialect() -> Any:
+    """The sqlglot dialect texts are read (and strings written) in, in this context."""
+    return _MySQLNoBackslashEscapes if _READING.get() else "mysql"
+
+
+_ANSI_SKIP = r"""/\*.*?\*/|--(?=[ \t\r\n]|$)[^\n]*|\#[^\n]*|`(?:[^`]|``)*`|"""  # comments, backquoted names
+_ANSI_SCAN = {  # ... strings (by the mode) and the double-quoted names to backquote
+    0: re.compile(_ANSI_SKIP + r"""'(?:[^'\\]|\\.|'')*'|(?P<q>"(?:[^"]|"")*")""", re.S),
+    NO_BACKSLASH_ESCAPES: re.compile(_ANSI_SKIP + r"""'(?:[^']|'')*'|(?P<q>"(?:[^"]|"")*")""", re.S),
+}
+
+
+def ansi_backquoted(sql: str, mode: int) -> str:
+    """`sql` as read under ANSI_QUOTES, its double-quoted identifiers written with backquotes (``"a""b"`` ->
+    `` `a"b` ``), so that a reader of MySQL's default quoting reads the same names."""
+    if '"' not in sql:
+        return sql
+    out: list[str] = []
+    pos = 0
+    for m in _ANSI_SCAN[mode & NO_BACKSLASH_ESCAPES].finditer(sql):
+        if m.group("q") is None:
+            continue
+        name = m.group("q")[1:-1].replace('""', '"').replace("`", "``")
+        out.append(sql[pos : m.start()])
+        out.append(f"`{name}`")
+        pos = m.end()
+    if not out:
+        return sql
+    out.append(sql[pos:])
+    return "".join(out)
 
 
 class _Unknown:
@@ -72,6 +145,9 @@ _VALUE_RE = re.compile(
     """,
     re.S | re.X,
 )
+_VALUE_RE_NBE = re.compile(_VALUE_RE.pattern.replace(
+    r"""(?P<s>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")""", r"""(?P<s>'(?:[^']|'')*'|"(?:[^"]|"")*")"""), re.S | re.X)
+assert _VALUE_RE_NBE.pattern != _VALUE_RE.pattern
 
 
 class Shape(NamedTuple):
@@ -96,7 +172,7 @@ def scan_shape(sql: str) -> Shape:
     parts: list[str] = []
     spans: list[tuple[int, int, str]] = []
     pos = 0
-    for m in _VALUE_RE.finditer(sql):
+    for m in (_VALUE_RE_NBE if _READING.get() else _VALUE_RE).finditer(sql):
         kind = m.lastgroup
         if kind == "c" or kind == "b":
             continue
@@ -245,10 +321,11 @@ def literal_value(text: str, kind: str) -> Any:
     if "\\" not in body and quote * 2 not in body:
         return body
     out: list[str] = []
+    escapes = not _READING.get()
     i = 0
     while i < len(body):
         ch = body[i]
-        if ch == "\\" and i + 1 < len(body):
+        if ch == "\\" and escapes and i + 1 < len(body):
             nxt = body[i + 1]
             out.append(_ESCAPES.get(nxt, nxt))
             i += 2
@@ -276,6 +353,9 @@ _TOKEN_RE = re.compile(
     """,
     re.S | re.X,
 )
+_TOKEN_RE_NBE = re.compile(_TOKEN_RE.pattern.replace(
+    r"""(?P<s>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")""", r"""(?P<s>'(?:[^']|'')*'|"(?:[^"]|"")*")"""), re.S | re.X)
+assert _TOKEN_RE_NBE.pattern != _TOKEN_RE.pattern
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +384,7 @@ def tokenize(sql: str) -> list[Token]:
     """Every token except whitespace and comments, with spans and parenthesis depth."""
     tokens: list[Token] = []
     depth = 0
-    for m in _TOKEN_RE.finditer(sql):
+    for m in (_TOKEN_RE_NBE if _READING.get() else _TOKEN_RE).finditer(sql):
         kind = m.lastgroup or "o"
         if kind in ("ws", "c"):
             continue
@@ -343,7 +423,7 @@ def parse_statement(shape: Shape) -> exp.Expression | None:
     if m:
         sql = sql[: m.start(2)] + "INSERT " + sql[m.end(2) :]
     try:
-        statements = sqlglot.parse(sql, read="mysql")
+        statements = sqlglot.parse(sql, read=dialect())
     except Exception:  # sqlglot raises ParseError/TokenError and sometimes others on odd input
         return None
     statements = [s for s in statements if s is not None]

@@ -27,7 +27,7 @@ from merge.weights import weight_sql_pieces
 from protocol.binary import value_to_sql_literal
 from routing.computed import ComputedPlanner, ComputedRefusal
 from routing.errors import RoutingError
-from routing.parse import UNKNOWN, Shape, Token
+from routing.parse import UNKNOWN, Shape, Token, dialect
 
 if TYPE_CHECKING:
     from routing.lists import ListTokens
@@ -973,8 +973,8 @@ class _SelectRewriter:
                 sep = agg.args.get("separator")
                 values = agg.this.expressions if isinstance(agg.this, exp.Concat) else [agg.this]
                 limit_i = self.add_derived(_group_concat_limit(
-                    (", ".join(v.sql(dialect="mysql") for v in values),),
-                    (sep.sql(dialect="mysql") if sep is not None else "','",)), "GROUP_CONCAT_LIMIT")
+                    (", ".join(v.sql(dialect=dialect()) for v in values),),
+                    (sep.sql(dialect=dialect()) if sep is not None else "','",)), "GROUP_CONCAT_LIMIT")
             st.aggregates.append(AggregateItem(kind, index, limit_index=limit_i))
             self.column_pieces[index] = (text,)
             if kind in (AggregateKind.MIN, AggregateKind.MAX):
@@ -1788,7 +1788,7 @@ def _is_field(item: exp.Expression) -> bool:
 def sqlglot_parse(sql: str, tokens: Sequence[Token], a: int, b: int) -> exp.Expression | None:
     """The expression of tokens[a:b] (None when sqlglot cannot read it alone)."""
     try:
-        return sqlglot.parse_one(sql[tokens[a].start : tokens[b - 1].end], read="mysql")
+        return sqlglot.parse_one(sql[tokens[a].start : tokens[b - 1].end], read=dialect())
     except (sqlglot.errors.ParseError, ValueError):
         return None
 

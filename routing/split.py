@@ -9,6 +9,17 @@ from __future__ import annotations
 
 import re
 
+from routing.parse import ANSI_QUOTES, NO_BACKSLASH_ESCAPES
+
+
+def _escaped(q: str) -> str:
+    return rf"{q}(?:[^{q}\\]|\\.|{q}{q})*{q}?"
+
+
+def _plain(q: str) -> str:
+    return rf"{q}(?:[^{q}]|{q}{q})*{q}?"
+
+
 _TOKEN = re.compile(
     r"""
       '(?:[^'\\]|\\.|'')*'?          # single-quoted string (unterminated: to the end)
@@ -24,14 +35,24 @@ _TOKEN = re.compile(
 )
 
 
-def split_statements(sql: str) -> list[str]:
+# by the session's sql_mode (routing.parse): under NO_BACKSLASH_ESCAPES a backslash in a string is itself; under
+# ANSI_QUOTES "..." is a name, where a backslash is itself too
+_TOKEN_NBE = re.compile(
+    _TOKEN.pattern.replace(_escaped("'"), _plain("'")).replace(_escaped('"'), _plain('"')), re.S | re.X)
+_TOKEN_ANSI = re.compile(_TOKEN.pattern.replace(_escaped('"'), _plain('"')), re.S | re.X)
+assert _TOKEN.pattern != _TOKEN_ANSI.pattern != _TOKEN_NBE.pattern
+
+
+def split_statements(sql: str, mode: int = 0) -> list[str]:
     """The statements of `sql`, each without its trailing `;`; empty statements are dropped.
-    A single statement comes back unchanged (the fast path: no `;`, or only a trailing one)."""
+    A single statement comes back unchanged (the fast path: no `;`, or only a trailing one). `mode`: the session's
+    sql_mode flags (routing.parse.NO_BACKSLASH_ESCAPES, ANSI_QUOTES)."""
     if ";" not in sql:
         return [sql]
     parts: list[str] = []
     start = 0
-    for m in _TOKEN.finditer(sql):
+    scanner = _TOKEN_NBE if mode & NO_BACKSLASH_ESCAPES else _TOKEN_ANSI if mode & ANSI_QUOTES else _TOKEN
+    for m in scanner.finditer(sql):
         if m.group() == ";":
             parts.append(sql[start : m.start()])
             start = m.end()

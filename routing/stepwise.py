@@ -252,10 +252,10 @@ def assignments(sql: str) -> dict[str, Any]:
     import sqlglot
     from sqlglot import exp
 
-    from routing.parse import literal_value
+    from routing.parse import dialect, literal_value
 
     try:
-        ast = sqlglot.parse_one(sql, read="mysql")
+        ast = sqlglot.parse_one(sql, read=dialect())
     except Exception as exc:  # sqlglot raises several kinds on odd input
         raise RoutingError(f"cannot parse the UPDATE's SET clause: {exc}") from None
     out: dict[str, Any] = {}

@@ -43,6 +43,9 @@ class SessionView:
     # the data source whose connection ran the last relayed SELECT, while FOUND_ROWS() is not known otherwise
     found_rows_source: str | None = None
     federation: bool = True  # props.proxy-federation-enabled: a refused SELECT may be federated
+    # the session's sql_mode flags that change how text reads (issue 34: NO_BACKSLASH_ESCAPES, ANSI_QUOTES, as the
+    # servers' status flags report them, and PIPES_AS_CONCAT; routing.parse): the kernel reads the statement by them
+    mode: int = 0
 
 
 PLAIN = SessionView()
@@ -75,8 +78,9 @@ def view_of(session: Session, *, federation: bool = True, found_rows: bool = Tru
     hints = session.hints()
     source = session.found_rows_source if found_rows and session.found_rows_value is None else None
     fed = federation and federation_enabled(session.server.config.props)
-    if hints is not None:
-        return SessionView(hints, source, fed)
+    mode = session.txn.text_mode
+    if hints is not None or mode:
+        return SessionView(hints, source, fed, mode)
     if source is None:
         return PLAIN if fed else NO_FEDERATION
     key = (source, fed)  # a few values (a data source's name): one object each, not one per statement
@@ -102,7 +106,8 @@ def same_decision(plan: Plan, decided: SessionView, view: SessionView, sql: str)
     only when the kernel refused (a `Run` or an `Explained` plan does not depend on it)."""
     if decided is view:
         return True
-    if decided.hints != view.hints or routing_hints(decided, sql) != routing_hints(view, sql):
+    if decided.mode != view.mode or decided.hints != view.hints \
+            or routing_hints(decided, sql) != routing_hints(view, sql):
         return False
     return isinstance(plan, Run | Explained) or decided.federation == view.federation
 
@@ -117,7 +122,8 @@ def decide(kernel: ShardingKernel, sql: str, params: Sequence[object] | None, vi
         if parts is not None:
             return _explain(kernel, parts, params, view)
     try:
-        routed = kernel.route(sql, params, view.hints if view.found_rows_source is None else routing_hints(view, sql))
+        routed = kernel.route(sql, params, view.hints if view.found_rows_source is None else routing_hints(view, sql),
+                              view.mode)
     except RoutingError as refusal:  # a SELECT the kernel cannot distribute may be answered by federation
         plan = _federation(kernel, sql, view)
         return Refused(refusal) if plan is None else federated(kernel, plan, params, refusal)
@@ -132,7 +138,7 @@ def _explain(kernel: ShardingKernel, parts: tuple[str, str, str], params: Sequen
     lead, words, body = parts
     try:
         check_explain(words, body)
-        inner = kernel.route(lead + body, params, view.hints)
+        inner = kernel.route(lead + body, params, view.hints, view.mode)
     except RoutingError as refusal:  # EXPLAIN of a statement federation answers: its federation steps
         plan = _federation(kernel, lead + body, view)
         if plan is None:
@@ -145,8 +151,8 @@ def _explain(kernel: ShardingKernel, parts: tuple[str, str, str], params: Sequen
 
 
 def _federation(kernel: ShardingKernel, sql: str, view: SessionView) -> FederationPlan | None:
-    if not view.federation or view.hints is not None:
-        return None
+    if not view.federation or view.hints is not None or view.mode:
+        return None  # (federation's planner reads text in the default sql_mode only)
     return federation_plan(kernel, sql)
 
 

@@ -333,7 +333,7 @@ async def _run(session: Session, db: LogicalDatabase, sql: str, limit: int = 0) 
     assert db.kernel is not None
     hints = session.hints()
     inner = replace(hints, stepwise_inner=True) if hints is not None else STEP_HINTS
-    plan = decide(db.kernel, sql, None, SessionView(inner, federation=False))
+    plan = decide(db.kernel, sql, None, SessionView(inner, federation=False, mode=session.txn.text_mode))
     if isinstance(plan, Refused):
         raise plan.error
     if not isinstance(plan, Run) or plan.strategy is Strategy.STEPWISE:

@@ -156,9 +156,13 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
         # SET NAMES <known character set> (every connector sends one when it connects) needs no trial run:
         # only the name is replayed, and MariaDB takes every one of these
         probe = None if (stmt.value or "").lower() in _CLIENT_CHARSETS else await _probe(session)
+        last = None
         for conn in list(session.backends.values()):
             await session._must(conn, sql)
             txn.mode_flags = conn.status & _MODE_FLAGS  # (sql_mode as the servers read it: SET sql_mode, DEFAULT)
+            last = conn
+        if last is not None and "sql_mode" in sql.lower():  # PIPES_AS_CONCAT has no status flag: asked
+            txn.pipes_as_concat = await _pipes_as_concat(last)
         if stmt.value:
             session.charset = stmt.value if stmt.value != "utf8" else "utf8mb3"
             for conn in session.backends.values():
@@ -177,6 +181,14 @@ _CLIENT_CHARSETS = frozenset(
     "gb18030 gb2312 gbk geostd8 greek hebrew hp8 keybcs2 koi8r koi8u latin1 latin2 latin5 latin7 macce macroman "
     "sjis swe7 tis620 ujis utf8 utf8mb3 utf8mb4".split()
 )
+
+
+async def _pipes_as_concat(conn: BackendConnection) -> bool:
+    """Whether the connection's sql_mode (just SET) has PIPES_AS_CONCAT (ANSI and ORACLE include it)."""
+    rows = await conn.execute("SELECT @@SESSION.sql_mode")
+    if not isinstance(rows, list) or not rows or rows[0][0] is None:
+        return False
+    return "PIPES_AS_CONCAT" in bytes(rows[0][0]).decode("ascii", "replace").upper().split(",")
 
 
 async def _probe(session: Session) -> BackendConnection | None:

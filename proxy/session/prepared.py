@@ -59,7 +59,7 @@ from proxy.session import metadata, processlist, system_schema
 from proxy.session.statements import classify
 from routing.errors import RoutingError
 from routing.interpolate import interpolate
-from routing.parse import scan_shape
+from routing.parse import reading, scan_shape
 from routing.session_functions import has_call
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ async def prepare(session: Session, payload: bytes) -> None:
     if _answered_by_proxy(sql):
         # KILL, SHOW PROCESSLIST, information_schema.PROCESSLIST ... are the proxy's, prepared or not: a backend
         # would answer (or kill) its own threads. Kept here, answered at EXECUTE as the text statement is.
-        num_params = await _placeholders(sql)
+        num_params = await _placeholders(sql, session.txn.mode_flags)
         stmt = ClientStatement(session.statements.new_id(), sql, num_params, (), metadata_statement=True,
                                session_functions=has_call(sql), proxy_answered=True)
         session.statements.add(stmt)
@@ -115,7 +115,7 @@ async def prepare(session: Session, payload: bytes) -> None:
         session.wire.send_many(fixed.encode(session.deprecate_eof, session.status))
         return
     assert db.kernel is not None
-    num_params = await _placeholders(sql)
+    num_params = await _placeholders(sql, session.txn.mode_flags)
     # BEGIN / COMMIT / SET ... are the session's (proxy.execution.txn), prepared or not: nothing to describe
     columns = () if classify_session_statement(sql) else await _describe(session, sql, num_params)
     stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns,
@@ -125,16 +125,18 @@ async def prepare(session: Session, payload: bytes) -> None:
     _prepare_answer(session, stmt)
 
 
-def _count_placeholders(sql: str) -> int:
-    return sum(1 for _s, _e, kind in scan_shape(sql).spans if kind == "p")
+def _count_placeholders(sql: str, mode: int = 0) -> int:
+    with reading(mode):  # (issue 34: under NO_BACKSLASH_ESCAPES 'a\' is a whole string)
+        return sum(1 for _s, _e, kind in scan_shape(sql).spans if kind == "p")
 
 
-async def _placeholders(sql: str) -> int:
-    """The statement's `?` placeholders, as the kernel reads the text; a long text is scanned in a worker thread
-    (a 1.5 MB IN list takes ~300 ms, which would hold every other session: decide.OFF_LOOP_TEXT)."""
+async def _placeholders(sql: str, mode: int = 0) -> int:
+    """The statement's `?` placeholders, as the kernel reads the text in the session's sql_mode (`mode`: its
+    status flags); a long text is scanned in a worker thread (a 1.5 MB IN list takes ~300 ms, which would hold
+    every other session: decide.OFF_LOOP_TEXT)."""
     if len(sql) < OFF_LOOP_TEXT:
-        return _count_placeholders(sql)
-    return await asyncio.to_thread(_count_placeholders, sql)
+        return _count_placeholders(sql, mode)
+    return await asyncio.to_thread(_count_placeholders, sql, mode)
 
 
 async def _describe(session: Session, sql: str, num_params: int) -> tuple[ColumnDefinition41, ...]:

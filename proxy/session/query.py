@@ -60,7 +60,7 @@ async def query(session: Session, payload: bytes) -> None:
         _unless_refused(session, became_sticky)
         return
     if session.multi_statements and ";" in sql:
-        statements = split_statements(sql)
+        statements = split_statements(sql, session.txn.mode_flags)
         if len(statements) > 1:
             await multi(session, db, statements)  # an earlier statement may have run: sticky stays
             return

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from proxy.execution.decide import NO_FEDERATION, PLAIN, SessionView, decide
+from proxy.execution.plans import Refused, Run
 from proxy.execution.preroute import declined, matches, take
 from routing.kernel import ShardingKernel
 from tests.routing.conftest import METADATA, build_rules
@@ -82,3 +83,20 @@ def test_take_empties_the_field() -> None:
     assert take(fast, kernel, text + " ", None, PLAIN) is None  # another statement: decided anew
     assert fast.declined is None
     assert take(None, kernel, text, None, PLAIN) is None  # no fast path
+
+
+def test_a_plan_decided_in_another_sql_mode_is_not_taken() -> None:
+    """Issue 34: a text reads otherwise under ANSI_QUOTES / NO_BACKSLASH_ESCAPES: a plan decided in one sql_mode is
+    never the plan of the same text in another (`decide.same_decision` compares the views' modes)."""
+    kernel = ShardingKernel(build_rules(), METADATA)
+    text = 'SELECT "user_id", COUNT(*) AS "n" FROM t_order GROUP BY "user_id" ORDER BY "n" DESC'
+    ansi = SessionView(federation=False, mode=32768)
+    kept = declined(kernel, text, None, NO_FEDERATION, decide(kernel, text, None, NO_FEDERATION))
+    assert not matches(kept, kernel, text, None, ansi)
+    plan = decide(kernel, text, None, ansi)
+    assert isinstance(plan, Run) and "COUNT(*) AS `n`" in plan.routed.execution_units[0].sql
+    assert matches(declined(kernel, text, None, ansi, plan), kernel, text, None, ansi)
+    backslash = "SELECT * FROM t_order WHERE user_id = 1 AND status = 'a\\'"
+    assert isinstance(decide(kernel, backslash, None, NO_FEDERATION), Refused)
+    nbe = decide(kernel, backslash, None, SessionView(federation=False, mode=512))
+    assert isinstance(nbe, Run) and {u.data_source for u in nbe.routed.execution_units} == {"ds_1"}
