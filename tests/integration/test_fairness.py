@@ -16,9 +16,10 @@ import pytest
 from tests.integration.sharding_fixtures import ORACLE_DB, ShardedEnv
 
 IDS = 200_000
-# what the other sessions may wait at most (the target is 100 ms, measured 30-45 ms; the suite's machine is
-# loaded and runs a second test process, so the bound is looser, and still far below the seconds a stalled loop costs)
-MAX_GAP = 0.3
+# what the other sessions may wait at most, as a share of the heavy statement's own time (a ratio, as the machine
+# running the suite is loaded and runs a second test process: both stretch together). Deciding the statement on the
+# loop held the others for 70-95 % of it (0.56-1.67 s); off the loop they wait 30-80 ms of its ~1.2 s, at most.
+MAX_SHARE = 0.35
 
 
 ROWS = [(i * 7, i % 5, f"s{i % 3}") for i in range(60)]  # (order_id, user_id, status): some of them in the lists
@@ -55,7 +56,10 @@ def test_other_sessions_are_answered_while_a_heavy_statement_routes(sharded_env:
     heavy = _heavy_sql(column)
     outcome: list[Any] = []
 
+    spent: list[float] = []
+
     def run_heavy() -> None:
+        started = time.monotonic()
         try:
             if protocol == "text":
                 with env.connect(read_timeout=120) as conn, conn.cursor() as cur:
@@ -75,6 +79,7 @@ def test_other_sessions_are_answered_while_a_heavy_statement_routes(sharded_env:
                     conn.close()
         except BaseException as exc:  # reported by the test thread
             outcome.append(exc)
+        spent.append(time.monotonic() - started)
 
     others = [env.connect(), env.connect()]  # connected before: their answers are what is timed
     try:
@@ -111,6 +116,8 @@ def test_other_sessions_are_answered_while_a_heavy_statement_routes(sharded_env:
             assert [tuple(r) for r in outcome[0]] == [tuple(r) for r in cur.fetchall()]
     finally:
         direct.close()
-    print(f"{column} {protocol}: {answered} answers to the other sessions, the longest wait {max(gaps) * 1000:.0f} ms")
+    print(f"{column} {protocol}: {answered} answers to the other sessions, the longest wait {max(gaps) * 1000:.0f} ms "
+          f"of the heavy statement's {spent[0] * 1000:.0f} ms")
     assert answered >= 3, answered
-    assert max(gaps) < MAX_GAP, f"another session waited {max(gaps):.2f} s ({answered} answers)"
+    assert max(gaps) < MAX_SHARE * spent[0], \
+        f"another session waited {max(gaps):.2f} s of the heavy statement's {spent[0]:.2f} s ({answered} answers)"
