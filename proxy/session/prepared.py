@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -56,9 +57,11 @@ from proxy.execution.state import ClientStatement
 from proxy.execution.txn_control import classify_session_statement
 from proxy.frontend.wire import CapturedWriter
 from proxy.session import metadata, processlist, system_schema
+from proxy.session.describe import describing_text
 from proxy.session.statements import classify
 from routing.errors import RoutingError
 from routing.interpolate import interpolate
+from routing.logical_names import LogicalNames
 from routing.parse import scan_shape
 from routing.session_functions import has_call
 
@@ -146,6 +149,9 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
 
     if split_explain(sql) is not None or xa_refusal(sql) is not None:
         return ()  # EXPLAIN: one column more with several units, known at EXECUTE; XA: refused there
+    described = await _describe_query(session, sql)
+    if described is not None:
+        return described
     view = view_of(session, federation=False, found_rows=False)
     for dummy in (0, "0", None):  # decided with stand-in values: a plan to describe, never run
         plan = await decide_fairly(db, sql, [dummy] * num_params, view)
@@ -167,6 +173,32 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
             for c in answer.columns[:visible]
         )
     return ()
+
+
+async def _describe_query(session: Session, sql: str) -> tuple[ColumnDefinition41, ...] | None:
+    """A query's columns as MariaDB gives them: its text, `?` kept, prepared on one data source with each logic
+    table named by one of its actual tables there (proxy.session.describe), then renamed to logic names. None when
+    the text is no such query or the backend refuses it (the caller describes it from a routed variant)."""
+    db = session.database
+    assert db is not None
+    tables = {ds: db.metadata.actual_tables(ds) for ds in db.sources}
+    names = LogicalNames(db.rules, tables)
+    if len(sql) < OFF_LOOP_TEXT:
+        found = describing_text(sql, db.name, names, tables)
+    else:
+        found = await asyncio.to_thread(describing_text, sql, db.name, names, tables)
+    if found is None:
+        return None
+    conn = await session.backend(found.data_source, record_write=False)  # describing is no write
+    answer = await conn.prepared(found.sql)
+    if isinstance(answer, ERRPacket):
+        return None
+    return tuple(_logic_column(c, found.renames, db.name) for c in answer.columns)
+
+
+def _logic_column(c: ColumnDefinition41, renames: Mapping[str, str], db_name: str) -> ColumnDefinition41:
+    return replace(c, table=renames.get(c.table.lower(), c.table),
+                   org_table=renames.get(c.org_table.lower(), c.org_table), schema=db_name if c.schema else "")
 
 
 async def execute(session: Session, payload: bytes) -> None:
