@@ -72,7 +72,9 @@ def describing_text(sql: str, db_name: str, names: LogicalNames,
             pieces: list[str] = []
             pos = 0
             for start, end, name in sorted(refs):
-                pieces += [sql[pos:start], f"`{actual[name].replace('`', '``')}`"]
+                # quoted as the text quoted the logic name (the kernel's units do the same: one text per node)
+                name_text = actual[name] if sql[start] != "`" else f"`{actual[name].replace('`', '``')}`"
+                pieces += [sql[pos:start], name_text]
                 pos = end
             pieces.append(sql[pos:])
             renames = {a.lower(): _logic_name(names, logic) for logic, a in actual.items()}
