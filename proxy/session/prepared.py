@@ -57,6 +57,7 @@ from proxy.execution.state import ClientStatement
 from proxy.execution.txn_control import classify_session_statement
 from proxy.frontend.wire import CapturedWriter
 from proxy.session import metadata, processlist, system_schema
+from proxy.session.bound_types import BoundTypes
 from proxy.session.describe import describing_text
 from proxy.session.statements import classify
 from routing.errors import RoutingError
@@ -318,7 +319,8 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
                 return
         # DATABASE(), CONNECTION_ID(), LAST_INSERT_ID() ... are the session's, as in the text protocol
         sql = (metadata.substitute(session, stmt.sql) or stmt.sql) if stmt.session_functions else stmt.sql
-        await route_and_execute(session, db, sql, list(request.values), BINARY)
+        codec = BoundTypes(request.values, request.types) if request.values else BINARY
+        await route_and_execute(session, db, sql, list(request.values), codec)
     finally:
         BINARY_ROWS.reset(token)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import mysql.connector
 import pytest
 
 from protocol.binary import ComStmtClose, ComStmtExecute, ComStmtPrepare, PrepareResponse, StmtPrepareOK
@@ -123,3 +124,37 @@ def test_prepare_columns_equal_mariadb(sharded_env: ShardedEnv, sql: str, params
     finally:
         proxy.sock.close()
         oracle.sock.close()
+
+
+# a client library's bound types (mysql-connector binds 1 as TINY UNSIGNED, a str as STRING): MariaDB types a column
+# built from a parameter by them
+BOUND: list[tuple[str, tuple[Any, ...]]] = [
+    ("SELECT ? AS p", ("x",)),
+    ("SELECT ? AS p", (1,)),
+    ("SELECT ? AS p, ? AS q", (-5, 3.5)),
+    ("WITH RECURSIVE r (n) AS (SELECT ? UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r", (1,)),
+    ("WITH c AS (SELECT ? AS p) SELECT c.p, o.status FROM c JOIN t_order o ON o.order_id = ?", ("x", 1)),
+    ("SELECT d.p FROM (SELECT ? AS p) d", (300,)),
+    ("SELECT ? AS p, status FROM t_order WHERE order_id = ?", ("x", 1)),
+    ("SELECT ? AS p, status FROM t_order WHERE status <> ?", (1, "x")),
+    ("SELECT o.status, ? AS p FROM t_order o JOIN t_order_item i ON o.status = i.status WHERE o.status <> ?",
+     (7, "x")),
+]
+
+
+@pytest.mark.parametrize(("sql", "params"), BOUND)
+def test_executed_columns_follow_bound_types(sharded_env: ShardedEnv, sql: str, params: tuple[Any, ...]) -> None:
+    s0 = sharded_env.servers[0]
+    descriptions = []
+    for host, port, db, password in ((sharded_env.proxy.host, sharded_env.proxy.port, "sharding_db", "root"),
+                                     (s0.host, s0.port, sharded_env.oracle_db, s0.password)):
+        conn = mysql.connector.connect(host=host, port=port, user="root", password=password, database=db,
+                                       use_pure=True, ssl_disabled=True, autocommit=True)
+        try:
+            cur = conn.cursor(prepared=True)
+            cur.execute(sql, params)
+            cur.fetchall()
+            descriptions.append([(d[0], d[1], d[7], d[8]) for d in cur.description])  # name, type, flags, charset
+        finally:
+            conn.close()
+    assert descriptions[0] == descriptions[1]
