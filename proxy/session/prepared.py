@@ -13,9 +13,12 @@ and sent inline. A read-only cursor stays on the connection that opened it, for 
 
 Sharded: PREPARE parses nothing per execution — the kernel's plan cache keys on the prepared text, so
 each EXECUTE only evaluates the algorithms with the bound values. The answer to PREPARE describes the
-logic statement (columns obtained by preparing one routed variant on a backend); EXECUTE routes with the
-parameter values and runs each unit as a prepared statement on its backend (prepared once per backend
-connection), relaying binary rows for a single unit and merging them for several.
+logic statement: a query's columns are MariaDB's own for its text, `?` kept, prepared on one data source with
+each logic table named by one of its actual tables (proxy.session.describe; subqueries, CTEs, derived tables and
+federated statements alike), anything else's from one routed variant; EXECUTE routes with the parameter values
+and runs each unit as a prepared statement on its backend (prepared once per backend connection, bound with the
+client's types when the unit carries the client's parameters: proxy.session.bound_types), relaying binary rows
+for a single unit and merging them for several.
 
 PREPARE / EXECUTE sent as SQL text are `sql_prepared.py`.
 """
@@ -142,7 +145,8 @@ async def _placeholders(sql: str) -> int:
 
 
 async def _describe(session: Session, sql: str, num_params: int) -> tuple[ColumnDefinition41, ...]:
-    """The columns of a sharded statement, from preparing one routed variant on its backend. A statement
+    """The columns of a sharded statement: a query's as MariaDB describes its text (`_describe_query`), another's
+    (or a query no one data source can describe) from preparing one routed variant on its backend. A statement
     that cannot be routed without its values (or cannot be routed at all) is described when executed:
     the binary protocol sends the columns with every result anyway."""
     db = session.database
