@@ -11,7 +11,7 @@ Pure: the caller prepares the text and renames the answer's actual tables back t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -29,10 +29,11 @@ class Described:
     renames: Mapping[str, str]
 
 
-def describing_text(sql: str, db_name: str, names: LogicalNames,
-                    tables_by_source: Mapping[str, Sequence[str]]) -> Described | None:
+def describing_text(sql: str, db_name: str, names: LogicalNames, tables_by_source: Mapping[str, Sequence[str]],
+                    held: Collection[str] = ()) -> Described | None:
     """The text to prepare for `sql`'s columns and where, or None when `sql` is no query this describes (not a
-    SELECT / WITH / UNION, SELECT ... INTO, another database's table, or no data source holds all its tables)."""
+    SELECT / WITH / UNION, SELECT ... INTO, another database's table, or no data source holds all its tables).
+    `held`: data sources the session holds a connection of, tried first (describing takes no other one)."""
     ast = parse_statement(scan_shape(sql))
     if not isinstance(ast, exp.Query) or ast.find(exp.Into) is not None:
         return None
@@ -58,13 +59,14 @@ def describing_text(sql: str, db_name: str, names: LogicalNames,
                 return None
             span = (db_span[0], span[1])  # `sharding_db.t_order`: the backend knows its own database only
         refs.append((span[0], span[1], name))
-    for ds in names.rules.data_sources:
-        held = {t.lower(): t for t in tables_by_source.get(ds, ())}
+    sources = names.rules.data_sources
+    for ds in [*(d for d in sources if d in held), *(d for d in sources if d not in held)]:
+        present = {t.lower(): t for t in tables_by_source.get(ds, ())}
         actual: dict[str, str] = {}
         for _s, _e, name in refs:
             if name in actual:
                 continue
-            found = names.actual(ds, name) if _configured(names, name) else held.get(name)
+            found = names.actual(ds, name) if _configured(names, name) else present.get(name)
             if found is None:
                 break
             actual[name] = found

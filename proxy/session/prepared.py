@@ -188,10 +188,11 @@ async def _describe_query(session: Session, sql: str) -> tuple[ColumnDefinition4
     assert db is not None
     tables = {ds: db.metadata.actual_tables(ds) for ds in db.sources}
     names = LogicalNames(db.rules, tables)
+    held = set(session.backends)
     if len(sql) < OFF_LOOP_TEXT:
-        found = describing_text(sql, db.name, names, tables)
+        found = describing_text(sql, db.name, names, tables, held)
     else:
-        found = await asyncio.to_thread(describing_text, sql, db.name, names, tables)
+        found = await asyncio.to_thread(describing_text, sql, db.name, names, tables, held)
     if found is None:
         return None
     conn = await session.backend(found.data_source, record_write=False)  # describing is no write

@@ -64,3 +64,9 @@ def test_actual_tables_are_renamed_to_logic_names(names: LogicalNames) -> None:
 ])
 def test_not_described_here(names: LogicalNames, sql: str) -> None:
     assert described(names, sql) is None
+
+
+def test_a_held_data_source_first(names: LogicalNames) -> None:
+    found = describing_text("SELECT * FROM t_order WHERE order_id = ?", "sharding_db", names, TABLES, {"ds_1"})
+    assert found is not None
+    assert (found.data_source, found.sql) == ("ds_1", "SELECT * FROM t_order_0 WHERE order_id = ?")
