@@ -154,9 +154,24 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
 
     if split_explain(sql) is not None or xa_refusal(sql) is not None:
         return ()  # EXPLAIN: one column more with several units, known at EXECUTE; XA: refused there
-    described = await _describe_query(session, sql)
-    if described is not None:
-        return described
+    # A long text (an IN list of thousands of values) is described from its routed variant first: the kernel
+    # reads its lists without sqlglot, whose parse of the whole text would hold the event loop (issue 35)
+    long = len(sql) >= OFF_LOOP_TEXT
+    if not long:
+        described = await _describe_query(session, sql)
+        if described is not None:
+            return described
+    routed = await _describe_routed(session, sql, num_params)
+    if routed or not long:
+        return routed
+    return await _describe_query(session, sql) or ()
+
+
+async def _describe_routed(session: Session, sql: str, num_params: int) -> tuple[ColumnDefinition41, ...]:
+    """The columns of one routed variant of the statement, decided with stand-in values; none when it routes
+    nowhere with them."""
+    db = session.database
+    assert db is not None and db.kernel is not None
     view = view_of(session, federation=False, found_rows=False)
     for dummy in (0, "0", None):  # decided with stand-in values: a plan to describe, never run
         plan = await decide_fairly(db, sql, [dummy] * num_params, view)

@@ -47,6 +47,13 @@ CASES: list[tuple[str, str, tuple[Any, ...]]] = [
              "ON o.order_id = i.order_id AND o.user_id = i.user_id WHERE o.user_id = ?", (1,)),
     ("federated-join", "SELECT o.order_id, i.status FROM t_order o JOIN t_order_item i ON o.status = i.status "
                        "WHERE o.status <> ?", ("x",)),
+    # a long text (over proxy.execution.decide.OFF_LOOP_TEXT): described from its routed variant first, from
+    # its own text when that routes nowhere
+    ("long-in-list", "SELECT order_id, status FROM t_order WHERE order_id IN ("
+                     + ", ".join(str(i) for i in range(4000)) + ") AND user_id = ?", (1,)),
+    ("long-subquery", "SELECT o.order_id, (SELECT MAX(i.status) FROM t_order_item i WHERE i.order_id = o.order_id) "
+                      "AS s FROM t_order o WHERE o.order_id IN (" + ", ".join(str(i) for i in range(4000))
+                      + ") AND o.user_id = ?", (1,)),
     ("federated-aggregate", "SELECT o.status, COUNT(*) AS n FROM t_order o JOIN t_order_item i "
                             "ON o.user_id = i.order_id WHERE i.status <> ? GROUP BY o.status", ("x",)),
 ]
