@@ -13,9 +13,12 @@ and sent inline. A read-only cursor stays on the connection that opened it, for 
 
 Sharded: PREPARE parses nothing per execution — the kernel's plan cache keys on the prepared text, so
 each EXECUTE only evaluates the algorithms with the bound values. The answer to PREPARE describes the
-logic statement (columns obtained by preparing one routed variant on a backend); EXECUTE routes with the
-parameter values and runs each unit as a prepared statement on its backend (prepared once per backend
-connection), relaying binary rows for a single unit and merging them for several.
+logic statement: a query's columns are MariaDB's own for its text, `?` kept, prepared on one data source with
+each logic table named by one of its actual tables (proxy.session.describe; subqueries, CTEs, derived tables and
+federated statements alike), anything else's from one routed variant; EXECUTE routes with the parameter values
+and runs each unit as a prepared statement on its backend (prepared once per backend connection, bound with the
+client's types when the unit carries the client's parameters: proxy.session.bound_types), relaying binary rows
+for a single unit and merging them for several.
 
 PREPARE / EXECUTE sent as SQL text are `sql_prepared.py`.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -56,9 +60,12 @@ from proxy.execution.state import ClientStatement
 from proxy.execution.txn_control import classify_session_statement
 from proxy.frontend.wire import CapturedWriter
 from proxy.session import metadata, processlist, system_schema
+from proxy.session.bound_types import BoundTypes
+from proxy.session.describe import describing_text
 from proxy.session.statements import classify
 from routing.errors import RoutingError
 from routing.interpolate import interpolate
+from routing.logical_names import LogicalNames
 from routing.parse import reading, scan_shape
 from routing.session_functions import has_call
 
@@ -140,7 +147,8 @@ async def _placeholders(sql: str, mode: int = 0) -> int:
 
 
 async def _describe(session: Session, sql: str, num_params: int) -> tuple[ColumnDefinition41, ...]:
-    """The columns of a sharded statement, from preparing one routed variant on its backend. A statement
+    """The columns of a sharded statement: a query's as MariaDB describes its text (`_describe_query`), another's
+    (or a query no one data source can describe) from preparing one routed variant on its backend. A statement
     that cannot be routed without its values (or cannot be routed at all) is described when executed:
     the binary protocol sends the columns with every result anyway."""
     db = session.database
@@ -148,6 +156,24 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
 
     if split_explain(sql) is not None or xa_refusal(sql) is not None:
         return ()  # EXPLAIN: one column more with several units, known at EXECUTE; XA: refused there
+    # A long text (an IN list of thousands of values) is described from its routed variant first: the kernel
+    # reads its lists without sqlglot, whose parse of the whole text would hold the event loop (issue 35)
+    long = len(sql) >= OFF_LOOP_TEXT
+    if not long:
+        described = await _describe_query(session, sql)
+        if described is not None:
+            return described
+    routed = await _describe_routed(session, sql, num_params)
+    if routed or not long:
+        return routed
+    return await _describe_query(session, sql) or ()
+
+
+async def _describe_routed(session: Session, sql: str, num_params: int) -> tuple[ColumnDefinition41, ...]:
+    """The columns of one routed variant of the statement, decided with stand-in values; none when it routes
+    nowhere with them."""
+    db = session.database
+    assert db is not None and db.kernel is not None
     view = view_of(session, federation=False, found_rows=False)
     for dummy in (0, "0", None):  # decided with stand-in values: a plan to describe, never run
         plan = await decide_fairly(db, sql, [dummy] * num_params, view)
@@ -169,6 +195,33 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
             for c in answer.columns[:visible]
         )
     return ()
+
+
+async def _describe_query(session: Session, sql: str) -> tuple[ColumnDefinition41, ...] | None:
+    """A query's columns as MariaDB gives them: its text, `?` kept, prepared on one data source with each logic
+    table named by one of its actual tables there (proxy.session.describe), then renamed to logic names. None when
+    the text is no such query or the backend refuses it (the caller describes it from a routed variant)."""
+    db = session.database
+    assert db is not None
+    tables = {ds: db.metadata.actual_tables(ds) for ds in db.sources}
+    names = LogicalNames(db.rules, tables)
+    held = set(session.backends)
+    if len(sql) < OFF_LOOP_TEXT:
+        found = describing_text(sql, db.name, names, tables, held)
+    else:
+        found = await asyncio.to_thread(describing_text, sql, db.name, names, tables, held)
+    if found is None:
+        return None
+    conn = await session.backend(found.data_source, record_write=False)  # describing is no write
+    answer = await conn.prepared(found.sql)
+    if isinstance(answer, ERRPacket):
+        return None
+    return tuple(_logic_column(c, found.renames, db.name) for c in answer.columns)
+
+
+def _logic_column(c: ColumnDefinition41, renames: Mapping[str, str], db_name: str) -> ColumnDefinition41:
+    return replace(c, table=renames.get(c.table.lower(), c.table),
+                   org_table=renames.get(c.org_table.lower(), c.org_table), schema=db_name if c.schema else "")
 
 
 async def execute(session: Session, payload: bytes) -> None:
@@ -288,7 +341,8 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
                 return
         # DATABASE(), CONNECTION_ID(), LAST_INSERT_ID() ... are the session's, as in the text protocol
         sql = (metadata.substitute(session, stmt.sql) or stmt.sql) if stmt.session_functions else stmt.sql
-        await route_and_execute(session, db, sql, list(request.values), BINARY)
+        codec = BoundTypes(request.values, request.types) if request.values else BINARY
+        await route_and_execute(session, db, sql, list(request.values), codec)
     finally:
         BINARY_ROWS.reset(token)
 
