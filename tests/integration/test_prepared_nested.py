@@ -240,21 +240,27 @@ def _connect(env: ShardedEnv) -> Any:
                                    database="sharding_db", use_pure=True, ssl_disabled=True, autocommit=True)
 
 
+def _execute(conn: Any, mode: str, case: Case) -> Any:
+    """The case run in `mode` (literal text, binary prepared, SQL PREPARE / EXECUTE); its cursor."""
+    if mode == "literal":
+        cur = conn.cursor()
+        cur.execute(_spliced(case.sql, case.params))
+    elif mode == "binary":
+        cur = conn.cursor(prepared=True)
+        cur.execute(_marked(case.sql, "%s"), case.params)
+    else:
+        cur = conn.cursor()
+        names = [f"@pn{i}" for i in range(len(case.params))]
+        if names:
+            cur.execute("SET " + ", ".join(f"{n} = {_literal(v)}" for n, v in zip(names, case.params, strict=True)))
+        cur.execute("PREPARE pn_stmt FROM " + _literal(_marked(case.sql, "?")))
+        cur.execute("EXECUTE pn_stmt" + (" USING " + ", ".join(names) if names else ""))
+    return cur
+
+
 def _run(conn: Any, mode: str, case: Case) -> Answer:
     try:
-        if mode == "literal":
-            cur = conn.cursor()
-            cur.execute(_spliced(case.sql, case.params))
-        elif mode == "binary":
-            cur = conn.cursor(prepared=True)
-            cur.execute(_marked(case.sql, "%s"), case.params)
-        else:
-            cur = conn.cursor()
-            names = [f"@pn{i}" for i in range(len(case.params))]
-            if names:
-                cur.execute("SET " + ", ".join(f"{n} = {_literal(v)}" for n, v in zip(names, case.params, strict=True)))
-            cur.execute("PREPARE pn_stmt FROM " + _literal(_marked(case.sql, "?")))
-            cur.execute("EXECUTE pn_stmt" + (" USING " + ", ".join(names) if names else ""))
+        cur = _execute(conn, mode, case)
         rows = _normal(cur.fetchall())
         cur.close()
         return Answer(rows)
@@ -414,19 +420,7 @@ def test_write(nested_env: ShardedEnv, case: Case, mode: str) -> None:
 def _run_write(conn: Any, mode: str, case: Case) -> Answer | None:
     """None: done; else the refusal."""
     try:
-        if mode == "literal":
-            cur = conn.cursor()
-            cur.execute(_spliced(case.sql, case.params))
-        elif mode == "binary":
-            cur = conn.cursor(prepared=True)
-            cur.execute(_marked(case.sql, "%s"), case.params)
-        else:
-            cur = conn.cursor()
-            names = [f"@pn{i}" for i in range(len(case.params))]
-            cur.execute("SET " + ", ".join(f"{n} = {_literal(v)}" for n, v in zip(names, case.params, strict=True)))
-            cur.execute("PREPARE pn_stmt FROM " + _literal(_marked(case.sql, "?")))
-            cur.execute("EXECUTE pn_stmt USING " + ", ".join(names))
-        cur.close()
+        _execute(conn, mode, case).close()
         return None
     except mysql.connector.Error as exc:
         return Answer(None, int(exc.errno), exc.sqlstate, str(exc.msg))
