@@ -133,10 +133,12 @@ async def _use(session: Session, stmt: ProxyStatement, sql: str) -> None:
 
 async def _show_databases(session: Session, stmt: ProxyStatement, sql: str) -> None:
     names = session.visible_databases()
+    header = "Database"
     if stmt.arg is not None:
         rx = like_to_regex(stmt.arg)
         names = [n for n in names if rx.match(n)]
-    session.rows(["Database"], [(n,) for n in names])
+        header = f"Database ({stmt.arg.replace(chr(39) * 2, chr(39))})"  # MySQL's heading names the pattern
+    session.rows([header], [(n,) for n in names])
 
 
 async def _select_database(session: Session, stmt: ProxyStatement, sql: str) -> None:

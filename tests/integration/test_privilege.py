@@ -85,6 +85,7 @@ def test_show_databases_lists_the_permitted_ones(proxy: RunningProxy, user: str,
         with conn.cursor() as cur:
             cur.execute("SHOW DATABASES LIKE '%o%'")
             assert [r[0] for r in cur.fetchall()] == [d for d in visible if "o" in d]
+            assert [d[0] for d in cur.description] == ["Database (%o%)"]  # as MySQL heads it
 
 
 def test_use_and_com_init_db_of_a_database_not_permitted(proxy: RunningProxy) -> None:
