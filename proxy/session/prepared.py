@@ -110,7 +110,9 @@ async def prepare(session: Session, payload: bytes) -> None:
     if source is not None:
         # preparing is no write: on a read/write splitting group it must not pin the session to the primary
         conn = await session.backend(source.name, record_write=False)
-        answer = await conn.prepare(sql)
+        # the session's own functions (DATABASE() is the logical database, CONNECTION_ID() the proxy's id) as the
+        # text protocol substitutes them: the backend would answer with its own
+        answer = await conn.prepare(metadata.substitute(session, sql) or sql)
         if isinstance(answer, ERRPacket):
             session.wire.send(answer.encode(session.capabilities))
             return
@@ -303,10 +305,11 @@ async def _execute_proxy_answered(session: Session, stmt: ClientStatement, reque
     """A statement the proxy answers itself, prepared on a pass-through database: answered in binary rows."""
 
     sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
-    sql = metadata.substitute(session, sql) or sql
     token = BINARY_ROWS.set(True)
     try:
+        # (read before the session functions are substituted: `SELECT DATABASE()` is itself the proxy's statement)
         proxy_stmt = classify(sql)
+        sql = sql if proxy_stmt is not None else metadata.substitute(session, sql) or sql
         if proxy_stmt is not None:
             await session._proxy_statement(proxy_stmt, sql)
         elif not await metadata.answer(session, session.database, sql):
