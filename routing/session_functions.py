@@ -44,35 +44,54 @@ _BEFORE_ITEM = re.compile(r"(?:\bSELECT|\bDISTINCT|,)\s*$", re.I)
 _AFTER_ITEM = re.compile(r"\s*(?:,|\bFROM\b|\bLIMIT\b|\bINTO\b|\bUNION\b|;|$)", re.I)
 
 
+_PARENS = re.compile(r"[()]")
+_SUBQUERY = re.compile(r"\s*(?:SELECT|WITH)\b", re.I)
+
+
 def substitute_session_functions(sql: str, values: Mapping[str, str]) -> str | None:
-    """`values`: lower-case function name -> SQL literal. None when nothing was replaced."""
+    """`values`: lower-case function name -> SQL literal. None when nothing was replaced. A call that is a whole
+    select-list item keeps its column name with an alias; one inside parentheses that are no subquery's (a function's
+    arguments, a VALUES row) is an expression there, where an alias would not be valid SQL."""
     if "(" not in sql or not has_call(sql):
         return None
     text = sql
     changed = False
     result: list[str] = []
     pos = 0
+    opened: list[bool] = []  # the parentheses open at this point of the text: True for a subquery's
+
+    def walk(start: int, end: int) -> None:
+        for paren in _PARENS.finditer(text, start, end):
+            if paren.group() == "(":
+                opened.append(_SUBQUERY.match(text, paren.end()) is not None)
+            elif opened:
+                opened.pop()
+
     for seg in _TOKEN.finditer(text):
         piece = seg.group()
         if piece[:1] in ("'", '"', "`") or piece.startswith(("/*", "--", "#")):
             continue
+        walked = seg.start()
         for call in CALL.finditer(piece):
+            start = seg.start() + call.start()
+            end = seg.start() + call.end()
+            walk(walked, start)
+            walked = end  # (the call's own parentheses close where they open)
             name = call.group(1).lower()
             literal = values.get(name)
             if literal is None:
                 continue
-            start = seg.start() + call.start()
-            end = seg.start() + call.end()
             result.append(text[pos:start])
             before = text[:start]
             after = text[end:]
-            if _BEFORE_ITEM.search(before) and _AFTER_ITEM.match(after):
+            if (not opened or opened[-1]) and _BEFORE_ITEM.search(before) and _AFTER_ITEM.match(after):
                 alias = call.group().replace("`", "``")
                 result.append(f"{literal} AS `{alias}`")
             else:
                 result.append(literal)
             pos = end
             changed = True
+        walk(walked, seg.end())
     if not changed:
         return None
     result.append(text[pos:])

@@ -35,3 +35,20 @@ def test_session_functions_prepared(passthrough_proxy: RunningProxy, sharded_env
             cur.close()
     finally:
         conn.close()
+
+
+TEXT_CASES = (  # session functions inside expressions: answered where MariaDB answers (1583 / 1064 before)
+    ("SELECT CONCAT('<', DATABASE(), '>')", lambda db: (f"<{db}>",)),
+    ("SELECT IF(0, CONNECTION_ID(), CONNECTION_ID()) > 0", lambda db: (1,)),
+    ("SELECT COALESCE(NULL, SCHEMA()), DATABASE()", lambda db: (db, db)),
+)
+
+
+@pytest.mark.parametrize("where", ("pass-through", "sharded"))
+@pytest.mark.parametrize(("sql", "row"), TEXT_CASES, ids=[c[0] for c in TEXT_CASES])
+def test_session_functions_inside_expressions(passthrough_proxy: RunningProxy, sharded_env: ShardedEnv, where: str,
+                                              sql: str, row: Any) -> None:
+    proxy, db = (passthrough_proxy, "demo") if where == "pass-through" else (sharded_env.proxy, "sharding_db")
+    with proxy.connect(db) as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        assert [tuple(r) for r in cur.fetchall()] == [row(db)]

@@ -26,6 +26,16 @@ VALUES = {
         ("SELECT ROW_COUNT(), FOUND_ROWS()", "SELECT 3 AS `ROW_COUNT()`, 10 AS `FOUND_ROWS()`"),
         ("select 1", None),
         ("SELECT schema ( )", "SELECT 'sharding_db' AS `schema ( )`"),
+        # an expression inside parentheses that are no subquery's: no alias (it was `... AS `USER()`` there: 1583)
+        ("SELECT CONCAT('<', USER(), '>')", "SELECT CONCAT('<', 'root@127.0.0.1', '>')"),
+        ("SELECT IF(0, CONNECTION_ID(), CONNECTION_ID())", "SELECT IF(0, 7, 7)"),
+        ("INSERT INTO t VALUES (1, USER(), 2)", "INSERT INTO t VALUES (1, 'root@127.0.0.1', 2)"),
+        ("INSERT INTO t VALUES (USER())", "INSERT INTO t VALUES ('root@127.0.0.1')"),
+        ("SELECT (SELECT DATABASE()), 1", "SELECT (SELECT 'sharding_db'), 1"),
+        ("SELECT (SELECT DATABASE() FROM DUAL)", "SELECT (SELECT 'sharding_db' AS `DATABASE()` FROM DUAL)"),
+        ("SELECT COALESCE(NULL, DATABASE()), DATABASE()",
+         "SELECT COALESCE(NULL, 'sharding_db'), 'sharding_db' AS `DATABASE()`"),
+        ("SELECT ')', DATABASE()", "SELECT ')', 'sharding_db' AS `DATABASE()`"),
     ],
 )
 def test_substitute_session_functions(sql: str, expected: str | None) -> None:
