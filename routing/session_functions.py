@@ -13,19 +13,13 @@ from collections.abc import Mapping
 
 from routing.split import _TOKEN
 
-CALL = re.compile(
-    r"\b(database|schema|connection_id|current_user|session_user|system_user|user|last_insert_id|row_count"
-    r"|found_rows)\s*\(\s*\)",
-    re.I,
-)
+_NAMES = ("database|schema|connection_id|current_user|session_user|system_user|user|last_insert_id|row_count"
+          "|found_rows")
+CALL = re.compile(rf"\b({_NAMES})\s*\(\s*\)", re.I)
 # `CALL.search` scans every position of the text with its alternation (~120 ms for a 1.5 MB IN list); a call
 # always ends in empty parentheses, which a literal-led pattern finds at C speed: the names are checked before them
 _EMPTY_PARENS = re.compile(r"\(\s*\)")
-_NAME_BEFORE = re.compile(
-    r"\b(?:database|schema|connection_id|current_user|session_user|system_user|user|last_insert_id|row_count"
-    r"|found_rows)\s*$",
-    re.I,
-)
+_NAME_BEFORE = re.compile(rf"\b(?:{_NAMES})\s*$", re.I)
 
 
 def has_call(sql: str) -> bool:

@@ -18,6 +18,8 @@ from proxy.execution.decide import OFF_LOOP_TEXT, SessionView, decide, view_of
 from proxy.execution.executor import execute_plan
 from proxy.execution.plans import Explained, Federated, FederatedExplain, Plan, Refused, Run
 from proxy.execution.units import log_statement
+from routing.kernel import first_word_kind
+from routing.plan import StatementKind
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
@@ -40,14 +42,18 @@ async def route_and_execute(
     await run_plan(session, db, sql, params, plan, codec)
 
 
-_KEEPS_LOCAL_STATE = ("INSERT", "REPLACE")  # their keys come from the rules' generators, kept on the loop
+def on_loop(sql: str) -> bool:
+    """Is this text decided on the event loop? A short one is (a thread's hand-off would cost more), and so is an
+    INSERT / REPLACE however long (its first word after any comments): its keys come from the rules' generators,
+    which the twin kernel shares with the kernel."""
+    return len(sql) < OFF_LOOP_TEXT or first_word_kind(sql) is StatementKind.INSERT
 
 
 async def decide_fairly(db: LogicalDatabase, sql: str, params: Sequence[object] | None, view: SessionView) -> Plan:
     """`decide`, in a worker thread when the text is long (decide.OFF_LOOP_TEXT), on the database's twin kernel,
     while the loop goes on serving the other sessions."""
     assert db.kernel is not None
-    if len(sql) < OFF_LOOP_TEXT or sql.lstrip()[:7].upper().startswith(_KEEPS_LOCAL_STATE):
+    if on_loop(sql):
         return decide(db.kernel, sql, params, view)
     async with db.twin_lock:
         twin = db.twin_kernel()
