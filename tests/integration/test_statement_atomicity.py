@@ -10,6 +10,7 @@ before it is still there and commits, and the session goes on.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ import pymysql
 import pytest
 
 from proxy.sandbox import MariaDBServer
-from tests.integration.faults import CuttingRelay
+from tests.integration.faults import CuttingRelay, abort
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
 
 RULES = """\
@@ -103,8 +104,8 @@ _NAMES = itertools.count()
 
 
 class Env:
-    def __init__(self, servers: list[MariaDBServer], tmp_path: Path, transaction: str, *, relay: bool = False
-                 ) -> None:
+    def __init__(self, servers: list[MariaDBServer], tmp_path: Path, transaction: str, *, relay: bool = False,
+                 pool: int = 4) -> None:
         self.servers = servers
         n = next(_NAMES)
         self.dbs = {f"ds_{i}": f"atom{n}_{i}" for i in range(2)}
@@ -114,7 +115,7 @@ class Env:
         hosts: list[Any] = [servers[0], self.relay or servers[1]]
         conf = write_conf(tmp_path / f"conf{n}",
                           {"atom_db": {ds: (hosts[int(ds[-1])], db) for ds, db in self.dbs.items()}},
-                          rules_yaml={"atom_db": RULES}, max_pool_size=4,
+                          rules_yaml={"atom_db": RULES}, max_pool_size=pool,
                           transaction={"defaultType": transaction, "providerType": "Atomikos"})
         self.proxy: RunningProxy = start_proxy(conf)
         with self.connect() as conn, conn.cursor() as cur:
@@ -304,3 +305,66 @@ def test_a_connection_lost_under_one_part_leaves_nothing(relay_env: Env, forward
     finally:
         env.relay.uncut()
         client.close()
+
+
+CLIENTS = 12
+ROUNDS = 8
+
+
+@pytest.mark.parametrize("transaction", ("LOCAL", "XA"))
+def test_many_clients_on_a_small_pool_each_statement_whole(mariadb_shards: list[MariaDBServer],
+                                                           tmp_path_factory: pytest.TempPathFactory,
+                                                           transaction: str) -> None:
+    """12 clients on pools of 2 connections, each in turn writing over both nodes: a statement that succeeds, one
+    that fails on one node (a duplicate key), in autocommit and inside BEGIN ... COMMIT; every third client leaves
+    without a word in the middle of a transaction. Afterwards every node holds exactly the successful statements'
+    rows of the clients that committed, nothing of the failed ones, and no transaction is left open."""
+    env = Env(mariadb_shards, tmp_path_factory.mktemp("atomicity-many"), transaction, pool=2)
+    try:
+        seeded = env.seed(tuple((900_000 + c, 1, 0, "dup") for c in range(CLIENTS)))  # each client's duplicate
+        expected: list[tuple[Any, ...]] = []
+        lock = threading.Lock()
+        errors: list[BaseException] = []
+
+        def client(c: int) -> None:
+            try:
+                conn = env.connect(read_timeout=60)
+                with conn.cursor() as cur:
+                    for r in range(ROUNDS):
+                        base = 100_000 + c * 1_000 + r * 10
+                        inside = r % 2 == 1
+                        if inside:
+                            cur.execute("BEGIN")
+                        cur.execute("INSERT INTO t_order (order_id, user_id, amount, status) VALUES "
+                                    f"({base}, 2, 0, 'ok'), ({base + 1}, 3, 0, 'ok')")
+                        with pytest.raises(pymysql.MySQLError) as failed:
+                            cur.execute("INSERT INTO t_order (order_id, user_id, amount, status) VALUES "
+                                        f"({base + 2}, 4, 0, 'no'), ({900_000 + c}, 1, 0, 'no')")
+                        assert failed.value.args[0] == 1062, failed.value.args
+                        if inside and c % 3 == 0 and r == ROUNDS - 1:
+                            abort(conn)  # gone mid-transaction (a RST): the proxy rolls its part back everywhere
+                            return
+                        if inside:
+                            cur.execute("COMMIT")
+                        with lock:
+                            expected.extend([(base, 2, 0, "ok"), (base + 1, 3, 0, "ok")])
+                conn.close()
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=client, args=(c,)) for c in range(CLIENTS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors[:3]
+        want = _expected(seeded, tuple(expected))
+        deadline = time.monotonic() + 5
+        while env.rows() != want and time.monotonic() < deadline:
+            time.sleep(0.2)  # (a client that left: its server rolls it back once it sees it gone)
+        assert env.rows() == want
+        while env.open_transactions() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert env.open_transactions() == []
+    finally:
+        env.proxy.stop()
