@@ -37,7 +37,6 @@ SAVEPOINT = "shardproxy_statement"
 NOTHING_APPLIED = "; nothing of the statement was applied"  # said after a failure the statement was taken back from
 _BEGIN = "BEGIN"
 _SET_SAVEPOINT = f"SAVEPOINT {SAVEPOINT}"
-_ROLLBACK_TO = f"ROLLBACK TO SAVEPOINT {SAVEPOINT}"
 
 Parts = Mapping[str, Sequence[ExecutionUnit]]  # data source -> its units, run in turn on its connection
 
@@ -153,19 +152,25 @@ async def _in_savepoint(session: Session, parts: Parts, conns: Mapping[str, Back
     except asyncio.CancelledError:
         raise  # the session is ending: its transaction is abandoned with it
     except Exception as exc:
-        lost = await _rollback_to(session, marked)
-        if not lost:
-            raise said(exc, NOTHING_APPLIED + " (rolled back to its savepoint on every data source); the "
-                             "transaction goes on") from None
-        raise said(exc, f"; taking the statement back failed on {', '.join(lost)}, whose connection is closed: "
-                         "the open transaction's work there is lost, and the transaction cannot commit any more "
-                         "(ROLLBACK ends it; COMMIT rolls back the rest and reports it)") from None
+        raise said(exc, taken_back(await rollback_to_savepoint(session, marked))) from None
 
 
-async def _rollback_to(session: Session, conns: list[BackendConnection]) -> list[str]:
-    """ROLLBACK TO the statement's savepoint on each connection that set it, all at once; the data sources where
-    that failed (their connections closed: their part of the transaction is lost)."""
-    work = [(conn, [_ROLLBACK_TO]) for conn in conns if not conn.broken]
+def taken_back(lost: Sequence[str]) -> str:
+    """What became of a statement taken back to its savepoint inside the client's transaction (`lost`: the data
+    sources where that failed), said after its first failure."""
+    if not lost:
+        return NOTHING_APPLIED + " (rolled back to its savepoint on every data source); the transaction goes on"
+    return (f"; taking the statement back failed on {', '.join(lost)}, whose connection is closed: the open "
+            "transaction's work there is lost, and the transaction cannot commit any more (ROLLBACK ends it; COMMIT "
+            "rolls back the rest and reports it)")
+
+
+async def rollback_to_savepoint(session: Session, conns: Sequence[BackendConnection], name: str = SAVEPOINT
+                                ) -> list[str]:
+    """ROLLBACK TO savepoint `name` on each connection that set it, all at once; the data sources where that failed
+    (their connections closed: their part of the transaction is lost, and recorded so)."""
+    rollback = f"ROLLBACK TO SAVEPOINT {name}"
+    work = [(conn, [rollback]) for conn in conns if not conn.broken]
     failed = [conn.name for conn in conns if conn.broken]
     for (conn, _s), result in zip(work, await txn_end._fan(work), strict=True):
         if isinstance(result, Exception) or isinstance(result[0], ERRPacket):
@@ -186,4 +191,5 @@ def said(exc: BaseException, note: str) -> BaseException:
     return exc
 
 
-__all__ = ["NOTHING_APPLIED", "SAVEPOINT", "held_whole", "parts_of", "run_parts", "said"]
+__all__ = ["NOTHING_APPLIED", "SAVEPOINT", "held_whole", "parts_of", "rollback_to_savepoint", "run_parts", "said",
+           "taken_back"]

@@ -36,7 +36,7 @@ from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.wire import Reader
 from proxy.backends.codec import TEXT
 from proxy.execution import txn, txn_end
-from proxy.execution.atomic import NOTHING_APPLIED, held_whole, said
+from proxy.execution.atomic import NOTHING_APPLIED, held_whole, rollback_to_savepoint, said, taken_back
 from proxy.execution.decide import SessionView, decide
 from proxy.execution.errors import answer_error
 from proxy.execution.plans import Refused, Run, Strategy
@@ -131,11 +131,7 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
             await txn_end.end_transaction(session, "ROLLBACK")
             note = NOTHING_APPLIED + ": its steps were rolled back on every data source"
         else:
-            lost = await _rollback_to(savepoints)
-            note = NOTHING_APPLIED + " (rolled back to its savepoint on every data source); the transaction goes on" \
-                if not lost else (f"; taking the statement back failed on {', '.join(lost)}, whose connection is "
-                                  "closed: the open transaction's work there is lost, and the transaction cannot "
-                                  "commit any more (ROLLBACK ends it; COMMIT rolls back the rest and reports it)")
+            note = taken_back(await rollback_to_savepoint(session, savepoints, _SAVEPOINT))
         if isinstance(exc, StepFailed):
             answer_error(session, StepFailed(replace(exc.err, message=exc.err.message + note)))
             return
@@ -444,20 +440,6 @@ async def _savepoint(session: Session, db: LogicalDatabase, table: str) -> list[
         await _ok(conns[name], ExecutionUnit(name, f"SAVEPOINT {_SAVEPOINT}"))
         held.append(conns[name])
     return held
-
-
-async def _rollback_to(conns: list[Any]) -> list[str]:
-    """ROLLBACK TO the statement's savepoint on each connection; the data sources where that failed."""
-    lost = []
-    for conn in conns:
-        if not conn.broken:
-            try:
-                await _ok(conn, ExecutionUnit(conn.name, f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}"))
-                continue
-            except Exception:
-                conn.broken = True  # its part of the transaction is in an unknown state: it is lost
-        lost.append(conn.name)
-    return lost
 
 
 async def _release(conns: list[Any]) -> None:

@@ -32,7 +32,15 @@ from protocol.packets import ERRPacket, OKPacket
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import StatementCodec
 from proxy.execution import txn_end
-from proxy.execution.atomic import NOTHING_APPLIED, held_whole, parts_of, run_parts, said
+from proxy.execution.atomic import (
+    NOTHING_APPLIED,
+    held_whole,
+    parts_of,
+    rollback_to_savepoint,
+    run_parts,
+    said,
+    taken_back,
+)
 from proxy.execution.locks import release, release_session_locks
 from proxy.execution.units import UnitFailed, _run_unit_to_ok, insert_info
 from routing.errors import RoutingError
@@ -118,17 +126,9 @@ async def _run(session: Session, routed: RoutedStatement, check: UpsertCheck, co
     try:
         outcome = await _row_by_row(check, conns, codec, charset)
     except BaseException as exc:
-        lost = [conn.name for conn in involved if conn.broken]
-        for conn in involved:
-            if not conn.broken:
-                try:
-                    await _ok(conn, ExecutionUnit(conn.name, f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}"))
-                except Exception:
-                    conn.broken = True  # its part of the transaction is in an unknown state: it is lost
-                    lost.append(conn.name)
-        if isinstance(exc, Exception) and not lost:
-            raise said(exc, NOTHING_APPLIED + " (rolled back to its savepoint on every data source); the "
-                            "transaction goes on") from None
+        lost = await rollback_to_savepoint(session, involved, _SAVEPOINT)
+        if isinstance(exc, Exception):
+            raise said(exc, taken_back(lost)) from None
         raise
     for conn in involved:
         await _ok(conn, ExecutionUnit(conn.name, f"RELEASE SAVEPOINT {_SAVEPOINT}"))
