@@ -1423,6 +1423,7 @@ class _Compiler:
             tail=tail,
             key_column=key_column,
             upsert=upsert,
+            mode=mode,
         )
 
     def insert_templates(

@@ -70,6 +70,9 @@ class RoutedStatement:
     # INSERT ... ON DUPLICATE KEY UPDATE / REPLACE / INSERT IGNORE into a sharded table with a unique key
     # that lacks a sharding column: a routing.upsert.UpsertCheck the proxy runs the statement with
     upsert: Any = None
+    # INSERT: "replace" (REPLACE), "update" (ON DUPLICATE KEY UPDATE), "ignore" (INSERT IGNORE) or None: how a row
+    # that meets an existing key counts in the statement's OK (`Duplicates:`)
+    insert_mode: str | None = None
     # SET @v = (SELECT ...) routed to one unit: the user variables it assigns, whose values the proxy copies
     # to the session's other connections
     set_variables: tuple[str, ...] = ()

@@ -925,6 +925,7 @@ class InsertPlan(Plan):
     key_column: str | None = None  # generate this column's value per row
     row_separator: str = ", "
     upsert: Any = None  # routing.upsert.UpsertSpec: unique keys without the sharding columns to check
+    mode: str | None = None  # "replace" | "update" | "ignore" (RoutedStatement.insert_mode)
 
     def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
         rule = self.rule
@@ -985,6 +986,7 @@ class InsertPlan(Plan):
             write=True,
             logic_tables=self.logic_tables,
             upsert=upsert,
+            insert_mode=self.mode,
         )
 
     def _render(self, ctx: RenderContext, node: DataNode, rows: Sequence[int], keys: Sequence[Any]) -> ExecutionUnit:

@@ -164,22 +164,14 @@ def _ok_of(unit: ExecutionUnit, events: Sequence[object]) -> OKPacket:
 
 
 _RECORDS = re.compile(rb"Records: (\d+)  Duplicates: (\d+)")
-_INSERT_MODE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(?:(?P<replace>REPLACE)|INSERT\s+"
-                          r"(?:(?:LOW_PRIORITY|DELAYED|HIGH_PRIORITY)\s+)?(?P<ignore>IGNORE\b)?)"
-                          r"|(?P<upsert>\bON\s+DUPLICATE\s+KEY\s+UPDATE\b)", re.I | re.S)
 
 
-def insert_info(sql: str, oks: Sequence[OKPacket]) -> bytes:
-    """The OK info of an INSERT / REPLACE / INSERT IGNORE / upsert that ran as several parts (`sql`: one part's
-    text): what one server reports for the whole statement, `Records: N  Duplicates: D  Warnings: W` when it has
-    several rows (none for one). A part of several rows says its own counts; a part of one row says none, and its
-    duplicate follows from its affected rows as the server counts them: an IGNOREd row affects 0, an upsert's
-    changed row 2 (an unchanged one is no duplicate), a REPLACE 1 + the rows it deleted."""
-    replace_ = ignore = upsert = False
-    for m in _INSERT_MODE.finditer(sql):
-        replace_ = replace_ or m.group("replace") is not None
-        ignore = ignore or m.group("ignore") is not None
-        upsert = upsert or m.group("upsert") is not None
+def insert_info(mode: str | None, oks: Sequence[OKPacket]) -> bytes:
+    """The OK info of an INSERT that ran as several parts (`mode`: the kernel's `RoutedStatement.insert_mode`): what
+    one server reports for the whole statement, `Records: N  Duplicates: D  Warnings: W` when it has several rows
+    (none for one). A part of several rows says its own counts; a part of one row says none, and its duplicate
+    follows from its affected rows as the server counts them: an IGNOREd row affects 0, an upsert's changed row 2
+    (an unchanged one is no duplicate), a REPLACE 1 + the rows it deleted."""
     records = duplicates = warnings = 0
     for ok in oks:
         warnings += ok.warnings
@@ -190,11 +182,11 @@ def insert_info(sql: str, oks: Sequence[OKPacket]) -> bytes:
             continue
         records += 1
         affected = ok.affected_rows
-        if replace_:
+        if mode == "replace":
             duplicates += max(affected - 1, 0)
-        elif upsert:
+        elif mode == "update":
             duplicates += affected == 2
-        elif ignore:
+        elif mode == "ignore":
             duplicates += affected == 0
     if records <= 1:
         return b""

@@ -98,7 +98,7 @@ async def execute_upsert(session: Session, db: LogicalDatabase, routed: RoutedSt
     if outcome.last_id:
         session.last_insert_id = outcome.last_id
     if outcome.oks is not None:
-        info = insert_info(routed.execution_units[0].sql, outcome.oks) if routed.execution_units else b""
+        info = insert_info(routed.insert_mode, outcome.oks)
     elif len(check.rows) > 1:
         info = f"Records: {len(check.rows)}  Duplicates: {outcome.duplicates}  Warnings: {outcome.warnings}".encode()
     else:

@@ -57,7 +57,7 @@ async def _write_units(session: Session, routed: RoutedStatement, codec: Stateme
     if last_id:
         session.last_insert_id = last_id
     if routed.kind is StatementKind.INSERT and routed.execution_units:
-        info = insert_info(routed.execution_units[0].sql, [ok for r in counted for ok in r])
+        info = insert_info(routed.insert_mode, [ok for r in counted for ok in r])
     else:
         info = _merged_info([ok.info for r in counted for ok in r])
     return affected, last_id, warnings, info
