@@ -19,7 +19,7 @@ from proxy.backends.runtime import LogicalDatabase
 from proxy.backends.xa import TransactionManager
 from proxy.backends.xalog import LogUnavailable
 from proxy.clusterport import STANDALONE, Standalone
-from proxy.config.model import ProxyConfig
+from proxy.config.model import DatabaseConfig, ProxyConfig
 from proxy.execution.fastpath import ClientProtocol
 from proxy.frontend import tls
 from proxy.frontend.handshake import Authenticator
@@ -78,8 +78,10 @@ class ProxyServer:
     async def start_backends(self) -> None:
         """Open every data source's pool (failing fast with the data source named) and load metadata."""
         self.started_at = asyncio.get_running_loop().time()
+        opening = None
         try:
             for db in self.config.databases.values():
+                opening = db
                 sources = await open_data_sources(db, self.config.props, self.sources)
                 logical = LogicalDatabase(db, sources)
                 await logical.reload_metadata()
@@ -90,7 +92,8 @@ class ProxyServer:
             await self.close_backends()
             reason = str(exc).removeprefix(f"data source {exc.data_source}: ")
             raise BackendError(
-                exc.data_source, f"{reason} (configured in {self._file_of(exc.data_source)})", errno=exc.errno
+                exc.data_source, f"{reason} (configured in {self._file_of(exc.data_source, opening)})",
+                errno=exc.errno,
             ) from exc
         await self._detect_version()
         from proxy.session.distsql.migration import resume
@@ -103,7 +106,11 @@ class ProxyServer:
             raise LogUnavailable(f"{exc} (transaction.props.xa-log-dir in {self.config.transaction.file})"
                                  ) from exc
 
-    def _file_of(self, data_source: str) -> str:
+    def _file_of(self, data_source: str, opening: DatabaseConfig | None) -> str:
+        """The file of the database being opened when `data_source` failed: data source names repeat across
+        files (the shipped conf/ has ds_0 in two), so the name alone does not say which file is wrong."""
+        if opening is not None and data_source in opening.data_sources:
+            return opening.file
         for db in self.config.databases.values():
             if data_source in db.data_sources:
                 return db.file
