@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from protocol.constants import ErrorCode
 from protocol.errors import ServerError
 from protocol.packets import ComQuery
+from proxy.backends.charset import changes_names, names_of, only_names, read_names
 from proxy.backends.readwrite import ReadWriteGroup
 from proxy.execution import txn_control
 from proxy.execution.plain import statement_kind
@@ -56,7 +57,7 @@ async def query(session: Session, payload: bytes) -> None:
     source = db.pass_through_source
     if source is not None:
         await relay_pass_through(session, source, payload, sql)
-        after_pass_through(session, source, sql)
+        await after_pass_through(session, source, sql)
         _unless_refused(session, became_sticky)
         return
     if session.multi_statements and ";" in sql:
@@ -85,7 +86,7 @@ def _unless_refused(session: Session, became_sticky: bool, errno: int | None = N
         session.sticky = False
 
 
-def after_pass_through(session: Session, source: DataSource, sql: str) -> None:
+async def after_pass_through(session: Session, source: DataSource, sql: str) -> None:
     """What a passed-through statement leaves on its connection that the proxy must know: SET state to
     re-create on another connection, and results the client may ask for next (LAST_INSERT_ID() ...)."""
     conn = session.backends.get(source.name)
@@ -97,9 +98,12 @@ def after_pass_through(session: Session, source: DataSource, sql: str) -> None:
     if head.startswith("SET"):
         stmt = classify_session_statement(sql)
         if stmt is not None and stmt.kind == "set":
-            if stmt.value:
-                session.charset = conn.charset = stmt.value if stmt.value != "utf8" else "utf8mb3"
-            else:
+            if changes_names(sql):  # SET NAMES cs COLLATE c, SET CHARACTER SET, SET collation_connection = ...
+                names = names_of(sql) or await read_names(conn)
+                if names is not None:
+                    session.set_names(names)
+                    conn.charset = names
+            if not only_names(sql):
                 session.txn.session_sets.append(sql)
                 conn.session_sets = tuple(session.txn.session_sets)
             if isinstance(source, ReadWriteGroup):

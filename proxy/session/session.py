@@ -28,7 +28,7 @@ from protocol.packets import (
 from protocol.results import ResultSummary
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BackendConnection
-from proxy.backends.charset import charset_for_collation
+from proxy.backends.charset import names_for_collation
 from proxy.config.model import UserConfig
 from proxy.execution import txn
 from proxy.execution.errors import answer_error, server_errno
@@ -80,7 +80,8 @@ class Session(SessionConnections, StatementStopping):
         self.capabilities = Capability(0)
         self.secure = False  # TLS
         self._deprecate_eof = False
-        self.charset = "utf8mb4"
+        self.charset = "utf8mb4"  # the client's character set: the codec of its text
+        self.names = "utf8mb4"  # what SET NAMES gives a connection this session's character sets (set_names)
         self._status = int(ServerStatus.AUTOCOMMIT)
         self.more_results = False  # a multi-statement query has statements after the current one
         self.errored = False  # the current statement's answer was an ERR
@@ -247,7 +248,7 @@ class Session(SessionConnections, StatementStopping):
         self._deprecate_eof = bool(client.capabilities & Capability.DEPRECATE_EOF)
         self.user = client.user.user
         self.user_config = client.user
-        self.charset = charset_for_collation(client.response.character_set)
+        self.set_names(names_for_collation(client.response.character_set))  # its exact collation, not the default
         self.multi_statements = bool(client.capabilities & Capability.MULTI_STATEMENTS)
         if client.response.database:
             db, refusal = self.database_access(client.response.database)
