@@ -46,7 +46,7 @@ _SET = re.compile(r"^\s*SET\s+(?!GLOBAL\b|@@global\.|PASSWORD\b|ROLE\b|DEFAULT\s
 _AUTOCOMMIT = re.compile(r"^\s*SET\s+(?:SESSION\s+|LOCAL\s+|@@session\.|@@local\.|@@)?autocommit\s*(?::=|=)\s*"
                          r"(?P<v>1|0|ON|OFF|TRUE|FALSE)\s*;?\s*$", re.I)
 _SET_NAMES = re.compile(r"^\s*SET\s+(?:NAMES|CHARACTER\s+SET|CHARSET)\s+'?`?(?P<cs>\w+)", re.I)
-_MODE_FLAGS = int(ServerStatus.NO_BACKSLASH_ESCAPES | ServerStatus.ANSI_QUOTES)
+MODE_FLAGS = int(ServerStatus.NO_BACKSLASH_ESCAPES | ServerStatus.ANSI_QUOTES)
 _NEXT_TX = re.compile(r"^\s*SET\s+TRANSACTION\b", re.I)
 
 
@@ -161,10 +161,10 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
         last = None
         for conn in list(session.backends.values()):
             await session._must(conn, sql)
-            txn.mode_flags = conn.status & _MODE_FLAGS  # (sql_mode as the servers read it: SET sql_mode, DEFAULT)
+            txn.mode_flags = conn.status & MODE_FLAGS  # (sql_mode as the servers read it: SET sql_mode, DEFAULT)
             last = conn
         if last is not None and "sql_mode" in sql.lower():  # PIPES_AS_CONCAT has no status flag: asked
-            txn.pipes_as_concat = await _pipes_as_concat(last)
+            txn.pipes_as_concat = await pipes_as_concat(last)
         if changes_names(sql):  # SET NAMES cs COLLATE c, SET CHARACTER SET, SET collation_connection = ...
             names = plain_names or (await read_names(last) if last is not None else None)
             if names is not None:
@@ -182,7 +182,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
 
 
 
-async def _pipes_as_concat(conn: BackendConnection) -> bool:
+async def pipes_as_concat(conn: BackendConnection) -> bool:
     """Whether the connection's sql_mode (just SET) has PIPES_AS_CONCAT (ANSI and ORACLE include it)."""
     rows = await conn.execute("SELECT @@SESSION.sql_mode")
     if not isinstance(rows, list) or not rows or rows[0][0] is None:

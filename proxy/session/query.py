@@ -24,6 +24,7 @@ from proxy.execution.routed import execute_routed
 from proxy.execution.sticky import may_be_sticky
 from proxy.execution.txn_control import classify_session_statement
 from proxy.session import metadata, sql_prepared
+from proxy.session.nodatabase import needs_database, unwrapped
 from proxy.session.statements import classify
 from routing.split import split_statements
 
@@ -106,6 +107,9 @@ async def after_pass_through(session: Session, source: DataSource, sql: str) -> 
             if not only_names(sql):
                 session.txn.session_sets.append(sql)
                 conn.session_sets = tuple(session.txn.session_sets)
+            if "sql_mode" in sql.lower():  # read by the kernel after a USE of a sharded database
+                session.txn.mode_flags = conn.status & txn_control.MODE_FLAGS
+                session.txn.pipes_as_concat = await txn_control.pipes_as_concat(conn)
             if isinstance(source, ReadWriteGroup):
                 session.release_read_backends()  # the next read borrows a replica connection with it
         elif stmt is not None and stmt.kind in ("next_tx", "savepoint"):
@@ -145,10 +149,12 @@ async def routed_query(session: Session, db: LogicalDatabase, sql: str) -> None:
 
 
 async def without_database(session: Session, payload: bytes, sql: str) -> None:
-    """No logical database chosen yet: table-less statements (SELECT @@version_comment, SET ...) run on a
-    default data source; anything naming a table needs `USE` first, as on MySQL."""
+    """No logical database chosen yet: what needs none (SET, SELECT @@version_comment, SHOW VARIABLES, also in
+    an executable comment) runs on a default data source, and a SET stays the session's (it holds after USE, as
+    on MariaDB); what reads the current database answers 1046 (proxy.session.nodatabase)."""
     default = session.server.default_database()
-    if default is None or _mentions_tables(sql):
+    statement = unwrapped(sql)
+    if default is None or needs_database(statement):
         session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
         return
     saved = session.database
@@ -156,21 +162,9 @@ async def without_database(session: Session, payload: bytes, sql: str) -> None:
     try:
         ds = next(iter(default.sources))
         await session.relay(ds, payload)
+        await after_pass_through(session, default.sources[ds], statement)
     finally:
         session.database = saved
-
-
-def _mentions_tables(sql: str) -> bool:
-    try:
-        import sqlglot
-        from sqlglot import exp
-
-        tree = sqlglot.parse_one(sql, read="mysql")
-    except Exception:
-        return True
-    if tree is None:
-        return False
-    return any(True for _ in tree.find_all(exp.Table))
 
 
 __all__ = ["after_pass_through", "multi", "query", "routed_query", "without_database"]

@@ -55,6 +55,7 @@ def _opener(host: str, port: int, user: str, password: str, database: str | None
         if collation_id is None:
             return pymysql.connect(**args)
         return HandshakeCollation(collation_id=collation_id, **args)
+    connect.database = database  # type: ignore[attr-defined]
     return connect
 
 
@@ -151,3 +152,38 @@ def test_set_names_keeps_its_collation(sides: tuple[str, Connect, Connect], stat
         same_answers(p, d, statements)
     with proxy() as p, direct() as d:  # a session after it, on the connections that session gave back
         same_answers(p, d, (COLLATION, "SELECT 'A' = 'a'"))
+
+
+# statements that need no database, in a session that has chosen none ({db}: the side's database), then after USE
+NO_DATABASE = (
+    ("/*!40100 SET @@SQL_MODE='' */", "SELECT @@sql_mode", "USE {db}", "SELECT @@sql_mode"),
+    ("/*!40103 SET TIME_ZONE='+00:00' */", "/*!40101 SET NAMES utf8mb4 */", "SELECT @@time_zone",
+     "USE {db}", "SELECT @@time_zone, @@character_set_client"),
+    ("/*!40101 SET @OLD_SQL_MODE=@@SQL_MODE, SQL_MODE='NO_AUTO_VALUE_ON_ZERO' */", "SELECT @@sql_mode, @OLD_SQL_MODE"),
+    ("SET sql_mode = 'ANSI_QUOTES'", "SELECT @@sql_mode", "USE {db}", "SELECT @@sql_mode", "SELECT \"x\" + 0"),
+    ("SET NAMES latin1 COLLATE latin1_general_ci", "USE {db}", COLLATION),
+    ("SET @a = 5", "SELECT @a + 1", "SELECT 1 + 1, DATABASE()", "SELECT @@max_allowed_packet > 0"),
+    ("SHOW VARIABLES LIKE 'sql_mode'", "SHOW SESSION VARIABLES LIKE 'time_zone'"),
+    ("/*!40100 SELECT 1 */", "DO 1", "SELECT DATABASE()"),
+    ("SHOW TABLES",),
+    ("SHOW TABLE STATUS",),
+    ("SHOW FULL TABLES",),
+    ("SELECT * FROM t_order",),
+    ("SELECT COUNT(*) FROM t_order WHERE 1 = 0",),
+    ("SHOW CREATE TABLE t_order",),
+    ("SHOW COLUMNS FROM t_order",),
+    ("DESCRIBE t_order",),
+    ("INSERT INTO t_order VALUES (1, 1, 'x')",),
+)
+
+
+@pytest.mark.parametrize("statements", NO_DATABASE, ids=lambda s: s[0])
+def test_statements_that_need_no_database(sides: tuple[str, Connect, Connect], statements: tuple[str, ...]) -> None:
+    layout, proxy, direct = sides
+    with proxy(db=None) as p, direct(db=None) as d:
+        for sql in statements:
+            if sql.startswith("USE "):
+                p.select_db(proxy.database)
+                d.select_db(direct.database)
+                continue
+            assert answer(p, sql) == answer(d, sql), sql
