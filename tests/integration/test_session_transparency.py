@@ -9,6 +9,7 @@ so that every backend connection the session uses is checked, pooled ones too.""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -187,3 +188,36 @@ def test_statements_that_need_no_database(sides: tuple[str, Connect, Connect], s
                 d.select_db(direct.database)
                 continue
             assert answer(p, sql) == answer(d, sql), sql
+
+
+def test_mariadb_dump_of_a_sharded_database_restores_the_same_rows(sharded_env: ShardedEnv) -> None:
+    """`mariadb-dump` through the proxy: it starts with `/*!40100 SET @@SQL_MODE='' */` before choosing a
+    database (answered 1046 before), sets character_set_results = binary around SHOW CREATE TABLE, and reads every
+    table; restored into a plain database, the rows are the ones the proxy shows."""
+    env, server = sharded_env, sharded_env.servers[0]
+    rows = [(8811, 1, "é"), (8812, 2, "a'b"), (8813, 3, None), (8814, 4, "x\\y")]
+    with env.connect() as conn, conn.cursor() as cur:
+        cur.execute("DELETE FROM t_order WHERE order_id IN (8811, 8812, 8813, 8814)")
+        cur.executemany("INSERT INTO t_order (order_id, user_id, status) VALUES (%s, %s, %s)", rows)
+    try:
+        dump = subprocess.run(
+            ["mariadb-dump", "-h", env.proxy.host, "-P", str(env.proxy.port), "-uroot", "-proot", "--skip-ssl",
+             "--skip-lock-tables", "--tables", "sharding_db", "t_order", "t_order_item"],
+            capture_output=True, timeout=60, check=False)
+        assert dump.returncode == 0, dump.stderr.decode(errors="replace")
+        server.execute("DROP DATABASE IF EXISTS sht_dump_restore")
+        server.execute("CREATE DATABASE sht_dump_restore")
+        restore = subprocess.run(
+            ["mariadb", "-h", server.host, "-P", str(server.port), f"-u{server.user}",
+             *([f"-p{server.password}"] if server.password else []), "--skip-ssl", "sht_dump_restore"],
+            input=dump.stdout, capture_output=True, timeout=60, check=False)
+        assert restore.returncode == 0, restore.stderr.decode(errors="replace")
+        for table in ("t_order", "t_order_item"):
+            through_proxy = sorted(env.query(f"SELECT * FROM {table}")[1])
+            restored = sorted(server.execute(f"SELECT * FROM {table}", "sht_dump_restore"))
+            assert restored == through_proxy, table
+        assert set(rows) <= set(server.execute("SELECT * FROM t_order", "sht_dump_restore"))
+    finally:
+        with env.connect() as conn, conn.cursor() as cur:
+            cur.execute("DELETE FROM t_order WHERE order_id IN (8811, 8812, 8813, 8814)")
+        server.execute("DROP DATABASE IF EXISTS sht_dump_restore")
