@@ -55,6 +55,8 @@ _IN_TRANS = int(ServerStatus.IN_TRANS)
 _AUTOCOMMIT = int(ServerStatus.AUTOCOMMIT)
 _MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
 _IN_TRANS_READONLY = int(ServerStatus.IN_TRANS_READONLY)
+ER_WRONG_DB_NAME = 1102
+NAME_CHAR_LEN = 64  # MariaDB's longest identifier, in characters
 _READ_ONLY = re.compile(r"\bREAD\s+ONLY\b", re.I)
 
 class Session(SessionConnections, StatementStopping):
@@ -340,7 +342,13 @@ class Session(SessionConnections, StatementStopping):
     def database_access(self, name: str) -> tuple[LogicalDatabase | None, tuple[int, str, str]]:
         """The logical database `name` for this session's user, or None and the error to answer: MySQL's
         ER_DBACCESS_DENIED_ERROR 1044 when authority.privilege does not permit it (also for a name no
-        database has: the error tells nothing of what exists), else 1049 for an unknown name."""
+        database has: the error tells nothing of what exists), else 1049 for an unknown name. Before both, as
+        MariaDB checks it first: 1102 for a name no database can have (over 64 characters, a trailing space), and
+        1046 for an empty one."""
+        if not name:
+            return None, (ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+        if len(name) > NAME_CHAR_LEN or name.endswith(" "):
+            return None, (ER_WRONG_DB_NAME, f"Incorrect database name '{name}'", "42000")
         privilege = self.server.config.privilege
         if not privilege.permits(self.user_config, name):
             return None, (ER_DBACCESS_DENIED_ERROR, denied_message(self.user_config, name), "42000")

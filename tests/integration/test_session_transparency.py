@@ -180,7 +180,7 @@ NO_DATABASE = (
 
 @pytest.mark.parametrize("statements", NO_DATABASE, ids=lambda s: s[0])
 def test_statements_that_need_no_database(sides: tuple[str, Connect, Connect], statements: tuple[str, ...]) -> None:
-    layout, proxy, direct = sides
+    _layout, proxy, direct = sides
     with proxy(db=None) as p, direct(db=None) as d:
         for sql in statements:
             if sql.startswith("USE "):
@@ -221,3 +221,33 @@ def test_mariadb_dump_of_a_sharded_database_restores_the_same_rows(sharded_env: 
         with env.connect() as conn, conn.cursor() as cur:
             cur.execute("DELETE FROM t_order WHERE order_id IN (8811, 8812, 8813, 8814)")
         server.execute("DROP DATABASE IF EXISTS sht_dump_restore")
+
+
+# (how the name is given, the name): MariaDB tells an invalid name (1102) from an unknown one (1049)
+LONG = "n" * 65
+DATABASE_NAMES = (
+    ("USE", "a/b"), ("USE", LONG), ("USE", "a "), ("USE", "nosuch"), ("USE", "a.b"), ("USE", "n" * 64),
+    ("COM_INIT_DB", LONG), ("COM_INIT_DB", "a "), ("COM_INIT_DB", ""), ("COM_INIT_DB", "nosuch"),
+    ("handshake", LONG), ("handshake", "a "), ("handshake", "nosuch"),
+    ("SHOW TABLES FROM", LONG), ("SHOW TABLES FROM", "a "),
+)
+
+
+def _choose(connect: Connect, how: str, name: str) -> Any:
+    try:
+        if how == "handshake":
+            connect(db=name).close()
+            return "connected"
+        with connect() as conn:
+            if how == "COM_INIT_DB":
+                conn.select_db(name)
+                return "OK"
+            return answer(conn, f"{how} `{name}`")
+    except pymysql.err.MySQLError as exc:
+        return "ERR", *exc.args
+
+
+@pytest.mark.parametrize(("how", "name"), DATABASE_NAMES, ids=[f"{h}-{n[:8]!r}" for h, n in DATABASE_NAMES])
+def test_invalid_database_names_answer_as_mariadb(sides: tuple[str, Connect, Connect], how: str, name: str) -> None:
+    _layout, proxy, direct = sides
+    assert _choose(proxy, how, name) == _choose(direct, how, name)
