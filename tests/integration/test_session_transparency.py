@@ -251,3 +251,36 @@ def _choose(connect: Connect, how: str, name: str) -> Any:
 def test_invalid_database_names_answer_as_mariadb(sides: tuple[str, Connect, Connect], how: str, name: str) -> None:
     _layout, proxy, direct = sides
     assert _choose(proxy, how, name) == _choose(direct, how, name)
+
+
+# a global variable and a value it takes for a while: a new session through the proxy starts with it, as a new
+# connection to MariaDB does, although the pooled connection it gets was opened before the SET GLOBAL
+GLOBALS = (
+    ("sql_mode", "'NO_ENGINE_SUBSTITUTION'"),
+    ("max_allowed_packet", "33554432"),
+    ("time_zone", "'+03:00'"),
+    ("div_precision_increment", "7"),
+    ("group_concat_max_len", "4096"),
+    ("query_cache_type", "'OFF'"),
+    ("wait_timeout", "1234"),
+)
+
+
+@pytest.mark.parametrize(("variable", "value"), GLOBALS, ids=[v for v, _ in GLOBALS])
+def test_a_new_session_starts_with_the_current_globals(sides: tuple[str, Connect, Connect], variable: str,
+                                                       value: str) -> None:
+    layout, proxy, direct = sides
+    read = f"SELECT @@session.{variable}"
+    for _ in range(2):  # connections into the pools, opened with the old global value
+        with proxy() as p:
+            answer(p, read)
+    with direct() as d:
+        before = answer(d, f"SELECT @@global.{variable}")[1][0][0]
+        answer(d, f"SET GLOBAL {variable} = {value}")
+    try:
+        with proxy() as p, direct() as d:
+            assert answer(p, read) == answer(d, read), layout
+    finally:
+        with direct() as d:
+            restore = before if isinstance(before, int) else f"'{before}'"
+            answer(d, f"SET GLOBAL {variable} = {restore}")
