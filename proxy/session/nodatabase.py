@@ -21,8 +21,6 @@ _SERVER_SHOW = re.compile(
     r"REPLICAS?|PROCESSLIST|DATABASES|SCHEMAS|CREATE\s+(?:DATABASE|SCHEMA|USER)|AUTHORS|CONTRIBUTORS|PROFILES?|"
     r"LOCALES|EXPLAIN|ANALYZE)\b", re.I)
 
-_SYSTEM_SCHEMAS = frozenset({"information_schema", "performance_schema", "mysql", "sys"})
-
 
 def unwrapped(sql: str) -> str:
     """The statement an executable comment holds (`/*!40100 SET @@SQL_MODE='' */`), else `sql` itself."""
@@ -52,9 +50,9 @@ def _mentions_tables(sql: str) -> bool:
         return True
     if tree is None:
         return False
-    # the server's own schemas are there whatever the current database (mariadb-dump reads INFORMATION_SCHEMA.FILES
-    # before it chooses one); a name qualified with a logical database is not sent to some data source
-    return any(t.db.lower() not in _SYSTEM_SCHEMAS for t in tree.find_all(exp.Table))
+    # any table, the server's own schemas too: information_schema answers in logical names and only what the user
+    # may see (proxy.session.metadata), which needs a database; a data source would answer in its physical ones
+    return any(True for _ in tree.find_all(exp.Table))
 
 
 __all__ = ["needs_database", "unwrapped"]
