@@ -57,9 +57,12 @@ def names(client: str, results: str | None, connection: str, collation: str) -> 
 _WORD = r"(?:'(\w+)'|`(\w+)`|\"(\w+)\"|(\w+))"
 _PLAIN_NAMES = re.compile(rf"^\s*SET\s+NAMES\s+{_WORD}(?:\s+COLLATE\s+{_WORD})?\s*;?\s*$", re.I)
 _CHARSET_VARIABLE = re.compile(
-    r"\b(?:NAMES|CHARACTER\s+SET|CHARSET|character_set_(?:client|results|connection)|collation_connection)\b", re.I)
-_ITEM = (r"(?:NAMES\s+[^,;]+|(?:CHARACTER\s+SET|CHARSET)\s+[^,;]+|(?:@@(?:session|local)\.|(?:SESSION|LOCAL)\s+)?"
-         r"(?:character_set_(?:client|results|connection)|collation_connection)\s*:?=\s*[^,;]+)")
+    r"\b(?:NAMES|CHARACTER\s+SET|CHARSET|character_set_(?:client|results|connection)|collation_connection)\b", re.I
+)
+_ITEM = (
+    r"(?:NAMES\s+[^,;]+|(?:CHARACTER\s+SET|CHARSET)\s+[^,;]+|(?:@@(?:session|local)\.|(?:SESSION|LOCAL)\s+)?"
+    r"(?:character_set_(?:client|results|connection)|collation_connection)\s*:?=\s*[^,;]+)"
+)
 _ONLY_CHARSET = re.compile(rf"^\s*SET\s+{_ITEM}(?:\s*,\s*{_ITEM})*\s*;?\s*$", re.I)
 _KNOWN = {cs for cs, _name, _default in COLLATIONS.values()}
 
@@ -87,15 +90,19 @@ def names_of(sql: str) -> str | None:
     collation = next((g for g in m.groups()[4:] if g), None)
     if collation is None:
         return charset
-    collation = collation.lower().replace("utf8_", "utf8mb3_", 1) if collation.lower().startswith("utf8_") \
+    collation = (
+        collation.lower().replace("utf8_", "utf8mb3_", 1)
+        if collation.lower().startswith("utf8_")
         else collation.lower()
+    )
     return names(charset, charset, charset, collation)
 
 
 async def read_names(conn: BackendConnection) -> str | None:
     """The `names` of a connection, as its server reports them (after a SET it ran); None if it cannot say."""
-    rows = await conn.execute("SELECT @@character_set_client, @@character_set_results, @@character_set_connection, "
-                              "@@collation_connection")
+    rows = await conn.execute(
+        "SELECT @@character_set_client, @@character_set_results, @@character_set_connection, @@collation_connection"
+    )
     if not isinstance(rows, list) or not rows:
         return None
     client, results, connection, collation = (None if v is None else bytes(v).decode("ascii") for v in rows[0])

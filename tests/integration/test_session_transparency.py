@@ -51,11 +51,20 @@ class HandshakeCollation(pymysql.connections.Connection):  # type: ignore[type-a
 
 def _opener(host: str, port: int, user: str, password: str, database: str | None) -> Connect:
     def connect(collation_id: int | None = None, charset: str = "utf8mb4", db: Any = ..., **kw: Any) -> Any:
-        args = dict(host=host, port=port, user=user, password=password, autocommit=True, charset=charset,
-                    database=database if db is ... else db, **kw)
+        args = dict(
+            host=host,
+            port=port,
+            user=user,
+            password=password,
+            autocommit=True,
+            charset=charset,
+            database=database if db is ... else db,
+            **kw,
+        )
         if collation_id is None:
             return pymysql.connect(**args)
         return HandshakeCollation(collation_id=collation_id, **args)
+
     connect.database = database  # type: ignore[attr-defined]
     return connect
 
@@ -66,8 +75,11 @@ def sides(request: pytest.FixtureRequest) -> Iterator[tuple[str, Connect, Connec
     if request.param == "pass-through":
         proxy: RunningProxy = request.getfixturevalue("passthrough_proxy")
         server: MariaDBServer = request.getfixturevalue("mariadb")
-        yield (request.param, _opener(proxy.host, proxy.port, "root", "root", "demo"),
-               _opener(server.host, server.port, server.user, server.password, "demo_ds"))
+        yield (
+            request.param,
+            _opener(proxy.host, proxy.port, "root", "root", "demo"),
+            _opener(server.host, server.port, server.user, server.password, "demo_ds"),
+        )
         return
     env: ShardedEnv = request.getfixturevalue("sharded_env")
     server = env.servers[0]
@@ -78,8 +90,11 @@ def sides(request: pytest.FixtureRequest) -> Iterator[tuple[str, Connect, Connec
     server.execute(f"DELETE FROM t_order WHERE {ROWS}", ORACLE_DB)
     server.execute(rows, ORACLE_DB)
     try:
-        yield (request.param, _opener(env.proxy.host, env.proxy.port, "root", "root", "sharding_db"),
-               _opener(server.host, server.port, server.user, server.password, ORACLE_DB))
+        yield (
+            request.param,
+            _opener(env.proxy.host, env.proxy.port, "root", "root", "sharding_db"),
+            _opener(server.host, server.port, server.user, server.password, ORACLE_DB),
+        )
     finally:
         with env.connect() as conn, conn.cursor() as cur:
             cur.execute(f"DELETE FROM t_order WHERE {ROWS}")
@@ -104,8 +119,9 @@ def same_answers(proxied: Any, direct: Any, statements: tuple[str, ...]) -> None
 
 # (handshake collation id, client charset, statements): the last statement reads the session's collation
 COLLATION = "SELECT @@character_set_client, @@character_set_connection, @@collation_connection"
-ON_EVERY_NODE = f"SELECT order_id, @@collation_connection, 'A' = 'a', 'a' = status FROM t_order WHERE {ROWS} " \
-                f"ORDER BY order_id"
+ON_EVERY_NODE = (
+    f"SELECT order_id, @@collation_connection, 'A' = 'a', 'a' = status FROM t_order WHERE {ROWS} ORDER BY order_id"
+)
 HANDSHAKES = (
     (48, "latin1", (COLLATION, "SELECT 'y' = 'ü', 'A' = 'a'")),  # latin1_general_ci: ü is not y
     (46, "utf8mb4", (COLLATION, "SELECT 'A' = 'a'")),  # utf8mb4_bin
@@ -131,10 +147,12 @@ SET_STATEMENTS = (
 )
 
 
-@pytest.mark.parametrize(("collation_id", "charset", "statements"), HANDSHAKES,
-                         ids=[f"id{c}" for c, _, _ in HANDSHAKES])
-def test_the_handshake_collation_is_the_sessions(sides: tuple[str, Connect, Connect], collation_id: int,
-                                                 charset: str, statements: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("collation_id", "charset", "statements"), HANDSHAKES, ids=[f"id{c}" for c, _, _ in HANDSHAKES]
+)
+def test_the_handshake_collation_is_the_sessions(
+    sides: tuple[str, Connect, Connect], collation_id: int, charset: str, statements: tuple[str, ...]
+) -> None:
     layout, proxy, direct = sides
     if layout == "sharded":
         statements = (*statements, ON_EVERY_NODE)
@@ -158,10 +176,15 @@ def test_set_names_keeps_its_collation(sides: tuple[str, Connect, Connect], stat
 # statements that need no database, in a session that has chosen none ({db}: the side's database), then after USE
 NO_DATABASE = (
     ("/*!40100 SET @@SQL_MODE='' */", "SELECT @@sql_mode", "USE {db}", "SELECT @@sql_mode"),
-    ("/*!40103 SET TIME_ZONE='+00:00' */", "/*!40101 SET NAMES utf8mb4 */", "SELECT @@time_zone",
-     "USE {db}", "SELECT @@time_zone, @@character_set_client"),
+    (
+        "/*!40103 SET TIME_ZONE='+00:00' */",
+        "/*!40101 SET NAMES utf8mb4 */",
+        "SELECT @@time_zone",
+        "USE {db}",
+        "SELECT @@time_zone, @@character_set_client",
+    ),
     ("/*!40101 SET @OLD_SQL_MODE=@@SQL_MODE, SQL_MODE='NO_AUTO_VALUE_ON_ZERO' */", "SELECT @@sql_mode, @OLD_SQL_MODE"),
-    ("SET sql_mode = 'ANSI_QUOTES'", "SELECT @@sql_mode", "USE {db}", "SELECT @@sql_mode", "SELECT \"x\" + 0"),
+    ("SET sql_mode = 'ANSI_QUOTES'", "SELECT @@sql_mode", "USE {db}", "SELECT @@sql_mode", 'SELECT "x" + 0'),
     ("SET NAMES latin1 COLLATE latin1_general_ci", "USE {db}", COLLATION),
     ("SET @a = 5", "SELECT @a + 1", "SELECT 1 + 1, DATABASE()", "SELECT @@max_allowed_packet > 0"),
     ("SHOW VARIABLES LIKE 'sql_mode'", "SHOW SESSION VARIABLES LIKE 'time_zone'"),
@@ -201,16 +224,45 @@ def test_mariadb_dump_of_a_sharded_database_restores_the_same_rows(sharded_env: 
         cur.executemany("INSERT INTO t_order (order_id, user_id, status) VALUES (%s, %s, %s)", rows)
     try:
         dump = subprocess.run(
-            ["mariadb-dump", "-h", env.proxy.host, "-P", str(env.proxy.port), "-uroot", "-proot", "--skip-ssl",
-             "--skip-lock-tables", "--tables", "sharding_db", "t_order", "t_order_item"],
-            capture_output=True, timeout=60, check=False)
+            [
+                "mariadb-dump",
+                "-h",
+                env.proxy.host,
+                "-P",
+                str(env.proxy.port),
+                "-uroot",
+                "-proot",
+                "--skip-ssl",
+                "--skip-lock-tables",
+                "--tables",
+                "sharding_db",
+                "t_order",
+                "t_order_item",
+            ],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
         assert dump.returncode == 0, dump.stderr.decode(errors="replace")
         server.execute("DROP DATABASE IF EXISTS sht_dump_restore")
         server.execute("CREATE DATABASE sht_dump_restore")
         restore = subprocess.run(
-            ["mariadb", "-h", server.host, "-P", str(server.port), f"-u{server.user}",
-             *([f"-p{server.password}"] if server.password else []), "--skip-ssl", "sht_dump_restore"],
-            input=dump.stdout, capture_output=True, timeout=60, check=False)
+            [
+                "mariadb",
+                "-h",
+                server.host,
+                "-P",
+                str(server.port),
+                f"-u{server.user}",
+                *([f"-p{server.password}"] if server.password else []),
+                "--skip-ssl",
+                "sht_dump_restore",
+            ],
+            input=dump.stdout,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
         assert restore.returncode == 0, restore.stderr.decode(errors="replace")
         for table in ("t_order", "t_order_item"):
             through_proxy = sorted(env.query(f"SELECT * FROM {table}")[1])
@@ -226,10 +278,21 @@ def test_mariadb_dump_of_a_sharded_database_restores_the_same_rows(sharded_env: 
 # (how the name is given, the name): MariaDB tells an invalid name (1102) from an unknown one (1049)
 LONG = "n" * 65
 DATABASE_NAMES = (
-    ("USE", "a/b"), ("USE", LONG), ("USE", "a "), ("USE", "nosuch"), ("USE", "a.b"), ("USE", "n" * 64),
-    ("COM_INIT_DB", LONG), ("COM_INIT_DB", "a "), ("COM_INIT_DB", ""), ("COM_INIT_DB", "nosuch"),
-    ("handshake", LONG), ("handshake", "a "), ("handshake", "nosuch"),
-    ("SHOW TABLES FROM", LONG), ("SHOW TABLES FROM", "a "),
+    ("USE", "a/b"),
+    ("USE", LONG),
+    ("USE", "a "),
+    ("USE", "nosuch"),
+    ("USE", "a.b"),
+    ("USE", "n" * 64),
+    ("COM_INIT_DB", LONG),
+    ("COM_INIT_DB", "a "),
+    ("COM_INIT_DB", ""),
+    ("COM_INIT_DB", "nosuch"),
+    ("handshake", LONG),
+    ("handshake", "a "),
+    ("handshake", "nosuch"),
+    ("SHOW TABLES FROM", LONG),
+    ("SHOW TABLES FROM", "a "),
 )
 
 
@@ -267,8 +330,9 @@ GLOBALS = (
 
 
 @pytest.mark.parametrize(("variable", "value"), GLOBALS, ids=[v for v, _ in GLOBALS])
-def test_a_new_session_starts_with_the_current_globals(sides: tuple[str, Connect, Connect], variable: str,
-                                                       value: str) -> None:
+def test_a_new_session_starts_with_the_current_globals(
+    sides: tuple[str, Connect, Connect], variable: str, value: str
+) -> None:
     layout, proxy, direct = sides
     read = f"SELECT @@session.{variable}"
     for _ in range(2):  # connections into the pools, opened with the old global value
