@@ -34,6 +34,15 @@ def has_call(sql: str) -> bool:
     return False
 
 
+_WITH_ARGUMENT = re.compile(r"\bLAST_INSERT_ID\s*\(\s*[^)\s]", re.I)
+
+
+def sets_last_insert_id(sql: str) -> bool:
+    """Does the text call LAST_INSERT_ID(expr)? It sets the session's value, which only the node that ran it
+    knows: it is never substituted, and the proxy asks that node afterwards."""
+    return "(" in sql and _WITH_ARGUMENT.search(sql) is not None
+
+
 _BEFORE_ITEM = re.compile(r"(?:\bSELECT|\bDISTINCT|,)\s*$", re.I)
 _AFTER_ITEM = re.compile(r"\s*(?:,|\bFROM\b|\bLIMIT\b|\bINTO\b|\bUNION\b|;|$)", re.I)
 
