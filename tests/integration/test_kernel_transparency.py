@@ -106,6 +106,21 @@ SCRIPTS: list[tuple[str, list[str]]] = [
         ],
     ),
     (
+        "labels and types of substituted calls",
+        [
+            T,
+            SEED,
+            "SELECT CONCAT('<', USER(), '>') IS NOT NULL",
+            "SELECT IF(0, CONNECTION_ID(), CONNECTION_ID()) > 0",
+            "SELECT CONNECTION_ID() - CONNECTION_ID()",
+            "SELECT CONCAT('[', DATABASE(), ']'), LENGTH(DATABASE()) AS n",
+            "SELECT LAST_INSERT_ID() + 0, ROW_COUNT() - 1",
+            "INSERT INTO t (v) VALUES (LEFT(USER(), 2))",
+            "SELECT COUNT(*) FROM t WHERE v = LEFT(USER(), 2)",
+            "SELECT LAST_INSERT_ID() - 1",
+        ],
+    ),
+    (
         "upsert",
         [
             T,
