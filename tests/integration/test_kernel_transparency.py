@@ -121,6 +121,25 @@ SCRIPTS: list[tuple[str, list[str]]] = [
         ],
     ),
     (
+        "sql prepared statements",
+        [
+            T,
+            SEED,
+            "PREPARE s1 FROM 'SELEC 1'",
+            "EXECUTE s1",
+            "PREPARE s2 FROM 'SELECT v FROM t WHERE v = ? OR id = ?'",
+            "SET @v = 'b', @i = '3abc'",
+            "EXECUTE s2 USING @v, @i",
+            "PREPARE s3 FROM 'SELECT CHARSET(?) AS c, ? IS NULL AS n, ? + 1 AS s, CHARSET(?) AS h'",
+            "SET @b = 0x61, @n = NULL, @s = '7', @h = 'x'",
+            "EXECUTE s3 USING @b, @n, @s, @h",
+            "PREPARE s4 FROM 'UPDATE t SET v = ? WHERE id = LAST_INSERT_ID()'",
+            "EXECUTE s4 USING @v",
+            "SELECT ROW_COUNT()",
+            "DEALLOCATE PREPARE s2",
+        ],
+    ),
+    (
         "upsert",
         [
             T,
