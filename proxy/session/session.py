@@ -268,17 +268,20 @@ class Session(SessionConnections, StatementStopping):
     # -- commands ---------------------------------------------------------------------------------------
 
     def ok(self, affected: int = 0, last_insert_id: int = 0, info: bytes = b"") -> None:
+        self.row_count = affected  # ROW_COUNT(): an OK's affected rows, as the server counts it
         self.wire.send(OKPacket(affected, last_insert_id, ServerStatus(self.status), 0, info).encode(self.capabilities))
 
     def error(self, errno: int, message: str, sqlstate: str = "HY000") -> None:
         errno, sqlstate = server_errno(errno, sqlstate, message)  # never a client-library number
         self.errored = True
         self.last_errno = errno
+        self.row_count = -1  # ROW_COUNT() after an error, as the server says
         self.wire.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities))
 
     def rows(
         self, columns: list[str | ColumnDefinition41], rows: list[tuple[object, ...]] | list[list[object]]
     ) -> None:
+        self.row_count = -1  # ROW_COUNT() after a result set
         self.wire.send_many(result_packets(columns, rows, capabilities=self.capabilities, status=self.status))
 
     async def _dispatch(self, payload: bytes) -> None:
@@ -310,6 +313,8 @@ class Session(SessionConnections, StatementStopping):
             more_results=self.more_results, error_rewriter=error_rewriter,
         )
         self.wire.seq = summary.next_seq
+        # ROW_COUNT() of a sharded database's next statement: this answer's, as the server counts it
+        self.row_count = -1 if summary.error is not None or summary.result_sets else summary.affected_rows
         if summary.error is not None:
             self.errored = True
             self.last_errno = summary.error.errno
