@@ -39,7 +39,10 @@ def listen_backlog(config: ProxyConfig) -> int:
     """props.proxy-backlog, else ShardingSphere's props.proxy-netty-backlog, else DEFAULT_BACKLOG (a value
     that is not a positive integer counts as absent)."""
     for name in BACKLOG_PROPS:
-        value = config.prop_int(name, 0)
+        try:
+            value = int(config.props.get(name) or 0)
+        except (TypeError, ValueError):
+            continue
         if value > 0:
             return value
     return DEFAULT_BACKLOG
@@ -61,12 +64,12 @@ class ProxyServer:
         self.max_packet = DEFAULT_MAX_PACKET
         self.started_at = 0.0
         self.questions = 0
-        self.max_connections = config.prop_int("proxy-frontend-max-connections", 0)
+        self.max_connections = config.prop_int("proxy-frontend-max-connections")
         self.backlog = listen_backlog(config)
         self.sql_show = config.prop_bool("sql-show")
-        self.merge_memory_rows = config.prop_int("proxy-merge-memory-rows", 1_000_000)
-        self.max_connections_per_query = config.prop_int("max-connections-size-per-query", 4)
-        self.statement_timeout = float(config.props.get("proxy-statement-timeout-seconds") or 0)
+        self.merge_memory_rows = config.prop_int("proxy-merge-memory-rows")
+        self.max_connections_per_query = config.prop_int("max-connections-size-per-query")
+        self.statement_timeout = config.prop_float("proxy-statement-timeout-seconds")
         self.stats = StatementStats()
         self.started_monotonic = time.monotonic()
         self.metrics: MetricsEndpoint | None = None
@@ -147,11 +150,11 @@ class ProxyServer:
             backlog=self.backlog,
         )
         addrs = [s.getsockname()[:2] for s in self._server.sockets]
-        port = self.config.prop_int("proxy-metrics-port", -1)
-        if port >= 0 and self.metrics is None:  # off by default; 0: any free port (tests)
+        metrics_port = self.config.prop("proxy-metrics-port")
+        if metrics_port is not None and int(metrics_port) >= 0 and self.metrics is None:  # 0: any free port
             self.metrics = MetricsEndpoint(self)
-            self.metrics_address = await self.metrics.start(
-                str(self.config.props.get("proxy-metrics-host") or "127.0.0.1"), port)
+            self.metrics_address = await self.metrics.start(str(self.config.prop("proxy-metrics-host")),
+                                                            int(metrics_port))
         for s in self._server.sockets:
             with contextlib.suppress(OSError):
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -23,6 +23,7 @@ from proxy.config.model import (
     TransactionConfig,
     UserConfig,
 )
+from proxy.config.props import KNOWN_PROPS as _PROPS_TABLE_KEYS
 from proxy.config.sections import (
     Warn,
     _data_source,
@@ -51,26 +52,7 @@ _NOT_IMPLEMENTED = {
 _HARMLESS_GLOBAL_RULES = {"SQL_PARSER", "SQL_TRANSLATOR", "SQL_FEDERATION", "LOGGING", "GLOBAL_CLOCK", "TRAFFIC",
                           "CDC", "SQL_PARSE_CACHE"}
 _DATABASE_KEYS = {"databaseName", "schemaName", "dataSources", "rules"}
-KNOWN_PROPS = {
-    "sql-show", "sql-simple", "proxy-default-port", "max-connections-size-per-query", "kernel-executor-size",
-    "proxy-frontend-flush-threshold", "proxy-frontend-max-connections", "proxy-backend-query-fetch-size",
-    "proxy-frontend-executor-size", "proxy-backend-executor-suitable", "check-table-metadata-enabled",
-    "proxy-mysql-default-version", "proxy-default-database", "proxy-netty-backlog", "sql-federation-type",
-    "proxy-hint-enabled", "check-duplicate-table-enabled", "load-table-metadata-batch-size",
-    "proxy-frontend-ssl-enabled", "proxy-frontend-ssl-version", "proxy-frontend-ssl-cipher",
-    "agent-plugins-enabled", "system-schema-metadata-assembly-enabled",
-    "proxy-frontend-ssl-cert-file", "proxy-frontend-ssl-key-file",
-    "system-log-level", "proxy-meta-data-collector-enabled", "cdc-server-port",
-    "proxy-frontend-database-protocol-type", "proxy-merge-memory-rows", "plan-cache-size",
-    "proxy-statement-timeout-seconds", "proxy-version-comment", "proxy-backlog",
-    "proxy-metrics-port", "proxy-metrics-host",
-    # read/write splitting (proxy.backends.readwrite); a group's own keys win
-    "max-replication-lag-seconds", "replica-health-check-interval-milliseconds", "gtid-wait-timeout-milliseconds",
-    # federation (proxy.federation)
-    "proxy-federation-enabled", "proxy-federation-max-rows",
-    # MIGRATE TABLE (proxy.migration)
-    "migration-batch-rows", "migration-rows-per-second",
-}
+KNOWN_PROPS = _PROPS_TABLE_KEYS  # every prop of the props table; any other key stops the start
 
 
 # --- YAML -----------------------------------------------------------------------------------------------
