@@ -1,4 +1,4 @@
-/* merge._cframes: the per-row steps of merge.frames' ORDER BY merge, in C (issue 15).
+/* merge._cframes: the per-row steps of merge.frames' ORDER BY merge, in C.
  *
  * Why: a raw ORDER BY merge over text keys spends its time in a handful of byte operations per row (find the
  * weight column, check its prefix and units, slice it; cut the hidden columns off the frame), each a Python-level

@@ -66,7 +66,7 @@ class _Plan(NamedTuple):
     binary_types: list[int] | None
 
 
-# issue 15: the keys of a spec over a header, kept while the same spec, column list and decoder come back (the
+# The keys of a spec over a header, kept while the same spec, column list and decoder come back (the
 # kernel keeps a spec with nothing of the values in it; the proxy keeps a header's column list and decoder). The
 # entry holds all three, so their ids cannot be reused while it lives. Keys read rows and keep no row state
 # (a WeightDecoder learns the collation of the column's weights, the same for every row of it).
@@ -138,8 +138,8 @@ def raw_order_merge_whole(
     decode: Decode | None = None, memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
 ) -> tuple[RowFrames, list[bool]]:
     """`raw_order_merge` of nodes whose rows are all at hand (`runs`: each node's runs, in order), in one call
-    and one output run (issue 15: the usual scatter or range answer arrives whole before it is merged; the
-    async generators per node cost more than the merge); and per node, whether its rows were read to their end
+    and one output run (the usual scatter or range answer arrives whole before it is merged, so async
+    generators per node would cost more than the merge itself); and per node, whether its rows were read to their end
     (the async merge's node streams that reach their end, where a LIMIT stops it before)."""
     out = bytearray()
     left = -1 if spec.limit is None else spec.limit
