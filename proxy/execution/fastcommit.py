@@ -1,4 +1,4 @@
-"""COMMIT and ROLLBACK of a LOCAL transaction on a sharded database, answered in the socket callbacks (issue 15).
+"""COMMIT and ROLLBACK of a LOCAL transaction on a sharded database, answered in the socket callbacks.
 
 Why: the fast path (proxy.execution.fastpath) answers a transaction's BEGIN and its statements inside
 `data_received`; its COMMIT went through the session's coroutine, whose own work (the command read from a
@@ -193,7 +193,7 @@ class CommitFan:
             self._done.set_result(None)
         if not self.aborted:
             self.on_done(self)
-        self.answers = []  # (each answer's `fan` made a cycle: freed now, not by the garbage collector; issue 15)
+        self.answers = []  # (each answer's `fan` made a cycle: freed now, not by the garbage collector)
 
     def abort(self) -> asyncio.Future[None] | None:
         """The session ends (the client left): the answers still due are read all the same, as the session's
