@@ -50,8 +50,8 @@ class CorkedWriter:
 
 
 class _Corked:
-    """`corked`'s context manager (a class: a generator-based one cost a generator and its frames per statement,
-    issue 15)."""
+    """`corked`'s context manager (a class: a generator-based one would cost a generator and its frames per
+    statement)."""
 
     __slots__ = ("cork", "wire")
 
