@@ -1,14 +1,13 @@
 """ORDER BY merges on raw row frames: decode only the sort key columns, relay each row as it came.
 
-Why: a plain ``ORDER BY`` over several nodes (no grouping, aggregates, HAVING; DISTINCT only drops rows)
-changes no row, it only interleaves them. The general pipeline (`merge.pipeline.merge_rows`) decodes
-every column of every row, pulls rows one by one through stacked async generators and encodes each row again
-for the client (about 8 us per row; bench/RESULTS.md). Here each node's rows arrive as the runs of frames its
-socket reads deliver (`protocol.rowframes.RowFrames`), a row's key is read straight out of the run (its
-leading columns up to the last sort column, or for one numeric sort column that value alone), and the frame
-the node sent is copied to the output run as it is: whoever sends the output renumbers its sequence ids.
-Ordering is `merge.keys.order_key`'s, ties in stream order, as in `merge.sources.OrderByMerger`, so the answer
-is the general pipeline's, row for row.
+Why: a plain ``ORDER BY`` over several nodes (no grouping, aggregates, HAVING; DISTINCT only drops rows) changes no
+row, it only interleaves them. The general pipeline (`merge.pipeline.merge_rows`) decodes every column of every row,
+pulls rows one by one through stacked async generators and encodes each row again for the client, several Python
+steps per row (bench/RESULTS.md has the figures). Here each node's rows arrive as the runs of frames its socket
+reads deliver (`protocol.rowframes.RowFrames`), a row's key is read straight out of the run (its leading columns up
+to the last sort column, or for one numeric sort column that value alone), and the frame the node sent is copied to
+the output run as it is: whoever sends the output renumbers its sequence ids. Ordering is `merge.keys.order_key`'s,
+ties in stream order, as in `merge.sources.OrderByMerger`, so the answer is the general pipeline's, row for row.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
  *
  * Why: every scatter read walks each run of rows its nodes send twice, once to find where the complete rows stop
  * (`scan_rows`) and once to give them the client's sequence ids (`renumber`): Python-level loops of a few operations
- * a row, 0.5-0.8 us a row in a 100-row range (bench/RESULTS.md, round 6). These are the same loops, in C, with the
- * same results and the same IndexError where a frame runs past the end; protocol/rowframes.py keeps the Python
+ * a row, which dominate the proxy's work on a relayed range (bench/RESULTS.md). These are the same loops, in C, with
+ * the same results and the same IndexError where a frame runs past the end; protocol/rowframes.py keeps the Python
  * ones as the definition and the fallback (tests/protocol/test_rowframes.py runs both).
  */
 #define PY_SSIZE_T_CLEAN
