@@ -2,8 +2,8 @@
 
 Why: the fast path (proxy.execution.fastpath) answers a transaction's BEGIN and its statements inside
 `data_received`; its COMMIT went through the session's coroutine, whose own work (the command read from a
-StreamReader, its classification, a task woken per backend answer) was about half of what BEGIN, the joins and
-COMMIT cost a sharded `oltp_read_only` transaction (bench/RESULTS.md). Here the statement is written to every
+StreamReader, its classification, a task woken per backend answer) would weigh as much as BEGIN, the joins and
+COMMIT themselves in a sharded `oltp_read_only` transaction (bench/RESULTS.md). Here the statement is written to every
 joined data source in one callback, each answer (one OK or ERR packet) is read in its socket's callback, and once
 all have answered (or their connections are lost) the end is the session coroutine's own:
 `txn_end.local_outcomes` and `txn_end.local_ended` (the same outcome, the same error naming each data source).

@@ -2,11 +2,11 @@
 
 Why: on a point select the proxy's own work is small next to what asyncio streams cost around it: a
 StreamReader future and a Task step to wake the session for the command, another pair to wake it for the
-backend's answer, and the coroutine frames in between (50 us of CPU per query before, about 30 us with
-this path; bench/RESULTS.md). Here the client's packet is checked and written to the backend inside the
-client socket's `data_received`, and the backend's answer is relayed to the client inside the backend
-socket's `data_received`: two reads and two writes per query and no coroutine switch. It serves
-pass-through databases and, for SELECTs the kernel routes to one node, sharded ones.
+backend's answer, and the coroutine frames in between, more than the relay itself costs (bench/RESULTS.md).
+Here the client's packet is checked and written to the backend inside the client socket's `data_received`,
+and the backend's answer is relayed to the client inside the backend socket's `data_received`: two reads and
+two writes per query and no coroutine switch. It serves pass-through databases and, for SELECTs the kernel
+routes to one node, sharded ones.
 
 The session's coroutine stays the one place where behaviour is defined. The fast path takes only a
 command whose slow-path handling would be exactly "relay to the connection the session already holds"

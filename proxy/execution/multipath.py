@@ -4,7 +4,7 @@ inside the socket callbacks.
 Why: the fast path (proxy.execution.fastpath) answers a single-node SELECT inside `data_received`; a SELECT on
 several nodes went through the session's coroutine, where the proxy's own work per statement (the command's
 dispatch and classification, the route again, a task per unit, an async generator and a StreamReader per
-backend answer, the header wait) cost four to six times a point select (bench/RESULTS.md). Here the fast path
+backend answer, the header wait) would cost several times a point select (bench/RESULTS.md). Here the fast path
 routes the statement as before and, when `multi_forward` allows it, writes every unit's command at once to the
 connections the session holds; each backend socket's bytes are parsed in its callback (`legs.Leg`, a
 `readers._FedStream`); the answer itself is the slow path's own code (`executor._answer_merged`: header, rows
