@@ -3,7 +3,7 @@
 Why: a sharded point select (``SELECT c FROM sbtest1 WHERE id = ?``) differs from a pass-through one only by
 evaluating an algorithm and renaming a table, but the general `ShardedPlan.execute` builds DNF groups,
 routes every strategy over target lists, combines route units and renders its template piece by piece
-(about 13 us per call, most of a sharded point select's kernel time; bench/RESULTS.md). A `PointPlan` is
+(most of a sharded point select's kernel time, were it used for every call). A `PointPlan` is
 compiled once from such a plan: it reads the one value per sharding column straight from its token or
 parameter, asks the same algorithms for the target, and renders the unit's SQL by concatenating
 precomputed text around the actual table name (for a prepared text, whose values are all ``?``, the
