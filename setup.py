@@ -1,4 +1,4 @@
-"""The compiled parts (issue 15): the C helpers of merge.frames and protocol.rowframes, and the optional mypyc build
+"""The compiled parts: the C helpers of merge.frames and protocol.rowframes, and the optional mypyc build
 of the hot pure-Python modules, as sqlglot ships sqlglotc.
 
 Everything else is in pyproject.toml. By default only merge/_cframes.c and protocol/_crowframes.c are compiled, and

@@ -1,4 +1,4 @@
-"""How long a DistSQL change takes to reach the other proxies of a cluster (README "Cluster mode").
+"""How long a DistSQL change takes to reach the other proxies of a cluster (docs/cluster.md).
 
     python bench/cluster_propagation.py                 # 3 proxies, 30 changes of each kind
     python bench/cluster_propagation.py --proxies 5 --rounds 100

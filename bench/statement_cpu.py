@@ -1,4 +1,4 @@
-"""Proxy CPU per statement, one client, for each statement class of sysbench's oltp_read_only (issue 15).
+"""Proxy CPU per statement, one client, for each statement class of sysbench's oltp_read_only.
 
 Why: sysbench's 4-thread QPS on a 2-core box mixes the proxy's CPU with the servers' and the client's; this
 runs one statement class at a time from one client and divides the proxy process's utime+stime by the

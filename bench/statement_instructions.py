@@ -1,4 +1,4 @@
-"""Instructions the proxy process executes per statement, counted by valgrind's callgrind (issue 15).
+"""Instructions the proxy process executes per statement, counted by valgrind's callgrind.
 
 Why: on a shared 2-core machine the proxy's CPU time per statement (`statement_cpu.py`) moves by 20-40 % from run
 to run with whatever else runs; callgrind counts the instructions executed in the proxy process (user space: the

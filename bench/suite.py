@@ -128,8 +128,8 @@ class Cell:
         return statistics.median(values) if values else None
 
     def ratio(self, target: str, base: str = "direct") -> float | None:
-        """Median over rounds of `target`'s QPS / `base`'s QPS of the same round (issue 15: on a box whose QPS
-        moves by a third from one run to the next, a ratio is only worth the median of several rounds')."""
+        """Median over rounds of `target`'s QPS / `base`'s QPS of the same round (on a box whose QPS moves by
+        a third from one run to the next, a ratio is only worth the median of several rounds')."""
         pairs = zip(self.runs.get(base, []), self.runs.get(target, []), strict=False)
         ratios = [p.qps / d.qps for d, p in pairs if d.qps]
         return statistics.median(ratios) if ratios else None
@@ -468,7 +468,7 @@ def targets(cells: list[Cell], streams: list[Stream], threads: Sequence[int]) ->
         r = t.ratio("pass") if t else None
         row(f"text point select, {thr} thread(s), pass-through >= 0.4 x direct", r,
             f"{r:.2f} x" if r is not None else "", None if r is None else r >= 0.4)
-    # issue 15's ratios (its other targets: the scatter and streaming tables above, bench/scatter_memory.py)
+    # the sharded / pass-through ratios (the other targets: the scatter and streaming tables, scatter_memory.py)
     for mode in PS_MODES:
         t = cell("oltp_point_select", mode, 4)
         r = t.ratio("sharded", "pass") if t else None

@@ -1,8 +1,9 @@
-/* merge._cframes: the per-row steps of merge.frames' ORDER BY merge, in C (issue 15).
+/* merge._cframes: the per-row steps of merge.frames' ORDER BY merge, in C.
  *
  * Why: a raw ORDER BY merge over text keys spends its time in a handful of byte operations per row (find the
  * weight column, check its prefix and units, slice it; cut the hidden columns off the frame), each a Python-level
- * call of 0.1-0.2 us: about 3 us a row, where the nodes' rows themselves cost the proxy nothing to relay. These
+ * call: together they are most of such a merge's cost per row, where the nodes' rows themselves cost the proxy
+ * nothing to relay. These
  * functions do the same steps for the usual rows in one C call; every other row (a NULL weight, long values,
  * malformed bytes, a frame of 16 MB, weights that need the padded encoding) goes to the Python fallback passed in,
  * which computes the same answer (tests/merge/test_cframes.py compares both over generated rows). The Python

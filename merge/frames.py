@@ -72,7 +72,7 @@ def frame_key(items: Sequence[OrderItem], columns: Sequence[ColumnMeta], decode:
                 v = text_prefix(run, width, a + 4, b)[index]
             return null if v is None else vk(v) * sign
 
-        if C is not None and columns[index].type_code in t.INTEGER_TYPES:  # issue 15: the same key in one C call
+        if C is not None and columns[index].type_code in t.INTEGER_TYPES:  # the same key, in one C call
             return partial(C.text_int_key, index, only.descending, null, numeric)
         if index == 0 and not only.descending:
 
@@ -114,7 +114,7 @@ def _row_key_of_frames(row_key: Callable[[Row], Any], columns: Sequence[ColumnMe
 def _weighted_text_key(index: int, wi: int, width: int, convert: Callable[[bytes], bytes], null: Any, tag: bytes,
                        row_key: Callable[[Row], Any]) -> FrameKey:
     """One text column of text rows keyed by its weights in one step, as `merge.keys`' one-column weighted keys
-    (issue 15: the sysbench ORDER BY c / DISTINCT c ranges): `null` for NULL, else `tag` + `convert` of the
+    (the usual `ORDER BY c` / `DISTINCT c` range): `null` for NULL, else `tag` + `convert` of the
     weights (their order or equality form), or + the value itself for a binary string. Rows of 16 MB and more
     go through `row_key`, which keys them the same way."""
 
@@ -135,7 +135,7 @@ def _weighted_text_key(index: int, wi: int, width: int, convert: Callable[[bytes
 def _weighted_order_key(index: int, wi: int, decoder: WeightDecoder, general: FrameKey, c: Any) -> FrameKey:
     """`_weighted_text_key`'s order key in one pass over the row's length bytes: no values cut out, the weights
     keyed in place (`WeightDecoder.order_at`); rows it does not read so simply (long values, a NULL weight,
-    a frame of 16 MB) go to `general`, which keys them the same way (issue 15: the key was 4.3 us a row).
+    a frame of 16 MB) go to `general`, which keys them the same way (the key is computed for every row merged).
     `c`: merge._cframes, whose `text_order_key` does the same in one C call (None: this Python)."""
     if c is not None:
         return partial(c.text_order_key, index, wi, decoder, general)
@@ -161,7 +161,7 @@ def _weighted_order_key(index: int, wi: int, decoder: WeightDecoder, general: Fr
             i += 1
         if pos >= b:
             return general(run, a, b)
-        first = run[pos]  # `_short_value_at`, inlined (issue 15: a call a row)
+        first = run[pos]  # `_short_value_at`, inlined (no call per row)
         if first < 0xFB:
             ws = pos + 1
             we = ws + first
@@ -233,8 +233,8 @@ def _binary_integer_key(index: int, descending: bool, columns: Sequence[ColumnMe
                         decode: Decode) -> FrameKey:
     """One integer sort column of binary-protocol rows (a prepared ``ORDER BY order_id``), keyed as the text
     rows' numeric key is (the value, negated DESC; NULL -inf ASC, +inf DESC), read in place: the columns before
-    it are stepped over by their sizes, the value read from its bytes (issue 15: decoding the row to text was a
-    quarter of a prepared scatter's merge). Rows it does not read so simply go through `decode`."""
+    it are stepped over by their sizes, the value read from its bytes (no decoding of the row to text, which would
+    dominate a prepared scatter's merge). Rows it does not read so simply go through `decode`."""
     col = columns[index]
     size = _BINARY_INTEGER_SIZE[col.type_code]
     signed = not col.flags & t.UNSIGNED_FLAG
@@ -328,8 +328,8 @@ Cutter = Callable[[bytearray, bytes, int, int], None]  # (out, run, frame start,
 
 def _cutter(cut: int, types: list[int] | None, c: Any) -> Cutter:
     """How `FrameMerger` appends a row cut after its first `cut` columns: `_append_cut` / `_append_binary_cut`,
-    for the usual rows in one pass over their length bytes (issue 15: the cut was a third of a prepared
-    ORDER BY merge's per-row cost); rows of other shapes go to those, which also say what is malformed.
+    for the usual rows in one pass over their length bytes (the cut runs for every row of a prepared
+    ORDER BY merge); rows of other shapes go to those, which also say what is malformed.
     `c`: merge._cframes, whose `text_cut` / `binary_cut` do the same in one C call (None: this Python)."""
     if c is not None:
         if types is None:
@@ -430,7 +430,7 @@ class FrameMerger:
     DISTINCT column keyed by its collation weights or as an integer), so duplicates are neighbours in merge
     order: a row whose sort key differs from the previous row's starts a new tie group and goes on without a
     DISTINCT key; only rows of one tie group are compared by DISTINCT keys, and the keys kept are those of the
-    current group (issue 15: `SELECT DISTINCT c ... ORDER BY c` computed and kept a second key per row)."""
+    current group (`SELECT DISTINCT c ... ORDER BY c` needs no second key per row)."""
 
     def __init__(self, key: FrameKey, streams: int, skip: int, left: int, *, cut: int = -1,
                  check: bool = False, distinct: FrameKey | None = None, budget: RowBudget | None = None,
@@ -509,7 +509,7 @@ class FrameMerger:
             heapq.heapify(heap)
             if self.left == 0:
                 heap.clear()
-        if self.c_loop is not None:  # the same steps (tests/merge/test_cframes.py), issue 15
+        if self.c_loop is not None:  # the same steps (tests/merge/test_cframes.py)
             step: int = self.c_loop(self, out, out_bytes, frame_end, _unordered)
             return step
         runs = self.runs

@@ -152,7 +152,7 @@ def weighted_value_key(index: int, wi: int, *, order: bool, truncate: bool = Fal
 
 
 def _single_weighted_key(index: int, wi: int, truncate: bool) -> RowKey:
-    """issue 15: ``ORDER BY <one text column> ASC`` by its weights, as one bytes object per row instead of
+    """``ORDER BY <one text column> ASC`` by its weights, as one bytes object per row instead of
     ``((1, weights),)``: NULL is b"" and a value b":" + its key, which order the same way (the tag is the
     short weight form's last ':', so `merge.frames` keys a row with one slice: `WeightDecoder.order_at`)."""
     order = WeightDecoder(truncate).order
@@ -236,7 +236,7 @@ def order_key(
 
 
 def _single_weighted_equality(index: int, wi: int) -> RowKey:
-    """issue 15: the equality key of one text column by its weights as one object per row (None for NULL,
+    """The equality key of one text column by its weights as one object per row (None for NULL,
     else the weights' equality form, or the value itself for a binary string) instead of ``((1, w),)``."""
     equal = WeightDecoder(False).equal
 

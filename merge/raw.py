@@ -1,14 +1,13 @@
 """ORDER BY merges on raw row frames: decode only the sort key columns, relay each row as it came.
 
-Why: a plain ``ORDER BY`` over several nodes (no grouping, aggregates, HAVING; DISTINCT only drops rows)
-changes no row, it only interleaves them. The general pipeline (`merge.pipeline.merge_rows`) decodes
-every column of every row, pulls rows one by one through stacked async generators and encodes each row again
-for the client (about 8 us per row; bench/RESULTS.md). Here each node's rows arrive as the runs of frames its
-socket reads deliver (`protocol.rowframes.RowFrames`), a row's key is read straight out of the run (its
-leading columns up to the last sort column, or for one numeric sort column that value alone), and the frame
-the node sent is copied to the output run as it is: whoever sends the output renumbers its sequence ids.
-Ordering is `merge.keys.order_key`'s, ties in stream order, as in `merge.sources.OrderByMerger`, so the answer
-is the general pipeline's, row for row.
+Why: a plain ``ORDER BY`` over several nodes (no grouping, aggregates, HAVING; DISTINCT only drops rows) changes no
+row, it only interleaves them. The general pipeline (`merge.pipeline.merge_rows`) decodes every column of every row,
+pulls rows one by one through stacked async generators and encodes each row again for the client, several Python
+steps per row (bench/RESULTS.md has the figures). Here each node's rows arrive as the runs of frames its socket
+reads deliver (`protocol.rowframes.RowFrames`), a row's key is read straight out of the run (its leading columns up
+to the last sort column, or for one numeric sort column that value alone), and the frame the node sent is copied to
+the output run as it is: whoever sends the output renumbers its sequence ids. Ordering is `merge.keys.order_key`'s,
+ties in stream order, as in `merge.sources.OrderByMerger`, so the answer is the general pipeline's, row for row.
 """
 
 from __future__ import annotations
@@ -66,7 +65,7 @@ class _Plan(NamedTuple):
     binary_types: list[int] | None
 
 
-# issue 15: the keys of a spec over a header, kept while the same spec, column list and decoder come back (the
+# The keys of a spec over a header, kept while the same spec, column list and decoder come back (the
 # kernel keeps a spec with nothing of the values in it; the proxy keeps a header's column list and decoder). The
 # entry holds all three, so their ids cannot be reused while it lives. Keys read rows and keep no row state
 # (a WeightDecoder learns the collation of the column's weights, the same for every row of it).
@@ -138,8 +137,8 @@ def raw_order_merge_whole(
     decode: Decode | None = None, memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
 ) -> tuple[RowFrames, list[bool]]:
     """`raw_order_merge` of nodes whose rows are all at hand (`runs`: each node's runs, in order), in one call
-    and one output run (issue 15: the usual scatter or range answer arrives whole before it is merged; the
-    async generators per node cost more than the merge); and per node, whether its rows were read to their end
+    and one output run (the usual scatter or range answer arrives whole before it is merged, so async
+    generators per node would cost more than the merge itself); and per node, whether its rows were read to their end
     (the async merge's node streams that reach their end, where a LIMIT stops it before)."""
     out = bytearray()
     left = -1 if spec.limit is None else spec.limit

@@ -66,7 +66,7 @@ def weight_sql_pieces(expr: tuple[object, ...], *, one_level: bool = False) -> t
 
     `one_level`: the caller knows the expression is a column of a text collation with one weight level (the
     schema says so): then the node computes one WEIGHT_STRING, of the value as it is, and no level lengths
-    (``<collation>:<max_sort_length>:::<weights>``: both lengths empty; issue 15: the general form costs the node three
+    (``<collation>:<max_sort_length>:::<weights>``: both lengths empty; the general form costs the node three
     WEIGHT_STRINGs per row). Trailing spaces need no RTRIM there: the weights are compared padded with the
     space weight anyway (`WeightProfile.order` and `equal_key` drop trailing space units). Should the node's
     collation turn out to have several levels after all (the schema changed), `WeightDecoder` refuses the
@@ -169,7 +169,7 @@ def _orderer(space: bytes | None) -> Callable[[bytes], bytes]:
     end = (s_int - 1).to_bytes(u, "big")
     zero = bytes(u)
     low = re.compile(_below_pattern(space), re.S)
-    # issue 15: a unit below the space has, at the first byte where the space is not zero, a byte below the
+    # A unit below the space has, at the first byte where the space is not zero, a byte below the
     # space's (or equal to it, when more bytes follow): weights with no such byte at that place in any unit
     # (digits, letters: the usual case) skip the regex scan, in one slice and one translate in C
     first = next(i for i, byte in enumerate(space) if byte)
@@ -216,7 +216,7 @@ def _orderer(space: bytes | None) -> Callable[[bytes], bytes]:
 @cache
 def _orderer_at(space: bytes | None) -> Callable[[bytes, int, int], bytes]:
     """(run, t, e) -> run[t:t + 1] + `_orderer(space)`(run[t + 1:e]): the tag byte run[t] and the order form of
-    the weights after it, read in place (issue 15: one slice and one concatenation for the usual weights)."""
+    the weights after it, read in place (one slice and one concatenation for the usual weights)."""
     order = _orderer(space)
     if order is bytes or space is None:
         return lambda run, t, e: run[t:e]
@@ -302,7 +302,7 @@ class WeightDecoder:
         self._prefix = b"\xff"  # never a prefix of a real value
         self._short = b"\xff"  # `_prefix` + "::" (the short form's) once learned, for a one-level collation
         self._order_at: Callable[[bytes, int, int], bytes] = _orderer_at(None)
-        # `order_at`'s usual case as merge._cframes does it in one C call (issue 15): (short, tag, cut, space unit,
+        # `order_at`'s usual case as merge._cframes does it in one C call: (short, tag, cut, space unit,
         # `_usual_units` of it with the lowest byte allowed in place of the bytes); None: no such case
         self._fast: tuple[bytes, int, int, bytes, int, int, int, bytes] | None = None
         self._truncate = truncate
@@ -360,7 +360,7 @@ class WeightDecoder:
         return w, n1, min(max(n12, n1), len(w))
 
     def order(self, value: bytes) -> bytes:
-        if self._levels is None and value.startswith(self._prefix):  # issue 15: one level, no lengths to read
+        if self._levels is None and value.startswith(self._prefix):  # one level, no lengths to read
             start = len(self._prefix)
             c1 = value.find(b":", start)
             c2 = value.find(b":", c1 + 1) if c1 >= 0 else -1
@@ -380,7 +380,7 @@ class WeightDecoder:
 
     def order_at(self, run: bytes, ws: int, we: int) -> bytes:
         """b":" + `order`(run[ws:we]), reading a short-form value (``<collation>:<max_sort_length>:::<weights>``,
-        `weight_sql_pieces(one_level=True)`) in place: its last ':' is the tag (issue 15: the per-row key of
+        `weight_sql_pieces(one_level=True)`) in place: its last ':' is the tag (the per-row key of
         ``ORDER BY <text column>``)."""
         short = self._short
         if run.startswith(short, ws, we):
@@ -392,7 +392,7 @@ class WeightDecoder:
         return b":" + self.order(run[ws:we])
 
     def equal(self, value: bytes) -> bytes:
-        if self._levels is None and value.startswith(self._prefix):  # issue 15: as in `order`
+        if self._levels is None and value.startswith(self._prefix):  # as in `order`
             start = len(self._prefix)
             c1 = value.find(b":", start)
             c2 = value.find(b":", c1 + 1) if c1 >= 0 else -1

@@ -1,9 +1,9 @@
-/* protocol._crowframes: protocol.rowframes' two per-row loops over runs of row frames, in C (issue 15).
+/* protocol._crowframes: protocol.rowframes' two per-row loops over runs of row frames, in C.
  *
  * Why: every scatter read walks each run of rows its nodes send twice, once to find where the complete rows stop
  * (`scan_rows`) and once to give them the client's sequence ids (`renumber`): Python-level loops of a few operations
- * a row, 0.5-0.8 us a row in a 100-row range (bench/RESULTS.md, round 6). These are the same loops, in C, with the
- * same results and the same IndexError where a frame runs past the end; protocol/rowframes.py keeps the Python
+ * a row, which dominate the proxy's work on a relayed range (bench/RESULTS.md). These are the same loops, in C, with
+ * the same results and the same IndexError where a frame runs past the end; protocol/rowframes.py keeps the Python
  * ones as the definition and the fallback (tests/protocol/test_rowframes.py runs both).
  */
 #define PY_SSIZE_T_CLEAN
@@ -119,7 +119,7 @@ renumber(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 
 /* verbatim_scan: protocol.verbatim.VerbatimRelay.feed's loop over an answer's frames, for the frames that need no
- * Python object (issue 15: that loop was 3-4 us of every relayed point select). Phases as protocol.verbatim numbers
+ * Python object (it runs over every relayed answer, point selects included). Phases as protocol.verbatim numbers
  * them. */
 enum { V_FIRST, V_COLUMNS, V_COLUMNS_EOF, V_ROWS, V_DONE };
 #define MORE_RESULTS 0x0008

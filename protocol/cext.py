@@ -1,4 +1,4 @@
-"""Loading the optional C helpers (issue 15): `protocol._crowframes`, `merge._cframes`.
+"""Loading the optional C helpers: `protocol._crowframes`, `merge._cframes`.
 
 Why one place: each is an optional extension (setup.py builds it where a C compiler and Python's headers are), so
 its Python module must run without it, and `SHARDPROXY_NO_C=1` must switch every one of them off alike (benchmarks

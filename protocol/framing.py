@@ -66,7 +66,8 @@ class FrameDecoder:
     def next_payload(self) -> bytes | None:
         """The next whole payload, removed from the buffer; None when none is complete yet. For a reader that
         takes one packet and then looks at the buffer again (`protocol.results.ResultParser`): no generator
-        per packet (issue 15). Continuation frames and oversized packets go through `packets`."""
+        per packet, since a result's rows are most of the packets the proxy reads. Continuation frames and
+        oversized packets go through `packets`."""
         buf = self._buf
         if len(buf) < 4:
             return None

@@ -325,7 +325,7 @@ _STATUS_WARNINGS = struct.Struct("<HH")
 def end_of_result(status: int, warnings: int, capabilities: int) -> bytes:
     """The packet that ends a result set's rows: an OK with 0xFE header or a classic EOF (the same bytes as
     `OKPacket(0, 0, status, warnings, header=0xFE)` / `EOFPacket(warnings, status)` encode, without building
-    them: it ends every result the proxy merges; issue 15)."""
+    them: it ends every result the proxy merges)."""
     if int(capabilities) & _DEPRECATE_EOF:
         return b"\xfe\x00\x00" + _STATUS_WARNINGS.pack(int(status) & 0xFFFF, warnings)
     return b"\xfe" + _STATUS_WARNINGS.pack(warnings, int(status) & 0xFFFF)
@@ -370,8 +370,8 @@ class ColumnDefinition41:
 
     @classmethod
     def decode(cls, payload: bytes) -> ColumnDefinition41:
-        # a scatter reads the same definitions from every node for every execution: decoded once (issue 15;
-        # the instances are immutable, so sharing them is safe)
+        # a scatter reads the same definitions from every node for every execution: decoded once (the
+        # instances are immutable, so sharing them is safe)
         key = payload if type(payload) is bytes else bytes(payload)
         known = _DECODED_COLUMNS.get(key)
         if known is not None and cls is ColumnDefinition41:

@@ -311,8 +311,8 @@ _HEADERS_KEPT = 16
 
 def _known_header(buf: bytearray, backend_eof: bool) -> tuple[bytes, ResultHeader] | None:
     """A recent header whose bytes (column count, column definitions, their EOF) `buf` starts with: the same
-    bytes parse to the same header, so it is used as parsed (issue 15: a scatter parsed ~6 packets per node
-    and statement, the same bytes statement after statement)."""
+    bytes parse to the same header, so it is used as parsed (a scatter would otherwise parse the same header
+    packets of every node, statement after statement)."""
     headers = _HEADERS[backend_eof]
     for i, known in enumerate(headers):
         if buf.startswith(known[0]):
@@ -343,8 +343,8 @@ def whole_result(data: bytes) -> tuple[ResultHeader, RowFrames | None, int, int,
     framed them or None when it has none, the end's status and warnings, where the bytes after the end start).
     None for anything else (a header not seen lately, an answer that goes on in later reads, an ERR or an odd end,
     more results): `ResultParser` reads those, and reads these the same way (tests/protocol/test_results.py), in
-    several generator steps and copies where this takes one row walk in C (issue 15: every unit of a multi-node
-    SELECT, proxy.execution.multipath)."""
+    several generator steps and copies where this takes one row walk in C (every unit of a multi-node SELECT comes
+    this way: proxy.execution.multipath)."""
     if len(data) < 5 or data[4] in _NOT_COLUMN_COUNT:
         return None
     known = _known_header(data, False)  # type: ignore[arg-type]  # (bytes have startswith too)
@@ -367,7 +367,7 @@ class ResultParser:
 
     def __init__(self, *, backend_deprecate_eof: bool, row_frames: bool = False) -> None:
         """`row_frames`: rows come as `protocol.rowframes.RowFrames` runs (one per read, still framed), not
-        as one payload each (issue 15: relays and raw merges never cut rows out of the read buffer)."""
+        as one payload each: relays and raw merges never need rows cut out of the read buffer."""
         self._frames = FrameDecoder()
         self._backend_eof = backend_deprecate_eof
         self._phase = _Phase.FIRST
@@ -384,7 +384,7 @@ class ResultParser:
             return
         rows = _Phase.ROWS
         for _first, _last, payload in self._frames.packets():
-            # a row (what `_packet` yields as is in the ROWS phase), without a generator per packet (issue 15)
+            # a row (what `_packet` yields as is in the ROWS phase), without a generator step per packet
             if self._phase is rows and (not payload or payload[0] < 0xFE or (payload[0] == 0xFE and len(payload) >= 9)):
                 yield payload
                 continue
@@ -405,7 +405,7 @@ class ResultParser:
         buf = frames._buf
         if self._phase is _Phase.FIRST and len(buf) > 4 and buf[4] not in _NOT_COLUMN_COUNT:
             known = _known_header(buf, self._backend_eof)
-            if known is not None:  # issue 15: the same header bytes as a recent answer's: the same header
+            if known is not None:  # the same header bytes as a recent answer's: the same header
                 del buf[:len(known[0])]
                 self._phase = _Phase.ROWS
                 yield known[1]

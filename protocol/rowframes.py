@@ -2,7 +2,7 @@
 
 Why: a scatter read that only concatenates or interleaves rows used to cut every row out of the read buffer
 into a payload object (`FrameDecoder`), look at it as an event (`ResultParser`), and frame it again for the
-client: three Python-level steps per row that cost about 0.8 us a row (bench/RESULTS.md, issue 15). Here the
+client: three Python-level steps per row, the bulk of such a read's cost. Here the
 rows of a read stay one byte run (`RowFrames`) with the backend's frame headers; whoever sends them rewrites
 the sequence ids in place (`renumber`) and writes the run with one call. Packets of 16 MB or more (a row split
 over continuation frames) stay whole inside one run, so a run always holds complete rows.

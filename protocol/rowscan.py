@@ -80,8 +80,8 @@ _LENGTH_BYTE_TYPES = frozenset({7, 10, 11, 12})
 
 def binary_cut(payload: bytes, types: list[int], n: int, pos: int = 0, end: int = -1) -> bytes:
     """The binary row payload[pos:end] (of len(types) columns) with its first `n` columns only: the NULL
-    bitmap cut to n columns (dropped columns' bits cleared) and their values as they were (issue 15: a merge
-    that drops trailing hidden columns of prepared-statement rows relays the rest unchanged)."""
+    bitmap cut to n columns (dropped columns' bits cleared) and their values as they were (a merge that drops
+    trailing hidden columns of prepared-statement rows relays the rest unchanged)."""
     if end < 0:
         end = len(payload)
     if pos >= end or payload[pos] != 0:

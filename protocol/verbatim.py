@@ -29,7 +29,7 @@ _HDR = struct.Struct("<HH")
 # phases (plain ints: this runs once per frame; protocol/_crowframes.c numbers them alike)
 _FIRST, _COLUMNS, _COLUMNS_EOF, _ROWS, _DONE = range(5)
 
-# issue 15: `feed`'s loop over the frames that need no Python object, in C when built (protocol.cext); the loop
+# `feed`'s loop over the frames that need no Python object, in C when built (protocol.cext); the loop
 # below stays the definition and takes every other frame
 C: Any = load_c("protocol._crowframes")
 
@@ -48,10 +48,10 @@ class VerbatimRelay:
         self.restart(error_rewriter)
 
     def restart(self, error_rewriter: Callable[[bytes], bytes] | None = None) -> None:
-        """Ready for the next answer, as a new relay of the same framing is (issue 15: the fast path keeps one per
-        session instead of making one per command)."""
+        """Ready for the next answer, as a new relay of the same framing is (the fast path keeps one per session
+        instead of making one per command)."""
         # e.g. actual table names back to logic names (a sharded single-node answer). With one, an incomplete
-        # control packet is held back instead of passed on, so that an ERR can be replaced whole (issue 15)
+        # control packet is held back instead of passed on, so that an ERR can be replaced whole
         self._rewrite_error = error_rewriter
         self._err_payload: bytes | None = None
         self._phase = _FIRST

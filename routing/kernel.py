@@ -130,13 +130,13 @@ class ShardingKernel:
         # execute, so its scan is done once); short texts only
         self._shapes: PlanCache[Shape] = PlanCache(plan_cache_size)
         # the last text statement scanned: the proxy's fast path asks `route_point` and then, for a
-        # statement on several nodes, `route` for the same text (issue 15); one scan serves both
+        # statement on several nodes, `route` for the same text; one scan serves both
         self._last: Shape | None = None
         self._text_shapes = TextShapes(plan_cache_size)
         # new at `invalidate`: a route worked out before it is stale; unique across kernels, so that a
         # statement's kept plan (`prepared_point`) is never taken for the plan of a kernel that replaced this one
         self.generation = next(_GENERATIONS)
-        # issue 15: whole routes of multi-node SELECTs whose nodes no value decides (`_route_is_text_bound`), by
+        # Whole routes of multi-node SELECTs whose nodes no value decides (`_route_is_text_bound`), by
         # their text (and typed parameters): a scatter statement repeated is not routed again
         self._routes: PlanCache[RoutedStatement] = PlanCache(plan_cache_size)
         # issue 35: plans of compact texts (routing.lists), kept apart: each expects its lists at execute
@@ -202,7 +202,7 @@ class ShardingKernel:
         else:
             plan = self._cache.get(shape.key)
             if plan is None or not plan.accepts(shape):
-                plan = point_plan(compile_plan(shape, self.rules, self.metadata), shape)  # issue 15: routing.point
+                plan = point_plan(compile_plan(shape, self.rules, self.metadata), shape)  # routing.point
                 self._cache.put(shape.key, plan)
             routed = plan.execute(shape, params, hints)
         if comment is not None and comment.skip_sql_rewrite:
@@ -258,7 +258,7 @@ class ShardingKernel:
         `routing.point.PointPlan` to that one node with the statement's own parameters; None: call `route`.
 
         Why: the proxy's synchronous relay needs only these three; building the `RoutedStatement` and its units
-        for every point select costs more than routing it (issue 15)."""
+        for every point select would cost more than routing it."""
         if "/*" in sql:
             return None
         shape = self._shape(sql, params)
@@ -271,7 +271,7 @@ class ShardingKernel:
     def prepared_point(self, sql: str) -> tuple[PointPlan | None, Shape | None] | None:
         """The cached `routing.point.PointPlan` of a prepared statement's text and its shape, when it has one:
         the proxy keeps them with the statement (with `generation`) and asks `PointPlan.single(shape, params)` at
-        each execute, what `route_point(sql, params)` would answer, without its lookups (issue 15). (None, None):
+        each execute, what `route_point(sql, params)` would answer, without its lookups. (None, None):
         the text is compiled to another plan (`route_point` would answer None until the rules change); None:
         not compiled yet."""
         if "/*" in sql:

@@ -85,5 +85,5 @@ class RoutedStatement:
     # whose differing copies the proxy reconciles (DualRead.repair_sql) before it runs the execution units
     dual_repair: Any = None
     # the kernel keeps this very object and hands it out again for the same text (ShardingKernel.route's cache of
-    # text-bound routes): what the proxy derives from it may be kept with it (issue 15)
+    # text-bound routes): what the proxy derives from it may be kept with it
     reused: bool = False

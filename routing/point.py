@@ -3,7 +3,7 @@
 Why: a sharded point select (``SELECT c FROM sbtest1 WHERE id = ?``) differs from a pass-through one only by
 evaluating an algorithm and renaming a table, but the general `ShardedPlan.execute` builds DNF groups,
 routes every strategy over target lists, combines route units and renders its template piece by piece
-(about 13 us per call, most of a sharded point select's kernel time; bench/RESULTS.md). A `PointPlan` is
+(most of a sharded point select's kernel time, were it used for every call). A `PointPlan` is
 compiled once from such a plan: it reads the one value per sharding column straight from its token or
 parameter, asks the same algorithms for the target, and renders the unit's SQL by concatenating
 precomputed text around the actual table name (for a prepared text, whose values are all ``?``, the
@@ -63,13 +63,13 @@ class PointPlan(Plan):
     param_slots: tuple[int, ...] = ()  # the parameter index of each `?` the template renders
     all_params: bool = False  # every rendered value token is a `?`: the SQL depends only on the table
     n_params: int = 0  # the statement's `?` count
-    # issue 15: a rule whose database strategy alone decides (table strategy none, one table per data source, as
+    # A rule whose database strategy alone decides (table strategy none, one table per data source, as
     # sysbench's `id % 2` layout): data source -> its one table, for `_node`'s one-step form; None: the general form
     table_of: dict[str, str] | None = None
-    # issue 15: with `table_of`, when the database algorithm answers by remainder (`targets_by_remainder`): the
+    # With `table_of`, when the database algorithm answers by remainder (`targets_by_remainder`): the
     # data source per remainder, in which `_node` looks an unsigned int value up
     by_remainder: tuple[str | None, ...] | None = None
-    # issue 15: the actual table whose unit SQL is the statement's own text (named as the logic table is written:
+    # The actual table whose unit SQL is the statement's own text (named as the logic table is written:
     # `_verbatim_table`); "" when no table is
     verbatim_table: str = ""
     _sql_by_table: dict[str, str] = field(default_factory=dict, compare=False)

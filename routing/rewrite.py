@@ -298,8 +298,8 @@ def render_sql(
 def renders_as_text(template: Template, table_map: Mapping[str, str], shape: Shape,
                     param_index: Sequence[int | None]) -> bool:
     """Does `render_sql(template, table_map, ctx)` give every text of `shape`'s key back as it is, with the
-    statement's parameters in their order (issue 15: units of tables named as the text names them, as sysbench's
-    layout has them, were rendered piece by piece at every call)?
+    statement's parameters in their order (then units of tables named as the text names them, as sysbench's
+    layout has them, need no rendering piece by piece at every call)?
 
     Why a property of the key: the template's value holes must be the text's value tokens, each once and in order,
     and the text between two holes (tables rendered as this unit names them) the text between those tokens here;
@@ -369,7 +369,7 @@ class MergeTemplate:
 
     def spec(self, values: Sequence[Any], shape: Shape | None = None) -> MergeSpec:
         constant = self._constant
-        if constant:  # issue 15: nothing of it comes from the statement's values: made once
+        if constant:  # nothing of it comes from the statement's values: made once
             return constant[0]
         spec = self._spec(values, shape)
         if self.offset_slot is None and self.limit_slot is None and not self.separator_slots \

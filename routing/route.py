@@ -646,11 +646,11 @@ class ShardedPlan(Plan):
     dual_read: Any = None  # routing.dualread.DualReadTemplate of a windowed single-table SELECT
     dual_refusal: str | None = None  # why a windowed SELECT has none
     in_lists: tuple[InListSlot, ...] = ()  # IN lists each unit of a multi-unit route gets its own values of
-    # what calls have in common that the rules alone decide (issue 15): per table, the sharding columns on
+    # what calls have in common that the rules alone decide: per table, the sharding columns on
     # which any range routes everywhere (`range_blind_columns`), and the units of a call routed to all nodes
     _blind: dict[str, frozenset[str] | None] = field(default_factory=dict, init=False, compare=False, repr=False)
     _all_units: list[tuple[RouteUnit, ...]] = field(default_factory=list, init=False, compare=False, repr=False)
-    # issue 15: per template (True: the multi-node one), whether those units' SQL is the statement's own text: the
+    # Per template (True: the multi-node one), whether those units' SQL is the statement's own text: the
     # statement's parameter count when it is, -1 when not
     _as_text: dict[bool, int] = field(default_factory=dict, init=False, compare=False, repr=False)
 
@@ -679,7 +679,7 @@ class ShardedPlan(Plan):
                 expanded[k + 1] = ()
         routed: dict[str, list[DataNode]] = {}
         dual = self.kind is not StatementKind.INSERT  # INSERT ... SELECT writes by the new strategy only
-        everywhere = hints is None  # every table routed to all its nodes without asking (issue 15)
+        everywhere = hints is None  # every table routed to all its nodes without asking
         strict = self.strict
         own: list[tuple[str, list[DataNode]]] = []
         for k, (logic, cond) in enumerate(self.conditions):
@@ -790,7 +790,7 @@ class ShardedPlan(Plan):
         """The statement's route units, and whether the proxy must run it in steps instead. `everywhere`: every
         table is routed to all its nodes, so the units are those of any such call (kept, and handed out as the
         same tuple: RouteUnit is frozen and its table map is never changed once built; what the proxy derives
-        from a route's units is kept by that tuple's identity, issue 15)."""
+        from a route's units is kept by that tuple's identity)."""
         assert self.sharding is not None
         try:
             units: Sequence[RouteUnit]

@@ -1,5 +1,5 @@
-"""The C helpers (merge._cframes, protocol._crowframes; README "Compiled parts") for tests that compare them with the
-Python steps they mirror."""
+"""The C helpers (merge._cframes, protocol._crowframes; docs/installation.md "Compiled parts") for tests that
+compare them with the Python steps they mirror."""
 
 from __future__ import annotations
 

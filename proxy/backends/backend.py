@@ -207,7 +207,7 @@ class BackendConnection:
     async def event_batches(self, payload: bytes, *, row_frames: bool = False) -> AsyncIterator[list[object]]:
         """Send a command and yield its decoded events (ResultHeader, row payloads, OK/ERR, ResultEnd), one
         list per read from the backend: consumers that relay rows await once per chunk, not per row.
-        `row_frames`: rows as `protocol.rowframes.RowFrames` runs, still framed (issue 15)."""
+        `row_frames`: rows as `protocol.rowframes.RowFrames` runs, still framed."""
         parser = ResultParser(backend_deprecate_eof=BACKEND_DEPRECATE_EOF, row_frames=row_frames)
         self._send(payload)
         try:

@@ -129,7 +129,7 @@ def decide(kernel: ShardingKernel, sql: str, params: Sequence[object] | None, vi
     except RoutingError as refusal:  # a SELECT the kernel cannot distribute may be answered by federation
         plan = _federation(kernel, sql, view)
         return Refused(refusal) if plan is None else federated(kernel, plan, params, refusal)
-    if routed.reused:  # a route the kernel hands out again for this text: its plan too (issue 15)
+    if routed.reused:  # a route the kernel hands out again for this text: its plan too
         run = _RUNS.get(routed)
         return run if run is not None else _RUNS.put(routed, run_of(routed))
     return run_of(routed)

@@ -174,7 +174,7 @@ def _logic_column(col: ColumnDefinition41, renames: dict[str, str], schema: str)
     return replace(col, table=table, org_table=org_table, schema=schema if col.schema else col.schema)
 
 
-# issue 15: a node's column definition (decoded once per distinct payload, so the same object comes back
+# A node's column definition (decoded once per distinct payload, so the same object comes back
 # statement after statement) -> its logic form and that form's payload, for the names it was renamed to
 _LOGIC_COLUMNS: IdentityMemo[tuple[str, str, str, ColumnDefinition41, bytes]] = IdentityMemo(4096)
 
@@ -205,7 +205,7 @@ def _logic_columns(columns: Sequence[ColumnDefinition41], renames: dict[str, str
 async def _select(session: Session, routed: RoutedStatement, codec: StatementCodec,
                   conns: dict[str, BackendConnection]) -> None:
     if routed.merge_spec is None and not routed.result_table_renames:
-        with corked(session.wire):  # issue 15: proxy.frontend.cork
+        with corked(session.wire):  # one write: proxy.frontend.cork
             await _select_concatenated(session, routed, codec, conns)
         return
     readers = _merge_readers(session, routed, codec, conns) or await _open_merge_readers(session, routed, codec,
@@ -213,7 +213,7 @@ async def _select(session: Session, routed: RoutedStatement, codec: StatementCod
     answered = False
     try:
         await _start_all(readers)
-        with corked(session.wire):  # issue 15: header, rows and end in one write (proxy.frontend.cork)
+        with corked(session.wire):  # header, rows and end in one write (proxy.frontend.cork)
             await _answer_merged(session, routed, readers, codec)
         answered = True
     finally:
@@ -223,8 +223,8 @@ async def _select(session: Session, routed: RoutedStatement, codec: StatementCod
 async def _start_all(readers: Sequence[_Reader]) -> None:
     """Send every unit's query at once (they run in parallel on the backends) and read their headers.
     The first failure stops the rest: KILL QUERY on what is still running, instead of waiting for it.
-    (issue 15: writing every command first and reading the headers in unit order, with no task per unit,
-    was tried and dropped: a later unit's failure was then seen only after an earlier unit's header.)"""
+    (Not every command written first and the headers read in unit order with no task per unit: a later
+    unit's failure would then be seen only after an earlier unit's header.)"""
     tasks = {asyncio.ensure_future(r.start()): r for r in readers}
     done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     failure = next((t.exception() for t in done if t.exception() is not None), None)
@@ -242,7 +242,7 @@ async def _start_all(readers: Sequence[_Reader]) -> None:
 def _merge_readers(session: Session, routed: RoutedStatement, codec: StatementCodec,
                    conns: dict[str, BackendConnection]) -> list[_Reader] | None:
     """The readers `_open_merge_readers` opens when every data source has one unit (each on the session's
-    connection, nothing borrowed or buffered), without its task per data source (issue 15); None otherwise."""
+    connection, nothing borrowed or buffered), without its task per data source; None otherwise."""
     units = routed.execution_units
     if len({u.data_source for u in units}) != len(units):
         return None
@@ -303,7 +303,7 @@ async def _answer_merged(
     session: Session, routed: RoutedStatement, readers: Sequence[_Reader], codec: StatementCodec
 ) -> None:
     header = None
-    for r in readers:  # (a loop, not a generator: issue 15, every multi-node SELECT)
+    for r in readers:  # (a loop, not a generator: every multi-node SELECT comes here)
         if r.columns:
             header = r
             break
@@ -330,7 +330,7 @@ async def _answer_merged(
         session.found_rows_value, session.found_rows_source = sent, None
     else:
         metas = _metas(header.columns)
-        if raw_mergeable(spec, ncols):  # issue 15: merge.raw interleaves the row frames
+        if raw_mergeable(spec, ncols):  # merge.raw interleaves the row frames
             sent = await _raw_merged(session, readers, spec, metas, header.columns, codec)
             _send_end(session, readers[-1].status, _warnings(readers))
             session.found_rows_value, session.found_rows_source = sent, None
@@ -364,7 +364,7 @@ async def _answer_merged(
 
 async def _raw_merged(session: Session, readers: Sequence[_Reader], spec: MergeSpec, metas: list[ColumnMeta],
                       columns: tuple[ColumnDefinition41, ...], codec: StatementCodec) -> int:
-    """issue 15: `merge.raw.raw_order_merge` over the readers' runs of row frames; the rows sent."""
+    """`merge.raw.raw_order_merge` over the readers' runs of row frames; the rows sent."""
     batches = [r.frame_batches() for r in readers]
     decode = None if codec is TEXT else _decoder(codec, columns)
     try:
@@ -395,7 +395,7 @@ def _needs_merge(spec: MergeSpec, node_columns: int) -> bool:
 
 async def _relay_payloads(session: Session, runs: AsyncIterator[RowFrames]) -> int:
     """Rows that need no merging, runs of frames renumbered with the client's sequence ids; how many."""
-    return await relay_frames(session.wire, runs)  # issue 15: proxy.frontend.relay
+    return await relay_frames(session.wire, runs)  # proxy.frontend.relay
 
 
 async def _renamed_rows(
@@ -431,7 +431,7 @@ def _meta(col: ColumnDefinition41) -> ColumnMeta:
     return ColumnMeta(col.name, int(col.type), col.character_set, col.flags, col.decimals)
 
 
-# issue 15: per node header (protocol.results gives the same columns tuple back for the same header bytes, statement
+# Per node header (protocol.results gives the same columns tuple back for the same header bytes, statement
 # after statement): its merge metadata, and its binary rows' decoder. The same list and function come back, which
 # lets merge.raw keep its keys too.
 _BY_COLUMNS: IdentityMemo[tuple[list[ColumnMeta], dict[object, Any]]] = IdentityMemo(1024)

@@ -1,9 +1,9 @@
-"""COMMIT and ROLLBACK of a LOCAL transaction on a sharded database, answered in the socket callbacks (issue 15).
+"""COMMIT and ROLLBACK of a LOCAL transaction on a sharded database, answered in the socket callbacks.
 
 Why: the fast path (proxy.execution.fastpath) answers a transaction's BEGIN and its statements inside
 `data_received`; its COMMIT went through the session's coroutine, whose own work (the command read from a
-StreamReader, its classification, a task woken per backend answer) was about half of what BEGIN, the joins and
-COMMIT cost a sharded `oltp_read_only` transaction (bench/RESULTS.md). Here the statement is written to every
+StreamReader, its classification, a task woken per backend answer) would weigh as much as BEGIN, the joins and
+COMMIT themselves in a sharded `oltp_read_only` transaction (bench/RESULTS.md). Here the statement is written to every
 joined data source in one callback, each answer (one OK or ERR packet) is read in its socket's callback, and once
 all have answered (or their connections are lost) the end is the session coroutine's own:
 `txn_end.local_outcomes` and `txn_end.local_ended` (the same outcome, the same error naming each data source).
@@ -193,7 +193,7 @@ class CommitFan:
             self._done.set_result(None)
         if not self.aborted:
             self.on_done(self)
-        self.answers = []  # (each answer's `fan` made a cycle: freed now, not by the garbage collector; issue 15)
+        self.answers = []  # (each answer's `fan` made a cycle: freed now, not by the garbage collector)
 
     def abort(self) -> asyncio.Future[None] | None:
         """The session ends (the client left): the answers still due are read all the same, as the session's

@@ -2,11 +2,11 @@
 
 Why: on a point select the proxy's own work is small next to what asyncio streams cost around it: a
 StreamReader future and a Task step to wake the session for the command, another pair to wake it for the
-backend's answer, and the coroutine frames in between (50 us of CPU per query before, about 30 us with
-this path; bench/RESULTS.md). Here the client's packet is checked and written to the backend inside the
-client socket's `data_received`, and the backend's answer is relayed to the client inside the backend
-socket's `data_received`: two reads and two writes per query and no coroutine switch. It serves
-pass-through databases and, for SELECTs the kernel routes to one node, sharded ones.
+backend's answer, and the coroutine frames in between, more than the relay itself costs (bench/RESULTS.md).
+Here the client's packet is checked and written to the backend inside the client socket's `data_received`,
+and the backend's answer is relayed to the client inside the backend socket's `data_received`: two reads and
+two writes per query and no coroutine switch. It serves pass-through databases and, for SELECTs the kernel
+routes to one node, sharded ones.
 
 The session's coroutine stays the one place where behaviour is defined. The fast path takes only a
 command whose slow-path handling would be exactly "relay to the connection the session already holds"
@@ -140,7 +140,7 @@ class FastPath:
         # the command in flight starts the open transaction on its node first: the bytes of the BEGIN's answer
         # read so far (None: no BEGIN in flight)
         self.joining: bytes | None = None
-        # issue 15: the plan of a SELECT this path decided and declined, for the session's coroutine
+        # The plan of a SELECT this path decided and declined, for the session's coroutine
         # (proxy.execution.preroute)
         self.declined: Declined | None = None
         self.verbatim: VerbatimRelay | None = None  # the relay of the answers that pass unchanged, restarted for each
@@ -451,7 +451,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
             # (prepared._execute_sharded)
             return local_transaction(session, db, stmt.sql, command) \
                 if 5 <= len(stmt.sql) <= 8 and not stmt.num_params else None
-        layout = stmt.layout  # issue 15: the values of integer parameters read at known offsets
+        layout = stmt.layout  # the values of integer parameters read at known offsets
         values = layout.values(packet) if layout is not None and layout.types is stmt.types else None
         if values is None:
             try:  # protocol.retarget reads the other common executes without the full decoder
@@ -464,7 +464,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
                 layout = stmt.layout = execute_layout(stmt.types)
         num_params, types, kept = stmt.num_params, stmt.types or (), layout
 
-        def retarget(statement_id: int) -> bytes | None:  # issue 15: the client's parameter bytes, re-addressed
+        def retarget(statement_id: int) -> bytes | None:  # the client's parameter bytes, re-addressed
             return retarget_execute(packet, statement_id, num_params, types, kept)
 
         sql = stmt.sql
@@ -478,7 +478,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
             point = route_point(kernel, sql, params)
         elif known[1] is None:  # compiled, not to a point plan: the kernel routes it
             point = None
-        else:  # issue 15: the statement's point plan, kept with it
+        else:  # the statement's point plan, kept with it
             plan, shape = known[1], known[2]
             assert shape is not None
             node = plan.single(shape, values)
@@ -493,7 +493,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         if text_kind is not SELECT:
             return None
         kernel = db.kernel
-        point = route_point(kernel, sql, params)  # issue 15: a cached routing.point plan, no RoutedStatement built
+        point = route_point(kernel, sql, params)  # a cached routing.point plan, no RoutedStatement built
     else:
         return None
     if point is not None:
@@ -514,7 +514,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
             return None
         routed = plan.routed
         units = routed.execution_units
-        if len(units) > 1:  # issue 15: answered here too when proxy.execution.multipath takes it
+        if len(units) > 1:  # answered here too when proxy.execution.multipath takes it
             multi = multi_forward(session, db, routed, sql, params, retarget)
             if multi is not None:
                 session.info = sql[:100]
@@ -539,7 +539,7 @@ def _forward_single(session: Session, db: LogicalDatabase, packet: bytes, sql: s
     txn = session.txn
     join = b""
     if txn.active and ds not in txn.joined:
-        join = join_frame(session, ds)  # issue 15: BEGIN and the statement in one write
+        join = join_frame(session, ds)  # BEGIN and the statement in one write
         if not join:
             return None
     conn = session.backends.get(ds)

@@ -66,7 +66,7 @@ class Leg(_FedStream):
         if self.fresh:
             self.fresh = False
             if not BACKEND_DEPRECATE_EOF and (whole := whole_result(data)) is not None:
-                # issue 15: the whole answer in one read, under a header seen lately (the usual unit of a range or a
+                # the whole answer in one read, under a header seen lately (the usual unit of a range or a
                 # scatter): what the parser's events below would do, from one walk of its rows
                 header, frames, status, warnings, end = whole
                 self.columns = header.columns
@@ -128,7 +128,7 @@ class Leg(_FedStream):
         self.queued = 0
 
 
-# issue 15: the framed column count and definitions of a multi-node answer (from sequence id 1), by the node header
+# The framed column count and definitions of a multi-node answer (from sequence id 1), by the node header
 # the parser hands out again (`protocol.results`), for the renames and schema they were made for
 _HEADS: IdentityMemo[tuple[dict[str, str], str, int, bytes]] = IdentityMemo(1024)
 

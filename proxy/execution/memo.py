@@ -2,7 +2,7 @@
 
 Why: the kernel keeps a text's route (`RoutedStatement.reused`), `protocol.results` gives the same column tuple and
 definitions back for the same header bytes, so what the answer path derives from them (renames, framed commands,
-merge metadata, logic column definitions) need not be derived at every statement (issue 15). Keyed by `id`, an entry
+merge metadata, logic column definitions) need not be derived at every statement. Keyed by `id`, an entry
 holds its object, so the id cannot be taken by another object while the entry lives; a memo is bounded (emptied when
 full), so objects seen once cost a little memory for a while, never more than `limit` entries.
 """

@@ -1,10 +1,10 @@
 """The synchronous multi-node SELECT: a SELECT routed to one unit on each of several data sources, answered
-inside the socket callbacks (issue 15).
+inside the socket callbacks.
 
 Why: the fast path (proxy.execution.fastpath) answers a single-node SELECT inside `data_received`; a SELECT on
 several nodes went through the session's coroutine, where the proxy's own work per statement (the command's
 dispatch and classification, the route again, a task per unit, an async generator and a StreamReader per
-backend answer, the header wait) cost four to six times a point select (bench/RESULTS.md). Here the fast path
+backend answer, the header wait) would cost several times a point select (bench/RESULTS.md). Here the fast path
 routes the statement as before and, when `multi_forward` allows it, writes every unit's command at once to the
 connections the session holds; each backend socket's bytes are parsed in its callback (`legs.Leg`, a
 `readers._FedStream`); the answer itself is the slow path's own code (`executor._answer_merged`: header, rows
@@ -67,7 +67,7 @@ DRAIN_SECONDS = 10.0  # after an early end (a merged LIMIT): what `readers._fini
 PIPELINE_ROWS = 1000
 PIPELINE_UNITS = 64  # units written back to back on one connection at most
 _DEPRECATE_EOF = int(Capability.DEPRECATE_EOF)
-# issue 15: an answer waits for every unit's whole answer, to be written in one step (`MultiAnswer._whole`), while
+# An answer waits for every unit's whole answer, to be written in one step (`MultiAnswer._whole`), while
 # the units' rows that have arrived stay under this many bytes (the cork's limit: past it the answer streams)
 WHOLE_BYTES = 1 << 16
 
@@ -106,8 +106,7 @@ def multi_forward(session: Session, db: LogicalDatabase, routed: RoutedStatement
     cursor. Several units on one data source are written back to back on that connection (the slow path borrows
     a connection per unit, or reads them one after another), only where `_pipelinable` says it is safe.
     `retarget`: the client's COM_STMT_EXECUTE re-addressed to a backend statement id (protocol.retarget), for the
-    units whose parameters are the statement's own, in order (issue 15: encoding each unit's execute anew was 5 %
-    of a prepared range)."""
+    units whose parameters are the statement's own, in order (no execute encoded anew for each unit)."""
     units = routed.execution_units
     if not MULTI_STATS.enabled or len(units) < 2 or routed.kind is not StatementKind.SELECT \
             or routed.result_table_renames or routed.generated_keys or routed.into_variables \
@@ -157,7 +156,7 @@ def multi_forward(session: Session, db: LogicalDatabase, routed: RoutedStatement
     return MultiForward(routed, codec, sends)
 
 
-# issue 15: a unit's framed COM_QUERY, kept for the units of routes the kernel hands out again (a scatter SELECT's
+# A unit's framed COM_QUERY, kept for the units of routes the kernel hands out again (a scatter SELECT's
 # text routes the same way every time: `RoutedStatement.reused`); only units of short SQL (a bound on what it holds)
 _QUERY_FRAMES: IdentityMemo[bytes] = IdentityMemo(1024)
 _QUERY_FRAME_SQL = 2048
@@ -333,7 +332,7 @@ class MultiAnswer:
     def _whole(self) -> bool:
         """Every unit's answer is here: `executor._answer_merged`'s answer for the units' result sets (concatenated,
         merged on their row frames by `merge.raw`, or merged on decoded rows by `merge.pipeline`), worked out whole,
-        then written at once, with no coroutine, generator or task per unit (issue 15: they cost more than the
+        then written at once, with no coroutine, generator or task per unit (they would cost more than the
         answer's own work for the short answers of ranges and scatters). False (nothing written, nothing taken)
         for anything else: a unit without a result set, a merge's error (the coroutine answers it)."""
         readers = self.readers
@@ -536,8 +535,8 @@ class MultiAnswer:
 
     def _release(self) -> None:
         """The answer is over: drop the references that make cycles of it (a chain's legs and each leg's chain, the
-        answer's legs and each chain's answer), so that reference counting frees it at once (issue 15: a multi-node
-        SELECT left ~25 objects a statement to the garbage collector, whose passes cost ~3 % of a range's CPU)."""
+        answer's legs and each chain's answer), so that reference counting frees it at once (a multi-node SELECT leaves
+        nothing for the garbage collector's passes to find)."""
         for chain in self.chains:
             chain.legs = []
         self.chains = []

@@ -1,4 +1,4 @@
-"""The hand-over of a plan the fast path decided and then declined, to the session's coroutine (issue 15).
+"""The hand-over of a plan the fast path decided and then declined, to the session's coroutine.
 
 Why: the fast path (proxy.execution.fastpath) decides every plain SELECT (proxy.execution.decide) to learn whether
 it can relay it; when it cannot (a multi-node SELECT multipath does not take, a node the transaction has not

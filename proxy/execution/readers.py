@@ -183,8 +183,8 @@ SUSPEND = _Suspend()
 
 class _FedStream(_RowSource):
     """One unit's result as a `_UnitStream` offers it (header first, then runs of row frames, then its status and
-    warnings), read by the backend socket's callbacks instead of by awaiting the socket (issue 15: the
-    synchronous multi-node SELECT, proxy.execution.multipath, subclasses it with the socket side). What the
+    warnings), read by the backend socket's callbacks instead of by awaiting the socket (the synchronous
+    multi-node SELECT, proxy.execution.multipath, subclasses it with the socket side). What the
     callbacks have parsed waits in `runs`; a consumer that needs more awaits `SUSPEND`."""
 
     def __init__(self, conn: BackendConnection, unit: ExecutionUnit, codec: StatementCodec) -> None:
@@ -307,7 +307,7 @@ async def _finish_readers(session: Session, readers: Sequence[_Reader], *, faile
                 r.conn.broken = True
         running = []
 
-    # one after another under one deadline, not a task and a timer per reader (issue 15): what is left after
+    # one after another under one deadline, not a task and a timer per reader: what is left after
     # an early end (a merged LIMIT) is mostly read already; a reader not drained by then is dropped
     deadline = asyncio.get_running_loop().time() + 10
     for r in running:

@@ -98,7 +98,7 @@ class ClientStatement:
     cursor_rows: deque[bytes] | None = None
     # sharded: may proxy.execution.fastpath execute it (None: not known until its first execute)
     fast: bool | None = None
-    # sharded, for the fast path (issue 15): what its executes with the bound `types` have in common, and its
+    # sharded, for the fast path: what its executes with the bound `types` have in common, and its
     # point plan (ShardingKernel.prepared_point) with the kernel generation it was taken in
     layout: ExecuteLayout | None = None
     point: tuple[int, PointPlan | None, Shape | None] | None = None

@@ -94,7 +94,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             if failure is not None:
                 answer_error(session, failure)
                 return
-        txn.begin(sql)  # issue 15: also answered by proxy.execution.fastlocal (`local_begin`)
+        txn.begin(sql)  # also answered by proxy.execution.fastlocal (`local_begin`)
         session.update_status(0)
         session.ok()
     elif stmt.kind in ("commit", "rollback"):

@@ -59,7 +59,7 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
     action = "ROLLBACK" if verb == "COMMIT" and lost else verb
     session.ending_transaction = True  # a client leaving now does not stop the fan-out half-way
     try:
-        # issue 15: the statement is sent to every data source at once, then the answers are read in turn (one
+        # The statement is sent to every data source at once, then the answers are read in turn (one
         # round trip, no task per data source); as each data source's outcome does not depend on the others',
         # this is what sending it to one after the other does, without the wait in between
         names = list(txn.joined)

@@ -86,7 +86,7 @@ def error_renamer(db: LogicalDatabase, routed: RoutedStatement) -> Callable[[byt
 
 
 
-# issue 15: a route's renames, by its route units (names only, not the statement's SQL): the kernel hands out the
+# A route's renames, by its route units (names only, not the statement's SQL): the kernel hands out the
 # same tuple of units for every call routed to all nodes (a kept text route, and any range over an inline rule)
 _RENAMES: IdentityMemo[dict[str, str]] = IdentityMemo(256)
 

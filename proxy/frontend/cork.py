@@ -2,7 +2,7 @@
 
 Why: a merged answer is written as its header (column count and definitions), its rows and its end packet,
 each by its own `transport.write`, that is its own `write()` system call and wake-up of the client: for a
-scatter `ORDER BY ... LIMIT 10` those writes were a fifth of the proxy's CPU per query (bench/RESULTS.md).
+short merged answer such as a scatter `ORDER BY ... LIMIT 10`, three writes cost more than the merge itself.
 While corked, writes are kept and written together when the answer is complete, or as soon as 64 KiB are
 kept (a large answer streams as before: the buffer never holds more than that).
 """
@@ -50,8 +50,8 @@ class CorkedWriter:
 
 
 class _Corked:
-    """`corked`'s context manager (a class: a generator-based one cost a generator and its frames per statement,
-    issue 15)."""
+    """`corked`'s context manager (a class: a generator-based one would cost a generator and its frames per
+    statement)."""
 
     __slots__ = ("cork", "wire")
 

@@ -3,7 +3,7 @@
 Why: rows a scatter read only concatenates or interleaves arrive as `protocol.rowframes.RowFrames` (the
 backend's framing kept); the client's sequence ids continue from the answer's header, so each run is
 renumbered (`protocol.rowframes.renumber`) and written whole, instead of a payload object and a new frame
-header per row (bench/RESULTS.md, issue 15).
+header per row: per-row Python steps would be most of a relayed range's cost.
 """
 
 from __future__ import annotations

@@ -38,13 +38,13 @@ class Algorithm:
     def ranges_route_everywhere(self) -> bool:
         """Does `shard_range` answer every range, whatever its bounds, with all the targets it is given (and
         never refuse one)? Then a statement whose conditions on the column are ranges routes the same way for
-        any values, and the kernel need not ask (issue 15). False unless an algorithm knows it is so."""
+        any values, and the kernel need not ask. False unless an algorithm knows it is so."""
         return False
 
     def targets_by_remainder(self, targets: Sequence[str], column: str) -> tuple[str | None, ...] | None:
         """When `shard_precise(targets, column, v)` for every int v >= 0 is ``table[v % len(table)]`` (None: the
         value maps to no target), that table; None otherwise. The kernel's point plans look a value's target up
-        with it instead of asking the algorithm (issue 15). None unless an algorithm knows it is so."""
+        with it instead of asking the algorithm. None unless an algorithm knows it is so."""
         return None
 
     # -- props --

@@ -84,7 +84,7 @@ class InlineShardingAlgorithm(_ExpressionAlgorithm):
             names = self._binds[column] = self._variables_for(column)
         modulo = self._modulo
         if modulo is not None and type(value) is int and modulo[1] in names:
-            # issue 15: Groovy's % on an integer keeps the dividend's sign; the remainder fits any width
+            # Groovy's % on an integer keeps the dividend's sign; the remainder fits any width
             prefix, _, n, suffix = modulo
             return f"{prefix}{value % n if value >= 0 else -(-value % n)}{suffix}"
         try:

@@ -735,7 +735,7 @@ def test_auto_table_create_alter_drop(rdl: Rdl) -> None:
 
 
 def test_a_prepared_statement_routes_by_the_rules_altered_after_its_prepare(rdl: Rdl) -> None:
-    """The fast path keeps a prepared statement's point plan with it (issue 15); a rule changed by DistSQL
+    """The fast path keeps a prepared statement's point plan with it; a rule changed by DistSQL
     (a new kernel) is what its next execute routes by."""
     rdl.run("CREATE SHARDING TABLE RULE t_moved (STORAGE_UNITS(ds_0,ds_1), SHARDING_COLUMN=id, "
             "TYPE(NAME='MOD', PROPERTIES('sharding-count'=2)))")

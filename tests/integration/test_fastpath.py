@@ -372,7 +372,7 @@ def test_text_writes_and_transactions_are_taken(proxy: RunningProxy, mariadb: Ma
 @pytest.mark.parametrize("prepared", [False, True], ids=["text", "prepared"])
 def test_the_first_select_on_a_node_in_a_transaction_joins_it_on_the_fast_path(sharded: ShardedEnv,
                                                                                  prepared: bool) -> None:
-    """issue 15: BEGIN goes ahead of the statement in the same write. The read sees the transaction's snapshot
+    """BEGIN goes ahead of the statement in the same write. The read sees the transaction's snapshot
     (REPEATABLE READ: taken at the first read after BEGIN, on that node): a change committed by another
     session after it stays unseen until COMMIT, which ends the node's transaction."""
     order_id, user_id, status = ORDERS[5]

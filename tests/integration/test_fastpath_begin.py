@@ -1,4 +1,4 @@
-"""BEGIN, COMMIT and ROLLBACK on a sharded database answered by the fast path (issue 15): the client hears the same
+"""BEGIN, COMMIT and ROLLBACK on a sharded database answered by the fast path: the client hears the same
 OK (IN_TRANS set or cleared), the data sources join the transaction at their first statement exactly as after the
 session's own BEGIN, COMMIT and ROLLBACK end it on every one of them (proxy.execution.fastcommit; its failures:
 tests/integration/test_txn_faults.py), and those that must do more (commit the open transaction first,

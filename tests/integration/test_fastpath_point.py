@@ -136,7 +136,7 @@ def test_many_clients_executing_without_types_get_their_own_rows(sharded: Sharde
 
 def test_text_point_selects_on_tables_named_as_their_logic_table(sharded: ShardedEnv) -> None:
     """`t_user` is `t_user` on both data sources, so the unit's SQL is the client's text and the fast path sends the
-    client's own packet (issue 15): every text point select answers the rows of its node, on the fast path, and an
+    client's own packet: every text point select answers the rows of its node, on the fast path, and an
     error raised there reaches the client whole."""
     sharded.clean("t_user", db="extra_db")
     sharded.run("INSERT INTO t_user (user_id, name) VALUES " + ", ".join(f"({u}, 'u{u}')" for u in range(12)),

@@ -346,7 +346,7 @@ _LONGLONG, _STR = ParamType(ColumnType.LONGLONG), ParamType(ColumnType.VAR_STRIN
 @pytest.mark.parametrize("types", [(_LONG, _LONG), (_TINY, _LONGLONG), (_STR, _STR)])
 def test_prepared_executes_without_types_answer_as_the_slow_path(logs: ShardedEnv, sql: str,
                                                                   types: tuple[ParamType, ...]) -> None:
-    """The units get the client's execute re-addressed (protocol.retarget, issue 15): bound types on the first
+    """The units get the client's execute re-addressed (protocol.retarget): bound types on the first
     execute, then executes that bind none (libmysqlclient's), whose types are written in from the ones bound."""
     client = _client(logs)
     try:
@@ -561,8 +561,7 @@ ONE_OF_EACH = ["SELECT user_id, name FROM t_user",
 @pytest.mark.parametrize("sql", ONE_OF_EACH)
 def test_an_answer_leaves_nothing_to_the_garbage_collector(users: ShardedEnv, sql: str) -> None:
     """A multi-node SELECT (and a COMMIT fanned out) is freed by reference counting when it ends: its objects made
-    cycles (a chain's legs and each leg's chain, ~25 objects a statement) that only the garbage collector's passes
-    freed, at ~3 % of a range's CPU (issue 15)."""
+    cycles (a chain's legs and each leg's chain) that only the garbage collector's passes would free."""
     client = _client(users)
     try:
         payload = ComQuery(sql.encode()).encode()

@@ -1,5 +1,5 @@
 """`frames_impl`: a test of merge.frames' per-row steps runs on both forms of them, the Python code and the C helpers
-(merge._cframes), which must give the same answers (issue 15)."""
+(merge._cframes), which must give the same answers."""
 
 from __future__ import annotations
 

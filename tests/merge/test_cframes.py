@@ -1,5 +1,5 @@
 """merge._cframes against the Python steps it mirrors (merge.frames, merge.weights), over generated rows that are
-usual, unusual and broken: the same key, the same cut bytes, the same error, row for row (issue 15)."""
+usual, unusual and broken: the same key, the same cut bytes, the same error, row for row."""
 
 from __future__ import annotations
 

@@ -356,7 +356,7 @@ def test_binary_integer_keys_order_as_the_decoded_rows(frames_impl: str, kind: s
 
 
 def test_keys_are_kept_for_the_same_spec_header_and_decoder() -> None:
-    """issue 15: a spec over a header keeps its keys (merge.raw._plan); merging with them again answers alike, and
+    """A spec over a header keeps its keys (merge.raw._plan); merging with them again answers alike, and
     another spec object, column list or decoder gets keys of its own."""
     from merge import raw
 

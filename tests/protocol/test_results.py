@@ -228,7 +228,7 @@ def test_parser_header_carries_the_columns() -> None:
     assert header.columns[6].name == "ubi"
 
 
-# --- ResultParser(row_frames=True): rows as runs of frames (issue 15) ---------------------------------------
+# --- ResultParser(row_frames=True): rows as runs of frames ---------------------------------------------------
 
 
 def _flatten(events: list[object]) -> list[object]:
@@ -280,7 +280,7 @@ def test_parser_row_frames_keep_rows_of_16mb_whole(row_payload: int) -> None:
 @pytest.mark.parametrize("name", ["rs_types", "rs_warning", "multi", "rs_empty"])
 def test_a_header_seen_before_is_taken_whole_and_parses_alike(name: str, backend_eof: bool,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """`ResultParser` remembers recent result set headers by their bytes (issue 15): an answer that starts with
+    """`ResultParser` remembers recent result set headers by their bytes: an answer that starts with
     the same bytes gets the same header without its packets parsed, in either EOF mode, and the events are
     those of a parse from scratch, fed whole or byte by byte."""
     import protocol.results as results
@@ -346,7 +346,7 @@ def test_parser_stops_at_its_answer_and_hands_back_the_next(row_frames: bool, ch
         assert _flatten(events) == _flatten(alone), name
 
 
-# --- whole_result: a whole answer under a recent header, in one step (issue 15) ---------------------------------
+# --- whole_result: a whole answer under a recent header, in one step ---------------------------------------------
 
 
 def _parsed_whole(src: bytes) -> tuple[object, ...] | None:

@@ -141,7 +141,7 @@ RELAY_CHOICES = [
     ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "first_seq": 2}, False),
     ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "more_results": True}, False),
     ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "rows_only": True}, False),
-    ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "error_rewriter": bytes}, True),  # issue 15
+    ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "error_rewriter": bytes}, True),
 ]
 
 
@@ -264,7 +264,7 @@ def test_verbatim_uses_the_c_loop_where_built() -> None:
 
 @pytest.mark.parametrize(("stream", "deof"), ANSWERS)
 def test_a_restarted_relay_answers_as_a_new_one(stream: bytes, deof: bool, c: Any) -> None:
-    """The fast path keeps one relay per session and restarts it for each answer (issue 15): after an answer relayed
+    """The fast path keeps one relay per session and restarts it for each answer: after an answer relayed
     whole, or one left in the middle (a lost backend), it relays the next as a new relay does."""
     fresh = VerbatimRelay(deprecate_eof=deof, error_rewriter=_longer, c=c)
     expected = _run(fresh, stream, [])

@@ -1,4 +1,4 @@
-"""executor._merge_readers opens the readers `readers._open_merge_readers` opens, without its tasks (issue 15),
+"""executor._merge_readers opens the readers `readers._open_merge_readers` opens, without its tasks,
 and declines every layout it does not cover (a data source with several units)."""
 
 from __future__ import annotations

@@ -309,7 +309,7 @@ def test_true_after_a_1_routes_as_before() -> None:
 
 
 def test_routes_of_long_texts_are_not_kept() -> None:
-    """A scatter SELECT's route is kept by its text (issue 15), each unit's text with it: not for a long text."""
+    """A scatter SELECT's route is kept by its text, each unit's text with it: not for a long text."""
     k = kernel()
     short = "SELECT * FROM t_order WHERE status IN ('a', 'b')"
     assert k.route(short) is k.route(short)

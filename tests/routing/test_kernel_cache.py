@@ -110,7 +110,7 @@ def test_prepared_text_is_scanned_once(kernel: ShardingKernel, monkeypatch: pyte
     assert len(scans) == 3
 
 
-# --- whole routes of multi-node SELECTs no value decides (issue 15) -------------------------------------------
+# --- whole routes of multi-node SELECTs no value decides -------------------------------------------------------
 
 
 def test_scatter_route_is_kept_by_text(kernel: ShardingKernel, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -168,7 +168,7 @@ def test_prepared_point_answers_as_route_point(sql: str, params: list[Any], hint
     ("SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2", False),  # units name t_order_0 / t_order_1
 ])
 def test_units_of_tables_named_as_written_are_the_text(sql: str, verbatim: bool) -> None:
-    """`PointPlan.verbatim_table` (issue 15): where a unit's SQL is the statement's own text, texts of the same shape
+    """`PointPlan.verbatim_table`: where a unit's SQL is the statement's own text, texts of the same shape
     with other values route to units whose SQL is their own text too, as the general plan renders them."""
     kernel = ShardingKernel(build_rules(), METADATA)
     params = [1] if "?" in sql else None
@@ -186,7 +186,7 @@ def test_units_of_tables_named_as_written_are_the_text(sql: str, verbatim: bool)
 
 
 def test_one_table_per_data_source_takes_the_one_step_form() -> None:
-    """`PointPlan.table_of` (issue 15) is set exactly where the table strategy is none and each data source holds one
+    """`PointPlan.table_of` is set exactly where the table strategy is none and each data source holds one
     table of the rule; the cases above compare that form with the general plan."""
     kernel = ShardingKernel(build_rules(), METADATA)
     for sql, one_step in (("SELECT * FROM t_one WHERE user_id = 1", True),
@@ -201,7 +201,7 @@ def test_one_table_per_data_source_takes_the_one_step_form() -> None:
 
 def inline_rules(expression: str) -> DatabaseRules:
     """`t_one` split over ds_0 / ds_1 by a real INLINE algorithm (`expression` over user_id): the one-step form's
-    lookup by remainder (`PointPlan.by_remainder`, issue 15)."""
+    lookup by remainder (`PointPlan.by_remainder`)."""
     rules = build_rules()
     assert rules.sharding is not None
     t_one = rules.sharding.tables["t_one"]

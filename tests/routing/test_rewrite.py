@@ -261,7 +261,7 @@ W_SHORT = "CONCAT(COLLATION(status), ':', @@max_sort_length, ':::', WEIGHT_STRIN
 
 
 @pytest.mark.parametrize(("collation", "weight"), [
-    ("utf8mb4_general_ci", W_SHORT),  # one level: one WEIGHT_STRING, no level lengths (issue 15)
+    ("utf8mb4_general_ci", W_SHORT),  # one level: one WEIGHT_STRING, no level lengths
     ("latin1_swedish_ci", W_SHORT),
     ("utf8mb4_bin", W_SHORT),
     ("utf8mb4_uca1400_as_cs", W_STATUS),  # several levels: their lengths are needed

@@ -1,4 +1,4 @@
-"""The kernel's shortcut for tables a statement reads everywhere (issue 15): when no condition pins a sharding
+"""The kernel's shortcut for tables a statement reads everywhere: when no condition pins a sharding
 column to values and every strategy routes any range to all its targets (INLINE with
 allow-range-query-with-inline-sharding, HASH_MOD, CONSISTENT_HASH, no strategy), the table's nodes are all of
 them without asking the algorithms, the units are those of the previous such call, and a merge spec with
@@ -152,7 +152,7 @@ def test_the_shortcut_is_taken() -> None:
     ("SELECT * FROM t_order WHERE user_id > 2", None, False),  # t_order_0, t_order_1
 ])
 def test_units_named_as_the_text_are_the_text(sql: str, params: list[Any] | None, as_text: bool) -> None:
-    """issue 15: a statement routed to every node of tables named there as the text names them goes to the nodes as
+    """A statement routed to every node of tables named there as the text names them goes to the nodes as
     the text itself (the shortcut's answers are compared with rendering's above)."""
     kernel = ShardingKernel(load_database_rules(load_yaml(RULES)), METADATA)
     calls = []

@@ -3,7 +3,8 @@
 A variable is a prop's key in upper-case-underscore form, shown in lower case (`sql_show` is
 `props.sql-show`). The list holds ShardingSphere 5.5.2's props (`ConfigurationPropertyKey`,
 `TemporaryConfigurationPropertyKey`, `cached_connections`), each with its default where shardproxy does not
-read it, plus the props only shardproxy reads: the props table (proxy.config.props). Values shown are the
+read it, plus the props only shardproxy reads: the props table (proxy.config.props, documented in
+docs/configuration/props.md). Values shown are the
 ones in use: the configured value, or the proxy's default.
 
 `SET DIST VARIABLE` applies a prop the proxy reads for each statement (or each new connection) at once, to
