@@ -55,7 +55,8 @@ PROPS: tuple[Prop, ...] = (
     Prop("kernel-executor-size", "int", "0", UNUSED, "ShardingSphere's executor threads.", origin=_SS),
     Prop("max-connections-size-per-query", "int", "4", LIVE, "Connections one statement may use per data "
          "source: a merge needs every node's result open at once, so up to this many actual tables of one data "
-         "source are read in parallel.", minimum=1, origin=_SS),
+         "source are read in parallel (see [How statements run](../statements.md#connections)).",
+         minimum=1, origin=_SS),
     Prop("check-table-metadata-enabled", "bool", "false", UNUSED, "ShardingSphere's metadata check at start.",
          origin=_SS),
     Prop("load-table-metadata-batch-size", "int", "1000", UNUSED, "ShardingSphere's metadata batch size.",
@@ -93,7 +94,8 @@ PROPS: tuple[Prop, ...] = (
     # read by shardproxy only
     Prop("proxy-backlog", "int", "4096", STARTUP, "The listen backlog: connections the kernel completes and "
          "queues until the proxy accepts them, so a burst of clients is greeted, not dropped. Linux caps it at "
-         "`net.core.somaxconn`."),
+         "`net.core.somaxconn` (4096 since kernel 5.4, 128 before: raise it with "
+         "`sysctl -w net.core.somaxconn=4096` for bursts of more than 128)."),
     Prop("proxy-mysql-default-version", "str", "", STARTUP, "The server version announced to clients (default: "
          "the first data source's)."),
     Prop("proxy-version-comment", "str", "", UNUSED, "Accepted for compatibility; `@@version_comment` is the "
@@ -103,8 +105,9 @@ PROPS: tuple[Prop, ...] = (
     Prop("proxy-merge-memory-rows", "int", "1000000", LIVE, "Rows a merge may hold in memory (GROUP BY without "
          "index order, sorting, DISTINCT); past it the statement ends with ERR 1038.", minimum=1),
     Prop("proxy-statement-timeout-seconds", "float", "0", LIVE, "Past it, KILL QUERY what the statement still "
-         "runs on the data sources; one that does not answer even that is given 1 s more, then the statement "
-         "ends with ERR 1969 (0: off).", minimum=0),
+         "runs on the data sources; one that does not answer even that (a frozen server, a network stall) is "
+         "given 1 s more, then the statement ends with ERR 1969 (`Query execution was interrupted`, naming the "
+         "silent data source) and its connections are discarded (0: off).", minimum=0),
     Prop("max-replication-lag-seconds", "float", "", STARTUP, "Read/write splitting: the default "
          "`maxReplicationLagSeconds` of every group (none: no limit)."),
     Prop("replica-health-check-interval-milliseconds", "int", "1000", STARTUP, "Read/write splitting: the "
@@ -112,9 +115,10 @@ PROPS: tuple[Prop, ...] = (
     Prop("gtid-wait-timeout-milliseconds", "int", "500", STARTUP, "Read/write splitting: the default wait of "
          "`readAfterWrite: GTID`."),
     Prop("plan-cache-size", "int", "1024", STARTUP, "Statement shapes whose routing plan is kept (LRU), per "
-         "logical database."),
+         "logical database; as many prepared statement texts keep their scanned shape."),
     Prop("proxy-metrics-port", "int", "", STARTUP, "Serve Prometheus metrics over HTTP on this port "
-         "(`GET /metrics`; 0 picks a free port; none: off)."),
+         "(`GET /metrics`; 0 picks a free port; none: off); the metrics are listed in "
+         "[Operations](../operations.md)."),
     Prop("proxy-metrics-host", "str", "127.0.0.1", STARTUP, "The metrics endpoint's address."),
     Prop("proxy-frontend-ssl-cert-file", "str", "", STARTUP, "The PEM certificate for client TLS (none: a "
          "self-signed one is made at start-up)."),

@@ -46,6 +46,11 @@ def props_page() -> str:
         head,
         *(_row(p) for p in unused),
         "",
+        "Transaction props (`xa-log-dir`, `xa-instance-id`, `xa-recovery-interval-seconds`) are under "
+        "`transaction.props`: see [XA transactions](../transactions.md#xa-transactions-atomic-commits-across-data-"
+        "sources). Federation is described in [How statements run](../statements.md#federation), TLS toward "
+        "clients in [Clients and TLS](index.md#clients-and-tls).",
+        "",
     ])
 
 

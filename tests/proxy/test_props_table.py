@@ -45,3 +45,9 @@ def test_dist_variables_are_the_table() -> None:
     assert {v.key for v in VARIABLES} == {p.key for p in PROPS if not p.legacy}
     assert all((v.kind, v.default, v.use) == (BY_KEY[v.key].kind, BY_KEY[v.key].default, BY_KEY[v.key].use)
                for v in VARIABLES)
+
+
+def test_the_documentations_props_page_is_the_generated_one() -> None:
+    """docs/configuration/props.md is `python3 -m proxy.config.reference`'s output: regenerate it with
+    `python3 -m proxy.config.reference > docs/configuration/props.md` after changing the table."""
+    assert (REPO / "docs" / "configuration" / "props.md").read_text(encoding="utf-8") == props_page()
