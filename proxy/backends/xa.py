@@ -223,8 +223,7 @@ class TransactionManager:
             self._open_log(new_props)
             self._start_recovery()
         self.default_type = default_type
-        if provider_type is not None:
-            self.provider_type = provider_type
+        self.provider_type = provider_type or ""  # the statement is the whole rule: no TYPE, no provider
         self.props = new_props
         self._wake.set()  # a changed interval applies at once
         log.info("transaction_rule_altered", default_type=self.default_type, provider_type=self.provider_type,

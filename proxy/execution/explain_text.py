@@ -40,9 +40,10 @@ def xa_refusal(sql: str) -> RoutingError | None:
     if m is None:
         return None
     return RoutingError(
-        f"XA {m.group('verb').upper()}: shardproxy does not run XA transactions yet; on a sharded database the "
-        "statement would reach one data source only. Use BEGIN / COMMIT (LOCAL transactions across the data "
-        "sources)"
+        f"XA {m.group('verb').upper()}: transactions with the client's own xid cannot span a sharded database's "
+        "data sources (the statement would reach one of them only). The proxy runs XA itself: set "
+        "transaction.defaultType: XA in global.yaml, or ALTER TRANSACTION RULE (DEFAULT='XA'), then use "
+        "BEGIN / COMMIT"
     )
 
 

@@ -414,6 +414,9 @@ def test_show_and_alter_transaction_rule(servers: list[MariaDBServer], tmp_path:
                                         "PROPERTIES('xa-log-dir'='/elsewhere')))")
         assert errno == 1235 and "xa-log-dir cannot change" in message
         run(admin, "ALTER TRANSACTION RULE (DEFAULT=LOCAL)")
+        with admin.cursor() as cur:  # the statement is the whole rule, as in ShardingSphere: no TYPE, no provider
+            cur.execute("SHOW TRANSACTION RULE")
+            assert cur.fetchall()[0][:2] == ("LOCAL", "")
         run(conn, "BEGIN")
         insert(conn, "ds_0", 2, "local")
         insert(conn, "ds_1", 2, "local")
