@@ -11,6 +11,7 @@ text cannot tell.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from protocol.results import ResultSummary
@@ -59,6 +60,58 @@ async def after_relayed(
         session.last_insert_id = value
 
 
+def of_units(
+    db: LogicalDatabase | None, routed: RoutedStatement, answers: Sequence[tuple[ExecutionUnit, int]]
+) -> tuple[int, bool | None]:
+    """The last insert id one server would put in the OK of a write whose units answered `answers` (each unit's
+    OK id), and whether it is a generated one (LAST_INSERT_ID() takes it) — None when the text cannot tell.
+
+    One server reports the first id the statement generated; when it generated none and wrote something, the
+    AUTO_INCREMENT value the statement's *last* row gives (whether that row was written, skipped by IGNORE or
+    left unchanged by ON DUPLICATE KEY UPDATE), else 0. Each node reports the same for its own rows, so: every
+    row generates (the column list leaves the column out) — the unit holding the statement's first row; the
+    column's values are known (a sharding column) and a node wrote something — the last row's value."""
+    if routed.generated_keys and isinstance(routed.generated_keys[0], int):
+        return routed.generated_keys[0], True  # the kernel's key generator gave the ids (as ShardingSphere)
+    ordered = sorted((a for a in answers if a[1]), key=lambda a: a[0].rows[:1] or (len(routed.row_values),))
+    if not ordered:
+        return 0, False
+    if routed.kind is not StatementKind.INSERT or db is None or not all(unit.rows for unit, _ in answers):
+        return ordered[0][1], None
+    column = _auto_increment(db, routed)
+    if column is None:
+        return ordered[0][1], None
+    if _generated(db, routed, answers[0][0].sql):
+        return ordered[0][1], True
+    given = [_int(row.get(column)) for row in routed.row_values]
+    if any(value is None or value == 0 for value in given):
+        return ordered[0][1], None  # a row leaves it to the node (0): generated, where unknown
+    if any(given[unit.rows[-1]] != value for unit, value in ordered):  # type: ignore[operator]
+        return ordered[0][1], None
+    return given[-1], False  # type: ignore[return-value]
+
+
+def _auto_increment(db: LogicalDatabase, routed: RoutedStatement) -> str | None:
+    if len(routed.logic_tables) != 1:
+        return None
+    table = routed.logic_tables[0]
+    for column in db.metadata.columns(table) or ():
+        info = db.metadata.column_info(table, column)
+        if info is not None and info.auto_increment:
+            return column.lower()
+    return None
+
+
+def _int(value: object) -> int | None:
+    """The value as the OK carries it: an integer, unsigned 64-bit (-3 is 2**64 - 3)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    try:
+        return int(value) % (1 << 64)
+    except ValueError:
+        return None
+
+
 def _generated(db: LogicalDatabase, routed: RoutedStatement, sql: str) -> bool:
     """The INSERT's column list leaves out the table's AUTO_INCREMENT column: its OK's id is a generated one."""
     m = _COLUMN_LIST.match(sql)
@@ -86,4 +139,4 @@ async def _node_value(conn: BackendConnection) -> int | None:
     return None
 
 
-__all__ = ["after_relayed"]
+__all__ = ["after_relayed", "of_units"]

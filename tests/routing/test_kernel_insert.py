@@ -155,3 +155,22 @@ def test_a_many_row_insert_sends_every_row_to_its_node_once(kernel: ShardingKern
         users, orders = values[0::3], values[1::3]
         assert {f"ds_{u % 2}" for u in users} == {unit.data_source}
         assert {f"t_order_{o % 2}" for o in orders} == {unit.sql.split()[2]}
+
+
+@pytest.mark.parametrize(
+    ("sql", "params", "rows", "values"),
+    [
+        ("INSERT INTO t_order (user_id, order_id, status) VALUES (1, 2, 'a'), (2, 3, 'b'), (3, 4, 'c')", None, [("ds_0", (1,)), ("ds_1", (0, 2))], [{"user_id": 1, "order_id": 2}, {"user_id": 2, "order_id": 3}, {"user_id": 3, "order_id": 4}]),
+        ("INSERT INTO t_order (user_id, order_id, status) VALUES (?, ?, ?), (?, ?, ?)", [3, 5, "a", 3, 7, "b"], [("ds_1", (0, 1))], [{"user_id": 3, "order_id": 5}, {"user_id": 3, "order_id": 7}]),
+        ("INSERT INTO t_order (order_id, user_id) VALUES (9, 2), (8, 2), (7, 2)", None, [("ds_0", (1,)), ("ds_0", (0, 2))], [{"user_id": 2, "order_id": 9}, {"user_id": 2, "order_id": 8}, {"user_id": 2, "order_id": 7}]),
+        ("INSERT INTO t_order (user_id, status) VALUES (1, 'a'), (2, 'b')", None, [("ds_0", (1,)), ("ds_1", (0,))], [{"user_id": 1}, {"user_id": 2}]),
+    ],
+)
+def test_units_know_their_rows(
+    kernel: ShardingKernel, sql: str, params: list[Any] | None, rows: list[tuple[str, tuple[int, ...]]], values: list[dict[str, Any]]
+) -> None:
+    """Each unit of a split INSERT names the statement's rows it writes, and the route each row's sharding values:
+    the proxy answers the statement's last insert id from the unit that holds the row one server would report."""
+    routed = kernel.route(sql, params)
+    assert [(u.data_source, u.rows) for u in routed.execution_units] == rows
+    assert [dict(v) for v in routed.row_values] == values
