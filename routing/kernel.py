@@ -1401,7 +1401,12 @@ class _Compiler:
                 for col in sorted(rule.sharding_columns)
                 if col in columns
             )
-            rows.append(InsertRow(sharding_values))
+            sets_last_id = any(
+                f.name.upper() == "LAST_INSERT_ID" and bool(f.expressions)
+                for value in values
+                for f in value.find_all(exp.Anonymous)
+            )
+            rows.append(InsertRow(sharding_values, sets_last_id))
         base = self.base(StatementKind.INSERT, True, [target.name])
         head, row_templates, tail = self.insert_templates(
             target, edits, len(tuples), key_column, default_list[0] if default_list is not None else None)

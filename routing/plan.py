@@ -64,6 +64,7 @@ class RoutedStatement:
     generated_keys: tuple[Any, ...] = ()  # keys generated for an INSERT, first row first
     # an INSERT into a sharded table: each row's sharding column values (lower-case names), first row first
     row_values: tuple[Mapping[str, Any], ...] = ()
+    last_id_rows: tuple[int, ...] = ()  # an INSERT's rows that call LAST_INSERT_ID(expr)
     write: bool = False  # must go to a primary (for read/write splitting)
     logic_tables: tuple[str, ...] = ()
     # For DESCRIBE/SHOW CREATE TABLE answers: actual table name -> logic name to map back in the result.

@@ -911,6 +911,7 @@ class InsertRow:
     """The values one VALUES tuple gives to each sharding column (None: not a plain value)."""
 
     sharding_values: tuple[tuple[str, ValueRef | None], ...]
+    sets_last_id: bool = False  # calls LAST_INSERT_ID(expr): the session's value is the last such row's
 
 
 @dataclass(frozen=True)
@@ -986,6 +987,7 @@ class InsertPlan(Plan):
             execution_units=tuple(execution),
             generated_keys=tuple(keys),
             row_values=tuple(given),
+            last_id_rows=tuple(i for i, row in enumerate(self.rows) if row.sets_last_id),
             write=True,
             logic_tables=self.logic_tables,
             upsert=upsert,

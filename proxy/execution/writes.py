@@ -56,11 +56,11 @@ async def _write_units(
     counted = per_source[:1] if _only_broadcast_tables(session, routed) else per_source
     affected = sum(ok.affected_rows for r in counted for ok in r)
     warnings = sum(ok.warnings for r in counted for ok in r)
-    last_id, generated = lastid.of_units(session.database, routed, answers)
+    last_id, session_id = lastid.of_units(session.database, routed, answers)
     session.update_status(oks[-1].status if oks else session.status)
     session.row_count = affected
-    if last_id and generated is not False:
-        session.last_insert_id = last_id
+    if session_id is not None:
+        session.last_insert_id = session_id
     if routed.kind is StatementKind.INSERT and routed.execution_units:
         info = insert_info(routed.insert_mode, [ok for r in counted for ok in r])
     else:

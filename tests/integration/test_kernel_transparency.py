@@ -203,6 +203,25 @@ SHARDED_SCRIPTS: list[tuple[str, list[str]]] = [
         ],
     ),
     (
+        "last_insert_id(expr) over two nodes",
+        [
+            "INSERT INTO t (id, v) VALUES (11, LAST_INSERT_ID(11)), (12, 'q')",
+            "SELECT LAST_INSERT_ID()",
+            "INSERT INTO t (id, v) VALUES (13, 'x'), (14, LAST_INSERT_ID(14))",
+            "SELECT LAST_INSERT_ID()",
+            "INSERT INTO t (id, v) VALUES (15, LAST_INSERT_ID(0)), (16, 'x')",
+            "SELECT LAST_INSERT_ID()",
+            "INSERT INTO t (id, v) VALUES (17, LAST_INSERT_ID(7)), (18, LAST_INSERT_ID(100)), (20, 'x'), (19, 'y')",
+            "SELECT LAST_INSERT_ID()",
+            "INSERT INTO t (id, v) VALUES (21, 'a'), (22, 'b')",
+            "SELECT LAST_INSERT_ID()",
+            "PREPARE s FROM 'INSERT INTO t (id, v) VALUES (?, LAST_INSERT_ID(?)), (?, ?)'",
+            "SET @a = 31, @b = 77, @c = 32",
+            "EXECUTE s USING @a, @b, @c, @c",
+            "SELECT LAST_INSERT_ID()",
+        ],
+    ),
+    (
         # one node's part leaves its only row unchanged: the id is still the statement's last row's. (Not run
         # with CLIENT_FOUND_ROWS: there a one-row part's affected rows cannot tell an unchanged row from an
         # inserted one, and `Duplicates:` differs — a known gap.)

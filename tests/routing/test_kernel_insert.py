@@ -174,3 +174,17 @@ def test_units_know_their_rows(
     routed = kernel.route(sql, params)
     assert [(u.data_source, u.rows) for u in routed.execution_units] == rows
     assert [dict(v) for v in routed.row_values] == values
+
+
+@pytest.mark.parametrize(
+    ("sql", "last_id_rows"),
+    [
+        ("INSERT INTO t_order (user_id, order_id, status) VALUES (1, 4, LAST_INSERT_ID(5)), (2, 3, 1)", (0,)),
+        ("INSERT INTO t_order (user_id, order_id, status) VALUES (1, 2, 'a'), (2, 3, CONCAT(LAST_INSERT_ID(order_id + 1), 'x'))", (1,)),
+        ("INSERT INTO t_order (user_id, order_id, status) VALUES (1, 2, LAST_INSERT_ID()), (2, 3, 'b')", ()),
+        ("INSERT INTO t_order (user_id, order_id, status) VALUES (1, 2, last_insert_id(7)), (2, 3, 'b'), (3, 4, Last_Insert_Id(8))", (0, 2)),
+    ],
+)
+def test_rows_that_set_last_insert_id(kernel: ShardingKernel, sql: str, last_id_rows: tuple[int, ...]) -> None:
+    """The rows that call LAST_INSERT_ID(expr): the session's value is the last one's, which its unit's OK carries."""
+    assert kernel.route(sql).last_id_rows == last_id_rows
