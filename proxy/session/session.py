@@ -115,6 +115,7 @@ class Session(SessionConnections, StatementStopping):
         self.client_lost = False  # the client left mid-command and the command was stopped
         self.ending_transaction = False  # COMMIT/ROLLBACK fanning out: not stopped when the client leaves
         self.commit_note = ""  # XA: what the OK of a COMMIT says besides success (proxy.execution.txn)
+        self.end_warnings = 0  # the warnings of the COMMIT / ROLLBACK that just ended a transaction (txn_end)
         self.connecting: list[str] = []  # data sources this command waits on for a connection
         self.query_killed = False  # KILL QUERY reached the current command (see SessionConnections.interrupt)
         self._kill_waits: list[asyncio.Future[None]] = []
@@ -267,9 +268,13 @@ class Session(SessionConnections, StatementStopping):
 
     # -- commands ---------------------------------------------------------------------------------------
 
-    def ok(self, affected: int = 0, last_insert_id: int = 0, info: bytes = b"") -> None:
+    def ok(self, affected: int = 0, last_insert_id: int = 0, info: bytes = b"", warnings: int = 0) -> None:
         self.row_count = affected  # ROW_COUNT(): an OK's affected rows, as the server counts it
-        self.wire.send(OKPacket(affected, last_insert_id, ServerStatus(self.status), 0, info).encode(self.capabilities))
+        self.wire.send(
+            OKPacket(affected, last_insert_id, ServerStatus(self.status), min(warnings, 0xFFFF), info).encode(
+                self.capabilities
+            )
+        )
 
     def error(self, errno: int, message: str, sqlstate: str = "HY000") -> None:
         errno, sqlstate = server_errno(errno, sqlstate, message)  # never a client-library number

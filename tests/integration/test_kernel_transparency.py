@@ -174,6 +174,36 @@ SCRIPTS: list[tuple[str, list[str]]] = [
     ),
 ]
 
+SCRIPTS.append(
+    (
+        "warnings of set and rollback",
+        [
+            T,
+            "SET @u = CAST('x' AS UNSIGNED)",
+            "SHOW WARNINGS",
+            "SET @b = 'abc' + 1, @c = CAST('1x' AS SIGNED)",
+            "SHOW WARNINGS",
+            "SELECT @@warning_count",
+            "SET @d = 1",
+            "SHOW WARNINGS",
+            "DROP TABLE IF EXISTS m",
+            "CREATE TABLE m (id INT) ENGINE=MyISAM",
+            "BEGIN",
+            "INSERT INTO m VALUES (1)",
+            "INSERT INTO t (v) VALUES ('x')",
+            "ROLLBACK",
+            "SHOW WARNINGS",
+            "SET autocommit = 0",
+            "INSERT INTO m VALUES (2)",
+            "ROLLBACK",
+            "SHOW WARNINGS",
+            "SET autocommit = 1",
+            "SELECT COUNT(*) FROM m",
+            "DROP TABLE m",
+        ],
+    )
+)
+
 # on the sharded database (t sharded by id % 2): statement by statement, with and without CLIENT_FOUND_ROWS
 SHARDED_SCRIPTS: list[tuple[str, list[str]]] = [
     (
