@@ -204,6 +204,26 @@ SCRIPTS.append(
     )
 )
 
+SCRIPTS.append(
+    (
+        "labels of placeholders, errors of substituted calls",
+        [
+            T,
+            SEED,
+            "SET @a = 5",
+            "PREPARE s FROM 'SELECT ?, ? + 1, CONCAT(?, ''x''), ?  AS  q, (?),  ?   -  1 , ''?'', ? p "
+            "FROM t WHERE id = 1'",
+            "EXECUTE s USING @a, @a, @a, @a, @a, @a, @a",
+            "PREPARE s FROM 'SELECT ((?)), (? + 1), -?, ?+? FROM t WHERE id = ?'",
+            "EXECUTE s USING @a, @a, @a, @a, @a, @a",
+            "SELECT LAST_INSERT_ID() - 5",
+            "SELECT v FROM t WHERE id = 1 AND LAST_INSERT_ID() - 5",
+            "SELECT CAST(LAST_INSERT_ID() AS UNSIGNED) - 5",
+            "SELECT LAST_INSERT_ID() - 1, ROW_COUNT()",
+        ],
+    )
+)
+
 # on the sharded database (t sharded by id % 2): statement by statement, with and without CLIENT_FOUND_ROWS
 SHARDED_SCRIPTS: list[tuple[str, list[str]]] = [
     (
