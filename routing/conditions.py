@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from sqlglot import exp
@@ -33,7 +34,15 @@ class Slot:
     negate: bool = False
 
 
-ValueRef = Const | Slot
+@dataclass(frozen=True, slots=True)
+class Concat:
+    """``CONCAT(a, b, ...)`` of values (``a || b`` under PIPES_AS_CONCAT, `routing.pipes`): MariaDB's string of
+    their texts — NULL when one is, so the statement matches nothing, which the proxy does not narrow (UNKNOWN)."""
+
+    parts: tuple[ValueRef, ...]
+
+
+ValueRef = Const | Slot | Concat
 
 # --- condition tree ----------------------------------------------------------------------------------
 
@@ -114,6 +123,11 @@ def value_ref(node: exp.Expression, slot_at: SlotFinder) -> ValueRef | None:
     negate = False
     while isinstance(node, exp.Paren):
         node = node.this
+    if type(node) is exp.Concat:
+        parts = [value_ref(part, slot_at) for part in node.expressions]
+        if not parts or any(part is None for part in parts):
+            return None
+        return Concat(tuple(part for part in parts if part is not None))
     if isinstance(node, exp.Neg):
         negate = True
         node = node.this
@@ -383,6 +397,9 @@ MAX_GROUPS = 256
 def resolve_value(ref: ValueRef, values: Sequence[Any]) -> Any:
     if isinstance(ref, Const):
         return ref.value
+    if isinstance(ref, Concat):
+        texts = [_concat_text(resolve_value(part, values)) for part in ref.parts]
+        return UNKNOWN if any(text is None for text in texts) else "".join(texts)  # type: ignore[arg-type]
     value = values[ref.index]
     if value is UNKNOWN or value is None:
         return UNKNOWN
@@ -392,6 +409,18 @@ def resolve_value(ref: ValueRef, values: Sequence[Any]) -> Any:
         except TypeError:
             return UNKNOWN
     return value
+
+
+def _concat_text(value: Any) -> str | None:
+    """The text CONCAT makes of a value: a string as it is, an integer or exact decimal in digits; None for what
+    the proxy does not print as MariaDB does (floats, bytes, temporal values) or does not know."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, Decimal) and value.is_finite():
+        return format(value, "f")
+    return None
 
 
 def evaluate(cond: Cond, values: Sequence[Any], lists: Mapping[int, Sequence[Any]] | None = None

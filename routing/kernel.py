@@ -66,6 +66,7 @@ from routing.parse import (
     scan_shape,
     tokenize,
 )
+from routing.pipes import pipes_as_concat
 from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
 from routing.point import PointPlan, point_plan
 from routing.rewrite import Edit, InListSlot, KeySlot, TableSlot, Template, build_template
@@ -325,10 +326,8 @@ class _ModeKernel(ShardingKernel):
         if self.mode & ANSI_QUOTES:
             sql = ansi_backquoted(sql, self.mode)
         with reading(self.mode):
-            if self.mode & PIPES_AS_CONCAT and "||" in sql and not (hints is not None and hints.data_source) \
-                    and any(t.text == "||" for t in tokenize(sql)):
-                raise RoutingError("under sql_mode PIPES_AS_CONCAT `||` concatenates, which the proxy does not read "
-                                   "on a sharded database (it would route it as OR): write CONCAT(a, b)")
+            if self.mode & PIPES_AS_CONCAT and "||" in sql and not (hints is not None and hints.data_source):
+                sql = pipes_as_concat(sql)  # sqlglot reads `||` as OR only; CONCAT means the same
             return ShardingKernel.route(self, sql, params, hints)
 
 
@@ -1401,7 +1400,12 @@ class _Compiler:
                 for col in sorted(rule.sharding_columns)
                 if col in columns
             )
-            rows.append(InsertRow(sharding_values))
+            sets_last_id = any(
+                f.name.upper() == "LAST_INSERT_ID" and bool(f.expressions)
+                for value in values
+                for f in value.find_all(exp.Anonymous)
+            )
+            rows.append(InsertRow(sharding_values, sets_last_id))
         base = self.base(StatementKind.INSERT, True, [target.name])
         head, row_templates, tail = self.insert_templates(
             target, edits, len(tuples), key_column, default_list[0] if default_list is not None else None)

@@ -55,9 +55,9 @@ _MYSQL.parser_class.FUNCTIONS = {**_MYSQL.parser_class.FUNCTIONS, "ATAN2": _atan
 # ANSI_QUOTES texts are first rewritten with their double-quoted identifiers backquoted (`ansi_backquoted`: the
 # backends read backquotes in every mode, so every unit spliced from that text stays valid), NO_BACKSLASH_ESCAPES
 # texts are read with `reading(mode)` around the kernel's work: the scanners, `literal_value` and sqlglot (`dialect`)
-# then take a backslash in a string as the character it is. Under PIPES_AS_CONCAT a text with `||` is refused
-# (sqlglot's MySQL parser reads it as OR only: routed as OR, a value concatenated could be looked for on the wrong
-# node); every other text reads the same.
+# then take a backslash in a string as the character it is. Under PIPES_AS_CONCAT a text with `||` is routed with
+# each `a || b` written CONCAT(a, b) (routing.pipes: sqlglot's MySQL parser reads `||` as OR only, and routed as
+# OR a value concatenated could be looked for on the wrong node); every other text reads the same.
 
 NO_BACKSLASH_ESCAPES = 512
 ANSI_QUOTES = 32768

@@ -35,6 +35,9 @@ class ExecutionUnit:
     data_source: str
     sql: str
     params: tuple[Any, ...] | None = None  # per-unit parameters for prepared statements (split INSERTs)
+    # a split INSERT: the statement's rows (0-based, in the statement's order) this unit writes, so the proxy can
+    # tell which unit's OK answers for the statement's last insert id
+    rows: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,9 @@ class RoutedStatement:
     execution_units: tuple[ExecutionUnit, ...]
     merge_spec: MergeSpec | None = None  # None: single unit, or rows simply concatenated / counts summed
     generated_keys: tuple[Any, ...] = ()  # keys generated for an INSERT, first row first
+    # an INSERT into a sharded table: each row's sharding column values (lower-case names), first row first
+    row_values: tuple[Mapping[str, Any], ...] = ()
+    last_id_rows: tuple[int, ...] = ()  # an INSERT's rows that call LAST_INSERT_ID(expr)
     write: bool = False  # must go to a primary (for read/write splitting)
     logic_tables: tuple[str, ...] = ()
     # For DESCRIBE/SHOW CREATE TABLE answers: actual table name -> logic name to map back in the result.

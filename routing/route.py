@@ -911,6 +911,7 @@ class InsertRow:
     """The values one VALUES tuple gives to each sharding column (None: not a plain value)."""
 
     sharding_values: tuple[tuple[str, ValueRef | None], ...]
+    sets_last_id: bool = False  # calls LAST_INSERT_ID(expr): the session's value is the last such row's
 
 
 @dataclass(frozen=True)
@@ -934,6 +935,7 @@ class InsertPlan(Plan):
         keys: list[Any] = []
         by_node: dict[DataNode, list[int]] = {}
         homes: list[DataNode | None] = []
+        given: list[Mapping[str, Any]] = []
         sharding_columns = rule.sharding_columns
         for i, row in enumerate(self.rows):
             row_values: dict[str, Any] = {}
@@ -946,6 +948,7 @@ class InsertPlan(Plan):
                         "value or a parameter"
                     )
                 row_values[column] = value
+            given.append(dict(row_values))
             if self.key_column is not None:
                 key = rule.key_generate.generator.generate() if rule.key_generate else None
                 keys.append(key)
@@ -978,6 +981,8 @@ class InsertPlan(Plan):
             route_units=tuple(units),
             execution_units=tuple(execution),
             generated_keys=tuple(keys),
+            row_values=tuple(given),
+            last_id_rows=tuple(i for i, row in enumerate(self.rows) if row.sets_last_id),
             write=True,
             logic_tables=self.logic_tables,
             upsert=upsert,
@@ -996,7 +1001,8 @@ class InsertPlan(Plan):
                 out.append(self.row_separator)
             render(self.row_templates[i], table_map, ctx, out, out_params, keys[i] if keys else None)
         render(self.tail, table_map, ctx, out, out_params)
-        return ExecutionUnit(node.data_source, "".join(out), tuple(out_params) if out_params is not None else None)
+        return ExecutionUnit(node.data_source, "".join(out), tuple(out_params) if out_params is not None else None,
+                             tuple(rows))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from routing.parse import tokenize
 from routing.split import _TOKEN
 
 _NAMES = "database|schema|connection_id|current_user|session_user|system_user|user|last_insert_id|row_count|found_rows"
@@ -113,6 +114,43 @@ def substitute_session_functions(sql: str, values: Mapping[str, str]) -> str | N
     return "".join(result)
 
 
+def printed_back(message: str, sql: str, values: Mapping[str, str]) -> str:
+    """An error `message` of the substituted text of `sql` (`substitute_session_functions(sql, values)`), with
+    the server's printing of each substituted CONNECTION_ID() / LAST_INSERT_ID() (`cast(4 as unsigned)`) written as
+    it prints the call (`last_insert_id()`), as one server's message says it. A value two called functions share
+    is left as it is: it cannot be told which call it was."""
+    if "cast(" not in message:
+        return message
+    called = {m.group(1).lower() for m in CALL.finditer(sql)} & _UNSIGNED
+    printed: dict[str, list[str]] = {}
+    for name in called:
+        value = values.get(name)
+        if value is not None and value.isdigit():
+            printed.setdefault(f"cast({value} as unsigned)", []).append(name)
+    for text, names in printed.items():
+        if len(names) == 1:
+            message = message.replace(text, f"{names[0]}()")
+    return message
+
+
+def label_placeholders(sql: str) -> str:
+    """`sql` (a SQL-level prepared statement's text) with each unaliased item of its select list that holds a `?`
+    given its own text as alias. EXECUTE ... USING runs the text with the values written in, where MariaDB labels
+    the column by the statement's text: `?` (also `(?)`), `? + 1`, `CONCAT(?, 'x')`."""
+    if "?" not in sql:
+        return sql
+    edits: list[tuple[int, str]] = []
+    for start, end in _select_items(sql):
+        item = sql[start:end].strip()
+        if not any(t.kind == "p" for t in tokenize(item)):
+            continue
+        label = "?" if item.replace("(", "").replace(")", "").strip() == "?" else item
+        edits.append((end, f" AS `{label.replace('`', '``')}`"))
+    for at, alias in reversed(edits):
+        sql = sql[:at] + alias + sql[at:]
+    return sql
+
+
 _UNSIGNED = frozenset({"connection_id", "last_insert_id"})
 _SELECT_HEAD = re.compile(
     r"\s*SELECT\b(?:\s+(?:ALL|DISTINCT|DISTINCTROW|HIGH_PRIORITY|STRAIGHT_JOIN|SQL_SMALL_RESULT|SQL_BIG_RESULT|"
@@ -123,7 +161,7 @@ _ITEM_END = re.compile(r"\b(?:FROM|INTO|WHERE|GROUP|HAVING|ORDER|LIMIT|UNION|EXC
 # an item that names its column: `expr AS name`, `expr name` (a name after a closing parenthesis, a quote, a digit)
 _ALIASED = re.compile(
     r"(?:\bAS\s+(?:`(?:[^`]|``)*`|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[\w$]+)"
-    r"|[)'\"`\d]\s+[A-Za-z_$][\w$]*)\s*$",
+    r"|[)'\"`\d?]\s+[A-Za-z_$][\w$]*)\s*$",
     re.I,
 )
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from protocol.framing import encode_packet
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.execution.errors import answer_error
-from proxy.execution.txn_end import local_ended, local_outcomes
+from proxy.execution.txn_end import end_warnings, local_ended, local_outcomes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -179,6 +179,7 @@ class CommitFan:
         results = {name: answer.result for name, answer in zip(names, self.answers, strict=True)
                    if answer.result is not None}
         try:
+            warnings = end_warnings(results)
             ended, failed = local_outcomes(self.verb, names, conns, results)
             failure = local_ended(session, self.verb, self.verb, self.verb, "", ended, failed, {}, [])
         finally:
@@ -188,7 +189,7 @@ class CommitFan:
                 answer_error(session, failure)
             else:
                 note, session.commit_note = session.commit_note, ""
-                session.ok(info=note.encode() if note else b"")
+                session.ok(info=note.encode() if note else b"", warnings=warnings)
         if self._done is not None and not self._done.done():
             self._done.set_result(None)
         if not self.aborted:

@@ -11,6 +11,7 @@ text cannot tell.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from protocol.results import ResultSummary
@@ -59,6 +60,65 @@ async def after_relayed(
         session.last_insert_id = value
 
 
+def of_units(
+    db: LogicalDatabase | None, routed: RoutedStatement, answers: Sequence[tuple[ExecutionUnit, int]]
+) -> tuple[int, int | None]:
+    """The last insert id one server would put in the OK of a write whose units answered `answers` (each unit's
+    OK id), and the session's LAST_INSERT_ID() after it (None: unchanged).
+
+    One server reports the first id the statement generated (LAST_INSERT_ID() takes it); else the value of the
+    last LAST_INSERT_ID(expr) it evaluated (LAST_INSERT_ID() too); else, when it wrote something, the
+    AUTO_INCREMENT value the statement's *last* row gives (whether that row was written, skipped by IGNORE or
+    left unchanged by ON DUPLICATE KEY UPDATE; LAST_INSERT_ID() unchanged), else 0. Each node reports the same
+    for its own rows, so: every row generates (the column list leaves the column out) — the unit holding the
+    statement's first row; rows call LAST_INSERT_ID(expr) — the unit holding the last such row; the column's
+    values are known (a sharding column) and a node wrote something — the last row's value."""
+    if routed.generated_keys and isinstance(routed.generated_keys[0], int):
+        return routed.generated_keys[0], routed.generated_keys[0]  # the kernel's key generator (as ShardingSphere)
+    split = routed.kind is StatementKind.INSERT and bool(answers) and all(unit.rows for unit, _ in answers)
+    column = _auto_increment(db, routed) if split and db is not None else None
+    ordered = sorted((a for a in answers if a[1]), key=lambda a: a[0].rows[:1] or (len(routed.row_values),))
+    if column is not None and db is not None and _generated(db, routed, answers[0][0].sql):
+        first = ordered[0][1] if ordered else 0
+        return first, first or None
+    if split and routed.last_id_rows:
+        row = max(routed.last_id_rows)
+        value = next((v for unit, v in answers if row in unit.rows), None)
+        if value is not None:
+            return value, value
+    if not ordered:
+        return 0, None
+    if column is None:
+        return ordered[0][1], ordered[0][1]  # the text cannot tell whether the id was generated
+    given = [_int(row.get(column)) for row in routed.row_values]
+    if any(value is None or value == 0 for value in given) or any(
+        given[unit.rows[-1]] != value for unit, value in ordered
+    ):
+        return ordered[0][1], ordered[0][1]  # a row leaves it to the node (0): generated, where unknown
+    return given[-1] or 0, None
+
+
+def _auto_increment(db: LogicalDatabase, routed: RoutedStatement) -> str | None:
+    if len(routed.logic_tables) != 1:
+        return None
+    table = routed.logic_tables[0]
+    for column in db.metadata.columns(table) or ():
+        info = db.metadata.column_info(table, column)
+        if info is not None and info.auto_increment:
+            return column.lower()
+    return None
+
+
+def _int(value: object) -> int | None:
+    """The value as the OK carries it: an integer, unsigned 64-bit (-3 is 2**64 - 3)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    try:
+        return int(value) % (1 << 64)
+    except ValueError:
+        return None
+
+
 def _generated(db: LogicalDatabase, routed: RoutedStatement, sql: str) -> bool:
     """The INSERT's column list leaves out the table's AUTO_INCREMENT column: its OK's id is a generated one."""
     m = _COLUMN_LIST.match(sql)
@@ -86,4 +146,4 @@ async def _node_value(conn: BackendConnection) -> int | None:
     return None
 
 
-__all__ = ["after_relayed"]
+__all__ = ["after_relayed", "of_units"]

@@ -103,7 +103,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             answer_error(session, failure)
         else:
             note, session.commit_note = session.commit_note, ""
-            session.ok(info=note.encode() if note else b"")
+            session.ok(info=note.encode() if note else b"", warnings=session.end_warnings)
     elif stmt.kind == "savepoint":
         await savepoint(session, sql)
     elif stmt.kind == "autocommit":
@@ -159,8 +159,11 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
         plain_names = names_of(sql)
         probe = None if plain_names is not None and " " not in plain_names else await _probe(session)
         last = None
+        # every connection warns alike; the OK counts one server's, and SHOW WARNINGS (routed to the first data
+        # source, as the kernel routes a statement without tables) reads that connection's
+        warned: dict[str, int] = {}
         for conn in list(session.backends.values()):
-            await session._must(conn, sql)
+            warned[conn.name] = await session._must(conn, sql)
             txn.mode_flags = conn.status & MODE_FLAGS  # (sql_mode as the servers read it: SET sql_mode, DEFAULT)
             last = conn
         if last is not None and "sql_mode" in sql.lower():  # PIPES_AS_CONCAT has no status flag: asked
@@ -175,11 +178,11 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             txn.session_sets.append(sql)
             for conn in session.backends.values():
                 conn.session_sets = tuple(txn.session_sets)
-        _end_probe(session, probe)
+        warnings = max(warned.values(), default=0)
+        if not warnings:
+            _end_probe(session, probe)  # (with warnings it stays the session's: SHOW WARNINGS reads it)
         session.update_status(0)
-        session.ok()
-
-
+        session.ok(warnings=warnings)
 
 
 async def pipes_as_concat(conn: BackendConnection) -> bool:

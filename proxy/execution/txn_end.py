@@ -26,6 +26,8 @@ from proxy.execution.txn import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from proxy.backends.backend import BackendConnection
     from proxy.execution.context import SessionContext as Session
 
@@ -52,6 +54,7 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
     txn = session.txn
     label = label or verb
     session.commit_note = ""
+    session.end_warnings = 0
     if txn.xa is not None:
         return await _xa_end(session, txn.xa, verb, label, consequence)
     fresh = _drop_lost(session)
@@ -66,12 +69,20 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
         work = {name: conn for name in names
                 if (conn := session.backends.get(name)) is not None and not conn.broken}
         results = dict(zip(work, await _fan([(conn, [action]) for conn in work.values()]), strict=True))
+        session.end_warnings = end_warnings(results)
         ended, failed = local_outcomes(action, names, work, results)
         if txn.upsert_locks:
             await release_session_locks(session)
     finally:
         session.ending_transaction = False
     return local_ended(session, verb, action, label, consequence, ended, failed, lost, fresh)
+
+
+def end_warnings(results: Mapping[str, list[OKPacket | ERRPacket] | Exception]) -> int:
+    """The warnings of a COMMIT / ROLLBACK's OK: one server's (ROLLBACK's 1196 "Some non-transactional changed
+    tables couldn't be rolled back" once, however many data sources say it)."""
+    return max((ok.warnings for result in results.values() if isinstance(result, list)
+                for ok in result if isinstance(ok, OKPacket)), default=0)
 
 
 def local_outcomes(action: str, names: list[str], work: dict[str, BackendConnection],

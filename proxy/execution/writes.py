@@ -14,6 +14,7 @@ from protocol.constants import ServerStatus
 from protocol.packets import OKPacket
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import StatementCodec
+from proxy.execution import lastid
 from proxy.execution.atomic import parts_of, run_parts
 from proxy.execution.units import _merged_info, insert_info
 from routing.plan import RoutedStatement, StatementKind
@@ -25,37 +26,41 @@ if TYPE_CHECKING:
 _DML = (StatementKind.INSERT, StatementKind.UPDATE, StatementKind.DELETE)
 
 
-async def _write(session: Session, routed: RoutedStatement, codec: StatementCodec,
-                 conns: dict[str, BackendConnection]) -> None:
+async def _write(
+    session: Session, routed: RoutedStatement, codec: StatementCodec, conns: dict[str, BackendConnection]
+) -> None:
     affected, last_id, warnings, info = await _write_units(session, routed, codec, conns)
     note, session.commit_note = session.commit_note, ""
     session.wire.send(
-        OKPacket(affected, last_id, ServerStatus(session.status), min(warnings, 0xFFFF),
-                 note.encode() if note else info).encode(session.capabilities)
+        OKPacket(
+            affected, last_id, ServerStatus(session.status), min(warnings, 0xFFFF), note.encode() if note else info
+        ).encode(session.capabilities)
     )
 
 
-async def _write_units(session: Session, routed: RoutedStatement, codec: StatementCodec,
-                       conns: dict[str, BackendConnection]) -> tuple[int, int, int, bytes]:
+async def _write_units(
+    session: Session, routed: RoutedStatement, codec: StatementCodec, conns: dict[str, BackendConnection]
+) -> tuple[int, int, int, bytes]:
     """Run a write's units (each data source's in turn, the data sources at once; a DML statement all or
     nothing, proxy.execution.atomic); (affected rows, last insert id, warnings, info) for its OK."""
-    per_source = await run_parts(session, parts_of(routed.execution_units), conns, codec,
-                                 atomic=routed.kind in _DML)
+    parts = parts_of(routed.execution_units)
+    per_source = await run_parts(session, parts, conns, codec, atomic=routed.kind in _DML)
     oks = [ok for r in per_source for ok in r]
+    answers = [
+        (unit, ok.last_insert_id)
+        for units, r in zip(parts.values(), per_source, strict=True)
+        for unit, ok in zip(units, r, strict=True)
+    ]
     # Every data source holds a full copy of a broadcast table: the client changed its rows once, so the
     # count is one copy's (as ShardingSphere does: no accumulation when all tables are broadcast tables).
     counted = per_source[:1] if _only_broadcast_tables(session, routed) else per_source
     affected = sum(ok.affected_rows for r in counted for ok in r)
     warnings = sum(ok.warnings for r in counted for ok in r)
-    last_id = 0
-    if routed.generated_keys and isinstance(routed.generated_keys[0], int):
-        last_id = routed.generated_keys[0]
-    else:
-        last_id = next((ok.last_insert_id for ok in oks if ok.last_insert_id), 0)
+    last_id, session_id = lastid.of_units(session.database, routed, answers)
     session.update_status(oks[-1].status if oks else session.status)
     session.row_count = affected
-    if last_id:
-        session.last_insert_id = last_id
+    if session_id is not None:
+        session.last_insert_id = session_id
     if routed.kind is StatementKind.INSERT and routed.execution_units:
         info = insert_info(routed.insert_mode, [ok for r in counted for ok in r])
     else:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol import text
 from protocol.constants import ErrorCode, ServerStatus, SetOption
-from protocol.packets import ComSetOption, ERRPacket
+from protocol.packets import ComSetOption, ERRPacket, OKPacket
 from proxy.backends.backend import BackendConnection, BackendError, DataSource
 from proxy.backends.charset import changes_names, client_charset
 from proxy.backends.readwrite import ReadWriteGroup
@@ -342,11 +342,13 @@ class SessionConnections:
         if join_transaction and self.txn.active:
             await txn.join(self, conn)
 
-    async def _must(self, conn: BackendConnection, sql: str) -> None:
+    async def _must(self, conn: BackendConnection, sql: str) -> int:
+        """Run `sql` on `conn`, raising its ERR; the warnings its answer counts (a SET's, for its OK)."""
         res = await conn.execute(sql)  # SET values may hold bytes that are not UTF-8
         if isinstance(res, ERRPacket):
             raise BackendError(conn.name, f"{text.shown(sql)!r} failed: {res.message}", errno=res.errno,
                                sqlstate=res.sqlstate)
+        return res.warnings if isinstance(res, OKPacket) else 0
 
 
 __all__ = ["SessionConnections", "interrupted"]

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 async def query(session: Session, payload: bytes) -> None:
     sql = payload[1:].decode("utf-8", errors="surrogateescape")
+    session.substituted = None
     session.stmt_kind = statement_kind(sql)
     session.info = sql[:100]
     stmt = classify(sql)
@@ -44,6 +45,7 @@ async def query(session: Session, payload: bytes) -> None:
         return
     rewritten = metadata.substitute(session, sql)
     if rewritten is not None:
+        session.substituted = (sql, metadata.function_values(session))
         sql = rewritten
         payload = ComQuery(sql.encode("utf-8", errors="surrogateescape")).encode()
     db = session.database
@@ -127,7 +129,9 @@ async def multi(session: Session, db: LogicalDatabase, statements: list[str]) ->
             if stmt is not None:
                 await session._proxy_statement(stmt, statement)
                 continue
-            statement = metadata.substitute(session, statement) or statement
+            rewritten = metadata.substitute(session, statement)
+            session.substituted = None if rewritten is None else (statement, metadata.function_values(session))
+            statement = rewritten or statement
             if not await metadata.answer(session, session.database or db, statement):
                 await routed_query(session, session.database or db, statement)
         finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import re
 import time
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from proxy.session.dispatch import dispatch_command, dispatch_proxy_statement
 from proxy.session.statements import ProxyStatement
 from proxy.session.stopping import StatementStopping
 from routing.plan import SessionHints
+from routing.session_functions import printed_back
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
@@ -115,6 +117,10 @@ class Session(SessionConnections, StatementStopping):
         self.client_lost = False  # the client left mid-command and the command was stopped
         self.ending_transaction = False  # COMMIT/ROLLBACK fanning out: not stopped when the client leaves
         self.commit_note = ""  # XA: what the OK of a COMMIT says besides success (proxy.execution.txn)
+        self.end_warnings = 0  # the warnings of the COMMIT / ROLLBACK that just ended a transaction (txn_end)
+        # the statement's text before session functions were substituted, and their values: its errors print
+        # the calls, not the literals (routing.session_functions.printed_back)
+        self.substituted: tuple[str, dict[str, str]] | None = None
         self.connecting: list[str] = []  # data sources this command waits on for a connection
         self.query_killed = False  # KILL QUERY reached the current command (see SessionConnections.interrupt)
         self._kill_waits: list[asyncio.Future[None]] = []
@@ -267,12 +273,18 @@ class Session(SessionConnections, StatementStopping):
 
     # -- commands ---------------------------------------------------------------------------------------
 
-    def ok(self, affected: int = 0, last_insert_id: int = 0, info: bytes = b"") -> None:
+    def ok(self, affected: int = 0, last_insert_id: int = 0, info: bytes = b"", warnings: int = 0) -> None:
         self.row_count = affected  # ROW_COUNT(): an OK's affected rows, as the server counts it
-        self.wire.send(OKPacket(affected, last_insert_id, ServerStatus(self.status), 0, info).encode(self.capabilities))
+        self.wire.send(
+            OKPacket(affected, last_insert_id, ServerStatus(self.status), min(warnings, 0xFFFF), info).encode(
+                self.capabilities
+            )
+        )
 
     def error(self, errno: int, message: str, sqlstate: str = "HY000") -> None:
         errno, sqlstate = server_errno(errno, sqlstate, message)  # never a client-library number
+        if self.substituted is not None:
+            message = printed_back(message, *self.substituted)
         self.errored = True
         self.last_errno = errno
         self.row_count = -1  # ROW_COUNT() after an error, as the server says
@@ -308,6 +320,8 @@ class Session(SessionConnections, StatementStopping):
     ) -> ResultSummary:
         """Send a command on `conn` and relay its answer to the client (or to `writer`, standing in for it).
         A `replica`'s status flags say nothing of the session's transaction, which lives on the primary."""
+        if self.substituted is not None:
+            error_rewriter = _calls_printed(error_rewriter, self.substituted)
         summary = await conn.relay(
             payload, writer or self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
             more_results=self.more_results, error_rewriter=error_rewriter,
@@ -396,5 +410,22 @@ class Session(SessionConnections, StatementStopping):
             self.sql_statements.clear()
         self.database = db
         self.ok()
+
+
+def _calls_printed(
+    rewriter: Callable[[bytes], bytes] | None, substituted: tuple[str, dict[str, str]]
+) -> Callable[[bytes], bytes]:
+    """A relayed ERR's rewriting, then its message with the substituted session functions printed as calls."""
+
+    def rewrite(payload: bytes) -> bytes:
+        payload = rewriter(payload) if rewriter is not None else payload
+        try:
+            err = ERRPacket.decode(payload)
+        except Exception:
+            return payload
+        message = printed_back(err.message, *substituted)
+        return payload if message == err.message else dataclasses.replace(err, message=message).encode()
+
+    return rewrite
 
 __all__ = ["Session"]

@@ -27,6 +27,7 @@ from proxy.execution.plans import Explained, Federated, FederatedExplain, Refuse
 from proxy.execution.units import log_statement
 from routing.errors import RoutingError
 from routing.interpolate import interpolate as _interpolate_values
+from routing.session_functions import label_placeholders
 
 if TYPE_CHECKING:
     from proxy.execution.context import SessionContext as Session
@@ -160,6 +161,7 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
         return
     names = [v.strip() for v in (m.group("vars") or "").split(",") if v.strip()]
     values = await _user_variables(session, names) if names else []
+    text = label_placeholders(text)  # the values are written in: `?` keeps its label
     db = session.database
     assert db is not None and db.kernel is not None
 

@@ -20,6 +20,28 @@ from tests.integration.harness import RunningProxy, start_proxy, write_conf
 LOGICAL = "kt_logic"  # the logical database, and the oracle's database of the same name on the server
 PHYSICAL = ("kt_ds_0", "kt_ds_1")
 SINGLE_RULES = "- !SINGLE\n  tables: ['*.*']\n  defaultDataSource: ds_0\n"
+# a second logical database, sharded: t by its AUTO_INCREMENT id, k's id from the kernel's key generator
+SHARDED = "kt_shard"  # and the oracle's database of the same name
+SHARDED_PHYSICAL = ("kt_sh_0", "kt_sh_1")
+SHARDED_RULES = """\
+- !SHARDING
+  tables:
+    t:
+      actualDataNodes: ds_${0..1}.t
+      databaseStrategy: {standard: {shardingColumn: id, shardingAlgorithmName: by_id}}
+    k:
+      actualDataNodes: ds_${0..1}.k
+      databaseStrategy: {standard: {shardingColumn: u, shardingAlgorithmName: by_u}}
+      keyGenerateStrategy: {column: id, keyGeneratorName: snow}
+    g:
+      actualDataNodes: ds_${0..1}.g
+      databaseStrategy: {standard: {shardingColumn: u, shardingAlgorithmName: by_u}}
+  shardingAlgorithms:
+    by_id: {type: INLINE, props: {algorithm-expression: 'ds_${id % 2}'}}
+    by_u: {type: INLINE, props: {algorithm-expression: 'ds_${u % 2}'}}
+  keyGenerators:
+    snow: {type: SNOWFLAKE}
+"""
 
 T = "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(10))"
 SEED = "INSERT INTO t (v) VALUES ('a'), ('b'), ('c')"
@@ -152,6 +174,174 @@ SCRIPTS: list[tuple[str, list[str]]] = [
     ),
 ]
 
+SCRIPTS.append(
+    (
+        "warnings of set and rollback",
+        [
+            T,
+            "SET @u = CAST('x' AS UNSIGNED)",
+            "SHOW WARNINGS",
+            "SET @b = 'abc' + 1, @c = CAST('1x' AS SIGNED)",
+            "SHOW WARNINGS",
+            "SELECT @@warning_count",
+            "SET @d = 1",
+            "SHOW WARNINGS",
+            "DROP TABLE IF EXISTS m",
+            "CREATE TABLE m (id INT) ENGINE=MyISAM",
+            "BEGIN",
+            "INSERT INTO m VALUES (1)",
+            "INSERT INTO t (v) VALUES ('x')",
+            "ROLLBACK",
+            "SHOW WARNINGS",
+            "SET autocommit = 0",
+            "INSERT INTO m VALUES (2)",
+            "ROLLBACK",
+            "SHOW WARNINGS",
+            "SET autocommit = 1",
+            "SELECT COUNT(*) FROM m",
+            "DROP TABLE m",
+        ],
+    )
+)
+
+SCRIPTS.append(
+    (
+        "labels of placeholders, errors of substituted calls",
+        [
+            T,
+            SEED,
+            "SET @a = 5",
+            "PREPARE s FROM 'SELECT ?, ? + 1, CONCAT(?, ''x''), ?  AS  q, (?),  ?   -  1 , ''?'', ? p "
+            "FROM t WHERE id = 1'",
+            "EXECUTE s USING @a, @a, @a, @a, @a, @a, @a",
+            "PREPARE s FROM 'SELECT ((?)), (? + 1), -?, ?+? FROM t WHERE id = ?'",
+            "EXECUTE s USING @a, @a, @a, @a, @a, @a",
+            "SELECT LAST_INSERT_ID() - 5",
+            "SELECT v FROM t WHERE id = 1 AND LAST_INSERT_ID() - 5",
+            "SELECT CAST(LAST_INSERT_ID() AS UNSIGNED) - 5",
+            "SELECT LAST_INSERT_ID() - 1, ROW_COUNT()",
+        ],
+    )
+)
+
+# on the sharded database (t sharded by id % 2): statement by statement, with and without CLIENT_FOUND_ROWS
+SHARDED_SCRIPTS: list[tuple[str, list[str]]] = [
+    (
+        "explicit ids over two nodes",
+        [
+            "INSERT INTO t (id, v) VALUES (9100001, 'a'), (9100002, 'b')",
+            "SELECT LAST_INSERT_ID()",
+            "INSERT INTO t (id, v) VALUES (9100010, 'a'), (9100003, 'b')",
+            "INSERT INTO t (id, v) VALUES (9100101, 'a'), (9100103, 'b'), (9100102, 'c')",
+            "INSERT INTO t (id, v) VALUES (9100201, 'a'), (9100202, 'b'), (9100203, 'c'), (9100205, 'd')",
+            "INSERT INTO t (id, v) VALUES ('9100301', 'a'), (9100302, 'b')",
+            "INSERT INTO t VALUES (9100401, 'a'), (9100402, 'b')",
+            "SELECT LAST_INSERT_ID()",
+        ],
+    ),
+    (
+        "ignore, upsert, replace",
+        [
+            "INSERT INTO t (id, v) VALUES (9100001, 'a'), (9100002, 'b')",
+            "INSERT IGNORE INTO t (id, v) VALUES (9100001, 'a'), (9100040, 'b')",
+            "INSERT IGNORE INTO t (id, v) VALUES (9100040, 'a'), (9100001, 'b')",
+            "INSERT INTO t (id, v) VALUES (9100001, 'a'), (9100050, 'b') ON DUPLICATE KEY UPDATE v = 'u'",
+            "INSERT INTO t (id, v) VALUES (9100060, 'a'), (9100001, 'b') ON DUPLICATE KEY UPDATE v = 'w'",
+            "REPLACE INTO t (id, v) VALUES (9100001, 'a'), (9100070, 'b')",
+            "REPLACE INTO t (id, v) VALUES (9100080, 'a'), (9100001, 'b')",
+            "SELECT LAST_INSERT_ID()",
+        ],
+    ),
+    (
+        "last_insert_id(expr) over two nodes",
+        [
+            "INSERT INTO t (id, v) VALUES (11, LAST_INSERT_ID(11)), (12, 'q')",
+            "SELECT LAST_INSERT_ID()",
+            "INSERT INTO t (id, v) VALUES (13, 'x'), (14, LAST_INSERT_ID(14))",
+            "SELECT LAST_INSERT_ID()",
+            "INSERT INTO t (id, v) VALUES (15, LAST_INSERT_ID(0)), (16, 'x')",
+            "SELECT LAST_INSERT_ID()",
+            "INSERT INTO t (id, v) VALUES (17, LAST_INSERT_ID(7)), (18, LAST_INSERT_ID(100)), (20, 'x'), (19, 'y')",
+            "SELECT LAST_INSERT_ID()",
+            "INSERT INTO t (id, v) VALUES (21, 'a'), (22, 'b')",
+            "SELECT LAST_INSERT_ID()",
+            "PREPARE s FROM 'INSERT INTO t (id, v) VALUES (?, LAST_INSERT_ID(?)), (?, ?)'",
+            "SET @a = 31, @b = 77, @c = 32",
+            "EXECUTE s USING @a, @b, @c, @c",
+            "SELECT LAST_INSERT_ID()",
+        ],
+    ),
+    (
+        # one node's part leaves its only row unchanged: the id is still the statement's last row's. (Not run
+        # with CLIENT_FOUND_ROWS: there a one-row part's affected rows cannot tell an unchanged row from an
+        # inserted one, and `Duplicates:` differs — a known gap.)
+        "upsert leaves a row unchanged",
+        [
+            "INSERT INTO t (id, v) VALUES (9100060, 'a'), (9100001, 'b') ON DUPLICATE KEY UPDATE v = 'w'",
+            "INSERT INTO t (id, v) VALUES (9100060, 'a'), (9100001, 'b') ON DUPLICATE KEY UPDATE v = 'w'",
+            "INSERT INTO t (id, v) VALUES (9100001, 'x'), (9100060, 'y') "
+            "ON DUPLICATE KEY UPDATE v = IF(id > 1, v, 'q')",
+            "INSERT IGNORE INTO t (id, v) VALUES (9100062, 'a'), (9100001, 'b'), (9100060, 'c')",
+            "INSERT INTO t (id, v) VALUES (9100071, 'a'), (-4, 'b')",
+        ],
+    ),
+    (
+        "pipes as concat",
+        [
+            "INSERT INTO t (id, v) VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')",
+            "SET sql_mode = CONCAT(@@sql_mode, ',PIPES_AS_CONCAT')",
+            "INSERT INTO t VALUES (1 || 1, 'x' || 'y'), (1 || 2, 'z')",
+            "SELECT * FROM t WHERE id = 1 || 1",
+            "SELECT id, v || '!' FROM t WHERE id = 1 || 2",
+            "SELECT id  ||  v FROM t WHERE id IN (1 || 1, 2) ORDER BY id",
+            "UPDATE t SET v = v || '?' WHERE id = '1' || '1'",
+            "SELECT COUNT(*) FROM t WHERE id = 1 || 1 OR id = 4",
+            "SELECT 1 + 2 || 3, -1 || 2, 'a' || NULL",
+            "PREPARE s FROM 'SELECT v, ? || v AS p FROM t WHERE id = ? || ?'",
+            "SET @a = 1, @b = 2",
+            "EXECUTE s USING @a, @a, @b",
+            "PREPARE s FROM 'INSERT INTO t VALUES (? || ?, ?)'",
+            "EXECUTE s USING @b, @a, @a",
+            "SELECT * FROM t WHERE id = 21",
+            "DELETE FROM t WHERE id = 2 || 1",
+            "SELECT COUNT(*) FROM t",
+            "SET sql_mode = DEFAULT",
+            "SELECT * FROM t WHERE id = 1 || id = 3 ORDER BY id",
+            "SELECT id || 0 FROM t WHERE id = 1",
+            "SELECT COUNT(*) FROM t WHERE id = 1 || 2",
+        ],
+    ),
+    (
+        "high not precedence, ignore space",
+        [
+            "INSERT INTO t (id, v) VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')",
+            "SET sql_mode = CONCAT(@@sql_mode, ',HIGH_NOT_PRECEDENCE')",
+            "SELECT COUNT(*) FROM t WHERE NOT id BETWEEN -5 AND 5",
+            "SELECT COUNT(*) FROM t WHERE NOT id = 1",
+            "SELECT COUNT(*) FROM t WHERE NOT id IN (0, 2)",
+            "SET sql_mode = DEFAULT",
+            "SELECT COUNT(*) FROM t WHERE NOT id BETWEEN -5 AND 5",
+            "SELECT COUNT(*) FROM t WHERE NOT id = 1",
+            "SET sql_mode = CONCAT(@@sql_mode, ',IGNORE_SPACE')",
+            "SELECT COUNT (*) FROM t WHERE id = 1",
+            "SELECT id, CONCAT (v, '!') FROM t WHERE id IN (2, 3) ORDER BY id",
+            "SET sql_mode = DEFAULT",
+            "SELECT COUNT (*) FROM t WHERE id = 1",
+        ],
+    ),
+    (
+        "found rows of updates",
+        [
+            "INSERT INTO t (id, v) VALUES (1, 'a'), (2, 'b'), (3, 'a'), (4, 'b')",
+            "UPDATE t SET v = 'a' WHERE id IN (1, 2, 3, 4)",
+            "UPDATE t SET v = 'a' WHERE id IN (1, 2, 3, 4)",
+            "UPDATE t SET v = 'c' WHERE id IN (1, 2)",
+            "DELETE FROM t WHERE id IN (3, 4)",
+        ],
+    ),
+]
+SHARDED_T = "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(10))"
+
 # multi-statement queries (CLIENT_MULTI_STATEMENTS): every result of the query compared
 MULTI: list[tuple[str, str]] = [
     (
@@ -179,18 +369,22 @@ MULTI: list[tuple[str, str]] = [
 
 @pytest.fixture(scope="module")
 def single_proxy(mariadb: MariaDBServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProxy]:
-    for name in (*PHYSICAL, LOGICAL):
+    names = (*PHYSICAL, LOGICAL, *SHARDED_PHYSICAL, SHARDED)
+    for name in names:
         mariadb.execute(f"DROP DATABASE IF EXISTS {name}")
         mariadb.execute(f"CREATE DATABASE {name}")
     conf = write_conf(
         tmp_path_factory.mktemp("kernel-transparency"),
-        {LOGICAL: {ds: (mariadb, db) for ds, db in zip(("ds_0", "ds_1"), PHYSICAL, strict=True)}},
-        rules_yaml={LOGICAL: SINGLE_RULES},
+        {
+            LOGICAL: {ds: (mariadb, db) for ds, db in zip(("ds_0", "ds_1"), PHYSICAL, strict=True)},
+            SHARDED: {ds: (mariadb, db) for ds, db in zip(("ds_0", "ds_1"), SHARDED_PHYSICAL, strict=True)},
+        },
+        rules_yaml={LOGICAL: SINGLE_RULES, SHARDED: SHARDED_RULES},
     )
     proxy = start_proxy(Path(conf))
     yield proxy
     proxy.stop()
-    for name in (*PHYSICAL, LOGICAL):
+    for name in names:
         mariadb.execute(f"DROP DATABASE IF EXISTS {name}")
 
 
@@ -221,24 +415,37 @@ def _answer(conn: pymysql.connections.Connection[Any], sql: str) -> list[Any]:
     return out
 
 
-def _pair(proxy: RunningProxy, server: MariaDBServer, flags: int = 0) -> tuple[Any, Any]:
-    proxied = proxy.connect(LOGICAL, client_flag=flags)
+def _pair(proxy: RunningProxy, server: MariaDBServer, flags: int = 0, database: str = LOGICAL) -> tuple[Any, Any]:
+    proxied = proxy.connect(database, client_flag=flags)
     direct = pymysql.connect(
         host=server.host,
         port=server.port,
         user=server.user,
         password=server.password,
-        database=LOGICAL,
+        database=database,
         autocommit=True,
         client_flag=flags,
     )
     return proxied, direct
 
 
-def _reset(proxy: RunningProxy, server: MariaDBServer) -> None:
-    server.execute("DROP TABLE IF EXISTS t", LOGICAL)
-    with proxy.connect(LOGICAL) as conn, conn.cursor() as cur:
+def _reset(proxy: RunningProxy, server: MariaDBServer, database: str = LOGICAL, create: str | None = None) -> None:
+    server.execute("DROP TABLE IF EXISTS t", database)
+    with proxy.connect(database) as conn, conn.cursor() as cur:
         cur.execute("DROP TABLE IF EXISTS t")
+        if create:
+            cur.execute(create)
+    if create:
+        server.execute(create, database)
+
+
+def _compare(proxied: Any, direct: Any, script: list[str]) -> None:
+    wrong = []
+    for sql in script:
+        got, want = _answer(proxied, sql), _answer(direct, sql)
+        if got != want:
+            wrong.append(f"{sql}\n  proxy  {got}\n  server {want}")
+    assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.parametrize(("name", "script"), SCRIPTS, ids=[s[0] for s in SCRIPTS])
@@ -248,12 +455,7 @@ def test_session_values_as_one_server(
     _reset(single_proxy, mariadb)
     proxied, direct = _pair(single_proxy, mariadb)
     try:
-        wrong = []
-        for sql in script:
-            got, want = _answer(proxied, sql), _answer(direct, sql)
-            if got != want:
-                wrong.append(f"{sql}\n  proxy  {got}\n  server {want}")
-        assert not wrong, "\n".join(wrong)
+        _compare(proxied, direct, script)
     finally:
         proxied.close()
         direct.close()
@@ -273,3 +475,64 @@ def test_compound_statements_in_multi_statement_queries(
         proxied.close()
         direct.close()
         _reset(single_proxy, mariadb)
+
+
+@pytest.mark.parametrize("found_rows", (False, True), ids=("affected", "found rows"))
+@pytest.mark.parametrize(("name", "script"), SHARDED_SCRIPTS, ids=[s[0] for s in SHARDED_SCRIPTS])
+def test_multi_node_writes_as_one_server(
+    single_proxy: RunningProxy, mariadb: MariaDBServer, name: str, script: list[str], found_rows: bool
+) -> None:
+    """Issue 34 item 3: the OK of a write over several nodes (last insert id above all) is one server's."""
+    if found_rows and name == "upsert leaves a row unchanged":
+        pytest.skip("a one-row part's affected rows under CLIENT_FOUND_ROWS cannot tell unchanged from inserted")
+    _reset(single_proxy, mariadb, SHARDED, SHARDED_T)
+    proxied, direct = _pair(single_proxy, mariadb, CLIENT.FOUND_ROWS if found_rows else 0, SHARDED)
+    try:
+        _compare(proxied, direct, script)
+    finally:
+        proxied.close()
+        direct.close()
+        _reset(single_proxy, mariadb, SHARDED)
+
+
+KEYED = (  # (table, statement, rows it writes): the ids come from the kernel's key generator or the nodes
+    ("k", "INSERT INTO k (u, v) VALUES (1, 'a')", 1),
+    ("k", "INSERT INTO k (u, v) VALUES (1, 'a'), (2, 'b'), (3, 'c')", 3),
+    ("k", "INSERT INTO k (u, v) VALUES (2, 'a'), (1, 'b')", 2),
+    ("g", "INSERT INTO g (u, v) VALUES (2, 'a'), (1, 'b')", 2),
+    ("g", "INSERT INTO g (u, v) VALUES (1, 'a'), (2, 'b'), (4, 'c')", 3),
+)
+
+
+@pytest.mark.parametrize("prepared", (False, True), ids=("text", "prepared"))
+@pytest.mark.parametrize(("table", "sql", "rows"), KEYED, ids=[f"{k[0]}-{k[2]}" for k in KEYED])
+def test_generated_ids_are_the_first_rows(
+    single_proxy: RunningProxy, mariadb: MariaDBServer, table: str, sql: str, rows: int, prepared: bool
+) -> None:
+    """The OK's last insert id of an INSERT whose ids are generated — by the kernel's key generator (as
+    ShardingSphere-Proxy answers: the first generated key) or by the nodes' AUTO_INCREMENT — is the first row's
+    id, and LAST_INSERT_ID() says the same, whether one node or several wrote and however the statement came."""
+    import mysql.connector
+
+    with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {table}")
+        cur.execute(f"CREATE TABLE {table} (id BIGINT AUTO_INCREMENT PRIMARY KEY, u INT, v VARCHAR(10))")
+    mariadb.execute(f"ALTER TABLE {table} AUTO_INCREMENT = 1000", SHARDED_PHYSICAL[1])  # the nodes' ids differ
+    host, port = single_proxy.host, single_proxy.port
+    client = mysql.connector.connect(
+        host=host, port=port, user="root", password="root", database=SHARDED, autocommit=True
+    )
+    try:
+        cur = client.cursor(prepared=prepared)
+        cur.execute(sql)
+        reported = cur.lastrowid
+        cur.execute("SELECT LAST_INSERT_ID()")
+        (session_value,) = cur.fetchall()[0]
+        first_row = sql.split("VALUES (")[1].split(",")[0]
+        cur.execute(f"SELECT id FROM {table} WHERE u = {first_row}")
+        (first_id,) = cur.fetchall()[0]
+        assert (reported, session_value) == (first_id, first_id)
+    finally:
+        client.close()
+        with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {table}")

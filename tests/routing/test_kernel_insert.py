@@ -170,3 +170,36 @@ def test_an_unplaced_row_is_refused_saying_what_to_give(kernel: ShardingKernel, 
     with pytest.raises(RoutingError) as info:
         kernel.route(sql, None)
     assert str(info.value).startswith(message), str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("sql", "params", "rows", "values"),
+    [
+        ("INSERT INTO t_order (user_id, order_id, status) VALUES (1, 2, 'a'), (2, 3, 'b'), (3, 4, 'c')", None, [("ds_0", (1,)), ("ds_1", (0, 2))], [{"user_id": 1, "order_id": 2}, {"user_id": 2, "order_id": 3}, {"user_id": 3, "order_id": 4}]),
+        ("INSERT INTO t_order (user_id, order_id, status) VALUES (?, ?, ?), (?, ?, ?)", [3, 5, "a", 3, 7, "b"], [("ds_1", (0, 1))], [{"user_id": 3, "order_id": 5}, {"user_id": 3, "order_id": 7}]),
+        ("INSERT INTO t_order (order_id, user_id) VALUES (9, 2), (8, 2), (7, 2)", None, [("ds_0", (1,)), ("ds_0", (0, 2))], [{"user_id": 2, "order_id": 9}, {"user_id": 2, "order_id": 8}, {"user_id": 2, "order_id": 7}]),
+        ("INSERT INTO t_order (user_id, status) VALUES (1, 'a'), (2, 'b')", None, [("ds_0", (1,)), ("ds_1", (0,))], [{"user_id": 1}, {"user_id": 2}]),
+    ],
+)
+def test_units_know_their_rows(
+    kernel: ShardingKernel, sql: str, params: list[Any] | None, rows: list[tuple[str, tuple[int, ...]]], values: list[dict[str, Any]]
+) -> None:
+    """Each unit of a split INSERT names the statement's rows it writes, and the route each row's sharding values:
+    the proxy answers the statement's last insert id from the unit that holds the row one server would report."""
+    routed = kernel.route(sql, params)
+    assert [(u.data_source, u.rows) for u in routed.execution_units] == rows
+    assert [dict(v) for v in routed.row_values] == values
+
+
+@pytest.mark.parametrize(
+    ("sql", "last_id_rows"),
+    [
+        ("INSERT INTO t_order (user_id, order_id, status) VALUES (1, 4, LAST_INSERT_ID(5)), (2, 3, 1)", (0,)),
+        ("INSERT INTO t_order (user_id, order_id, status) VALUES (1, 2, 'a'), (2, 3, CONCAT(LAST_INSERT_ID(order_id + 1), 'x'))", (1,)),
+        ("INSERT INTO t_order (user_id, order_id, status) VALUES (1, 2, LAST_INSERT_ID()), (2, 3, 'b')", ()),
+        ("INSERT INTO t_order (user_id, order_id, status) VALUES (1, 2, last_insert_id(7)), (2, 3, 'b'), (3, 4, Last_Insert_Id(8))", (0, 2)),
+    ],
+)
+def test_rows_that_set_last_insert_id(kernel: ShardingKernel, sql: str, last_id_rows: tuple[int, ...]) -> None:
+    """The rows that call LAST_INSERT_ID(expr): the session's value is the last one's, which its unit's OK carries."""
+    assert kernel.route(sql).last_id_rows == last_id_rows

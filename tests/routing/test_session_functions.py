@@ -1,6 +1,7 @@
+# ruff: noqa: E501  (table-driven: one case per line)
 import pytest
 
-from routing.session_functions import substitute_session_functions
+from routing.session_functions import label_placeholders, printed_back, substitute_session_functions
 
 VALUES = {
     "database": "'sharding_db'",
@@ -103,3 +104,25 @@ def test_has_call_answers_as_the_call_pattern() -> None:
     for _ in range(20000):
         text = "".join(rng.choice(words) if rng.random() < 0.4 else rng.choice(seps) for _ in range(rng.randint(1, 12)))
         assert has_call(text) == (CALL.search(text) is not None), repr(text)
+
+
+@pytest.mark.parametrize(("message", "sql", "values", "expected"), [
+    ("out of range in 'cast(4 as unsigned) - 5'", "SELECT LAST_INSERT_ID() - 5", {"last_insert_id": "4"}, "out of range in 'last_insert_id() - 5'"),
+    ("in 'cast(cast(4 as unsigned) as unsigned) - 5'", "SELECT CAST(last_insert_id() AS UNSIGNED) - 5", {"last_insert_id": "4"}, "in 'cast(last_insert_id() as unsigned) - 5'"),
+    ("in 'cast(7 as unsigned) - cast(4 as unsigned)'", "SELECT CONNECTION_ID() - LAST_INSERT_ID()", {"connection_id": "7", "last_insert_id": "4"}, "in 'connection_id() - last_insert_id()'"),
+    ("in 'cast(4 as unsigned) - cast(4 as unsigned)'", "SELECT CONNECTION_ID() - LAST_INSERT_ID()", {"connection_id": "4", "last_insert_id": "4"}, "in 'cast(4 as unsigned) - cast(4 as unsigned)'"),  # which is which: unknown
+    ("in 'cast(4 as unsigned) - 5'", "SELECT CAST(4 AS UNSIGNED) - 5", {"last_insert_id": "4"}, "in 'cast(4 as unsigned) - 5'"),  # no call: the user's own
+])
+def test_printed_back(message: str, sql: str, values: dict[str, str], expected: str) -> None:
+    assert printed_back(message, sql, values) == expected
+
+
+@pytest.mark.parametrize(("sql", "labelled"), [
+    ("SELECT ?, ? + 1 FROM t", "SELECT ? AS `?`, ? + 1 AS `? + 1` FROM t"),
+    ("SELECT ((?)), (? + 1), ? AS x, ? y, '?' FROM t WHERE id = ?", "SELECT ((?)) AS `?`, (? + 1) AS `(? + 1)`, ? AS x, ? y, '?' FROM t WHERE id = ?"),
+    ("SELECT CONCAT(?, '`') FROM t", "SELECT CONCAT(?, '`') AS `CONCAT(?, '``')` FROM t"),
+    ("UPDATE t SET v = ? WHERE id = ?", "UPDATE t SET v = ? WHERE id = ?"),
+    ("SELECT v FROM t WHERE id = ?", "SELECT v FROM t WHERE id = ?"),
+])
+def test_label_placeholders(sql: str, labelled: str) -> None:
+    assert label_placeholders(sql) == labelled

@@ -169,17 +169,39 @@ def test_split_by_mode(sql: str, mode: int, parts: list[str]) -> None:
     assert split_statements(sql, mode) == parts
 
 
-@pytest.mark.parametrize(("sql", "refused"), [
-    ("SELECT * FROM t_order WHERE user_id = 1 || 0", True),  # '10' under PIPES_AS_CONCAT: not user 1's node
-    ("INSERT INTO t_order (order_id, user_id, status) VALUES (1, 2, 'a' || 'b')", True),
-    ("SELECT * FROM t_order WHERE user_id = 1 AND status = 'a||b' /* || */", False),
-    ("SELECT * FROM t_order WHERE user_id = 1 OR user_id = 3", False),
+PIPES = PIPES_AS_CONCAT
+
+
+@pytest.mark.parametrize(("sql", "params", "mode", "expected"), [
+    # under PIPES_AS_CONCAT `||` concatenates (MariaDB: '10', user 10's node); by default it is OR (every node)
+    ("SELECT * FROM t_order WHERE user_id = 1 || 0", None, PIPES, [("ds_0", "SELECT * FROM t_order_0 WHERE user_id = CONCAT(1, 0)"), ("ds_0", "SELECT * FROM t_order_1 WHERE user_id = CONCAT(1, 0)")]),
+    ("SELECT * FROM t_order WHERE user_id = 1 || 0", None, 0, "every"),
+    ("SELECT * FROM t_order WHERE user_id = ? || ?", [1, 1], PIPES, [("ds_1", "SELECT * FROM t_order_0 WHERE user_id = CONCAT(?, ?)"), ("ds_1", "SELECT * FROM t_order_1 WHERE user_id = CONCAT(?, ?)")]),
+    ("SELECT * FROM t_order WHERE user_id = ? || ?", [1, 1], 0, "every"),
+    ("SELECT * FROM t_order WHERE user_id = 1 || user_id = 3", None, 0, [("ds_1", "SELECT * FROM t_order_0 WHERE user_id = 1 || user_id = 3"), ("ds_1", "SELECT * FROM t_order_1 WHERE user_id = 1 || user_id = 3")]),
+    ("SELECT * FROM t_order WHERE user_id = 1 || user_id = 3", None, PIPES, "every"),  # user_id = CONCAT(1, user_id) = 3
+    ("SELECT * FROM t_order WHERE user_id = -1 || 2 AND order_id = 2 || 0", None, PIPES, [("ds_0", "SELECT * FROM t_order_0 WHERE user_id = CONCAT(-1, 2) AND order_id = CONCAT(2, 0)")]),
+    ("SELECT * FROM t_order WHERE user_id = 1 + 1 || 1", None, PIPES, "every"),  # 1 + '11': an expression, not narrowed
+    ("SELECT * FROM t_order WHERE user_id = (1 || 1)", None, PIPES, [("ds_1", "SELECT * FROM t_order_0 WHERE user_id = (CONCAT(1, 1))"), ("ds_1", "SELECT * FROM t_order_1 WHERE user_id = (CONCAT(1, 1))")]),
+    ("SELECT * FROM t_order WHERE user_id = 1 || NULL", None, PIPES, "every"),  # NULL: no row, nothing narrowed
+    ("SELECT * FROM t_order WHERE user_id = '1' || '3' || '' AND order_id IN (2 || 2, 4)", None, PIPES, [("ds_1", "SELECT * FROM t_order_0 WHERE user_id = CONCAT('1', '3', '') AND order_id IN (CONCAT(2, 2), 4)")]),
+    ("SELECT * FROM t_order WHERE user_id = 1 AND status = 'a||b' /* || */", None, PIPES, [("ds_1", "SELECT * FROM t_order_0 WHERE user_id = 1 AND status = 'a||b' /* || */"), ("ds_1", "SELECT * FROM t_order_1 WHERE user_id = 1 AND status = 'a||b' /* || */")]),
+    ("SELECT status || '!' FROM t_order WHERE user_id = 2 AND order_id = 2", None, PIPES, [("ds_0", "SELECT CONCAT(status, '!') AS `status || '!'` FROM t_order_0 WHERE user_id = 2 AND order_id = 2")]),
+    ("INSERT INTO t_order (order_id, user_id, status) VALUES (1, 1 || 2, 'a' || 'b')", None, PIPES, [("ds_0", "INSERT INTO t_order_1 (order_id, user_id, status) VALUES (1, CONCAT(1, 2), CONCAT('a', 'b'))")]),
+    ("INSERT INTO t_order (order_id, user_id, status) VALUES (?, ? || ?, 'x'), (2, 3, 'y')", [1, 1, 3], PIPES, [("ds_1", "INSERT INTO t_order_0 (order_id, user_id, status) VALUES (2, 3, 'y')"), ("ds_1", "INSERT INTO t_order_1 (order_id, user_id, status) VALUES (?, CONCAT(?, ?), 'x')")]),
+    ("INSERT INTO t_order (order_id, user_id, status) VALUES (1, 1 || 2, 'a')", None, 0, "refused"),  # 1 OR 2
+    ("UPDATE t_order SET status = status || 'x' WHERE user_id = 4 || 1 AND order_id = 1", None, PIPES, [("ds_1", "UPDATE t_order_1 SET status = CONCAT(status, 'x') WHERE user_id = CONCAT(4, 1) AND order_id = 1")]),
+    ("SELECT * FROM t_order WHERE user_id = 1 ||", None, PIPES, "refused"),
 ])
-def test_pipes_as_concat(kernel: ShardingKernel, sql: str, refused: bool) -> None:
-    pipes = PIPES_AS_CONCAT | NBE
-    if refused:
-        with pytest.raises(RoutingError, match="PIPES_AS_CONCAT"):
-            kernel.route(sql, None, None, pipes)
-        kernel.route(sql)  # read as OR by default, as MariaDB does
+def test_pipes_as_concat(kernel: ShardingKernel, sql: str, params: list[Any] | None, mode: int, expected: Any) -> None:
+    """Issue 34 item 2: `||` as a sharding value under PIPES_AS_CONCAT is CONCAT (routed by its value), as OR
+    otherwise; what the proxy cannot delimit is refused, never read the other way."""
+    if expected == "refused":
+        with pytest.raises(RoutingError):
+            kernel.route(sql, params, None, mode)
+        return
+    got = units(kernel, sql, mode, params)
+    if expected == "every":
+        assert len(got) == 4
     else:
-        assert units(kernel, sql, pipes) == units(kernel, sql, 0)
+        assert got == expected
