@@ -382,19 +382,30 @@ class Session(SessionConnections, StatementStopping):
         if db is None:
             return
         if self.database is not db:
+            # chosen first (no database before): the connection the statements ran on so far is the default
+            # database's; a pass-through default keeps it, so that what it holds (a transaction, autocommit=0)
+            # goes on as on MariaDB, where USE changes neither
+            first = self.database is None
+            keep = first and db.pass_through_source is not None and db is self.server.default_database()
             txn.abandon(self)
-            for conn in list(self.backends.values()):
-                self.give_back(conn)
-            self.backends.clear()
+            if not keep:
+                for conn in list(self.backends.values()):
+                    self.give_back(conn)
+                self.backends.clear()
             self.release_read_backends()
             self.read_state = {}
             # the session's variables are the session's, not the database's: they hold after USE, as on MariaDB
             was, self.txn = self.txn, TransactionState()
             self.txn.session_sets, self.txn.mode_flags = was.session_sets, was.mode_flags
             self.txn.pipes_as_concat = was.pipes_as_concat
+            if first and db.kernel is not None:  # so do autocommit and a transaction begun before (no work yet)
+                self.txn.autocommit, self.txn.begin_sql = was.autocommit, was.begin_sql
+                self.txn.next_tx_sets, self.txn.savepoints = was.next_tx_sets, was.savepoints
             self.statements.clear()
             self.sql_statements.clear()
         self.database = db
+        if db.kernel is not None:
+            self.update_status(0)  # (the flags of the transaction state it carries)
         self.ok()
 
 __all__ = ["Session"]

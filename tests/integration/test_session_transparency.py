@@ -198,6 +198,27 @@ NO_DATABASE = (
     ("SHOW COLUMNS FROM t_order",),
     ("DESCRIBE t_order",),
     ("INSERT INTO t_order VALUES (1, 1, 'x')",),
+    # a transaction, autocommit and savepoints set before USE hold after it (mariadb-dump --single-transaction)
+    (
+        "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+        "START TRANSACTION /*!40100 WITH CONSISTENT SNAPSHOT */",
+        "SELECT @@in_transaction",
+        "USE {db}",
+        "SELECT @@in_transaction",
+        "SAVEPOINT sp",
+        "SELECT COUNT(*) > 0 FROM information_schema.tables",
+        "ROLLBACK TO SAVEPOINT sp",
+        "RELEASE SAVEPOINT sp",
+        "SELECT @@in_transaction, @@tx_isolation",
+        "COMMIT",
+        "SELECT @@in_transaction",
+    ),
+    ("START TRANSACTION", "SAVEPOINT a", "SAVEPOINT b", "USE {db}", "ROLLBACK TO SAVEPOINT a", "RELEASE SAVEPOINT b"),
+    ("START TRANSACTION", "SAVEPOINT a", "COMMIT", "USE {db}", "ROLLBACK TO SAVEPOINT a", "SELECT @@in_transaction"),
+    ("SET autocommit = 0", "USE {db}", "SELECT @@autocommit"),
+    ("SET autocommit = 0", "SET autocommit = 1", "USE {db}", "SELECT @@autocommit, @@in_transaction"),
+    ("START TRANSACTION", "ROLLBACK", "USE {db}", "SELECT @@in_transaction"),
+    ("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", "USE {db}", "START TRANSACTION", "SELECT @@in_transaction"),
 )
 
 
@@ -213,10 +234,16 @@ def test_statements_that_need_no_database(sides: tuple[str, Connect, Connect], s
             assert answer(p, sql) == answer(d, sql), sql
 
 
-def test_mariadb_dump_of_a_sharded_database_restores_the_same_rows(sharded_env: ShardedEnv) -> None:
+@pytest.mark.parametrize("options", [(), ("--single-transaction",), ("--skip-lock-tables",)], ids=" ".join)
+def test_mariadb_dump_of_a_sharded_database_restores_the_same_rows(
+    sharded_env: ShardedEnv, options: tuple[str, ...]
+) -> None:
     """`mariadb-dump` through the proxy: it starts with `/*!40100 SET @@SQL_MODE='' */` before choosing a
-    database (answered 1046 before), sets character_set_results = binary around SHOW CREATE TABLE, and reads every
-    table; restored into a plain database, the rows are the ones the proxy shows."""
+    database (answered 1046 before), reads INFORMATION_SCHEMA.FILES for tablespaces, locks the tables it dumps
+    (LOCK TABLES ... READ /*!32311 LOCAL */: refused with 1235 before), or with --single-transaction starts its
+    transaction and sets SAVEPOINT sp before USE and rolls back to it after each table (1305 before), sets
+    character_set_results = binary around SHOW CREATE TABLE, and reads every table; restored into a plain database,
+    the rows are the ones the proxy shows, and it said nothing on stderr."""
     env, server = sharded_env, sharded_env.servers[0]
     rows = [(8811, 1, "é"), (8812, 2, "a'b"), (8813, 3, None), (8814, 4, "x\\y")]
     with env.connect() as conn, conn.cursor() as cur:
@@ -233,7 +260,7 @@ def test_mariadb_dump_of_a_sharded_database_restores_the_same_rows(sharded_env: 
                 "-uroot",
                 "-proot",
                 "--skip-ssl",
-                "--skip-lock-tables",
+                *options,
                 "--tables",
                 "sharding_db",
                 "t_order",
@@ -243,7 +270,7 @@ def test_mariadb_dump_of_a_sharded_database_restores_the_same_rows(sharded_env: 
             timeout=60,
             check=False,
         )
-        assert dump.returncode == 0, dump.stderr.decode(errors="replace")
+        assert (dump.returncode, dump.stderr.decode(errors="replace")) == (0, "")
         server.execute("DROP DATABASE IF EXISTS sht_dump_restore")
         server.execute("CREATE DATABASE sht_dump_restore")
         restore = subprocess.run(
@@ -348,3 +375,65 @@ def test_a_new_session_starts_with_the_current_globals(
         with direct() as d:
             restore = before if isinstance(before, int) else f"'{before}'"
             answer(d, f"SET GLOBAL {variable} = {restore}")
+
+
+# LOCK TABLES: each statement through the proxy and on a plain MariaDB; errors compared by errno (a data source's
+# message names its actual table); the session ends holding nothing (the last statement reads everything)
+LOCKS = (
+    ("LOCK TABLES t_order READ", "SELECT COUNT(*) FROM t_order", "SELECT COUNT(*) FROM t_order_item", "UNLOCK TABLES"),
+    ("LOCK TABLE t_order READ", f"UPDATE t_order SET status = 'r' WHERE {ROWS}", "DELETE FROM t_order WHERE 1 = 0"),
+    ("LOCK TABLES t_order READ", "INSERT INTO t_order (order_id, user_id, status) VALUES (8803, 1, 'x')"),
+    ("LOCK TABLES `t_order` READ /*!32311 LOCAL */,`t_order_item` READ /*!32311 LOCAL */", "SELECT 1 FROM t_order o"),
+    ("LOCK TABLES t_order WRITE, t_order_item READ", f"UPDATE t_order SET status = 'w' WHERE {ROWS}", "UNLOCK TABLES"),
+    (
+        "LOCK TABLES t_order LOW_PRIORITY WRITE",
+        f"UPDATE t_order SET status = 'w' WHERE {ROWS}",
+        "SELECT 1 FROM t_order_item",
+    ),
+    ("LOCK TABLES t_order READ", "START TRANSACTION", "SELECT COUNT(*) FROM t_order_item", "COMMIT"),
+    ("LOCK TABLES t_order READ", "LOCK TABLES t_order_item READ", "SELECT 1 FROM t_order"),
+    ("LOCK TABLES t_order READ, t_order READ",),
+    ("LOCK TABLES t_order READ, t_order_item AS t_order READ",),
+    ("LOCK TABLES nosuch READ",),
+    ("LOCK TABLES t_order READ LOCAL WRITE",),
+    ("UNLOCK TABLES", "UNLOCK TABLE"),
+    ("SET autocommit = 0", "LOCK TABLES t_order WRITE", f"UPDATE t_order SET status = 'z' WHERE {ROWS}", "ROLLBACK"),
+    (
+        "SET autocommit = 0",
+        "LOCK TABLES t_order WRITE",
+        f"UPDATE t_order SET status = 'z' WHERE {ROWS}",
+        "UNLOCK TABLES",
+    ),
+    ("START TRANSACTION", f"UPDATE t_order SET status = 't' WHERE {ROWS}", "LOCK TABLES t_order READ", "ROLLBACK"),
+    # a savepoint set before a data source joined: ROLLBACK TO takes back what it did since joining
+    ("START TRANSACTION", "SAVEPOINT sp", f"UPDATE t_order SET status = 's' WHERE {ROWS}", "ROLLBACK TO SAVEPOINT sp"),
+)
+EVERYTHING = (f"SELECT order_id, status FROM t_order WHERE {ROWS} ORDER BY 1", "SELECT COUNT(*) FROM t_order_item")
+
+
+def _errno_or_rows(conn: pymysql.connections.Connection[Any], sql: str) -> Any:
+    got = answer(conn, sql)
+    return got[:2] if got[0] == "ERR" else got
+
+
+@pytest.mark.parametrize("sides", ["sharded"], indirect=True)
+@pytest.mark.parametrize("statements", LOCKS, ids=lambda s: " / ".join(s))
+def test_lock_tables_as_one_server(sides: tuple[str, Connect, Connect], statements: tuple[str, ...]) -> None:
+    _layout, proxy, direct = sides
+    with proxy() as p, direct() as d:
+        for sql in statements:
+            assert _errno_or_rows(p, sql) == _errno_or_rows(d, sql), sql
+        for sql in ("UNLOCK TABLES", "ROLLBACK", "SET autocommit = 1", *EVERYTHING):
+            assert _errno_or_rows(p, sql) == _errno_or_rows(d, sql), sql
+    with proxy() as p, direct() as d:  # a new session finds no lock left
+        for sql in EVERYTHING:
+            assert _errno_or_rows(p, sql) == _errno_or_rows(d, sql), sql
+
+
+def test_lock_tables_refuses_an_alias_of_two_actual_tables(sharded_env: ShardedEnv) -> None:
+    """t_order has two actual tables on each data source: one alias cannot lock both there (MariaDB's 1066), and
+    locking one of them would leave the other unlocked: refused, naming the table, nothing locked."""
+    with sharded_env.connect() as conn:
+        got = answer(conn, "LOCK TABLES t_order AS o READ")
+        assert got[:2] == ("ERR", 1235) and "t_order_0, t_order_1" in got[2], got
+        assert answer(conn, "SELECT COUNT(*) >= 0 FROM t_order_item") == (["COUNT(*) >= 0"], [(1,)])
