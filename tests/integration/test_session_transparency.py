@@ -437,3 +437,26 @@ def test_lock_tables_refuses_an_alias_of_two_actual_tables(sharded_env: ShardedE
         got = answer(conn, "LOCK TABLES t_order AS o READ")
         assert got[:2] == ("ERR", 1235) and "t_order_0, t_order_1" in got[2], got
         assert answer(conn, "SELECT COUNT(*) >= 0 FROM t_order_item") == (["COUNT(*) >= 0"], [(1,)])
+
+
+def test_lock_tables_of_a_broadcast_table_hold_on_every_data_source(sharded_env: ShardedEnv) -> None:
+    """t_address is on both data sources: READ refuses the write on both (nothing written anywhere), and under WRITE
+    the write goes to both and the locks still hold after it (its statement transaction began with BEGIN, which
+    released them, before)."""
+    env = sharded_env
+    insert = "INSERT INTO t_address (address_id, address_name) VALUES (8891, 'x')"
+    count = "SELECT COUNT(*) FROM t_address WHERE address_id = 8891"
+    try:
+        with env.connect() as conn:
+            assert answer(conn, "LOCK TABLES t_address READ") == ([], [])
+            assert answer(conn, insert)[:2] == ("ERR", 1099)
+            assert [env.backend(ds, count) for ds in ("ds_0", "ds_1")] == [[(0,)], [(0,)]]
+            assert answer(conn, "LOCK TABLES t_address WRITE") == ([], [])
+            assert answer(conn, insert) == ([], [])
+            assert answer(conn, "SELECT COUNT(*) FROM t_order")[:2] == ("ERR", 1100)
+            assert answer(conn, "UNLOCK TABLES") == ([], [])
+            assert answer(conn, "SELECT COUNT(*) >= 0 FROM t_order")[1] == [(1,)]
+        assert [env.backend(ds, count) for ds in ("ds_0", "ds_1")] == [[(1,)], [(1,)]]
+    finally:
+        with env.connect() as conn:
+            answer(conn, "DELETE FROM t_address WHERE address_id = 8891")
