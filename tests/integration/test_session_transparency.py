@@ -9,6 +9,7 @@ so that every backend connection the session uses is checked, pooled ones too.""
 
 from __future__ import annotations
 
+import struct
 import subprocess
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
@@ -460,3 +461,61 @@ def test_lock_tables_of_a_broadcast_table_hold_on_every_data_source(sharded_env:
     finally:
         with env.connect() as conn:
             answer(conn, "DELETE FROM t_address WHERE address_id = 8891")
+
+
+# prepared statements over the binary protocol: (database chosen?, text statements first, the prepared text, compare
+# the column labels at PREPARE too): the EXECUTE answer (labels as bytes, binary rows) and PREPARE's labels
+PREPARED = (
+    (False, (), b"SELECT DATABASE()", False),
+    (False, (), b"SELECT 1 + 1 AS two, @@max_allowed_packet > 0", True),
+    (False, (), b"SELECT * FROM t_order", True),
+    (True, (b"SET NAMES latin1",), b"SELECT 1 AS '\xe9'", True),
+    (True, (b"SET NAMES latin1",), b"SELECT 'x' AS `\xe9\xe8`, 2 AS '\xff'", True),
+    (True, (b"SET NAMES utf8mb4",), b"SELECT 1 AS '\xc3\xa9'", True),
+)
+
+
+def _prepared(c: Any, setup: tuple[bytes, ...], sql: bytes, labels_at_prepare: bool) -> tuple[Any, ...]:
+    from protocol.packets import is_err
+    from tests.integration.test_bytes import column_name, summarize
+
+    for statement in setup:
+        c.command(b"\x03" + statement)
+    c.send(b"\x16" + sql, 0)
+    _seq, first = c.read()
+    if is_err(first):
+        return summarize([first])
+    statement_id, columns, params = struct.unpack_from("<IHH", first, 1)
+    defs = [c.read()[1] for _ in range(columns + (1 if columns else 0) + params + (1 if params else 0))]
+    labels = [column_name(d) for d in defs[params + (1 if params else 0) :][:columns]]
+    packets = [p for _, p in c.command(b"\x17" + struct.pack("<IBI", statement_id, 0, 1))]
+    c.send(b"\x19" + struct.pack("<I", statement_id), 0)
+    return (labels if labels_at_prepare else None, summarize(packets))
+
+
+@pytest.mark.parametrize("layout", ["pass-through", "sharded"])
+@pytest.mark.parametrize(("chosen", "setup", "sql", "labels_at_prepare"), PREPARED, ids=[repr(p[2]) for p in PREPARED])
+def test_prepared_statements_as_one_server(
+    request: pytest.FixtureRequest,
+    layout: str,
+    chosen: bool,
+    setup: tuple[bytes, ...],
+    sql: bytes,
+    labels_at_prepare: bool,
+) -> None:
+    from tests.integration.test_bytes import login
+
+    if layout == "pass-through":
+        proxy: RunningProxy = request.getfixturevalue("passthrough_proxy")
+        server: MariaDBServer = request.getfixturevalue("mariadb")
+        names = ("demo", "demo_ds")
+    else:
+        env: ShardedEnv = request.getfixturevalue("sharded_env")
+        proxy, server, names = env.proxy, env.servers[0], ("sharding_db", ORACLE_DB)
+    proxied = login(proxy.host, proxy.port, names[0] if chosen else None)
+    direct = login(server.host, server.port, names[1] if chosen else None, server.password)
+    try:
+        assert _prepared(proxied, setup, sql, labels_at_prepare) == _prepared(direct, setup, sql, labels_at_prepare)
+    finally:
+        proxied.close()
+        direct.close()
