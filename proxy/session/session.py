@@ -44,6 +44,11 @@ from proxy.session.statements import ProxyStatement
 from proxy.session.stopping import StatementStopping
 from routing.plan import SessionHints
 
+ER_WRONG_VALUE_FOR_VAR = 1231
+# character sets whose characters are not ASCII-compatible: no client may speak them (MariaDB's
+# thd_init_client_charset refuses them in the handshake; SET NAMES refuses them too)
+NOT_CLIENT_CHARSETS = frozenset({"ucs2", "utf16", "utf16le", "utf32"})
+
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
     from proxy.execution.context import ServerContext as ProxyServer
@@ -250,7 +255,14 @@ class Session(SessionConnections, StatementStopping):
         self._deprecate_eof = bool(client.capabilities & Capability.DEPRECATE_EOF)
         self.user = client.user.user
         self.user_config = client.user
-        self.set_names(names_for_collation(client.response.character_set))  # its exact collation, not the default
+        names = names_for_collation(client.response.character_set)  # its exact collation, not the default
+        charset = names.split()[0]
+        if charset in NOT_CLIENT_CHARSETS:  # MariaDB refuses these in the handshake, after authenticating
+            self.wire.send_error(ER_WRONG_VALUE_FOR_VAR,
+                                 f"Variable 'character_set_client' can't be set to the value of '{charset}'", "42000")
+            await self.wire.flush()
+            return False
+        self.set_names(names)
         self.multi_statements = bool(client.capabilities & Capability.MULTI_STATEMENTS)
         if client.response.database:
             db, refusal = self.database_access(client.response.database)

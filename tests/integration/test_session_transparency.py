@@ -519,3 +519,25 @@ def test_prepared_statements_as_one_server(
     finally:
         proxied.close()
         direct.close()
+
+
+# handshake collations of character sets no client may use (ucs2, utf16, utf16le, utf32): MariaDB refuses the
+# connection with 1231, as SET NAMES would be refused, and so does the proxy (it accepted and failed every statement)
+NOT_CLIENT_COLLATIONS = (35, 54, 56, 60, 101, 160)
+
+
+def _outcome(connect: Connect, collation_id: int, db: Any = ...) -> Any:
+    try:
+        with connect(collation_id, db=db) as conn:
+            return answer(conn, "SELECT @@character_set_client")
+    except pymysql.err.MySQLError as exc:
+        return "ERR", *exc.args
+
+
+@pytest.mark.parametrize("collation_id", NOT_CLIENT_COLLATIONS)
+def test_a_handshake_in_a_charset_no_client_may_use_is_refused(
+    sides: tuple[str, Connect, Connect], collation_id: int
+) -> None:
+    _layout, proxy, direct = sides
+    assert _outcome(proxy, collation_id) == _outcome(direct, collation_id)
+    assert _outcome(proxy, collation_id, None) == _outcome(direct, collation_id, None)
