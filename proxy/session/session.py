@@ -291,10 +291,12 @@ class Session(SessionConnections, StatementStopping):
         self.wire.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities))
 
     def rows(
-        self, columns: list[str | ColumnDefinition41], rows: list[tuple[object, ...]] | list[list[object]]
+        self, columns: list[str | ColumnDefinition41], rows: list[tuple[object, ...]] | list[list[object]],
+        warnings: int = 0,
     ) -> None:
         self.row_count = -1  # ROW_COUNT() after a result set
-        self.wire.send_many(result_packets(columns, rows, capabilities=self.capabilities, status=self.status))
+        self.wire.send_many(result_packets(columns, rows, capabilities=self.capabilities, status=self.status,
+                                           warnings=warnings))
 
     async def _dispatch(self, payload: bytes) -> None:
         """One command, answered by its handler (proxy.session.dispatch); what a handler raises becomes

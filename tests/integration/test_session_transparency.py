@@ -541,3 +541,48 @@ def test_a_handshake_in_a_charset_no_client_may_use_is_refused(
     _layout, proxy, direct = sides
     assert _outcome(proxy, collation_id) == _outcome(direct, collation_id)
     assert _outcome(proxy, collation_id, None) == _outcome(direct, collation_id, None)
+
+
+# EXPLAIN's notes: the warning count that ends its rows (EXPLAIN EXTENDED notes its rewritten query), text and
+# prepared, on the sharded database (several plans, one per unit: one note, as one server's EXPLAIN gives one)
+EXPLAINS = (
+    b"EXPLAIN EXTENDED SELECT * FROM t_order WHERE order_id = 1",
+    b"EXPLAIN EXTENDED SELECT * FROM t_order",
+    b"EXPLAIN SELECT * FROM t_order",
+    b"EXPLAIN EXTENDED SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2",
+)
+
+
+def _warnings_at_end(c: Any, sql: bytes, prepared: bool) -> Any:
+    from protocol.packets import is_eof, is_err
+
+    if prepared:
+        c.send(b"\x16" + sql, 0)
+        _seq, first = c.read()
+        if is_err(first):
+            return "ERR", first[3:]
+        statement_id, columns, params = struct.unpack_from("<IHH", first, 1)
+        for _ in range(columns + (1 if columns else 0) + params + (1 if params else 0)):
+            c.read()
+        packets = [p for _, p in c.command(b"\x17" + struct.pack("<IBI", statement_id, 0, 1))]
+        c.send(b"\x19" + struct.pack("<I", statement_id), 0)
+    else:
+        packets = [p for _, p in c.command(b"\x03" + sql)]
+    last = packets[-1]
+    assert is_eof(last), last
+    return struct.unpack_from("<H", last, 1)[0]
+
+
+@pytest.mark.parametrize("prepared", [False, True], ids=["text", "prepared"])
+@pytest.mark.parametrize("sql", EXPLAINS, ids=[s.decode() for s in EXPLAINS])
+def test_explain_keeps_its_notes(sharded_env: ShardedEnv, sql: bytes, prepared: bool) -> None:
+    from tests.integration.test_bytes import login
+
+    server = sharded_env.servers[0]
+    proxied = login(sharded_env.proxy.host, sharded_env.proxy.port, "sharding_db")
+    direct = login(server.host, server.port, ORACLE_DB, server.password)
+    try:
+        assert _warnings_at_end(proxied, sql, prepared) == _warnings_at_end(direct, sql, prepared)
+    finally:
+        proxied.close()
+        direct.close()
