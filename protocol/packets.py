@@ -387,8 +387,8 @@ class ColumnDefinition41:
     def _decode(cls, payload: bytes) -> ColumnDefinition41:
         r = Reader(payload)
 
-        def s() -> str:
-            return (r.lenenc_str() or b"").decode("utf-8", errors="replace")
+        def s() -> str:  # lossless: a label in a client's latin1 (b"\xe9") is relayed as the same bytes
+            return text_decode(r.lenenc_str() or b"")
 
         catalog, schema, table, org_table, name, org_name = s(), s(), s(), s(), s(), s()
         fixed_len = r.lenenc_int() or 0

@@ -110,6 +110,8 @@ async def _in_own_transaction(session: Session, parts: Parts, conns: Mapping[str
     BEGIN rides with each data source's first part. XA: each branch starts (txn.join: XA START) before the parts,
     and the commit is two-phase over several data sources."""
     state = session.txn
+    if state.table_locks and not session.server.tm.xa:
+        return await _under_table_locks(session, parts, conns, codec)
     state.begin_sql = _BEGIN
     state.joined = []
     xa = "XA " if session.server.tm.xa else ""
@@ -142,6 +144,46 @@ async def _in_own_transaction(session: Session, parts: Parts, conns: Mapping[str
     if failure is not None:
         raise failure
     return results
+
+
+async def _under_table_locks(session: Session, parts: Parts, conns: Mapping[str, BackendConnection],
+                             codec: StatementCodec) -> list[list[OKPacket]]:
+    """An autocommit statement's parts while the session holds LOCK TABLES: BEGIN would release the locks
+    (MariaDB's implicit UNLOCK TABLES), SET autocommit=0 does not, so the statement's transaction is opened that way
+    (on each data source with its first part), committed or rolled back everywhere, and autocommit set back."""
+    state = session.txn
+    state.joined = []
+    try:
+        results = await _gather(parts, conns, codec, "SET autocommit=0", lambda conn: state.joined.append(conn.name))
+    except asyncio.CancelledError:
+        for name in state.joined:
+            if (conn := conns.get(name)) is not None:
+                conn.broken = True
+        state.joined = []
+        raise
+    except Exception as exc:
+        began = [conns[n] for n in state.joined]
+        await _end_under_locks(session, began, "ROLLBACK")
+        raise said(exc, NOTHING_APPLIED + ": its parts were rolled back on every data source") from None
+    failed = await _end_under_locks(session, [conns[n] for n in state.joined], "COMMIT")
+    if failed:
+        raise BackendError(failed[0], f"the implicit COMMIT of the statement failed on {', '.join(failed)} (its "
+                           "connection is closed: whether its part committed is unknown)", errno=1180)
+    return results
+
+
+async def _end_under_locks(session: Session, began: Sequence[BackendConnection], verb: str) -> list[str]:
+    """COMMIT or ROLLBACK, then autocommit back on, on each connection that began; the data sources where that
+    failed (their connections closed)."""
+    session.txn.joined = []
+    work = [(conn, [verb, "SET autocommit=1"]) for conn in began if not conn.broken]
+    failed = [conn.name for conn in began if conn.broken]
+    for (conn, _s), result in zip(work, await txn_end._fan(work), strict=True):
+        if isinstance(result, Exception) or any(isinstance(r, ERRPacket) for r in result):
+            conn.broken = True
+            failed.append(conn.name)
+    session.drop_broken()
+    return failed
 
 
 async def _in_savepoint(session: Session, parts: Parts, conns: Mapping[str, BackendConnection],

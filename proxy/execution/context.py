@@ -130,7 +130,8 @@ class SessionContext(Protocol):
     def error(self, errno: int, message: str, sqlstate: str = "HY000") -> None: ...
 
     def rows(
-        self, columns: list[str | ColumnDefinition41], rows: list[tuple[object, ...]] | list[list[object]]
+        self, columns: list[str | ColumnDefinition41], rows: list[tuple[object, ...]] | list[list[object]],
+        warnings: int = 0,
     ) -> None: ...
 
     def update_status(self, backend_status: int) -> None: ...

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from protocol.constants import ColumnType
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
-from protocol.results import ResultHeader
+from protocol.results import ResultEnd, ResultHeader
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
 from proxy.execution.errors import answer_error
@@ -59,9 +59,11 @@ async def execute_explain(
                                        record_write=False)
     columns: tuple[ColumnDefinition41, ...] | None = None
     rows: list[list[object]] = []
+    warnings = 0  # EXPLAIN EXTENDED's note: one per plan, as one server's one EXPLAIN gives one
     try:
         for unit in routed.execution_units:
-            unit_columns, unit_rows = await _unit_plan(conns[unit.data_source], unit, codec)
+            unit_columns, unit_rows, unit_warnings = await _unit_plan(conns[unit.data_source], unit, codec)
+            warnings = max(warnings, unit_warnings)
             if columns is None:
                 columns = unit_columns
             rows.extend([*r[: len(columns)], *([None] * (len(columns) - len(r))), unit.data_source]
@@ -69,11 +71,11 @@ async def execute_explain(
     except UnitFailed as exc:
         answer_error(session, exc, db=db, routed=routed, named=True)
         return
-    session.rows([*(columns or ()), DATA_SOURCE_COLUMN], rows)
+    session.rows([*(columns or ()), DATA_SOURCE_COLUMN], rows, warnings)
 
 
 async def _unit_plan(conn: object, unit: ExecutionUnit, codec: StatementCodec
-                     ) -> tuple[tuple[ColumnDefinition41, ...], list[tuple[bytes | None, ...]]]:
+                     ) -> tuple[tuple[ColumnDefinition41, ...], list[tuple[bytes | None, ...]], int]:
 
     assert isinstance(conn, BackendConnection)
     try:
@@ -83,6 +85,7 @@ async def _unit_plan(conn: object, unit: ExecutionUnit, codec: StatementCodec
     columns: tuple[ColumnDefinition41, ...] = ()
     rows: list[tuple[bytes | None, ...]] = []
     failure: ERRPacket | None = None
+    warnings = 0
     async for ev in conn.events(payload):
         if isinstance(ev, ResultHeader):
             columns = ev.columns
@@ -90,11 +93,11 @@ async def _unit_plan(conn: object, unit: ExecutionUnit, codec: StatementCodec
             rows.append(codec.decode_row(ev, columns))
         elif isinstance(ev, ERRPacket):
             failure = ev
-        elif isinstance(ev, OKPacket):
-            pass
+        elif isinstance(ev, OKPacket | ResultEnd):
+            warnings = ev.warnings
     if failure is not None:
         raise UnitFailed(unit.data_source, failure)
-    return columns, rows
+    return columns, rows, warnings
 
 
 __all__ = ["DATA_SOURCE_COLUMN", "execute_explain", "split_explain", "xa_refusal"]

@@ -65,9 +65,9 @@ def local_begin(session: Session, sql: str, command: int) -> Answered | None:
     """A BEGIN (`local_transaction` checked the word). A sharded database's BEGIN starts nothing anywhere (each data
     source joins at its first statement), so it is answered here, as `txn_control.session_statement` answers it
     (not through the session's coroutine), when no open transaction must commit first and nothing
-    else is pending: not under autocommit=0, XA or SET TRANSACTION."""
+    else is pending: not under autocommit=0, XA or SET TRANSACTION, nor with table locks to release."""
     txn = session.txn
-    if not txn.autocommit or txn.commits_before_begin or txn.xa is not None or txn.next_tx_sets:
+    if not txn.autocommit or txn.commits_before_begin or txn.xa is not None or txn.next_tx_sets or txn.table_locks:
         return None
     STATS.taken += 1
     session.begin_command(command)

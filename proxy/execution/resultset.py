@@ -33,6 +33,7 @@ def result_packets(
     *,
     capabilities: Capability,
     status: int,
+    warnings: int = 0,
 ) -> list[bytes]:
     """Every payload of a text result set, in the client's EOF framing."""
     defs = [c if isinstance(c, ColumnDefinition41) else ColumnDefinition41(c, ColumnType.VAR_STRING) for c in columns]
@@ -44,5 +45,5 @@ def result_packets(
         out.extend(text_row_to_binary([text_value(v) for v in row], defs) for row in rows)
     else:
         out.extend(encode_text_row([text_value(v) for v in row]) for row in rows)
-    out.append(end_of_result(ServerStatus(status), 0, capabilities))
+    out.append(end_of_result(ServerStatus(status), warnings, capabilities))
     return out

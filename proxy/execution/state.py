@@ -42,6 +42,9 @@ class TransactionState:
     lost: dict[str, str] = field(default_factory=dict)
     # named locks proxy.execution.upsert took for the transaction (data source -> names), released when it ends
     upsert_locks: dict[str, list[str]] = field(default_factory=dict)
+    # data sources where the session holds LOCK TABLES (proxy.execution.table_locks), released by UNLOCK TABLES, by
+    # a LOCK TABLES after them, by BEGIN / START TRANSACTION; USE and the session's end reset their connections
+    table_locks: list[str] = field(default_factory=list)
     xa: XATransaction | None = None  # the open transaction is XA (proxy.backends.xa): its xid and branches
 
     @property

@@ -18,6 +18,7 @@ from protocol.packets import ERRPacket
 from proxy.backends.charset import changes_names, names_of, only_names, read_names
 from proxy.execution import setquery
 from proxy.execution.errors import answer_error
+from proxy.execution.table_locks import unlock_all
 from proxy.execution.txn import (
     _LOST,
     CR_SERVER_LOST,
@@ -35,6 +36,7 @@ from proxy.execution.txn_text import VERBS, key, parse_savepoint, without_commen
 if TYPE_CHECKING:
     from proxy.backends.backend import BackendConnection
     from proxy.execution.context import SessionContext as Session
+    from proxy.execution.state import TransactionState
 
 _TX = re.compile(
     r"^\s*(?:(?P<begin>BEGIN(?:\s+WORK)?|START\s+TRANSACTION\b[^;]*)"
@@ -94,6 +96,8 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             if failure is not None:
                 answer_error(session, failure)
                 return
+        if txn.table_locks:  # START TRANSACTION releases the table locks, as on MariaDB
+            await unlock_all(session)
         txn.begin(sql)  # also answered by proxy.execution.fastlocal (`local_begin`)
         session.update_status(0)
         session.ok()
@@ -183,6 +187,34 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             _end_probe(session, probe)  # (with warnings it stays the session's: SHOW WARNINGS reads it)
         session.update_status(0)
         session.ok(warnings=warnings)
+
+
+def mirror(txn: TransactionState, stmt: SessionStatement, sql: str) -> None:
+    """A transaction statement a session ran before choosing a database (relayed to a default data source, which
+    answered it): the session's transaction state follows, so that it holds after USE, as on MariaDB, where USE ends
+    no transaction (mariadb-dump --single-transaction starts its transaction and sets its savepoint before it
+    chooses the database). Nothing can be written without a database, so the transaction has no work yet: the
+    data sources of the database chosen next join it, with its savepoints."""
+    if stmt.kind == "begin":
+        txn.begin(sql)
+        txn.savepoints = []
+        txn.next_tx_sets = []
+    elif stmt.kind in ("commit", "rollback"):
+        txn.begin_sql, txn.savepoints, txn.next_tx_sets = None, [], []
+    elif stmt.kind == "autocommit":
+        if stmt.value == "1" and not txn.autocommit:
+            txn.begin_sql, txn.savepoints = None, []
+        txn.autocommit = stmt.value == "1"
+    elif stmt.kind == "next_tx":
+        txn.next_tx_sets.append(sql)
+    elif stmt.kind == "savepoint" and (sp := parse_savepoint(sql)) is not None and sp.name is not None \
+            and txn.active:
+        keys = [key(n) for n in txn.savepoints]
+        k = key(sp.name)
+        if sp.verb == "set":
+            txn.savepoints = [n for n, kn in zip(txn.savepoints, keys, strict=True) if kn != k] + [sp.name]
+        elif k in keys:
+            txn.savepoints = txn.savepoints[: keys.index(k) + (1 if sp.verb == "rollback" else 0)]
 
 
 async def pipes_as_concat(conn: BackendConnection) -> bool:
@@ -305,4 +337,5 @@ async def implicit_commit(session: Session) -> bool:
     return True
 
 
-__all__ = ["SessionStatement", "classify_session_statement", "implicit_commit", "savepoint", "session_statement"]
+__all__ = ["SessionStatement", "classify_session_statement", "implicit_commit", "mirror", "savepoint",
+           "session_statement"]

@@ -54,7 +54,20 @@ def _mentions_tables(sql: str) -> bool:
         return False
     # any table, the server's own schemas too: information_schema answers in logical names and only what the user
     # may see (proxy.session.metadata), which needs a database; a data source would answer in its physical ones
-    return any(True for _ in tree.find_all(exp.Table))
+    return not _reads_files(tree) and any(True for _ in tree.find_all(exp.Table))
+
+
+def _reads_files(tree: object) -> bool:
+    """A SELECT whose rows come from INFORMATION_SCHEMA.FILES alone (mariadb-dump's tablespaces query, before it
+    chooses a database): that table is always empty on MariaDB, on a data source too, so its answer (no rows,
+    MariaDB's columns) is the same whatever its subqueries read."""
+    from sqlglot import exp
+
+    if not isinstance(tree, exp.Select) or tree.args.get("joins"):
+        return False
+    source = tree.args.get("from_") or tree.args.get("from")
+    table = source.this if source is not None else None
+    return isinstance(table, exp.Table) and table.name.upper() == "FILES" and table.db.upper() == "INFORMATION_SCHEMA"
 
 
 __all__ = ["needs_database", "unwrapped"]

@@ -62,6 +62,7 @@ from proxy.frontend.wire import CapturedWriter
 from proxy.session import metadata, processlist, system_schema
 from proxy.session.bound_types import BoundTypes
 from proxy.session.describe import describing_text
+from proxy.session.nodatabase import needs_database, unwrapped
 from proxy.session.statements import classify
 from routing.errors import RoutingError
 from routing.interpolate import interpolate
@@ -94,10 +95,10 @@ async def prepare(session: Session, payload: bytes) -> None:
     req = ComStmtPrepare.decode(payload)
     sql = req.sql.decode("utf-8", errors="surrogateescape")
     db = session.database
-    if db is None:
-        session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+    if db is None and classify(sql) is None:
+        await _prepare_without_database(session, sql)
         return
-    source = db.pass_through_source
+    source = db.pass_through_source if db is not None else None
     if _answered_by_proxy(sql):
         # KILL, SHOW PROCESSLIST, information_schema.PROCESSLIST ... are the proxy's, prepared or not: a backend
         # would answer (or kill) its own threads. Kept here, answered at EXECUTE as the text statement is.
@@ -123,7 +124,7 @@ async def prepare(session: Session, payload: bytes) -> None:
         fixed = replace(answer, ok=replace(answer.ok, statement_id=stmt.id))
         session.wire.send_many(fixed.encode(session.deprecate_eof, session.status))
         return
-    assert db.kernel is not None
+    assert db is not None and db.kernel is not None
     num_params = await _placeholders(sql, session.txn.mode_flags)
     # BEGIN / COMMIT / SET ... are the session's (proxy.execution.txn), prepared or not: nothing to describe
     columns = () if classify_session_statement(sql) else await _describe(session, sql, num_params)
@@ -132,6 +133,30 @@ async def prepare(session: Session, payload: bytes) -> None:
                            session_functions=has_call(sql))
     session.statements.add(stmt)
     _prepare_answer(session, stmt)
+
+
+async def _prepare_without_database(session: Session, sql: str) -> None:
+    """No database chosen: what needs none (SELECT DATABASE(), SELECT @@version ...) is prepared on the default
+    data source, as a text statement runs there (proxy.session.query.without_database), and executed on that
+    connection; what reads the current database answers 1046, as MariaDB does."""
+    default = session.server.default_database()
+    if default is None or _answered_by_proxy(sql) or needs_database(unwrapped(sql)):
+        session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+        return
+    session.database = default
+    try:
+        conn = await session.backend(next(iter(default.sources)), record_write=False)
+    finally:
+        session.database = None
+    answer = await conn.prepare(metadata.substitute(session, sql) or sql)  # DATABASE() is NULL, as on MariaDB
+    if isinstance(answer, ERRPacket):
+        session.wire.send(answer.encode(session.capabilities))
+        return
+    stmt = ClientStatement(session.statements.new_id(), sql, answer.ok.num_params, answer.columns, backend=conn,
+                           backend_id=answer.ok.statement_id)
+    session.statements.add(stmt)
+    fixed = replace(answer, ok=replace(answer.ok, statement_id=stmt.id))
+    session.wire.send_many(fixed.encode(session.deprecate_eof, session.status))
 
 
 def _count_placeholders(sql: str, mode: int = 0) -> int:
@@ -321,11 +346,10 @@ async def _execute_proxy_answered(session: Session, stmt: ClientStatement, reque
 
 async def _execute_sharded(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
     db = session.database
-    assert db is not None
-    if stmt.proxy_answered:  # (on a pass-through database, the only statements that come here)
+    if stmt.proxy_answered:  # (on a pass-through database or none, the only statements that come here)
         await _execute_proxy_answered(session, stmt, request)
         return
-    assert db.kernel is not None
+    assert db is not None and db.kernel is not None
     session_stmt = classify_session_statement(stmt.sql)
     if session_stmt is not None:
         # a prepared BEGIN / COMMIT / ROLLBACK / SET (sysbench --db-ps-mode=auto prepares BEGIN and COMMIT):
@@ -361,7 +385,11 @@ async def _pass_through_conn(session: Session, stmt: ClientStatement, *, record_
     """The backend connection the statement lives on; re-prepared if that connection was replaced.
     `record_write`: a read/write splitting group counts the command as the session's write."""
     db = session.database
-    assert db is not None
+    if db is None:  # prepared before a database was chosen, on that connection (`_prepare_without_database`)
+        if stmt.backend is None or stmt.backend.broken or stmt.backend not in session.backends.values():
+            _unknown(session, stmt.id, "mysqld_stmt_execute")
+            return None
+        return stmt.backend
     source = db.pass_through_source
     if source is None:
         _unknown(session, stmt.id, "mysqld_stmt_execute")

@@ -17,7 +17,8 @@ from protocol.errors import ServerError
 from protocol.packets import ComQuery
 from proxy.backends.charset import changes_names, names_of, only_names, read_names
 from proxy.backends.readwrite import ReadWriteGroup
-from proxy.execution import txn_control
+from proxy.execution import table_locks, txn_control
+from proxy.execution.lock_text import parse_lock
 from proxy.execution.plain import statement_kind
 from proxy.execution.replicas import relay_pass_through
 from proxy.execution.routed import execute_routed
@@ -145,6 +146,10 @@ async def routed_query(session: Session, db: LogicalDatabase, sql: str) -> None:
     if session_stmt is not None:
         await txn_control.session_statement(session, session_stmt, sql)
         return
+    lock = parse_lock(sql) if sql.lstrip()[:1] in ("L", "l", "U", "u", "/", "#", "-") else None
+    if lock is not None:
+        await table_locks.lock_statement(session, db, lock)
+        return
     prepared_sql = sql_prepared.classify_sql_prepared(sql)
     if prepared_sql is not None:
         await sql_prepared.sql_statement(session, *prepared_sql)
@@ -167,6 +172,9 @@ async def without_database(session: Session, payload: bytes, sql: str) -> None:
         ds = next(iter(default.sources))
         await session.relay(ds, payload)
         await after_pass_through(session, default.sources[ds], statement)
+        txn_stmt = classify_session_statement(statement)
+        if txn_stmt is not None and txn_stmt.kind != "set" and not session.errored:
+            txn_control.mirror(session.txn, txn_stmt, statement)
     finally:
         session.database = saved
 

@@ -46,6 +46,11 @@ from proxy.session.stopping import StatementStopping
 from routing.plan import SessionHints
 from routing.session_functions import printed_back
 
+ER_WRONG_VALUE_FOR_VAR = 1231
+# character sets whose characters are not ASCII-compatible: no client may speak them (MariaDB's
+# thd_init_client_charset refuses them in the handshake; SET NAMES refuses them too)
+NOT_CLIENT_CHARSETS = frozenset({"ucs2", "utf16", "utf16le", "utf32"})
+
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
     from proxy.execution.context import ServerContext as ProxyServer
@@ -256,7 +261,14 @@ class Session(SessionConnections, StatementStopping):
         self._deprecate_eof = bool(client.capabilities & Capability.DEPRECATE_EOF)
         self.user = client.user.user
         self.user_config = client.user
-        self.set_names(names_for_collation(client.response.character_set))  # its exact collation, not the default
+        names = names_for_collation(client.response.character_set)  # its exact collation, not the default
+        charset = names.split()[0]
+        if charset in NOT_CLIENT_CHARSETS:  # MariaDB refuses these in the handshake, after authenticating
+            self.wire.send_error(ER_WRONG_VALUE_FOR_VAR,
+                                 f"Variable 'character_set_client' can't be set to the value of '{charset}'", "42000")
+            await self.wire.flush()
+            return False
+        self.set_names(names)
         self.multi_statements = bool(client.capabilities & Capability.MULTI_STATEMENTS)
         if client.response.database:
             db, refusal = self.database_access(client.response.database)
@@ -291,10 +303,12 @@ class Session(SessionConnections, StatementStopping):
         self.wire.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities))
 
     def rows(
-        self, columns: list[str | ColumnDefinition41], rows: list[tuple[object, ...]] | list[list[object]]
+        self, columns: list[str | ColumnDefinition41], rows: list[tuple[object, ...]] | list[list[object]],
+        warnings: int = 0,
     ) -> None:
         self.row_count = -1  # ROW_COUNT() after a result set
-        self.wire.send_many(result_packets(columns, rows, capabilities=self.capabilities, status=self.status))
+        self.wire.send_many(result_packets(columns, rows, capabilities=self.capabilities, status=self.status,
+                                           warnings=warnings))
 
     async def _dispatch(self, payload: bytes) -> None:
         """One command, answered by its handler (proxy.session.dispatch); what a handler raises becomes
@@ -396,19 +410,30 @@ class Session(SessionConnections, StatementStopping):
         if db is None:
             return
         if self.database is not db:
+            # chosen first (no database before): the connection the statements ran on so far is the default
+            # database's; a pass-through default keeps it, so that what it holds (a transaction, autocommit=0)
+            # goes on as on MariaDB, where USE changes neither
+            first = self.database is None
+            keep = first and db.pass_through_source is not None and db is self.server.default_database()
             txn.abandon(self)
-            for conn in list(self.backends.values()):
-                self.give_back(conn)
-            self.backends.clear()
+            if not keep:
+                for conn in list(self.backends.values()):
+                    self.give_back(conn)
+                self.backends.clear()
             self.release_read_backends()
             self.read_state = {}
             # the session's variables are the session's, not the database's: they hold after USE, as on MariaDB
             was, self.txn = self.txn, TransactionState()
             self.txn.session_sets, self.txn.mode_flags = was.session_sets, was.mode_flags
             self.txn.pipes_as_concat = was.pipes_as_concat
+            if first and db.kernel is not None:  # so do autocommit and a transaction begun before (no work yet)
+                self.txn.autocommit, self.txn.begin_sql = was.autocommit, was.begin_sql
+                self.txn.next_tx_sets, self.txn.savepoints = was.next_tx_sets, was.savepoints
             self.statements.clear()
             self.sql_statements.clear()
         self.database = db
+        if db.kernel is not None:
+            self.update_status(0)  # (the flags of the transaction state it carries)
         self.ok()
 
 

@@ -9,6 +9,7 @@ so that every backend connection the session uses is checked, pooled ones too.""
 
 from __future__ import annotations
 
+import struct
 import subprocess
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
@@ -198,6 +199,27 @@ NO_DATABASE = (
     ("SHOW COLUMNS FROM t_order",),
     ("DESCRIBE t_order",),
     ("INSERT INTO t_order VALUES (1, 1, 'x')",),
+    # a transaction, autocommit and savepoints set before USE hold after it (mariadb-dump --single-transaction)
+    (
+        "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+        "START TRANSACTION /*!40100 WITH CONSISTENT SNAPSHOT */",
+        "SELECT @@in_transaction",
+        "USE {db}",
+        "SELECT @@in_transaction",
+        "SAVEPOINT sp",
+        "SELECT COUNT(*) > 0 FROM information_schema.tables",
+        "ROLLBACK TO SAVEPOINT sp",
+        "RELEASE SAVEPOINT sp",
+        "SELECT @@in_transaction, @@tx_isolation",
+        "COMMIT",
+        "SELECT @@in_transaction",
+    ),
+    ("START TRANSACTION", "SAVEPOINT a", "SAVEPOINT b", "USE {db}", "ROLLBACK TO SAVEPOINT a", "RELEASE SAVEPOINT b"),
+    ("START TRANSACTION", "SAVEPOINT a", "COMMIT", "USE {db}", "ROLLBACK TO SAVEPOINT a", "SELECT @@in_transaction"),
+    ("SET autocommit = 0", "USE {db}", "SELECT @@autocommit"),
+    ("SET autocommit = 0", "SET autocommit = 1", "USE {db}", "SELECT @@autocommit, @@in_transaction"),
+    ("START TRANSACTION", "ROLLBACK", "USE {db}", "SELECT @@in_transaction"),
+    ("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", "USE {db}", "START TRANSACTION", "SELECT @@in_transaction"),
 )
 
 
@@ -213,10 +235,16 @@ def test_statements_that_need_no_database(sides: tuple[str, Connect, Connect], s
             assert answer(p, sql) == answer(d, sql), sql
 
 
-def test_mariadb_dump_of_a_sharded_database_restores_the_same_rows(sharded_env: ShardedEnv) -> None:
+@pytest.mark.parametrize("options", [(), ("--single-transaction",), ("--skip-lock-tables",)], ids=" ".join)
+def test_mariadb_dump_of_a_sharded_database_restores_the_same_rows(
+    sharded_env: ShardedEnv, options: tuple[str, ...]
+) -> None:
     """`mariadb-dump` through the proxy: it starts with `/*!40100 SET @@SQL_MODE='' */` before choosing a
-    database (answered 1046 before), sets character_set_results = binary around SHOW CREATE TABLE, and reads every
-    table; restored into a plain database, the rows are the ones the proxy shows."""
+    database (answered 1046 before), reads INFORMATION_SCHEMA.FILES for tablespaces, locks the tables it dumps
+    (LOCK TABLES ... READ /*!32311 LOCAL */: refused with 1235 before), or with --single-transaction starts its
+    transaction and sets SAVEPOINT sp before USE and rolls back to it after each table (1305 before), sets
+    character_set_results = binary around SHOW CREATE TABLE, and reads every table; restored into a plain database,
+    the rows are the ones the proxy shows, and it said nothing on stderr."""
     env, server = sharded_env, sharded_env.servers[0]
     rows = [(8811, 1, "é"), (8812, 2, "a'b"), (8813, 3, None), (8814, 4, "x\\y")]
     with env.connect() as conn, conn.cursor() as cur:
@@ -233,7 +261,7 @@ def test_mariadb_dump_of_a_sharded_database_restores_the_same_rows(sharded_env: 
                 "-uroot",
                 "-proot",
                 "--skip-ssl",
-                "--skip-lock-tables",
+                *options,
                 "--tables",
                 "sharding_db",
                 "t_order",
@@ -243,7 +271,7 @@ def test_mariadb_dump_of_a_sharded_database_restores_the_same_rows(sharded_env: 
             timeout=60,
             check=False,
         )
-        assert dump.returncode == 0, dump.stderr.decode(errors="replace")
+        assert (dump.returncode, dump.stderr.decode(errors="replace")) == (0, "")
         server.execute("DROP DATABASE IF EXISTS sht_dump_restore")
         server.execute("CREATE DATABASE sht_dump_restore")
         restore = subprocess.run(
@@ -348,3 +376,213 @@ def test_a_new_session_starts_with_the_current_globals(
         with direct() as d:
             restore = before if isinstance(before, int) else f"'{before}'"
             answer(d, f"SET GLOBAL {variable} = {restore}")
+
+
+# LOCK TABLES: each statement through the proxy and on a plain MariaDB; errors compared by errno (a data source's
+# message names its actual table); the session ends holding nothing (the last statement reads everything)
+LOCKS = (
+    ("LOCK TABLES t_order READ", "SELECT COUNT(*) FROM t_order", "SELECT COUNT(*) FROM t_order_item", "UNLOCK TABLES"),
+    ("LOCK TABLE t_order READ", f"UPDATE t_order SET status = 'r' WHERE {ROWS}", "DELETE FROM t_order WHERE 1 = 0"),
+    ("LOCK TABLES t_order READ", "INSERT INTO t_order (order_id, user_id, status) VALUES (8803, 1, 'x')"),
+    ("LOCK TABLES `t_order` READ /*!32311 LOCAL */,`t_order_item` READ /*!32311 LOCAL */", "SELECT 1 FROM t_order o"),
+    ("LOCK TABLES t_order WRITE, t_order_item READ", f"UPDATE t_order SET status = 'w' WHERE {ROWS}", "UNLOCK TABLES"),
+    (
+        "LOCK TABLES t_order LOW_PRIORITY WRITE",
+        f"UPDATE t_order SET status = 'w' WHERE {ROWS}",
+        "SELECT 1 FROM t_order_item",
+    ),
+    ("LOCK TABLES t_order READ", "START TRANSACTION", "SELECT COUNT(*) FROM t_order_item", "COMMIT"),
+    ("LOCK TABLES t_order READ", "LOCK TABLES t_order_item READ", "SELECT 1 FROM t_order"),
+    ("LOCK TABLES t_order READ, t_order READ",),
+    ("LOCK TABLES t_order READ, t_order_item AS t_order READ",),
+    ("LOCK TABLES nosuch READ",),
+    ("LOCK TABLES t_order READ LOCAL WRITE",),
+    ("UNLOCK TABLES", "UNLOCK TABLE"),
+    ("SET autocommit = 0", "LOCK TABLES t_order WRITE", f"UPDATE t_order SET status = 'z' WHERE {ROWS}", "ROLLBACK"),
+    (
+        "SET autocommit = 0",
+        "LOCK TABLES t_order WRITE",
+        f"UPDATE t_order SET status = 'z' WHERE {ROWS}",
+        "UNLOCK TABLES",
+    ),
+    ("START TRANSACTION", f"UPDATE t_order SET status = 't' WHERE {ROWS}", "LOCK TABLES t_order READ", "ROLLBACK"),
+    # a savepoint set before a data source joined: ROLLBACK TO takes back what it did since joining
+    ("START TRANSACTION", "SAVEPOINT sp", f"UPDATE t_order SET status = 's' WHERE {ROWS}", "ROLLBACK TO SAVEPOINT sp"),
+)
+EVERYTHING = (f"SELECT order_id, status FROM t_order WHERE {ROWS} ORDER BY 1", "SELECT COUNT(*) FROM t_order_item")
+
+
+def _errno_or_rows(conn: pymysql.connections.Connection[Any], sql: str) -> Any:
+    got = answer(conn, sql)
+    return got[:2] if got[0] == "ERR" else got
+
+
+@pytest.mark.parametrize("sides", ["sharded"], indirect=True)
+@pytest.mark.parametrize("statements", LOCKS, ids=lambda s: " / ".join(s))
+def test_lock_tables_as_one_server(sides: tuple[str, Connect, Connect], statements: tuple[str, ...]) -> None:
+    _layout, proxy, direct = sides
+    with proxy() as p, direct() as d:
+        for sql in statements:
+            assert _errno_or_rows(p, sql) == _errno_or_rows(d, sql), sql
+        for sql in ("UNLOCK TABLES", "ROLLBACK", "SET autocommit = 1", *EVERYTHING):
+            assert _errno_or_rows(p, sql) == _errno_or_rows(d, sql), sql
+    with proxy() as p, direct() as d:  # a new session finds no lock left
+        for sql in EVERYTHING:
+            assert _errno_or_rows(p, sql) == _errno_or_rows(d, sql), sql
+
+
+def test_lock_tables_refuses_an_alias_of_two_actual_tables(sharded_env: ShardedEnv) -> None:
+    """t_order has two actual tables on each data source: one alias cannot lock both there (MariaDB's 1066), and
+    locking one of them would leave the other unlocked: refused, naming the table, nothing locked."""
+    with sharded_env.connect() as conn:
+        got = answer(conn, "LOCK TABLES t_order AS o READ")
+        assert got[:2] == ("ERR", 1235) and "t_order_0, t_order_1" in got[2], got
+        assert answer(conn, "SELECT COUNT(*) >= 0 FROM t_order_item") == (["COUNT(*) >= 0"], [(1,)])
+
+
+def test_lock_tables_of_a_broadcast_table_hold_on_every_data_source(sharded_env: ShardedEnv) -> None:
+    """t_address is on both data sources: READ refuses the write on both (nothing written anywhere), and under WRITE
+    the write goes to both and the locks still hold after it (its statement transaction began with BEGIN, which
+    released them, before)."""
+    env = sharded_env
+    insert = "INSERT INTO t_address (address_id, address_name) VALUES (8891, 'x')"
+    count = "SELECT COUNT(*) FROM t_address WHERE address_id = 8891"
+    try:
+        with env.connect() as conn:
+            assert answer(conn, "LOCK TABLES t_address READ") == ([], [])
+            assert answer(conn, insert)[:2] == ("ERR", 1099)
+            assert [env.backend(ds, count) for ds in ("ds_0", "ds_1")] == [[(0,)], [(0,)]]
+            assert answer(conn, "LOCK TABLES t_address WRITE") == ([], [])
+            assert answer(conn, insert) == ([], [])
+            assert answer(conn, "SELECT COUNT(*) FROM t_order")[:2] == ("ERR", 1100)
+            assert answer(conn, "UNLOCK TABLES") == ([], [])
+            assert answer(conn, "SELECT COUNT(*) >= 0 FROM t_order")[1] == [(1,)]
+        assert [env.backend(ds, count) for ds in ("ds_0", "ds_1")] == [[(1,)], [(1,)]]
+    finally:
+        with env.connect() as conn:
+            answer(conn, "DELETE FROM t_address WHERE address_id = 8891")
+
+
+# prepared statements over the binary protocol: (database chosen?, text statements first, the prepared text, compare
+# the column labels at PREPARE too): the EXECUTE answer (labels as bytes, binary rows) and PREPARE's labels
+PREPARED = (
+    (False, (), b"SELECT DATABASE()", False),
+    (False, (), b"SELECT 1 + 1 AS two, @@max_allowed_packet > 0", True),
+    (False, (), b"SELECT * FROM t_order", True),
+    (True, (b"SET NAMES latin1",), b"SELECT 1 AS '\xe9'", True),
+    (True, (b"SET NAMES latin1",), b"SELECT 'x' AS `\xe9\xe8`, 2 AS '\xff'", True),
+    (True, (b"SET NAMES utf8mb4",), b"SELECT 1 AS '\xc3\xa9'", True),
+)
+
+
+def _prepared(c: Any, setup: tuple[bytes, ...], sql: bytes, labels_at_prepare: bool) -> tuple[Any, ...]:
+    from protocol.packets import is_err
+    from tests.integration.test_bytes import column_name, summarize
+
+    for statement in setup:
+        c.command(b"\x03" + statement)
+    c.send(b"\x16" + sql, 0)
+    _seq, first = c.read()
+    if is_err(first):
+        return summarize([first])
+    statement_id, columns, params = struct.unpack_from("<IHH", first, 1)
+    defs = [c.read()[1] for _ in range(columns + (1 if columns else 0) + params + (1 if params else 0))]
+    labels = [column_name(d) for d in defs[params + (1 if params else 0) :][:columns]]
+    packets = [p for _, p in c.command(b"\x17" + struct.pack("<IBI", statement_id, 0, 1))]
+    c.send(b"\x19" + struct.pack("<I", statement_id), 0)
+    return (labels if labels_at_prepare else None, summarize(packets))
+
+
+@pytest.mark.parametrize("layout", ["pass-through", "sharded"])
+@pytest.mark.parametrize(("chosen", "setup", "sql", "labels_at_prepare"), PREPARED, ids=[repr(p[2]) for p in PREPARED])
+def test_prepared_statements_as_one_server(
+    request: pytest.FixtureRequest,
+    layout: str,
+    chosen: bool,
+    setup: tuple[bytes, ...],
+    sql: bytes,
+    labels_at_prepare: bool,
+) -> None:
+    from tests.integration.test_bytes import login
+
+    if layout == "pass-through":
+        proxy: RunningProxy = request.getfixturevalue("passthrough_proxy")
+        server: MariaDBServer = request.getfixturevalue("mariadb")
+        names = ("demo", "demo_ds")
+    else:
+        env: ShardedEnv = request.getfixturevalue("sharded_env")
+        proxy, server, names = env.proxy, env.servers[0], ("sharding_db", ORACLE_DB)
+    proxied = login(proxy.host, proxy.port, names[0] if chosen else None)
+    direct = login(server.host, server.port, names[1] if chosen else None, server.password)
+    try:
+        assert _prepared(proxied, setup, sql, labels_at_prepare) == _prepared(direct, setup, sql, labels_at_prepare)
+    finally:
+        proxied.close()
+        direct.close()
+
+
+# handshake collations of character sets no client may use (ucs2, utf16, utf16le, utf32): MariaDB refuses the
+# connection with 1231, as SET NAMES would be refused, and so does the proxy (it accepted and failed every statement)
+NOT_CLIENT_COLLATIONS = (35, 54, 56, 60, 101, 160)
+
+
+def _outcome(connect: Connect, collation_id: int, db: Any = ...) -> Any:
+    try:
+        with connect(collation_id, db=db) as conn:
+            return answer(conn, "SELECT @@character_set_client")
+    except pymysql.err.MySQLError as exc:
+        return "ERR", *exc.args
+
+
+@pytest.mark.parametrize("collation_id", NOT_CLIENT_COLLATIONS)
+def test_a_handshake_in_a_charset_no_client_may_use_is_refused(
+    sides: tuple[str, Connect, Connect], collation_id: int
+) -> None:
+    _layout, proxy, direct = sides
+    assert _outcome(proxy, collation_id) == _outcome(direct, collation_id)
+    assert _outcome(proxy, collation_id, None) == _outcome(direct, collation_id, None)
+
+
+# EXPLAIN's notes: the warning count that ends its rows (EXPLAIN EXTENDED notes its rewritten query), text and
+# prepared, on the sharded database (several plans, one per unit: one note, as one server's EXPLAIN gives one)
+EXPLAINS = (
+    b"EXPLAIN EXTENDED SELECT * FROM t_order WHERE order_id = 1",
+    b"EXPLAIN EXTENDED SELECT * FROM t_order",
+    b"EXPLAIN SELECT * FROM t_order",
+    b"EXPLAIN EXTENDED SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2",
+)
+
+
+def _warnings_at_end(c: Any, sql: bytes, prepared: bool) -> Any:
+    from protocol.packets import is_eof, is_err
+
+    if prepared:
+        c.send(b"\x16" + sql, 0)
+        _seq, first = c.read()
+        if is_err(first):
+            return "ERR", first[3:]
+        statement_id, columns, params = struct.unpack_from("<IHH", first, 1)
+        for _ in range(columns + (1 if columns else 0) + params + (1 if params else 0)):
+            c.read()
+        packets = [p for _, p in c.command(b"\x17" + struct.pack("<IBI", statement_id, 0, 1))]
+        c.send(b"\x19" + struct.pack("<I", statement_id), 0)
+    else:
+        packets = [p for _, p in c.command(b"\x03" + sql)]
+    last = packets[-1]
+    assert is_eof(last), last
+    return struct.unpack_from("<H", last, 1)[0]
+
+
+@pytest.mark.parametrize("prepared", [False, True], ids=["text", "prepared"])
+@pytest.mark.parametrize("sql", EXPLAINS, ids=[s.decode() for s in EXPLAINS])
+def test_explain_keeps_its_notes(sharded_env: ShardedEnv, sql: bytes, prepared: bool) -> None:
+    from tests.integration.test_bytes import login
+
+    server = sharded_env.servers[0]
+    proxied = login(sharded_env.proxy.host, sharded_env.proxy.port, "sharding_db")
+    direct = login(server.host, server.port, ORACLE_DB, server.password)
+    try:
+        assert _warnings_at_end(proxied, sql, prepared) == _warnings_at_end(direct, sql, prepared)
+    finally:
+        proxied.close()
+        direct.close()
