@@ -70,6 +70,7 @@ class ResultRelay:
         "_client_eof",
         "_columns_left",
         "_continuation",
+        "_cursor",
         "_more",
         "_phase",
         "_rewrite_error",
@@ -82,12 +83,15 @@ class ResultRelay:
 
     def __init__(
         self, *, backend_deprecate_eof: bool, client_deprecate_eof: bool, first_seq: int = 1, rows_only: bool = False,
-        more_results: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None,
+        more_results: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None, cursor: bool = False,
     ) -> None:
         """`rows_only`: the answer has no header (COM_STMT_FETCH: rows, then EOF). `more_results`: the
         client's query has more statements after this one (the proxy splits multi-statement queries), so
-        the answer's last packet must say MORE_RESULTS_EXISTS."""
+        the answer's last packet must say MORE_RESULTS_EXISTS. `cursor`: the command asked for a cursor
+        (COM_STMT_EXECUTE with cursor flags): CURSOR_EXISTS after the column definitions ends the answer; in any
+        other answer it is a stored procedure's own open cursor, and more results may follow."""
         self._more = more_results
+        self._cursor = cursor
         self._rewrite_error = error_rewriter  # e.g. actual table names back to logic names
         self._buf = bytearray()
         self._backend_eof = backend_deprecate_eof
@@ -236,7 +240,7 @@ class ResultRelay:
         if phase is _Phase.COLUMNS_EOF:
             self._phase = _Phase.ROWS
             warnings, status = _HDR.unpack_from(payload, 1) if len(payload) >= 5 else (0, 0)
-            if status & _CURSOR_EXISTS:
+            if status & _CURSOR_EXISTS and self._cursor:
                 # COM_STMT_EXECUTE opened a cursor: the answer ends here, rows come with COM_STMT_FETCH
                 self._finish(status, warnings, None)
                 if self._client_eof:

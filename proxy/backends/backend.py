@@ -185,6 +185,7 @@ class BackendConnection:
         relay = relay_for(
             backend_deprecate_eof=BACKEND_DEPRECATE_EOF, client_deprecate_eof=client_deprecate_eof,
             first_seq=first_seq, rows_only=rows_only, more_results=more_results, error_rewriter=error_rewriter,
+            cursor=payload[:1] == b"\x17" and len(payload) > 5 and payload[5] != 0,  # COM_STMT_EXECUTE, cursor flags
         )
         self._send(payload)
         transport = client.transport

@@ -187,15 +187,18 @@ class FastPath:
         session.begin_command(command)
         transport = tap.transport
         self.conn, self.tap, self.backend_transport = conn, tap, transport
+        data = target.data
+        cursor = command == _STMT_EXECUTE and len(data) > 9 and data[9] != 0  # (the answer ends at the columns)
         if session.deprecate_eof == BACKEND_DEPRECATE_EOF:  # (relay_for's VerbatimRelay: kept, restarted)
             verbatim = self.verbatim
             if verbatim is None:
                 verbatim = self.verbatim = VerbatimRelay(deprecate_eof=BACKEND_DEPRECATE_EOF)
-            verbatim.restart(target.error_rewriter)
+            verbatim.restart(target.error_rewriter, cursor)
             self.relay = verbatim
         else:
             self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
-                                   client_deprecate_eof=session.deprecate_eof, error_rewriter=target.error_rewriter)
+                                   client_deprecate_eof=session.deprecate_eof, error_rewriter=target.error_rewriter,
+                                   cursor=cursor)
         self.keep_for_next = target.keep_for_next
         self.joining = b"" if target.joins else None
         tap.relay = self

@@ -9,6 +9,7 @@ name: the oracle is `ptt_oracle` on the same server, and its answers are compare
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +26,20 @@ ORACLE = "ptt_oracle"
 LOGICAL = "demo"
 PHYSICAL = "demo_ds"
 
+PROCEDURES = (
+    # a cursor of its own open: its result sets carry CURSOR_EXISTS, and more follow
+    "CREATE PROCEDURE ptt_cursor() BEGIN DECLARE x INT; DECLARE c CURSOR FOR SELECT v FROM ptt_one ORDER BY id; "
+    "INSERT INTO ptt_one VALUES ((SELECT COALESCE(MAX(id), 0) + 1 FROM ptt_one o), 7); OPEN c; FETCH c INTO x; "
+    "CLOSE c; SELECT x; SELECT 2 AS two, 'b' AS b; END",
+    "CREATE PROCEDURE ptt_sets() BEGIN SELECT 1 AS a; SELECT id, v FROM ptt_one ORDER BY id; END",
+    "CREATE PROCEDURE ptt_write() BEGIN DECLARE x INT; DECLARE c CURSOR FOR SELECT 1; OPEN c; FETCH c INTO x; "
+    "CLOSE c; UPDATE ptt_one SET v = v + 1; END",
+)
 SETUP = (
+    "DROP PROCEDURE IF EXISTS ptt_cursor",
+    "DROP PROCEDURE IF EXISTS ptt_sets",
+    "DROP PROCEDURE IF EXISTS ptt_write",
+    *PROCEDURES,
     "DROP TABLE IF EXISTS ptt_one, ptt_two, ptt_sub",
     "CREATE TABLE ptt_one (id INT PRIMARY KEY, v INT)",
     "CREATE TABLE ptt_two (id INT PRIMARY KEY, v INT, w VARCHAR(10))",
@@ -93,6 +107,8 @@ def pair(
     for conn in (oracle, proxied):
         with conn.cursor() as cur:
             cur.execute("DROP TABLE IF EXISTS ptt_one, ptt_two, ptt_sub")
+            for name in ("ptt_cursor", "ptt_sets", "ptt_write"):
+                cur.execute(f"DROP PROCEDURE IF EXISTS {name}")
         conn.close()
 
 
@@ -145,3 +161,133 @@ def test_sharded_information_schema(sharded_env: ShardedEnv, sql: str) -> None:
             assert got == cur.fetchall()
     finally:
         oracle.close()
+
+
+# --- multi-result answers of CALL, text and prepared -----------------------------------------------------
+
+COM_QUERY, COM_STMT_PREPARE, COM_STMT_EXECUTE, COM_STMT_CLOSE = 0x03, 0x16, 0x17, 0x19
+
+
+def _lenenc(data: bytes, pos: int) -> tuple[int, int]:
+    first = data[pos]
+    if first < 0xFB:
+        return first, pos + 1
+    size = {0xFC: 2, 0xFD: 3, 0xFE: 8}[first]
+    return int.from_bytes(data[pos + 1 : pos + 1 + size], "little"), pos + 1 + size
+
+
+def _packets(conn: pymysql.connections.Connection[Any]) -> list[Any]:
+    """The packets of one answer (result sets chained by MORE_RESULTS_EXISTS), read as a client reads them."""
+    out: list[Any] = []
+    while True:
+        try:
+            first = conn._read_packet()._data
+        except pymysql.err.MySQLError as exc:
+            return [*out, ("error", *exc.args)]
+        out.append(first)
+        if first[0] == 0x00:
+            _affected, pos = _lenenc(first, 1)
+            _insert_id, pos = _lenenc(first, pos)
+            status = struct.unpack_from("<H", first, pos)[0]
+        else:
+            count, _ = _lenenc(first, 0)
+            out += [conn._read_packet()._data for _ in range(count + 1)]  # definitions, EOF
+            while True:
+                try:
+                    packet = conn._read_packet()._data
+                except pymysql.err.MySQLError as exc:
+                    return [*out, ("error", *exc.args)]
+                out.append(packet)
+                if packet[0] == 0xFE and len(packet) < 9:
+                    status = struct.unpack_from("<H", packet, 3)[0]
+                    break
+        if not status & 0x0008:  # MORE_RESULTS_EXISTS
+            return out
+
+
+def _blank_schema(packets: Any) -> Any:
+    """Packets with the schema of each column definition left empty (what names the database is checked apart)."""
+    if isinstance(packets, list):
+        return [_blank_schema(p) for p in packets]
+    if isinstance(packets, bytes) and packets.startswith(b"\x03def"):
+        size, pos = _lenenc(packets, 4)
+        return packets[:4] + b"\x00" + packets[pos + size :]
+    return packets
+
+
+def raw_text(conn: pymysql.connections.Connection[Any], sql: str) -> list[Any]:
+    conn._execute_command(COM_QUERY, sql)
+    return _packets(conn)
+
+
+def raw_prepared(conn: pymysql.connections.Connection[Any], sql: str) -> list[Any]:
+    """COM_STMT_PREPARE (its answer but the statement id) and COM_STMT_EXECUTE's answer."""
+    conn._execute_command(COM_STMT_PREPARE, sql)
+    ok = conn._read_packet()._data
+    stmt_id, columns, params = struct.unpack_from("<IHH", ok, 1)
+    prepared = [ok[5:]] + [conn._read_packet()._data for n in (params, columns) if n for _ in range(n + 1)]
+    conn._execute_command(COM_STMT_EXECUTE, struct.pack("<IBI", stmt_id, 0, 1))
+    executed = _packets(conn)
+    conn._execute_command(COM_STMT_CLOSE, struct.pack("<I", stmt_id))
+    return [prepared, executed]
+
+
+CALLS = [
+    pytest.param(raw_text, "CALL ptt_cursor()", id="text-cursor"),
+    pytest.param(raw_text, "CALL ptt_sets()", id="text-two-sets"),
+    pytest.param(raw_text, "CALL ptt_write()", id="text-cursor-then-write"),
+    pytest.param(raw_prepared, "CALL ptt_cursor()", id="prepared-cursor"),
+    pytest.param(raw_prepared, "CALL ptt_sets()", id="prepared-two-sets"),
+    pytest.param(raw_prepared, "CALL ptt_write()", id="prepared-cursor-then-write"),
+]
+
+
+@pytest.mark.parametrize(("send", "sql"), CALLS)
+def test_call_relays_every_result(pair: tuple[Any, Any], send: Any, sql: str) -> None:
+    oracle, proxied = pair
+    for conn in (oracle, proxied):
+        with conn.cursor() as cur:
+            cur.execute("DELETE FROM ptt_one")
+            cur.execute("INSERT INTO ptt_one VALUES (1, 10), (2, 20)")
+    assert _blank_schema(send(proxied, sql)) == _blank_schema(send(oracle, sql))
+    check = "SELECT id, v FROM ptt_one ORDER BY id"
+    assert proxied.query(check) == oracle.query(check)
+    assert proxied._result.rows == oracle._result.rows  # the procedure ran once, as on MariaDB
+    assert answer(proxied, "SELECT 1") == answer(oracle, "SELECT 1")  # the connection is in step
+
+
+@pytest.mark.parametrize(("send", "sql"), CALLS)
+def test_sharded_call_relays_every_result(sharded_env: ShardedEnv, send: Any, sql: str) -> None:
+    """A CALL routed to one data source of a sharded database (the procedure made on every data source)."""
+    servers = dict(zip(("ds_0", "ds_1"), sharded_env.servers, strict=True))
+    made = [(servers[ds], physical) for ds, physical in sharded_env.physical["sharding_db"].items()]
+    made.append((sharded_env.servers[0], sharded_env.oracle_db))
+    for server, database in made:
+        with server.connect(database, autocommit=True) as conn, conn.cursor() as cur:
+            for ddl in (
+                "DROP TABLE IF EXISTS ptt_one",
+                "CREATE TABLE ptt_one (id INT PRIMARY KEY, v INT)",
+                "INSERT INTO ptt_one VALUES (1, 10), (2, 20)",
+                "DROP PROCEDURE IF EXISTS ptt_cursor",
+                "DROP PROCEDURE IF EXISTS ptt_sets",
+                "DROP PROCEDURE IF EXISTS ptt_write",
+                *PROCEDURES,
+            ):
+                cur.execute(ddl)
+    try:
+        with (
+            sharded_env.servers[0].connect(sharded_env.oracle_db, autocommit=True) as oracle,
+            sharded_env.proxy.connect("sharding_db") as proxied,
+        ):
+            assert _blank_schema(send(proxied, sql)) == _blank_schema(send(oracle, sql))
+            assert answer(proxied, "SELECT 1") == answer(oracle, "SELECT 1")
+    finally:
+        for server, database in made:
+            with server.connect(database, autocommit=True) as conn, conn.cursor() as cur:
+                for ddl in (
+                    "DROP TABLE IF EXISTS ptt_one",
+                    "DROP PROCEDURE IF EXISTS ptt_cursor",
+                    "DROP PROCEDURE IF EXISTS ptt_sets",
+                    "DROP PROCEDURE IF EXISTS ptt_write",
+                ):
+                    cur.execute(ddl)
