@@ -73,7 +73,9 @@ class ResultRelay:
         "_cursor",
         "_more",
         "_phase",
+        "_rewrite_column",
         "_rewrite_error",
+        "_rewrite_row",
         "_seq",
         "_seq_after",
         "done",
@@ -84,6 +86,7 @@ class ResultRelay:
     def __init__(
         self, *, backend_deprecate_eof: bool, client_deprecate_eof: bool, first_seq: int = 1, rows_only: bool = False,
         more_results: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None, cursor: bool = False,
+        column_rewriter: Callable[[bytes], bytes] | None = None, row_rewriter: Callable[[bytes], bytes] | None = None,
     ) -> None:
         """`rows_only`: the answer has no header (COM_STMT_FETCH: rows, then EOF). `more_results`: the
         client's query has more statements after this one (the proxy splits multi-statement queries), so
@@ -92,6 +95,10 @@ class ResultRelay:
         other answer it is a stored procedure's own open cursor, and more results may follow."""
         self._more = more_results
         self._cursor = cursor
+        # e.g. a pass-through database's physical name back to its logical one (proxy.backends.rename); rows
+        # only for the statements whose rows are the server's messages (never in packets of 16 MB or more)
+        self._rewrite_column = column_rewriter
+        self._rewrite_row = row_rewriter
         self._rewrite_error = error_rewriter  # e.g. actual table names back to logic names
         self._buf = bytearray()
         self._backend_eof = backend_deprecate_eof
@@ -118,7 +125,7 @@ class ResultRelay:
         seq = self._seq
         try:
             while end - pos >= 4 and not self.done:
-                if self._phase is _Phase.ROWS and not self._continuation:
+                if self._phase is _Phase.ROWS and not self._continuation and self._rewrite_row is None:
                     # hot loop: a run of complete row frames is copied in one piece, sequence ids
                     # patched in place in our own buffer (no object per row)
                     run_start = pos
@@ -167,8 +174,11 @@ class ResultRelay:
                         seq = (seq + 1) & 0xFF
                         continue
                     self.rows += 1
-                    out += bytes((length & 0xFF, (length >> 8) & 0xFF, length >> 16, seq))
-                    out += buf[start:stop]
+                    if self._rewrite_row is not None:
+                        out += _frame(self._rewrite_row(bytes(buf[start:stop])), seq)
+                    else:
+                        out += bytes((length & 0xFF, (length >> 8) & 0xFF, length >> 16, seq))
+                        out += buf[start:stop]
                     seq = (seq + 1) & 0xFF
                     continue
                 payload = bytes(buf[start:stop])
@@ -223,7 +233,7 @@ class ResultRelay:
             return _frame(payload, seq), (seq + 1) & 0xFF
         if phase is _Phase.COLUMNS:
             self._columns_left -= 1
-            out = _frame(payload, seq)
+            out = _frame(payload if self._rewrite_column is None else self._rewrite_column(payload), seq)
             seq = (seq + 1) & 0xFF
             if self._columns_left == 0:
                 if self._backend_eof:

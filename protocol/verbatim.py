@@ -276,14 +276,17 @@ class VerbatimRelay:
 def relay_for(
     *, backend_deprecate_eof: bool, client_deprecate_eof: bool, first_seq: int = 1, rows_only: bool = False,
     more_results: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None, cursor: bool = False,
+    column_rewriter: Callable[[bytes], bytes] | None = None, row_rewriter: Callable[[bytes], bytes] | None = None,
 ) -> ResultRelay | VerbatimRelay:
     """A `VerbatimRelay` when the answer needs no change (same framing, sequence ids from 1; an ERR may be
     rewritten), else a `ResultRelay`."""
-    if backend_deprecate_eof == client_deprecate_eof and first_seq == 1 and not rows_only and not more_results:
+    if backend_deprecate_eof == client_deprecate_eof and first_seq == 1 and not rows_only and not more_results \
+            and column_rewriter is None and row_rewriter is None:
         return VerbatimRelay(deprecate_eof=backend_deprecate_eof, error_rewriter=error_rewriter, cursor=cursor)
     return ResultRelay(backend_deprecate_eof=backend_deprecate_eof, client_deprecate_eof=client_deprecate_eof,
                        first_seq=first_seq, rows_only=rows_only, more_results=more_results,
-                       error_rewriter=error_rewriter, cursor=cursor)
+                       error_rewriter=error_rewriter, cursor=cursor, column_rewriter=column_rewriter,
+                       row_rewriter=row_rewriter)
 
 
 __all__ = ["VerbatimRelay", "relay_for"]

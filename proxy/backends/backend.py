@@ -179,13 +179,15 @@ class BackendConnection:
     async def relay(
         self, payload: bytes, client: asyncio.StreamWriter, *, first_seq: int, client_deprecate_eof: bool,
         rows_only: bool = False, more_results: bool = False,
-        error_rewriter: Callable[[bytes], bytes] | None = None,
+        error_rewriter: Callable[[bytes], bytes] | None = None, column_rewriter: Callable[[bytes], bytes] | None = None,
+        row_rewriter: Callable[[bytes], bytes] | None = None,
     ) -> ResultSummary:
         """Send a command and copy its response to the client as it arrives (with backpressure)."""
         relay = relay_for(
             backend_deprecate_eof=BACKEND_DEPRECATE_EOF, client_deprecate_eof=client_deprecate_eof,
             first_seq=first_seq, rows_only=rows_only, more_results=more_results, error_rewriter=error_rewriter,
             cursor=payload[:1] == b"\x17" and len(payload) > 5 and payload[5] != 0,  # COM_STMT_EXECUTE, cursor flags
+            column_rewriter=column_rewriter, row_rewriter=row_rewriter,
         )
         self._send(payload)
         transport = client.transport

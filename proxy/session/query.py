@@ -55,7 +55,16 @@ async def query(session: Session, payload: bytes) -> None:
         session.sticky = True
     source = db.pass_through_source
     if source is not None:
-        await relay_pass_through(session, source, payload, sql)
+        renaming = db.renaming
+        if renaming is not None:  # the physical database has another name: qualified names are translated
+            physical = renaming.request(sql)
+            if physical is not sql:
+                payload = ComQuery(physical.encode("utf-8", errors="surrogateescape")).encode()
+            session.rename_rows = renaming.rows_for(sql)
+        try:
+            await relay_pass_through(session, source, payload, sql)
+        finally:
+            session.rename_rows = False
         after_pass_through(session, source, sql)
         _unless_refused(session, became_sticky)
         return

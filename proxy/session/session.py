@@ -83,6 +83,8 @@ class Session(SessionConnections, StatementStopping):
         self.charset = "utf8mb4"
         self._status = int(ServerStatus.AUTOCOMMIT)
         self.more_results = False  # a multi-statement query has statements after the current one
+        # the pass-through statement being relayed has rows of the server's own names (proxy.backends.rename)
+        self.rename_rows = False
         self.errored = False  # the current statement's answer was an ERR
         self.busy = False  # a command is being answered: held connections may not be taken back
         self.sticky = False  # the session put state on its connections that cannot be re-created
@@ -302,10 +304,19 @@ class Session(SessionConnections, StatementStopping):
     ) -> ResultSummary:
         """Send a command on `conn` and relay its answer to the client (or to `writer`, standing in for it).
         A `replica`'s status flags say nothing of the session's transaction, which lives on the primary."""
-        summary = await conn.relay(
-            payload, writer or self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
-            more_results=self.more_results, error_rewriter=error_rewriter,
-        )
+        db = self.database
+        renaming = db.renaming if db is not None and db.kernel is None else None
+        if renaming is not None:  # a pass-through database whose physical database has another name
+            summary = await conn.relay(
+                payload, writer or self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
+                more_results=self.more_results, error_rewriter=error_rewriter or renaming.error,
+                column_rewriter=renaming.column, row_rewriter=renaming.row if self.rename_rows else None,
+            )
+        else:
+            summary = await conn.relay(
+                payload, writer or self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
+                more_results=self.more_results, error_rewriter=error_rewriter,
+            )
         self.wire.seq = summary.next_seq
         if summary.error is not None:
             self.errored = True

@@ -83,7 +83,7 @@ def answer(conn: pymysql.connections.Connection[Any], sql: str) -> list[Any]:
                     f.flags,
                     f.scale,
                 )
-                for f in (r.fields or ())
+                for f in (getattr(r, "fields", None) or ())
             ]
             out.append((fields, r.rows, r.affected_rows, r.insert_id, r.server_status, r.warning_count, r.message))
             if not cur.nextset():
@@ -291,3 +291,98 @@ def test_sharded_call_relays_every_result(sharded_env: ShardedEnv, send: Any, sq
                     "DROP PROCEDURE IF EXISTS ptt_write",
                 ):
                     cur.execute(ddl)
+
+
+# --- a physical database of another name: translated on the way in, never shown -------------------------
+
+RENAMED: list[Any] = [
+    # one case: statements run in turn on one connection, each answer compared ({db}: the database's name)
+    pytest.param(
+        ("INSERT INTO {db}.ptt_one VALUES (10, 1), (11, 2)", "SELECT * FROM {db}.ptt_one ORDER BY id"),
+        id="insert-qualified",
+    ),
+    pytest.param(
+        (
+            "UPDATE {db}.ptt_one SET v = v + 1 WHERE id = 10",
+            "DELETE FROM {db}.ptt_one WHERE id = 11",
+            "SELECT {db}.ptt_one.id, `{db}`.`ptt_one`.v FROM `{db}`.ptt_one ORDER BY 1",
+        ),
+        id="update-delete",
+    ),
+    pytest.param(("SELECT id FROM ptt_one",), id="column-definitions"),
+    pytest.param(
+        ("CHECK TABLE {db}.ptt_one", "CHECK TABLE ptt_one, ptt_nosuch", "ANALYZE TABLE ptt_one"), id="check-table"
+    ),
+    pytest.param(
+        ("SELECT * FROM {db}.ptt_nosuch", "SELECT * FROM ptt_nosuch", "SHOW CREATE TABLE {db}.ptt_nosuch"), id="errors"
+    ),
+    pytest.param(("EXPLAIN EXTENDED SELECT * FROM {db}.ptt_one WHERE id = 1", "SHOW WARNINGS"), id="explain-notes"),
+    pytest.param(
+        (
+            "SHOW TABLES LIKE 'ptt_o%'",
+            "SHOW FULL TABLES FROM {db} LIKE 'ptt_o%'",
+            "SHOW COLUMNS FROM ptt_one FROM {db}",
+            "DESCRIBE {db}.ptt_one",
+        ),
+        id="show",
+    ),
+    pytest.param(("SHOW CREATE VIEW {db}.ptt_view", "SELECT * FROM {db}.ptt_view ORDER BY id"), id="view"),
+    pytest.param(
+        (
+            "SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema = '{db}' "
+            "AND table_name = 'ptt_one'",
+        ),
+        id="information-schema",
+    ),
+]
+
+
+@pytest.fixture
+def impostor(mariadb: MariaDBServer, pair: tuple[Any, Any]) -> Iterator[MariaDBServer]:
+    """A real database named like the logical one on the same server: what a statement must never reach."""
+    for sql in (
+        f"CREATE DATABASE IF NOT EXISTS {LOGICAL}",
+        f"CREATE TABLE IF NOT EXISTS {LOGICAL}.ptt_one (id INT PRIMARY KEY, v INT)",
+    ):
+        mariadb.execute(sql)
+    for conn in pair:
+        with conn.cursor() as cur:
+            for sql in (
+                "DELETE FROM ptt_one",
+                "INSERT INTO ptt_one VALUES (1, 10), (2, 20)",
+                "CREATE OR REPLACE VIEW ptt_view AS SELECT id FROM ptt_one",
+            ):
+                cur.execute(sql)
+    yield mariadb
+    assert mariadb.execute(f"SELECT COUNT(*) FROM {LOGICAL}.ptt_one") == [(0,)]
+    mariadb.execute(f"DROP DATABASE {LOGICAL}")
+    for conn in pair:
+        with conn.cursor() as cur:
+            cur.execute("DROP VIEW IF EXISTS ptt_view")
+
+
+@pytest.mark.parametrize("statements", RENAMED)
+def test_physical_name_never_shows(pair: tuple[Any, Any], impostor: MariaDBServer, statements: tuple[str, ...]) -> None:
+    oracle, proxied = pair
+    for sql in statements:
+        assert answer(proxied, sql.format(db=LOGICAL)) == _normalized(answer(oracle, sql.format(db=ORACLE))), sql
+
+
+@pytest.mark.parametrize("sql", ["SELECT * FROM {db}.ptt_one WHERE id = ?", "SELECT id FROM ptt_one"])
+def test_physical_name_never_shows_prepared(pair: tuple[Any, Any], impostor: MariaDBServer, sql: str) -> None:
+    """COM_STMT_PREPARE's and COM_STMT_EXECUTE's column definitions name the logical database."""
+    oracle, proxied = pair
+    via = raw_prepared(proxied, sql.format(db=LOGICAL))
+    direct = raw_prepared(oracle, sql.format(db=ORACLE))
+    assert _with_schema(via, LOGICAL) == _with_schema(direct, ORACLE)
+
+
+def _with_schema(packets: Any, name: str) -> Any:
+    """The packets with each column definition's schema checked to be `name` and then left out."""
+    if isinstance(packets, list):
+        return [_with_schema(p, name) for p in packets]
+    if isinstance(packets, bytes) and packets.startswith(b"\x03def"):
+        size, pos = _lenenc(packets, 4)
+        assert packets[pos : pos + size] in (name.encode(), b""), packets
+        return packets[:4] + packets[pos + size :]
+    return packets
