@@ -49,6 +49,9 @@ class ResultSummary:
     result_sets: int = 0
     info: bytes = b""
     next_seq: int = 0  # the client-side sequence id after the relayed answer
+    # LOAD DATA LOCAL INFILE: the server's request for the client's file (0xFB and its name), relayed; the answer
+    # goes on after the client's file content
+    local_infile: bytes | None = None
 
 
 def _frame(payload: bytes | memoryview, seq: int) -> bytes:
@@ -225,7 +228,10 @@ class ResultRelay:
                     payload = replace(ok, status=ok.status | ServerStatus.MORE_RESULTS_EXISTS).encode()
                 return _frame(payload, seq), (seq + 1) & 0xFF
             if head == 0xFB:
-                raise MalformedPacket("LOAD DATA LOCAL INFILE is not supported through the proxy")
+                self.summary.local_infile = payload
+                self._phase = _Phase.DONE
+                self.done = True
+                return _frame(payload, seq), (seq + 1) & 0xFF
             count = head if head < 0xFB else (Reader(payload).lenenc_int() or 0)
             self._columns_left = count
             self.summary.result_sets += 1

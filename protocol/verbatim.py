@@ -226,8 +226,10 @@ class VerbatimRelay:
             s.last_insert_id = ok.last_insert_id or s.last_insert_id
             s.info = ok.info
             return self._end(int(ok.status), ok.warnings)
-        if head == 0xFB:
-            raise MalformedPacket("LOAD DATA LOCAL INFILE is not supported through the proxy")
+        if head == 0xFB:  # LOAD DATA LOCAL INFILE: the server asks for the client's file; the answer goes on after it
+            self.summary.local_infile = payload
+            self.done = True
+            return _DONE
         count = head if head < 0xFB else (Reader(payload).lenenc_int() or 0)
         self._columns_left = count
         self.summary.result_sets += 1

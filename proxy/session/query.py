@@ -16,7 +16,7 @@ from protocol.constants import ErrorCode
 from protocol.errors import ServerError
 from protocol.packets import ComQuery
 from proxy.backends.readwrite import ReadWriteGroup
-from proxy.execution import txn_control
+from proxy.execution import infile, txn_control
 from proxy.execution.plain import statement_kind
 from proxy.execution.replicas import relay_pass_through
 from proxy.execution.routed import execute_routed
@@ -55,6 +55,8 @@ async def query(session: Session, payload: bytes) -> None:
         session.sticky = True
     source = db.pass_through_source
     if source is not None:
+        if infile.refused(session, sql):
+            return
         renaming = db.renaming
         if renaming is not None:  # the physical database has another name: qualified names are translated
             physical = renaming.request(sql)

@@ -33,6 +33,7 @@ from proxy.config.model import UserConfig
 from proxy.execution import txn
 from proxy.execution.errors import answer_error, server_errno
 from proxy.execution.fastpath import ClientProtocol, FastPath
+from proxy.execution.infile import local_infile
 from proxy.execution.resultset import result_packets
 from proxy.execution.state import GroupSessionState, StatementRegistry, TransactionState
 from proxy.frontend.handshake import HandshakeFailed
@@ -318,6 +319,9 @@ class Session(SessionConnections, StatementStopping):
                 more_results=self.more_results, error_rewriter=error_rewriter,
             )
         self.wire.seq = summary.next_seq
+        while summary.local_infile is not None:  # LOAD DATA LOCAL INFILE: the client's file, then the answer
+            summary = await local_infile(self, conn, writer or self.writer, error_rewriter)
+            self.wire.seq = summary.next_seq
         if summary.error is not None:
             self.errored = True
             self.last_errno = summary.error.errno

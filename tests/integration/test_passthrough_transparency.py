@@ -9,6 +9,7 @@ name: the oracle is `ptt_oracle` on the same server, and its answers are compare
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -386,3 +387,103 @@ def _with_schema(packets: Any, name: str) -> Any:
         assert packets[pos : pos + size] in (name.encode(), b""), packets
         return packets[:4] + packets[pos + size :]
     return packets
+
+
+# --- LOAD DATA LOCAL INFILE: the file request relayed to the client, its file to the data source -------------
+
+LOADS = [
+    pytest.param(True, "LOAD DATA LOCAL INFILE '{path}' INTO TABLE ptt_one", id="local-files"),
+    pytest.param(
+        True,
+        "LOAD DATA LOCAL INFILE '{path}' REPLACE INTO TABLE ptt_one FIELDS TERMINATED BY ','",
+        id="replace-with-warnings",
+    ),
+    pytest.param(True, "LOAD DATA LOCAL INFILE '{path}.missing' INTO TABLE ptt_one", id="client-cannot-read"),
+    pytest.param(True, "LOAD DATA LOCAL INFILE '{path}' INTO TABLE ptt_nosuch", id="no-such-table"),
+    pytest.param(False, "LOAD DATA LOCAL INFILE '{path}' INTO TABLE ptt_one", id="client-without-local-files"),
+]
+
+
+@pytest.mark.parametrize(("local", "sql"), LOADS)
+def test_load_data_local_infile(
+    mariadb: MariaDBServer, passthrough_proxy: RunningProxy, pair: tuple[Any, Any], tmp_path: Any, local: bool, sql: str
+) -> None:
+    path = tmp_path / "rows.tsv"
+    path.write_text("1\t10\n2\t20\n3\tx\n")
+    text = sql.format(path=path)
+    answers = []
+    for conn in (
+        mariadb.connect(ORACLE, autocommit=True, local_infile=local),
+        passthrough_proxy.connect(LOGICAL, local_infile=local),
+    ):
+        with conn:
+            with conn.cursor() as cur:
+                cur.execute("DELETE FROM ptt_one")
+            answers.append(
+                (answer(conn, text), answer(conn, "SELECT * FROM ptt_one ORDER BY id"), answer(conn, "SHOW WARNINGS"))
+            )
+    assert answers[1] == _normalized(answers[0])
+
+
+def test_load_data_local_infile_with_the_cli(
+    mariadb: MariaDBServer, passthrough_proxy: RunningProxy, pair: tuple[Any, Any], tmp_path: Any
+) -> None:
+    """The `mariadb` client, which sends the file only with --local-infile."""
+    import subprocess
+
+    path = tmp_path / "rows.tsv"
+    path.write_text("7\t70\n8\t80\n")
+    outs = []
+    for host, port, user, password, database in (
+        (mariadb.host, mariadb.port, mariadb.user, mariadb.password, ORACLE),
+        (passthrough_proxy.host, passthrough_proxy.port, "root", "root", LOGICAL),
+    ):
+        cmd = [
+            "mariadb",
+            "--no-defaults",
+            "-h",
+            host,
+            "-P",
+            str(port),
+            "-u",
+            user,
+            f"-p{password}",
+            "--local-infile=1",
+            "-vvv",
+            database,
+            "-e",
+            f"DELETE FROM ptt_one; LOAD DATA LOCAL INFILE '{path}' INTO TABLE ptt_one; "
+            "SELECT * FROM ptt_one ORDER BY id",
+        ]
+        res = subprocess.run(cmd, capture_output=True, timeout=60)
+        outs.append((res.returncode, res.stderr, re.sub(rb"\([0-9.]+ sec\)", b"", res.stdout)))
+    assert outs[1] == outs[0]
+    assert b"Records: 2  Deleted: 0  Skipped: 0  Warnings: 0" in outs[1][2]
+
+
+def test_sharded_single_node_load_data_local_infile(sharded_env: ShardedEnv, tmp_path: Any) -> None:
+    """extra_db's t_single lives on ds_0 only: the statement is routed there, the file relayed."""
+    path = tmp_path / "rows.tsv"
+    path.write_text("1\ta\n2\tb\n")
+    oracle_server = sharded_env.servers[0]
+    oracle_server.execute(
+        "CREATE TABLE IF NOT EXISTS ptt_single (id INT NOT NULL, v VARCHAR(10))", sharded_env.oracle_db
+    )
+    sql = "LOAD DATA LOCAL INFILE '{path}' INTO TABLE {table}"
+    try:
+        answers = []
+        for conn, table in (
+            (oracle_server.connect(sharded_env.oracle_db, autocommit=True, local_infile=True), "ptt_single"),
+            (sharded_env.proxy.connect("extra_db", local_infile=True), "t_single"),
+        ):
+            with conn:
+                with conn.cursor() as cur:
+                    cur.execute(f"DELETE FROM {table}")
+                got = answer(conn, sql.format(path=path, table=table))
+                rows = conn.cursor()
+                rows.execute(f"SELECT * FROM {table} ORDER BY id")
+                answers.append((got, rows.fetchall()))
+                rows.execute(f"DELETE FROM {table}")
+        assert answers[1] == answers[0]
+    finally:
+        oracle_server.execute("DROP TABLE IF EXISTS ptt_single", sharded_env.oracle_db)

@@ -119,9 +119,11 @@ def test_verbatim_refuses_bytes_after_the_end(c: Any) -> None:
         VerbatimRelay(c=c).feed(stream + b"\x01\x00\x00\x00\x00")
 
 
-def test_verbatim_rejects_local_infile(c: Any) -> None:
-    with pytest.raises(MalformedPacket):
-        VerbatimRelay(c=c).feed(encode_packet(b"\xfb/etc/passwd", 1)[0])
+def test_verbatim_passes_a_local_infile_request_on(c: Any) -> None:
+    relay = VerbatimRelay(c=c)
+    request = encode_packet(b"\xfbrows.tsv", 1)[0]
+    assert relay.feed(request) == request
+    assert relay.done and relay.summary.local_infile == b"\xfbrows.tsv" and relay.next_seq == 2
 
 
 @pytest.mark.parametrize("row_payload", [MAX_PAYLOAD - 1, MAX_PAYLOAD, MAX_PAYLOAD + 1, 2 * MAX_PAYLOAD])
