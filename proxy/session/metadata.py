@@ -71,6 +71,9 @@ _SHOW_CREATE_DATABASE = re.compile(
     re.I,
 )
 _SYSTEM_SCHEMAS = {"information_schema", "performance_schema", "mysql", "sys"}
+_SHOW_STATUS = re.compile(r"^\s*SHOW\s+(?:(?:GLOBAL|SESSION|LOCAL)\s+)?STATUS\b", re.I)
+# status variables that count the server's clients: the proxy's sessions, not its pooled connections
+_CLIENT_COUNTS = {b"threads_connected"}
 
 
 def _quote(value: str) -> str:
@@ -121,6 +124,8 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
         return True
     head = sql.lstrip()[:20].upper()
     if head.startswith("SHOW"):
+        if _SHOW_STATUS.match(sql):
+            return await _show_status(session, db, sql)
         m = _SHOW_CREATE_DATABASE.match(sql)
         if m:
             await _show_create_database(session, m)
@@ -159,6 +164,42 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
             await _information_schema(session, db, sql)
             return True
     return False
+
+
+async def _show_status(session: Session, db: LogicalDatabase | None, sql: str) -> bool:
+    """SHOW STATUS, run on a data source, with the counts of clients (`Threads_connected`) the proxy's own: the data
+    source counts the proxy's pooled connections. False when no data source can answer (no database chosen and no
+    default one)."""
+    target = db if db is not None else session.server.default_database()
+    if target is None:
+        return False
+    saved = session.database
+    session.database = target  # (no database chosen: the default one's data source, as other such statements)
+    try:
+        conn = await session.backend(next(iter(target.sources)), record_write=False)
+    finally:
+        session.database = saved
+    columns: tuple[ColumnDefinition41, ...] = ()
+    rows: list[tuple[bytes | None, ...]] = []
+    sessions = str(len(session.server.sessions)).encode()
+    async for ev in conn.events(ComQuery(sql.encode("utf-8", "surrogateescape")).encode()):
+        if isinstance(ev, ResultHeader):
+            columns = ev.columns
+        elif isinstance(ev, bytes):
+            row = decode_text_row(ev, len(columns))
+            if len(row) == 2 and (row[0] or b"").lower() in _CLIENT_COUNTS:
+                row = (row[0], sessions)
+            rows.append(row)
+        elif isinstance(ev, ERRPacket):
+            session.error(ev.errno, ev.message, ev.sqlstate)
+            return True
+    if not columns:
+        session.ok()
+        return True
+    session.wire.send_many(
+        result_packets(list(columns), rows, capabilities=session.capabilities, status=session.status)
+    )
+    return True
 
 
 def _target(session: Session, db: LogicalDatabase, named: str | None) -> LogicalDatabase | None:

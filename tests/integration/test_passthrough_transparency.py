@@ -487,3 +487,44 @@ def test_sharded_single_node_load_data_local_infile(sharded_env: ShardedEnv, tmp
         assert answers[1] == answers[0]
     finally:
         oracle_server.execute("DROP TABLE IF EXISTS ptt_single", sharded_env.oracle_db)
+
+
+# --- the server's view of its clients: the proxy's sessions, as MariaDB shows its own -------------------------
+
+OWN_ROW = [
+    # the session's own row: (SQL, how to find it in the answer)
+    ("SHOW PROCESSLIST;", "show"),
+    ("SHOW FULL PROCESSLIST ;  ", "show"),
+    ("SELECT COMMAND, STATE, INFO FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID();", "select"),
+]
+
+
+@pytest.mark.parametrize(("sql", "kind"), OWN_ROW)
+def test_processlist_own_row(pair: tuple[Any, Any], sql: str, kind: str) -> None:
+    """State `starting`, Info without the statement's trailing `;`, Progress with MariaDB's three decimals."""
+    got = []
+    for conn in pair:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            rows = cur.fetchall()
+        if kind == "show":
+            rows = tuple(r[4:] for r in rows if r[0] == conn.thread_id())  # Command, Time, State, Info, Progress
+        got.append(rows)
+    assert got[1] == got[0]
+
+
+def test_threads_connected_counts_client_sessions(passthrough_proxy: RunningProxy, pair: tuple[Any, Any]) -> None:
+    _oracle, proxied = pair
+
+    def threads_connected() -> int:
+        with proxied.cursor() as cur:
+            cur.execute("SHOW STATUS LIKE 'Threads_connected'")
+            return int(cur.fetchone()[1])
+
+    before = threads_connected()
+    assert before == passthrough_proxy.call(lambda: len(passthrough_proxy.server.sessions))
+    with passthrough_proxy.connect(LOGICAL), passthrough_proxy.connect(LOGICAL):
+        assert threads_connected() == before + 2
+    with passthrough_proxy.connect(None) as bare, bare.cursor() as cur:  # no database chosen yet
+        cur.execute("SHOW GLOBAL STATUS WHERE Variable_name = 'Threads_connected'")
+        assert cur.fetchall() == (("Threads_connected", str(before + 1)),)
