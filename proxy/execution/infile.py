@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 _LOAD_LOCAL = re.compile(r"^\s*LOAD\s+(?:DATA|XML)\s+(?:(?:LOW_PRIORITY|CONCURRENT)\s+)?LOCAL\b", re.I)
 NOT_ALLOWED = 4166  # ER_LOAD_INFILE_CAPABILITY_DISABLED
-NOT_ALLOWED_MESSAGE = ("The used command is not allowed because the MariaDB server or client has disabled the local "
-                       "infile capability")
+NOT_ALLOWED_MESSAGE = (
+    "The used command is not allowed because the MariaDB server or client has disabled the local infile capability"
+)
 
 
 def refused(session: Session, sql: str) -> bool:
@@ -33,8 +34,9 @@ def refused(session: Session, sql: str) -> bool:
     return True
 
 
-async def local_infile(session: Session, conn: BackendConnection, writer: Any,
-                       error_rewriter: Callable[[bytes], bytes] | None) -> ResultSummary:
+async def local_infile(
+    session: Session, conn: BackendConnection, writer: Any, error_rewriter: Callable[[bytes], bytes] | None
+) -> ResultSummary:
     """After the file request was relayed: the client's packets to the data source, up to and with the empty one
     that ends the file, each with the sequence id it came with; then the answer that follows, relayed."""
     while True:
@@ -42,8 +44,15 @@ async def local_infile(session: Session, conn: BackendConnection, writer: Any,
         conn.send_frame(payload, (session.wire.seq - 1) & 0xFF)
         if not payload:
             break
-    return await conn.relay(b"", writer, first_seq=session.wire.seq, client_deprecate_eof=session.deprecate_eof,
-                            more_results=session.more_results, error_rewriter=error_rewriter, send=False)
+    return await conn.relay(
+        b"",
+        writer,
+        first_seq=session.wire.seq,
+        client_deprecate_eof=session.deprecate_eof,
+        more_results=session.more_results,
+        error_rewriter=error_rewriter,
+        send=False,
+    )
 
 
 __all__ = ["local_infile", "refused"]
