@@ -115,6 +115,19 @@ def _cmd_demo_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _accept_global_options_after_commands(parser: argparse.ArgumentParser) -> None:
+    """`shardproxy serve --log-json` as well as `shardproxy --log-json serve`: every command (and sub-command)
+    takes the global options too; given there, they win (SUPPRESS: absent, they leave the global value)."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for command in dict.fromkeys(action.choices.values()):
+            command.add_argument("--log-level", default=argparse.SUPPRESS, help="as before the command")
+            command.add_argument("--log-json", action="store_true", default=argparse.SUPPRESS,
+                                 help="as before the command")
+            _accept_global_options_after_commands(command)
+
+
 def main(argv: list[str] | None = None) -> int:
     env = os.environ
     parser = argparse.ArgumentParser(
@@ -156,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     from proxy.migration.cli import add_parser as add_migrate
 
     add_migrate(sub)  # shardproxy migrate start|status|check|commit|rollback (proxy.migration.cli)
+    _accept_global_options_after_commands(parser)
     args = parser.parse_args(argv)
     configure(args.log_level, json=args.log_json)
     return int(args.func(args))

@@ -40,10 +40,10 @@ SHARDING_SCHEMA = [
     "user_id INT NOT NULL, status VARCHAR(45) NULL, PRIMARY KEY (order_item_id))",
     "CREATE TABLE IF NOT EXISTS t_address (address_id BIGINT NOT NULL, address_name VARCHAR(100) NOT NULL, "
     "PRIMARY KEY (address_id))",
-    "INSERT INTO t_address (address_id, address_name) VALUES (1, 'Beijing'), (2, 'Shanghai')",
-    "INSERT INTO t_order (order_id, user_id, status) VALUES (1, 1, 'INIT'), (2, 1, 'PAID'), (3, 2, 'INIT'), "
+    "INSERT IGNORE INTO t_address (address_id, address_name) VALUES (1, 'Beijing'), (2, 'Shanghai')",
+    "INSERT IGNORE INTO t_order (order_id, user_id, status) VALUES (1, 1, 'INIT'), (2, 1, 'PAID'), (3, 2, 'INIT'), "
     "(4, 2, 'SHIPPED')",
-    "INSERT INTO t_order_item (order_item_id, order_id, user_id, status) VALUES (1, 1, 1, 'INIT'), "
+    "INSERT IGNORE INTO t_order_item (order_item_id, order_id, user_id, status) VALUES (1, 1, 1, 'INIT'), "
     "(2, 2, 1, 'PAID'), (3, 3, 2, 'INIT'), (4, 4, 2, 'SHIPPED')",
 ]
 

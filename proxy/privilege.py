@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from routing.config import refuse_unknown_keys
 from routing.errors import ConfigError
 
 
@@ -96,9 +97,7 @@ def parse_privilege(raw: Any, file: str, users: Iterable[User], warn: Callable[[
         return Privilege()
     if not isinstance(raw, Mapping):
         raise ConfigError("expected a mapping with a type (ALL_PERMITTED or DATABASE_PERMITTED)", file=file, key=key)
-    for k in raw:
-        if k not in ("type", "props"):
-            warn(f"{file}: {key}.{k}: unknown key, ignored")
+    refuse_unknown_keys(raw, {"type", "props"}, file=file, prefix=f"{key}.")
     kind = _ALIASES.get(str(raw.get("type") or ALL_PERMITTED).strip().upper())
     if kind is None:
         raise ConfigError(f"unknown privilege type {raw.get('type')!r}: shardproxy implements ALL_PERMITTED and "

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from routing.config import refuse_unknown_keys
 from routing.errors import ConfigError
 
 LOAD_BALANCER_TYPES = ("ROUND_ROBIN", "RANDOM", "WEIGHT")
@@ -80,9 +81,7 @@ def parse_groups(
         if str(rule.get("__rule__", "")).upper() != "READWRITE_SPLITTING":
             continue
         key = f"rules[{index}]"
-        for k in rule:
-            if k not in _RULE_KEYS:
-                warn(f"{file}: {key}.{k}: unknown key, ignored")
+        refuse_unknown_keys(rule, _RULE_KEYS, file=file, prefix=f"{key}.")
         raw_groups = rule.get("dataSourceGroups", rule.get("dataSources")) or {}
         if not isinstance(raw_groups, Mapping):
             raise ConfigError("expected a mapping of group name to group", file=file, key=f"{key}.dataSourceGroups")
@@ -94,9 +93,7 @@ def parse_groups(
             if not isinstance(raw, Mapping):
                 raise ConfigError("expected a mapping", file=file, key=gkey)
             g: Mapping[str, Any] = raw.get("staticStrategy") if isinstance(raw.get("staticStrategy"), Mapping) else raw
-            for k in raw:
-                if k not in _GROUP_KEYS:
-                    warn(f"{file}: {gkey}.{k}: unknown key, ignored")
+            refuse_unknown_keys(raw, _GROUP_KEYS, file=file, prefix=f"{gkey}.")
             write = g.get("writeDataSourceName")
             if not isinstance(write, str) or not write:
                 raise ConfigError("needs writeDataSourceName", file=file, key=f"{gkey}.writeDataSourceName")

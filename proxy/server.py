@@ -19,7 +19,7 @@ from proxy.backends.runtime import LogicalDatabase
 from proxy.backends.xa import TransactionManager
 from proxy.backends.xalog import LogUnavailable
 from proxy.clusterport import STANDALONE, Standalone
-from proxy.config.model import ProxyConfig
+from proxy.config.model import DatabaseConfig, ProxyConfig
 from proxy.execution.fastpath import ClientProtocol
 from proxy.frontend import tls
 from proxy.frontend.handshake import Authenticator
@@ -39,7 +39,10 @@ def listen_backlog(config: ProxyConfig) -> int:
     """props.proxy-backlog, else ShardingSphere's props.proxy-netty-backlog, else DEFAULT_BACKLOG (a value
     that is not a positive integer counts as absent)."""
     for name in BACKLOG_PROPS:
-        value = config.prop_int(name, 0)
+        try:
+            value = int(config.props.get(name) or 0)
+        except (TypeError, ValueError):
+            continue
         if value > 0:
             return value
     return DEFAULT_BACKLOG
@@ -61,12 +64,12 @@ class ProxyServer:
         self.max_packet = DEFAULT_MAX_PACKET
         self.started_at = 0.0
         self.questions = 0
-        self.max_connections = config.prop_int("proxy-frontend-max-connections", 0)
+        self.max_connections = config.prop_int("proxy-frontend-max-connections")
         self.backlog = listen_backlog(config)
         self.sql_show = config.prop_bool("sql-show")
-        self.merge_memory_rows = config.prop_int("proxy-merge-memory-rows", 1_000_000)
-        self.max_connections_per_query = config.prop_int("max-connections-size-per-query", 4)
-        self.statement_timeout = float(config.props.get("proxy-statement-timeout-seconds") or 0)
+        self.merge_memory_rows = config.prop_int("proxy-merge-memory-rows")
+        self.max_connections_per_query = config.prop_int("max-connections-size-per-query")
+        self.statement_timeout = config.prop_float("proxy-statement-timeout-seconds")
         self.stats = StatementStats()
         self.started_monotonic = time.monotonic()
         self.metrics: MetricsEndpoint | None = None
@@ -78,8 +81,10 @@ class ProxyServer:
     async def start_backends(self) -> None:
         """Open every data source's pool (failing fast with the data source named) and load metadata."""
         self.started_at = asyncio.get_running_loop().time()
+        opening = None
         try:
             for db in self.config.databases.values():
+                opening = db
                 sources = await open_data_sources(db, self.config.props, self.sources)
                 logical = LogicalDatabase(db, sources)
                 await logical.reload_metadata()
@@ -90,7 +95,8 @@ class ProxyServer:
             await self.close_backends()
             reason = str(exc).removeprefix(f"data source {exc.data_source}: ")
             raise BackendError(
-                exc.data_source, f"{reason} (configured in {self._file_of(exc.data_source)})", errno=exc.errno
+                exc.data_source, f"{reason} (configured in {self._file_of(exc.data_source, opening)})",
+                errno=exc.errno,
             ) from exc
         await self._detect_version()
         from proxy.session.distsql.migration import resume
@@ -103,7 +109,11 @@ class ProxyServer:
             raise LogUnavailable(f"{exc} (transaction.props.xa-log-dir in {self.config.transaction.file})"
                                  ) from exc
 
-    def _file_of(self, data_source: str) -> str:
+    def _file_of(self, data_source: str, opening: DatabaseConfig | None) -> str:
+        """The file of the database being opened when `data_source` failed: data source names repeat across
+        files (the shipped conf/ has ds_0 in two), so the name alone does not say which file is wrong."""
+        if opening is not None and data_source in opening.data_sources:
+            return opening.file
         for db in self.config.databases.values():
             if data_source in db.data_sources:
                 return db.file
@@ -140,11 +150,11 @@ class ProxyServer:
             backlog=self.backlog,
         )
         addrs = [s.getsockname()[:2] for s in self._server.sockets]
-        port = self.config.prop_int("proxy-metrics-port", -1)
-        if port >= 0 and self.metrics is None:  # off by default; 0: any free port (tests)
+        metrics_port = self.config.prop("proxy-metrics-port")
+        if metrics_port is not None and int(metrics_port) >= 0 and self.metrics is None:  # 0: any free port
             self.metrics = MetricsEndpoint(self)
-            self.metrics_address = await self.metrics.start(
-                str(self.config.props.get("proxy-metrics-host") or "127.0.0.1"), port)
+            self.metrics_address = await self.metrics.start(str(self.config.prop("proxy-metrics-host")),
+                                                            int(metrics_port))
         for s in self._server.sockets:
             with contextlib.suppress(OSError):
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

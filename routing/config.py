@@ -8,8 +8,9 @@ configuration mistakes surface at start-up as ``ConfigError`` naming the file an
 (``rules[0].tables.t_order.actualDataNodes``), never as a wrong route later.
 
 Rules we do not interpret (``!READWRITE_SPLITTING``, ``!ENCRYPT``, ``!SHADOW``…) are left for the proxy:
-:func:`other_rules` returns them untouched. Unknown keys are not errors (configs written for newer
-ShardingSphere versions must still load): they are reported through the ``warn`` callback.
+:func:`other_rules` returns them untouched. An unknown key stops the start, with the closest known key
+(:func:`unknown_key`), as ShardingSphere's own YAML loading refuses properties its classes do not have: a
+misspelt ``bindingTablez`` would otherwise drop the binding without a word.
 
 Data sources: ``DatabaseRules.data_sources`` are the *logical* data sources the kernel routes to. When a
 ``!READWRITE_SPLITTING`` (or ``!DB_DISCOVERY`` / ``!SHADOW``) rule groups physical data sources, the group
@@ -20,7 +21,9 @@ to a physical data source.
 
 from __future__ import annotations
 
+import difflib
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
@@ -51,10 +54,13 @@ from routing.model import (
 __all__ = [
     "INTERPRETED_RULES",
     "RuleYamlLoader",
+    "key_line",
     "load_database_rules",
     "load_yaml",
     "logical_data_sources",
     "other_rules",
+    "refuse_unknown_keys",
+    "unknown_key",
 ]
 
 _log = logging.getLogger(__name__)
@@ -90,6 +96,66 @@ def _construct_tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> 
 
 
 RuleYamlLoader.add_multi_constructor("!", _construct_tagged)
+
+
+def unknown_key(name: object, known: set[str] | frozenset[str], *, file: str | None, key: str) -> ConfigError:
+    """The refusal of a key no section has, with the closest known one ("did you mean bindingTables?")."""
+    candidates = sorted(k for k in known if k != RULE_KEY)
+    close = difflib.get_close_matches(str(name), candidates, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}?" if close else f"the known keys here are {', '.join(candidates)}"
+    return ConfigError(f"unknown key {str(name)!r}: {hint}", file=file, key=key)
+
+
+def refuse_unknown_keys(doc: Mapping[str, Any], known: set[str] | frozenset[str], *, file: str | None,
+                        prefix: str) -> None:
+    """Raise :func:`unknown_key` for the first key of ``doc`` not in ``known`` (``prefix`` is the dotted path of
+    ``doc`` itself, ending in a dot, or empty at the top)."""
+    for name in doc:
+        if name not in known and name != RULE_KEY:
+            raise unknown_key(name, known, file=file, key=f"{prefix}{name}")
+
+
+_PATH_PART = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+
+def key_line(text: str, key: str | None) -> int | None:
+    """The line (1-based) of a dotted key path such as ``rules[0].tables.t_order.foo`` in YAML ``text``: the
+    deepest part of the path found (a name may itself hold dots, as ``ds_0.t_order`` does); None when the
+    text does not parse or the path names nothing in it."""
+    if not key:
+        return None
+    try:
+        node = yaml.compose(text, Loader=RuleYamlLoader)
+    except yaml.YAMLError:
+        return None
+    parts: list[str | int] = [int(m[1]) if m[1] else m[2] for m in _PATH_PART.finditer(key)]
+    line: int | None = None
+    i = 0
+    while i < len(parts) and node is not None:
+        part = parts[i]
+        if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+            i += 1
+            continue
+        if not isinstance(node, yaml.MappingNode) or isinstance(part, int):
+            break
+        found = None
+        for j in range(len(parts), i, -1):  # the longest run of parts that is one key
+            if any(isinstance(p, int) for p in parts[i:j]):
+                continue
+            name = ".".join(str(p) for p in parts[i:j])
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.value == name:
+                    found = (j, k, v)
+                    break
+            if found:
+                break
+        if found is None:
+            break
+        i, knode, node = found
+        line = knode.start_mark.line + 1
+    return line
 
 
 def load_yaml(text: str, file: str | None = None) -> Any:
@@ -146,9 +212,7 @@ class _Ctx:
         raise self.error(f"expected a list or a comma-separated string, got {_describe(value)}", key)
 
     def check_keys(self, value: Mapping[str, Any], known: set[str], key: str) -> None:
-        for name in value:
-            if name not in known and name != RULE_KEY:
-                self.warn(f"unknown key {name!r} ignored", f"{key}.{name}" if key else str(name))
+        refuse_unknown_keys(value, known, file=self.file, prefix=f"{key}." if key else "")
 
 
 def _describe(value: Any) -> str:
@@ -438,9 +502,7 @@ class _ShardingLoader:
             return None
         conf = self.ctx.mapping(conf, key, optional=False)
         given = [k for k in conf if k in _STRATEGY_KEYS]
-        for other in conf:
-            if other not in _STRATEGY_KEYS:
-                self.ctx.warn(f"unknown strategy type {other!r} ignored", f"{key}.{other}")
+        refuse_unknown_keys(conf, set(_STRATEGY_KEYS), file=self.ctx.file, prefix=f"{key}.")
         if not given:
             return None
         if len(given) > 1:

@@ -14,11 +14,18 @@ class RoutingError(ServerError):
 
 
 class ConfigError(Exception):
-    """A configuration problem found while loading rules; names the file and the key."""
+    """A configuration problem found while loading rules; names the file, the line when known, and the key."""
 
-    def __init__(self, message: str, *, file: str | None = None, key: str | None = None) -> None:
-        where = ": ".join(p for p in (file, key) if p)
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None,
+                 line: int | None = None) -> None:
+        place = f"{file}, line {line}" if file and line else file
+        where = ": ".join(p for p in (place, key) if p)
         super().__init__(f"{where}: {message}" if where else message)
         self.file = file
         self.key = key
+        self.line = line
         self.reason = message
+
+    def at_line(self, line: int | None) -> ConfigError:
+        """The same error, placed on a line of its file (found once the file's text is at hand)."""
+        return self if line is None else ConfigError(self.reason, file=self.file, key=self.key, line=line)

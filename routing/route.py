@@ -954,13 +954,8 @@ class InsertPlan(Plan):
             nodes = route_table(rule, [precise_group(row_values)], hints)
             homes.append(nodes[0] if nodes else None)
             if len(nodes) != 1:
-                missing = sorted(sharding_columns - set(row_values))
-                detail = f"it lacks sharding column(s) {', '.join(missing)}" if missing else "its values"
-                raise RoutingError(
-                    f"INSERT into {rule.logic_table}: row {i + 1} routes to {len(nodes)} data nodes because "
-                    f"of {detail}; every row must route to exactly one data node, so give each row "
-                    "values for the sharding columns"
-                )
+                raise RoutingError(_unplaced_row(rule.logic_table, i + 1, len(nodes),
+                                                 sorted(sharding_columns - set(row_values))))
             by_node.setdefault(nodes[0], []).append(i)
         ctx = self._ctx(shape, params, values)
         units: list[RouteUnit] = []
@@ -1025,3 +1020,17 @@ class NodesPlan(Plan):
             logic_tables=self.logic_tables,
             result_table_renames=self.renames,
         )
+
+
+def _unplaced_row(table: str, row: int, nodes: int, missing: list[str]) -> str:
+    """Why an INSERT row has no one data node, and what to give it."""
+    if missing:
+        names = ", ".join(missing)
+        column = "column" if len(missing) == 1 else "columns"
+        return (f"INSERT into {table}: row {row} has no value for the sharding {column} {names}, so it could go to "
+                f"any of {nodes} data nodes; give every row a value for {names}")
+    if nodes == 0:
+        return (f"INSERT into {table}: the sharding values of row {row} route to no data node; check them against "
+                "the table's sharding algorithm and actualDataNodes")
+    return (f"INSERT into {table}: the sharding values of row {row} route to {nodes} data nodes; every row must go "
+            "to exactly one: check the table's sharding algorithm")

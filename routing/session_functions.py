@@ -13,8 +13,7 @@ from collections.abc import Mapping
 
 from routing.split import _TOKEN
 
-_NAMES = ("database|schema|connection_id|current_user|session_user|system_user|user|last_insert_id|row_count"
-          "|found_rows")
+_NAMES = "database|schema|connection_id|current_user|session_user|system_user|user|last_insert_id|row_count|found_rows"
 CALL = re.compile(rf"\b({_NAMES})\s*\(\s*\)", re.I)
 # `CALL.search` scans every position of the text with its alternation (~120 ms for a 1.5 MB IN list); a call
 # always ends in empty parentheses, which a literal-led pattern finds at C speed: the names are checked before them
@@ -34,6 +33,15 @@ def has_call(sql: str) -> bool:
     return False
 
 
+_WITH_ARGUMENT = re.compile(r"\bLAST_INSERT_ID\s*\(\s*[^)\s]", re.I)
+
+
+def sets_last_insert_id(sql: str) -> bool:
+    """Does the text call LAST_INSERT_ID(expr)? It sets the session's value, which only the node that ran it
+    knows: it is never substituted, and the proxy asks that node afterwards."""
+    return "(" in sql and _WITH_ARGUMENT.search(sql) is not None
+
+
 _BEFORE_ITEM = re.compile(r"(?:\bSELECT|\bDISTINCT|,)\s*$", re.I)
 _AFTER_ITEM = re.compile(r"\s*(?:,|\bFROM\b|\bLIMIT\b|\bINTO\b|\bUNION\b|;|$)", re.I)
 
@@ -45,13 +53,15 @@ _SUBQUERY = re.compile(r"\s*(?:SELECT|WITH)\b", re.I)
 def substitute_session_functions(sql: str, values: Mapping[str, str]) -> str | None:
     """`values`: lower-case function name -> SQL literal. None when nothing was replaced. A call that is a whole
     select-list item keeps its column name with an alias; one inside parentheses that are no subquery's (a function's
-    arguments, a VALUES row) is an expression there, where an alias would not be valid SQL."""
+    arguments, a VALUES row) is an expression there, where an alias would not be valid SQL: the top-level select-list
+    item holding it, when it has no alias, gets one with its own text (`@a - connection_id()` stays its label).
+    CONNECTION_ID() and LAST_INSERT_ID() are BIGINT UNSIGNED on the server, and so is their literal here."""
     if "(" not in sql or not has_call(sql):
         return None
     text = sql
-    changed = False
-    result: list[str] = []
-    pos = 0
+    edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in the text, in order
+    labelled: set[int] = set()  # the select-list items given an alias (by their start)
+    items = _select_items(text)
     opened: list[bool] = []  # the parentheses open at this point of the text: True for a subquery's
 
     def walk(start: int, end: int) -> None:
@@ -75,18 +85,78 @@ def substitute_session_functions(sql: str, values: Mapping[str, str]) -> str | N
             literal = values.get(name)
             if literal is None:
                 continue
-            result.append(text[pos:start])
+            if name in _UNSIGNED and literal.isdigit():
+                literal = f"CAST({literal} AS UNSIGNED)"
             before = text[:start]
             after = text[end:]
             if (not opened or opened[-1]) and _BEFORE_ITEM.search(before) and _AFTER_ITEM.match(after):
                 alias = call.group().replace("`", "``")
-                result.append(f"{literal} AS `{alias}`")
-            else:
-                result.append(literal)
-            pos = end
-            changed = True
+                edits.append((start, end, f"{literal} AS `{alias}`"))
+                continue
+            edits.append((start, end, literal))
+            item = next((i for i in items if i[0] <= start < i[1]), None)
+            if item is not None and item[0] not in labelled:
+                labelled.add(item[0])
+                label = text[item[0] : item[1]].strip().replace("`", "``")
+                edits.append((item[1], item[1], f" AS `{label}`"))
         walk(walked, seg.end())
-    if not changed:
+    if not edits:
         return None
+    edits.sort(key=lambda e: (e[0], e[1]))
+    result: list[str] = []
+    pos = 0
+    for start, end, replacement in edits:
+        result.append(text[pos:start])
+        result.append(replacement)
+        pos = end
     result.append(text[pos:])
     return "".join(result)
+
+
+_UNSIGNED = frozenset({"connection_id", "last_insert_id"})
+_SELECT_HEAD = re.compile(
+    r"\s*SELECT\b(?:\s+(?:ALL|DISTINCT|DISTINCTROW|HIGH_PRIORITY|STRAIGHT_JOIN|SQL_SMALL_RESULT|SQL_BIG_RESULT|"
+    r"SQL_BUFFER_RESULT|SQL_CACHE|SQL_NO_CACHE|SQL_CALC_FOUND_ROWS)\b)*",
+    re.I,
+)
+_ITEM_END = re.compile(r"\b(?:FROM|INTO|WHERE|GROUP|HAVING|ORDER|LIMIT|UNION|EXCEPT|INTERSECT|FOR|LOCK|WINDOW)\b", re.I)
+# an item that names its column: `expr AS name`, `expr name` (a name after a closing parenthesis, a quote, a digit)
+_ALIASED = re.compile(
+    r"(?:\bAS\s+(?:`(?:[^`]|``)*`|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[\w$]+)"
+    r"|[)'\"`\d]\s+[A-Za-z_$][\w$]*)\s*$",
+    re.I,
+)
+
+
+def _select_items(text: str) -> list[tuple[int, int]]:
+    """The spans of the unaliased items of the statement's own select list (a text starting with SELECT)."""
+    head = _SELECT_HEAD.match(text)
+    if head is None:
+        return []
+    spans: list[tuple[int, int]] = []
+    depth = 0
+    start = head.end()
+    for seg in _TOKEN.finditer(text, head.end()):
+        piece = seg.group()
+        if piece[:1] in ("'", '"', "`") or piece.startswith(("/*", "--", "#")):
+            continue
+        for m in re.finditer(r"[(),;]|" + _ITEM_END.pattern, piece, re.I):
+            at = seg.start() + m.start()
+            token = m.group()
+            if token == "(":
+                depth += 1
+            elif token == ")":
+                depth -= 1
+            elif depth == 0:
+                spans.append((start, at))
+                if token != ",":
+                    return _unaliased(text, spans)
+                start = at + 1
+    spans.append((start, len(text)))
+    return _unaliased(text, spans)
+
+
+def _unaliased(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans without an alias, each ending where its text does (before the spaces that follow it)."""
+    trimmed = [(start, start + len(text[start:end].rstrip())) for start, end in spans]
+    return [(start, end) for start, end in trimmed if not _ALIASED.search(text, start, end)]

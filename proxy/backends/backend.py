@@ -446,12 +446,19 @@ class DataSource:
                     charset="utf8mb4", autocommit=True, client_flag=flags, connect_timeout=c.connect_timeout,
                     ssl=self.ssl,
                 ),
-                timeout=c.connect_timeout + 5,
+                timeout=c.connect_timeout if c.connect_timeout > 0 else None,  # the handshake too
             )
         except pymysql.err.OperationalError as exc:
             errno, msg = (*exc.args, "")[:2]
             raise BackendError(self.name, f"cannot connect to {c.describe()}: {msg}", errno=int(errno or 2003)) from exc
-        except (OSError, TimeoutError) as exc:
+        except TimeoutError as exc:  # the TCP connection opened, or hung, and no handshake came in time
+            raise BackendError(
+                self.name,
+                f"cannot connect to {c.describe()}: no handshake within {c.connect_timeout * 1000:.0f} ms "
+                "(connectionTimeoutMilliseconds): is this a MySQL or MariaDB server, and is it answering?",
+                errno=2013,
+            ) from exc
+        except OSError as exc:
             raise BackendError(self.name, f"cannot connect to {c.describe()}: {exc}", errno=2003) from exc
         return BackendConnection(self, raw, found_rows)
 

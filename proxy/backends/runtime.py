@@ -17,6 +17,7 @@ from proxy.backends import table_metadata
 from proxy.backends.backend import DataSource
 from proxy.backends.rename import Renaming, renaming_of
 from proxy.config.model import DatabaseConfig
+from proxy.config.props import default as prop_default
 from routing.model import ColumnInfo, DatabaseRules, UniqueKey
 
 if TYPE_CHECKING:
@@ -140,7 +141,7 @@ def _kernel(config: DatabaseConfig, metadata: SchemaSnapshot) -> ShardingKernel 
         return None
     from routing.kernel import ShardingKernel
 
-    size = int(config.rules.props.get("plan-cache-size", 1024)) if config.rules.props else 1024
+    size = int((config.rules.props or {}).get("plan-cache-size") or prop_default("plan-cache-size"))
     return ShardingKernel(config.rules, metadata, plan_cache_size=size)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.cluster.etcd import parse_endpoints
+from routing.config import refuse_unknown_keys
 from routing.errors import ConfigError
 
 _REPOSITORY_PROPS = {"namespace", "server-lists", "timeToLiveSeconds", "connectionTimeout",
@@ -66,9 +67,7 @@ def parse_mode(mode: Any, file: str, warn: Any = None) -> ClusterMode | None:
     props = repo.get("props") or {}
     if not isinstance(props, Mapping):
         raise ConfigError("expected a mapping", file=file, key="mode.repository.props")
-    for k in props:
-        if k not in _REPOSITORY_PROPS and warn is not None:
-            warn(f"{file}: mode.repository.props.{k}: unknown prop, ignored")
+    refuse_unknown_keys(props, _REPOSITORY_PROPS, file=file, prefix="mode.repository.props.")
     servers = props.get("server-lists")
     if not servers:
         raise ConfigError("names no etcd server (server-lists: host:port[,host:port])", file=file,

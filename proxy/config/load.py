@@ -7,7 +7,8 @@ proxy does not implement (rule tags, global rules, `mode`, frontend TLS). The da
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from proxy.config.model import (
     TransactionConfig,
     UserConfig,
 )
+from proxy.config.props import KNOWN_PROPS as _PROPS_TABLE_KEYS
 from proxy.config.sections import (
     Warn,
     _data_source,
@@ -30,11 +32,12 @@ from proxy.config.sections import (
     _users,
     _warn_unknown,
 )
+from routing.config import key_line, refuse_unknown_keys
 from routing.errors import ConfigError
 from routing.model import DatabaseRules
 
 _GLOBAL_KEYS = {"authority", "props", "mode", "transaction", "sqlParser", "sqlFederation", "sqlTranslator",
-                "logging", "globalClock", "sqlParseCache", "traffic", "cdc", "rules"}
+                "logging", "globalClock", "sqlParseCache", "traffic", "cdc", "rules", "labels"}
 #: database rules the proxy implements; any other tag stops the start (see the module docstring)
 IMPLEMENTED_RULES = ("SHARDING", "BROADCAST", "SINGLE", "READWRITE_SPLITTING")
 _NOT_IMPLEMENTED = {
@@ -49,25 +52,7 @@ _NOT_IMPLEMENTED = {
 _HARMLESS_GLOBAL_RULES = {"SQL_PARSER", "SQL_TRANSLATOR", "SQL_FEDERATION", "LOGGING", "GLOBAL_CLOCK", "TRAFFIC",
                           "CDC", "SQL_PARSE_CACHE"}
 _DATABASE_KEYS = {"databaseName", "schemaName", "dataSources", "rules"}
-KNOWN_PROPS = {
-    "sql-show", "sql-simple", "proxy-default-port", "max-connections-size-per-query", "kernel-executor-size",
-    "proxy-frontend-flush-threshold", "proxy-frontend-max-connections", "proxy-backend-query-fetch-size",
-    "proxy-frontend-executor-size", "proxy-backend-executor-suitable", "check-table-metadata-enabled",
-    "proxy-mysql-default-version", "proxy-default-database", "proxy-netty-backlog", "sql-federation-type",
-    "proxy-hint-enabled", "check-duplicate-table-enabled", "load-table-metadata-batch-size",
-    "proxy-frontend-ssl-enabled", "proxy-frontend-ssl-version", "proxy-frontend-ssl-cipher",
-    "proxy-frontend-ssl-cert-file", "proxy-frontend-ssl-key-file",
-    "system-log-level", "proxy-meta-data-collector-enabled", "cdc-server-port",
-    "proxy-frontend-database-protocol-type", "proxy-merge-memory-rows", "plan-cache-size",
-    "proxy-statement-timeout-seconds", "proxy-version-comment", "proxy-backlog",
-    "proxy-metrics-port", "proxy-metrics-host",
-    # read/write splitting (proxy.backends.readwrite); a group's own keys win
-    "max-replication-lag-seconds", "replica-health-check-interval-milliseconds", "gtid-wait-timeout-milliseconds",
-    # federation (proxy.federation)
-    "proxy-federation-enabled", "proxy-federation-max-rows",
-    # MIGRATE TABLE (proxy.migration)
-    "migration-batch-rows", "migration-rows-per-second",
-}
+KNOWN_PROPS = _PROPS_TABLE_KEYS  # every prop of the props table; any other key stops the start
 
 
 # --- YAML -----------------------------------------------------------------------------------------------
@@ -88,7 +73,23 @@ def load_yaml_file(path: Path) -> Any:
 
 
 def load_database_file(path: Path, warn: Warn) -> DatabaseConfig:
-    return database_config(load_yaml_file(path), str(path), warn)
+    with placed_in(path):
+        return database_config(load_yaml_file(path), str(path), warn)
+
+
+@contextmanager
+def placed_in(path: Path) -> Iterator[None]:
+    """A `ConfigError` about a key of the file at `path` gains the line the key is on."""
+    try:
+        yield
+    except ConfigError as exc:
+        if exc.line is not None or exc.file != str(path):
+            raise
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            raise exc from None
+        raise exc.at_line(key_line(text, exc.key)) from None
 
 
 def database_config(doc: Any, file: str, warn: Warn) -> DatabaseConfig:
@@ -157,28 +158,28 @@ def load_config(conf_dir: Path | str) -> ProxyConfig:
     props: dict[str, Any] = {}
     transaction = TransactionConfig(file=str(global_path))
     if global_path.exists():
-        gdoc = load_yaml_file(global_path) or {}
-        gfile = str(global_path)
-        _expect(gdoc, dict, gfile, "(top level)")
-        _warn_unknown(gdoc, _GLOBAL_KEYS, gfile, "", warnings.append)
-        gdoc = _global_rules(gdoc, gfile, warnings.append)
-        users = _users(gdoc.get("authority"), gfile, warnings.append)
-        raw_props = gdoc.get("props") or {}
-        _expect(raw_props, dict, gfile, "props")
-        for k in raw_props:
-            if k not in KNOWN_PROPS:
-                warnings.append(f"{gfile}: props.{k}: unknown prop, ignored")
-        props = dict(raw_props)
-        _check_global(gdoc, props, gfile, warnings.append)
-        transaction = _transaction(gdoc.get("transaction"), gfile, warnings.append)
+        with placed_in(global_path):
+            gdoc = load_yaml_file(global_path) or {}
+            gfile = str(global_path)
+            _expect(gdoc, dict, gfile, "(top level)")
+            _warn_unknown(gdoc, _GLOBAL_KEYS, gfile, "", warnings.append)
+            gdoc = _global_rules(gdoc, gfile, warnings.append)
+            users = _users(gdoc.get("authority"), gfile, warnings.append)
+            raw_props = gdoc.get("props") or {}
+            _expect(raw_props, dict, gfile, "props")
+            refuse_unknown_keys(raw_props, KNOWN_PROPS, file=gfile, prefix="props.")
+            props = dict(raw_props)
+            _check_global(gdoc, props, gfile, warnings.append)
+            transaction = _transaction(gdoc.get("transaction"), gfile, warnings.append)
     if not users:
         users = (UserConfig("root", "%", "root", True),)
         warnings.append(f"{global_path}: no authority.users; allowing root@% with password 'root'")
     privilege = Privilege()
     if global_path.exists():
         authority = gdoc.get("authority")
-        privilege = parse_privilege(authority.get("privilege") if isinstance(authority, dict) else None,
-                                    str(global_path), users, warnings.append)
+        with placed_in(global_path):
+            privilege = parse_privilege(authority.get("privilege") if isinstance(authority, dict) else None,
+                                        str(global_path), users, warnings.append)
     databases: dict[str, DatabaseConfig] = {}
     for path in sorted(conf.glob("database-*.yaml")) + sorted(conf.glob("config-*.yaml")):
         db = load_database_file(path, warnings.append)

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from proxy.config.props import default as prop_default
 from proxy.privilege import Privilege
 
 if TYPE_CHECKING:
     from proxy.cluster.mode import ClusterMode
 from routing.model import DatabaseRules
-
-DEFAULT_PORT = 3307
 
 
 @dataclass(frozen=True)
@@ -116,16 +115,28 @@ class ProxyConfig:
 
     @property
     def port(self) -> int:
-        return int(self.props.get("proxy-default-port", DEFAULT_PORT))
+        return self.prop_int("proxy-default-port")
 
-    def prop_bool(self, name: str, default: bool = False) -> bool:
-        v = self.props.get(name, default)
+    def prop(self, name: str) -> Any:
+        """The prop's configured value, else its default from the props table (None where it has none)."""
+        value = self.props.get(name)
+        return prop_default(name) if value is None else value
+
+    def prop_bool(self, name: str) -> bool:
+        v = self.prop(name)
         if isinstance(v, str):
             return v.strip().lower() in ("true", "1", "yes", "on")
         return bool(v)
 
-    def prop_int(self, name: str, default: int) -> int:
+    def prop_int(self, name: str) -> int:
+        """An integer prop; a value that is no integer counts as absent (the table's default)."""
         try:
-            return int(self.props.get(name, default))
+            return int(self.prop(name))
         except (TypeError, ValueError):
-            return default
+            return int(prop_default(name) or 0)
+
+    def prop_float(self, name: str) -> float:
+        try:
+            return float(self.prop(name) or 0)
+        except (TypeError, ValueError):
+            return float(prop_default(name) or 0)

@@ -1,6 +1,6 @@
 """The sections of the configuration files, each parsed with the file and key of any problem: data sources
 (JDBC URL, pool sizes, TLS), `authority` (users, authenticators) and `transaction`; with the type check
-and unknown-key warning every section uses.
+and unknown-key refusal every section uses.
 
 Split from `load.py`, which reads whole files and decides what the proxy refuses; this is the field-level
 parsing it and the Cluster registry (proxy.cluster.registry) build on.
@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 if TYPE_CHECKING:
     pass
 from proxy.config.model import TRANSACTION_TYPES, XA_PROPS, DataSourceConfig, TransactionConfig, UserConfig
+from routing.config import refuse_unknown_keys
 from routing.errors import ConfigError
 
 Warn = Callable[[str], None]
@@ -46,9 +47,8 @@ def _expect(value: Any, kind: type | tuple[type, ...], file: str, key: str) -> A
 
 
 def _warn_unknown(doc: Mapping[str, Any], known: set[str], file: str, prefix: str, warn: Warn) -> None:
-    for k in doc:
-        if k not in known:
-            warn(f"{file}: {prefix}{k}: unknown key, ignored")
+    """Refuse a key the section does not have (the name is kept for its callers: it warned once)."""
+    refuse_unknown_keys(doc, known, file=file, prefix=prefix)
 
 
 def parse_data_source_url(url: str, file: str, key: str) -> tuple[str, int, str, str | None, str | None]:

@@ -79,7 +79,8 @@ class SessionContext(Protocol):
     client_host: str
     database: LogicalDatabase | None
     capabilities: Any  # protocol.constants.Capability
-    charset: str
+    charset: str  # the client's character set (the codec of its text)
+    names: str  # SET NAMES of the session's character sets and collation (proxy.backends.charset)
     log: Any  # a structlog BoundLogger bound to the connection id
 
     # -- state (plain data: proxy.execution.state)
@@ -119,6 +120,8 @@ class SessionContext(Protocol):
 
     @property
     def deprecate_eof(self) -> bool: ...
+
+    def set_names(self, names: str) -> None: ...
 
     # -- answers
     def ok(self, affected: int = 0, last_insert_id: int = 0, info: bytes = b"") -> None: ...

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from proxy.config.props import default as prop_default
 from proxy.execution.explain_text import check_explain, explained, split_explain, xa_refusal
 from proxy.execution.memo import IdentityMemo
 from proxy.execution.plans import Explained, Federated, FederatedExplain, Plan, Refused, Run, run_of
@@ -69,7 +70,8 @@ _ORDINARY = "SsIiUuRr"
 
 
 def federation_enabled(props: Mapping[str, Any]) -> bool:
-    return str(props.get("proxy-federation-enabled", "true")).lower() not in ("false", "0", "no", "off")
+    value = props.get("proxy-federation-enabled", prop_default("proxy-federation-enabled"))
+    return str(value).lower() not in ("false", "0", "no", "off")
 
 
 def view_of(session: Session, *, federation: bool = True, found_rows: bool = True) -> SessionView:

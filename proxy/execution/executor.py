@@ -38,7 +38,7 @@ from protocol.rowframes import RowFrames
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
 from proxy.clusterport import port
-from proxy.execution import txn_control
+from proxy.execution import lastid, txn_control
 from proxy.execution.decide import NO_FEDERATION, decide
 from proxy.execution.dualread import execute_dual_read, reconcile_copies
 from proxy.execution.errors import answer_error
@@ -133,6 +133,7 @@ async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatem
             except StatementFailed as exc:
                 raise UnitFailed(unit.data_source, exc.err) from exc
             summary = await session.relay_on(conn, payload, error_renamer(db, routed))
+            await lastid.after_relayed(session, db, conn, routed, unit, summary)
             if routed.kind is StatementKind.SELECT and summary.error is None:
                 await _after_relayed_select(session, conn, unit)
         else:
@@ -141,6 +142,7 @@ async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatem
             conns = await session.backends_for([u.data_source for u in units], **_access(routed))
             if strategy is _SCATTER_SELECT or strategy is _RENAMED_METADATA:
                 await _select(session, routed, codec, conns)
+                session.row_count = -1  # ROW_COUNT() after a result set
             else:  # Strategy.FAN_OUT_WRITE
                 await _write(session, routed, codec, conns)
     except (UnitFailed, MergeError) as exc:  # in logic names, `[ds]` when several units (proxy.execution.errors)

@@ -346,6 +346,7 @@ class FastPath:
             conn.status = status
             conn.raw.server_status = status
             session.update_status(status)
+            session.row_count = -1 if summary.error is not None or summary.result_sets else summary.affected_rows
             session.errored = summary.error is not None
             if summary.error is not None:
                 session.last_errno = summary.error.errno

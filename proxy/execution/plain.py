@@ -11,7 +11,7 @@ import re
 
 from proxy.execution.sticky import may_be_sticky
 from proxy.execution.txn_text import VERBS
-from routing.session_functions import has_call
+from routing.session_functions import has_call, sets_last_insert_id
 
 SELECT, WRITE, TRANSACTION = "select", "write", "transaction"
 _WRITE_HEADS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
@@ -58,8 +58,8 @@ def plain_statement_uncached(sql: str) -> str | None:
         kind = TRANSACTION
     else:
         return None
-    if ";" in sql or ("(" in sql and has_call(sql)):
-        return None
+    if ";" in sql or ("(" in sql and (has_call(sql) or sets_last_insert_id(sql))):
+        return None  # (LAST_INSERT_ID(expr): a sharded database's session learns its value from the node)
     low = sql.lower()
     if "information_schema" in low or may_be_sticky(sql, low):
         return None

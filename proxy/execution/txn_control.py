@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from protocol.constants import ErrorCode, ServerStatus
 from protocol.packets import ERRPacket
+from proxy.backends.charset import changes_names, names_of, only_names, read_names
 from proxy.execution import setquery
 from proxy.execution.errors import answer_error
 from proxy.execution.txn import (
@@ -45,7 +46,7 @@ _SET = re.compile(r"^\s*SET\s+(?!GLOBAL\b|@@global\.|PASSWORD\b|ROLE\b|DEFAULT\s
 _AUTOCOMMIT = re.compile(r"^\s*SET\s+(?:SESSION\s+|LOCAL\s+|@@session\.|@@local\.|@@)?autocommit\s*(?::=|=)\s*"
                          r"(?P<v>1|0|ON|OFF|TRUE|FALSE)\s*;?\s*$", re.I)
 _SET_NAMES = re.compile(r"^\s*SET\s+(?:NAMES|CHARACTER\s+SET|CHARSET)\s+'?`?(?P<cs>\w+)", re.I)
-_MODE_FLAGS = int(ServerStatus.NO_BACKSLASH_ESCAPES | ServerStatus.ANSI_QUOTES)
+MODE_FLAGS = int(ServerStatus.NO_BACKSLASH_ESCAPES | ServerStatus.ANSI_QUOTES)
 _NEXT_TX = re.compile(r"^\s*SET\s+TRANSACTION\b", re.I)
 
 
@@ -155,19 +156,22 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
         session.release_read_backends()
         # SET NAMES <known character set> (every connector sends one when it connects) needs no trial run:
         # only the name is replayed, and MariaDB takes every one of these
-        probe = None if (stmt.value or "").lower() in _CLIENT_CHARSETS else await _probe(session)
+        plain_names = names_of(sql)
+        probe = None if plain_names is not None and " " not in plain_names else await _probe(session)
         last = None
         for conn in list(session.backends.values()):
             await session._must(conn, sql)
-            txn.mode_flags = conn.status & _MODE_FLAGS  # (sql_mode as the servers read it: SET sql_mode, DEFAULT)
+            txn.mode_flags = conn.status & MODE_FLAGS  # (sql_mode as the servers read it: SET sql_mode, DEFAULT)
             last = conn
         if last is not None and "sql_mode" in sql.lower():  # PIPES_AS_CONCAT has no status flag: asked
-            txn.pipes_as_concat = await _pipes_as_concat(last)
-        if stmt.value:
-            session.charset = stmt.value if stmt.value != "utf8" else "utf8mb3"
-            for conn in session.backends.values():
-                conn.charset = session.charset
-        else:
+            txn.pipes_as_concat = await pipes_as_concat(last)
+        if changes_names(sql):  # SET NAMES cs COLLATE c, SET CHARACTER SET, SET collation_connection = ...
+            names = plain_names or (await read_names(last) if last is not None else None)
+            if names is not None:
+                session.set_names(names)
+                for conn in session.backends.values():
+                    conn.charset = names
+        if not only_names(sql):
             txn.session_sets.append(sql)
             for conn in session.backends.values():
                 conn.session_sets = tuple(txn.session_sets)
@@ -176,14 +180,9 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
         session.ok()
 
 
-_CLIENT_CHARSETS = frozenset(
-    "armscii8 ascii big5 binary cp1250 cp1251 cp1256 cp1257 cp850 cp852 cp866 cp932 dec8 default eucjpms euckr "
-    "gb18030 gb2312 gbk geostd8 greek hebrew hp8 keybcs2 koi8r koi8u latin1 latin2 latin5 latin7 macce macroman "
-    "sjis swe7 tis620 ujis utf8 utf8mb3 utf8mb4".split()
-)
 
 
-async def _pipes_as_concat(conn: BackendConnection) -> bool:
+async def pipes_as_concat(conn: BackendConnection) -> bool:
     """Whether the connection's sql_mode (just SET) has PIPES_AS_CONCAT (ANSI and ORACLE include it)."""
     rows = await conn.execute("SELECT @@SESSION.sql_mode")
     if not isinstance(rows, list) or not rows or rows[0][0] is None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from proxy.config.props import default as prop_default
 from routing.errors import ConfigError
 
 log = structlog.get_logger("shardproxy.tls")
@@ -44,7 +45,7 @@ def server_context(props: Mapping[str, Any], *, file: str = "global.yaml") -> ss
     if not _bool(props.get("proxy-frontend-ssl-enabled", False)):
         return None
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    versions = str(props.get("proxy-frontend-ssl-version") or "TLSv1.2,TLSv1.3")
+    versions = str(props.get("proxy-frontend-ssl-version") or prop_default("proxy-frontend-ssl-version"))
     chosen = []
     for v in versions.split(","):
         key = v.strip().upper()

@@ -246,7 +246,7 @@ class Job:
         columns = self.columns(rule)
         index = {c.lower(): i for i, c in enumerate(columns)}
         types = self.types(rule, columns)
-        batch = max(1, self.server.config.prop_int("migration-batch-rows", 1000))
+        batch = max(1, self.server.config.prop_int("migration-batch-rows"))
         last = state.position.get(str(node))
         where = f" WHERE {quote_ident(key)} > {_lit(bytes.fromhex(last))}" if last else ""
         sql = (f"SELECT {', '.join(quote_ident(c) for c in columns)} FROM {quote_ident(node.table)}{where} "
@@ -278,7 +278,7 @@ class Job:
         await self._throttle(len(rows))
 
     async def _throttle(self, rows: int) -> None:
-        rate = self.server.config.prop_int("migration-rows-per-second", 0)
+        rate = self.server.config.prop_int("migration-rows-per-second")
         if rate <= 0:
             return
         now = time.monotonic()

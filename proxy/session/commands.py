@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from protocol.constants import Command, ErrorCode, ServerStatus
 from protocol.packets import ComChangeUser, ComFieldList, end_of_result
-from proxy.backends.charset import charset_for_collation
+from proxy.backends.charset import names_for_collation
 from proxy.clusterport import port
 from proxy.execution import txn
 from proxy.execution.errors import answer_error
@@ -59,7 +59,7 @@ async def change_user(session: Session, payload: bytes) -> None:
     session.sql_statements.clear()
     session.user, session.user_config, session.database = user.user, user, database
     if request.character_set:
-        session.charset = charset_for_collation(request.character_set)
+        session.set_names(names_for_collation(request.character_set))
     session.status = int(ServerStatus.AUTOCOMMIT)
     session.log = session.log.bind(user=session.user)
     session.ok()
@@ -74,9 +74,9 @@ async def reset(session: Session) -> None:
     for name, conn in list(session.backends.items()):
         await conn.simple_command(bytes((Command.RESET_CONNECTION,)))
         conn.charset = "utf8mb4"
-        if session.charset != "utf8mb4":
-            await conn.execute(f"SET NAMES {session.charset}")
-            conn.charset = session.charset
+        if session.names != "utf8mb4":
+            await conn.execute(f"SET NAMES {session.names}")
+            conn.charset = session.names
         session.backends[name] = conn
     session.release_read_backends()
     session.read_state = {}

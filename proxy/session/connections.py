@@ -17,6 +17,7 @@ from protocol import text
 from protocol.constants import ErrorCode, ServerStatus, SetOption
 from protocol.packets import ComSetOption, ERRPacket
 from proxy.backends.backend import BackendConnection, BackendError, DataSource
+from proxy.backends.charset import changes_names, client_charset
 from proxy.backends.readwrite import ReadWriteGroup
 from proxy.execution import txn
 from proxy.execution.replicas import group_backend
@@ -48,6 +49,7 @@ class SessionConnections:
     txn: TransactionState
     statements: StatementRegistry
     charset: str
+    names: str
     multi_statements: bool
     sticky: bool
     busy: bool
@@ -277,20 +279,29 @@ class SessionConnections:
         """Give a borrowed connection this session's state (character set, multi-statement option, SET
         statements); a connection left with another session's state is reset first. A connection that
         already has this state costs nothing."""
-        wanted = (self.charset, self.multi_statements, tuple(self.txn.session_sets))
+        wanted = (self.names, self.multi_statements, tuple(self.txn.session_sets))
         if conn.state == wanted:
             return
         if not conn.clean:
             await conn.source.reset(conn)
-        if self.charset != conn.charset:
-            await self._must(conn, f"SET NAMES {self.charset}")
-            conn.charset = self.charset
+        if self.names != conn.charset:
+            await self._must(conn, f"SET NAMES {self.names}")
+            conn.charset = self.names
         if not self.multi_statements:
             # match the client's setting so 'a; b' fails as it would on a server
             await conn.simple_command(ComSetOption(SetOption.MULTI_STATEMENTS_OFF).encode())
         for sql in self.txn.session_sets:
             await self._must(conn, sql)
         conn.session_sets = tuple(self.txn.session_sets)
+        if any(changes_names(sql) for sql in conn.session_sets):
+            # a SET that changed other variables too, replayed: the session's character sets are the later ones
+            await self._must(conn, f"SET NAMES {self.names}")
+
+    def set_names(self, names: str) -> None:
+        """The session's character sets and collation are now what `SET NAMES {names}` gives (see
+        proxy.backends.charset): re-created on every connection it borrows from now on."""
+        self.names = names
+        self.charset = client_charset(names)
 
     async def try_extra_backend(self, data_source: str, *, like: BackendConnection | None = None
                                 ) -> BackendConnection | None:

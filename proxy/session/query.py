@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from protocol.constants import ErrorCode
 from protocol.errors import ServerError
 from protocol.packets import ComQuery
+from proxy.backends.charset import changes_names, names_of, only_names, read_names
 from proxy.backends.readwrite import ReadWriteGroup
 from proxy.execution import infile, txn_control
 from proxy.execution.plain import statement_kind
@@ -23,6 +24,7 @@ from proxy.execution.routed import execute_routed
 from proxy.execution.sticky import may_be_sticky
 from proxy.execution.txn_control import classify_session_statement
 from proxy.session import metadata, sql_prepared
+from proxy.session.nodatabase import needs_database, unwrapped
 from proxy.session.statements import classify
 from routing.split import split_statements
 
@@ -67,7 +69,7 @@ async def query(session: Session, payload: bytes) -> None:
             await relay_pass_through(session, source, payload, sql)
         finally:
             session.rename_rows = False
-        after_pass_through(session, source, sql)
+        await after_pass_through(session, source, sql)
         _unless_refused(session, became_sticky)
         return
     if session.multi_statements and ";" in sql:
@@ -96,7 +98,7 @@ def _unless_refused(session: Session, became_sticky: bool, errno: int | None = N
         session.sticky = False
 
 
-def after_pass_through(session: Session, source: DataSource, sql: str) -> None:
+async def after_pass_through(session: Session, source: DataSource, sql: str) -> None:
     """What a passed-through statement leaves on its connection that the proxy must know: SET state to
     re-create on another connection, and results the client may ask for next (LAST_INSERT_ID() ...)."""
     conn = session.backends.get(source.name)
@@ -108,11 +110,17 @@ def after_pass_through(session: Session, source: DataSource, sql: str) -> None:
     if head.startswith("SET"):
         stmt = classify_session_statement(sql)
         if stmt is not None and stmt.kind == "set":
-            if stmt.value:
-                session.charset = conn.charset = stmt.value if stmt.value != "utf8" else "utf8mb3"
-            else:
+            if changes_names(sql):  # SET NAMES cs COLLATE c, SET CHARACTER SET, SET collation_connection = ...
+                names = names_of(sql) or await read_names(conn)
+                if names is not None:
+                    session.set_names(names)
+                    conn.charset = names
+            if not only_names(sql):
                 session.txn.session_sets.append(sql)
                 conn.session_sets = tuple(session.txn.session_sets)
+            if "sql_mode" in sql.lower():  # read by the kernel after a USE of a sharded database
+                session.txn.mode_flags = conn.status & txn_control.MODE_FLAGS
+                session.txn.pipes_as_concat = await txn_control.pipes_as_concat(conn)
             if isinstance(source, ReadWriteGroup):
                 session.release_read_backends()  # the next read borrows a replica connection with it
         elif stmt is not None and stmt.kind in ("next_tx", "savepoint"):
@@ -152,10 +160,12 @@ async def routed_query(session: Session, db: LogicalDatabase, sql: str) -> None:
 
 
 async def without_database(session: Session, payload: bytes, sql: str) -> None:
-    """No logical database chosen yet: table-less statements (SELECT @@version_comment, SET ...) run on a
-    default data source; anything naming a table needs `USE` first, as on MySQL."""
+    """No logical database chosen yet: what needs none (SET, SELECT @@version_comment, SHOW VARIABLES, also in
+    an executable comment) runs on a default data source, and a SET stays the session's (it holds after USE, as
+    on MariaDB); what reads the current database answers 1046 (proxy.session.nodatabase)."""
     default = session.server.default_database()
-    if default is None or _mentions_tables(sql):
+    statement = unwrapped(sql)
+    if default is None or needs_database(statement):
         session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
         return
     saved = session.database
@@ -163,21 +173,9 @@ async def without_database(session: Session, payload: bytes, sql: str) -> None:
     try:
         ds = next(iter(default.sources))
         await session.relay(ds, payload)
+        await after_pass_through(session, default.sources[ds], statement)
     finally:
         session.database = saved
-
-
-def _mentions_tables(sql: str) -> bool:
-    try:
-        import sqlglot
-        from sqlglot import exp
-
-        tree = sqlglot.parse_one(sql, read="mysql")
-    except Exception:
-        return True
-    if tree is None:
-        return False
-    return any(True for _ in tree.find_all(exp.Table))
 
 
 __all__ = ["after_pass_through", "multi", "query", "routed_query", "without_database"]

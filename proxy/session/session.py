@@ -28,7 +28,7 @@ from protocol.packets import (
 from protocol.results import ResultSummary
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BackendConnection
-from proxy.backends.charset import charset_for_collation
+from proxy.backends.charset import names_for_collation
 from proxy.config.model import UserConfig
 from proxy.execution import txn
 from proxy.execution.errors import answer_error, server_errno
@@ -56,6 +56,8 @@ _IN_TRANS = int(ServerStatus.IN_TRANS)
 _AUTOCOMMIT = int(ServerStatus.AUTOCOMMIT)
 _MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
 _IN_TRANS_READONLY = int(ServerStatus.IN_TRANS_READONLY)
+ER_WRONG_DB_NAME = 1102
+NAME_CHAR_LEN = 64  # MariaDB's longest identifier, in characters
 _READ_ONLY = re.compile(r"\bREAD\s+ONLY\b", re.I)
 
 class Session(SessionConnections, StatementStopping):
@@ -81,7 +83,8 @@ class Session(SessionConnections, StatementStopping):
         self.capabilities = Capability(0)
         self.secure = False  # TLS
         self._deprecate_eof = False
-        self.charset = "utf8mb4"
+        self.charset = "utf8mb4"  # the client's character set: the codec of its text
+        self.names = "utf8mb4"  # what SET NAMES gives a connection this session's character sets (set_names)
         self._status = int(ServerStatus.AUTOCOMMIT)
         self.more_results = False  # a multi-statement query has statements after the current one
         # the pass-through statement being relayed has rows of the server's own names (proxy.backends.rename)
@@ -250,7 +253,7 @@ class Session(SessionConnections, StatementStopping):
         self._deprecate_eof = bool(client.capabilities & Capability.DEPRECATE_EOF)
         self.user = client.user.user
         self.user_config = client.user
-        self.charset = charset_for_collation(client.response.character_set)
+        self.set_names(names_for_collation(client.response.character_set))  # its exact collation, not the default
         self.multi_statements = bool(client.capabilities & Capability.MULTI_STATEMENTS)
         if client.response.database:
             db, refusal = self.database_access(client.response.database)
@@ -268,17 +271,20 @@ class Session(SessionConnections, StatementStopping):
     # -- commands ---------------------------------------------------------------------------------------
 
     def ok(self, affected: int = 0, last_insert_id: int = 0, info: bytes = b"") -> None:
+        self.row_count = affected  # ROW_COUNT(): an OK's affected rows, as the server counts it
         self.wire.send(OKPacket(affected, last_insert_id, ServerStatus(self.status), 0, info).encode(self.capabilities))
 
     def error(self, errno: int, message: str, sqlstate: str = "HY000") -> None:
         errno, sqlstate = server_errno(errno, sqlstate, message)  # never a client-library number
         self.errored = True
         self.last_errno = errno
+        self.row_count = -1  # ROW_COUNT() after an error, as the server says
         self.wire.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities))
 
     def rows(
         self, columns: list[str | ColumnDefinition41], rows: list[tuple[object, ...]] | list[list[object]]
     ) -> None:
+        self.row_count = -1  # ROW_COUNT() after a result set
         self.wire.send_many(result_packets(columns, rows, capabilities=self.capabilities, status=self.status))
 
     async def _dispatch(self, payload: bytes) -> None:
@@ -322,6 +328,8 @@ class Session(SessionConnections, StatementStopping):
         while summary.local_infile is not None:  # LOAD DATA LOCAL INFILE: the client's file, then the answer
             summary = await local_infile(self, conn, writer or self.writer, error_rewriter)
             self.wire.seq = summary.next_seq
+        # ROW_COUNT() of a sharded database's next statement: this answer's, as the server counts it
+        self.row_count = -1 if summary.error is not None or summary.result_sets else summary.affected_rows
         if summary.error is not None:
             self.errored = True
             self.last_errno = summary.error.errno
@@ -354,7 +362,13 @@ class Session(SessionConnections, StatementStopping):
     def database_access(self, name: str) -> tuple[LogicalDatabase | None, tuple[int, str, str]]:
         """The logical database `name` for this session's user, or None and the error to answer: MySQL's
         ER_DBACCESS_DENIED_ERROR 1044 when authority.privilege does not permit it (also for a name no
-        database has: the error tells nothing of what exists), else 1049 for an unknown name."""
+        database has: the error tells nothing of what exists), else 1049 for an unknown name. Before both, as
+        MariaDB checks it first: 1102 for a name no database can have (over 64 characters, a trailing space), and
+        1046 for an empty one."""
+        if not name:
+            return None, (ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+        if len(name) > NAME_CHAR_LEN or name.endswith(" "):
+            return None, (ER_WRONG_DB_NAME, f"Incorrect database name '{name}'", "42000")
         privilege = self.server.config.privilege
         if not privilege.permits(self.user_config, name):
             return None, (ER_DBACCESS_DENIED_ERROR, denied_message(self.user_config, name), "42000")
@@ -389,7 +403,10 @@ class Session(SessionConnections, StatementStopping):
             self.backends.clear()
             self.release_read_backends()
             self.read_state = {}
-            self.txn = TransactionState()
+            # the session's variables are the session's, not the database's: they hold after USE, as on MariaDB
+            was, self.txn = self.txn, TransactionState()
+            self.txn.session_sets, self.txn.mode_flags = was.session_sets, was.mode_flags
+            self.txn.pipes_as_concat = was.pipes_as_concat
             self.statements.clear()
             self.sql_statements.clear()
         self.database = db

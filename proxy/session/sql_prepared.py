@@ -9,10 +9,12 @@ none of its code.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from protocol.binary import value_to_sql_literal
 from protocol.constants import ColumnType, ErrorCode
 from protocol.packets import ComQuery, ERRPacket, decode_text_row
 from protocol.results import ResultHeader
@@ -24,7 +26,7 @@ from proxy.execution.federation import federate
 from proxy.execution.plans import Explained, Federated, FederatedExplain, Refused
 from proxy.execution.units import log_statement
 from routing.errors import RoutingError
-from routing.interpolate import interpolate
+from routing.interpolate import interpolate as _interpolate_values
 
 if TYPE_CHECKING:
     from proxy.execution.context import SessionContext as Session
@@ -64,19 +66,41 @@ async def _user_variables(session: Session, names: list[str]) -> list[object]:
     db = session.database
     assert db is not None
     conn = await session.backend(next(iter(db.sources)), record_write=False)
-    types: list[int] = []
+    types: list[tuple[int, int]] = []
     row: tuple[bytes | None, ...] = ()
     async for ev in conn.events(ComQuery(("SELECT " + ", ".join(names)).encode()).encode()):
         if isinstance(ev, ResultHeader):
-            types = [int(c.type) for c in ev.columns]
+            types = [(int(c.type), int(c.character_set)) for c in ev.columns]
         elif isinstance(ev, bytes):
             row = decode_text_row(ev, len(types))
         elif isinstance(ev, ERRPacket):
             raise RoutingError(ev.message, errno=ev.errno, sqlstate=ev.sqlstate)
-    return [_typed(v, t) for v, t in zip(row, types, strict=True)]
+    return [_typed(v, t, charset) for v, (t, charset) in zip(row, types, strict=True)]
 
 
-def _typed(value: bytes | None, column_type: int) -> object:
+_BINARY = 63  # the binary character set's number in a column definition
+
+
+class _Binary(bytes):
+    """A user variable holding a binary string (0x41, a BINARY column's value): bound as one, X'..'."""
+
+    __slots__ = ()
+
+
+def interpolate(sql: str, params: Sequence[object]) -> str:
+    """`routing.interpolate.interpolate`, binary strings written as hexadecimal literals (a binary string, as
+    the server binds them), not as quoted text in the connection's character set."""
+    if not any(isinstance(v, _Binary) for v in params):
+        return _interpolate_values(sql, params)
+    marks = [f"\0shardproxy-binary-{i}\0" for i in range(len(params))]
+    text = _interpolate_values(sql, [m if isinstance(v, _Binary) else v for m, v in zip(marks, params, strict=True)])
+    for mark, value in zip(marks, params, strict=True):
+        if isinstance(value, _Binary):
+            text = text.replace(value_to_sql_literal(mark), f"X'{value.hex()}'", 1)
+    return text
+
+
+def _typed(value: bytes | None, column_type: int, charset: int = 0) -> object:
     if value is None:
         return None
     if column_type in (ColumnType.TINY, ColumnType.SHORT, ColumnType.LONG, ColumnType.LONGLONG, ColumnType.INT24):
@@ -85,10 +109,29 @@ def _typed(value: bytes | None, column_type: int) -> object:
         return Decimal(value.decode())
     if column_type in (ColumnType.FLOAT, ColumnType.DOUBLE):
         return float(value)
+    if charset == _BINARY:
+        return _Binary(value)
     try:
         return value.decode("utf-8")
     except UnicodeDecodeError:
         return value
+
+
+_SYNTAX_ERRORS = frozenset({ErrorCode.PARSE_ERROR, 1149})  # ER_PARSE_ERROR, ER_SYNTAX_ERROR
+
+
+async def _syntax_error(session: Session, text: str) -> bool:
+    """PREPARE reads the statement, as the server does: a syntax error is PREPARE's (1064 at PREPARE, not at
+    EXECUTE), in the server's own words. A data source prepares it; its other errors (a logic table it does not
+    hold by that name) are no answer, the kernel decides the text at EXECUTE."""
+    db = session.database
+    assert db is not None
+    conn = await session.backend(next(iter(db.sources)), record_write=False)
+    answer = await conn.prepared(text)
+    if isinstance(answer, ERRPacket) and answer.errno in _SYNTAX_ERRORS:
+        session.error(answer.errno, answer.message, answer.sqlstate)
+        return True
+    return False
 
 
 async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
@@ -98,6 +141,8 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
     if kind == "prepare":
         src = m.group("src")
         text = str((await _user_variables(session, [src]))[0] or "") if src.startswith("@") else _unquote(src)
+        if await _syntax_error(session, text):
+            return
         session.sql_statements[name] = text
         session.ok(info=b"Statement prepared")
         return

@@ -684,6 +684,8 @@ def test_shipped_conf_loads_and_demo_flow_works(mariadb_factory: ServerFactory, 
     try:
         user = config.users[0]
         load_schema(proxy.host, proxy.port, user.user, user.password, list(config.databases))
+        # `shardproxy demo-schema` again (the compose stack restarted): nothing fails, nothing doubles
+        load_schema(proxy.host, proxy.port, user.user, user.password, list(config.databases))
         conn = pymysql.connect(host=proxy.host, port=proxy.port, user=user.user, password=user.password,
                                database="sharding_db")
         with conn, conn.cursor() as cur:

@@ -40,6 +40,7 @@ class FakeConnection:
         self.relayed = False
         self.status = 2  # autocommit
         self.charset = "utf8mb4"
+        self.names = "utf8mb4"
         self.multi_statements = True
         self.session_sets: tuple[str, ...] = ()
         self.keep_for_next = False
@@ -108,6 +109,7 @@ class BrokerSession(SessionConnections):
         self.txn = TransactionState()
         self.statements = StatementRegistry()
         self.charset = "utf8mb4"
+        self.names = "utf8mb4"
         self.multi_statements = True
         self.sticky = False
         self.busy = False

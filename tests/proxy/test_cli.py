@@ -62,3 +62,11 @@ def test_settings_from_the_environment(tmp_path: Path) -> None:
                          cwd=REPO, env=env)
     assert out.returncode == 2 and "from-env" in out.stderr
     assert any(line.startswith("{") and "configuration_error" in line for line in out.stderr.splitlines())
+
+
+def test_global_options_after_the_command(tmp_path: Path) -> None:
+    """`shardproxy serve --log-json` said "unrecognized arguments": the options work on either side."""
+    out = _run("serve", "--conf", str(_bad_conf(tmp_path)), "--log-json", "--log-level", "DEBUG")
+    assert out.returncode == 2, out.stderr
+    assert any(json.loads(line)["event"] == "configuration_error"
+               for line in out.stderr.splitlines() if line.startswith("{")), out.stderr

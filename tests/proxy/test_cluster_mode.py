@@ -73,8 +73,8 @@ def test_prefix_end(prefix: str, end: str) -> None:
     assert prefix_end(prefix) == end
 
 
-def test_unknown_repository_props_warn() -> None:
-    warnings: list[str] = []
-    parse_mode({"type": "Cluster", "repository": {"type": "etcd", "props": {"server-lists": "a:1", "color": 1}}},
-               "g", warnings.append)
-    assert warnings == ["g: mode.repository.props.color: unknown prop, ignored"]
+def test_unknown_repository_props_are_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_mode({"type": "Cluster", "repository": {"type": "etcd", "props": {"serverlists": "a:1"}}}, "g")
+    assert str(info.value) == ("g: mode.repository.props.serverlists: unknown key 'serverlists': "
+                               "did you mean server-lists?")

@@ -41,6 +41,8 @@ ALL_SAME = {"ds_0": {"t_order_0": SAME, "t_order_1": SAME}, "ds_1": {"t_order_0"
 
 @pytest.mark.parametrize(("infos", "indexes", "expected"), [
     (ALL_SAME, {}, []),
+    ({}, {}, []),  # not created yet: no actual table differs from another
+    ({"ds_1": {"t_order_0": SAME}}, {}, ["ds_0.t_order_0 does not exist"]),
     ({**ALL_SAME, "ds_1": {"t_order_0": SAME}}, {}, ["ds_1.t_order_1 does not exist"]),
     ({**ALL_SAME, "ds_1": {"t_order_0": SAME, "t_order_1": [INT, UID]}}, {}, ["ds_1.t_order_1 has the columns (order_id, user_id), ds_0.t_order_0 (order_id, user_id, status)"]),
     ({**ALL_SAME, "ds_1": {"t_order_0": [INT, UID, STATUS_BIN], "t_order_1": SAME}}, {}, ["ds_1.t_order_0.status is varchar length 45 collation utf8mb4_bin NULL, ds_0.t_order_0.status varchar length 45 collation utf8mb4_general_ci NULL"]),

@@ -294,23 +294,48 @@ def test_single_data_source_without_rules_is_pass_through() -> None:
 @pytest.mark.parametrize(
     ("mutate", "fragment"),
     [
-        (lambda d: d.update(extra=1), "unknown key 'extra' ignored"),
         (lambda d: sharding(d).update(shardingCache={"a": 1}), "shardingCache is not supported"),
-        (lambda d: sharding(d)["tables"]["t_order"].update(foo=1), "rules[0].tables.t_order.foo: unknown key"),
-        (lambda d: sharding(d)["shardingAlgorithms"]["database_inline"].update(kind="x"), "unknown key 'kind'"),
-        (lambda d: sharding(d)["tables"]["t_order"]["tableStrategy"]["standard"].update(x=1), "unknown key 'x'"),
-        (lambda d: sharding(d)["tables"]["t_order"].update(tableStrategy={"standard": {"shardingColumn": "order_id",
-         "shardingAlgorithmName": "t_order_inline"}, "weird": {}}), "unknown strategy type 'weird'"),
         (lambda d: d.pop("databaseName"), "no databaseName; using 'sharding'"),
     ],
 )  # fmt: skip
-def test_unknown_keys_only_warn(mutate: Callable[[dict[str, Any]], Any], fragment: str) -> None:
+def test_harmless_settings_warn(mutate: Callable[[dict[str, Any]], Any], fragment: str) -> None:
     doc = example()
     mutate(doc)
     warnings: list[str] = []
     load(doc, warnings)
     assert any(fragment in w for w in warnings), warnings
     assert all(w.startswith("database-sharding.yaml") for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(extra=1),
+         "extra: unknown key 'extra': the known keys here are dataSources, databaseName, props, rules, schemaName"),
+        (lambda d: sharding(d).update(bindingTablez=[]),
+         "rules[0].bindingTablez: unknown key 'bindingTablez': did you mean bindingTables?"),
+        (lambda d: sharding(d)["tables"]["t_order"].update(actualDataNode="x"),
+         "rules[0].tables.t_order.actualDataNode: unknown key 'actualDataNode': did you mean actualDataNodes?"),
+        (lambda d: sharding(d)["tables"]["t_order"].update(foo=1), "rules[0].tables.t_order.foo: unknown key 'foo'"),
+        (lambda d: sharding(d)["shardingAlgorithms"]["database_inline"].update(kind="x"), "unknown key 'kind'"),
+        (lambda d: sharding(d)["shardingAlgorithms"]["database_inline"].update(prop={}),
+         "unknown key 'prop': did you mean props?"),
+        (lambda d: sharding(d)["tables"]["t_order"]["tableStrategy"]["standard"].update(shardingColum="x"),
+         "unknown key 'shardingColum': did you mean shardingColumn?"),
+        (lambda d: sharding(d)["tables"]["t_order"].update(tableStrategy={"standart": {"shardingColumn": "order_id",
+         "shardingAlgorithmName": "t_order_inline"}}),
+         "tableStrategy.standart: unknown key 'standart': did you mean standard?"),
+    ],
+)  # fmt: skip
+def test_unknown_keys_are_refused(mutate: Callable[[dict[str, Any]], Any], message: str) -> None:
+    """ShardingSphere's YAML loading refuses a property its classes lack; a misspelt key that only warned
+    dropped what it configured (a binding, a strategy) without a word."""
+    doc = example()
+    mutate(doc)
+    with pytest.raises(ConfigError) as info:
+        load(doc, [])
+    assert str(info.value).startswith("database-sharding.yaml: ")
+    assert message in str(info.value)
 
 
 def test_a_default_strategy_that_misses_a_table_only_warns() -> None:

@@ -155,3 +155,18 @@ def test_a_many_row_insert_sends_every_row_to_its_node_once(kernel: ShardingKern
         users, orders = values[0::3], values[1::3]
         assert {f"ds_{u % 2}" for u in users} == {unit.data_source}
         assert {f"t_order_{o % 2}" for o in orders} == {unit.sql.split()[2]}
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    ("INSERT INTO t_order (order_id, status) VALUES (1, 'nouser')",
+     "INSERT into t_order: row 1 has no value for the sharding column user_id, so it could go to any of 2 data "
+     "nodes; give every row a value for user_id"),
+    ("INSERT INTO t_order (user_id, order_id) VALUES (1, 1), (NULL, 2)",
+     "INSERT into t_order: row 2 gives sharding column user_id a value the proxy cannot evaluate"),
+])  # fmt: skip
+def test_an_unplaced_row_is_refused_saying_what_to_give(kernel: ShardingKernel, sql: str, message: str) -> None:
+    from routing.errors import RoutingError
+
+    with pytest.raises(RoutingError) as info:
+        kernel.route(sql, None)
+    assert str(info.value).startswith(message), str(info.value)

@@ -3,7 +3,7 @@
 A variable is a prop's key in upper-case-underscore form, shown in lower case (`sql_show` is
 `props.sql-show`). The list holds ShardingSphere 5.5.2's props (`ConfigurationPropertyKey`,
 `TemporaryConfigurationPropertyKey`, `cached_connections`), each with its default where shardproxy does not
-read it, plus the props only shardproxy reads (see the props table of the README). Values shown are the
+read it, plus the props only shardproxy reads: the props table (proxy.config.props). Values shown are the
 ones in use: the configured value, or the proxy's default.
 
 `SET DIST VARIABLE` applies a prop the proxy reads for each statement (or each new connection) at once, to
@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from proxy.config.props import LIVE, PROPS, STARTUP, UNUSED
 from proxy.session.distsql.errors import DistSQLError
 
 if TYPE_CHECKING:
@@ -29,10 +30,7 @@ if TYPE_CHECKING:
 
 COLUMNS = ("variable_name", "variable_value")
 
-LIVE = "live"  # applied at once by SET DIST VARIABLE
-STARTUP = "startup"  # read at start-up: SET refuses it as read-only
-UNUSED = "unused"  # a ShardingSphere prop shardproxy does not read: SET refuses it
-
+__all__ = ["LIVE", "STARTUP", "UNUSED"]
 
 @dataclass(frozen=True)
 class Variable:
@@ -71,48 +69,25 @@ def _check_database(server: ProxyServer, value: Any) -> None:
 
 _RESTART = "change props.{key} in global.yaml and restart the proxy"
 
-VARIABLES: tuple[Variable, ...] = (
-    # ShardingSphere's ConfigurationPropertyKey
-    Variable("system-log-level", "level", "INFO", STARTUP, hint="start the proxy with --log-level LEVEL"),
-    Variable("sql-show", "bool", "false", LIVE, current=_get_attr("sql_show"), apply=_set_attr("sql_show")),
-    Variable("sql-simple", "bool", "false", UNUSED),
-    Variable("kernel-executor-size", "int", "0", UNUSED),
-    Variable("max-connections-size-per-query", "int", "4", LIVE, minimum=1,
-             current=_get_attr("max_connections_per_query"), apply=_set_attr("max_connections_per_query")),
-    Variable("check-table-metadata-enabled", "bool", "false", UNUSED),
-    Variable("load-table-metadata-batch-size", "int", "1000", UNUSED),
-    Variable("proxy-frontend-database-protocol-type", "str", "", UNUSED),
-    Variable("proxy-frontend-flush-threshold", "int", "128", UNUSED),
-    Variable("proxy-backend-query-fetch-size", "int", "-1", UNUSED),
-    Variable("proxy-frontend-executor-size", "int", "0", UNUSED),
-    Variable("proxy-frontend-max-connections", "int", "0", LIVE, minimum=0,
-             current=_get_attr("max_connections"), apply=_set_attr("max_connections")),
-    Variable("proxy-default-port", "int", "3307", STARTUP, hint="start the proxy with --port, or " + _RESTART),
-    Variable("proxy-netty-backlog", "int", "4096", STARTUP, current=_get_attr("backlog")),
-    Variable("cdc-server-port", "int", "33071", UNUSED),
-    Variable("proxy-frontend-ssl-enabled", "bool", "false", STARTUP),
-    Variable("proxy-frontend-ssl-version", "str", "TLSv1.2,TLSv1.3", STARTUP),
-    Variable("proxy-frontend-ssl-cipher", "str", "", STARTUP),
-    Variable("agent-plugins-enabled", "bool", "true", UNUSED),
-    # ShardingSphere's TemporaryConfigurationPropertyKey
-    Variable("proxy-meta-data-collector-enabled", "bool", "false", UNUSED),
-    Variable("system-schema-metadata-assembly-enabled", "bool", "true", UNUSED),
-    # read by shardproxy only
-    Variable("proxy-backlog", "int", "4096", STARTUP, current=_get_attr("backlog")),
-    Variable("proxy-mysql-default-version", "str", "", STARTUP),
-    Variable("proxy-default-database", "str", "", LIVE, apply=_check_database),
-    Variable("proxy-merge-memory-rows", "int", "1000000", LIVE, minimum=1,
-             current=_get_attr("merge_memory_rows"), apply=_set_attr("merge_memory_rows")),
-    Variable("proxy-statement-timeout-seconds", "float", "0", LIVE, minimum=0,
-             current=_get_attr("statement_timeout"), apply=_set_attr("statement_timeout")),
-    Variable("max-replication-lag-seconds", "float", "", STARTUP),
-    Variable("replica-health-check-interval-milliseconds", "int", "1000", STARTUP),
-    Variable("gtid-wait-timeout-milliseconds", "int", "500", STARTUP),
-    Variable("plan-cache-size", "int", "1024", STARTUP),
-    Variable("proxy-metrics-port", "int", "", STARTUP),
-    Variable("proxy-metrics-host", "str", "127.0.0.1", STARTUP),
-    Variable("proxy-frontend-ssl-cert-file", "str", "", STARTUP),
-    Variable("proxy-frontend-ssl-key-file", "str", "", STARTUP),
+# how the running proxy shows and applies the props it keeps elsewhere than in its props (the rest of each
+# variable, its type, default and use, is the props table's)
+_HOOKS: dict[str, dict[str, Any]] = {
+    "system-log-level": {"hint": "start the proxy with --log-level LEVEL"},
+    "sql-show": {"current": _get_attr("sql_show"), "apply": _set_attr("sql_show")},
+    "max-connections-size-per-query": {"current": _get_attr("max_connections_per_query"),
+                                       "apply": _set_attr("max_connections_per_query")},
+    "proxy-frontend-max-connections": {"current": _get_attr("max_connections"), "apply": _set_attr("max_connections")},
+    "proxy-default-port": {"hint": "start the proxy with --port, or " + _RESTART},
+    "proxy-netty-backlog": {"current": _get_attr("backlog")},
+    "proxy-backlog": {"current": _get_attr("backlog")},
+    "proxy-default-database": {"apply": _check_database},
+    "proxy-merge-memory-rows": {"current": _get_attr("merge_memory_rows"), "apply": _set_attr("merge_memory_rows")},
+    "proxy-statement-timeout-seconds": {"current": _get_attr("statement_timeout"),
+                                        "apply": _set_attr("statement_timeout")},
+}
+
+VARIABLES: tuple[Variable, ...] = tuple(
+    Variable(p.key, p.kind, p.default, p.use, p.minimum, **_HOOKS.get(p.key, {})) for p in PROPS if not p.legacy
 )
 BY_NAME = {v.name: v for v in VARIABLES}
 CACHED_CONNECTIONS = "cached_connections"
