@@ -63,6 +63,7 @@ SERVER_CAPABILITIES = (
     | Capability.PLUGIN_AUTH_LENENC_CLIENT_DATA
     | Capability.CAN_HANDLE_EXPIRED_PASSWORDS
     | Capability.DEPRECATE_EOF
+    | Capability.LOCAL_FILES  # LOAD DATA LOCAL INFILE: relayed between client and data source (as MariaDB offers it)
 )
 
 

@@ -49,6 +49,9 @@ class ResultSummary:
     result_sets: int = 0
     info: bytes = b""
     next_seq: int = 0  # the client-side sequence id after the relayed answer
+    # LOAD DATA LOCAL INFILE: the server's request for the client's file (0xFB and its name), relayed; the answer
+    # goes on after the client's file content
+    local_infile: bytes | None = None
 
 
 def _frame(payload: bytes | memoryview, seq: int) -> bytes:
@@ -70,9 +73,12 @@ class ResultRelay:
         "_client_eof",
         "_columns_left",
         "_continuation",
+        "_cursor",
         "_more",
         "_phase",
+        "_rewrite_column",
         "_rewrite_error",
+        "_rewrite_row",
         "_seq",
         "_seq_after",
         "done",
@@ -82,12 +88,20 @@ class ResultRelay:
 
     def __init__(
         self, *, backend_deprecate_eof: bool, client_deprecate_eof: bool, first_seq: int = 1, rows_only: bool = False,
-        more_results: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None,
+        more_results: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None, cursor: bool = False,
+        column_rewriter: Callable[[bytes], bytes] | None = None, row_rewriter: Callable[[bytes], bytes] | None = None,
     ) -> None:
         """`rows_only`: the answer has no header (COM_STMT_FETCH: rows, then EOF). `more_results`: the
         client's query has more statements after this one (the proxy splits multi-statement queries), so
-        the answer's last packet must say MORE_RESULTS_EXISTS."""
+        the answer's last packet must say MORE_RESULTS_EXISTS. `cursor`: the command asked for a cursor
+        (COM_STMT_EXECUTE with cursor flags): CURSOR_EXISTS after the column definitions ends the answer; in any
+        other answer it is a stored procedure's own open cursor, and more results may follow."""
         self._more = more_results
+        self._cursor = cursor
+        # e.g. a pass-through database's physical name back to its logical one (proxy.backends.rename); rows
+        # only for the statements whose rows are the server's messages (never in packets of 16 MB or more)
+        self._rewrite_column = column_rewriter
+        self._rewrite_row = row_rewriter
         self._rewrite_error = error_rewriter  # e.g. actual table names back to logic names
         self._buf = bytearray()
         self._backend_eof = backend_deprecate_eof
@@ -114,7 +128,7 @@ class ResultRelay:
         seq = self._seq
         try:
             while end - pos >= 4 and not self.done:
-                if self._phase is _Phase.ROWS and not self._continuation:
+                if self._phase is _Phase.ROWS and not self._continuation and self._rewrite_row is None:
                     # hot loop: a run of complete row frames is copied in one piece, sequence ids
                     # patched in place in our own buffer (no object per row)
                     run_start = pos
@@ -163,8 +177,11 @@ class ResultRelay:
                         seq = (seq + 1) & 0xFF
                         continue
                     self.rows += 1
-                    out += bytes((length & 0xFF, (length >> 8) & 0xFF, length >> 16, seq))
-                    out += buf[start:stop]
+                    if self._rewrite_row is not None:
+                        out += _frame(self._rewrite_row(bytes(buf[start:stop])), seq)
+                    else:
+                        out += bytes((length & 0xFF, (length >> 8) & 0xFF, length >> 16, seq))
+                        out += buf[start:stop]
                     seq = (seq + 1) & 0xFF
                     continue
                 payload = bytes(buf[start:stop])
@@ -211,7 +228,10 @@ class ResultRelay:
                     payload = replace(ok, status=ok.status | ServerStatus.MORE_RESULTS_EXISTS).encode()
                 return _frame(payload, seq), (seq + 1) & 0xFF
             if head == 0xFB:
-                raise MalformedPacket("LOAD DATA LOCAL INFILE is not supported through the proxy")
+                self.summary.local_infile = payload
+                self._phase = _Phase.DONE
+                self.done = True
+                return _frame(payload, seq), (seq + 1) & 0xFF
             count = head if head < 0xFB else (Reader(payload).lenenc_int() or 0)
             self._columns_left = count
             self.summary.result_sets += 1
@@ -219,7 +239,7 @@ class ResultRelay:
             return _frame(payload, seq), (seq + 1) & 0xFF
         if phase is _Phase.COLUMNS:
             self._columns_left -= 1
-            out = _frame(payload, seq)
+            out = _frame(payload if self._rewrite_column is None else self._rewrite_column(payload), seq)
             seq = (seq + 1) & 0xFF
             if self._columns_left == 0:
                 if self._backend_eof:
@@ -236,7 +256,7 @@ class ResultRelay:
         if phase is _Phase.COLUMNS_EOF:
             self._phase = _Phase.ROWS
             warnings, status = _HDR.unpack_from(payload, 1) if len(payload) >= 5 else (0, 0)
-            if status & _CURSOR_EXISTS:
+            if status & _CURSOR_EXISTS and self._cursor:
                 # COM_STMT_EXECUTE opened a cursor: the answer ends here, rows come with COM_STMT_FETCH
                 self._finish(status, warnings, None)
                 if self._client_eof:

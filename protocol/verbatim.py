@@ -38,18 +38,23 @@ class VerbatimRelay:
     """Finds the end of an answer in the classic (EOF) framing, or in the DEPRECATE_EOF framing when
     `deprecate_eof`, and passes every byte through."""
 
-    __slots__ = ("_c", "_columns_left", "_continuation", "_deprecate_eof", "_err_payload", "_phase", "_rewrite_error",
-                 "_seq", "_skip", "_tail", "done", "rows", "summary")
+    __slots__ = ("_c", "_columns_left", "_continuation", "_cursor", "_deprecate_eof", "_err_payload", "_phase",
+                 "_rewrite_error", "_seq", "_skip", "_tail", "done", "rows", "summary")
 
     def __init__(self, *, deprecate_eof: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None,
-                 c: Any = C) -> None:
+                 c: Any = C, cursor: bool = False) -> None:
+        """`cursor`: the command asked for a cursor (COM_STMT_EXECUTE with cursor flags), whose answer ends at
+        the column definitions when the server says CURSOR_EXISTS. Any other answer ends where MORE_RESULTS_EXISTS
+        says: a stored procedure with a cursor of its own open leaves CURSOR_EXISTS in the status of the result
+        sets it sends, and more of them follow."""
         self._c = c  # protocol._crowframes, or None: the Python loop alone (tests compare both)
         self._deprecate_eof = deprecate_eof
-        self.restart(error_rewriter)
+        self.restart(error_rewriter, cursor)
 
-    def restart(self, error_rewriter: Callable[[bytes], bytes] | None = None) -> None:
+    def restart(self, error_rewriter: Callable[[bytes], bytes] | None = None, cursor: bool = False) -> None:
         """Ready for the next answer, as a new relay of the same framing is (the fast path keeps one per session
         instead of making one per command)."""
+        self._cursor = cursor
         # e.g. actual table names back to logic names (a sharded single-node answer). With one, an incomplete
         # control packet is held back instead of passed on, so that an ERR can be replaced whole
         self._rewrite_error = error_rewriter
@@ -92,9 +97,11 @@ class VerbatimRelay:
         header = -1  # where the last frame header read starts (its sequence id gives next_seq)
         rows = 0
         c = self._c
-        if c is not None and not self._continuation:
-            pos, phase, self._columns_left, rows, header, sets, status, warnings = c.verbatim_scan(
+        while c is not None and not self._continuation:
+            pos, phase, self._columns_left, scanned, at, sets, status, warnings = c.verbatim_scan(
                 buf, pos, phase, self._columns_left, self._deprecate_eof)
+            rows += scanned
+            header = at if at >= 0 else header
             if sets:
                 self.summary.result_sets += sets
             if status >= 0:  # what `_end` keeps of the last end packet walked
@@ -102,7 +109,11 @@ class VerbatimRelay:
                 s.status = status
                 s.warnings = warnings
                 if phase == _DONE:
+                    if status & _MORE_RESULTS and not self._cursor:
+                        phase = _FIRST  # the C step ends at CURSOR_EXISTS; more results follow
+                        continue
                     self.done = True
+            break
         while phase != _DONE and end - pos >= 4:
             length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
             if phase == _ROWS and length != MAX_PAYLOAD and not self._continuation:
@@ -156,7 +167,7 @@ class VerbatimRelay:
             if phase == _COLUMNS_EOF and length == 5 and buf[pos + 4] == 0xFE:
                 warnings, status = _HDR.unpack_from(buf, pos + 5)
                 pos += 9
-                if status & _CURSOR_EXISTS:
+                if status & _CURSOR_EXISTS and self._cursor:
                     phase = self._end(status, warnings)
                     break
                 phase = _ROWS
@@ -215,8 +226,10 @@ class VerbatimRelay:
             s.last_insert_id = ok.last_insert_id or s.last_insert_id
             s.info = ok.info
             return self._end(int(ok.status), ok.warnings)
-        if head == 0xFB:
-            raise MalformedPacket("LOAD DATA LOCAL INFILE is not supported through the proxy")
+        if head == 0xFB:  # LOAD DATA LOCAL INFILE: the server asks for the client's file; the answer goes on after it
+            self.summary.local_infile = payload
+            self.done = True
+            return _DONE
         count = head if head < 0xFB else (Reader(payload).lenenc_int() or 0)
         self._columns_left = count
         self.summary.result_sets += 1
@@ -226,7 +239,7 @@ class VerbatimRelay:
         if phase != _COLUMNS_EOF:
             raise MalformedPacket("unexpected packet after the end of the result")
         warnings, status = _HDR.unpack_from(payload, 1) if len(payload) >= 5 else (0, 0)
-        if status & _CURSOR_EXISTS:
+        if status & _CURSOR_EXISTS and self._cursor:
             # COM_STMT_EXECUTE opened a cursor: the answer ends here, rows come with COM_STMT_FETCH
             return self._end(status, warnings)
         return _ROWS
@@ -256,7 +269,7 @@ class VerbatimRelay:
         s = self.summary
         s.status = status
         s.warnings = warnings
-        if status & _MORE_RESULTS and not status & _CURSOR_EXISTS:
+        if status & _MORE_RESULTS and not (self._cursor and status & _CURSOR_EXISTS):
             return _FIRST
         self.done = True
         return _DONE
@@ -264,15 +277,18 @@ class VerbatimRelay:
 
 def relay_for(
     *, backend_deprecate_eof: bool, client_deprecate_eof: bool, first_seq: int = 1, rows_only: bool = False,
-    more_results: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None,
+    more_results: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None, cursor: bool = False,
+    column_rewriter: Callable[[bytes], bytes] | None = None, row_rewriter: Callable[[bytes], bytes] | None = None,
 ) -> ResultRelay | VerbatimRelay:
     """A `VerbatimRelay` when the answer needs no change (same framing, sequence ids from 1; an ERR may be
     rewritten), else a `ResultRelay`."""
-    if backend_deprecate_eof == client_deprecate_eof and first_seq == 1 and not rows_only and not more_results:
-        return VerbatimRelay(deprecate_eof=backend_deprecate_eof, error_rewriter=error_rewriter)
+    if backend_deprecate_eof == client_deprecate_eof and first_seq == 1 and not rows_only and not more_results \
+            and column_rewriter is None and row_rewriter is None:
+        return VerbatimRelay(deprecate_eof=backend_deprecate_eof, error_rewriter=error_rewriter, cursor=cursor)
     return ResultRelay(backend_deprecate_eof=backend_deprecate_eof, client_deprecate_eof=client_deprecate_eof,
                        first_seq=first_seq, rows_only=rows_only, more_results=more_results,
-                       error_rewriter=error_rewriter)
+                       error_rewriter=error_rewriter, cursor=cursor, column_rewriter=column_rewriter,
+                       row_rewriter=row_rewriter)
 
 
 __all__ = ["VerbatimRelay", "relay_for"]

@@ -68,7 +68,10 @@ CLEAN_STATE: tuple[str, bool, tuple[str, ...]] = ("utf8mb4", True, ())
 
 # A backend connection speaks to us with the classic EOF framing: PyMySQL never asks for DEPRECATE_EOF.
 BACKEND_DEPRECATE_EOF = False
-_BASE_FLAGS = Capability.MULTI_STATEMENTS | Capability.MULTI_RESULTS | Capability.PS_MULTI_RESULTS
+# LOCAL_FILES: a client's LOAD DATA LOCAL INFILE is relayed (the proxy never reads a file of its own: the file
+# request goes to the client, which refuses what it did not ask for)
+_BASE_FLAGS = (Capability.MULTI_STATEMENTS | Capability.MULTI_RESULTS | Capability.PS_MULTI_RESULTS
+               | Capability.LOCAL_FILES)
 
 
 class BackendConnection:
@@ -179,14 +182,19 @@ class BackendConnection:
     async def relay(
         self, payload: bytes, client: asyncio.StreamWriter, *, first_seq: int, client_deprecate_eof: bool,
         rows_only: bool = False, more_results: bool = False,
-        error_rewriter: Callable[[bytes], bytes] | None = None,
+        error_rewriter: Callable[[bytes], bytes] | None = None, column_rewriter: Callable[[bytes], bytes] | None = None,
+        row_rewriter: Callable[[bytes], bytes] | None = None, send: bool = True,
     ) -> ResultSummary:
-        """Send a command and copy its response to the client as it arrives (with backpressure)."""
+        """Send a command and copy its response to the client as it arrives (with backpressure). `send=False`: the
+        rest of an answer, after the client's file of a LOAD DATA LOCAL INFILE (`send_frame`)."""
         relay = relay_for(
             backend_deprecate_eof=BACKEND_DEPRECATE_EOF, client_deprecate_eof=client_deprecate_eof,
             first_seq=first_seq, rows_only=rows_only, more_results=more_results, error_rewriter=error_rewriter,
+            cursor=payload[:1] == b"\x17" and len(payload) > 5 and payload[5] != 0,  # COM_STMT_EXECUTE, cursor flags
+            column_rewriter=column_rewriter, row_rewriter=row_rewriter,
         )
-        self._send(payload)
+        if send:
+            self._send(payload)
         transport = client.transport
         try:
             while not relay.done:
@@ -203,6 +211,15 @@ class BackendConnection:
         self.status = relay.summary.status
         self.raw.server_status = relay.summary.status
         return relay.summary
+
+    def send_frame(self, payload: bytes, seq: int) -> None:
+        """One packet of a client's file (LOAD DATA LOCAL INFILE), with the sequence id it comes with."""
+        writer = self.raw._writer
+        if writer is None:
+            self.broken = True
+            raise BackendError(self.name, "connection is closed")
+        writer.write(encode_packet(payload, seq)[0])
+        self.busy = True
 
     async def event_batches(self, payload: bytes, *, row_frames: bool = False) -> AsyncIterator[list[object]]:
         """Send a command and yield its decoded events (ResultHeader, row payloads, OK/ERR, ResultEnd), one

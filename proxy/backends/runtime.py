@@ -15,6 +15,7 @@ import structlog
 from protocol.packets import ERRPacket
 from proxy.backends import table_metadata
 from proxy.backends.backend import DataSource
+from proxy.backends.rename import Renaming, renaming_of
 from proxy.config.model import DatabaseConfig
 from proxy.config.props import default as prop_default
 from routing.model import ColumnInfo, DatabaseRules, UniqueKey
@@ -144,6 +145,11 @@ def _kernel(config: DatabaseConfig, metadata: SchemaSnapshot) -> ShardingKernel 
     return ShardingKernel(config.rules, metadata, plan_cache_size=size)
 
 
+def _renaming(name: str, source: DataSource | None) -> Renaming | None:
+    """A pass-through database whose physical database has another name: what the statements and answers need."""
+    return renaming_of(name, source.config.database) if source is not None else None
+
+
 class LogicalDatabase:
     def __init__(self, config: DatabaseConfig, sources: dict[str, DataSource]) -> None:
         self.config = config
@@ -156,6 +162,7 @@ class LogicalDatabase:
         self.pass_through_source: DataSource | None = (
             next(iter(sources.values())) if self.kernel is None else None
         )
+        self.renaming = _renaming(self.name, self.pass_through_source)
         self._reload_lock = asyncio.Lock()
         self._twin: tuple[ShardingKernel, ShardingKernel] | None = None
         # statements decided off the event loop take the twin one at a time (its caches and per-call state are
@@ -186,6 +193,7 @@ class LogicalDatabase:
         pass_through = next(iter(sources.values())) if kernel is None else None
         self.config, self.rules, self.sources = config, config.rules, sources
         self.metadata, self.kernel, self.pass_through_source = metadata, kernel, pass_through
+        self.renaming = _renaming(self.name, pass_through)
 
     async def reload_metadata(self) -> None:
         if self.kernel is None:

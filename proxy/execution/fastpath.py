@@ -187,15 +187,25 @@ class FastPath:
         session.begin_command(command)
         transport = tap.transport
         self.conn, self.tap, self.backend_transport = conn, tap, transport
-        if session.deprecate_eof == BACKEND_DEPRECATE_EOF:  # (relay_for's VerbatimRelay: kept, restarted)
+        data = target.data
+        cursor = command == _STMT_EXECUTE and len(data) > 9 and data[9] != 0  # (the answer ends at the columns)
+        db = session.database
+        renaming = db.renaming if db is not None else None
+        if renaming is not None:  # a pass-through database of another physical name: shown by its logical one
+            self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
+                                   client_deprecate_eof=session.deprecate_eof,
+                                   error_rewriter=target.error_rewriter or renaming.error, cursor=cursor,
+                                   column_rewriter=renaming.column)
+        elif session.deprecate_eof == BACKEND_DEPRECATE_EOF:  # (relay_for's VerbatimRelay: kept, restarted)
             verbatim = self.verbatim
             if verbatim is None:
                 verbatim = self.verbatim = VerbatimRelay(deprecate_eof=BACKEND_DEPRECATE_EOF)
-            verbatim.restart(target.error_rewriter)
+            verbatim.restart(target.error_rewriter, cursor)
             self.relay = verbatim
         else:
             self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
-                                   client_deprecate_eof=session.deprecate_eof, error_rewriter=target.error_rewriter)
+                                   client_deprecate_eof=session.deprecate_eof, error_rewriter=target.error_rewriter,
+                                   cursor=cursor)
         self.keep_for_next = target.keep_for_next
         self.joining = b"" if target.joins else None
         tap.relay = self
@@ -403,6 +413,10 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
         return _sharded(session, db, packet)
     if not source.fast_relay:
         return None
+    renaming = db.renaming
+    if renaming is not None and packet[4] == _QUERY and renaming.logical.lower() in packet[5:].decode(
+            "utf-8", errors="surrogateescape").lower():
+        return None  # a name to translate (proxy.backends.rename): the session's coroutine does
     conn = session.backends.get(source.name)
     if conn is None or conn.broken or conn.busy or conn.tap is None:
         return None

@@ -99,6 +99,9 @@ async def field_list(session: Session, payload: bytes) -> None:
     conn = await session.backend(source.name, record_write=False)
     # the answer is column definitions then EOF, like a result set without a count or rows
     out = await conn.simple_command(payload)
+    renaming = db.renaming
+    if renaming is not None:  # the physical database of another name shows as the logical one
+        out = [renaming.error(p) if p[:1] == b"\xff" else renaming.column(p) if p[:1] == b"\x03" else p for p in out]
     if out and out[-1][:1] == b"\xfe":
         out[-1] = end_of_result(ServerStatus(session.status), 0, session.capabilities)
     session.wire.send_many(out)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from protocol import text as ptext
@@ -26,14 +27,12 @@ from proxy.execution.resultset import BINARY_ROWS, result_packets
 from proxy.execution.units import log_statement
 from proxy.session import system_schema
 from proxy.session.processlist import (
-    _NOT_ALIAS,
-    _QUALIFIER,
     _hides_proxy_statement,
-    _masked,
     _processlist_table,
     _select_on_default,
     reads_processlist,
 )
+from proxy.session.schema_scope import Scope, restore_names, scope_to_schema
 from proxy.session.statements import like_to_regex, unquote_ident
 from routing.logical_names import LogicalNames
 from routing.session_functions import has_call, substitute_session_functions
@@ -72,6 +71,9 @@ _SHOW_CREATE_DATABASE = re.compile(
     re.I,
 )
 _SYSTEM_SCHEMAS = {"information_schema", "performance_schema", "mysql", "sys"}
+_SHOW_STATUS = re.compile(r"^\s*SHOW\s+(?:(?:GLOBAL|SESSION|LOCAL)\s+)?STATUS\b", re.I)
+# status variables that count the server's clients: the proxy's sessions, not its pooled connections
+_CLIENT_COUNTS = {b"threads_connected"}
 
 
 def _quote(value: str) -> str:
@@ -113,11 +115,17 @@ def logical_names(db: LogicalDatabase) -> LogicalNames:
 async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool:
     """Answer `sql` here when it is a metadata statement that needs logical names; False otherwise."""
     if ";" in sql and (db is None or db.kernel is None) and _hides_proxy_statement(sql):
-        session.error(1235, "shardproxy: KILL, SHOW PROCESSLIST and information_schema.PROCESSLIST are answered by "
-                      "the proxy: send them as a statement of their own, not in a multi-statement query", "42000")
+        session.error(
+            1235,
+            "shardproxy: KILL, SHOW PROCESSLIST and information_schema.PROCESSLIST are answered by "
+            "the proxy: send them as a statement of their own, not in a multi-statement query",
+            "42000",
+        )
         return True
     head = sql.lstrip()[:20].upper()
     if head.startswith("SHOW"):
+        if _SHOW_STATUS.match(sql):
+            return await _show_status(session, db, sql)
         m = _SHOW_CREATE_DATABASE.match(sql)
         if m:
             await _show_create_database(session, m)
@@ -158,6 +166,42 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
     return False
 
 
+async def _show_status(session: Session, db: LogicalDatabase | None, sql: str) -> bool:
+    """SHOW STATUS, run on a data source, with the counts of clients (`Threads_connected`) the proxy's own: the data
+    source counts the proxy's pooled connections. False when no data source can answer (no database chosen and no
+    default one)."""
+    target = db if db is not None else session.server.default_database()
+    if target is None:
+        return False
+    saved = session.database
+    session.database = target  # (no database chosen: the default one's data source, as other such statements)
+    try:
+        conn = await session.backend(next(iter(target.sources)), record_write=False)
+    finally:
+        session.database = saved
+    columns: tuple[ColumnDefinition41, ...] = ()
+    rows: list[tuple[bytes | None, ...]] = []
+    sessions = str(len(session.server.sessions)).encode()
+    async for ev in conn.events(ComQuery(sql.encode("utf-8", "surrogateescape")).encode()):
+        if isinstance(ev, ResultHeader):
+            columns = ev.columns
+        elif isinstance(ev, bytes):
+            row = decode_text_row(ev, len(columns))
+            if len(row) == 2 and (row[0] or b"").lower() in _CLIENT_COUNTS:
+                row = (row[0], sessions)
+            rows.append(row)
+        elif isinstance(ev, ERRPacket):
+            session.error(ev.errno, ev.message, ev.sqlstate)
+            return True
+    if not columns:
+        session.ok()
+        return True
+    session.wire.send_many(
+        result_packets(list(columns), rows, capabilities=session.capabilities, status=session.status)
+    )
+    return True
+
+
 def _target(session: Session, db: LogicalDatabase, named: str | None) -> LogicalDatabase | None:
     """The database a `SHOW ... FROM db` names (the current one without FROM); None after an error."""
     if not named:
@@ -181,8 +225,15 @@ async def _show_tables(session: Session, db: LogicalDatabase, m: re.Match[str]) 
         return
     if target.kernel is None:
         # a pass-through database lists its own tables; only the logical FROM name must not reach it
-        text = m.string[: m.start("db")] + "`" + target.sources[next(iter(target.sources))].config.database \
-            + "`" + m.string[m.end("db") :] if m.group("db") else m.string
+        text = (
+            m.string[: m.start("db")]
+            + "`"
+            + target.sources[next(iter(target.sources))].config.database
+            + "`"
+            + m.string[m.end("db") :]
+            if m.group("db")
+            else m.string
+        )
         await session.relay(next(iter(target.sources)), ComQuery(text.encode("utf-8", "surrogateescape")).encode())
         return
     await target.reload_metadata()  # tables may have been created behind the proxy's back
@@ -234,11 +285,13 @@ def _actual_to_logic(db: LogicalDatabase) -> dict[tuple[str, str], str]:
     return out
 
 
-async def _filter_where(session: Session, db: LogicalDatabase, columns: list[str], rows: list[tuple[object, ...]],
-                        where: str) -> list[tuple[bytes | None, ...]] | None:
+async def _filter_where(
+    session: Session, db: LogicalDatabase, columns: list[str], rows: list[tuple[object, ...]], where: str
+) -> list[tuple[bytes | None, ...]] | None:
     """Evaluate a SHOW statement's WHERE over rows the proxy built, by MySQL itself: the rows go to a
     backend as a derived table (values as text, so that `Rows > 0` compares as MySQL would). None after
     an error was sent to the client."""
+
     def lit(v: object) -> str:
         if v is None:
             return "NULL"
@@ -258,13 +311,26 @@ async def _filter_where(session: Session, db: LogicalDatabase, columns: list[str
 
 
 _TABLE_STATUS_COLUMNS = (
-    ("Name", None), ("Engine", None), ("Version", ColumnType.LONGLONG), ("Row_format", None),
-    ("Rows", ColumnType.LONGLONG), ("Avg_row_length", ColumnType.LONGLONG), ("Data_length", ColumnType.LONGLONG),
-    ("Max_data_length", ColumnType.LONGLONG), ("Index_length", ColumnType.LONGLONG),
-    ("Data_free", ColumnType.LONGLONG), ("Auto_increment", ColumnType.LONGLONG), ("Create_time", ColumnType.DATETIME),
-    ("Update_time", ColumnType.DATETIME), ("Check_time", ColumnType.DATETIME), ("Collation", None),
-    ("Checksum", ColumnType.LONGLONG), ("Create_options", None), ("Comment", None),
-    ("Max_index_length", ColumnType.LONGLONG), ("Temporary", None),
+    ("Name", None),
+    ("Engine", None),
+    ("Version", ColumnType.LONGLONG),
+    ("Row_format", None),
+    ("Rows", ColumnType.LONGLONG),
+    ("Avg_row_length", ColumnType.LONGLONG),
+    ("Data_length", ColumnType.LONGLONG),
+    ("Max_data_length", ColumnType.LONGLONG),
+    ("Index_length", ColumnType.LONGLONG),
+    ("Data_free", ColumnType.LONGLONG),
+    ("Auto_increment", ColumnType.LONGLONG),
+    ("Create_time", ColumnType.DATETIME),
+    ("Update_time", ColumnType.DATETIME),
+    ("Check_time", ColumnType.DATETIME),
+    ("Collation", None),
+    ("Checksum", ColumnType.LONGLONG),
+    ("Create_options", None),
+    ("Comment", None),
+    ("Max_index_length", ColumnType.LONGLONG),
+    ("Temporary", None),
 )
 _SUMMED = {"Rows", "Data_length", "Index_length", "Data_free"}
 
@@ -320,9 +386,14 @@ async def _show_table_status(session: Session, db: LogicalDatabase, m: re.Match[
             return
         rows = list(filtered)
     columns: list[str | ColumnDefinition41] = [
-        label if kind is None else ColumnDefinition41(label, kind, column_length=21 if kind != ColumnType.DATETIME
-                                                      else 19, flags=ColumnFlag.NUM if kind != ColumnType.DATETIME
-                                                      else ColumnFlag(0))
+        label
+        if kind is None
+        else ColumnDefinition41(
+            label,
+            kind,
+            column_length=21 if kind != ColumnType.DATETIME else 19,
+            flags=ColumnFlag.NUM if kind != ColumnType.DATETIME else ColumnFlag(0),
+        )
         for label, kind in _TABLE_STATUS_COLUMNS[: width or 18]
     ]
     session.rows(columns, rows)
@@ -341,14 +412,14 @@ async def _route(session: Session, db: LogicalDatabase, sql: str) -> None:
     """Run a statement the kernel routes, in the protocol of the client's command (text or binary rows)."""
 
     assert db.kernel is not None
-    plan = decide(db.kernel, sql, [] if BINARY_ROWS.get() else None, view_of(session, federation=False,
-                                                                             found_rows=False))
+    plan = decide(
+        db.kernel, sql, [] if BINARY_ROWS.get() else None, view_of(session, federation=False, found_rows=False)
+    )
     if isinstance(plan, Refused):
         raise plan.error
     assert isinstance(plan, Run)  # a SHOW / DESCRIBE of a table: no EXPLAIN, nothing federated
     log_statement(session, sql, plan.routed)
     if BINARY_ROWS.get():
-
         await execute_plan(session, db, plan, BINARY)
     else:
         await execute_plan(session, db, plan)
@@ -363,8 +434,7 @@ async def _show_create_database(session: Session, m: re.Match[str]) -> None:
         return
     source = next(iter(target.sources.values()))
     physical = source.config.database
-    res = await source.admin_execute(
-        f"SHOW CREATE DATABASE {m.group('ine') or ''}`{physical.replace('`', '``')}`")
+    res = await source.admin_execute(f"SHOW CREATE DATABASE {m.group('ine') or ''}`{physical.replace('`', '``')}`")
     if isinstance(res, ERRPacket):
         session.error(res.errno, res.message, res.sqlstate)
         return
@@ -392,10 +462,13 @@ def _rewrite_literals(sql: str, mapping: dict[str, str]) -> str:
 
 
 async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -> None:
+    """Each data source answers for the objects the logical view shows from it (see `_scope_to_schema`), so
+    the answers are concatenated as they come: two rows that are equal are two objects (two columns of one
+    name in two tables), never one object seen twice."""
     names = logical_names(db)
     header: tuple[ColumnDefinition41, ...] | None = None
     rows: list[tuple[bytes | None, ...]] = []
-    seen: set[tuple[bytes | None, ...]] = set()
+    first = next(iter(db.sources))
     for ds, source in db.sources.items():
         physical = source.config.database
         mapping = {db.name.lower(): physical}
@@ -403,17 +476,22 @@ async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -
             actual = names.actual(ds, table)
             if actual is not None:
                 mapping.setdefault(table.lower(), actual)
+        scoped = scope_to_schema(
+            _rewrite_literals(sql, mapping),
+            physical,
+            Scope(first=ds == first, hidden=_hidden(names, ds, db.metadata.actual_tables(ds))),
+        )
+        if scoped is None:
+            continue  # nothing of this data source's own: the first one answered for the server
         conn = await session.backend(ds, record_write=False)  # a read of metadata: no write to remember
         columns: tuple[ColumnDefinition41, ...] = ()
-        scoped = _scope_to_schema(_rewrite_literals(sql, mapping), physical)
         async for ev in conn.events(ComQuery(scoped.encode("utf-8", "surrogateescape")).encode()):
             if isinstance(ev, ResultHeader):
                 columns = ev.columns
-                header = header or columns
+                header = header or restore_names(sql, columns)
             elif isinstance(ev, bytes):
                 row = _map_row(decode_text_row(ev, len(columns)), columns, ds, physical, db.name, names)
-                if row is not None and row not in seen:
-                    seen.add(row)
+                if row is not None:
                     rows.append(row)
             elif isinstance(ev, ERRPacket):
                 session.wire.send(ev.encode(session.capabilities))
@@ -423,55 +501,22 @@ async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -
         session.ok()
         return
 
-    session.wire.send_many(result_packets(list(header), rows, capabilities=session.capabilities,
-                                          status=session.status))
+    session.wire.send_many(result_packets(list(header), rows, capabilities=session.capabilities, status=session.status))
 
 
-# information_schema tables whose rows belong to a schema, and the column naming it
-_SCHEMA_COLUMNS = {
-    "TABLES": "TABLE_SCHEMA", "COLUMNS": "TABLE_SCHEMA", "STATISTICS": "TABLE_SCHEMA",
-    "KEY_COLUMN_USAGE": "TABLE_SCHEMA", "TABLE_CONSTRAINTS": "TABLE_SCHEMA", "VIEWS": "TABLE_SCHEMA",
-    "PARTITIONS": "TABLE_SCHEMA", "SCHEMA_PRIVILEGES": "TABLE_SCHEMA", "TABLE_PRIVILEGES": "TABLE_SCHEMA",
-    "COLUMN_PRIVILEGES": "TABLE_SCHEMA", "COLUMNS_EXTENSIONS": "TABLE_SCHEMA", "TABLES_EXTENSIONS": "TABLE_SCHEMA",
-    "TABLE_STATISTICS": "TABLE_SCHEMA", "INDEX_STATISTICS": "TABLE_SCHEMA", "ST_GEOMETRY_COLUMNS": "TABLE_SCHEMA",
-    "REFERENTIAL_CONSTRAINTS": "CONSTRAINT_SCHEMA", "CHECK_CONSTRAINTS": "CONSTRAINT_SCHEMA",
-    "TRIGGERS": "TRIGGER_SCHEMA", "ROUTINES": "ROUTINE_SCHEMA", "PARAMETERS": "SPECIFIC_SCHEMA",
-    "EVENTS": "EVENT_SCHEMA", "SCHEMATA": "SCHEMA_NAME", "VIEW_TABLE_USAGE": "VIEW_SCHEMA",
-    "VIEW_ROUTINE_USAGE": "VIEW_SCHEMA",
-}
-_SCHEMA_TABLE = re.compile(
-    r"(?<![\w$`.])`?information_schema`?\s*\.\s*`?(" + "|".join(_SCHEMA_COLUMNS) + r")`?(?![\w$`])", re.I)
+def _hidden(names: LogicalNames, ds: str, tables: Iterable[str]) -> tuple[str, ...]:
+    """The physical tables of a data source the logical view hides."""
+    return tuple(sorted(t for t in tables if names.view(ds, t) is None))
 
 
-def _scope_to_schema(sql: str, physical: str) -> str:
-    """`sql` with every information_schema table that lists schema objects replaced by its rows of the
-    data source's physical database (and of the system schemas) only: the other databases on the same
-    server — other logical databases, ones the user may not use, databases of no logical database — must
-    not show, even through a column that does not name the schema (`SELECT table_name FROM ...TABLES`) or
-    an aggregate (`COUNT(*)`)."""
-    masked = _masked(sql)
-    matches = list(_SCHEMA_TABLE.finditer(masked))
-    if not matches:
-        return sql
-    schemas = ", ".join(_quote(n) for n in (physical, *sorted(_SYSTEM_SCHEMAS)))
-    out: list[str] = []
-    pos = 0
-    for m in matches:
-        out.append(sql[pos : m.start()])
-        table = m.group(1).upper()
-        if _QUALIFIER.match(masked, m.end()):
-            out.append(table)  # information_schema.TABLES.TABLE_NAME: a column of the derived table
-        else:
-            out.append(f"(SELECT * FROM information_schema.{table} WHERE {_SCHEMA_COLUMNS[table]} IN ({schemas}))")
-            if _NOT_ALIAS.match(masked, m.end()):
-                out.append(f" AS {table}")
-        pos = m.end()
-    out.append(sql[pos:])
-    return "".join(out)
-
-
-def _map_row(row: tuple[bytes | None, ...], columns: tuple[ColumnDefinition41, ...], ds: str, physical: str,
-             logical: str, names: LogicalNames) -> tuple[bytes | None, ...] | None:
+def _map_row(
+    row: tuple[bytes | None, ...],
+    columns: tuple[ColumnDefinition41, ...],
+    ds: str,
+    physical: str,
+    logical: str,
+    names: LogicalNames,
+) -> tuple[bytes | None, ...] | None:
     out = list(row)
     for i, col in enumerate(columns):
         value = row[i]

@@ -113,10 +113,19 @@ async def prepare(session: Session, payload: bytes) -> None:
         conn = await session.backend(source.name, record_write=False)
         # the session's own functions (DATABASE() is the logical database, CONNECTION_ID() the proxy's id) as the
         # text protocol substitutes them: the backend would answer with its own
-        answer = await conn.prepare(metadata.substitute(session, sql) or sql)
+        sent = metadata.substitute(session, sql) or sql
+        renaming = db.renaming
+        if renaming is not None:  # the physical database has another name (proxy.backends.rename)
+            sent = renaming.request(sent)
+        answer = await conn.prepare(sent)
         if isinstance(answer, ERRPacket):
+            if renaming is not None:
+                answer = ERRPacket.decode(renaming.error(answer.encode()))
             session.wire.send(answer.encode(session.capabilities))
             return
+        if renaming is not None:
+            answer = replace(answer, params=tuple(map(renaming.definition, answer.params)),
+                             columns=tuple(map(renaming.definition, answer.columns)))
         stmt = ClientStatement(session.statements.new_id(), sql, answer.ok.num_params, answer.columns,
                                backend=conn, backend_id=answer.ok.statement_id,
                                access=classify_access(sql) if isinstance(source, ReadWriteGroup) else None)

@@ -11,6 +11,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from protocol import text as ptext
@@ -92,6 +93,20 @@ def _text_literal(value: str | None) -> str:
     return f"CONVERT(X'{ptext.shown(value).encode().hex()}' USING utf8mb4)"
 
 
+def _state(asking: Session, s: Session, own: str) -> str:
+    """MariaDB's State column: empty for a session between commands, `own` for the session that asks (what MariaDB
+    shows for it: `starting` in SHOW PROCESSLIST, `Filling schema table` in information_schema.PROCESSLIST),
+    `Executing` for another that runs a command."""
+    if s.command in ("Sleep", "Connect", "Killed") or not s.busy:
+        return ""
+    return own if s is asking else "Executing"
+
+
+def _info(text: str | None) -> str | None:
+    """The statement as MariaDB keeps it for the processlist: without the `;` and spaces that end it."""
+    return text.rstrip().rstrip(";").rstrip() if text else text
+
+
 def _processlist_rows_sql(session: Session, others: Sequence[tuple[Any, ...]] = ()) -> str:
     """The proxy's sessions that `session` may see, as a derived table in information_schema.PROCESSLIST's
     columns (MariaDB's when the backends are MariaDB)."""
@@ -106,7 +121,8 @@ def _processlist_rows_sql(session: Session, others: Sequence[tuple[Any, ...]] = 
         selects.append(
             f"SELECT {s.id}, {_text_literal(s.user)}, {_text_literal(s.client_host)}, "
             f"{_text_literal(s.database.name if s.database else None)}, {_text_literal(s.command)}, "
-            f"{int(now - s.command_started)}, '', {_text_literal(s.info)}{extra_values}")
+            f"{int(now - s.command_started)}, {_text_literal(_state(session, s, 'Filling schema table'))}, "
+            f"{_text_literal(_info(s.info))}{extra_values}")
     for o in others:  # other proxies' sessions (Cluster mode): id, user, host, db, command, time, state, info
         extra_values = ", 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0" if extra else ""
         selects.append(f"SELECT {int(o[0])}, {_text_literal(o[1])}, {_text_literal(o[2])}, {_text_literal(o[3])}, "
@@ -173,9 +189,10 @@ async def processlist(session: Session, full: bool) -> None:
     now = time.monotonic()
     rows = []
     for s in visible_sessions(session):
-        info = s.info if full else (s.info or "")[:100] if s.info else None
+        text = _info(s.info)
+        info = text if full else text[:100] if text else None
         rows.append((s.id, s.user, f"{s.client_host}", s.database.name if s.database else None, s.command,
-                     int(now - s.command_started), "", info, 0.0))
+                     int(now - s.command_started), _state(session, s, "starting"), info, Decimal("0.000")))
     # Cluster mode: the other proxies' sessions too
     rows = sorted([*rows, *await port(session.server).other_sessions(session, full)], key=lambda r: int(r[0]))
     number = ColumnDefinition41("", ColumnType.LONGLONG, column_length=21, flags=ColumnFlag.NOT_NULL | ColumnFlag.NUM)

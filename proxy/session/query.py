@@ -17,7 +17,7 @@ from protocol.errors import ServerError
 from protocol.packets import ComQuery
 from proxy.backends.charset import changes_names, names_of, only_names, read_names
 from proxy.backends.readwrite import ReadWriteGroup
-from proxy.execution import table_locks, txn_control
+from proxy.execution import infile, table_locks, txn_control
 from proxy.execution.lock_text import parse_lock
 from proxy.execution.plain import statement_kind
 from proxy.execution.replicas import relay_pass_through
@@ -60,7 +60,18 @@ async def query(session: Session, payload: bytes) -> None:
         session.sticky = True
     source = db.pass_through_source
     if source is not None:
-        await relay_pass_through(session, source, payload, sql)
+        if infile.refused(session, sql):
+            return
+        renaming = db.renaming
+        if renaming is not None:  # the physical database has another name: qualified names are translated
+            physical = renaming.request(sql)
+            if physical is not sql:
+                payload = ComQuery(physical.encode("utf-8", errors="surrogateescape")).encode()
+            session.rename_rows = renaming.rows_for(sql)
+        try:
+            await relay_pass_through(session, source, payload, sql)
+        finally:
+            session.rename_rows = False
         await after_pass_through(session, source, sql)
         _unless_refused(session, became_sticky)
         return

@@ -34,6 +34,7 @@ from proxy.config.model import UserConfig
 from proxy.execution import txn
 from proxy.execution.errors import answer_error, server_errno
 from proxy.execution.fastpath import ClientProtocol, FastPath
+from proxy.execution.infile import local_infile
 from proxy.execution.resultset import result_packets
 from proxy.execution.state import GroupSessionState, StatementRegistry, TransactionState
 from proxy.frontend.handshake import HandshakeFailed
@@ -93,6 +94,8 @@ class Session(SessionConnections, StatementStopping):
         self.names = "utf8mb4"  # what SET NAMES gives a connection this session's character sets (set_names)
         self._status = int(ServerStatus.AUTOCOMMIT)
         self.more_results = False  # a multi-statement query has statements after the current one
+        # the pass-through statement being relayed has rows of the server's own names (proxy.backends.rename)
+        self.rename_rows = False
         self.errored = False  # the current statement's answer was an ERR
         self.busy = False  # a command is being answered: held connections may not be taken back
         self.sticky = False  # the session put state on its connections that cannot be re-created
@@ -336,11 +339,23 @@ class Session(SessionConnections, StatementStopping):
         A `replica`'s status flags say nothing of the session's transaction, which lives on the primary."""
         if self.substituted is not None:
             error_rewriter = _calls_printed(error_rewriter, self.substituted)
-        summary = await conn.relay(
-            payload, writer or self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
-            more_results=self.more_results, error_rewriter=error_rewriter,
-        )
+        db = self.database
+        renaming = db.renaming if db is not None and db.kernel is None else None
+        if renaming is not None:  # a pass-through database whose physical database has another name
+            summary = await conn.relay(
+                payload, writer or self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
+                more_results=self.more_results, error_rewriter=error_rewriter or renaming.error,
+                column_rewriter=renaming.column, row_rewriter=renaming.row if self.rename_rows else None,
+            )
+        else:
+            summary = await conn.relay(
+                payload, writer or self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
+                more_results=self.more_results, error_rewriter=error_rewriter,
+            )
         self.wire.seq = summary.next_seq
+        while summary.local_infile is not None:  # LOAD DATA LOCAL INFILE: the client's file, then the answer
+            summary = await local_infile(self, conn, writer or self.writer, error_rewriter)
+            self.wire.seq = summary.next_seq
         # ROW_COUNT() of a sharded database's next statement: this answer's, as the server counts it
         self.row_count = -1 if summary.error is not None or summary.result_sets else summary.affected_rows
         if summary.error is not None:

@@ -431,7 +431,7 @@ def test_relay_ends_a_cursor_open_answer_with_classic_eof(client: str) -> None:
     """The column EOF carrying CURSOR_EXISTS ends the answer; a DEPRECATE_EOF client gets it as the
     OK-with-0xFE that MariaDB itself sends there."""
     ex = exchange("stmt_corners_eof", "execute with CURSOR_TYPE_READ_ONLY")
-    relay = ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=client == "deof")
+    relay = ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=client == "deof", cursor=True)
     out = relay.feed(_stream(ex))
     assert relay.done and relay.rows == 0 and relay.summary.status & ServerStatus.CURSOR_EXISTS
     expected = exchange(f"stmt_corners_{client}", "execute with CURSOR_TYPE_READ_ONLY").answer

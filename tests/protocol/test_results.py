@@ -130,10 +130,13 @@ def test_relay_stops_at_the_end_and_keeps_the_rest(name: str) -> None:
     assert relay.done and out == src
 
 
-def test_relay_rejects_local_infile() -> None:
-    relay = ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=False)
-    with pytest.raises(MalformedPacket):
-        relay.feed(encode_packet(b"\xfb/etc/passwd", 1)[0])
+def test_relay_passes_a_local_infile_request_on() -> None:
+    """LOAD DATA LOCAL INFILE: the server's file request goes to the client (whose library decides whether to send
+    the file); the answer goes on after the file, in a relay of its own."""
+    relay = ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=False, first_seq=3)
+    out = relay.feed(encode_packet(b"\xfbrows.tsv", 1)[0])
+    assert relay.done and relay.summary.local_infile == b"\xfbrows.tsv"
+    assert out == encode_packet(b"\xfbrows.tsv", 3)[0] and relay.next_seq == 4
 
 
 def _big_row_response(value_len: int, backend_eof: bool) -> tuple[bytes, bytes]:

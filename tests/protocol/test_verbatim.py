@@ -32,6 +32,10 @@ CAPTURES = ["ok_update", "err_unknown_table", "rs_types", "rs_empty", "rs_warnin
             "init_db"]
 
 
+# the answers of commands that asked for a cursor (COM_STMT_EXECUTE with cursor flags): the relays are told
+CURSOR_ANSWERS: set[bytes] = set()
+
+
 def _binary_answers() -> list[Any]:
     """Every COM_STMT_EXECUTE answer of the binary captures (cursor openings included)."""
     out = []
@@ -40,7 +44,10 @@ def _binary_answers() -> list[Any]:
             for i, ex in enumerate(exchanges(f"{name}_{'deof' if deof else 'eof'}")):
                 if ex.sent and ex.sent[0][:1] == b"\x17" and ex.answer_frames:
                     label = f"{name}-{'deof' if deof else 'eof'}-{i}"
-                    out.append(pytest.param(b"".join(ex.answer_frames), deof, id=label))
+                    answer = b"".join(ex.answer_frames)
+                    if len(ex.sent[0]) > 5 and ex.sent[0][5]:
+                        CURSOR_ANSWERS.add(answer)
+                    out.append(pytest.param(answer, deof, id=label))
     return out
 
 
@@ -69,9 +76,10 @@ def _feed(relay: Any, stream: bytes, chunk: int | None) -> bytes:
 @pytest.mark.parametrize(("stream", "deof"), ANSWERS)
 @pytest.mark.parametrize("chunk", [None, 1, 3, 7], ids=["whole", "byte-by-byte", "chunk3", "chunk7"])
 def test_verbatim_passes_bytes_and_ends_like_the_relay(stream: bytes, deof: bool, chunk: int | None, c: Any) -> None:
-    oracle = ResultRelay(backend_deprecate_eof=deof, client_deprecate_eof=deof)
+    cursor = stream in CURSOR_ANSWERS
+    oracle = ResultRelay(backend_deprecate_eof=deof, client_deprecate_eof=deof, cursor=cursor)
     assert oracle.feed(stream) == stream and oracle.done  # same framing from seq 1: nothing to change
-    relay = VerbatimRelay(deprecate_eof=deof, c=c)
+    relay = VerbatimRelay(deprecate_eof=deof, c=c, cursor=cursor)
     assert _feed(relay, stream, chunk) == stream
     assert relay.done
     assert relay.summary == oracle.summary
@@ -88,16 +96,17 @@ def _longer(payload: bytes) -> bytes:
 @pytest.mark.parametrize("rewriter", [_longer, bytes], ids=["longer", "unchanged"])
 def test_verbatim_rewrites_errors_like_the_relay(stream: bytes, deof: bool, chunk: int | None, rewriter: Any,
                                                  c: Any) -> None:
-    oracle = ResultRelay(backend_deprecate_eof=deof, client_deprecate_eof=deof, error_rewriter=rewriter)
+    cursor = stream in CURSOR_ANSWERS
+    oracle = ResultRelay(backend_deprecate_eof=deof, client_deprecate_eof=deof, error_rewriter=rewriter, cursor=cursor)
     expected = oracle.feed(stream)
-    relay = VerbatimRelay(deprecate_eof=deof, error_rewriter=rewriter, c=c)
+    relay = VerbatimRelay(deprecate_eof=deof, error_rewriter=rewriter, c=c, cursor=cursor)
     assert _feed(relay, stream, chunk) == expected
     assert relay.done and relay.summary == oracle.summary and relay.next_seq == oracle.next_seq
 
 
 @pytest.mark.parametrize(("stream", "deof"), ANSWERS)
 def test_verbatim_is_not_done_before_the_last_byte(stream: bytes, deof: bool, c: Any) -> None:
-    relay = VerbatimRelay(deprecate_eof=deof, c=c)
+    relay = VerbatimRelay(deprecate_eof=deof, c=c, cursor=stream in CURSOR_ANSWERS)
     relay.feed(stream[:-1])
     assert not relay.done
     relay.feed(stream[-1:])
@@ -110,9 +119,11 @@ def test_verbatim_refuses_bytes_after_the_end(c: Any) -> None:
         VerbatimRelay(c=c).feed(stream + b"\x01\x00\x00\x00\x00")
 
 
-def test_verbatim_rejects_local_infile(c: Any) -> None:
-    with pytest.raises(MalformedPacket):
-        VerbatimRelay(c=c).feed(encode_packet(b"\xfb/etc/passwd", 1)[0])
+def test_verbatim_passes_a_local_infile_request_on(c: Any) -> None:
+    relay = VerbatimRelay(c=c)
+    request = encode_packet(b"\xfbrows.tsv", 1)[0]
+    assert relay.feed(request) == request
+    assert relay.done and relay.summary.local_infile == b"\xfbrows.tsv" and relay.next_seq == 2
 
 
 @pytest.mark.parametrize("row_payload", [MAX_PAYLOAD - 1, MAX_PAYLOAD, MAX_PAYLOAD + 1, 2 * MAX_PAYLOAD])
@@ -250,8 +261,9 @@ def test_verbatim_c_loop_agrees_with_python_on_generated_answers(seed: int) -> N
             stream += b"\x01\x00\x00\x09\x00"
         cuts = sorted(rng.sample(range(1, max(2, len(stream))), min(rng.randint(0, 4), max(0, len(stream) - 1))))
         rewriter = rng.choice([None, _longer])
-        python = _run(VerbatimRelay(deprecate_eof=deof, error_rewriter=rewriter, c=None), stream, cuts)
-        with_c = _run(VerbatimRelay(deprecate_eof=deof, error_rewriter=rewriter, c=c), stream, cuts)
+        cursor = rng.random() < 0.5
+        python = _run(VerbatimRelay(deprecate_eof=deof, error_rewriter=rewriter, c=None, cursor=cursor), stream, cuts)
+        with_c = _run(VerbatimRelay(deprecate_eof=deof, error_rewriter=rewriter, c=c, cursor=cursor), stream, cuts)
         assert with_c == python, (deof, stream.hex(), cuts)
 
 
@@ -266,13 +278,34 @@ def test_verbatim_uses_the_c_loop_where_built() -> None:
 def test_a_restarted_relay_answers_as_a_new_one(stream: bytes, deof: bool, c: Any) -> None:
     """The fast path keeps one relay per session and restarts it for each answer: after an answer relayed
     whole, or one left in the middle (a lost backend), it relays the next as a new relay does."""
-    fresh = VerbatimRelay(deprecate_eof=deof, error_rewriter=_longer, c=c)
+    cursor = stream in CURSOR_ANSWERS
+    fresh = VerbatimRelay(deprecate_eof=deof, error_rewriter=_longer, c=c, cursor=cursor)
     expected = _run(fresh, stream, [])
-    kept = VerbatimRelay(deprecate_eof=deof, c=c)
+    kept = VerbatimRelay(deprecate_eof=deof, c=c, cursor=cursor)
     _run(kept, stream, [])  # one whole
-    kept.restart(_longer)
+    kept.restart(_longer, cursor)
     assert _run(kept, stream, []) == expected
-    kept.restart()
+    kept.restart(cursor=cursor)
     kept.feed(stream[: len(stream) // 2 + 1])  # one left in the middle
-    kept.restart(_longer)
+    kept.restart(_longer, cursor)
     assert _run(kept, stream, []) == expected
+
+
+# `CALL p()` of a procedure that opened a cursor of its own (MariaDB 10.11, classic EOF framing): both result sets
+# carry CURSOR_EXISTS with MORE_RESULTS_EXISTS, and the final OK follows
+_PROCEDURE_WITH_CURSOR = [
+    "01", "03646566000000017801780c3f000b000000030000000000", "fe00006900", "0131", "fe00006900",
+    "01", "036465660000000132000c3f0001000000038100000000", "fe00006900", "0132", "fe00006900",
+    "00010021000000",
+]
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 5], ids=["whole", "byte-by-byte", "chunk5"])
+def test_procedure_results_with_an_open_cursor_are_relayed_to_the_final_ok(chunk: int | None, c: Any) -> None:
+    stream = b"".join(encode_packet(bytes.fromhex(p), i + 1)[0] for i, p in enumerate(_PROCEDURE_WITH_CURSOR))
+    oracle = ResultRelay(backend_deprecate_eof=False, client_deprecate_eof=False)
+    assert oracle.feed(stream) == stream and oracle.done
+    relay = VerbatimRelay(c=c)
+    assert _feed(relay, stream, chunk) == stream
+    assert relay.done and relay.summary == oracle.summary
+    assert relay.summary.result_sets == 2 and relay.summary.affected_rows == 1 and relay.rows == 2

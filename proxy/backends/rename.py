@@ -1,0 +1,195 @@
+"""A pass-through logical database whose physical database has another name (`app` -> `app_phys`).
+
+The client knows only the logical name. Sent as is, `INSERT INTO app.t` would write into a database named `app`
+on that server (or fail), and MariaDB prints the physical name back in column definitions, errors, CHECK TABLE's
+`Table` column, EXPLAIN's notes, `SHOW TABLES`' header, `SHOW CREATE VIEW` ... So:
+
+* `request`: the statement's names qualified with the logical database are qualified with the physical one — the
+  user's text, with only those identifiers changed (found with sqlglot's tokenizer, outside strings and comments);
+* `error`, `column`, `row`: the physical name, where MariaDB prints it, back to the logical one. Rows are
+  rewritten only for the statements whose rows are MariaDB's own messages and names (`rows_for`), never data.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from sqlglot.dialects.mysql import MySQL
+from sqlglot.tokens import Token, TokenType
+
+from protocol.packets import ColumnDefinition41, ERRPacket
+from protocol.wire import MalformedPacket
+
+_TOKENIZER = MySQL().tokenizer_class()
+_NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
+# keywords after which a two-part `x.y` names a table, when `x` is also used unqualified (a table or alias `app`)
+_TABLE_CONTEXT = {"FROM", "JOIN", "INTO", "UPDATE", "TABLE", "TABLES", "VIEW", "EXISTS", "STRAIGHT_JOIN"}
+# words after which a database name stands alone: SHOW TABLES FROM app, SHOW TABLE STATUS IN app, ...
+_SHOW_DATABASE = {"FROM", "IN"}
+# statements whose result rows are MariaDB's messages and names (never table data)
+_ROWS_RENAMED = re.compile(
+    r"^\s*(?:(?:CHECK|ANALYZE|OPTIMIZE|REPAIR|CHECKSUM)\s+(?:NO_WRITE_TO_BINLOG\s+|LOCAL\s+)?TABLES?\b"
+    r"|SHOW\s+(?:WARNINGS|ERRORS|CREATE|TABLE\s+STATUS|TRIGGERS|EVENTS|(?:PROCEDURE|FUNCTION|PACKAGE)\s+STATUS"
+    r"|(?:FULL\s+)?TABLES|OPEN\s+TABLES)\b)",
+    re.I,
+)
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+@dataclass(frozen=True)
+class Renaming:
+    logical: str
+    physical: str
+    _word: re.Pattern[bytes] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        word = re.compile(rb"(?<![\w$])" + re.escape(self.physical.encode()) + rb"(?![\w$])")
+        object.__setattr__(self, "_word", word)
+
+    # -- toward the server -----------------------------------------------------------------------------------
+
+    def request(self, sql: str) -> str:
+        """`sql` with the logical database, where it qualifies a name (or is named by SHOW ... FROM), replaced by
+        the physical one; the text itself when it names no such thing (or cannot be tokenized)."""
+        if self.logical.lower() not in sql.lower():
+            return sql
+        try:
+            tokens = _TOKENIZER.tokenize(sql)
+        except Exception:  # sqlglot's TokenError: the server reports what is wrong with the text
+            return sql
+        logical = self.logical.lower()
+        hits = [i for i, t in enumerate(tokens) if t.token_type in _NAME_TOKENS and t.text.lower() == logical]
+        if not hits:
+            return sql
+        bare = any(not self._qualifies(tokens, i) for i in hits)  # also a table or an alias of that name
+        show = tokens[0].text.upper() == "SHOW"
+        out: list[str] = []
+        pos = 0
+        for i in hits:
+            if not self._is_database(tokens, i, bare, show):
+                continue
+            token = tokens[i]
+            out.append(sql[pos : token.start])
+            out.append(_quoted(self.physical))
+            pos = token.end + 1
+        out.append(sql[pos:])
+        return "".join(out)
+
+    @staticmethod
+    def _qualifies(tokens: list[Token], i: int) -> bool:
+        """The name at `i` is the first part of a qualified name (`app.t`)."""
+        return (
+            i + 1 < len(tokens)
+            and tokens[i + 1].token_type == TokenType.DOT
+            and (i == 0 or tokens[i - 1].token_type != TokenType.DOT)
+        )
+
+    def _is_database(self, tokens: list[Token], i: int, bare: bool, show: bool) -> bool:
+        previous = tokens[i - 1] if i else None
+        if (
+            show
+            and previous is not None
+            and previous.text.upper() in _SHOW_DATABASE
+            and not (i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.DOT)
+        ):
+            return True  # SHOW TABLES FROM app, SHOW COLUMNS FROM t IN app
+        if not self._qualifies(tokens, i):
+            return False
+        three_part = i + 3 < len(tokens) and tokens[i + 3].token_type == TokenType.DOT
+        if three_part or not bare:
+            return True
+        # `app.x` where a table or alias is also called `app`: a database only where a table is named
+        return previous is not None and previous.text.upper() in _TABLE_CONTEXT
+
+    # -- toward the client -----------------------------------------------------------------------------------
+
+    def text(self, value: bytes) -> bytes:
+        return self._word.sub(self.logical.encode(), value) if self.physical.encode() in value else value
+
+    def error(self, payload: bytes) -> bytes:
+        """An ERR packet with the physical name in its message shown as the logical one."""
+        if self.physical.encode() not in payload:
+            return payload
+        try:
+            err = ERRPacket.decode(payload)
+        except MalformedPacket:
+            return payload
+        message = self.text(err.message.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
+        return ERRPacket(err.errno, message, err.sqlstate).encode()
+
+    def column(self, payload: bytes) -> bytes:
+        """A column definition whose schema is the physical database (or labelled `Tables_in_<physical>`)."""
+        if self.physical.encode() not in payload:
+            return payload
+        try:
+            col = ColumnDefinition41.decode(payload)
+        except (MalformedPacket, ValueError, IndexError):
+            return payload
+        physical = self.physical
+        schema = self.logical if col.schema == physical else col.schema
+        prefix = f"Tables_in_{physical}"
+        name = f"Tables_in_{self.logical}{col.name[len(prefix) :]}" if col.name.startswith(prefix) else col.name
+        org_name = (
+            f"Tables_in_{self.logical}{col.org_name[len(prefix) :]}"
+            if col.org_name.startswith(prefix)
+            else col.org_name
+        )
+        if (schema, name, org_name) == (col.schema, col.name, col.org_name):
+            return payload
+        return replace(col, schema=schema, name=name, org_name=org_name).encode()
+
+    def definition(self, col: ColumnDefinition41) -> ColumnDefinition41:
+        """`column` for a decoded definition (COM_STMT_PREPARE's answer)."""
+        return replace(col, schema=self.logical) if col.schema == self.physical else col
+
+    def row(self, payload: bytes) -> bytes:
+        """A text row of a statement of `rows_for`: each value with the physical name shown as the logical one."""
+        if self.physical.encode() not in payload:
+            return payload
+        out = bytearray()
+        pos = 0
+        end = len(payload)
+        while pos < end:
+            first = payload[pos]
+            if first == 0xFB:
+                out.append(0xFB)
+                pos += 1
+                continue
+            if first < 0xFB:
+                size, pos = first, pos + 1
+            else:
+                width = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
+                if width is None:
+                    return payload
+                size, pos = int.from_bytes(payload[pos + 1 : pos + 1 + width], "little"), pos + 1 + width
+            value = self.text(payload[pos : pos + size])
+            out += _lenenc_int(len(value)) + value
+            pos += size
+        return bytes(out)
+
+    @staticmethod
+    def rows_for(sql: str) -> bool:
+        """The statement's rows are MariaDB's messages and names, to be shown in logical names."""
+        return _ROWS_RENAMED.match(sql) is not None
+
+
+def _lenenc_int(n: int) -> bytes:
+    if n < 0xFB:
+        return bytes((n,))
+    if n < 1 << 16:
+        return b"\xfc" + n.to_bytes(2, "little")
+    if n < 1 << 24:
+        return b"\xfd" + n.to_bytes(3, "little")
+    return b"\xfe" + n.to_bytes(8, "little")
+
+
+def renaming_of(logical: str, physical: str) -> Renaming | None:
+    """The renaming a pass-through database needs, or None when its physical database has its name."""
+    return None if physical == logical or not physical else Renaming(logical, physical)
+
+
+__all__ = ["Renaming", "renaming_of"]
