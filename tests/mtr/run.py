@@ -468,14 +468,31 @@ def spread(names: Sequence[str], n: int) -> list[str]:
     return [names[int(i * step)] for i in range(n)]
 
 
+def run_layouts(
+    layouts: Sequence[str], tests: Sequence[str], out: Path, timeout: float, jobs: int
+) -> dict[str, dict[str, Outcome]]:
+    """Layouts side by side. On Ctrl-C / SIGTERM the layouts' threads cannot be interrupted: their processes
+    are ended, so that each thread's `finally` removes its server and directory, and then they are waited for."""
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = {layout: pool.submit(run_layout, layout, tests, out, timeout) for layout in layouts}
+        return {layout: fut.result() for layout, fut in futures.items()}
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list(_LIVE):
+            stop_group(proc)
+        pool.shutdown(wait=True)
+        raise
+    finally:
+        pool.shutdown()
+
+
 def select(n: int, out: Path, timeout: float) -> None:
     """Rebuild the fixed list: of the candidates, those that pass directly in both protocols in under 5 s each,
     `n` of them spread over the alphabet."""
     pool = candidates()
-    with ThreadPoolExecutor(max_workers=2) as workers:
-        text = workers.submit(run_layout, "direct", pool, out, timeout)
-        prepared = workers.submit(run_layout, "direct_ps", pool, out, timeout)
-        direct, ps = text.result(), prepared.result()
+    results = run_layouts(("direct", "direct_ps"), pool, out, timeout, 2)
+    direct, ps = results["direct"], results["direct_ps"]
     both = [t for t in pool if direct[t].status == ps[t].status == "pass" and direct[t].millis < 5000]
     chosen = spread(both, n)
     TEST_LIST.write_text("\n".join(chosen) + "\n")
@@ -501,8 +518,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     out = args.out or Path(tempfile.mkdtemp(prefix="shardproxy-mtr-results-"))
     out.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _interrupted)
     if args.select:
-        select(args.select, out, args.timeout)
+        try:
+            select(args.select, out, args.timeout)
+        except KeyboardInterrupt:
+            print("interrupted; everything started was stopped and removed", file=sys.stderr)
+            return 130
         return 0
     tests = args.only.split(",") if args.only else [t for t in args.tests.read_text().split() if t]
     layouts = [name for name in args.layouts.split(",") if name]
@@ -510,21 +532,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown layouts {sorted(unknown)}; known: {', '.join(LAYOUTS)}")
     started = time.monotonic()
-    signal.signal(signal.SIGTERM, _interrupted)
-    pool = ThreadPoolExecutor(max_workers=args.jobs)
     try:
-        futures = {layout: pool.submit(run_layout, layout, tests, out, args.timeout) for layout in layouts}
-        results = {layout: fut.result() for layout, fut in futures.items()}
+        results = run_layouts(layouts, tests, out, args.timeout, args.jobs)
     except KeyboardInterrupt:
-        # the layouts' threads cannot be interrupted: end their processes, so that each thread's `finally`
-        # removes its server and directory, then wait for them
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list(_LIVE):
-            stop_group(proc)
-        pool.shutdown(wait=True)
         print("interrupted; everything started was stopped and removed", file=sys.stderr)
         return 130
-    pool.shutdown()
     summary = summarize(results, tests, time.monotonic() - started)
     (out / "summary.md").write_text(summary)
     print(summary)
