@@ -113,10 +113,10 @@ class ProxyServer:
         """The file of the database being opened when `data_source` failed: data source names repeat across
         files (the shipped conf/ has ds_0 in two), so the name alone does not say which file is wrong."""
         if opening is not None and data_source in opening.data_sources:
-            return opening.file
+            return opening.source_file
         for db in self.config.databases.values():
             if data_source in db.data_sources:
-                return db.file
+                return db.source_file
         return "?"
 
     async def _detect_version(self) -> None:
