@@ -345,6 +345,7 @@ def render_body(data: dict[str, Any]) -> str:
             data["xa_in_doubt"],
             [
                 ("xid", "xid"),
+                ("gtrid", "gtrid"),
                 ("data_source", "data source"),
                 ("server", "server"),
                 ("state", "state"),
