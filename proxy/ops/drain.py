@@ -23,7 +23,7 @@ import structlog
 from protocol.constants import ServerStatus
 
 if TYPE_CHECKING:
-    from proxy.server import ProxyServer
+    from proxy.ops.view import OpsServer as ProxyServer
 
 log = structlog.get_logger("shardproxy.drain")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from proxy.server import ProxyServer
+    from proxy.ops.view import OpsServer as ProxyServer
 
 PROBE_TIMEOUT = 2.0  # seconds a data source may take to answer before it counts as unreachable
 CACHE_SECONDS = 1.0

@@ -33,7 +33,7 @@ from proxy.config.props import BY_KEY, LIVE, STARTUP
 
 if TYPE_CHECKING:
     from proxy.config.model import ProxyConfig
-    from proxy.server import ProxyServer
+    from proxy.ops.view import OpsServer as ProxyServer
 
 log = structlog.get_logger("shardproxy.reload")
 

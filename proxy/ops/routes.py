@@ -9,7 +9,7 @@ from proxy.ops import health, status
 
 if TYPE_CHECKING:
     from proxy.metrics import Route
-    from proxy.server import ProxyServer
+    from proxy.ops.view import OpsServer as ProxyServer
 
 
 def routes(server: ProxyServer) -> dict[str, Route]:

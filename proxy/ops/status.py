@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 if TYPE_CHECKING:
-    from proxy.server import ProxyServer
+    from proxy.ops.view import OpsServer as ProxyServer
 
 log = structlog.get_logger("shardproxy.status")
 
