@@ -51,9 +51,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     workers = max(1, int(args.workers))
     index = int(args.worker_index)
     children = [_spawn_worker(args, k, workers) for k in range(1, workers)] if index == 0 else []
+
+    def pass_on(sig: int) -> None:
+        """The first process's signals go to the other workers too: they drain and reload with it."""
+        for child in children:
+            with contextlib.suppress(OSError):
+                child.send_signal(sig)
+
     _install_loop()
     try:
-        asyncio.run(serve(config, args.host, port, worker=index, workers=workers))
+        asyncio.run(serve(config, args.host, port, worker=index, workers=workers, conf_dir=args.conf, drain=True,
+                          on_signal=pass_on))
     except ConfigError as exc:  # found once the server builds what the configuration names (TLS files ...)
         _config_error(exc, json_logs=args.log_json)
         return 2
@@ -66,8 +74,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     finally:
         for child in children:
             child.terminate()
+        grace = config.prop_float("proxy-shutdown-grace-seconds")
         for child in children:
-            child.wait(timeout=15)
+            try:
+                child.wait(timeout=grace + 15)  # its drain, then its stop
+            except subprocess.TimeoutExpired:
+                child.kill()
     return 0
 
 

@@ -13,7 +13,7 @@ import bisect
 import contextlib
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -132,14 +132,22 @@ def collector(server: ProxyServer) -> Any:
     return _Collector()
 
 
-class MetricsEndpoint:
-    """GET /metrics (any path) in the Prometheus text format, on the proxy's loop."""
+# an HTTP route: an awaitable giving (status, content type, body)
+Route = Callable[[], Awaitable[tuple[int, str, bytes]]]
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error",
+            503: "Service Unavailable"}
 
-    def __init__(self, server: ProxyServer) -> None:
+
+class MetricsEndpoint:
+    """The metrics port: `GET /metrics` in the Prometheus text format, the routes the server adds
+    (proxy.ops.routes: /healthz, /readyz, /status ...), 404 for any other path; on the proxy's loop."""
+
+    def __init__(self, server: ProxyServer, routes: Mapping[str, Route] | None = None) -> None:
         from prometheus_client import CollectorRegistry
 
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(collector(server))
+        self.routes: dict[str, Route] = {"/metrics": self._metrics, **(routes or {})}
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
@@ -148,18 +156,31 @@ class MetricsEndpoint:
         log.info("metrics_listening", address=f"{addr[0]}:{addr[1]}")
         return str(addr[0]), int(addr[1])
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _metrics(self) -> tuple[int, str, bytes]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+        return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
-            method = request.split(b" ", 1)[0]
+            method, _, rest = request.partition(b" ")
+            path = rest.split(b" ", 1)[0].split(b"?", 1)[0].decode("latin-1")
+            route = self.routes.get(path)
             if method not in (b"GET", b"HEAD"):
-                writer.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                return
-            body = generate_latest(self.registry)
-            writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: {CONTENT_TYPE_LATEST}\r\nContent-Length: {len(body)}\r\n"
-                         f"Connection: close\r\n\r\n".encode() + (body if method == b"GET" else b""))
+                status, ctype, body = 405, "text/plain; charset=utf-8", b"only GET and HEAD\n"
+            elif route is None:
+                status, ctype = 404, "text/plain; charset=utf-8"
+                body = f"no {path} here: {', '.join(sorted(self.routes))}\n".encode()
+            else:
+                try:
+                    status, ctype, body = await route()
+                except Exception:  # a bug in a page must not cost the endpoint
+                    log.exception("http_route_failed", path=path)
+                    status, ctype, body = 500, "text/plain; charset=utf-8", b"internal error (see the log)\n"
+            writer.write(f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nContent-Type: {ctype}\r\n"
+                         f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"
+                         .encode() + (body if method == b"GET" else b""))
             await writer.drain()
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
             pass

@@ -24,6 +24,8 @@ from proxy.execution.fastpath import ClientProtocol
 from proxy.frontend import tls
 from proxy.frontend.handshake import Authenticator
 from proxy.metrics import MetricsEndpoint, StatementStats
+from proxy.ops.health import ReadinessProbe
+from proxy.ops.routes import routes
 from proxy.session.session import Session
 
 log = structlog.get_logger("shardproxy.server")
@@ -75,6 +77,8 @@ class ProxyServer:
         self.metrics: MetricsEndpoint | None = None
         self.metrics_address: tuple[str, int] | None = None
         self.tm = TransactionManager(config, worker=worker, workers=workers)  # the transaction rule, XA
+        self.draining = False  # SIGTERM's drain (proxy.ops.drain): no new clients, /readyz 503
+        self.readiness = ReadinessProbe(self)
 
     # -- start and stop ---------------------------------------------------------------------------------
 
@@ -113,10 +117,10 @@ class ProxyServer:
         """The file of the database being opened when `data_source` failed: data source names repeat across
         files (the shipped conf/ has ds_0 in two), so the name alone does not say which file is wrong."""
         if opening is not None and data_source in opening.data_sources:
-            return opening.file
+            return opening.source_file
         for db in self.config.databases.values():
             if data_source in db.data_sources:
-                return db.file
+                return db.source_file
         return "?"
 
     async def _detect_version(self) -> None:
@@ -152,13 +156,18 @@ class ProxyServer:
         addrs = [s.getsockname()[:2] for s in self._server.sockets]
         metrics_port = self.config.prop("proxy-metrics-port")
         if metrics_port is not None and int(metrics_port) >= 0 and self.metrics is None:  # 0: any free port
-            self.metrics = MetricsEndpoint(self)
+            self.metrics = MetricsEndpoint(self, routes(self))
             self.metrics_address = await self.metrics.start(str(self.config.prop("proxy-metrics-host")),
                                                             int(metrics_port))
         for s in self._server.sockets:
             with contextlib.suppress(OSError):
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return addrs
+
+    def stop_accepting(self) -> None:
+        """Close the listening socket(s): a new connection is refused; the sessions go on."""
+        if self._server is not None:
+            self._server.close()
 
     def track(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run background work (returning connections) that shutdown must wait for."""

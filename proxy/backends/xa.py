@@ -66,7 +66,7 @@ class ProxyServer(Protocol):
 
 FORMAT_ID = 21328  # 0x5350, "SP": the formatID of every xid this proxy makes
 DEFAULT_RECOVERY_INTERVAL = 5.0
-DEFAULT_LOG_DIR = "xa-log"  # relative to the configuration directory
+DEFAULT_LOG_DIR = "xa-log"  # relative to the state directory (props.proxy-state-directory), else conf/
 XAER_NOTA = 1397  # unknown xid (or, on MariaDB, a branch still attached to a live connection)
 _SAFE_BQUAL = re.compile(r"[A-Za-z0-9_.$-]{1,64}")
 
@@ -155,7 +155,8 @@ class TransactionManager:
 
     def __init__(self, config: ProxyConfig, *, worker: int = 0, workers: int = 1) -> None:
         rule = config.transaction
-        self.conf_dir = config.conf_dir
+        # a relative xa-log-dir is under props.proxy-state-directory when there is one, else under conf/
+        self.conf_dir = config.state_dir or config.conf_dir
         self.default_type = rule.default_type
         self.provider_type = rule.provider_type
         self.props: dict[str, Any] = dict(rule.props)

@@ -1,7 +1,7 @@
 """The XA transaction manager's durable decision log: a local directory, one process at a time.
 
-What is in the directory (`transaction.props.xa-log-dir`, by default `xa-log/` in the configuration
-directory):
+What is in the directory (`transaction.props.xa-log-dir`, by default `xa-log/` in the state directory,
+props.proxy-state-directory, or else in the configuration directory):
 
 * `instance-id` — this proxy's name in every xid it makes (random on first use, or the
   `xa-instance-id` prop); `XA RECOVER` branches whose gtrid starts with `sp-<instance-id>-` are this

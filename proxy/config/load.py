@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from proxy.config.model import (
     ProxyConfig,
     TransactionConfig,
     UserConfig,
+    state_directory,
 )
 from proxy.config.props import KNOWN_PROPS as _PROPS_TABLE_KEYS
 from proxy.config.sections import (
@@ -181,7 +183,7 @@ def load_config(conf_dir: Path | str) -> ProxyConfig:
             privilege = parse_privilege(authority.get("privilege") if isinstance(authority, dict) else None,
                                         str(global_path), users, warnings.append)
     databases: dict[str, DatabaseConfig] = {}
-    for path in sorted(conf.glob("database-*.yaml")) + sorted(conf.glob("config-*.yaml")):
+    for path in database_files(conf, state_directory(conf, props), warnings.append):
         db = load_database_file(path, warnings.append)
         if db.name.lower() in {d.lower() for d in databases}:
             raise ConfigError(f"logical database {db.name!r} is defined twice", file=str(path), key="databaseName")
@@ -199,7 +201,39 @@ def load_config(conf_dir: Path | str) -> ProxyConfig:
         found = "no files at all" if not any(conf.iterdir()) else "no database-*.yaml"
         raise ConfigError(f"configuration directory {conf.resolve()} has {found}: put global.yaml and one "
                           f"database-<name>.yaml per logical database there (see conf/ in the repository)")
+    state = state_directory(conf, props)
+    databases = {name: with_state_file(db, state) for name, db in databases.items()}
     return ProxyConfig(users, props, databases, conf, tuple(warnings), privilege, transaction, mode)
+
+
+def database_files(conf: Path, state: Path | None, warn: Warn) -> list[Path]:
+    """The `database-*.yaml` files to load: conf/'s, where props.proxy-state-directory holds a file of the
+    same name (DistSQL wrote it there, conf/ being read-only) that one instead, and the state directory's
+    own. DistSQL writes into the state directory (see `with_state_file`)."""
+    patterns = ("database-*.yaml", "config-*.yaml")
+    found = {p.name: p for pattern in patterns for p in sorted(conf.glob(pattern))}
+    if state is None or state.resolve() == conf.resolve():
+        return list(found.values())
+    if state.exists() and not state.is_dir():
+        raise ConfigError(f"{state} is not a directory", key="props.proxy-state-directory")
+    for pattern in patterns:
+        for written in sorted(state.glob(pattern)) if state.is_dir() else ():
+            original = found.get(written.name)
+            if original is not None and original.stat().st_mtime > written.stat().st_mtime:
+                warn(f"{original} changed after DistSQL wrote {written}: the state directory's copy is loaded; "
+                     f"delete it to load {original}")
+            found[written.name] = written
+    return [found[name] for name in sorted(found, key=lambda n: (not n.startswith("database-"), n))]
+
+
+def with_state_file(db: DatabaseConfig, state: Path | None) -> DatabaseConfig:
+    """`db` writing its DistSQL changes into the state directory (its messages keep naming the file read)."""
+    if state is None:
+        return db
+    target = state / Path(db.file).name
+    if Path(db.file) == target:
+        return db
+    return replace(db, file=str(target), loaded_from=db.file)
 
 
 def _true(value: Any) -> bool:

@@ -80,6 +80,23 @@ class DatabaseConfig:
     other_rules: tuple[Mapping[str, Any], ...] = ()  # rule types handled elsewhere (READWRITE_SPLITTING ...)
     # the parsed file as loaded (rule tags as `__rule__` keys): what DistSQL shows, exports and changes
     doc: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    # props.proxy-state-directory: `file` is where DistSQL writes (the state directory), this is the file the
+    # configuration was read from (conf/'s until a change was written); "" when it is `file`
+    loaded_from: str = field(default="", compare=False)
+
+    @property
+    def source_file(self) -> str:
+        """The file this configuration was read from, for messages that point at what to fix."""
+        return self.loaded_from or self.file
+
+
+def state_directory(conf_dir: Path | str, props: Mapping[str, Any]) -> Path | None:
+    """Where the proxy writes what it changes (props.proxy-state-directory, relative to `conf_dir`)."""
+    raw = props.get("proxy-state-directory")
+    if raw is None or str(raw).strip() == "":
+        return None
+    path = Path(str(raw).strip()).expanduser()
+    return path if path.is_absolute() else Path(conf_dir) / path
 
 
 TRANSACTION_TYPES = ("LOCAL", "XA")  # ShardingSphere's BASE (Seata) is not implemented
@@ -116,6 +133,11 @@ class ProxyConfig:
     @property
     def port(self) -> int:
         return self.prop_int("proxy-default-port")
+
+    @property
+    def state_dir(self) -> Path | None:
+        """props.proxy-state-directory, relative to conf/ (None: the proxy writes into conf/ itself)."""
+        return state_directory(self.conf_dir, self.props)
 
     def prop(self, name: str) -> Any:
         """The prop's configured value, else its default from the props table (None where it has none)."""

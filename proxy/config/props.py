@@ -131,6 +131,12 @@ PROPS: tuple[Prop, ...] = (
          "the table's writes while it runs).", minimum=1),
     Prop("migration-rows-per-second", "int", "0", STARTUP, "MIGRATE TABLE: the copy's throttle (0: unlimited).",
          minimum=0),
+    Prop("proxy-shutdown-grace-seconds", "float", "30", LIVE, "On SIGTERM: how long running statements and open "
+         "transactions may go on (new connections are refused, `/readyz` answers 503) before the rest is closed.",
+         minimum=0),
+    Prop("proxy-state-directory", "str", "", STARTUP, "A writable directory for what the proxy writes: the "
+         "`database-*.yaml` files DistSQL changes (read back at the next start in place of `conf/`'s) and the XA "
+         "log (a relative `xa-log-dir` is under it); relative to `conf/` (none: `conf/` itself)."),
 )
 
 BY_KEY: dict[str, Prop] = {p.key: p for p in PROPS}

@@ -26,7 +26,7 @@ def _depends(service: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return dict(deps) if isinstance(deps, dict) else {d: {} for d in deps}
 
 
-@pytest.mark.parametrize("profile", [None, "cluster"])
+@pytest.mark.parametrize("profile", [None, "cluster", "monitoring"])
 def test_every_dependency_is_started_with_it_and_healthy_when_asked(profile: str | None) -> None:
     active = _active(profile)
     for name in active:
@@ -36,7 +36,7 @@ def test_every_dependency_is_started_with_it_and_healthy_when_asked(profile: str
                 assert SERVICES[dep].get("healthcheck") or SERVICES[dep].get("image", "").startswith("shardproxy"), dep
 
 
-@pytest.mark.parametrize("profile", [None, "cluster"])
+@pytest.mark.parametrize("profile", [None, "cluster", "monitoring"])
 def test_host_ports_do_not_clash(profile: str | None) -> None:
     ports = [str(p).rsplit(":", 1)[0] for n in _active(profile) for p in SERVICES[n].get("ports", [])]
     assert len(ports) == len(set(ports)), ports
@@ -59,3 +59,16 @@ def test_the_cluster_profile_is_etcd_and_two_proxies_of_one_cluster_configuratio
         [mount] = [v for v in SERVICES[proxy]["volumes"] if v.endswith(":/app/conf:ro")]
         mode = load_config(REPO / mount.split(":")[0]).mode
         assert mode is not None and mode.endpoints == (("etcd", 2379),)  # the etcd service, by its name
+
+
+@pytest.mark.parametrize("proxy", ["proxy", "proxy-a", "proxy-b"])
+def test_conf_is_read_only_and_the_state_directory_a_writable_volume(proxy: str) -> None:
+    """DistSQL changes and the XA log need a writable place: the configuration's proxy-state-directory is a
+    volume of its own, mounted read-write, while conf/ stays read-only (as with conf/ writable before)."""
+    volumes = [str(v) for v in SERVICES[proxy]["volumes"]]
+    [conf] = [v for v in volumes if v.endswith(":/app/conf:ro")]
+    state = load_config(REPO / conf.split(":")[0]).state_dir
+    assert state is not None and state.is_absolute()
+    [mount] = [v for v in volumes if v.split(":")[1] == str(state)]
+    assert not mount.endswith(":ro") and mount.split(":")[0] in COMPOSE["volumes"]
+    assert SERVICES[proxy].get("stop_grace_period"), "docker stop would SIGKILL the drain after 10 s"
