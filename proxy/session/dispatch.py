@@ -20,6 +20,7 @@ from protocol.packets import ComInitDB, ComProcessKill, ComSetOption, end_of_res
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BackendError
 from proxy.execution.plain import statement_kind
+from proxy.observe.audit import audit_statement
 from proxy.session import admin, commands, prepared, processlist, query
 from proxy.session.distsql import handler as distsql
 from proxy.session.statements import KINDS, ProxyStatement, like_to_regex
@@ -70,7 +71,11 @@ async def _statistics(session: Session, payload: bytes) -> None:
 
 
 async def _process_kill(session: Session, payload: bytes) -> None:
-    await commands.kill(session, ComProcessKill.decode(payload).connection_id, "CONNECTION")
+    target = ComProcessKill.decode(payload).connection_id
+    try:
+        await commands.kill(session, target, "CONNECTION")
+    finally:
+        audit_statement(session, "kill", f"COM_PROCESS_KILL {target}", target=target, scope="CONNECTION")
 
 
 async def _stmt_execute(session: Session, payload: bytes) -> None:
@@ -78,6 +83,7 @@ async def _stmt_execute(session: Session, payload: bytes) -> None:
         stmt = session.statements.get(int.from_bytes(payload[1:5], "little"))
         if stmt is not None:
             session.stmt_kind = statement_kind(stmt.sql)
+            session.sql = stmt.sql
     if session.server.statement_timeout > 0:
         await session._with_timeout(prepared.execute(session, payload))
     else:
@@ -150,7 +156,10 @@ async def _processlist(session: Session, stmt: ProxyStatement, sql: str) -> None
 
 
 async def _kill(session: Session, stmt: ProxyStatement, sql: str) -> None:
-    await commands.kill(session, int(stmt.arg or 0), stmt.arg2 or "CONNECTION")
+    try:
+        await commands.kill(session, int(stmt.arg or 0), stmt.arg2 or "CONNECTION")
+    finally:
+        audit_statement(session, "kill", sql, target=int(stmt.arg or 0), scope=stmt.arg2 or "CONNECTION")
 
 
 async def _kill_other(session: Session, stmt: ProxyStatement, sql: str) -> None:

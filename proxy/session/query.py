@@ -38,6 +38,7 @@ async def query(session: Session, payload: bytes) -> None:
     sql = payload[1:].decode("utf-8", errors="surrogateescape")
     session.stmt_kind = statement_kind(sql)
     session.info = sql[:100]
+    session.sql = sql
     stmt = classify(sql)
     if stmt is not None:
         await session._proxy_statement(stmt, sql)

@@ -37,6 +37,8 @@ from proxy.execution.resultset import result_packets
 from proxy.execution.state import GroupSessionState, StatementRegistry, TransactionState
 from proxy.frontend.handshake import HandshakeFailed
 from proxy.frontend.wire import ClientGone, ClientPackets
+from proxy.observe.audit import session_fields
+from proxy.observe.statement import statement_ended
 from proxy.privilege import ER_DBACCESS_DENIED_ERROR, denied_message
 from proxy.session.connections import SessionConnections
 from proxy.session.dispatch import dispatch_command, dispatch_proxy_statement
@@ -77,6 +79,7 @@ class Session(SessionConnections, StatementStopping):
             protocol.on_lost = self._client_lost
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.client_host = str(peer[0]) if isinstance(peer, tuple) else "localhost"
+        self.client_port = int(peer[1]) if isinstance(peer, tuple) and len(peer) > 1 else 0
         self.user = ""
         self.database: LogicalDatabase | None = None
         self.capabilities = Capability(0)
@@ -96,6 +99,8 @@ class Session(SessionConnections, StatementStopping):
         self.stmt_kind = "other"
         self.route = "proxy"
         self.last_errno = 0
+        self.sql: str | None = None  # the current statement's text, for its query digest (proxy.observe)
+        self.rows_sent = 0  # rows the current command sent to the client
         self.last_insert_id = 0  # sharded databases: the session's, across data sources
         self.row_count = -1
         # sharded databases, FOUND_ROWS(): the value the proxy knows (after a merged SELECT), or else the
@@ -149,6 +154,7 @@ class Session(SessionConnections, StatementStopping):
         return bool(self.capabilities & Capability.FOUND_ROWS)
 
     async def run(self) -> None:
+        self.server.audit.write("connect", **session_fields(self))
         try:
             if not await self._handshake():
                 return
@@ -189,6 +195,7 @@ class Session(SessionConnections, StatementStopping):
         self.command_seq = self.wire.seq
         self.busy = True
         self.errored = False
+        self.rows_sent = 0
         self.query_killed = False
         for conn in self.backends.values():
             conn.keep_for_next = False
@@ -197,8 +204,12 @@ class Session(SessionConnections, StatementStopping):
 
     def end_command(self) -> None:
         """The command is answered: idle again, and held connections others wait for are lent."""
-        self.server.stats.observe(self.stmt_kind, self.route, time.monotonic() - self.command_started,
-                                  self.last_errno)
+        seconds = time.monotonic() - self.command_started
+        self.server.stats.observe(self.stmt_kind, self.route, seconds, self.last_errno)
+        sql = self.sql
+        if sql is not None:
+            self.sql = None
+            statement_ended(self, sql, seconds)
         self.stmt_kind, self.route, self.last_errno = "other", "proxy", 0
         self.command = "Sleep"
         self.info = None
@@ -215,7 +226,8 @@ class Session(SessionConnections, StatementStopping):
         backends.update(self.read_backends)
         self.read_backends = {}
         borrowed, self.borrowed = self.borrowed, set()
-        self.server.sessions.pop(self.id, None)
+        if self.server.sessions.pop(self.id, None) is not None:
+            self.server.audit.write("disconnect", **session_fields(self))
         with contextlib.suppress(Exception):
             self.writer.close()
         # synchronous: the pool resets (rolls back, clears) or closes them; nothing is left "in use"
@@ -232,6 +244,8 @@ class Session(SessionConnections, StatementStopping):
             )
         except HandshakeFailed as exc:
             self.log.info("auth_failed", reason=exc.message)
+            self.server.audit.write("login_failed", **session_fields(self), attempted_user=exc.user,
+                                    errno=exc.errno, reason=exc.message)
             self.wire.send_error(exc.errno, exc.message, exc.sqlstate)
             with contextlib.suppress(ClientGone):
                 await self.wire.flush()
@@ -255,10 +269,13 @@ class Session(SessionConnections, StatementStopping):
         if client.response.database:
             db, refusal = self.database_access(client.response.database)
             if db is None:
+                self.server.audit.write("login_failed", **session_fields(self), attempted_user=self.user,
+                                        errno=refusal[0], reason=refusal[1])
                 self.wire.send_error(*refusal)
                 await self.wire.flush()
                 return False
             self.database = db
+        self.server.audit.write("login", **session_fields(self), tls=self.secure)
         self.wire.send(OKPacket(status=ServerStatus(self.status)).encode(self.capabilities))
         await self.wire.flush()
         self.log = self.log.bind(user=self.user)
@@ -282,6 +299,7 @@ class Session(SessionConnections, StatementStopping):
         self, columns: list[str | ColumnDefinition41], rows: list[tuple[object, ...]] | list[list[object]]
     ) -> None:
         self.row_count = -1  # ROW_COUNT() after a result set
+        self.rows_sent += len(rows)
         self.wire.send_many(result_packets(columns, rows, capabilities=self.capabilities, status=self.status))
 
     async def _dispatch(self, payload: bytes) -> None:
@@ -313,6 +331,7 @@ class Session(SessionConnections, StatementStopping):
             more_results=self.more_results, error_rewriter=error_rewriter,
         )
         self.wire.seq = summary.next_seq
+        self.rows_sent += conn.relayed_rows
         # ROW_COUNT() of a sharded database's next statement: this answer's, as the server counts it
         self.row_count = -1 if summary.error is not None or summary.result_sets else summary.affected_rows
         if summary.error is not None:
