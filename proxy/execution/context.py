@@ -113,6 +113,7 @@ class SessionContext(Protocol):
     route: str
     sql: str | None  # the current statement's text (query digests, slow log), when it has one
     rows_sent: int  # rows the current command sent to the client
+    last_digest: tuple[Any, ...] | None  # the last statement's query digest (proxy.observe.statement)
     query_killed: bool  # KILL QUERY reached the current command (SessionConnections.interrupt)
 
     # -- connections this session holds (the broker's leases)

@@ -48,6 +48,7 @@ class Digest:
         "errors",
         "first_seen",
         "hist",
+        "key",
         "last_seen",
         "max",
         "routes",
@@ -57,7 +58,9 @@ class Digest:
         "user",
     )
 
-    def __init__(self, text: str, database: str, user: str, now: float) -> None:
+    def __init__(self, key: tuple[str, str, str], now: float) -> None:
+        text, database, user = key
+        self.key = key
         self.text = text
         self.database = database
         self.user = user
@@ -91,21 +94,31 @@ class DigestStore:
         self.max_entries = max_entries
         self.entries: OrderedDict[tuple[str, str, str], Digest] = OrderedDict()
         self.evicted = 0
+        # changes whenever a digest leaves (evicted, reset): a Digest a session kept is still in `entries` while
+        # the generation it saw is current
+        self.generation = 0
 
     def record(
         self, fingerprint: str, database: str, user: str, route: str, seconds: float, errno: int, rows: int
-    ) -> None:
+    ) -> Digest:
+        """Count one statement; returns its Digest, which `count` takes directly while `generation` is unchanged."""
         key = (fingerprint, database, user)
         entries = self.entries
         d = entries.get(key)
-        now = time.time()
         if d is None:
-            d = entries[key] = Digest(fingerprint, database, user, now)
+            d = entries[key] = Digest(key, time.time())
             while len(entries) > self.max_entries:
                 entries.popitem(last=False)
                 self.evicted += 1
+                self.generation += 1
+            self.count(d, route, seconds, errno, rows, moved=True)
         else:
-            entries.move_to_end(key)
+            self.count(d, route, seconds, errno, rows)
+        return d
+
+    def count(self, d: Digest, route: str, seconds: float, errno: int, rows: int, *, moved: bool = False) -> None:
+        if not moved:
+            self.entries.move_to_end(d.key)
         d.count += 1
         d.total += seconds
         if seconds > d.max:
@@ -119,16 +132,18 @@ class DigestStore:
             errors = d.errors
             errors[errno] = errors.get(errno, 0) + 1
         d.rows += rows
-        d.last_seen = now
+        d.last_seen = time.time()
 
     def resize(self, max_entries: int) -> None:
         self.max_entries = max_entries
         while len(self.entries) > max_entries:
             self.entries.popitem(last=False)
             self.evicted += 1
+            self.generation += 1
 
     def reset(self) -> None:
         self.entries.clear()
+        self.generation += 1
 
     def top(self, limit: int | None = None, user: str | None = None) -> list[Digest]:
         """By total time, the most first (`user`: that user's only)."""

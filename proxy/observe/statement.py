@@ -33,9 +33,15 @@ def statement_ended(session: Any, sql: str, seconds: float) -> None:
     digests = server.digests
     if digests.max_entries:
         db = session.database
-        digests.record(
-            cached(sql), db.name if db is not None else "", session.user, route, seconds, errno, session.rows_sent
-        )
+        user = session.user
+        last = session.last_digest  # a prepared statement's text is the same string at each execute
+        if last is not None and last[0] is sql and last[1] is db and last[2] is user and last[3] == digests.generation:
+            digests.count(last[4], route, seconds, errno, session.rows_sent)
+        else:
+            d = digests.record(
+                cached(sql), db.name if db is not None else "", user, route, seconds, errno, session.rows_sent
+            )
+            session.last_digest = (sql, db, user, digests.generation, d)
     threshold = server.slow_query_ms
     if threshold and seconds * 1000 >= threshold:
         slow_query(session, sql, seconds, route, errno)

@@ -101,6 +101,7 @@ class Session(SessionConnections, StatementStopping):
         self.last_errno = 0
         self.sql: str | None = None  # the current statement's text, for its query digest (proxy.observe)
         self.rows_sent = 0  # rows the current command sent to the client
+        self.last_digest: tuple[Any, ...] | None = None  # proxy.observe.statement's shortcut for repeated texts
         self.last_insert_id = 0  # sharded databases: the session's, across data sources
         self.row_count = -1
         # sharded databases, FOUND_ROWS(): the value the proxy knows (after a merged SELECT), or else the
