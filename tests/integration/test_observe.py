@@ -211,6 +211,11 @@ def test_audit_log(observed: tuple[RunningProxy, Path]) -> None:
                         f"PASSWORD='{SECRET}')")
         cur.execute("SELECT v FROM t_dg WHERE id = 1")  # not audited
         root_id = conn.thread_id()
+    changer = mysql.connector.connect(host=proxy.host, port=proxy.port, user="root", password="root",
+                                      database="dg", use_pure=True, ssl_disabled=True)
+    changer.cmd_change_user(username="app", password="app", database="dg")
+    changer_id = changer.connection_id
+    changer.close()
     config_reload(proxy.server, ok=False, error=f"global.yaml: props.x: bad; password: {SECRET}")
     victim.close()
     lines = _audit(path)[start:]
@@ -228,3 +233,5 @@ def test_audit_log(observed: tuple[RunningProxy, Path]) -> None:
     reload = by_event["config_reload"]
     assert reload["ok"] is False and reload["error"].endswith("password: '***'")
     assert not any(e.get("statement", "").startswith("SELECT") for e in lines)
+    assert [(e["event"], e["user"]) for e in lines if e.get("conn") == changer_id and e.get("via")] == [
+        ("login", "app")]
