@@ -115,7 +115,8 @@ def cached(sql: str) -> str:
     if fp is not None:
         return fp
     head = sql.rstrip(_DIGITS)
-    if len(head) != len(sql) and head and head[-1] not in _IDENT_END:
+    # (an unterminated quoted name keeps its digits: such a text is looked up whole)
+    if len(head) != len(sql) and head and head[-1] not in _IDENT_END and "`" not in head:
         fp = _by_head.get(head)
         if fp is None:
             fp = fingerprint(sql)

@@ -60,6 +60,7 @@ def test_trailing_number_cache_keeps_identifiers_apart() -> None:
     assert fp.cached("SELECT * FROM t1") == "select * from t1"
     assert fp.cached("SELECT * FROM t2") == "select * from t2"  # digits of a name: not a number token
     assert fp.cached("SELECT a FROM t WHERE b = 'x'||1") == "select a from t where b = ?||?"
+    assert fp.cached("SELECT `a 12") != fp.cached("SELECT `a 13")  # (digits of an unterminated name)
 
 
 def test_store_evicts_the_least_recently_seen() -> None:
