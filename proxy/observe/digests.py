@@ -3,17 +3,16 @@ what an operator asks first: how often, how long, how many rows, which errors, h
 
 Why a fixed set of histogram buckets per digest and not a reservoir: recording is one `bisect` and one dict
 increment on the statement path, memory per digest is bounded by the bucket count, and the p99 is read from the
-buckets (at most one bucket's width off, 19 % here). Why an OrderedDict: the least recently seen digest is the
-first one, so keeping memory bounded at `max_entries` costs one `move_to_end` per statement and one `popitem` per
-new digest past the bound.
+buckets (at most one bucket's width off, 19 % here). Why an OrderedDict in CLOCK order (`DigestStore`): memory
+stays bounded at `max_entries` with no reordering on the statement path, only when a new digest must make room.
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import time
-from collections import OrderedDict
+from bisect import bisect_left
+from collections import OrderedDict, defaultdict
 
 # histogram bounds in seconds: 10 us to ~150 s in steps of x1.19 (the p99 read is the bucket's upper bound)
 _BOUNDS: tuple[float, ...] = tuple(1e-5 * 1.19**i for i in range(96))
@@ -51,6 +50,7 @@ class Digest:
         "key",
         "last_seen",
         "max",
+        "placed",
         "routes",
         "rows",
         "text",
@@ -67,13 +67,27 @@ class Digest:
         # stable across restarts and proxies (as ProxySQL's digest): the fingerprint's hash, 16 hex digits
         self.digest_id = hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
         self.count = 0
+        self.placed = 0  # `count` when it was last put at the store's recent end (the eviction's second chance)
         self.errors: dict[int, int] = {}
         self.rows = 0
         self.total = 0.0
         self.max = 0.0
-        self.hist: dict[int, int] = {}
-        self.routes: dict[str, int] = {}
-        self.first_seen = now
+        self.hist: defaultdict[int, int] = defaultdict(int)
+        self.routes: defaultdict[str, int] = defaultdict(int)
+        self.first_seen = now  # time.monotonic()
+        self.last_seen = now
+
+    def add(self, route: str, seconds: float, errno: int, rows: int, now: float) -> None:
+        """One statement (`now`: time.monotonic() at its end)."""
+        self.count += 1
+        self.total += seconds
+        if seconds > self.max:
+            self.max = seconds
+        self.hist[bisect_left(_BOUNDS, seconds)] += 1
+        self.routes[route] += 1
+        if errno:
+            self.errors[errno] = self.errors.get(errno, 0) + 1
+        self.rows += rows
         self.last_seen = now
 
     def p99(self) -> float:
@@ -88,7 +102,11 @@ class Digest:
 
 
 class DigestStore:
-    """Every digest seen, least recently seen first, at most `max_entries` of them."""
+    """Every digest seen, at most `max_entries` of them; the least recently seen leaves first.
+
+    The order is kept as a CLOCK keeps it, not by moving a digest on every statement: a new digest goes to the end,
+    and when one must leave, the first one that was counted since it was put there goes to the end again instead
+    (its second chance); the first one that was not leaves."""
 
     def __init__(self, max_entries: int = 10000) -> None:
         self.max_entries = max_entries
@@ -99,47 +117,48 @@ class DigestStore:
         self.generation = 0
 
     def record(
-        self, fingerprint: str, database: str, user: str, route: str, seconds: float, errno: int, rows: int
+        self,
+        fingerprint: str,
+        database: str,
+        user: str,
+        route: str,
+        seconds: float,
+        errno: int,
+        rows: int,
+        now: float | None = None,
     ) -> Digest:
-        """Count one statement; returns its Digest, which `count` takes directly while `generation` is unchanged."""
+        """Count one statement (`now`: time.monotonic() at its end); returns its Digest, whose `add` may be called
+        directly while `generation` is unchanged."""
+        if now is None:
+            now = time.monotonic()
         key = (fingerprint, database, user)
         entries = self.entries
         d = entries.get(key)
         if d is None:
-            d = entries[key] = Digest(key, time.time())
-            while len(entries) > self.max_entries:
-                entries.popitem(last=False)
-                self.evicted += 1
-                self.generation += 1
-            self.count(d, route, seconds, errno, rows, moved=True)
+            d = entries[key] = Digest(key, now)
+            d.add(route, seconds, errno, rows, now)
+            d.placed = 1
+            self._bound(self.max_entries, key)
         else:
-            self.count(d, route, seconds, errno, rows)
+            d.add(route, seconds, errno, rows, now)
         return d
 
-    def count(self, d: Digest, route: str, seconds: float, errno: int, rows: int, *, moved: bool = False) -> None:
-        if not moved:
-            self.entries.move_to_end(d.key)
-        d.count += 1
-        d.total += seconds
-        if seconds > d.max:
-            d.max = seconds
-        i = bisect.bisect_left(_BOUNDS, seconds)
-        hist = d.hist
-        hist[i] = hist.get(i, 0) + 1
-        routes = d.routes
-        routes[route] = routes.get(route, 0) + 1
-        if errno:
-            errors = d.errors
-            errors[errno] = errors.get(errno, 0) + 1
-        d.rows += rows
-        d.last_seen = time.time()
+    def _bound(self, max_entries: int, keep: tuple[str, str, str] | None = None) -> None:
+        """Down to `max_entries`, never evicting `keep` (the digest just made)."""
+        entries = self.entries
+        while len(entries) > max_entries:
+            first = next(iter(entries.values()))
+            if (first.count > first.placed or first.key == keep) and max_entries > 0:
+                first.placed = first.count
+                entries.move_to_end(first.key)
+                continue
+            entries.popitem(last=False)
+            self.evicted += 1
+            self.generation += 1
 
     def resize(self, max_entries: int) -> None:
         self.max_entries = max_entries
-        while len(self.entries) > max_entries:
-            self.entries.popitem(last=False)
-            self.evicted += 1
-            self.generation += 1
+        self._bound(max_entries)
 
     def reset(self) -> None:
         self.entries.clear()
@@ -183,8 +202,8 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.3f}"
 
 
-def _stamp(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+def _stamp(monotonic: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(monotonic + time.time() - time.monotonic()))
 
 
 __all__ = ["COLUMNS", "Digest", "DigestStore"]

@@ -24,7 +24,8 @@ MAX_SLOW_STATEMENT = 2048  # characters of a statement the slow_query event keep
 _SECRET_WORDS = re.compile(r"password|identified", re.I)
 
 
-def statement_ended(session: Any, sql: str, seconds: float) -> None:
+def statement_ended(session: Any, sql: str, seconds: float, now: float) -> None:
+    """`now`: time.monotonic() at the statement's end, `seconds` its time."""
     server = session.server
     route = session.route
     errno = session.last_errno
@@ -36,10 +37,10 @@ def statement_ended(session: Any, sql: str, seconds: float) -> None:
         user = session.user
         last = session.last_digest  # a prepared statement's text is the same string at each execute
         if last is not None and last[0] is sql and last[1] is db and last[2] is user and last[3] == digests.generation:
-            digests.count(last[4], route, seconds, errno, session.rows_sent)
+            last[4].add(route, seconds, errno, session.rows_sent, now)
         else:
             d = digests.record(
-                cached(sql), db.name if db is not None else "", user, route, seconds, errno, session.rows_sent
+                cached(sql), db.name if db is not None else "", user, route, seconds, errno, session.rows_sent, now
             )
             session.last_digest = (sql, db, user, digests.generation, d)
     threshold = server.slow_query_ms

@@ -205,12 +205,13 @@ class Session(SessionConnections, StatementStopping):
 
     def end_command(self) -> None:
         """The command is answered: idle again, and held connections others wait for are lent."""
-        seconds = time.monotonic() - self.command_started
+        now = time.monotonic()
+        seconds = now - self.command_started
         self.server.stats.observe(self.stmt_kind, self.route, seconds, self.last_errno)
         sql = self.sql
         if sql is not None:
             self.sql = None
-            statement_ended(self, sql, seconds)
+            statement_ended(self, sql, seconds, now)
         self.stmt_kind, self.route, self.last_errno = "other", "proxy", 0
         self.command = "Sleep"
         self.info = None

@@ -70,8 +70,11 @@ def test_store_evicts_the_least_recently_seen() -> None:
     store.record("a", "db", "u", "single", 0.001, 0, 1)  # a is now the most recent
     store.record("c", "db", "u", "multi", 0.001, 0, 1)
     assert sorted(k[0] for k in store.entries) == ["a", "c"] and store.evicted == 1
+    store.record("c", "db", "u", "multi", 0.001, 0, 1)  # c counted since it came; a not since its second chance
     store.resize(1)
     assert [k[0] for k in store.entries] == ["c"]
+    store.resize(0)
+    assert not store.entries and store.evicted == 3
 
 
 def test_store_counts_and_percentile() -> None:
