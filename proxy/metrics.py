@@ -128,6 +128,11 @@ def collector(server: ProxyServer) -> Any:
             yield misses
             yield GaugeMetricFamily("shardproxy_uptime_seconds", "Seconds since start",
                                     value=time.monotonic() - server.started_monotonic)
+            digests = getattr(server, "digests", None)
+            if digests is not None:  # issue 37: the top query digests (proxy.observe.export)
+                from proxy.observe.export import digest_families
+
+                yield from digest_families(digests)
 
     return _Collector()
 

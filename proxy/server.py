@@ -24,6 +24,8 @@ from proxy.execution.fastpath import ClientProtocol
 from proxy.frontend import tls
 from proxy.frontend.handshake import Authenticator
 from proxy.metrics import MetricsEndpoint, StatementStats
+from proxy.observe.audit import AuditLog
+from proxy.observe.digests import DigestStore
 from proxy.ops.health import ReadinessProbe
 from proxy.ops.routes import routes
 from proxy.session.session import Session
@@ -73,6 +75,9 @@ class ProxyServer:
         self.max_connections_per_query = config.prop_int("max-connections-size-per-query")
         self.statement_timeout = config.prop_float("proxy-statement-timeout-seconds")
         self.stats = StatementStats()
+        self.digests = DigestStore(config.prop_int("proxy-digest-max-entries"))
+        self.slow_query_ms = config.prop_int("proxy-slow-query-threshold-milliseconds")
+        self.audit = AuditLog(config.prop("proxy-audit-log-file"))
         self.started_monotonic = time.monotonic()
         self.metrics: MetricsEndpoint | None = None
         self.metrics_address: tuple[str, int] | None = None
@@ -197,6 +202,7 @@ class ProxyServer:
                 await asyncio.wait_for(self._server.wait_closed(), timeout=2)
         await self.tm.close()
         await self.close_backends()
+        self.audit.close()
 
     async def close_backends(self) -> None:
         for source in self.sources.values():

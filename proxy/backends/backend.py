@@ -88,6 +88,10 @@ class BackendConnection:
         self.multi_statements = True
         self.busy = False  # a command is on the wire and its answer not fully read
         self.relayed = False  # part of the current command's answer was written to the client
+        self.relayed_rows = 0  # rows of the last answer `relay` copied to the client (query digests)
+        # when the last command was sent and its answer last read (the slow-query log's time per data source)
+        self.sent_at = 0.0
+        self.read_at = 0.0
         # statements prepared on this connection, by SQL text (COM_RESET_CONNECTION forgets them all)
         self.statements: dict[str, PrepareResponse] = {}
         # session SET statements applied on this connection (part of its state, with charset and
@@ -166,6 +170,7 @@ class BackendConnection:
             writer.write(encode_packet(payload, 0)[0])
         self.busy = True
         self.relayed = False
+        self.sent_at = time.monotonic()
 
     async def _read(self) -> bytes:
         reader = self.raw._reader
@@ -177,6 +182,7 @@ class BackendConnection:
         if not data:
             self.broken = True
             raise BackendError(self.name, "lost connection to MySQL server during query")
+        self.read_at = time.monotonic()
         return data
 
     async def relay(
@@ -208,6 +214,7 @@ class BackendConnection:
             self.broken = True
             raise
         self.busy = False
+        self.relayed_rows = relay.rows
         self.status = relay.summary.status
         self.raw.server_status = relay.summary.status
         return relay.summary
@@ -331,6 +338,7 @@ class BackendConnection:
                                         for sql in statements))
         self.busy = True
         self.relayed = False
+        self.sent_at = time.monotonic()
 
     async def read_pipeline(self, statements: list[str]) -> list[OKPacket | ERRPacket]:
         from protocol.framing import FrameDecoder
@@ -362,6 +370,7 @@ class BackendConnection:
                                + encode_packet(payload, 0)[0])
         self.busy = True
         self.relayed = False
+        self.sent_at = time.monotonic()
         from protocol.framing import FrameDecoder
 
         frames = FrameDecoder()

@@ -127,6 +127,13 @@ PROPS: tuple[Prop, ...] = (
          "one node can answer by copying the rows they need (false: refuse them)."),
     Prop("proxy-federation-max-rows", "int", "", STARTUP, "Rows federation may copy for one statement (none: "
          "`proxy-merge-memory-rows`); past it, ERR 1038."),
+    Prop("proxy-digest-max-entries", "int", "10000", LIVE, "Query digests kept (`SHOW QUERY DIGESTS`: one per "
+         "fingerprint, logical database and user); past it the least recently seen is dropped (0: digests off).",
+         minimum=0),
+    Prop("proxy-slow-query-threshold-milliseconds", "int", "0", LIVE, "Log a `slow_query` event for each "
+         "statement that takes this long or longer (0: off).", minimum=0),
+    Prop("proxy-audit-log-file", "str", "", STARTUP, "Append JSON lines for connects, logins, KILL, DistSQL "
+         "changes and configuration reloads to this file (none: off)."),
     Prop("migration-batch-rows", "int", "1000", STARTUP, "MIGRATE TABLE: rows per copy batch (each batch holds "
          "the table's writes while it runs).", minimum=1),
     Prop("migration-rows-per-second", "int", "0", STARTUP, "MIGRATE TABLE: the copy's throttle (0: unlimited).",

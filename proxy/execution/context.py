@@ -58,6 +58,9 @@ class ServerContext(Protocol):
     merge_memory_rows: int
     max_connections_per_query: int
     statement_timeout: float
+    digests: Any  # proxy.observe.digests.DigestStore
+    slow_query_ms: int
+    audit: Any  # proxy.observe.audit.AuditLog
 
     def database(self, name: str) -> LogicalDatabase | None: ...
 
@@ -109,6 +112,9 @@ class SessionContext(Protocol):
     last_errno: int
     stmt_kind: str
     route: str
+    sql: str | None  # the current statement's text (query digests, slow log), when it has one
+    rows_sent: int  # rows the current command sent to the client
+    last_digest: tuple[Any, ...] | None  # the last statement's query digest (proxy.observe.statement)
     query_killed: bool  # KILL QUERY reached the current command (SessionConnections.interrupt)
 
     # -- connections this session holds (the broker's leases)

@@ -295,6 +295,7 @@ async def _select_concatenated(session: Session, routed: RoutedStatement, codec:
                 status, warnings = reader.status, warnings + reader.warnings
         _send_end(session, status, warnings)
         session.found_rows_value, session.found_rows_source = sent, None
+        session.rows_sent += sent
     finally:
         await _finish_readers(session, active)
 
@@ -328,12 +329,14 @@ async def _answer_merged(
         for r in readers:
             sent += await _relay_payloads(session, r.frame_batches())
         session.found_rows_value, session.found_rows_source = sent, None
+        session.rows_sent += sent
     else:
         metas = _metas(header.columns)
         if raw_mergeable(spec, ncols):  # merge.raw interleaves the row frames
             sent = await _raw_merged(session, readers, spec, metas, header.columns, codec)
             _send_end(session, readers[-1].status, _warnings(readers))
             session.found_rows_value, session.found_rows_source = sent, None
+            session.rows_sent += sent
             return
         width = decoded_width(spec, metas)
         row_streams = [r.rows(header.columns, width if width < ncols else None) for r in readers]
@@ -358,6 +361,7 @@ async def _answer_merged(
         _send_end(session, readers[-1].status, warning_count)
         found = merge_warnings.found_rows if spec.found_rows is not None else None
         session.found_rows_value, session.found_rows_source = sent if found is None else found, None
+        session.rows_sent += sent
         return
     _send_end(session, readers[-1].status, _warnings(readers))
 

@@ -71,7 +71,7 @@ def local_begin(session: Session, sql: str, command: int) -> Answered | None:
         return None
     STATS.taken += 1
     session.begin_command(command)
-    session.info = sql
+    session.info = session.sql = sql
     session.stmt_kind = TRANSACTION
     txn.begin(sql)
     session.update_status(0)

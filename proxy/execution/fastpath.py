@@ -187,6 +187,7 @@ class FastPath:
         session.begin_command(command)
         transport = tap.transport
         self.conn, self.tap, self.backend_transport = conn, tap, transport
+        conn.sent_at = session.command_started  # (the slow-query log's time per data source)
         data = target.data
         cursor = command == _STMT_EXECUTE and len(data) > 9 and data[9] != 0  # (the answer ends at the columns)
         db = session.database
@@ -233,7 +234,7 @@ class FastPath:
         session = self.session
         session.wire.seq = 1
         session.begin_command(command)
-        session.info = target.sql
+        session.info = session.sql = target.sql
         session.stmt_kind = TRANSACTION
         fan = CommitFan(session, target.verb, target.work, self._multi_done)
         self.relay = fan
@@ -347,6 +348,7 @@ class FastPath:
             conn.raw.server_status = status
             session.update_status(status)
             session.row_count = -1 if summary.error is not None or summary.result_sets else summary.affected_rows
+            session.rows_sent = relay.rows
             session.errored = summary.error is not None
             if summary.error is not None:
                 session.last_errno = summary.error.errno
@@ -430,6 +432,7 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
         label = stmt.kind or statement_kind(stmt.sql)
         stmt.kind = label
         session.stmt_kind, session.route = label, "passthrough"
+        session.sql = stmt.sql
         return Forward(conn, packet[:5] + struct.pack("<I", stmt.backend_id) + packet[9:], None, False)
     if command == _QUERY:
         if len(packet) > 4096:
@@ -439,6 +442,7 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
         if kind is None:
             return None
         session.info = sql[:100]
+        session.sql = sql
         session.stmt_kind, session.route = kind, "passthrough"
         return Forward(conn, packet, None, kind is WRITE)
     return None
@@ -532,6 +536,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
             multi = multi_forward(session, db, routed, sql, params, retarget)
             if multi is not None:
                 session.info = sql[:100]
+                session.sql = sql
                 session.stmt_kind = SELECT
             return multi
         if plan.strategy is not _RELAY or routed.kind is not _SELECT:  # INTO @v: every connection; a dual
@@ -576,6 +581,7 @@ def _forward_single(session: Session, db: LogicalDatabase, packet: bytes, sql: s
         data = b"" if framed is not None else \
             execute_payload(prepared.ok.statement_id, unit or ExecutionUnit(ds, unit_sql, tuple(params)))
     session.info = sql[:100]
+    session.sql = sql
     session.stmt_kind, session.route = SELECT, "single"
     session.found_rows_value, session.found_rows_source = None, ds  # FOUND_ROWS(): that node's
     command_frame = framed or encode_packet(data, 0)[0]

@@ -418,6 +418,7 @@ class MultiAnswer:
                     status = 0
             _send_end(session, status, max(0, warnings + adjustment))
         session.found_rows_value, session.found_rows_source = sent if found is None else found, None
+        session.rows_sent += sent
         session.row_count = -1  # ROW_COUNT() after a result set
         return True
 

@@ -68,6 +68,7 @@ async def run_plan(session: Session, db: LogicalDatabase, sql: str, params: Sequ
         log_statement(session, sql, plan.routed, params or ())
         await execute_plan(session, db, plan, codec)
     elif isinstance(plan, Refused):
+        session.route = "refused"
         raise plan.error
     elif isinstance(plan, Explained):
         log_statement(session, sql, plan.run.routed, params or ())

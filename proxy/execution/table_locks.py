@@ -18,6 +18,7 @@ would name two actual tables on one data source (MariaDB's 1066 there), a text t
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from protocol.constants import ErrorCode
@@ -84,9 +85,10 @@ def per_data_source(db: LogicalDatabase, items: tuple[LockItem, ...]) -> dict[st
     return {ds: "LOCK TABLES " + ", ".join(parts) for ds, parts in sorted(lists.items())}
 
 
-async def lock_statement(session: Session, db: LogicalDatabase, stmt: LockStatement) -> None:
-    """LOCK TABLES / UNLOCK TABLES, answered to the client (module docstring)."""
-    from proxy.execution.txn_control import implicit_commit  # (txn_control releases the locks at BEGIN)
+async def lock_statement(session: Session, db: LogicalDatabase, stmt: LockStatement,
+                         implicit_commit: Callable[[Session], Awaitable[bool]]) -> None:
+    """LOCK TABLES / UNLOCK TABLES, answered to the client (module docstring). `implicit_commit` is
+    txn_control's (which imports this module to release the locks at BEGIN: handed in, not imported)."""
 
     if stmt.error is not None:
         session.error(ErrorCode.PARSE_ERROR, f"You have an error in your SQL syntax: {stmt.error}", "42000")

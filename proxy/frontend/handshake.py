@@ -34,8 +34,9 @@ HANDSHAKE_TIMEOUT = 10.0
 class HandshakeFailed(ServerError):
     """The client may not connect (or COM_CHANGE_USER to) as it asked: the ERR it gets."""
 
-    def __init__(self, errno: int, message: str, sqlstate: str) -> None:
+    def __init__(self, errno: int, message: str, sqlstate: str, user: str | None = None) -> None:
         super().__init__(message, errno=errno, sqlstate=sqlstate)
+        self.user = user  # the user name the client gave, when it got that far (the audit log's failed login)
 
 
 @dataclass
@@ -207,5 +208,5 @@ class Authenticator:
         return HandshakeFailed(
             ErrorCode.ACCESS_DENIED_ERROR,
             f"Access denied for user '{user}'@'{host}' (using password: {used_password})",
-            "28000",
+            "28000", user,
         )

@@ -20,6 +20,8 @@ from protocol.packets import ComInitDB, ComProcessKill, ComSetOption, end_of_res
 from protocol.wire import MalformedPacket
 from proxy.backends.backend import BackendError
 from proxy.execution.plain import statement_kind
+from proxy.frontend.wire import ClientGone
+from proxy.observe.audit import audit_statement, session_fields
 from proxy.session import admin, commands, prepared, processlist, query
 from proxy.session.distsql import handler as distsql
 from proxy.session.statements import KINDS, ProxyStatement, like_to_regex
@@ -70,7 +72,11 @@ async def _statistics(session: Session, payload: bytes) -> None:
 
 
 async def _process_kill(session: Session, payload: bytes) -> None:
-    await commands.kill(session, ComProcessKill.decode(payload).connection_id, "CONNECTION")
+    target = ComProcessKill.decode(payload).connection_id
+    try:
+        await commands.kill(session, target, "CONNECTION")
+    finally:
+        audit_statement(session, "kill", f"COM_PROCESS_KILL {target}", target=target, scope="CONNECTION")
 
 
 async def _stmt_execute(session: Session, payload: bytes) -> None:
@@ -78,10 +84,22 @@ async def _stmt_execute(session: Session, payload: bytes) -> None:
         stmt = session.statements.get(int.from_bytes(payload[1:5], "little"))
         if stmt is not None:
             session.stmt_kind = statement_kind(stmt.sql)
+            session.sql = stmt.sql
     if session.server.statement_timeout > 0:
         await session._with_timeout(prepared.execute(session, payload))
     else:
         await prepared.execute(session, payload)
+
+
+async def _change_user(session: Session, payload: bytes) -> None:
+    """COM_CHANGE_USER, in the audit log as a login (failed: the connection ends, as on MySQL)."""
+    try:
+        await commands.change_user(session, payload)
+    except ClientGone:
+        session.server.audit.write("login_failed", **session_fields(session), via="COM_CHANGE_USER",
+                                   errno=session.last_errno)
+        raise
+    session.server.audit.write("login", **session_fields(session), via="COM_CHANGE_USER", tls=session.secure)
 
 
 def _unanswered(handler: CommandHandler) -> CommandHandler:
@@ -110,7 +128,7 @@ COMMANDS: Mapping[int, CommandHandler] = {
     Command.RESET_CONNECTION: _reset_connection,
     Command.STATISTICS: _statistics,
     Command.PROCESS_KILL: _process_kill,
-    Command.CHANGE_USER: commands.change_user,
+    Command.CHANGE_USER: _change_user,
     Command.STMT_PREPARE: prepared.prepare,
     Command.STMT_EXECUTE: _stmt_execute,
     Command.STMT_SEND_LONG_DATA: _unanswered(prepared.send_long_data),
@@ -150,12 +168,24 @@ async def _processlist(session: Session, stmt: ProxyStatement, sql: str) -> None
 
 
 async def _kill(session: Session, stmt: ProxyStatement, sql: str) -> None:
-    await commands.kill(session, int(stmt.arg or 0), stmt.arg2 or "CONNECTION")
+    try:
+        await commands.kill(session, int(stmt.arg or 0), stmt.arg2 or "CONNECTION")
+    finally:
+        audit_statement(session, "kill", sql, target=int(stmt.arg or 0), scope=stmt.arg2 or "CONNECTION")
 
 
 async def _kill_other(session: Session, stmt: ProxyStatement, sql: str) -> None:
     session.error(ErrorCode.NOT_SUPPORTED_YET, "shardproxy: KILL takes a proxy connection id, as a number "
                   "(SHOW PROCESSLIST); KILL USER, KILL QUERY ID and expressions are not supported", "42000")
+
+
+async def _alter_txn_rule(session: Session, stmt: ProxyStatement, sql: str) -> None:
+    try:
+        await admin.admin_statement(session, stmt, sql)
+    except Exception as exc:  # (the session answers it after this: the audit line records the refusal)
+        audit_statement(session, "distsql", sql, outcome={"ok": False, "errno": getattr(exc, "errno", None)})
+        raise
+    audit_statement(session, "distsql", sql)
 
 
 async def _distsql(session: Session, stmt: ProxyStatement, sql: str) -> None:
@@ -170,7 +200,8 @@ PROXY_STATEMENTS: Mapping[str, StatementHandler] = {
     "kill": _kill,
     "kill_other": _kill_other,
     **{kind: admin.admin_statement for kind in ("preview", "show_rules", "show_nodes", "units", "show_rw_rules",
-                                                 "show_txn_rule", "show_in_doubt", "alter_txn_rule")},
+                                                 "show_txn_rule", "show_in_doubt")},
+    "alter_txn_rule": _alter_txn_rule,
     "distsql": _distsql,
     "distsql_unsupported": _distsql,
 }

@@ -40,6 +40,7 @@ async def query(session: Session, payload: bytes) -> None:
     session.substituted = None
     session.stmt_kind = statement_kind(sql)
     session.info = sql[:100]
+    session.sql = sql
     stmt = classify(sql)
     if stmt is not None:
         await session._proxy_statement(stmt, sql)
@@ -159,7 +160,7 @@ async def routed_query(session: Session, db: LogicalDatabase, sql: str) -> None:
         return
     lock = parse_lock(sql) if sql.lstrip()[:1] in ("L", "l", "U", "u", "/", "#", "-") else None
     if lock is not None:
-        await table_locks.lock_statement(session, db, lock)
+        await table_locks.lock_statement(session, db, lock, txn_control.implicit_commit)
         return
     prepared_sql = sql_prepared.classify_sql_prepared(sql)
     if prepared_sql is not None:

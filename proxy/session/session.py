@@ -39,6 +39,8 @@ from proxy.execution.resultset import result_packets
 from proxy.execution.state import GroupSessionState, StatementRegistry, TransactionState
 from proxy.frontend.handshake import HandshakeFailed
 from proxy.frontend.wire import ClientGone, ClientPackets
+from proxy.observe.audit import session_fields
+from proxy.observe.statement import statement_ended
 from proxy.privilege import ER_DBACCESS_DENIED_ERROR, denied_message
 from proxy.session.connections import SessionConnections
 from proxy.session.dispatch import dispatch_command, dispatch_proxy_statement
@@ -85,6 +87,7 @@ class Session(SessionConnections, StatementStopping):
             protocol.on_lost = self._client_lost
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.client_host = str(peer[0]) if isinstance(peer, tuple) else "localhost"
+        self.client_port = int(peer[1]) if isinstance(peer, tuple) and len(peer) > 1 else 0
         self.user = ""
         self.database: LogicalDatabase | None = None
         self.capabilities = Capability(0)
@@ -106,6 +109,9 @@ class Session(SessionConnections, StatementStopping):
         self.stmt_kind = "other"
         self.route = "proxy"
         self.last_errno = 0
+        self.sql: str | None = None  # the current statement's text, for its query digest (proxy.observe)
+        self.rows_sent = 0  # rows the current command sent to the client
+        self.last_digest: tuple[Any, ...] | None = None  # proxy.observe.statement's shortcut for repeated texts
         self.last_insert_id = 0  # sharded databases: the session's, across data sources
         self.row_count = -1
         # sharded databases, FOUND_ROWS(): the value the proxy knows (after a merged SELECT), or else the
@@ -163,6 +169,7 @@ class Session(SessionConnections, StatementStopping):
         return bool(self.capabilities & Capability.FOUND_ROWS)
 
     async def run(self) -> None:
+        self.server.audit.write("connect", **session_fields(self))
         try:
             if not await self._handshake():
                 return
@@ -203,6 +210,7 @@ class Session(SessionConnections, StatementStopping):
         self.command_seq = self.wire.seq
         self.busy = True
         self.errored = False
+        self.rows_sent = 0
         self.query_killed = False
         for conn in self.backends.values():
             conn.keep_for_next = False
@@ -211,8 +219,13 @@ class Session(SessionConnections, StatementStopping):
 
     def end_command(self) -> None:
         """The command is answered: idle again, and held connections others wait for are lent."""
-        self.server.stats.observe(self.stmt_kind, self.route, time.monotonic() - self.command_started,
-                                  self.last_errno)
+        now = time.monotonic()
+        seconds = now - self.command_started
+        self.server.stats.observe(self.stmt_kind, self.route, seconds, self.last_errno)
+        sql = self.sql
+        if sql is not None:
+            self.sql = None
+            statement_ended(self, sql, seconds, now)
         self.stmt_kind, self.route, self.last_errno = "other", "proxy", 0
         self.command = "Sleep"
         self.info = None
@@ -229,7 +242,8 @@ class Session(SessionConnections, StatementStopping):
         backends.update(self.read_backends)
         self.read_backends = {}
         borrowed, self.borrowed = self.borrowed, set()
-        self.server.sessions.pop(self.id, None)
+        if self.server.sessions.pop(self.id, None) is not None:
+            self.server.audit.write("disconnect", **session_fields(self))
         with contextlib.suppress(Exception):
             self.writer.close()
         # synchronous: the pool resets (rolls back, clears) or closes them; nothing is left "in use"
@@ -246,6 +260,8 @@ class Session(SessionConnections, StatementStopping):
             )
         except HandshakeFailed as exc:
             self.log.info("auth_failed", reason=exc.message)
+            self.server.audit.write("login_failed", **session_fields(self), attempted_user=exc.user,
+                                    errno=exc.errno, reason=exc.message)
             self.wire.send_error(exc.errno, exc.message, exc.sqlstate)
             with contextlib.suppress(ClientGone):
                 await self.wire.flush()
@@ -276,10 +292,13 @@ class Session(SessionConnections, StatementStopping):
         if client.response.database:
             db, refusal = self.database_access(client.response.database)
             if db is None:
+                self.server.audit.write("login_failed", **session_fields(self), attempted_user=self.user,
+                                        errno=refusal[0], reason=refusal[1])
                 self.wire.send_error(*refusal)
                 await self.wire.flush()
                 return False
             self.database = db
+        self.server.audit.write("login", **session_fields(self), tls=self.secure)
         self.wire.send(OKPacket(status=ServerStatus(self.status)).encode(self.capabilities))
         await self.wire.flush()
         self.log = self.log.bind(user=self.user)
@@ -310,6 +329,7 @@ class Session(SessionConnections, StatementStopping):
         warnings: int = 0,
     ) -> None:
         self.row_count = -1  # ROW_COUNT() after a result set
+        self.rows_sent += len(rows)
         self.wire.send_many(result_packets(columns, rows, capabilities=self.capabilities, status=self.status,
                                            warnings=warnings))
 
@@ -356,6 +376,7 @@ class Session(SessionConnections, StatementStopping):
         while summary.local_infile is not None:  # LOAD DATA LOCAL INFILE: the client's file, then the answer
             summary = await local_infile(self, conn, writer or self.writer, error_rewriter)
             self.wire.seq = summary.next_seq
+        self.rows_sent += conn.relayed_rows
         # ROW_COUNT() of a sharded database's next statement: this answer's, as the server counts it
         self.row_count = -1 if summary.error is not None or summary.result_sets else summary.affected_rows
         if summary.error is not None:

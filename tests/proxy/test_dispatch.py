@@ -35,7 +35,7 @@ from proxy.session.statements import KINDS, classify
     (Command.RESET_CONNECTION, dispatch._reset_connection),
     (Command.STATISTICS, dispatch._statistics),
     (Command.PROCESS_KILL, dispatch._process_kill),
-    (Command.CHANGE_USER, commands.change_user),
+    (Command.CHANGE_USER, dispatch._change_user),
     (Command.STMT_PREPARE, prepared.prepare),
     (Command.STMT_EXECUTE, dispatch._stmt_execute),
     (Command.STMT_RESET, prepared.reset),

@@ -181,6 +181,7 @@ def test_lower_packages_never_import_proxy(package: str) -> None:
 ROOMS = (  # lowest first
     ("configuration", ("proxy.config", "proxy.privilege", "proxy.rwconfig", "proxy.logs", "proxy.version",
                        "proxy.sandbox", "proxy.clusterport", "proxy.cluster.mode", "proxy.cluster.etcd")),
+    ("observe", ("proxy.observe",)),  # digests, slow-query and audit logs: leaves the rooms above report to
     ("backends", ("proxy.backends",)),
     ("frontend", ("proxy.frontend",)),
     ("execution", ("proxy.execution",)),

@@ -27,6 +27,7 @@ MAYBE_DISTSQL = frozenset({
     "SHOW", "SET", "COUNT", "REFRESH", "FORCE", "EXPORT", "IMPORT", "CONVERT", "REGISTER", "UNREGISTER", "ALTER",
     "CREATE", "DROP", "LOAD", "UNLOAD", "FORMAT", "PARSE", "PREVIEW", "ENABLE", "DISABLE", "LABEL", "RELABEL",
     "UNLABEL", "LOCK", "UNLOCK", "MIGRATE", "START", "STOP", "CHECK", "COMMIT", "ROLLBACK", "CLEAR", "ADD",
+    "RESET",
 })  # fmt: skip
 
 
@@ -100,6 +101,9 @@ _STATEMENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("set_dist_variable",
      _rx(rf"SET\s+DIST\s+VARIABLE\s+(?P<name>{IDENT}|{STRING})\s*=\s*(?P<value>{STRING}|[-+]?[\w.$]+)")),
     ("show_compute_nodes", _rx(r"SHOW\s+COMPUTE\s+NODES")),
+    # shardproxy's query digests (proxy.observe.digests)
+    ("show_query_digests", _rx(r"SHOW\s+QUERY\s+DIGESTS(?:\s+LIMIT\s+(?P<value>\d+))?")),
+    ("reset_query_digests", _rx(r"RESET\s+QUERY\s+DIGESTS")),
     ("refresh_table_metadata",
      _rx(rf"REFRESH\s+TABLE\s+METADATA(?:\s+(?!FROM\b)(?P<name>{IDENT}))?"
          rf"(?:\s+FROM\s+STORAGE\s+UNIT\s+(?P<storage_unit>{IDENT})(?:\s+SCHEMA\s+(?P<schema>{IDENT}))?)?")),
@@ -180,7 +184,7 @@ _PREFIXES: tuple[tuple[str, ...], ...] = tuple(tuple(p.split()) for p in (
     "COUNT", "REFRESH", "FORCE REFRESH", "EXPORT", "IMPORT DATABASE", "IMPORT METADATA", "CONVERT YAML",
     "REGISTER", "UNREGISTER", "FORMAT", "PARSE", "PREVIEW", "ENABLE", "DISABLE", "LABEL", "RELABEL", "UNLABEL",
     "LOCK CLUSTER", "UNLOCK CLUSTER", "MIGRATE", "LOAD SINGLE", "UNLOAD", "CLEAR HINT", "CLEAR SHARDING HINT",
-    "CLEAR READWRITE_SPLITTING HINT", "ADD RESOURCE",
+    "CLEAR READWRITE_SPLITTING HINT", "ADD RESOURCE", "SHOW QUERY DIGESTS", "RESET QUERY DIGESTS",
     *(f"{verb} {what}" for verb in ("START", "STOP", "CHECK", "COMMIT", "ROLLBACK", "DROP")
       for what in ("MIGRATION", "STREAMING")),
     *(f"{verb} {what}" for verb in ("CREATE", "ALTER", "DROP") for what in (

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 from proxy.backends import table_metadata
 from proxy.backends.readwrite import ReadWriteGroup
 from proxy.clusterport import port as cluster_port
+from proxy.observe.audit import audit_statement
 from proxy.session.admin import STORAGE_UNIT_COLUMNS, storage_units
-from proxy.session.distsql import export, grammar, rdl, rules, variables
+from proxy.session.distsql import export, grammar, query_digests, rdl, rules, variables
 from proxy.session.distsql.errors import DistSQLError, not_supported
 from proxy.session.distsql.targets import tables_by_source, target
 from proxy.session.metadata import existing_tables
@@ -37,13 +38,35 @@ COMPUTE_NODE_COLUMNS = ("instance_id", "instance_type", "host", "port", "status"
                         "labels", "version", "database_name")
 
 # statements that change the proxy, write files or print passwords: users with `admin: true` only
-_ADMIN_ONLY = (frozenset({"set_dist_variable", "export_database_configuration"}) | grammar.RDL_KINDS
-               | grammar.MIGRATION_KINDS)
+_ADMIN_ONLY = (frozenset({"set_dist_variable", "export_database_configuration", "reset_query_digests"})
+               | grammar.RDL_KINDS | grammar.MIGRATION_KINDS)
+# statements that change the proxy (or write a file): each one, done or refused, is a line of the audit log
+_AUDITED = (frozenset({"set_dist_variable", "export_database_configuration", "reset_query_digests",
+                       "refresh_table_metadata", "refresh_database_metadata", "migrate_table", "check_migration",
+                       "commit_migration", "rollback_migration"}) | grammar.RDL_KINDS)
 
 _INSTANCE_IDS: weakref.WeakKeyDictionary[ProxyServer, str] = weakref.WeakKeyDictionary()
 
 
 async def execute(session: Session, stmt: ProxyStatement) -> None:
+    try:
+        kind = await _execute(session, stmt)
+    except Exception as exc:  # (its ERR is sent by the session after this: the audit line records the refusal)
+        if _changes(stmt):
+            audit_statement(session, "distsql", stmt.arg or "", outcome={"ok": False,
+                                                                          "errno": getattr(exc, "errno", None)})
+        raise
+    if kind in _AUDITED:
+        audit_statement(session, "distsql", stmt.arg or "")
+
+
+def _changes(stmt: ProxyStatement) -> bool:
+    """A statement refused before its kind was known that would have changed something (an unsupported RDL ...)."""
+    d = grammar.parse(stmt.arg or "") if stmt.kind == "distsql" else None
+    return d is not None and d.kind in _AUDITED
+
+
+async def _execute(session: Session, stmt: ProxyStatement) -> str:
     if stmt.kind == "distsql_unsupported":
         raise not_supported(stmt.arg or "this DistSQL statement")
     d = grammar.parse(stmt.arg or "")
@@ -56,16 +79,17 @@ async def execute(session: Session, stmt: ProxyStatement) -> None:
     if d.kind in grammar.RDL_KINDS:
 
         await rdl.execute(session, d)
-        return
+        return d.kind
     if d.kind in grammar.MIGRATION_KINDS:  # MIGRATE TABLE, SHOW MIGRATION ..., COMMIT MIGRATION ...
         from proxy.session.distsql.migration import execute as migration
 
         await migration(session, d)
-        return
+        return d.kind
     handler = _HANDLERS.get(d.kind)
     if handler is None:  # pragma: no cover - every parsed kind has a handler
         raise not_supported(statement_name)
     await handler(session, d)
+    return d.kind
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
@@ -298,4 +322,6 @@ _HANDLERS = {
     "show_table_metadata": _table_metadata,
     "refresh_database_metadata": _refresh_database,
     "export_database_configuration": _export,
+    "show_query_digests": query_digests.show,
+    "reset_query_digests": query_digests.reset,
 }

@@ -10,7 +10,8 @@ ones in use: the configured value, or the proxy's default.
 `SET DIST VARIABLE` applies a prop the proxy reads for each statement (or each new connection) at once, to
 this process (`--workers N` runs N processes, each with its own props): `sql_show`,
 `proxy_frontend_max_connections`, `max_connections_size_per_query`, `proxy_merge_memory_rows`,
-`proxy_statement_timeout_seconds`, `proxy_default_database`. A prop read at start-up only is refused as
+`proxy_statement_timeout_seconds`, `proxy_default_database`, `proxy_digest_max_entries`,
+`proxy_slow_query_threshold_milliseconds`. A prop read at start-up only is refused as
 read-only (MySQL's ERR 1238), one shardproxy does not use as not supported (1235), so that no SET appears
 to work and does nothing. The change lives in memory: `global.yaml` is not rewritten. In Cluster mode
 (proxy.cluster) it is validated here, published to the registry, and every proxy of the cluster applies it.
@@ -85,6 +86,10 @@ _HOOKS: dict[str, dict[str, Any]] = {
     "proxy-merge-memory-rows": {"current": _get_attr("merge_memory_rows"), "apply": _set_attr("merge_memory_rows")},
     "proxy-statement-timeout-seconds": {"current": _get_attr("statement_timeout"),
                                         "apply": _set_attr("statement_timeout")},
+    "proxy-digest-max-entries": {"current": lambda server: server.digests.max_entries,
+                                 "apply": lambda server, value: server.digests.resize(value)},
+    "proxy-slow-query-threshold-milliseconds": {"current": _get_attr("slow_query_ms"),
+                                                "apply": _set_attr("slow_query_ms")},
 }
 
 VARIABLES: tuple[Variable, ...] = tuple(
