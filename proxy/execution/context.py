@@ -87,6 +87,7 @@ class SessionContext(Protocol):
     txn: TransactionState
     statements: StatementRegistry
     sql_statements: dict[str, str]
+    sql_databases: dict[str, LogicalDatabase]
     read_state: dict[str, GroupSessionState]
     sticky: bool
     last_insert_id: int

@@ -425,8 +425,9 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
         if len(packet) < 9:
             return None
         stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
-        if stmt is None or stmt.backend is not conn:
+        if stmt is None or stmt.backend is not conn or not stmt.backend_id or stmt.database is not db:
             return None
+        stmt.remember_types(packet[4:])
         label = stmt.kind or statement_kind(stmt.sql)
         stmt.kind = label
         session.stmt_kind, session.route = label, "passthrough"
@@ -455,7 +456,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         if len(packet) < 10 or packet[9] != 0:  # a cursor: the slow path materializes it
             return None
         stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
-        if stmt is None or stmt.backend is not None or stmt.long_data or stmt.cursor_rows is not None:
+        if stmt is None or stmt.backend is not None or stmt.long_data or stmt.cursor_rows is not None \
+                or stmt.database is not db:  # (prepared before a USE: it runs in its own database)
             return None
         if stmt.fast is None:  # worked out at the first execute
             stmt.fast = (not stmt.metadata_statement and not stmt.session_functions

@@ -117,6 +117,7 @@ class Session(SessionConnections, StatementStopping):
         self.txn = TransactionState()
         self.statements = StatementRegistry()
         self.sql_statements: dict[str, str] = {}  # PREPARE name FROM ... on sharded databases
+        self.sql_databases: dict[str, LogicalDatabase] = {}  # ... and the database each was prepared in
         self.borrowed: set[BackendConnection] = set()  # pooled connections lent for one statement
         # data sources whose pooled connection this session has renewed (SessionConnections.renew_for_session)
         self.renewed: set[str] = set()
@@ -435,6 +436,10 @@ class Session(SessionConnections, StatementStopping):
                 for conn in list(self.backends.values()):
                     self.give_back(conn)
                 self.backends.clear()
+                # prepared statements stay, as on MariaDB (proxy.session.stmt_database); those on the connections
+                # given back are prepared again where they run next
+                for stmt in self.statements.by_id.values():
+                    stmt.backend_id = 0
             self.release_read_backends()
             self.read_state = {}
             # the session's variables are the session's, not the database's: they hold after USE, as on MariaDB
@@ -444,8 +449,6 @@ class Session(SessionConnections, StatementStopping):
             if first and db.kernel is not None:  # so do autocommit and a transaction begun before (no work yet)
                 self.txn.autocommit, self.txn.begin_sql = was.autocommit, was.begin_sql
                 self.txn.next_tx_sets, self.txn.savepoints = was.next_tx_sets, was.savepoints
-            self.statements.clear()
-            self.sql_statements.clear()
         self.database = db
         if db.kernel is not None:
             self.update_status(0)  # (the flags of the transaction state it carries)
