@@ -407,6 +407,20 @@ LOCKS = (
         "UNLOCK TABLES",
     ),
     ("START TRANSACTION", f"UPDATE t_order SET status = 't' WHERE {ROWS}", "LOCK TABLES t_order READ", "ROLLBACK"),
+    # a write the proxy runs step by step, or row by row, in a transaction of its own: under the locks, which hold
+    # after it (its transaction began with BEGIN, which released them: t_order_item was readable)
+    (
+        "LOCK TABLES t_order WRITE",
+        f"UPDATE t_order SET status = 'q' WHERE {ROWS} ORDER BY order_id DESC LIMIT 1",
+        "SELECT COUNT(*) FROM t_order_item",
+    ),
+    ("LOCK TABLES t_order WRITE", "UPDATE t_order SET user_id = 3 WHERE order_id = 8801", "SELECT 1 FROM t_order_item"),
+    (
+        "LOCK TABLES t_order WRITE",
+        "INSERT INTO t_order (order_id, user_id, status) VALUES (8801, 2, 'u') ON DUPLICATE KEY UPDATE status = 'u'",
+        "SELECT 1 FROM t_order_item",
+    ),
+    ("LOCK TABLES t_order READ", f"UPDATE t_order SET status = 'q' WHERE {ROWS} ORDER BY order_id LIMIT 1"),
     # a savepoint set before a data source joined: ROLLBACK TO takes back what it did since joining
     ("START TRANSACTION", "SAVEPOINT sp", f"UPDATE t_order SET status = 's' WHERE {ROWS}", "ROLLBACK TO SAVEPOINT sp"),
 )
