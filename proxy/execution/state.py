@@ -82,6 +82,8 @@ class GroupSessionState:
     gtid: str = ""  # GTID: the primary's position after the session's last write
     caught_up: set[str] = field(default_factory=set)  # replicas known to have applied `gtid`
     fixed_replica: str | None = None  # FIXED: the replica of the open transaction
+    # pass-through: the session holds LOCK TABLES on the primary (the replicas are not locked: reads go there)
+    locked: bool = False
 
 
 @dataclass

@@ -110,7 +110,7 @@ async def lock_statement(session: Session, db: LogicalDatabase, stmt: LockStatem
     done: list[str] = []
     for ds, sql in statements.items():
         try:
-            conn = await session.backend(ds)
+            conn = await session.backend(ds, record_write=False)  # (a lock is no write: no read-after-write pin)
             answer = await conn.execute(sql)
         except BaseException:
             session.txn.table_locks = done
