@@ -55,6 +55,7 @@ from proxy.execution.readers import (
 )
 from proxy.execution.resultset import result_packets
 from proxy.execution.stepwise import execute_stepwise
+from proxy.execution.table_locks import refuse_unlocked
 from proxy.execution.units import (
     UnitFailed,
     _access,
@@ -89,6 +90,7 @@ async def execute_plan(
         async with gate.write():
             await execute_plan(session, db, run, codec, gated=True)
         return
+    refuse_unlocked(session, routed)  # under LOCK TABLES: a data source where nothing is locked answers 1100
     strategy = run.strategy
     if strategy is _STEPWISE:  # a write over several nodes run in steps (proxy.execution.stepwise)
         session.route = "multi"

@@ -447,7 +447,8 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
 
 def _sharded(session: Session, db: LogicalDatabase, packet: bytes
              ) -> Forward | MultiForward | EndForward | Answered | None:
-    if session.server.sql_show or db.kernel is None or session.txn.mode_flags or session.txn.pipes_as_concat:
+    if session.server.sql_show or db.kernel is None or session.txn.mode_flags or session.txn.pipes_as_concat \
+            or session.txn.table_locks:  # (under LOCK TABLES the executor checks where the locks are)
         return None  # (a sql_mode that reads text otherwise, issue 34: the session's coroutine decides by it)
     command = packet[4]
     params: Sequence[object] | None = None

@@ -786,3 +786,27 @@ def test_pass_through_prepared_statements_hold_across_use(
     finally:
         proxied.c.close()
         direct.c.close()
+
+
+# extra_db: t_single lives on ds_0 only, t_user on both (ds_{user_id % 2}); under LOCK TABLES t_single, a statement
+# routed to ds_1 (where nothing is locked) ran there: MariaDB answers 1100 for a table the LOCK TABLES left out
+NOT_LOCKED = (
+    ("SELECT COUNT(*) FROM t_user WHERE user_id = 1", ("ERR", 1100, "Table 't_user' was not locked with LOCK TABLES")),
+    ("SELECT COUNT(*) FROM t_user WHERE user_id = 2", ("ERR", 1100, "Table 't_user' was not locked with LOCK TABLES")),
+    (
+        "INSERT INTO t_user (user_id, name) VALUES (1, 'x')",
+        ("ERR", 1100, "Table 't_user' was not locked with LOCK TABLES"),
+    ),
+    ("SELECT COUNT(*) >= 0 FROM t_single", (["COUNT(*) >= 0"], [(1,)])),
+    ("SELECT 1", (["1"], [(1,)])),
+)
+
+
+@pytest.mark.parametrize(("sql", "expected"), NOT_LOCKED, ids=[s for s, _ in NOT_LOCKED])
+def test_a_table_left_out_of_lock_tables_answers_1100(sharded_env: ShardedEnv, sql: str, expected: Any) -> None:
+    with sharded_env.connect("extra_db") as conn:
+        assert answer(conn, "LOCK TABLES t_single READ") == ([], [])
+        assert answer(conn, sql) == expected
+        assert answer(conn, "UNLOCK TABLES") == ([], [])
+        assert answer(conn, "SELECT COUNT(*) >= 0 FROM t_user WHERE user_id = 1") == (["COUNT(*) >= 0"], [(1,)])
+    assert sharded_env.query("SELECT COUNT(*) FROM t_user WHERE name = 'x'", "extra_db")[1] == [(0,)]
