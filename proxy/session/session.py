@@ -37,6 +37,7 @@ from proxy.execution.fastpath import ClientProtocol, FastPath
 from proxy.execution.infile import local_infile
 from proxy.execution.resultset import result_packets
 from proxy.execution.state import GroupSessionState, StatementRegistry, TransactionState
+from proxy.execution.txn_text import quote
 from proxy.frontend.handshake import HandshakeFailed
 from proxy.frontend.wire import ClientGone, ClientPackets
 from proxy.privilege import ER_DBACCESS_DENIED_ERROR, denied_message
@@ -417,7 +418,7 @@ class Session(SessionConnections, StatementStopping):
         """The logical databases SHOW DATABASES lists for this session's user."""
         return self.server.config.privilege.visible(self.user_config, sorted(self.server.databases_by_name))
 
-    def _use(self, name: str) -> None:
+    async def _use(self, name: str) -> None:
         bad = text.invalid_string(name, self.charset)
         if bad is not None:  # not a name in the session's character set: MariaDB's answer
             self.error(text.INVALID_CHARACTER_STRING, bad, "HY000")
@@ -449,10 +450,31 @@ class Session(SessionConnections, StatementStopping):
             if first and db.kernel is not None:  # so do autocommit and a transaction begun before (no work yet)
                 self.txn.autocommit, self.txn.begin_sql = was.autocommit, was.begin_sql
                 self.txn.next_tx_sets, self.txn.savepoints = was.next_tx_sets, was.savepoints
+            carried = _carried(was) if first and not keep and db.kernel is None else []
+        else:
+            carried = []
         self.database = db
         if db.kernel is not None:
             self.update_status(0)  # (the flags of the transaction state it carries)
+        elif carried:  # another pass-through database than the default: its connection takes the transaction up
+            source = db.pass_through_source
+            assert source is not None
+            conn = await self.backend(source.name)
+            for sql in carried:
+                await self._must(conn, sql)
+            self.update_status(conn.status)
         self.ok()
+
+
+def _carried(was: TransactionState) -> list[str]:
+    """What re-creates, on another connection, the transaction state a session set up before choosing a database
+    (autocommit off, a transaction begun, its savepoints): it did no work (nothing can be written without a
+    database: proxy.session.nodatabase), so beginning it again there is carrying it over."""
+    out = [] if was.autocommit else ["SET autocommit=0"]
+    if was.begin_sql is not None:
+        out.append(was.begin_sql)
+    out += [f"SAVEPOINT {quote(n)}" for n in was.savepoints] if was.active else []
+    return out
 
 
 def _calls_printed(

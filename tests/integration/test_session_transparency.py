@@ -810,3 +810,56 @@ def test_a_table_left_out_of_lock_tables_answers_1100(sharded_env: ShardedEnv, s
         assert answer(conn, "UNLOCK TABLES") == ([], [])
         assert answer(conn, "SELECT COUNT(*) >= 0 FROM t_user WHERE user_id = 1") == (["COUNT(*) >= 0"], [(1,)])
     assert sharded_env.query("SELECT COUNT(*) FROM t_user WHERE name = 'x'", "extra_db")[1] == [(0,)]
+
+
+# a transaction (or autocommit off) set up before any database is chosen holds after USE, as on MariaDB: USE of
+# `ptb`, a pass-through database other than the default one (`pta`), gave the transaction's connection back (its
+# INSERT was committed, ROLLBACK took nothing back)
+NO_DATABASE_TRANSACTION = (
+    (
+        "START TRANSACTION",
+        "U:other",
+        "SELECT @@in_transaction",
+        "INSERT INTO s3t VALUES (8)",
+        "ROLLBACK",
+        "SELECT COUNT(*) FROM s3t WHERE x = 8",
+    ),
+    (
+        "SET autocommit = 0",
+        "U:other",
+        "SELECT @@autocommit",
+        "INSERT INTO s3t VALUES (8)",
+        "ROLLBACK",
+        "SELECT COUNT(*) FROM s3t WHERE x = 8",
+        "SET autocommit = 1",
+    ),
+    (
+        "START TRANSACTION",
+        "SAVEPOINT a",
+        "U:other",
+        "INSERT INTO s3t VALUES (8)",
+        "ROLLBACK TO SAVEPOINT a",
+        "SELECT COUNT(*) FROM s3t WHERE x = 8",
+        "COMMIT",
+    ),
+    ("START TRANSACTION READ ONLY", "U:other", "INSERT INTO s3t VALUES (8)", "COMMIT"),
+    ("START TRANSACTION", "U:home", "INSERT INTO s3t VALUES (8)", "ROLLBACK", "SELECT COUNT(*) FROM s3t WHERE x = 8"),
+)
+
+
+@pytest.mark.parametrize("steps", NO_DATABASE_TRANSACTION, ids=lambda s: " / ".join(s)[:80])
+def test_a_transaction_begun_without_a_database_holds_after_use(
+    two_pass_through: RunningProxy, mariadb: MariaDBServer, steps: tuple[str, ...]
+) -> None:
+    from tests.integration.test_bytes import login
+
+    proxied = _Steps(login(two_pass_through.host, two_pass_through.port, None), {"pta": "HOME", "ptb": "OTHER"})
+    direct = _Steps(login(mariadb.host, mariadb.port, None, mariadb.password), {"s3_oa": "HOME", "s3_ob": "OTHER"})
+    try:
+        for step in steps:
+            assert proxied.answer(step) == direct.answer(step), step
+    finally:
+        proxied.c.close()
+        direct.c.close()
+        for db in ("s3_pa", "s3_pb", "s3_oa", "s3_ob"):
+            mariadb.execute("DELETE FROM s3t WHERE x = 8", db)
