@@ -51,8 +51,8 @@ from proxy.backends.codec import BINARY
 from proxy.backends.readwrite import Access, ReadWriteGroup, classify_access
 from proxy.execution import txn_control
 from proxy.execution.decide import OFF_LOOP_TEXT, view_of
-from proxy.execution.explain import split_explain, xa_refusal
-from proxy.execution.plans import Run, Strategy
+from proxy.execution.explain import DATA_SOURCE_COLUMN, split_explain, xa_refusal
+from proxy.execution.plans import Explained, Run, Strategy
 from proxy.execution.replicas import TrackingWriter, drop_replica, group_backend
 from proxy.execution.resultset import BINARY_ROWS
 from proxy.execution.routed import decide_fairly, route_and_execute
@@ -225,8 +225,10 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
     db = session.database
     assert db is not None and db.kernel is not None
 
-    if split_explain(sql) is not None or xa_refusal(sql) is not None:
-        return ()  # EXPLAIN: one column more with several units, known at EXECUTE; XA: refused there
+    if xa_refusal(sql) is not None:
+        return ()  # XA: refused at EXECUTE
+    if split_explain(sql) is not None:
+        return await _describe_explain(session, sql, num_params)
     # A long text (an IN list of thousands of values) is described from its routed variant first: the kernel
     # reads its lists without sqlglot, whose parse of the whole text would hold the event loop (issue 35)
     long = len(sql) >= OFF_LOOP_TEXT
@@ -238,6 +240,27 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
     if routed or not long:
         return routed
     return await _describe_query(session, sql) or ()
+
+
+async def _describe_explain(session: Session, sql: str, num_params: int) -> tuple[ColumnDefinition41, ...]:
+    """The columns of the proxy's answer to an EXPLAIN (proxy.execution.explain): its one unit's EXPLAIN as the
+    data source describes it, or with several units those and `data_source`. Decided with the statement's values
+    when it has none; with parameters, with stand-in values (values that route to another number of units get
+    the columns of that answer at EXECUTE)."""
+    db = session.database
+    assert db is not None and db.kernel is not None
+    view = view_of(session, federation=False, found_rows=False)
+    for dummy in (0, "0", None):
+        plan = await decide_fairly(db, sql, [dummy] * num_params, view)
+        if not isinstance(plan, Explained):
+            continue
+        units = plan.run.routed.execution_units
+        conn = await session.backend(units[0].data_source, record_write=False)  # describing is no write
+        answer = await conn.prepared(units[0].sql)
+        if isinstance(answer, ERRPacket):
+            return ()
+        return (*answer.columns, DATA_SOURCE_COLUMN) if len(units) > 1 else answer.columns
+    return ()
 
 
 async def _describe_routed(session: Session, sql: str, num_params: int) -> tuple[ColumnDefinition41, ...]:

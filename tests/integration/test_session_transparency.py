@@ -863,3 +863,50 @@ def test_a_transaction_begun_without_a_database_holds_after_use(
         direct.c.close()
         for db in ("s3_pa", "s3_pb", "s3_oa", "s3_ob"):
             mariadb.execute("DELETE FROM s3t WHERE x = 8", db)
+
+
+# the column definitions of a prepared statement the proxy answers itself, at PREPARE and at EXECUTE: equal (a
+# driver reads them before it executes); (database, text, columns MariaDB's one server reports at PREPARE: the
+# proxy's EXPLAIN over several units has one more, `data_source`)
+DESCRIBED = (
+    ("sharding_db", b"EXPLAIN SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2", 10),
+    ("sharding_db", b"EXPLAIN EXTENDED SELECT * FROM t_order WHERE order_id = 1", 12),
+    ("sharding_db", b"EXPLAIN SELECT * FROM t_order", 11),
+    ("sharding_db", b"EXPLAIN SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", 10),
+    ("sharding_db", b"SELECT DATABASE()", 1),
+    ("sharding_db", b"SHOW DATABASES LIKE 'sharding_db'", 1),
+    ("sharding_db", b"SHOW SHARDING TABLE RULES", None),
+    ("sharding_db", b"SHOW PROCESSLIST", 9),
+)
+
+
+def _definitions(c: Any, sql: bytes) -> tuple[list[bytes], list[bytes]]:
+    """(column definitions at PREPARE, at EXECUTE, with each parameter bound to 1)."""
+    c.send(b"\x16" + sql, 0)
+    _seq, first = c.read()
+    assert first[:1] == b"\x00", first
+    statement_id, columns, params = struct.unpack_from("<IHH", first, 1)
+    defs = [c.read()[1] for _ in range(columns + (1 if columns else 0) + params + (1 if params else 0))]
+    at_prepare = defs[params + (1 if params else 0) :][:columns]
+    body = b""
+    if params:
+        body = b"\x00" * ((params + 7) // 8) + b"\x01" + b"\x08\x00" * params + struct.pack("<q", 1) * params
+    packets = [p for _, p in c.command(b"\x17" + struct.pack("<IBI", statement_id, 0, 1) + body)]
+    c.send(b"\x19" + struct.pack("<I", statement_id), 0)
+    count = packets[0][0]
+    return at_prepare, packets[1 : 1 + count]
+
+
+@pytest.mark.parametrize(("db", "sql", "count"), DESCRIBED, ids=[s.decode() for _, s, _ in DESCRIBED])
+def test_prepared_columns_equal_at_prepare_and_execute(
+    sharded_env: ShardedEnv, db: str, sql: bytes, count: int | None
+) -> None:
+    from tests.integration.test_bytes import login
+
+    c = login(sharded_env.proxy.host, sharded_env.proxy.port, db)
+    try:
+        at_prepare, at_execute = _definitions(c, sql)
+    finally:
+        c.close()
+    assert at_prepare == at_execute
+    assert count is None or len(at_prepare) == count
