@@ -175,7 +175,7 @@ class SessionContext(Protocol):
 
     async def relay_on(
         self, conn: BackendConnection, payload: bytes, error_rewriter: Callable[[bytes], bytes] | None = None,
-        *, writer: Any = None, replica: bool = False,
+        *, writer: Any = None, replica: bool = False, column_rewriter: Callable[[bytes], bytes] | None = None,
     ) -> ResultSummary: ...
 
     # -- databases

@@ -43,6 +43,7 @@ from proxy.execution.fastlocal import (
     join_frame,
     local_transaction,
 )
+from proxy.execution.logic_columns import relayed_columns
 from proxy.execution.multipath import MultiAnswer, MultiForward, multi_forward
 from proxy.execution.plain import SELECT, TRANSACTION, WRITE, plain_statement, statement_kind
 from proxy.execution.plans import Run, Strategy
@@ -196,6 +197,10 @@ class FastPath:
                                    client_deprecate_eof=session.deprecate_eof,
                                    error_rewriter=target.error_rewriter or renaming.error, cursor=cursor,
                                    column_rewriter=renaming.column)
+        elif target.column_rewriter is not None:  # a sharded database's node: its definitions in logical names
+            self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
+                                   client_deprecate_eof=session.deprecate_eof, error_rewriter=target.error_rewriter,
+                                   cursor=cursor, column_rewriter=target.column_rewriter)
         elif session.deprecate_eof == BACKEND_DEPRECATE_EOF:  # (relay_for's VerbatimRelay: kept, restarted)
             verbatim = self.verbatim
             if verbatim is None:
@@ -392,6 +397,8 @@ class Forward(NamedTuple):
     # a write passed through: its connection is kept for what the client may ask next (LAST_INSERT_ID() ...)
     keep_for_next: bool
     joins: bool = False  # `data` starts with the BEGIN that makes the node join the open transaction
+    # sharded: column definitions in logical names (proxy.execution.logic_columns)
+    column_rewriter: Callable[[bytes], bytes] | None = None
 
 
 def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | EndForward | Answered | None:
@@ -582,7 +589,8 @@ def _forward_single(session: Session, db: LogicalDatabase, packet: bytes, sql: s
     session.stmt_kind, session.route = SELECT, "single"
     session.found_rows_value, session.found_rows_source = None, ds  # FOUND_ROWS(): that node's
     command_frame = framed or encode_packet(data, 0)[0]
-    return Forward(conn, join + command_frame if join else command_frame, renamer, False, bool(join))
+    return Forward(conn, join + command_frame if join else command_frame, renamer, False, bool(join),
+                   relayed_columns(db))
 
 
 def _lazy_renamer(db: LogicalDatabase, sql: str, params: Sequence[object] | None) -> Callable[[bytes], bytes]:

@@ -335,7 +335,7 @@ class Session(SessionConnections, StatementStopping):
 
     async def relay_on(
         self, conn: BackendConnection, payload: bytes, error_rewriter: Callable[[bytes], bytes] | None = None,
-        *, writer: Any = None, replica: bool = False,
+        *, writer: Any = None, replica: bool = False, column_rewriter: Callable[[bytes], bytes] | None = None,
     ) -> ResultSummary:
         """Send a command on `conn` and relay its answer to the client (or to `writer`, standing in for it).
         A `replica`'s status flags say nothing of the session's transaction, which lives on the primary."""
@@ -352,7 +352,7 @@ class Session(SessionConnections, StatementStopping):
         else:
             summary = await conn.relay(
                 payload, writer or self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
-                more_results=self.more_results, error_rewriter=error_rewriter,
+                more_results=self.more_results, error_rewriter=error_rewriter, column_rewriter=column_rewriter,
             )
         self.wire.seq = summary.next_seq
         while summary.local_infile is not None:  # LOAD DATA LOCAL INFILE: the client's file, then the answer
