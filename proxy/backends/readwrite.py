@@ -86,8 +86,9 @@ _SHOW_READS = re.compile(
     re.I,
 )
 # PREPARE / DEALLOCATE PREPARE keep a statement on the primary connection (its EXECUTE runs there): no write
+# LOCK / UNLOCK TABLES: no write either (reads go to the primary while the locks hold: proxy.execution.replicas)
 _SESSION_WORDS = {"SET", "BEGIN", "START", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "SHOW", "PREPARE",
-                  "DEALLOCATE"}
+                  "DEALLOCATE", "LOCK", "UNLOCK"}
 _DROP_PREPARE = re.compile(r"^\s*DROP\s+PREPARE\b", re.I)
 _EXPLAIN_ANALYZE = re.compile(r"^[\s(]*(?:EXPLAIN|DESCRIBE|DESC)\s+ANALYZE\b", re.I)  # MySQL: runs the statement
 _READ_WORDS = {"SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXPLAIN"}

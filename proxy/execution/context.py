@@ -90,6 +90,7 @@ class SessionContext(Protocol):
     txn: TransactionState
     statements: StatementRegistry
     sql_statements: dict[str, str]
+    sql_databases: dict[str, LogicalDatabase]
     read_state: dict[str, GroupSessionState]
     sticky: bool
     last_insert_id: int
@@ -180,7 +181,7 @@ class SessionContext(Protocol):
 
     async def relay_on(
         self, conn: BackendConnection, payload: bytes, error_rewriter: Callable[[bytes], bytes] | None = None,
-        *, writer: Any = None, replica: bool = False,
+        *, writer: Any = None, replica: bool = False, column_rewriter: Callable[[bytes], bytes] | None = None,
     ) -> ResultSummary: ...
 
     # -- databases

@@ -43,6 +43,7 @@ from proxy.execution.decide import NO_FEDERATION, decide
 from proxy.execution.dualread import execute_dual_read, reconcile_copies
 from proxy.execution.errors import answer_error
 from proxy.execution.into import select_into
+from proxy.execution.logic_columns import relayed_columns
 from proxy.execution.memo import IdentityMemo
 from proxy.execution.plans import Refused, Run, Strategy
 from proxy.execution.readers import (
@@ -55,6 +56,7 @@ from proxy.execution.readers import (
 )
 from proxy.execution.resultset import result_packets
 from proxy.execution.stepwise import execute_stepwise
+from proxy.execution.table_locks import refuse_unlocked
 from proxy.execution.units import (
     UnitFailed,
     _access,
@@ -89,6 +91,7 @@ async def execute_plan(
         async with gate.write():
             await execute_plan(session, db, run, codec, gated=True)
         return
+    refuse_unlocked(session, routed)  # under LOCK TABLES: a data source where nothing is locked answers 1100
     strategy = run.strategy
     if strategy is _STEPWISE:  # a write over several nodes run in steps (proxy.execution.stepwise)
         session.route = "multi"
@@ -132,7 +135,8 @@ async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatem
                 payload = await codec.command(conn, unit)
             except StatementFailed as exc:
                 raise UnitFailed(unit.data_source, exc.err) from exc
-            summary = await session.relay_on(conn, payload, error_renamer(db, routed))
+            summary = await session.relay_on(conn, payload, error_renamer(db, routed),
+                                             column_rewriter=relayed_columns(db))  # (logical names: logic_columns)
             await lastid.after_relayed(session, db, conn, routed, unit, summary)
             if routed.kind is StatementKind.SELECT and summary.error is None:
                 await _after_relayed_select(session, conn, unit)

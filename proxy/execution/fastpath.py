@@ -43,6 +43,7 @@ from proxy.execution.fastlocal import (
     join_frame,
     local_transaction,
 )
+from proxy.execution.logic_columns import relayed_columns
 from proxy.execution.multipath import MultiAnswer, MultiForward, multi_forward
 from proxy.execution.plain import SELECT, TRANSACTION, WRITE, plain_statement, statement_kind
 from proxy.execution.plans import Run, Strategy
@@ -197,6 +198,10 @@ class FastPath:
                                    client_deprecate_eof=session.deprecate_eof,
                                    error_rewriter=target.error_rewriter or renaming.error, cursor=cursor,
                                    column_rewriter=renaming.column)
+        elif target.column_rewriter is not None:  # a sharded database's node: its definitions in logical names
+            self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
+                                   client_deprecate_eof=session.deprecate_eof, error_rewriter=target.error_rewriter,
+                                   cursor=cursor, column_rewriter=target.column_rewriter)
         elif session.deprecate_eof == BACKEND_DEPRECATE_EOF:  # (relay_for's VerbatimRelay: kept, restarted)
             verbatim = self.verbatim
             if verbatim is None:
@@ -394,6 +399,8 @@ class Forward(NamedTuple):
     # a write passed through: its connection is kept for what the client may ask next (LAST_INSERT_ID() ...)
     keep_for_next: bool
     joins: bool = False  # `data` starts with the BEGIN that makes the node join the open transaction
+    # sharded: column definitions in logical names (proxy.execution.logic_columns)
+    column_rewriter: Callable[[bytes], bytes] | None = None
 
 
 def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | EndForward | Answered | None:
@@ -427,8 +434,9 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
         if len(packet) < 9:
             return None
         stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
-        if stmt is None or stmt.backend is not conn:
+        if stmt is None or stmt.backend is not conn or not stmt.backend_id or stmt.database is not db:
             return None
+        stmt.remember_types(packet[4:])
         label = stmt.kind or statement_kind(stmt.sql)
         stmt.kind = label
         session.stmt_kind, session.route = label, "passthrough"
@@ -450,7 +458,8 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
 
 def _sharded(session: Session, db: LogicalDatabase, packet: bytes
              ) -> Forward | MultiForward | EndForward | Answered | None:
-    if session.server.sql_show or db.kernel is None or session.txn.mode_flags or session.txn.pipes_as_concat:
+    if session.server.sql_show or db.kernel is None or session.txn.mode_flags or session.txn.pipes_as_concat \
+            or session.txn.table_locks:  # (under LOCK TABLES the executor checks where the locks are)
         return None  # (a sql_mode that reads text otherwise, issue 34: the session's coroutine decides by it)
     command = packet[4]
     params: Sequence[object] | None = None
@@ -459,7 +468,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         if len(packet) < 10 or packet[9] != 0:  # a cursor: the slow path materializes it
             return None
         stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
-        if stmt is None or stmt.backend is not None or stmt.long_data or stmt.cursor_rows is not None:
+        if stmt is None or stmt.backend is not None or stmt.long_data or stmt.cursor_rows is not None \
+                or stmt.database is not db:  # (prepared before a USE: it runs in its own database)
             return None
         if stmt.fast is None:  # worked out at the first execute
             stmt.fast = (not stmt.metadata_statement and not stmt.session_functions
@@ -585,7 +595,8 @@ def _forward_single(session: Session, db: LogicalDatabase, packet: bytes, sql: s
     session.stmt_kind, session.route = SELECT, "single"
     session.found_rows_value, session.found_rows_source = None, ds  # FOUND_ROWS(): that node's
     command_frame = framed or encode_packet(data, 0)[0]
-    return Forward(conn, join + command_frame if join else command_frame, renamer, False, bool(join))
+    return Forward(conn, join + command_frame if join else command_frame, renamer, False, bool(join),
+                   relayed_columns(db))
 
 
 def _lazy_renamer(db: LogicalDatabase, sql: str, params: Sequence[object] | None) -> Callable[[bytes], bytes]:

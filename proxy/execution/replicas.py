@@ -8,12 +8,14 @@ Protocol, never the Session class).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from protocol.constants import ErrorCode, ServerStatus
 from protocol.results import ResultSummary
 from proxy.backends.backend import POOL_TIMEOUT_ERRNO, BackendConnection, BackendError, DataSource
 from proxy.backends.readwrite import Access, ReadWriteGroup, ReplicaState, classify_access
+from proxy.execution.lock_text import parse_lock
 from proxy.execution.state import GroupSessionState
 
 if TYPE_CHECKING:
@@ -48,6 +50,8 @@ async def group_backend(
         if record_write:
             state.wrote = state.txn_wrote = state.gtid_pending = True
             state.caught_up.clear()
+        return None
+    if session.txn.table_locks or state.locked:  # LOCK TABLES holds on the primary only: reads are taken there
         return None
     config = group.group_config
     if in_txn and (state.txn_wrote or config.transactional_read_query_strategy == "PRIMARY"):
@@ -196,6 +200,21 @@ async def relay_pass_through(session: Session, source: DataSource, payload: byte
         return
     # SET statements are remembered (for replica and re-borrowed connections) by Session._after_pass_through
     await _relay_primary(session, source, payload, record_write=access is Access.WRITE)
+    if not session.errored:
+        _follow_locks(session.read_state.setdefault(source.name, GroupSessionState()), sql)
+
+
+def _follow_locks(state: GroupSessionState, sql: str) -> None:
+    """Whether the session now holds LOCK TABLES on the group's primary: LOCK TABLES takes them, UNLOCK TABLES and
+    BEGIN / START TRANSACTION (MariaDB's implicit UNLOCK) release them."""
+    lock = parse_lock(sql)
+    if lock is not None and lock.error is None:
+        state.locked = not lock.unlock
+    elif state.locked and _BEGINS.match(sql):
+        state.locked = False
+
+
+_BEGINS = re.compile(r"^\s*(?:BEGIN\b|START\s+TRANSACTION\b)", re.I)
 
 
 __all__ = ["TrackingWriter", "drop_replica", "group_backend", "in_transaction", "relay_pass_through", "relay_read"]

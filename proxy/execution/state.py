@@ -7,6 +7,7 @@ through proxy.execution.context's `SessionContext`; kept here, at the bottom, ev
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -14,12 +15,14 @@ from typing import TYPE_CHECKING
 from protocol.binary import LAST_STATEMENT_ID, ParamType
 from protocol.packets import ColumnDefinition41
 from protocol.retarget import ExecuteLayout
+from protocol.wire import MalformedPacket
 from routing.parse import PIPES_AS_CONCAT, Shape
 from routing.point import PointPlan
 
 if TYPE_CHECKING:
     from proxy.backends.backend import BackendConnection
     from proxy.backends.readwrite import Access
+    from proxy.backends.runtime import LogicalDatabase
     from proxy.backends.xa import XATransaction
 
 
@@ -79,6 +82,8 @@ class GroupSessionState:
     gtid: str = ""  # GTID: the primary's position after the session's last write
     caught_up: set[str] = field(default_factory=set)  # replicas known to have applied `gtid`
     fixed_replica: str | None = None  # FIXED: the replica of the open transaction
+    # pass-through: the session holds LOCK TABLES on the primary (the replicas are not locked: reads go there)
+    locked: bool = False
 
 
 @dataclass
@@ -111,6 +116,20 @@ class ClientStatement:
     cursor_conn: BackendConnection | None = None
     cursor_id: int = 0
     kind: str = ""  # its metrics label (plain.statement_kind), found at its first fast execute
+    # the logical database current at PREPARE (None: none chosen): it runs there, whatever USE chose since, as on
+    # MariaDB (proxy.session.stmt_database)
+    database: LogicalDatabase | None = None
+
+    def remember_types(self, payload: bytes) -> None:
+        """Keep the parameter types a relayed COM_STMT_EXECUTE binds (`payload`): a later execute may send none,
+        and the statement may have to be prepared again on another connection (run in its database after a USE,
+        proxy.session.stmt_database), which needs them."""
+        n = self.num_params
+        pos = 10 + (n + 7) // 8
+        if n and len(payload) >= pos + 1 + 2 * n and payload[pos] == 1:
+            with contextlib.suppress(MalformedPacket):  # (the server answers that one)
+                at = range(pos + 1, pos + 1 + 2 * n, 2)
+                self.types = tuple(ParamType.decode(payload[i], payload[i + 1]) for i in at)
 
 
 class StatementRegistry:

@@ -35,7 +35,7 @@ from protocol.errors import ServerError
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.wire import Reader
 from proxy.backends.codec import TEXT
-from proxy.execution import txn, txn_end
+from proxy.execution import own_txn, txn
 from proxy.execution.atomic import NOTHING_APPLIED, held_whole, rollback_to_savepoint, said, taken_back
 from proxy.execution.decide import SessionView, decide
 from proxy.execution.errors import answer_error
@@ -109,8 +109,7 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
     sql = interpolate(step.sql, step.params) if step.params else step.sql
     implicit = not session.txn.active
     if implicit:
-        session.txn.begin_sql = "BEGIN"
-        session.txn.joined = []
+        own_txn.begin(session)  # (under LOCK TABLES not BEGIN, which releases them)
     savepoints: list[Any] = []
     try:
         await _take_and_lock(session, db, step, sql)
@@ -128,7 +127,7 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
         raise
     except Exception as exc:
         if implicit:
-            await txn_end.end_transaction(session, "ROLLBACK")
+            await own_txn.end(session, "ROLLBACK")
             note = NOTHING_APPLIED + ": its steps were rolled back on every data source"
         else:
             note = taken_back(await rollback_to_savepoint(session, savepoints, _SAVEPOINT))
@@ -137,7 +136,7 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
             return
         raise said(exc, note) from None
     if implicit:
-        failure = await txn_end.end_transaction(session, "COMMIT", label="the COMMIT of this statement's steps")
+        failure = await own_txn.end(session, "COMMIT", label="the COMMIT of this statement's steps")
         if failure is not None:
             raise failure
     else:

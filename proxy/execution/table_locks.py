@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from protocol.constants import ErrorCode
+from protocol.errors import ServerError
 from protocol.packets import ERRPacket
 from proxy.execution.lock_text import LockItem, LockStatement
 from proxy.execution.txn_text import quote
@@ -29,6 +30,7 @@ from proxy.execution.txn_text import quote
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
     from proxy.execution.context import SessionContext as Session
+    from routing.plan import RoutedStatement
 
 ER_NONUNIQ_TABLE = 1066
 ER_NO_SUCH_TABLE = 1146
@@ -112,7 +114,7 @@ async def lock_statement(session: Session, db: LogicalDatabase, stmt: LockStatem
     done: list[str] = []
     for ds, sql in statements.items():
         try:
-            conn = await session.backend(ds)
+            conn = await session.backend(ds, record_write=False)  # (a lock is no write: no read-after-write pin)
             answer = await conn.execute(sql)
         except BaseException:
             session.txn.table_locks = done
@@ -149,3 +151,22 @@ async def unlock_all(session: Session) -> None:
 
 
 __all__ = ["LockRefused", "actual_nodes", "lock_statement", "per_data_source", "unlock_all"]
+
+
+ER_TABLE_NOT_LOCKED = 1100
+
+
+def refuse_unlocked(session: Session, routed: RoutedStatement) -> None:
+    """Under LOCK TABLES, a statement that would read a table on a data source where the session locked nothing:
+    that server would run it (it has no locks of the session's to check against), where one server answers 1100
+    for a table the LOCK TABLES left out. Raises that ERR, naming the logic table; nothing runs."""
+    locked = session.txn.table_locks
+    if not locked:
+        return
+    used = {u.data_source for u in routed.execution_units}
+    for ru in routed.route_units:
+        if ru.data_source in used and ru.data_source not in locked and ru.table_map:
+            table = min(ru.table_map)
+            raise ServerError(f"Table '{table}' was not locked with LOCK TABLES", errno=ER_TABLE_NOT_LOCKED,
+                              sqlstate="HY000")
+

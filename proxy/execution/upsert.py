@@ -31,7 +31,7 @@ from protocol.errors import ServerError
 from protocol.packets import ERRPacket, OKPacket
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import StatementCodec
-from proxy.execution import txn_end
+from proxy.execution import own_txn
 from proxy.execution.atomic import (
     NOTHING_APPLIED,
     held_whole,
@@ -72,8 +72,7 @@ async def execute_upsert(session: Session, db: LogicalDatabase, routed: RoutedSt
     check: UpsertCheck = routed.upsert
     implicit = not session.txn.active
     if implicit:  # the statement's own transaction: every data source it touches joins it
-        session.txn.begin_sql = "BEGIN"
-        session.txn.joined = []
+        own_txn.begin(session)  # (under LOCK TABLES not BEGIN, which releases them)
     label = f"the COMMIT of this {MODES[check.mode]}"
     try:
         if implicit:  # the statement's own transaction takes it back whole
@@ -83,12 +82,12 @@ async def execute_upsert(session: Session, db: LogicalDatabase, routed: RoutedSt
             outcome = await _run(session, routed, check, codec, explicit=True)
     except BaseException as exc:
         if implicit:
-            await txn_end.end_transaction(session, "ROLLBACK")  # releases the locks too
+            await own_txn.end(session, "ROLLBACK")  # releases the locks too
             if isinstance(exc, Exception):
                 raise said(exc, NOTHING_APPLIED + ": its transaction was rolled back on every data source") from None
         raise
     if implicit:
-        failure = await txn_end.end_transaction(session, "COMMIT", label=label)
+        failure = await own_txn.end(session, "COMMIT", label=label)
         if failure is not None:
             raise failure
     if routed.generated_keys and isinstance(routed.generated_keys[0], int):

@@ -57,6 +57,7 @@ async def change_user(session: Session, payload: bytes) -> None:
     session.txn = TransactionState()
     session.statements.clear()
     session.sql_statements.clear()
+    session.sql_databases.clear()
     session.user, session.user_config, session.database = user.user, user, database
     if request.character_set:
         session.set_names(names_for_collation(request.character_set))
@@ -83,6 +84,7 @@ async def reset(session: Session) -> None:
     session.txn = TransactionState()
     session.statements.clear()
     session.sql_statements.clear()
+    session.sql_databases.clear()
     session.status = int(ServerStatus.AUTOCOMMIT)
 
 

@@ -47,7 +47,7 @@ async def _ping(session: Session, payload: bytes) -> None:
 
 
 async def _init_db(session: Session, payload: bytes) -> None:
-    session._use(ComInitDB.decode(payload).database)
+    await session._use(ComInitDB.decode(payload).database)
 
 
 async def _set_option(session: Session, payload: bytes) -> None:
@@ -146,7 +146,7 @@ async def dispatch_command(session: Session, payload: bytes) -> None:
 # --- statements the proxy answers itself -------------------------------------------------------------------
 
 async def _use(session: Session, stmt: ProxyStatement, sql: str) -> None:
-    session._use(stmt.arg or "")
+    await session._use(stmt.arg or "")
 
 
 async def _show_databases(session: Session, stmt: ProxyStatement, sql: str) -> None:

@@ -51,8 +51,8 @@ from proxy.backends.codec import BINARY
 from proxy.backends.readwrite import Access, ReadWriteGroup, classify_access
 from proxy.execution import txn_control
 from proxy.execution.decide import OFF_LOOP_TEXT, view_of
-from proxy.execution.explain import split_explain, xa_refusal
-from proxy.execution.plans import Run, Strategy
+from proxy.execution.explain import DATA_SOURCE_COLUMN, split_explain, xa_refusal
+from proxy.execution.plans import Explained, Run, Strategy
 from proxy.execution.replicas import TrackingWriter, drop_replica, group_backend
 from proxy.execution.resultset import BINARY_ROWS
 from proxy.execution.routed import decide_fairly, route_and_execute
@@ -64,6 +64,7 @@ from proxy.session.bound_types import BoundTypes
 from proxy.session.describe import describing_text
 from proxy.session.nodatabase import needs_database, unwrapped
 from proxy.session.statements import classify
+from proxy.session.stmt_database import in_database
 from routing.errors import RoutingError
 from routing.interpolate import interpolate
 from routing.logical_names import LogicalNames
@@ -104,7 +105,8 @@ async def prepare(session: Session, payload: bytes) -> None:
         # would answer (or kill) its own threads. Kept here, answered at EXECUTE as the text statement is.
         num_params = await _placeholders(sql, session.txn.mode_flags)
         stmt = ClientStatement(session.statements.new_id(), sql, num_params, (), metadata_statement=True,
-                               session_functions=has_call(sql), proxy_answered=True)
+                               session_functions=has_call(sql), proxy_answered=True, database=db)
+        stmt.columns = await _proxy_columns(session, stmt)
         session.statements.add(stmt)
         _prepare_answer(session, stmt)
         return
@@ -128,7 +130,8 @@ async def prepare(session: Session, payload: bytes) -> None:
                              columns=tuple(map(renaming.definition, answer.columns)))
         stmt = ClientStatement(session.statements.new_id(), sql, answer.ok.num_params, answer.columns,
                                backend=conn, backend_id=answer.ok.statement_id,
-                               access=classify_access(sql) if isinstance(source, ReadWriteGroup) else None)
+                               access=classify_access(sql) if isinstance(source, ReadWriteGroup) else None,
+                               database=db)
         session.statements.add(stmt)
         fixed = replace(answer, ok=replace(answer.ok, statement_id=stmt.id))
         session.wire.send_many(fixed.encode(session.deprecate_eof, session.status))
@@ -139,9 +142,41 @@ async def prepare(session: Session, payload: bytes) -> None:
     columns = () if classify_session_statement(sql) else await _describe(session, sql, num_params)
     stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns,
                            metadata_statement=_metadata_hint(sql),
-                           session_functions=has_call(sql))
+                           session_functions=has_call(sql), database=db)
     session.statements.add(stmt)
     _prepare_answer(session, stmt)
+
+
+# what the proxy answers itself and only reads: described at PREPARE by building the answer (nothing changes)
+_READ_KINDS = frozenset({"show_databases", "select_database", "processlist", "preview", "show_rules", "show_nodes",
+                         "units", "show_rw_rules", "show_txn_rule", "show_in_doubt"})
+
+
+async def _proxy_columns(session: Session, stmt: ClientStatement) -> tuple[ColumnDefinition41, ...]:
+    """The columns a statement the proxy answers itself will have at EXECUTE (MariaDB describes them at PREPARE:
+    `SELECT DATABASE()` has one): its answer is built, with NULL for each `?`, and only its column definitions kept.
+    A statement that does something (KILL, USE, DistSQL that changes rules) is not run: it answers OK, no columns."""
+    proxy_stmt = classify(stmt.sql)
+    if proxy_stmt is not None and proxy_stmt.kind not in _READ_KINDS and not (
+            proxy_stmt.kind == "distsql" and stmt.sql.lstrip()[:4].upper() == "SHOW"):
+        return ()
+    capture = CapturedWriter()
+    saved = (session.writer, session.wire.writer, session.wire.seq, session.row_count, session.errored,
+             session.last_errno)
+    session.writer = session.wire.writer = capture  # type: ignore[assignment]
+    try:
+        request = ComStmtExecute(stmt.id, 0, 1, (None,) * stmt.num_params, (), False)
+        await _execute_proxy_answered(session, stmt, request)
+    except Exception:
+        return ()  # (its EXECUTE answers the error)
+    finally:
+        (session.writer, session.wire.writer, session.wire.seq, session.row_count, session.errored,
+         session.last_errno) = saved
+    answer = [p for _f, _l, p in capture.frames.packets()]
+    if not answer or answer[0][:1] in (b"\x00", b"\xff"):
+        return ()
+    count = Reader(answer[0]).lenenc_int() or 0
+    return tuple(ColumnDefinition41.decode(p) for p in answer[1 : 1 + count])
 
 
 async def _prepare_without_database(session: Session, sql: str) -> None:
@@ -190,8 +225,10 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
     db = session.database
     assert db is not None and db.kernel is not None
 
-    if split_explain(sql) is not None or xa_refusal(sql) is not None:
-        return ()  # EXPLAIN: one column more with several units, known at EXECUTE; XA: refused there
+    if xa_refusal(sql) is not None:
+        return ()  # XA: refused at EXECUTE
+    if split_explain(sql) is not None:
+        return await _describe_explain(session, sql, num_params)
     # A long text (an IN list of thousands of values) is described from its routed variant first: the kernel
     # reads its lists without sqlglot, whose parse of the whole text would hold the event loop (issue 35)
     long = len(sql) >= OFF_LOOP_TEXT
@@ -203,6 +240,27 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
     if routed or not long:
         return routed
     return await _describe_query(session, sql) or ()
+
+
+async def _describe_explain(session: Session, sql: str, num_params: int) -> tuple[ColumnDefinition41, ...]:
+    """The columns of the proxy's answer to an EXPLAIN (proxy.execution.explain): its one unit's EXPLAIN as the
+    data source describes it, or with several units those and `data_source`. Decided with the statement's values
+    when it has none; with parameters, with stand-in values (values that route to another number of units get
+    the columns of that answer at EXECUTE)."""
+    db = session.database
+    assert db is not None and db.kernel is not None
+    view = view_of(session, federation=False, found_rows=False)
+    for dummy in (0, "0", None):
+        plan = await decide_fairly(db, sql, [dummy] * num_params, view)
+        if not isinstance(plan, Explained):
+            continue
+        units = plan.run.routed.execution_units
+        conn = await session.backend(units[0].data_source, record_write=False)  # describing is no write
+        answer = await conn.prepared(units[0].sql)
+        if isinstance(answer, ERRPacket):
+            return ()
+        return (*answer.columns, DATA_SOURCE_COLUMN) if len(units) > 1 else answer.columns
+    return ()
 
 
 async def _describe_routed(session: Session, sql: str, num_params: int) -> tuple[ColumnDefinition41, ...]:
@@ -269,13 +327,44 @@ async def execute(session: Session, payload: bytes) -> None:
     if stmt is None:
         _unknown(session, sid, "mysqld_stmt_execute")
         return
+    if stmt.database is not session.database:  # prepared before a USE: it runs in its own database, as on MariaDB
+        try:
+            async with in_database(session, stmt.database, f"prepared statement ({sid})"):
+                await _execute_in(session, stmt, payload, elsewhere=True)
+        finally:
+            stmt.backend_id = 0  # (its connection went back with the command)
+        return
+    await _execute_in(session, stmt, payload)
+
+
+async def _execute_in(session: Session, stmt: ClientStatement, payload: bytes, *, elsewhere: bool = False) -> None:
+    """EXECUTE in the session's database (`elsewhere`: one that USE left, on connections borrowed for this
+    command: a pass-through statement is prepared there afresh, so it is sent with its parameter types and long
+    data, which the proxy kept, and no cursor can outlive the command)."""
     if stmt.access is not None:
         await _execute_on_group(session, stmt, payload)
         return
     if stmt.backend is not None:
+        if elsewhere:
+            request = ComStmtExecute.decode(payload, stmt.num_params, stmt.types, stmt.long_data)
+            stmt.types = request.types
+            stmt.long_data.clear()
+            if request.flags & CURSOR_TYPE_READ_ONLY:
+                raise RoutingError(f"shardproxy: prepared statement ({stmt.id}) was prepared in another database "
+                                   "than the current one: it cannot open a cursor here; USE its database first",
+                                   errno=ErrorCode.NOT_SUPPORTED_YET, sqlstate="42000")
+        was = stmt.backend, stmt.backend_id
         conn = await _pass_through_conn(session, stmt)
         if conn is None:
             return
+        if not elsewhere and stmt.num_params and (stmt.backend, stmt.backend_id) != was:
+            # prepared again (its connection went back at a USE): the types it was bound with go with this execute
+            request = ComStmtExecute.decode(payload, stmt.num_params, stmt.types)
+            stmt.types, elsewhere = request.types, True
+        if elsewhere:
+            await session.relay_on(conn, replace(request, statement_id=stmt.backend_id, new_params_bound=True).encode())
+            return
+        stmt.remember_types(payload)
         forwarded = payload[:1] + struct.pack("<I", stmt.backend_id) + payload[5:]
         await session.relay_on(conn, forwarded)
         return
@@ -395,17 +484,33 @@ async def _pass_through_conn(session: Session, stmt: ClientStatement, *, record_
     `record_write`: a read/write splitting group counts the command as the session's write."""
     db = session.database
     if db is None:  # prepared before a database was chosen, on that connection (`_prepare_without_database`)
-        if stmt.backend is None or stmt.backend.broken or stmt.backend not in session.backends.values():
+        if stmt.backend is not None and not stmt.backend.broken and stmt.backend in session.backends.values() \
+                and stmt.backend_id:
+            return stmt.backend
+        default = session.server.default_database()  # given back since (a USE): prepared again, as at PREPARE
+        if default is None:
             _unknown(session, stmt.id, "mysqld_stmt_execute")
             return None
-        return stmt.backend
+        session.database = default
+        try:
+            conn = await session.backend(next(iter(default.sources)), record_write=False)
+        finally:
+            session.database = None
+        answer = await conn.prepare(metadata.substitute(session, stmt.sql) or stmt.sql)
+        if isinstance(answer, ERRPacket):
+            session.wire.send(answer.encode(session.capabilities))
+            return None
+        stmt.backend, stmt.backend_id = conn, answer.ok.statement_id
+        return conn
     source = db.pass_through_source
     if source is None:
         _unknown(session, stmt.id, "mysqld_stmt_execute")
         return None
     conn = await session.backend(source.name, record_write=record_write)
-    if conn is not stmt.backend:
-        answer = await conn.prepare(stmt.sql)
+    if conn is not stmt.backend or not stmt.backend_id:
+        sent = metadata.substitute(session, stmt.sql) or stmt.sql  # as at PREPARE (`prepare`)
+        renaming = db.renaming
+        answer = await conn.prepare(renaming.request(sent) if renaming is not None else sent)
         if isinstance(answer, ERRPacket):
             session.wire.send(answer.encode(session.capabilities))
             return None
@@ -419,7 +524,7 @@ async def send_long_data(session: Session, payload: bytes) -> None:
     stmt = session.statements.get(req.statement_id)
     if stmt is None:
         return
-    if stmt.backend is not None and stmt.access is None:
+    if stmt.backend is not None and stmt.access is None and stmt.database is session.database:
         conn = await _pass_through_conn(session, stmt)
         if conn is not None:
             conn.send_only(ComStmtSendLongData(stmt.backend_id, req.param_id, req.data).encode())
@@ -431,7 +536,7 @@ async def close(session: Session, payload: bytes) -> None:
     """No answer, by protocol."""
     req = ComStmtClose.decode(payload)
     stmt = session.statements.remove(req.statement_id)
-    if stmt is not None and stmt.backend is not None and not stmt.backend.broken \
+    if stmt is not None and stmt.backend is not None and not stmt.backend.broken and stmt.backend_id \
             and stmt.backend in session.backends.values():
         stmt.backend.send_only(ComStmtClose(stmt.backend_id).encode())
 
@@ -447,7 +552,7 @@ async def reset(session: Session, payload: bytes) -> None:
     cursor_conn, stmt.cursor_conn = stmt.cursor_conn, None
     if cursor_conn is not None and _held(session, cursor_conn):  # the replica's cursor is closed too
         await cursor_conn.simple_command(ComStmtReset(stmt.cursor_id).encode())
-    if stmt.backend is not None:
+    if stmt.backend is not None and stmt.database is session.database:
         conn = await _pass_through_conn(session, stmt, record_write=stmt.access is None)
         if conn is None:
             return
@@ -482,6 +587,9 @@ async def fetch(session: Session, payload: bytes) -> None:
             session.error(ER_STMT_HAS_NO_OPEN_CURSOR, f"The statement ({stmt.id}) has no open cursor", "HY000")
             return
         conn, backend_id = stmt.cursor_conn, stmt.cursor_id
+    elif stmt.database is not session.database:  # (its cursor ended with the command that opened it)
+        session.error(ER_STMT_HAS_NO_OPEN_CURSOR, f"The statement ({stmt.id}) has no open cursor", "HY000")
+        return
     else:
         found = await _pass_through_conn(session, stmt, record_write=stmt.access is None)
         if found is None:

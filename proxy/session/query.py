@@ -53,6 +53,11 @@ async def query(session: Session, payload: bytes) -> None:
     db = session.database
     if await metadata.answer(session, db, sql):
         return
+    if db is None or db.kernel is None:
+        kept = sql_prepared.kept_statement(session, sql)  # prepared on a sharded database before a USE
+        if kept is not None:
+            await sql_prepared.sql_statement(session, *kept)
+            return
     if db is None:
         await without_database(session, payload, sql)
         return

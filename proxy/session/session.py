@@ -37,6 +37,7 @@ from proxy.execution.fastpath import ClientProtocol, FastPath
 from proxy.execution.infile import local_infile
 from proxy.execution.resultset import result_packets
 from proxy.execution.state import GroupSessionState, StatementRegistry, TransactionState
+from proxy.execution.txn_text import quote
 from proxy.frontend.handshake import HandshakeFailed
 from proxy.frontend.wire import ClientGone, ClientPackets
 from proxy.observe.audit import session_fields
@@ -123,6 +124,7 @@ class Session(SessionConnections, StatementStopping):
         self.txn = TransactionState()
         self.statements = StatementRegistry()
         self.sql_statements: dict[str, str] = {}  # PREPARE name FROM ... on sharded databases
+        self.sql_databases: dict[str, LogicalDatabase] = {}  # ... and the database each was prepared in
         self.borrowed: set[BackendConnection] = set()  # pooled connections lent for one statement
         # data sources whose pooled connection this session has renewed (SessionConnections.renew_for_session)
         self.renewed: set[str] = set()
@@ -353,7 +355,7 @@ class Session(SessionConnections, StatementStopping):
 
     async def relay_on(
         self, conn: BackendConnection, payload: bytes, error_rewriter: Callable[[bytes], bytes] | None = None,
-        *, writer: Any = None, replica: bool = False,
+        *, writer: Any = None, replica: bool = False, column_rewriter: Callable[[bytes], bytes] | None = None,
     ) -> ResultSummary:
         """Send a command on `conn` and relay its answer to the client (or to `writer`, standing in for it).
         A `replica`'s status flags say nothing of the session's transaction, which lives on the primary."""
@@ -370,7 +372,7 @@ class Session(SessionConnections, StatementStopping):
         else:
             summary = await conn.relay(
                 payload, writer or self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
-                more_results=self.more_results, error_rewriter=error_rewriter,
+                more_results=self.more_results, error_rewriter=error_rewriter, column_rewriter=column_rewriter,
             )
         self.wire.seq = summary.next_seq
         while summary.local_infile is not None:  # LOAD DATA LOCAL INFILE: the client's file, then the answer
@@ -437,7 +439,7 @@ class Session(SessionConnections, StatementStopping):
         """The logical databases SHOW DATABASES lists for this session's user."""
         return self.server.config.privilege.visible(self.user_config, sorted(self.server.databases_by_name))
 
-    def _use(self, name: str) -> None:
+    async def _use(self, name: str) -> None:
         bad = text.invalid_string(name, self.charset)
         if bad is not None:  # not a name in the session's character set: MariaDB's answer
             self.error(text.INVALID_CHARACTER_STRING, bad, "HY000")
@@ -456,6 +458,10 @@ class Session(SessionConnections, StatementStopping):
                 for conn in list(self.backends.values()):
                     self.give_back(conn)
                 self.backends.clear()
+                # prepared statements stay, as on MariaDB (proxy.session.stmt_database); those on the connections
+                # given back are prepared again where they run next
+                for stmt in self.statements.by_id.values():
+                    stmt.backend_id = 0
             self.release_read_backends()
             self.read_state = {}
             # the session's variables are the session's, not the database's: they hold after USE, as on MariaDB
@@ -465,12 +471,31 @@ class Session(SessionConnections, StatementStopping):
             if first and db.kernel is not None:  # so do autocommit and a transaction begun before (no work yet)
                 self.txn.autocommit, self.txn.begin_sql = was.autocommit, was.begin_sql
                 self.txn.next_tx_sets, self.txn.savepoints = was.next_tx_sets, was.savepoints
-            self.statements.clear()
-            self.sql_statements.clear()
+            carried = _carried(was) if first and not keep and db.kernel is None else []
+        else:
+            carried = []
         self.database = db
         if db.kernel is not None:
             self.update_status(0)  # (the flags of the transaction state it carries)
+        elif carried:  # another pass-through database than the default: its connection takes the transaction up
+            source = db.pass_through_source
+            assert source is not None
+            conn = await self.backend(source.name)
+            for sql in carried:
+                await self._must(conn, sql)
+            self.update_status(conn.status)
         self.ok()
+
+
+def _carried(was: TransactionState) -> list[str]:
+    """What re-creates, on another connection, the transaction state a session set up before choosing a database
+    (autocommit off, a transaction begun, its savepoints): it did no work (nothing can be written without a
+    database: proxy.session.nodatabase), so beginning it again there is carrying it over."""
+    out = [] if was.autocommit else ["SET autocommit=0"]
+    if was.begin_sql is not None:
+        out.append(was.begin_sql)
+    out += [f"SAVEPOINT {quote(n)}" for n in was.savepoints] if was.active else []
+    return out
 
 
 def _calls_printed(

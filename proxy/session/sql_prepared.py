@@ -25,6 +25,8 @@ from proxy.execution.explain import execute_explain
 from proxy.execution.federation import federate
 from proxy.execution.plans import Explained, Federated, FederatedExplain, Refused
 from proxy.execution.units import log_statement
+from proxy.session import metadata
+from proxy.session.stmt_database import in_database
 from routing.errors import RoutingError
 from routing.interpolate import interpolate as _interpolate_values
 from routing.session_functions import label_placeholders
@@ -50,6 +52,25 @@ def classify_sql_prepared(sql: str) -> tuple[str, re.Match[str]] | None:
         if m:
             return kind, m
     return None
+
+
+def kept_statement(session: Session, sql: str) -> tuple[str, re.Match[str]] | None:
+    """On a database that is not sharded (or none): an EXECUTE or DEALLOCATE of a statement prepared on a sharded
+    database before a USE, which the proxy keeps (None for anything else). A PREPARE of its name replaces it, as on
+    MariaDB: the proxy forgets its own."""
+    if not session.sql_statements:
+        return None
+    found = classify_sql_prepared(sql)
+    if found is None:
+        return None
+    name = _name(found[1].group("name"))
+    if name not in session.sql_statements:
+        return None
+    if found[0] == "prepare":
+        session.sql_statements.pop(name, None)
+        session.sql_databases.pop(name, None)
+        return None
+    return found
 
 
 def _name(raw: str) -> str:
@@ -145,9 +166,12 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
         if await _syntax_error(session, text):
             return
         session.sql_statements[name] = text
+        assert session.database is not None
+        session.sql_databases[name] = session.database
         session.ok(info=b"Statement prepared")
         return
     if kind == "deallocate":
+        session.sql_databases.pop(name, None)
         if session.sql_statements.pop(name, None) is None:
             session.error(ErrorCode.UNKNOWN_STMT_HANDLER,
                           f"Unknown prepared statement handler ({name}) given to DEALLOCATE PREPARE", "HY000")
@@ -159,9 +183,19 @@ async def sql_statement(session: Session, kind: str, m: re.Match[str]) -> None:
         session.error(ErrorCode.UNKNOWN_STMT_HANDLER, f"Unknown prepared statement handler ({name}) given to EXECUTE",
                       "HY000")
         return
+    prepared_in = session.sql_databases.get(name, session.database)
+    if prepared_in is not session.database:  # prepared before a USE: it runs in its own database, as on MariaDB
+        async with in_database(session, prepared_in, f"prepared statement {name}"):
+            await _execute(session, text, m)
+        return
+    await _execute(session, text, m)
+
+
+async def _execute(session: Session, text: str, m: re.Match[str]) -> None:
     names = [v.strip() for v in (m.group("vars") or "").split(",") if v.strip()]
     values = await _user_variables(session, names) if names else []
     text = label_placeholders(text)  # the values are written in: `?` keeps its label
+    text = metadata.substitute(session, text) or text  # DATABASE() ... are the session's, as in a text statement
     db = session.database
     assert db is not None and db.kernel is not None
 

@@ -280,7 +280,11 @@ def test_sharded_call_relays_every_result(sharded_env: ShardedEnv, send: Any, sq
             sharded_env.servers[0].connect(sharded_env.oracle_db, autocommit=True) as oracle,
             sharded_env.proxy.connect("sharding_db") as proxied,
         ):
-            assert _blank_schema(send(proxied, sql)) == _blank_schema(send(oracle, sql))
+            # the column definitions name the logical database, as one server names its own (the data node's
+            # physical database showed)
+            assert _with_schema(send(proxied, sql), "sharding_db") == _with_schema(
+                send(oracle, sql), sharded_env.oracle_db
+            )
             assert answer(proxied, "SELECT 1") == answer(oracle, "SELECT 1")
     finally:
         for server, database in made:
@@ -292,6 +296,45 @@ def test_sharded_call_relays_every_result(sharded_env: ShardedEnv, send: Any, sq
                     "DROP PROCEDURE IF EXISTS ptt_write",
                 ):
                     cur.execute(ddl)
+
+
+# --- a sharded database's single-node answers: column definitions in logical names ---------------------------
+
+SINGLE_NODE = [
+    "SELECT order_id, status FROM t_order WHERE user_id = 1 AND order_id = 8801",
+    "SELECT o.order_id, o.status AS s FROM t_order o WHERE user_id = 1 AND order_id = 8801",
+    "SELECT t_order.order_id FROM t_order WHERE user_id = 1 AND order_id = 8801",
+    "SELECT COUNT(*), MAX(status) FROM t_order WHERE user_id = 1 AND order_id = 8801",
+    "SELECT i.order_item_id, o.status FROM t_order o JOIN t_order_item i ON o.order_id = i.order_id "
+    "WHERE o.user_id = 1 AND o.order_id = 8801",
+]
+
+
+@pytest.mark.parametrize("send", [raw_text, raw_prepared], ids=["text", "prepared"])
+@pytest.mark.parametrize("sql", SINGLE_NODE)
+def test_sharded_single_node_columns_name_the_logical_database(sharded_env: ShardedEnv, send: Any, sql: str) -> None:
+    """A statement routed to one data node is relayed: its column definitions named the node's physical database
+    (`sht_demo_ds_1`) and actual table (`t_order_1`) where one server names its database and the table."""
+    rows = "INSERT INTO t_order (order_id, user_id, status) VALUES (8801, 1, 'a')"
+    with sharded_env.connect() as conn, conn.cursor() as cur:
+        cur.execute("DELETE FROM t_order WHERE order_id = 8801")
+        cur.execute(rows)
+    server = sharded_env.servers[0]
+    server.execute("DELETE FROM t_order WHERE order_id = 8801", sharded_env.oracle_db)
+    server.execute(rows, sharded_env.oracle_db)
+    try:
+        with (
+            server.connect(sharded_env.oracle_db, autocommit=True) as oracle,
+            sharded_env.proxy.connect("sharding_db") as proxied,
+        ):
+            for _ in range(2):  # (the second time on held connections: the fast path)
+                assert _with_schema(send(proxied, sql), "sharding_db") == _with_schema(
+                    send(oracle, sql), sharded_env.oracle_db
+                )
+    finally:
+        with sharded_env.connect() as conn, conn.cursor() as cur:
+            cur.execute("DELETE FROM t_order WHERE order_id = 8801")
+        server.execute("DELETE FROM t_order WHERE order_id = 8801", sharded_env.oracle_db)
 
 
 # --- a physical database of another name: translated on the way in, never shown -------------------------

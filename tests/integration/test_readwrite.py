@@ -599,3 +599,22 @@ def test_prepared_reads_in_transactions_follow_the_strategy(make_env: Callable[.
             c.close()
         answers[mode] = seen
     assert answers == {mode: ["read_ds_1", "primary", "read_ds_1"] for mode in MODES}
+
+
+# --- LOCK TABLES ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("release", ["UNLOCK TABLES", "START TRANSACTION"])
+def test_reads_under_lock_tables_go_to_the_primary(make_env: Callable[..., Env], release: str) -> None:
+    """The locks are taken on the primary; a replica's tables are not locked, so a read there would neither wait
+    for another session's lock nor answer 1100 for a table left out: under LOCK TABLES reads are the primary's,
+    and after the locks are released (UNLOCK TABLES, or START TRANSACTION's implicit unlock) the replicas' again."""
+    env = make_env(lb="ROUND_ROBIN")
+    with env.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"LOCK TABLES {env.table} READ")
+        assert {env.marker(cur) for _ in range(4)} == {"primary"}
+        assert {env.who(cur) for _ in range(2)} == {"primary"}
+        cur.execute(release)
+        if release != "UNLOCK TABLES":
+            cur.execute("COMMIT")
+        assert {env.marker(cur) for _ in range(4)} == {"read_ds_0", "read_ds_1"}

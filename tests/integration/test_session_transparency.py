@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -406,6 +407,20 @@ LOCKS = (
         "UNLOCK TABLES",
     ),
     ("START TRANSACTION", f"UPDATE t_order SET status = 't' WHERE {ROWS}", "LOCK TABLES t_order READ", "ROLLBACK"),
+    # a write the proxy runs step by step, or row by row, in a transaction of its own: under the locks, which hold
+    # after it (its transaction began with BEGIN, which released them: t_order_item was readable)
+    (
+        "LOCK TABLES t_order WRITE",
+        f"UPDATE t_order SET status = 'q' WHERE {ROWS} ORDER BY order_id DESC LIMIT 1",
+        "SELECT COUNT(*) FROM t_order_item",
+    ),
+    ("LOCK TABLES t_order WRITE", "UPDATE t_order SET user_id = 3 WHERE order_id = 8801", "SELECT 1 FROM t_order_item"),
+    (
+        "LOCK TABLES t_order WRITE",
+        "INSERT INTO t_order (order_id, user_id, status) VALUES (8801, 2, 'u') ON DUPLICATE KEY UPDATE status = 'u'",
+        "SELECT 1 FROM t_order_item",
+    ),
+    ("LOCK TABLES t_order READ", f"UPDATE t_order SET status = 'q' WHERE {ROWS} ORDER BY order_id LIMIT 1"),
     # a savepoint set before a data source joined: ROLLBACK TO takes back what it did since joining
     ("START TRANSACTION", "SAVEPOINT sp", f"UPDATE t_order SET status = 's' WHERE {ROWS}", "ROLLBACK TO SAVEPOINT sp"),
 )
@@ -466,7 +481,8 @@ def test_lock_tables_of_a_broadcast_table_hold_on_every_data_source(sharded_env:
 # prepared statements over the binary protocol: (database chosen?, text statements first, the prepared text, compare
 # the column labels at PREPARE too): the EXECUTE answer (labels as bytes, binary rows) and PREPARE's labels
 PREPARED = (
-    (False, (), b"SELECT DATABASE()", False),
+    (False, (), b"SELECT DATABASE()", True),
+    (True, (), b"SHOW DATABASES LIKE 'nosuch'", True),
     (False, (), b"SELECT 1 + 1 AS two, @@max_allowed_packet > 0", True),
     (False, (), b"SELECT * FROM t_order", True),
     (True, (b"SET NAMES latin1",), b"SELECT 1 AS '\xe9'", True),
@@ -586,3 +602,311 @@ def test_explain_keeps_its_notes(sharded_env: ShardedEnv, sql: bytes, prepared: 
     finally:
         proxied.close()
         direct.close()
+
+
+# --- prepared statements across USE ------------------------------------------------------------------------------
+# MariaDB keeps a session's prepared statements across USE and executes each in the database current at its
+# PREPARE: its unqualified tables and DATABASE() are that database's. Steps: "U:home" / "U:other" (USE), "P:n:sql"
+# (COM_STMT_PREPARE as n), "E:n" / "E:n:v" (COM_STMT_EXECUTE, with one integer parameter v: its types bound at the
+# statement's first execute only, as Connector/C does), "C:n" (COM_STMT_CLOSE), else a text statement. Database
+# names are compared as HOME / OTHER.
+COUNT_HOME = f"SELECT COUNT(*), DATABASE() FROM t_order WHERE {ROWS}"
+ACROSS_USE = (
+    ("P:a:" + COUNT_HOME, "U:other", "E:a", "SELECT DATABASE()", "E:a", "U:home", "E:a"),
+    ("P:a:SELECT order_id, status FROM t_order WHERE order_id = ?", "E:a:8801", "U:other", "E:a:8802", "E:a:8801"),
+    ("P:a:SELECT DATABASE()", "U:other", "E:a", "U:home", "E:a"),
+    (
+        "PREPARE s FROM 'SELECT COUNT(*), DATABASE() FROM t_order WHERE " + ROWS.replace("'", "''") + "'",
+        "U:other",
+        "EXECUTE s",
+        "SELECT DATABASE()",
+        "DEALLOCATE PREPARE s",
+        "EXECUTE s",
+    ),
+    (
+        "SET @v = 8802",
+        "PREPARE s FROM 'SELECT status FROM t_order WHERE order_id = ?'",
+        "U:other",
+        "EXECUTE s USING @v",
+        "U:home",
+        "EXECUTE s USING @v",
+    ),
+    ("P:a:SELECT 1 FROM t_order WHERE 1 = 0", "U:other", "START TRANSACTION", "ROLLBACK", "E:a"),
+    ("P:a:SELECT 1 + 1", "C:a", "U:other", "E:a"),
+)
+
+
+class _Steps:
+    """One side's session for ACROSS_USE: statement ids by name, and whether each has bound its types."""
+
+    def __init__(self, client: Any, names: dict[str, str]) -> None:
+        self.c, self.names, self.ids, self.bound = client, names, {}, set()
+
+    def normalized(self, value: Any) -> Any:
+        for name, label in self.names.items():  # (a row's value, length first, or in a message)
+            if isinstance(value, bytes):
+                value = value.replace(bytes([len(name)]) + name.encode(), bytes([len(label)]) + label.encode())
+                value = value.replace(name.encode(), label.encode())
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.normalized(v) for v in value)
+        return value
+
+    def step(self, step: str) -> Any:
+        from tests.integration.test_bytes import summarize
+
+        kind, _, rest = step.partition(":")
+        if kind == "U":
+            db = {label: name for name, label in self.names.items()}[rest.upper()]
+            return summarize([p for _, p in self.c.command(b"\x03USE " + db.encode())])
+        if kind == "P":
+            name, _, sql = rest.partition(":")
+            self.c.send(b"\x16" + sql.encode(), 0)
+            _seq, first = self.c.read()
+            if first[:1] == b"\xff":
+                return summarize([first])
+            statement_id, columns, params = struct.unpack_from("<IHH", first, 1)
+            for _ in range(columns + (1 if columns else 0) + params + (1 if params else 0)):
+                self.c.read()
+            self.ids[name] = statement_id
+            return ("PREPARED", columns, params)
+        if kind in ("E", "C"):
+            name, _, value = rest.partition(":")
+            sid = self.ids[name]
+            if kind == "C":
+                self.c.send(b"\x19" + struct.pack("<I", sid), 0)
+                return "closed"
+            body = b""
+            if value:
+                first = name not in self.bound
+                self.bound.add(name)
+                body = b"\x00" + (b"\x01\x08\x00" if first else b"\x00") + struct.pack("<q", int(value))
+            return self.normalized(
+                summarize([p for _, p in self.c.command(b"\x17" + struct.pack("<IBI", sid, 0, 1) + body)])
+            )
+        return self.normalized(summarize([p for _, p in self.c.command(b"\x03" + step.encode())]))
+
+    def answer(self, step: str) -> Any:
+        got = self.step(step)
+        return got[:3] if got[0] == "ERR" and got[1] == 1243 else got  # (its message names the server's own id)
+
+
+@pytest.mark.parametrize("steps", ACROSS_USE, ids=lambda s: " / ".join(s)[:80])
+def test_prepared_statements_hold_across_use(sharded_env: ShardedEnv, steps: tuple[str, ...]) -> None:
+    """Sharded: prepared in sharding_db, executed after USE extra_db (the oracle: prepared in the oracle database,
+    executed after USE of an empty one). Before, USE forgot every prepared statement (ERR 1243)."""
+    from tests.integration.test_bytes import login
+
+    env, server = sharded_env, sharded_env.servers[0]
+    server.execute("CREATE DATABASE IF NOT EXISTS sht_across_use")
+    rows = "INSERT INTO t_order (order_id, user_id, status) VALUES (8801, 1, 'a'), (8802, 2, 'A')"
+    with env.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"DELETE FROM t_order WHERE {ROWS}")
+        cur.execute(rows)
+    server.execute(f"DELETE FROM t_order WHERE {ROWS}", ORACLE_DB)
+    server.execute(rows, ORACLE_DB)
+    proxied = _Steps(login(env.proxy.host, env.proxy.port, "sharding_db"), {"sharding_db": "HOME", "extra_db": "OTHER"})
+    direct = _Steps(
+        login(server.host, server.port, ORACLE_DB, server.password), {ORACLE_DB: "HOME", "sht_across_use": "OTHER"}
+    )
+    try:
+        for step in steps:
+            assert proxied.answer(step) == direct.answer(step), step
+    finally:
+        proxied.c.close()
+        direct.c.close()
+        with env.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"DELETE FROM t_order WHERE {ROWS}")
+        server.execute(f"DELETE FROM t_order WHERE {ROWS}", ORACLE_DB)
+
+
+def test_a_statement_of_another_database_is_refused_inside_a_transaction(sharded_env: ShardedEnv) -> None:
+    """MariaDB would run it in the session's transaction, which lives on the current database's connections: the
+    proxy cannot, and says so (1235, naming both databases) rather than run it outside the transaction."""
+    from tests.integration.test_bytes import login
+
+    c = _Steps(login(sharded_env.proxy.host, sharded_env.proxy.port, "sharding_db"), {})
+    try:
+        c.step("P:a:SELECT 1 FROM t_order WHERE 1 = 0")
+        for step in ("USE extra_db", "START TRANSACTION"):
+            assert c.step(step)[0] == "OK"
+        got = c.step("E:a")
+        assert got[:2] == ("ERR", 1235) and b"'sharding_db'" in got[3] and b"'extra_db'" in got[3], got
+        assert c.step("ROLLBACK")[0] == "OK"
+        assert c.step("E:a") == ("ROWS", [b"1"], [])
+    finally:
+        c.c.close()
+
+
+@pytest.fixture(scope="module")
+def two_pass_through(mariadb: MariaDBServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProxy]:
+    """Two pass-through logical databases on one server, `pta` (physical s3_pa) and `ptb` (s3_pb), each with a
+    table `s3t` of one row (1 in pta, 2 in ptb); the oracle databases s3_oa / s3_ob hold the same."""
+    from tests.integration.harness import start_proxy, write_conf
+
+    for physical, value in (("s3_pa", 1), ("s3_pb", 2), ("s3_oa", 1), ("s3_ob", 2)):
+        mariadb.execute(f"CREATE DATABASE IF NOT EXISTS {physical}")
+        mariadb.execute("CREATE OR REPLACE TABLE s3t (x INT)", physical)
+        mariadb.execute(f"INSERT INTO s3t VALUES ({value})", physical)
+    conf = write_conf(
+        tmp_path_factory.mktemp("two-pass-through"),
+        {"pta": {"ds_0": (mariadb, "s3_pa")}, "ptb": {"ds_0": (mariadb, "s3_pb")}},
+    )
+    proxy = start_proxy(Path(conf))
+    yield proxy
+    proxy.stop()
+
+
+PASS_THROUGH_ACROSS_USE = (
+    ("P:a:SELECT x, DATABASE() FROM s3t", "U:other", "E:a", "SELECT x, DATABASE() FROM s3t", "E:a", "U:home", "E:a"),
+    ("P:a:SELECT x + ? FROM s3t", "E:a:10", "U:other", "E:a:20", "E:a:30", "U:home", "E:a:40"),
+    (
+        "P:a:INSERT INTO s3t VALUES (7)",
+        "U:other",
+        "E:a",
+        "SELECT COUNT(*) FROM s3t",
+        "U:home",
+        "SELECT COUNT(*) FROM s3t",
+        "DELETE FROM s3t WHERE x = 7",
+    ),
+    ("P:a:SELECT DATABASE()", "U:other", "E:a", "C:a", "E:a"),
+)
+
+
+@pytest.mark.parametrize("steps", PASS_THROUGH_ACROSS_USE, ids=lambda s: " / ".join(s)[:80])
+def test_pass_through_prepared_statements_hold_across_use(
+    two_pass_through: RunningProxy, mariadb: MariaDBServer, steps: tuple[str, ...]
+) -> None:
+    from tests.integration.test_bytes import login
+
+    proxied = _Steps(login(two_pass_through.host, two_pass_through.port, "pta"), {"pta": "HOME", "ptb": "OTHER"})
+    direct = _Steps(login(mariadb.host, mariadb.port, "s3_oa", mariadb.password), {"s3_oa": "HOME", "s3_ob": "OTHER"})
+    try:
+        for step in steps:
+            assert proxied.answer(step) == direct.answer(step), step
+    finally:
+        proxied.c.close()
+        direct.c.close()
+
+
+# extra_db: t_single lives on ds_0 only, t_user on both (ds_{user_id % 2}); under LOCK TABLES t_single, a statement
+# routed to ds_1 (where nothing is locked) ran there: MariaDB answers 1100 for a table the LOCK TABLES left out
+NOT_LOCKED = (
+    ("SELECT COUNT(*) FROM t_user WHERE user_id = 1", ("ERR", 1100, "Table 't_user' was not locked with LOCK TABLES")),
+    ("SELECT COUNT(*) FROM t_user WHERE user_id = 2", ("ERR", 1100, "Table 't_user' was not locked with LOCK TABLES")),
+    (
+        "INSERT INTO t_user (user_id, name) VALUES (1, 'x')",
+        ("ERR", 1100, "Table 't_user' was not locked with LOCK TABLES"),
+    ),
+    ("SELECT COUNT(*) >= 0 FROM t_single", (["COUNT(*) >= 0"], [(1,)])),
+    ("SELECT 1", (["1"], [(1,)])),
+)
+
+
+@pytest.mark.parametrize(("sql", "expected"), NOT_LOCKED, ids=[s for s, _ in NOT_LOCKED])
+def test_a_table_left_out_of_lock_tables_answers_1100(sharded_env: ShardedEnv, sql: str, expected: Any) -> None:
+    with sharded_env.connect("extra_db") as conn:
+        assert answer(conn, "LOCK TABLES t_single READ") == ([], [])
+        assert answer(conn, sql) == expected
+        assert answer(conn, "UNLOCK TABLES") == ([], [])
+        assert answer(conn, "SELECT COUNT(*) >= 0 FROM t_user WHERE user_id = 1") == (["COUNT(*) >= 0"], [(1,)])
+    assert sharded_env.query("SELECT COUNT(*) FROM t_user WHERE name = 'x'", "extra_db")[1] == [(0,)]
+
+
+# a transaction (or autocommit off) set up before any database is chosen holds after USE, as on MariaDB: USE of
+# `ptb`, a pass-through database other than the default one (`pta`), gave the transaction's connection back (its
+# INSERT was committed, ROLLBACK took nothing back)
+NO_DATABASE_TRANSACTION = (
+    (
+        "START TRANSACTION",
+        "U:other",
+        "SELECT @@in_transaction",
+        "INSERT INTO s3t VALUES (8)",
+        "ROLLBACK",
+        "SELECT COUNT(*) FROM s3t WHERE x = 8",
+    ),
+    (
+        "SET autocommit = 0",
+        "U:other",
+        "SELECT @@autocommit",
+        "INSERT INTO s3t VALUES (8)",
+        "ROLLBACK",
+        "SELECT COUNT(*) FROM s3t WHERE x = 8",
+        "SET autocommit = 1",
+    ),
+    (
+        "START TRANSACTION",
+        "SAVEPOINT a",
+        "U:other",
+        "INSERT INTO s3t VALUES (8)",
+        "ROLLBACK TO SAVEPOINT a",
+        "SELECT COUNT(*) FROM s3t WHERE x = 8",
+        "COMMIT",
+    ),
+    ("START TRANSACTION READ ONLY", "U:other", "INSERT INTO s3t VALUES (8)", "COMMIT"),
+    ("START TRANSACTION", "U:home", "INSERT INTO s3t VALUES (8)", "ROLLBACK", "SELECT COUNT(*) FROM s3t WHERE x = 8"),
+)
+
+
+@pytest.mark.parametrize("steps", NO_DATABASE_TRANSACTION, ids=lambda s: " / ".join(s)[:80])
+def test_a_transaction_begun_without_a_database_holds_after_use(
+    two_pass_through: RunningProxy, mariadb: MariaDBServer, steps: tuple[str, ...]
+) -> None:
+    from tests.integration.test_bytes import login
+
+    proxied = _Steps(login(two_pass_through.host, two_pass_through.port, None), {"pta": "HOME", "ptb": "OTHER"})
+    direct = _Steps(login(mariadb.host, mariadb.port, None, mariadb.password), {"s3_oa": "HOME", "s3_ob": "OTHER"})
+    try:
+        for step in steps:
+            assert proxied.answer(step) == direct.answer(step), step
+    finally:
+        proxied.c.close()
+        direct.c.close()
+        for db in ("s3_pa", "s3_pb", "s3_oa", "s3_ob"):
+            mariadb.execute("DELETE FROM s3t WHERE x = 8", db)
+
+
+# the column definitions of a prepared statement the proxy answers itself, at PREPARE and at EXECUTE: equal (a
+# driver reads them before it executes); (database, text, columns MariaDB's one server reports at PREPARE: the
+# proxy's EXPLAIN over several units has one more, `data_source`)
+DESCRIBED = (
+    ("sharding_db", b"EXPLAIN SELECT * FROM t_order WHERE user_id = 1 AND order_id = 2", 10),
+    ("sharding_db", b"EXPLAIN EXTENDED SELECT * FROM t_order WHERE order_id = 1", 12),
+    ("sharding_db", b"EXPLAIN SELECT * FROM t_order", 11),
+    ("sharding_db", b"EXPLAIN SELECT * FROM t_order WHERE user_id = ? AND order_id = ?", 10),
+    ("sharding_db", b"SELECT DATABASE()", 1),
+    ("sharding_db", b"SHOW DATABASES LIKE 'sharding_db'", 1),
+    ("sharding_db", b"SHOW SHARDING TABLE RULES", None),
+    ("sharding_db", b"SHOW PROCESSLIST", 9),
+)
+
+
+def _definitions(c: Any, sql: bytes) -> tuple[list[bytes], list[bytes]]:
+    """(column definitions at PREPARE, at EXECUTE, with each parameter bound to 1)."""
+    c.send(b"\x16" + sql, 0)
+    _seq, first = c.read()
+    assert first[:1] == b"\x00", first
+    statement_id, columns, params = struct.unpack_from("<IHH", first, 1)
+    defs = [c.read()[1] for _ in range(columns + (1 if columns else 0) + params + (1 if params else 0))]
+    at_prepare = defs[params + (1 if params else 0) :][:columns]
+    body = b""
+    if params:
+        body = b"\x00" * ((params + 7) // 8) + b"\x01" + b"\x08\x00" * params + struct.pack("<q", 1) * params
+    packets = [p for _, p in c.command(b"\x17" + struct.pack("<IBI", statement_id, 0, 1) + body)]
+    c.send(b"\x19" + struct.pack("<I", statement_id), 0)
+    count = packets[0][0]
+    return at_prepare, packets[1 : 1 + count]
+
+
+@pytest.mark.parametrize(("db", "sql", "count"), DESCRIBED, ids=[s.decode() for _, s, _ in DESCRIBED])
+def test_prepared_columns_equal_at_prepare_and_execute(
+    sharded_env: ShardedEnv, db: str, sql: bytes, count: int | None
+) -> None:
+    from tests.integration.test_bytes import login
+
+    c = login(sharded_env.proxy.host, sharded_env.proxy.port, db)
+    try:
+        at_prepare, at_execute = _definitions(c, sql)
+    finally:
+        c.close()
+    assert at_prepare == at_execute
+    assert count is None or len(at_prepare) == count
