@@ -36,12 +36,11 @@ ER_NONUNIQ_TABLE = 1066
 ER_NO_SUCH_TABLE = 1146
 
 
-class LockRefused(Exception):
+class LockRefused(ServerError):
     """The LOCK TABLES cannot be taken as one server would: (errno, message, sqlstate) for the client."""
 
     def __init__(self, errno: int, message: str, sqlstate: str) -> None:
-        super().__init__(message)
-        self.errno, self.message, self.sqlstate = errno, message, sqlstate
+        super().__init__(message, errno=errno, sqlstate=sqlstate)
 
 
 def actual_nodes(db: LogicalDatabase, table: str) -> dict[str, list[str]]:
