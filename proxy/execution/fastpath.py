@@ -432,8 +432,8 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
 
 def _sharded(session: Session, db: LogicalDatabase, packet: bytes
              ) -> Forward | MultiForward | EndForward | Answered | None:
-    if session.server.sql_show or db.kernel is None or session.txn.mode_flags or session.txn.pipes_as_concat:
-        return None  # (a sql_mode that reads text otherwise, issue 34: the session's coroutine decides by it)
+    if session.server.sql_show or db.kernel is None or session.txn.text_mode:
+        return None  # (a sql_mode that reads text or values otherwise: the session's coroutine decides by it)
     command = packet[4]
     params: Sequence[object] | None = None
     retarget: Callable[[int], bytes | None] | None = None  # the client's execute, for a backend statement id

@@ -31,6 +31,7 @@ from proxy.execution.txn import (
 )
 from proxy.execution.txn_end import end_transaction
 from proxy.execution.txn_text import VERBS, key, parse_savepoint, without_comments
+from routing.parse import NO_AUTO_VALUE_ON_ZERO, PIPES_AS_CONCAT
 
 if TYPE_CHECKING:
     from proxy.backends.backend import BackendConnection
@@ -167,7 +168,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             txn.mode_flags = conn.status & MODE_FLAGS  # (sql_mode as the servers read it: SET sql_mode, DEFAULT)
             last = conn
         if last is not None and "sql_mode" in sql.lower():  # PIPES_AS_CONCAT has no status flag: asked
-            txn.pipes_as_concat = await pipes_as_concat(last)
+            txn.sql_mode_bits = await sql_mode_bits(last)
         if changes_names(sql):  # SET NAMES cs COLLATE c, SET CHARACTER SET, SET collation_connection = ...
             names = plain_names or (await read_names(last) if last is not None else None)
             if names is not None:
@@ -185,12 +186,15 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
         session.ok(warnings=warnings)
 
 
-async def pipes_as_concat(conn: BackendConnection) -> bool:
-    """Whether the connection's sql_mode (just SET) has PIPES_AS_CONCAT (ANSI and ORACLE include it)."""
+async def sql_mode_bits(conn: BackendConnection) -> int:
+    """The flags of the connection's sql_mode (just SET) that no status flag says: PIPES_AS_CONCAT (ANSI and ORACLE
+    include it) and NO_AUTO_VALUE_ON_ZERO, as routing.parse's bits."""
     rows = await conn.execute("SELECT @@SESSION.sql_mode")
     if not isinstance(rows, list) or not rows or rows[0][0] is None:
-        return False
-    return "PIPES_AS_CONCAT" in bytes(rows[0][0]).decode("ascii", "replace").upper().split(",")
+        return 0
+    flags = bytes(rows[0][0]).decode("ascii", "replace").upper().split(",")
+    return (PIPES_AS_CONCAT if "PIPES_AS_CONCAT" in flags else 0) | (
+        NO_AUTO_VALUE_ON_ZERO if "NO_AUTO_VALUE_ON_ZERO" in flags else 0)
 
 
 async def _probe(session: Session) -> BackendConnection | None:

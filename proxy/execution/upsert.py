@@ -91,8 +91,8 @@ async def execute_upsert(session: Session, db: LogicalDatabase, routed: RoutedSt
         failure = await txn_end.end_transaction(session, "COMMIT", label=label)
         if failure is not None:
             raise failure
-    if routed.generated_keys and isinstance(routed.generated_keys[0], int):
-        outcome.last_id = routed.generated_keys[0]
+    if routed.first_generated_key is not None:
+        outcome.last_id = routed.first_generated_key
     session.update_status(outcome.status or session.status)
     session.row_count = outcome.affected
     if outcome.last_id:

@@ -111,7 +111,7 @@ async def after_pass_through(session: Session, source: DataSource, sql: str) -> 
                 conn.session_sets = tuple(session.txn.session_sets)
             if "sql_mode" in sql.lower():  # read by the kernel after a USE of a sharded database
                 session.txn.mode_flags = conn.status & txn_control.MODE_FLAGS
-                session.txn.pipes_as_concat = await txn_control.pipes_as_concat(conn)
+                session.txn.sql_mode_bits = await txn_control.sql_mode_bits(conn)
             if isinstance(source, ReadWriteGroup):
                 session.release_read_backends()  # the next read borrows a replica connection with it
         elif stmt is not None and stmt.kind in ("next_tx", "savepoint"):

@@ -405,7 +405,7 @@ class Session(SessionConnections, StatementStopping):
             # the session's variables are the session's, not the database's: they hold after USE, as on MariaDB
             was, self.txn = self.txn, TransactionState()
             self.txn.session_sets, self.txn.mode_flags = was.session_sets, was.mode_flags
-            self.txn.pipes_as_concat = was.pipes_as_concat
+            self.txn.sql_mode_bits = was.sql_mode_bits
             self.statements.clear()
             self.sql_statements.clear()
         self.database = db

@@ -36,6 +36,10 @@ SHARDED_RULES = """\
     g:
       actualDataNodes: ds_${0..1}.g
       databaseStrategy: {standard: {shardingColumn: u, shardingAlgorithmName: by_u}}
+    a:
+      actualDataNodes: ds_${0..1}.a
+      databaseStrategy: {standard: {shardingColumn: id, shardingAlgorithmName: by_id}}
+      keyGenerateStrategy: {column: id, keyGeneratorName: snow}
   shardingAlgorithms:
     by_id: {type: INLINE, props: {algorithm-expression: 'ds_${id % 2}'}}
     by_u: {type: INLINE, props: {algorithm-expression: 'ds_${u % 2}'}}
@@ -330,6 +334,20 @@ SHARDED_SCRIPTS: list[tuple[str, list[str]]] = [
         ],
     ),
     (
+        "zero is a value under no_auto_value_on_zero",
+        [
+            "SET sql_mode = CONCAT(@@sql_mode, ',NO_AUTO_VALUE_ON_ZERO')",
+            "INSERT INTO t (id, v) VALUES (0, 'z'), (5, 'y')",
+            "SELECT LAST_INSERT_ID()",
+            "SELECT * FROM t WHERE id = 0",
+            "PREPARE s FROM 'INSERT INTO t (id, v) VALUES (?, ?)'",
+            "SET @z = 0, @w = 'w'",
+            "EXECUTE s USING @z, @w",
+            "SELECT * FROM t ORDER BY id",
+            "SET sql_mode = DEFAULT",
+        ],
+    ),
+    (
         "found rows of updates",
         [
             "INSERT INTO t (id, v) VALUES (1, 'a'), (2, 'b'), (3, 'a'), (4, 'b')",
@@ -532,6 +550,72 @@ def test_generated_ids_are_the_first_rows(
         cur.execute(f"SELECT id FROM {table} WHERE u = {first_row}")
         (first_id,) = cur.fetchall()[0]
         assert (reported, session_value) == (first_id, first_id)
+    finally:
+        client.close()
+        with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+AUTO_ZERO = (  # (table, statement, its values, rows written or None: refused): NULL or 0 in the AUTO_INCREMENT id
+    ("a", "INSERT INTO a (id, v) VALUES (%s, 'x')", (None,), 1),
+    ("a", "INSERT INTO a (id, v) VALUES (%s, 'x')", (0,), 1),
+    ("a", "INSERT INTO a (id, v) VALUES (%s, 'x'), (%s, 'y'), (%s, 'z')", (0, None, 7), 3),
+    ("a", "INSERT INTO a (id, v) VALUES (%s, 'x'), (%s, 'y')", (8, 0), 2),
+    ("a", "INSERT INTO a SET id = %s, v = 'x'", (0,), 1),
+    ("a", "INSERT INTO a VALUES (%s, 'x'), (%s, 'y')", (None, 0), 2),
+    ("t", "INSERT INTO t (id, v) VALUES (%s, 'x')", (None,), None),
+    ("t", "INSERT INTO t (id, v) VALUES (%s, 'x')", (0,), None),
+    ("t", "INSERT INTO t (id, v) VALUES (%s, 'x'), (%s, 'y')", (4, 0), None),
+)
+
+
+@pytest.mark.parametrize("prepared", (False, True), ids=("text", "prepared"))
+@pytest.mark.parametrize(("table", "sql", "values", "rows"), AUTO_ZERO, ids=[f"{a[0]}-{a[2]}" for a in AUTO_ZERO])
+def test_null_or_zero_auto_increment_ids_are_routed_by_the_stored_id(
+    single_proxy: RunningProxy,
+    mariadb: MariaDBServer,
+    table: str,
+    sql: str,
+    values: tuple[Any, ...],
+    rows: int | None,
+    prepared: bool,
+) -> None:
+    """NULL or 0 given to an AUTO_INCREMENT sharding column is stored as a generated id, not routed by the value:
+    with a key generator (a) the proxy generates it, every row lies on the node its id routes to, and the OK's id
+    and LAST_INSERT_ID() are the first generated one; without one (t) the statement is refused with 1235."""
+    import mysql.connector
+
+    with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {table}")
+        cur.execute(f"CREATE TABLE {table} (id BIGINT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(10))")
+    client = mysql.connector.connect(
+        host=single_proxy.host,
+        port=single_proxy.port,
+        user="root",
+        password="root",
+        database=SHARDED,
+        autocommit=True,
+    )
+    try:
+        cur = client.cursor(prepared=prepared)
+        if rows is None:
+            with pytest.raises(mysql.connector.Error) as info:
+                cur.execute(sql, values)
+            assert info.value.errno == 1235 and f"{table}.id" in str(info.value), info.value
+            assert all(not mariadb.execute(f"SELECT id FROM {table}", db) for db in SHARDED_PHYSICAL)
+            return
+        cur.execute(sql, values)
+        reported = cur.lastrowid
+        cur.execute("SELECT LAST_INSERT_ID()")
+        (session_value,) = cur.fetchall()[0]
+        placed = [
+            (int(r[0]), n)
+            for n, db in enumerate(SHARDED_PHYSICAL)
+            for r in mariadb.execute(f"SELECT id FROM {table}", db)
+        ]
+        assert len(placed) == rows and all(id_ % 2 == node for id_, node in placed), placed
+        generated = sorted(id_ for id_, _ in placed if id_ not in values)
+        assert len(generated) == sum(1 for v in values if not v) and (reported, session_value) == (generated[0],) * 2
     finally:
         client.close()
         with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
