@@ -36,6 +36,9 @@ SHARDED_RULES = """\
     g:
       actualDataNodes: ds_${0..1}.g
       databaseStrategy: {standard: {shardingColumn: u, shardingAlgorithmName: by_u}}
+    u:
+      actualDataNodes: ds_${0..1}.u
+      databaseStrategy: {standard: {shardingColumn: id, shardingAlgorithmName: by_id}}
     a:
       actualDataNodes: ds_${0..1}.a
       databaseStrategy: {standard: {shardingColumn: id, shardingAlgorithmName: by_id}}
@@ -360,6 +363,37 @@ SHARDED_SCRIPTS: list[tuple[str, list[str]]] = [
 ]
 SHARDED_T = "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(10))"
 
+# u: sharded by id, its unique code without the sharding column (proxy.execution.upsert checks it on every node);
+# a row whose code is on another node than its id's runs row by row
+UPSERT_U = "CREATE TABLE u (id INT AUTO_INCREMENT PRIMARY KEY, code VARCHAR(10) UNIQUE, v INT)"
+UPSERT_SCRIPTS: list[tuple[str, list[str]]] = [
+    (
+        "row by row",
+        [
+            "INSERT INTO u (id, code, v) VALUES (1, 'a', 0), (2, 'b', 0)",
+            "INSERT INTO u (id, code, v) VALUES (4, 'a', 1), (5, 'c', 1) ON DUPLICATE KEY UPDATE v = v + 10",
+            "SELECT LAST_INSERT_ID()",
+            "INSERT INTO u (id, code, v) VALUES (6, 'd', 1), (7, 'b', 1) ON DUPLICATE KEY UPDATE v = v + 10",
+            "SELECT LAST_INSERT_ID()",
+            "REPLACE INTO u (id, code, v) VALUES (9, 'c', 5), (10, 'z', 5)",
+            "INSERT IGNORE INTO u (id, code, v) VALUES (11, 'a', 1), (12, 'y', 1)",
+            "INSERT IGNORE INTO u (id, code, v) VALUES (14, 'w', 1), (13, 'a', 1)",
+            "SELECT LAST_INSERT_ID()",
+            "SELECT * FROM u ORDER BY id",
+        ],
+    ),
+    (
+        "batched",
+        [
+            "INSERT INTO u (id, code, v) VALUES (1, 'a', 0), (2, 'b', 0)",
+            "INSERT INTO u (id, code, v) VALUES (3, 'a', 1), (6, 'c', 1) ON DUPLICATE KEY UPDATE v = v + 10",
+            "SELECT LAST_INSERT_ID()",
+            "INSERT IGNORE INTO u (id, code, v) VALUES (8, 'e', 1), (5, 'a', 1)",
+            "SELECT * FROM u ORDER BY id",
+        ],
+    ),
+]
+
 # multi-statement queries (CLIENT_MULTI_STATEMENTS): every result of the query compared
 MULTI: list[tuple[str, str]] = [
     (
@@ -511,6 +545,27 @@ def test_multi_node_writes_as_one_server(
         proxied.close()
         direct.close()
         _reset(single_proxy, mariadb, SHARDED)
+
+
+@pytest.mark.parametrize(("name", "script"), UPSERT_SCRIPTS, ids=[s[0] for s in UPSERT_SCRIPTS])
+def test_upserts_checked_on_every_node_as_one_server(
+    single_proxy: RunningProxy, mariadb: MariaDBServer, name: str, script: list[str]
+) -> None:
+    """An upsert whose unique key lacks the sharding column, batched or row by row: its OK (last insert id above all)
+    and LAST_INSERT_ID() as one server's."""
+    for statement in ("DROP TABLE IF EXISTS u", UPSERT_U):
+        mariadb.execute(statement, SHARDED)
+        with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
+            cur.execute(statement)
+    proxied, direct = _pair(single_proxy, mariadb, 0, SHARDED)
+    try:
+        _compare(proxied, direct, script)
+    finally:
+        proxied.close()
+        direct.close()
+        mariadb.execute("DROP TABLE IF EXISTS u", SHARDED)
+        with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS u")
 
 
 KEYED = (  # (table, statement, rows it writes): the ids come from the kernel's key generator or the nodes
