@@ -226,6 +226,12 @@ SCRIPTS.append(
             "SELECT LAST_INSERT_ID() - 5",
             "SELECT v FROM t WHERE id = 1 AND LAST_INSERT_ID() - 5",
             "SELECT CAST(LAST_INSERT_ID() AS UNSIGNED) - 5",
+            "SELECT CAST(LENGTH(DATABASE()) AS UNSIGNED) - 100",
+            "SELECT CAST(LENGTH(SCHEMA()) AS UNSIGNED) - 100 FROM t WHERE id = 1",
+            "SELECT CAST(LENGTH(USER()) AS UNSIGNED) - 100",
+            "SELECT CAST(LENGTH(SESSION_USER()) AS UNSIGNED) - CAST(LENGTH(CURRENT_USER()) AS UNSIGNED) - 100",
+            "UPDATE t SET v = v WHERE id = 0",
+            "SELECT CAST(ROW_COUNT() AS UNSIGNED) - 100",
             "SELECT LAST_INSERT_ID() - 1, ROW_COUNT()",
         ],
     )
