@@ -32,6 +32,7 @@ from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF, BackendError
 from proxy.backends.codec import execute_payload
 from proxy.execution.decide import NO_FEDERATION, OFF_LOOP_TEXT, decide, prepared_point, route_point
+from proxy.execution.diagnostics import ran_on, reads_diagnostics
 from proxy.execution.errors import error_packet
 from proxy.execution.fastcommit import CommitFan
 from proxy.execution.fastlocal import (
@@ -340,6 +341,8 @@ class FastPath:
             session.errored = summary.error is not None
             if summary.error is not None:
                 session.last_errno = summary.error.errno
+            if summary.error is not None or summary.warnings:  # (a statement with tables recorded them already)
+                ran_on(session, (conn.name,))
             if self.keep_for_next and summary.error is None:
                 conn.keep_for_next = True  # as Session._after_pass_through does for writes
         self._ended()
@@ -490,7 +493,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         text_kind = plain_statement(sql)
         if text_kind is TRANSACTION:
             return local_transaction(session, db, sql, command)
-        if text_kind is not SELECT:
+        if text_kind is not SELECT or reads_diagnostics(sql):  # (SELECT @@warning_count: proxy.execution.diagnostics)
             return None
         kernel = db.kernel
         point = route_point(kernel, sql, params)  # a cached routing.point plan, no RoutedStatement built
@@ -502,6 +505,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
             return None
         unit: ExecutionUnit | None = None  # its parameters are the statement's
         renamer = _lazy_renamer(db, sql, params)
+        tables = True
     else:
         try:  # (a plain SELECT: no hints, no FOUND_ROWS(); federation is the coroutine's, see preroute)
             plan = decide(kernel, sql, params, NO_FEDERATION)
@@ -519,13 +523,19 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
             if multi is not None:
                 session.info = sql[:100]
                 session.stmt_kind = SELECT
+                if routed.logic_tables:
+                    ran_on(session, [u.data_source for u in units])
             return multi
         if plan.strategy is not _RELAY or routed.kind is not _SELECT:  # INTO @v: every connection; a dual
             return None  # read runs several steps (proxy.execution.dualread)
         unit = units[0]
         ds, unit_sql = unit.data_source, unit.sql
         renamer = error_renamer(db, routed)
-    return _forward_single(session, db, packet, sql, params, retarget, ds, unit_sql, unit, renamer)
+        tables = bool(routed.logic_tables)
+    forward = _forward_single(session, db, packet, sql, params, retarget, ds, unit_sql, unit, renamer)
+    if forward is not None and tables:
+        ran_on(session, (ds,))  # a statement with tables replaces the session's diagnostics
+    return forward
 
 
 def _forward_single(session: Session, db: LogicalDatabase, packet: bytes, sql: str, params: Sequence[object] | None,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from protocol.constants import ErrorCode, ServerStatus
 from protocol.packets import ERRPacket
 from proxy.backends.charset import changes_names, names_of, only_names, read_names
-from proxy.execution import setquery
+from proxy.execution import diagnostics, setquery
 from proxy.execution.errors import answer_error
 from proxy.execution.txn import (
     _LOST,
@@ -180,6 +180,8 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             for conn in session.backends.values():
                 conn.session_sets = tuple(txn.session_sets)
         warnings = max(warned.values(), default=0)
+        if warnings:  # (a SET that warns none leaves the session's diagnostics as they were)
+            diagnostics.ran_on(session, [next(name for name, n in warned.items() if n == warnings)])
         if not warnings:
             _end_probe(session, probe)  # (with warnings it stays the session's: SHOW WARNINGS reads it)
         session.update_status(0)

@@ -17,7 +17,7 @@ from protocol.errors import ServerError
 from protocol.packets import ComQuery
 from proxy.backends.charset import changes_names, names_of, only_names, read_names
 from proxy.backends.readwrite import ReadWriteGroup
-from proxy.execution import txn_control
+from proxy.execution import diagnostics, txn_control
 from proxy.execution.plain import statement_kind
 from proxy.execution.replicas import relay_pass_through
 from proxy.execution.routed import execute_routed
@@ -148,6 +148,8 @@ async def routed_query(session: Session, db: LogicalDatabase, sql: str) -> None:
     prepared_sql = sql_prepared.classify_sql_prepared(sql)
     if prepared_sql is not None:
         await sql_prepared.sql_statement(session, *prepared_sql)
+        return
+    if diagnostics.reads_diagnostics(sql) and await diagnostics.answer(session, db, sql):
         return
     await execute_routed(session, db, sql)
 

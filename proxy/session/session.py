@@ -32,6 +32,7 @@ from proxy.backends.backend import BackendConnection
 from proxy.backends.charset import names_for_collation
 from proxy.config.model import UserConfig
 from proxy.execution import txn
+from proxy.execution.diagnostics import Diagnostics
 from proxy.execution.errors import answer_error, server_errno
 from proxy.execution.fastpath import ClientProtocol, FastPath
 from proxy.execution.resultset import result_packets
@@ -121,6 +122,8 @@ class Session(SessionConnections, StatementStopping):
         # the statement's text before session functions were substituted, and their values: its errors print
         # the calls, not the literals (routing.session_functions.printed_back)
         self.substituted: tuple[str, dict[str, str]] | None = None
+        # where the last statement's warnings are, on a kernel-routed database (proxy.execution.diagnostics)
+        self.diagnostics: Diagnostics | None = None
         self.connecting: list[str] = []  # data sources this command waits on for a connection
         self.query_killed = False  # KILL QUERY reached the current command (see SessionConnections.interrupt)
         self._kill_waits: list[asyncio.Future[None]] = []
@@ -287,6 +290,7 @@ class Session(SessionConnections, StatementStopping):
             message = printed_back(message, *self.substituted)
         self.errored = True
         self.last_errno = errno
+        self.diagnostics = Diagnostics(error=(errno, message))  # one server lists an error it answered
         self.row_count = -1  # ROW_COUNT() after an error, as the server says
         self.wire.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities))
 

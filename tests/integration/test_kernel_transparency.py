@@ -357,6 +357,38 @@ SHARDED_SCRIPTS: list[tuple[str, list[str]]] = [
         ],
     ),
     (
+        "warnings of the last statement",
+        [
+            "INSERT INTO t (id, v) VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')",
+            "SELECT CAST(CONCAT('x', id - id) AS UNSIGNED) AS n FROM t WHERE id = 2",
+            "SHOW WARNINGS",
+            "SELECT v FROM t WHERE id = 1",
+            "SHOW WARNINGS",
+            "SELECT @@warning_count",
+            "SHOW COUNT(*) WARNINGS",
+            "SELECT CAST(CONCAT('x', id - id) AS UNSIGNED) AS n FROM t WHERE id IN (1, 2) ORDER BY id",
+            "SHOW WARNINGS",
+            "SHOW WARNINGS LIMIT 1",
+            "SHOW WARNINGS LIMIT 1, 5",
+            "SELECT @@warning_count",
+            "SELECT @@session.warning_count",
+            "SHOW COUNT(*) WARNINGS",
+            "SELECT 1",
+            "SHOW WARNINGS",
+            "SELECT nope FROM t WHERE id = 1",
+            "SHOW WARNINGS",
+            "SHOW ERRORS",
+            "SELECT @@error_count",
+            "SHOW COUNT(*) ERRORS",
+            "UPDATE t SET v = 'e' WHERE id = 3",
+            "SHOW WARNINGS",
+            "SELECT @@warning_count",
+            "INSERT IGNORE INTO t (id, v) VALUES (4, 'q'), (3, 'r')",
+            "SHOW WARNINGS",
+            "SELECT v FROM t ORDER BY id",
+        ],
+    ),
+    (
         "found rows of updates",
         [
             "INSERT INTO t (id, v) VALUES (1, 'a'), (2, 'b'), (3, 'a'), (4, 'b')",
@@ -681,3 +713,40 @@ def test_null_or_zero_auto_increment_ids_are_routed_by_the_stored_id(
         client.close()
         with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+# after a statement the proxy refuses: the refusal is the session's one diagnostic, until a statement with tables
+REFUSED_DIAGNOSTICS = [
+    ("INSERT INTO t (id, v) VALUES (0, 'x')", None),
+    ("SHOW WARNINGS", [("Error", 1235, "?")]),
+    ("SHOW ERRORS", [("Error", 1235, "?")]),
+    ("SELECT @@warning_count", [(1,)]),
+    ("SHOW COUNT(*) ERRORS", [(1,)]),
+    ("SELECT 1", [(1,)]),
+    ("SHOW WARNINGS LIMIT 1", [("Error", 1235, "?")]),
+    ("SELECT v FROM t WHERE id = 1", []),
+    ("SHOW WARNINGS", []),
+    ("SELECT @@error_count", [(0,)]),
+]
+
+
+def test_a_refusal_is_shown_as_an_error(single_proxy: RunningProxy, mariadb: MariaDBServer) -> None:
+    """SHOW WARNINGS after an error the proxy answered itself lists it with level 'Error', as MariaDB lists its
+    own errors (the statement ran nowhere: no node holds it)."""
+    _reset(single_proxy, mariadb, SHARDED, SHARDED_T)
+    conn = single_proxy.connect(SHARDED)
+    try:
+        message = ""
+        for sql, expected in REFUSED_DIAGNOSTICS:
+            with conn.cursor() as cur:
+                if expected is None:
+                    with pytest.raises(pymysql.MySQLError) as info:
+                        cur.execute(sql)
+                    message = info.value.args[1]
+                    continue
+                cur.execute(sql)
+                rows = [tuple(message if v == "?" else v for v in row) for row in expected]
+                assert list(cur.fetchall()) == rows, sql
+    finally:
+        conn.close()
+        _reset(single_proxy, mariadb, SHARDED)
