@@ -18,6 +18,8 @@ from typing import Any
 
 from sqlglot import exp
 
+from routing.autoinc import NULL as AUTO_NULL
+from routing.autoinc import AutoIncrement, zero_is_value
 from routing.cache import PlanCache
 from routing.conditions import (
     TRUE,
@@ -52,6 +54,7 @@ from routing.model import (
 )
 from routing.parse import (
     ANSI_QUOTES,
+    NO_AUTO_VALUE_ON_ZERO,
     PIPES_AS_CONCAT,
     TEXT_MODES,
     Shape,
@@ -69,7 +72,7 @@ from routing.parse import (
 from routing.pipes import pipes_as_concat
 from routing.plan import ExecutionUnit, RoutedStatement, RouteUnit, SessionHints, StatementKind
 from routing.point import PointPlan, point_plan
-from routing.rewrite import Edit, InListSlot, KeySlot, TableSlot, Template, build_template
+from routing.rewrite import AutoSlot, Edit, InListSlot, KeySlot, TableSlot, Template, build_template
 from routing.route import (
     NODE,
     SOURCE,
@@ -180,7 +183,11 @@ class ShardingKernel:
         self, sql: str, params: Sequence[Any] | None = None, hints: SessionHints | None = None, mode: int = 0
     ) -> RoutedStatement:
         """The statement's route; `mode`: the session's sql_mode flags that change how text reads
-        (routing.parse.NO_BACKSLASH_ESCAPES, ANSI_QUOTES; other bits are ignored)."""
+        (routing.parse.NO_BACKSLASH_ESCAPES, ANSI_QUOTES, PIPES_AS_CONCAT) or what a value means
+        (NO_AUTO_VALUE_ON_ZERO); other bits are ignored."""
+        if mode & NO_AUTO_VALUE_ON_ZERO:
+            with zero_is_value(True):
+                return self.route(sql, params, hints, mode & ~NO_AUTO_VALUE_ON_ZERO)
         if mode & TEXT_MODES:
             return self._in_mode(mode & TEXT_MODES).route_text(sql, params, hints)
         comment: CommentHints | None = None
@@ -1386,6 +1393,7 @@ class _Compiler:
                 key_column = key
         elif default_list is not None:
             key_column = default_list[1]
+        auto = self.auto_increment(rule, columns, tuples)
         rows: list[InsertRow] = []
         for i, row in enumerate(tuples):
             values = row.expressions if isinstance(row, exp.Tuple) else [row]
@@ -1408,7 +1416,8 @@ class _Compiler:
             rows.append(InsertRow(sharding_values, sets_last_id))
         base = self.base(StatementKind.INSERT, True, [target.name])
         head, row_templates, tail = self.insert_templates(
-            target, edits, len(tuples), key_column, default_list[0] if default_list is not None else None)
+            target, edits, len(tuples), key_column, default_list[0] if default_list is not None else None,
+            columns.index(auto.column) if auto is not None else None)
         mode = ("replace" if is_replace(self.sql) else "update" if conflict is not None
                 else "ignore" if ast.args.get("ignore") else None)
         upsert = None
@@ -1428,12 +1437,47 @@ class _Compiler:
             key_column=key_column,
             upsert=upsert,
             mode=mode,
+            auto=auto,
         )
+
+    def auto_increment(self, rule: TableRule, columns: Sequence[str], tuples: Sequence[exp.Expression]
+                       ) -> AutoIncrement | None:
+        """The rows' values for the table's AUTO_INCREMENT column (routing.autoinc), when the INSERT names it and it
+        matters to the proxy: it is a sharding column, or the table's key generator makes its ids."""
+        column_info = getattr(self.metadata, "column_info", None)
+        if column_info is None:
+            return None
+        column = next((c for c in columns if (info := column_info(rule.logic_table, c)) is not None
+                       and info.auto_increment), None)
+        generate = rule.key_generate is not None and rule.key_generate.column.lower() == column
+        if column is None or not (generate or column in rule.sharding_columns):
+            return None
+        at = columns.index(column)
+        values: list[Any] = []
+        for row in tuples:
+            value = (row.expressions if isinstance(row, exp.Tuple) else [row])[at]
+            while isinstance(value, exp.Paren):
+                value = value.this
+            values.append(AUTO_NULL if isinstance(value, exp.Null) else value_ref(value, self.slot_at))
+        return AutoIncrement(rule.logic_table, column, tuple(values),
+                             rule.key_generate.generator if generate and rule.key_generate else None,
+                             column in rule.sharding_columns)
+
+    def auto_edit(self, values: Sequence[tuple[Token, Token]], at: int, edits: list[Edit]) -> Edit:
+        """The row's value for the AUTO_INCREMENT column as an `AutoSlot` (its key, when the proxy generates one)."""
+        if at >= len(values):
+            raise RoutingError("the proxy could not locate the AUTO_INCREMENT value of this INSERT; simplify its "
+                               "syntax")
+        first, last = values[at]
+        pieces = build_template(self.shape, first.start, last.end, edits).pieces
+        return Edit(first.start, last.end, (AutoSlot(pieces),))
 
     def insert_templates(
         self, target: Occurrence, edits: list[Edit], row_count: int, key_column: str | None,
-        column_list: str | None = None,
+        column_list: str | None = None, auto_at: int | None = None,
     ) -> tuple[Template, tuple[Template, ...], Template]:
+        """The INSERT's text cut into head, one template per row and tail; `auto_at`: the position of the
+        AUTO_INCREMENT column among the values, whose value each row renders as an `AutoSlot`."""
         tokens = self.tokens
         span = node_span(target.table.this)
         assert span is not None
@@ -1447,8 +1491,11 @@ class _Compiler:
             tail_tokens = [t for t in tokens[i:] if (stop is None or t.start < stop.start) and t.text != ";"]
             pos = tail_tokens[-1].end
             row_edits = [Edit(pos, pos, (KeySlot(f", {key_column} = "),))] if key_column else []
+            head_edits = list(edits)
+            if auto_at is not None:  # (one row: its key is rendered with the head, `InsertPlan._render`)
+                head_edits.append(self.auto_edit(_values_of(tail_tokens[1:], "="), auto_at, edits))
             return (
-                build_template(self.shape, 0, pos, edits),
+                build_template(self.shape, 0, pos, head_edits),
                 (build_template(self.shape, pos, pos, row_edits),),
                 build_template(self.shape, pos, end, edits),
             )
@@ -1477,6 +1524,9 @@ class _Compiler:
         rows = []
         for start, stop in spans:
             row_edits = list(edits)
+            if auto_at is not None:
+                inner = [t for t in tokens if start < t.start and t.end < stop]
+                row_edits.append(self.auto_edit(_values_of(inner, None), auto_at, edits))
             if key_column:
                 row_edits.append(Edit(stop - 1, stop - 1, (KeySlot(", "),)))
             rows.append(build_template(self.shape, start, stop, row_edits))
@@ -1485,6 +1535,26 @@ class _Compiler:
             tuple(rows),
             build_template(self.shape, spans[-1][1], end, edits),
         )
+
+
+def _values_of(tokens: Sequence[Token], after: str | None) -> list[tuple[Token, Token]]:
+    """The first and last token of each comma-separated value among `tokens` (the inside of a VALUES row, or the
+    assignments of INSERT ... SET, each value starting after its `after` token)."""
+    if not tokens:
+        return []
+    depth = tokens[0].depth
+    out: list[tuple[Token, Token]] = []
+    part: list[Token] = []
+    for t in [*tokens, None]:
+        if t is None or (t.depth == depth and t.text == ","):
+            if after is not None:
+                part = part[next((k for k, p in enumerate(part) if p.text == after), len(part) - 1) + 1:]
+            if part:
+                out.append((part[0], part[-1]))
+            part = []
+        else:
+            part.append(t)
+    return out
 
 
 def _default_key_columns(rule: Any, columns: Sequence[str], ast: exp.Insert) -> tuple[str, str] | None:

@@ -63,6 +63,8 @@ NO_BACKSLASH_ESCAPES = 512
 ANSI_QUOTES = 32768
 # no status flag says this one: the proxy learns it from @@sql_mode (a bit above the 16 status flags)
 PIPES_AS_CONCAT = 1 << 16
+# changes no text, only what a 0 given to an AUTO_INCREMENT column means (routing.autoinc): not in TEXT_MODES
+NO_AUTO_VALUE_ON_ZERO = 1 << 17
 TEXT_MODES = NO_BACKSLASH_ESCAPES | ANSI_QUOTES | PIPES_AS_CONCAT
 
 _READING: ContextVar[int] = ContextVar("routing_text_mode", default=0)

@@ -93,3 +93,9 @@ class RoutedStatement:
     # the kernel keeps this very object and hands it out again for the same text (ShardingKernel.route's cache of
     # text-bound routes): what the proxy derives from it may be kept with it
     reused: bool = False
+
+    @property
+    def first_generated_key(self) -> int | None:
+        """The first id the kernel's key generator made for the INSERT (rows that gave their own id have None in
+        `generated_keys`): the id one server reports and LAST_INSERT_ID() takes, as the first one it generated."""
+        return next((k for k in self.generated_keys if isinstance(k, int) and not isinstance(k, bool)), None)

@@ -74,6 +74,14 @@ class KeySlot:
 
 
 @dataclass(frozen=True, slots=True)
+class AutoSlot:
+    """A row's value for the table's AUTO_INCREMENT column (routing.autoinc): the key the proxy generated for the
+    row in its place (it gave NULL or 0), else the value as written (`pieces`, rendered as any text is)."""
+
+    pieces: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class InListSlot:
     """The values ``v, ...`` of a top-level AND-ed ``col IN (v, ...)`` on a column of a standard sharding strategy
     of ``logic`` (value slots ``first..last``, only commas between them): a unit of a multi-unit route gets only the
@@ -88,7 +96,7 @@ class InListSlot:
     table: bool  # the column is the table strategy's
 
 
-Piece = str | TableSlot | ValueSlot | LimitOffsetSlot | LimitCountSlot | KeySlot | InListSlot
+Piece = str | TableSlot | ValueSlot | LimitOffsetSlot | LimitCountSlot | KeySlot | InListSlot | AutoSlot
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +228,11 @@ def render(
             out.append(p.prefix + value_to_sql_literal(key) + p.suffix)  # type: ignore[union-attr]
         elif tp is InListSlot:
             _emit_list(p, ctx, out, out_params)  # type: ignore[arg-type]
+        elif tp is AutoSlot:
+            if key is not None:
+                out.append(value_to_sql_literal(key))
+            else:
+                render(Template(p.pieces), table_map, ctx, out, out_params)  # type: ignore[union-attr]
 
 
 def _emit_list(slot: InListSlot, ctx: RenderContext, out: list[str], out_params: list[Any] | None) -> None:

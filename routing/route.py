@@ -927,6 +927,7 @@ class InsertPlan(Plan):
     row_separator: str = ", "
     upsert: Any = None  # routing.upsert.UpsertSpec: unique keys without the sharding columns to check
     mode: str | None = None  # "replace" | "update" | "ignore" (RoutedStatement.insert_mode)
+    auto: Any = None  # routing.autoinc.AutoIncrement: the rows' values for the AUTO_INCREMENT column, when they matter
 
     def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
         rule = self.rule
@@ -937,9 +938,23 @@ class InsertPlan(Plan):
         homes: list[DataNode | None] = []
         given: list[Mapping[str, Any]] = []
         sharding_columns = rule.sharding_columns
+        auto = self.auto
+        if auto is not None and auto.generator is not None:  # (then the INSERT names the key: no `key_column`)
+            keys = [None] * len(self.rows)  # a row giving NULL or 0 gets the generator's id, else None: as written
         for i, row in enumerate(self.rows):
             row_values: dict[str, Any] = {}
+            generated = auto is not None and auto.generates(i, values)
+            if generated:
+                if auto.generator is None:
+                    if auto.sharding:
+                        raise auto.refusal(i, values)
+                else:
+                    keys[i] = auto.generator.generate()
+                    if auto.sharding:
+                        row_values[auto.column] = keys[i]
             for column, ref in row.sharding_values:
+                if generated and column == auto.column:
+                    continue
                 value = resolve_value(ref, values) if ref is not None else UNKNOWN
                 if value is UNKNOWN:
                     raise RoutingError(
@@ -980,7 +995,7 @@ class InsertPlan(Plan):
             kind=self.kind,
             route_units=tuple(units),
             execution_units=tuple(execution),
-            generated_keys=tuple(keys),
+            generated_keys=tuple(keys) if any(k is not None for k in keys) else (),
             row_values=tuple(given),
             last_id_rows=tuple(i for i, row in enumerate(self.rows) if row.sets_last_id),
             write=True,
@@ -995,7 +1010,8 @@ class InsertPlan(Plan):
         table_map = {self.rule.logic_table.lower(): node.table}
         out: list[str] = []
         out_params: list[Any] | None = [] if ctx.params is not None else None
-        render(self.head, table_map, ctx, out, out_params)
+        # INSERT ... SET (one row) has its AUTO_INCREMENT value in the head
+        render(self.head, table_map, ctx, out, out_params, keys[rows[0]] if keys and len(self.rows) == 1 else None)
         for j, i in enumerate(rows):
             if j:
                 out.append(self.row_separator)

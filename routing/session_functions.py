@@ -116,21 +116,50 @@ def substitute_session_functions(sql: str, values: Mapping[str, str]) -> str | N
 
 def printed_back(message: str, sql: str, values: Mapping[str, str]) -> str:
     """An error `message` of the substituted text of `sql` (`substitute_session_functions(sql, values)`), with
-    the server's printing of each substituted CONNECTION_ID() / LAST_INSERT_ID() (`cast(4 as unsigned)`) written as
-    it prints the call (`last_insert_id()`), as one server's message says it. A value two called functions share
-    is left as it is: it cannot be told which call it was."""
-    if "cast(" not in message:
-        return message
-    called = {m.group(1).lower() for m in CALL.finditer(sql)} & _UNSIGNED
-    printed: dict[str, list[str]] = {}
+    the server's printing of each substituted call's literal (`cast(4 as unsigned)`, `'app'`, `-1`) written as it
+    prints the call (`last_insert_id()`, `database()`, `row_count()`), as one server's message says it. A literal
+    that two called functions share, or that the user's own text holds too, is left as it is: it cannot be told
+    which it was."""
+    called = {m.group(1).lower() for m in CALL.finditer(sql)}
+    printed: dict[tuple[str, str], set[str]] = {}  # (the server's printing, the literal) -> the calls
     for name in called:
         value = values.get(name)
-        if value is not None and value.isdigit():
-            printed.setdefault(f"cast({value} as unsigned)", []).append(name)
-    for text, names in printed.items():
-        if len(names) == 1:
-            message = message.replace(text, f"{names[0]}()")
+        form = _printed(name, value) if value is not None else None
+        if form is not None and value is not None:
+            printed.setdefault((form, value), set()).add(_PRINTED_NAME.get(name, name))
+    own = CALL.sub(" ", sql)  # the user's text without its calls: where a literal of its own would be
+    for (form, literal), names in printed.items():
+        if len(names) != 1 or form.lower() not in message.lower():
+            continue
+        pattern = _occurrence(form)
+        if pattern.search(own) is not None or (form[0] == "'" and _occurrence(literal).search(own) is not None):
+            continue  # the user's text holds the same literal: which one the message prints is not known
+        message = pattern.sub(lambda _m, call=f"{next(iter(names))}()": call, message)
     return message
+
+
+# how the server prints a call (synonyms as the function they name)
+_PRINTED_NAME = {"schema": "database", "session_user": "user", "system_user": "user"}
+
+
+def _printed(name: str, literal: str) -> str | None:
+    """How the server prints the literal substituted for `name` in an expression of a message."""
+    if name in _UNSIGNED and literal.isdigit():
+        return f"cast({literal} as unsigned)"
+    if literal.upper() == "NULL":
+        return None  # (NULL is any NULL's printing)
+    if literal.startswith("'") and literal.endswith("'") and len(literal) >= 2:
+        value = literal[1:-1].replace("''", "'").replace("\\\\", "\\")
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if re.fullmatch(r"-?\d+", literal):
+        return literal
+    return None
+
+
+def _occurrence(form: str) -> re.Pattern[str]:
+    """`form` where the message has it as a whole (a number not inside another, a quoted text as it is)."""
+    return re.compile(r"(?<![\w.])" + re.escape(form) + r"(?![\w.])" if form[-1].isdigit() else re.escape(form),
+                      re.I)
 
 
 def label_placeholders(sql: str) -> str:

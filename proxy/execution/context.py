@@ -99,6 +99,7 @@ class SessionContext(Protocol):
     found_rows_source: str | None
     commit_note: str
     end_warnings: int  # the warnings of the COMMIT / ROLLBACK that just ended the transaction (for its OK)
+    diagnostics: Any  # proxy.execution.diagnostics.Diagnostics | None: where the last statement's warnings are
     ending_transaction: bool
 
     # -- the current command (processlist, metrics, answers)

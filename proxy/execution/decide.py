@@ -26,6 +26,7 @@ from proxy.execution.plans import Explained, Federated, FederatedExplain, Plan, 
 from routing.errors import RoutingError
 from routing.federation import FederationPlan, plan_for, preview_rows
 from routing.kernel import ShardingKernel
+from routing.parse import TEXT_MODES
 from routing.plan import RoutedStatement, SessionHints
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ def _explain(kernel: ShardingKernel, parts: tuple[str, str, str], params: Sequen
 
 
 def _federation(kernel: ShardingKernel, sql: str, view: SessionView) -> FederationPlan | None:
-    if not view.federation or view.hints is not None or view.mode:
+    if not view.federation or view.hints is not None or view.mode & TEXT_MODES:
         return None  # (federation's planner reads text in the default sql_mode only)
     return federation_plan(kernel, sql)
 

@@ -38,7 +38,7 @@ from protocol.rowframes import RowFrames
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
 from proxy.clusterport import port
-from proxy.execution import lastid, txn_control
+from proxy.execution import diagnostics, lastid, txn_control
 from proxy.execution.decide import NO_FEDERATION, decide
 from proxy.execution.dualread import execute_dual_read, reconcile_copies
 from proxy.execution.errors import answer_error
@@ -121,6 +121,8 @@ async def execute_plan(
 async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatement, strategy: Strategy,
                      codec: StatementCodec) -> None:
     units = routed.execution_units
+    if routed.logic_tables:  # a statement with tables replaces the session's diagnostics (an error: its own)
+        diagnostics.ran_on(session, [u.data_source for u in units])
     try:
         if routed.dual_repair is not None:  # resharding window: copies made alike before a dual write
             await reconcile_copies(session, routed, _access(routed))
@@ -137,6 +139,8 @@ async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatem
                 raise UnitFailed(unit.data_source, exc.err) from exc
             summary = await session.relay_on(conn, payload, error_renamer(db, routed),
                                              column_rewriter=relayed_columns(db))  # (logical names: logic_columns)
+            if not routed.logic_tables and (summary.warnings or summary.error is not None):
+                diagnostics.ran_on(session, [unit.data_source])  # a statement without tables that warned
             await lastid.after_relayed(session, db, conn, routed, unit, summary)
             if routed.kind is StatementKind.SELECT and summary.error is None:
                 await _after_relayed_select(session, conn, unit)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from protocol.framing import encode_packet
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.execution.errors import answer_error
-from proxy.execution.txn_end import end_warnings, local_ended, local_outcomes
+from proxy.execution.txn_end import end_warnings, local_ended, local_outcomes, warned_by
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -180,6 +180,7 @@ class CommitFan:
                    if answer.result is not None}
         try:
             warnings = end_warnings(results)
+            warned_by(session, results)
             ended, failed = local_outcomes(self.verb, names, conns, results)
             failure = local_ended(session, self.verb, self.verb, self.verb, "", ended, failed, {}, [])
         finally:

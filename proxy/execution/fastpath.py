@@ -32,6 +32,7 @@ from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF, BackendError
 from proxy.backends.codec import execute_payload
 from proxy.execution.decide import NO_FEDERATION, OFF_LOOP_TEXT, decide, prepared_point, route_point
+from proxy.execution.diagnostics import ran_on, reads_diagnostics
 from proxy.execution.errors import error_packet
 from proxy.execution.fastcommit import CommitFan
 from proxy.execution.fastlocal import (
@@ -357,6 +358,8 @@ class FastPath:
             session.errored = summary.error is not None
             if summary.error is not None:
                 session.last_errno = summary.error.errno
+            if summary.error is not None or summary.warnings:  # (a statement with tables recorded them already)
+                ran_on(session, (conn.name,))
             if self.keep_for_next and summary.error is None:
                 conn.keep_for_next = True  # as Session._after_pass_through does for writes
         self._ended()
@@ -458,9 +461,8 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
 
 def _sharded(session: Session, db: LogicalDatabase, packet: bytes
              ) -> Forward | MultiForward | EndForward | Answered | None:
-    if session.server.sql_show or db.kernel is None or session.txn.mode_flags or session.txn.pipes_as_concat \
-            or session.txn.table_locks:  # (under LOCK TABLES the executor checks where the locks are)
-        return None  # (a sql_mode that reads text otherwise, issue 34: the session's coroutine decides by it)
+    if session.server.sql_show or db.kernel is None or session.txn.text_mode or session.txn.table_locks:
+        return None  # (a sql_mode that reads text or values otherwise, or table locks: the coroutine decides)
     command = packet[4]
     params: Sequence[object] | None = None
     retarget: Callable[[int], bytes | None] | None = None  # the client's execute, for a backend statement id
@@ -518,7 +520,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         text_kind = plain_statement(sql)
         if text_kind is TRANSACTION:
             return local_transaction(session, db, sql, command)
-        if text_kind is not SELECT:
+        if text_kind is not SELECT or reads_diagnostics(sql):  # (SELECT @@warning_count: proxy.execution.diagnostics)
             return None
         kernel = db.kernel
         point = route_point(kernel, sql, params)  # a cached routing.point plan, no RoutedStatement built
@@ -530,6 +532,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
             return None
         unit: ExecutionUnit | None = None  # its parameters are the statement's
         renamer = _lazy_renamer(db, sql, params)
+        tables = True
     else:
         try:  # (a plain SELECT: no hints, no FOUND_ROWS(); federation is the coroutine's, see preroute)
             plan = decide(kernel, sql, params, NO_FEDERATION)
@@ -548,13 +551,19 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
                 session.info = sql[:100]
                 session.sql = sql
                 session.stmt_kind = SELECT
+                if routed.logic_tables:
+                    ran_on(session, [u.data_source for u in units])
             return multi
         if plan.strategy is not _RELAY or routed.kind is not _SELECT:  # INTO @v: every connection; a dual
             return None  # read runs several steps (proxy.execution.dualread)
         unit = units[0]
         ds, unit_sql = unit.data_source, unit.sql
         renamer = error_renamer(db, routed)
-    return _forward_single(session, db, packet, sql, params, retarget, ds, unit_sql, unit, renamer)
+        tables = bool(routed.logic_tables)
+    forward = _forward_single(session, db, packet, sql, params, retarget, ds, unit_sql, unit, renamer)
+    if forward is not None and tables:
+        ran_on(session, (ds,))  # a statement with tables replaces the session's diagnostics
+    return forward
 
 
 def _forward_single(session: Session, db: LogicalDatabase, packet: bytes, sql: str, params: Sequence[object] | None,

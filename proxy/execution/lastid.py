@@ -43,8 +43,8 @@ async def after_relayed(
     """Take the session's LAST_INSERT_ID() from a statement relayed from one node (`summary`: its answer)."""
     if summary.error is not None:
         return
-    if routed.generated_keys and isinstance(routed.generated_keys[0], int):
-        session.last_insert_id = routed.generated_keys[0]  # the kernel's key generator gave the ids
+    if routed.first_generated_key is not None:
+        session.last_insert_id = routed.first_generated_key  # the kernel's key generator gave the ids
         return
     if sets_last_insert_id(unit.sql):
         await _ask(session, conn)
@@ -61,7 +61,10 @@ async def after_relayed(
 
 
 def of_units(
-    db: LogicalDatabase | None, routed: RoutedStatement, answers: Sequence[tuple[ExecutionUnit, int]]
+    db: LogicalDatabase | None,
+    routed: RoutedStatement,
+    answers: Sequence[tuple[ExecutionUnit, int]],
+    zero_is_value: bool = False,
 ) -> tuple[int, int | None]:
     """The last insert id one server would put in the OK of a write whose units answered `answers` (each unit's
     OK id), and the session's LAST_INSERT_ID() after it (None: unchanged).
@@ -69,12 +72,14 @@ def of_units(
     One server reports the first id the statement generated (LAST_INSERT_ID() takes it); else the value of the
     last LAST_INSERT_ID(expr) it evaluated (LAST_INSERT_ID() too); else, when it wrote something, the
     AUTO_INCREMENT value the statement's *last* row gives (whether that row was written, skipped by IGNORE or
-    left unchanged by ON DUPLICATE KEY UPDATE; LAST_INSERT_ID() unchanged), else 0. Each node reports the same
+    left unchanged by ON DUPLICATE KEY UPDATE; when it updated an existing row, that row's value, as its node
+    reports it; LAST_INSERT_ID() unchanged), else 0. Each node reports the same
     for its own rows, so: every row generates (the column list leaves the column out) — the unit holding the
     statement's first row; rows call LAST_INSERT_ID(expr) — the unit holding the last such row; the column's
-    values are known (a sharding column) and a node wrote something — the last row's value."""
-    if routed.generated_keys and isinstance(routed.generated_keys[0], int):
-        return routed.generated_keys[0], routed.generated_keys[0]  # the kernel's key generator (as ShardingSphere)
+    values are known (a sharding column) and a node wrote something — the last row's value. `zero_is_value`: the
+    session's sql_mode has NO_AUTO_VALUE_ON_ZERO (a row giving 0 generates nothing)."""
+    if routed.first_generated_key is not None:  # the kernel's key generator (as ShardingSphere)
+        return routed.first_generated_key, routed.first_generated_key
     split = routed.kind is StatementKind.INSERT and bool(answers) and all(unit.rows for unit, _ in answers)
     column = _auto_increment(db, routed) if split and db is not None else None
     ordered = sorted((a for a in answers if a[1]), key=lambda a: a[0].rows[:1] or (len(routed.row_values),))
@@ -91,10 +96,16 @@ def of_units(
     if column is None:
         return ordered[0][1], ordered[0][1]  # the text cannot tell whether the id was generated
     given = [_int(row.get(column)) for row in routed.row_values]
-    if any(value is None or value == 0 for value in given) or any(
-        given[unit.rows[-1]] != value for unit, value in ordered
+    # (an upsert's node reports the id of the row it updated, not the one given: no sign of a generated id there)
+    if any(value is None or (value == 0 and not zero_is_value) for value in given) or (
+        routed.insert_mode is None and any(given[unit.rows[-1]] != value for unit, value in ordered)
     ):
         return ordered[0][1], ordered[0][1]  # a row leaves it to the node (0): generated, where unknown
+    if routed.insert_mode == "update":  # the last row updated a row: the OK's id is that row's
+        last = len(routed.row_values) - 1
+        updated = next((value for unit, value in ordered if unit.rows and unit.rows[-1] == last), None)
+        if updated is not None:
+            return updated, None
     return given[-1] or 0, None
 
 

@@ -16,7 +16,7 @@ from protocol.binary import LAST_STATEMENT_ID, ParamType
 from protocol.packets import ColumnDefinition41
 from protocol.retarget import ExecuteLayout
 from protocol.wire import MalformedPacket
-from routing.parse import PIPES_AS_CONCAT, Shape
+from routing.parse import Shape
 from routing.point import PointPlan
 
 if TYPE_CHECKING:
@@ -35,8 +35,9 @@ class TransactionState:
     # the status flags the session's sql_mode sets (NO_BACKSLASH_ESCAPES, ANSI_QUOTES), as its backends report them
     # after its SET: every answer the proxy makes itself carries them, as MariaDB's do (clients escape by them)
     mode_flags: int = 0
-    # the session's sql_mode has PIPES_AS_CONCAT (no status flag says it: read from @@sql_mode after a SET of it)
-    pipes_as_concat: bool = False
+    # the session's sql_mode flags no status flag says, read from @@sql_mode after a SET of it (routing.parse's
+    # PIPES_AS_CONCAT, NO_AUTO_VALUE_ON_ZERO bits)
+    sql_mode_bits: int = 0
     next_tx_sets: list[str] = field(default_factory=list)  # SET TRANSACTION: only for the next transaction
     # names as MySQL reads them (no backquotes; proxy.execution.txn_text), oldest first (set again on a join)
     savepoints: list[str] = field(default_factory=list)
@@ -52,9 +53,9 @@ class TransactionState:
 
     @property
     def text_mode(self) -> int:
-        """The sql_mode flags that change how the kernel reads a text (routing.parse: NO_BACKSLASH_ESCAPES,
-        ANSI_QUOTES, PIPES_AS_CONCAT); 0 in the default sql_mode."""
-        return self.mode_flags | PIPES_AS_CONCAT if self.pipes_as_concat else self.mode_flags
+        """The sql_mode flags that change how the kernel reads a text or a value (routing.parse: NO_BACKSLASH_ESCAPES,
+        ANSI_QUOTES, PIPES_AS_CONCAT, NO_AUTO_VALUE_ON_ZERO); 0 in the default sql_mode."""
+        return self.mode_flags | self.sql_mode_bits
 
     @property
     def active(self) -> bool:

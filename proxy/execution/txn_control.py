@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from protocol.constants import ErrorCode, ServerStatus
 from protocol.packets import ERRPacket
 from proxy.backends.charset import changes_names, names_of, only_names, read_names
-from proxy.execution import setquery
+from proxy.execution import diagnostics, setquery
 from proxy.execution.errors import answer_error
 from proxy.execution.table_locks import unlock_all
 from proxy.execution.txn import (
@@ -32,6 +32,7 @@ from proxy.execution.txn import (
 )
 from proxy.execution.txn_end import end_transaction
 from proxy.execution.txn_text import VERBS, key, parse_savepoint, without_comments
+from routing.parse import NO_AUTO_VALUE_ON_ZERO, PIPES_AS_CONCAT
 
 if TYPE_CHECKING:
     from proxy.backends.backend import BackendConnection
@@ -171,7 +172,7 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             txn.mode_flags = conn.status & MODE_FLAGS  # (sql_mode as the servers read it: SET sql_mode, DEFAULT)
             last = conn
         if last is not None and "sql_mode" in sql.lower():  # PIPES_AS_CONCAT has no status flag: asked
-            txn.pipes_as_concat = await pipes_as_concat(last)
+            txn.sql_mode_bits = await sql_mode_bits(last)
         if changes_names(sql):  # SET NAMES cs COLLATE c, SET CHARACTER SET, SET collation_connection = ...
             names = plain_names or (await read_names(last) if last is not None else None)
             if names is not None:
@@ -183,6 +184,8 @@ async def session_statement(session: Session, stmt: SessionStatement, sql: str) 
             for conn in session.backends.values():
                 conn.session_sets = tuple(txn.session_sets)
         warnings = max(warned.values(), default=0)
+        if warnings:  # (a SET that warns none leaves the session's diagnostics as they were)
+            diagnostics.ran_on(session, [next(name for name, n in warned.items() if n == warnings)])
         if not warnings:
             _end_probe(session, probe)  # (with warnings it stays the session's: SHOW WARNINGS reads it)
         session.update_status(0)
@@ -217,12 +220,15 @@ def mirror(txn: TransactionState, stmt: SessionStatement, sql: str) -> None:
             txn.savepoints = txn.savepoints[: keys.index(k) + (1 if sp.verb == "rollback" else 0)]
 
 
-async def pipes_as_concat(conn: BackendConnection) -> bool:
-    """Whether the connection's sql_mode (just SET) has PIPES_AS_CONCAT (ANSI and ORACLE include it)."""
+async def sql_mode_bits(conn: BackendConnection) -> int:
+    """The flags of the connection's sql_mode (just SET) that no status flag says: PIPES_AS_CONCAT (ANSI and ORACLE
+    include it) and NO_AUTO_VALUE_ON_ZERO, as routing.parse's bits."""
     rows = await conn.execute("SELECT @@SESSION.sql_mode")
     if not isinstance(rows, list) or not rows or rows[0][0] is None:
-        return False
-    return "PIPES_AS_CONCAT" in bytes(rows[0][0]).decode("ascii", "replace").upper().split(",")
+        return 0
+    flags = bytes(rows[0][0]).decode("ascii", "replace").upper().split(",")
+    return (PIPES_AS_CONCAT if "PIPES_AS_CONCAT" in flags else 0) | (
+        NO_AUTO_VALUE_ON_ZERO if "NO_AUTO_VALUE_ON_ZERO" in flags else 0)
 
 
 async def _probe(session: Session) -> BackendConnection | None:

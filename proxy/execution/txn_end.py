@@ -14,6 +14,7 @@ from protocol.errors import ServerError
 from protocol.packets import ERRPacket, OKPacket
 from proxy.backends.xa import XAER_NOTA, LogUnavailable, XATransaction, server_key
 from proxy.backends.xalog import Branch
+from proxy.execution import diagnostics
 from proxy.execution.locks import release_session_locks
 from proxy.execution.txn import (
     _LOST,
@@ -70,6 +71,7 @@ async def end_transaction(session: Session, verb: str, *, label: str | None = No
                 if (conn := session.backends.get(name)) is not None and not conn.broken}
         results = dict(zip(work, await _fan([(conn, [action]) for conn in work.values()]), strict=True))
         session.end_warnings = end_warnings(results)
+        warned_by(session, results)
         ended, failed = local_outcomes(action, names, work, results)
         if txn.upsert_locks:
             await release_session_locks(session)
@@ -83,6 +85,16 @@ def end_warnings(results: Mapping[str, list[OKPacket | ERRPacket] | Exception]) 
     tables couldn't be rolled back" once, however many data sources say it)."""
     return max((ok.warnings for result in results.values() if isinstance(result, list)
                 for ok in result if isinstance(ok, OKPacket)), default=0)
+
+
+def warned_by(session: Session, results: Mapping[str, list[OKPacket | ERRPacket] | Exception]) -> None:
+    """A COMMIT / ROLLBACK that warned: SHOW WARNINGS reads the data source whose OK counted them (one server's,
+    as `end_warnings`); one that did not leaves the session's diagnostics as they were, as MariaDB does."""
+    counts = {name: max((ok.warnings for ok in result if isinstance(ok, OKPacket)), default=0)
+              for name, result in results.items() if isinstance(result, list)}
+    most = max(counts.values(), default=0)
+    if most:
+        diagnostics.ran_on(session, [next(name for name, n in counts.items() if n == most)])
 
 
 def local_outcomes(action: str, names: list[str], work: dict[str, BackendConnection],

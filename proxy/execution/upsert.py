@@ -23,7 +23,7 @@ The statement runs inside a transaction: the session's own when one is open, els
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from protocol.constants import ErrorCode, ServerStatus
@@ -31,7 +31,7 @@ from protocol.errors import ServerError
 from protocol.packets import ERRPacket, OKPacket
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import StatementCodec
-from proxy.execution import own_txn
+from proxy.execution import lastid, own_txn
 from proxy.execution.atomic import (
     NOTHING_APPLIED,
     held_whole,
@@ -45,6 +45,7 @@ from proxy.execution.locks import release, release_session_locks
 from proxy.execution.units import UnitFailed, _run_unit_to_ok, insert_info
 from routing.errors import RoutingError
 from routing.model import DataNode
+from routing.parse import NO_AUTO_VALUE_ON_ZERO
 from routing.plan import ExecutionUnit, RoutedStatement
 from routing.upsert import MODES, UpsertCheck
 
@@ -64,6 +65,8 @@ class _Outcome:
     duplicates: int = 0
     status: int = 0
     oks: list[OKPacket] | None = None  # the batched path: the units' own OKs
+    # each statement that wrote the rows with its OK's id (lastid.of_units: the id one server would report)
+    answers: list[tuple[ExecutionUnit, int]] = field(default_factory=list)
 
 
 async def execute_upsert(session: Session, db: LogicalDatabase, routed: RoutedStatement,
@@ -90,12 +93,12 @@ async def execute_upsert(session: Session, db: LogicalDatabase, routed: RoutedSt
         failure = await own_txn.end(session, "COMMIT", label=label)
         if failure is not None:
             raise failure
-    if routed.generated_keys and isinstance(routed.generated_keys[0], int):
-        outcome.last_id = routed.generated_keys[0]
+    zero_is_value = bool(session.txn.text_mode & NO_AUTO_VALUE_ON_ZERO)
+    outcome.last_id, session_id = lastid.of_units(db, routed, outcome.answers, zero_is_value)
     session.update_status(outcome.status or session.status)
     session.row_count = outcome.affected
-    if outcome.last_id:
-        session.last_insert_id = outcome.last_id
+    if session_id is not None:
+        session.last_insert_id = session_id
     if outcome.oks is not None:
         info = insert_info(routed.insert_mode, outcome.oks)
     elif len(check.rows) > 1:
@@ -205,14 +208,16 @@ async def _batched(session: Session, routed: RoutedStatement, conns: dict[str, B
                    codec: StatementCodec) -> _Outcome:
     """The statement's units as they are, one batch per node: all or nothing (proxy.execution.atomic: inside the
     transaction the upsert runs in, a savepoint on each node it writes)."""
-    results = await run_parts(session, parts_of(routed.execution_units), conns, codec)
+    parts = parts_of(routed.execution_units)
+    results = await run_parts(session, parts, conns, codec)
     oks = [ok for r in results for ok in r]
     return _Outcome(
         affected=sum(ok.affected_rows for ok in oks),
         warnings=sum(ok.warnings for ok in oks),
-        last_id=next((ok.last_insert_id for ok in oks if ok.last_insert_id), 0),
         status=int(oks[-1].status) if oks else 0,
         oks=oks,
+        answers=[(unit, ok.last_insert_id) for units, r in zip(parts.values(), results, strict=True)
+                 for unit, ok in zip(units, r, strict=True)],
     )
 
 
@@ -232,7 +237,8 @@ async def _row_by_row(check: UpsertCheck, conns: dict[str, BackendConnection], c
                 if node != row.home:
                     ok = await _ok(conns[node.data_source], check.delete(pos, node, min(keys), charset))
                     deleted += ok.affected_rows
-            ok = await _run_unit_to_ok(conns[row.home.data_source], check.statement(pos, row.home), codec)
+            unit = check.statement(pos, row.home)
+            ok = await _run_unit_to_ok(conns[row.home.data_source], unit, codec)
             out.affected += deleted + ok.affected_rows
             out.duplicates += deleted + max(ok.affected_rows - 1, 0)
         else:
@@ -255,12 +261,13 @@ async def _row_by_row(check: UpsertCheck, conns: dict[str, BackendConnection], c
                         f"with a row on another data node ({target}), and its value of unique key {unknown.name}, "
                         "which MariaDB checks first, is an expression the proxy cannot look up; give that key's "
                         "columns literal values or parameters")
-            ok = await _run_unit_to_ok(conns[target.data_source], check.statement(pos, target), codec)
+            unit = check.statement(pos, target)
+            ok = await _run_unit_to_ok(conns[target.data_source], unit, codec)
             out.affected += ok.affected_rows
             if first is not None and (check.mode == "ignore" or ok.affected_rows == 2):
                 out.duplicates += 1
         out.warnings += ok.warnings
-        out.last_id = out.last_id or ok.last_insert_id
+        out.answers.append((unit, ok.last_insert_id))
         out.status = int(ok.status)
     return out
 

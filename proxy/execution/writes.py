@@ -17,6 +17,7 @@ from proxy.backends.codec import StatementCodec
 from proxy.execution import lastid
 from proxy.execution.atomic import parts_of, run_parts
 from proxy.execution.units import _merged_info, insert_info
+from routing.parse import NO_AUTO_VALUE_ON_ZERO
 from routing.plan import RoutedStatement, StatementKind
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ async def _write_units(
     counted = per_source[:1] if _only_broadcast_tables(session, routed) else per_source
     affected = sum(ok.affected_rows for r in counted for ok in r)
     warnings = sum(ok.warnings for r in counted for ok in r)
-    last_id, session_id = lastid.of_units(session.database, routed, answers)
+    zero_is_value = bool(session.txn.text_mode & NO_AUTO_VALUE_ON_ZERO)
+    last_id, session_id = lastid.of_units(session.database, routed, answers, zero_is_value)
     session.update_status(oks[-1].status if oks else session.status)
     session.row_count = affected
     if session_id is not None:

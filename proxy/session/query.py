@@ -17,7 +17,7 @@ from protocol.errors import ServerError
 from protocol.packets import ComQuery
 from proxy.backends.charset import changes_names, names_of, only_names, read_names
 from proxy.backends.readwrite import ReadWriteGroup
-from proxy.execution import infile, table_locks, txn_control
+from proxy.execution import diagnostics, infile, table_locks, txn_control
 from proxy.execution.lock_text import parse_lock
 from proxy.execution.plain import statement_kind
 from proxy.execution.replicas import relay_pass_through
@@ -129,7 +129,7 @@ async def after_pass_through(session: Session, source: DataSource, sql: str) -> 
                 conn.session_sets = tuple(session.txn.session_sets)
             if "sql_mode" in sql.lower():  # read by the kernel after a USE of a sharded database
                 session.txn.mode_flags = conn.status & txn_control.MODE_FLAGS
-                session.txn.pipes_as_concat = await txn_control.pipes_as_concat(conn)
+                session.txn.sql_mode_bits = await txn_control.sql_mode_bits(conn)
             if isinstance(source, ReadWriteGroup):
                 session.release_read_backends()  # the next read borrows a replica connection with it
         elif stmt is not None and stmt.kind in ("next_tx", "savepoint"):
@@ -170,6 +170,8 @@ async def routed_query(session: Session, db: LogicalDatabase, sql: str) -> None:
     prepared_sql = sql_prepared.classify_sql_prepared(sql)
     if prepared_sql is not None:
         await sql_prepared.sql_statement(session, *prepared_sql)
+        return
+    if diagnostics.reads_diagnostics(sql) and await diagnostics.answer(session, db, sql):
         return
     await execute_routed(session, db, sql)
 

@@ -32,6 +32,7 @@ from proxy.backends.backend import BackendConnection
 from proxy.backends.charset import names_for_collation
 from proxy.config.model import UserConfig
 from proxy.execution import txn
+from proxy.execution.diagnostics import Diagnostics
 from proxy.execution.errors import answer_error, server_errno
 from proxy.execution.fastpath import ClientProtocol, FastPath
 from proxy.execution.infile import local_infile
@@ -137,6 +138,8 @@ class Session(SessionConnections, StatementStopping):
         # the statement's text before session functions were substituted, and their values: its errors print
         # the calls, not the literals (routing.session_functions.printed_back)
         self.substituted: tuple[str, dict[str, str]] | None = None
+        # where the last statement's warnings are, on a kernel-routed database (proxy.execution.diagnostics)
+        self.diagnostics: Diagnostics | None = None
         self.connecting: list[str] = []  # data sources this command waits on for a connection
         self.query_killed = False  # KILL QUERY reached the current command (see SessionConnections.interrupt)
         self._kill_waits: list[asyncio.Future[None]] = []
@@ -323,6 +326,7 @@ class Session(SessionConnections, StatementStopping):
             message = printed_back(message, *self.substituted)
         self.errored = True
         self.last_errno = errno
+        self.diagnostics = Diagnostics(error=(errno, message))  # one server lists an error it answered
         self.row_count = -1  # ROW_COUNT() after an error, as the server says
         self.wire.send(ERRPacket(errno, message, sqlstate).encode(self.capabilities))
 
@@ -467,7 +471,7 @@ class Session(SessionConnections, StatementStopping):
             # the session's variables are the session's, not the database's: they hold after USE, as on MariaDB
             was, self.txn = self.txn, TransactionState()
             self.txn.session_sets, self.txn.mode_flags = was.session_sets, was.mode_flags
-            self.txn.pipes_as_concat = was.pipes_as_concat
+            self.txn.sql_mode_bits = was.sql_mode_bits
             if first and db.kernel is not None:  # so do autocommit and a transaction begun before (no work yet)
                 self.txn.autocommit, self.txn.begin_sql = was.autocommit, was.begin_sql
                 self.txn.next_tx_sets, self.txn.savepoints = was.next_tx_sets, was.savepoints

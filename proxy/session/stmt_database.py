@@ -65,7 +65,7 @@ async def in_database(session: Session, db: LogicalDatabase | None, what: str) -
     saved = (session.database, session.backends, session.read_backends, session.read_state, session.txn, session.status)
     fresh = TransactionState()
     was = session.txn
-    fresh.session_sets, fresh.mode_flags, fresh.pipes_as_concat = was.session_sets, was.mode_flags, was.pipes_as_concat
+    fresh.session_sets, fresh.mode_flags, fresh.sql_mode_bits = was.session_sets, was.mode_flags, was.sql_mode_bits
     session.database, session.backends, session.read_backends, session.read_state, session.txn = db, {}, {}, {}, fresh
     try:
         yield

@@ -36,6 +36,13 @@ SHARDED_RULES = """\
     g:
       actualDataNodes: ds_${0..1}.g
       databaseStrategy: {standard: {shardingColumn: u, shardingAlgorithmName: by_u}}
+    u:
+      actualDataNodes: ds_${0..1}.u
+      databaseStrategy: {standard: {shardingColumn: id, shardingAlgorithmName: by_id}}
+    a:
+      actualDataNodes: ds_${0..1}.a
+      databaseStrategy: {standard: {shardingColumn: id, shardingAlgorithmName: by_id}}
+      keyGenerateStrategy: {column: id, keyGeneratorName: snow}
   shardingAlgorithms:
     by_id: {type: INLINE, props: {algorithm-expression: 'ds_${id % 2}'}}
     by_u: {type: INLINE, props: {algorithm-expression: 'ds_${u % 2}'}}
@@ -219,6 +226,12 @@ SCRIPTS.append(
             "SELECT LAST_INSERT_ID() - 5",
             "SELECT v FROM t WHERE id = 1 AND LAST_INSERT_ID() - 5",
             "SELECT CAST(LAST_INSERT_ID() AS UNSIGNED) - 5",
+            "SELECT CAST(LENGTH(DATABASE()) AS UNSIGNED) - 100",
+            "SELECT CAST(LENGTH(SCHEMA()) AS UNSIGNED) - 100 FROM t WHERE id = 1",
+            "SELECT CAST(LENGTH(USER()) AS UNSIGNED) - 100",
+            "SELECT CAST(LENGTH(SESSION_USER()) AS UNSIGNED) - CAST(LENGTH(CURRENT_USER()) AS UNSIGNED) - 100",
+            "UPDATE t SET v = v WHERE id = 0",
+            "SELECT CAST(ROW_COUNT() AS UNSIGNED) - 100",
             "SELECT LAST_INSERT_ID() - 1, ROW_COUNT()",
         ],
     )
@@ -330,6 +343,52 @@ SHARDED_SCRIPTS: list[tuple[str, list[str]]] = [
         ],
     ),
     (
+        "zero is a value under no_auto_value_on_zero",
+        [
+            "SET sql_mode = CONCAT(@@sql_mode, ',NO_AUTO_VALUE_ON_ZERO')",
+            "INSERT INTO t (id, v) VALUES (0, 'z'), (5, 'y')",
+            "SELECT LAST_INSERT_ID()",
+            "SELECT * FROM t WHERE id = 0",
+            "PREPARE s FROM 'INSERT INTO t (id, v) VALUES (?, ?)'",
+            "SET @z = 0, @w = 'w'",
+            "EXECUTE s USING @z, @w",
+            "SELECT * FROM t ORDER BY id",
+            "SET sql_mode = DEFAULT",
+        ],
+    ),
+    (
+        "warnings of the last statement",
+        [
+            "INSERT INTO t (id, v) VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')",
+            "SELECT CAST(CONCAT('x', id - id) AS UNSIGNED) AS n FROM t WHERE id = 2",
+            "SHOW WARNINGS",
+            "SELECT v FROM t WHERE id = 1",
+            "SHOW WARNINGS",
+            "SELECT @@warning_count",
+            "SHOW COUNT(*) WARNINGS",
+            "SELECT CAST(CONCAT('x', id - id) AS UNSIGNED) AS n FROM t WHERE id IN (1, 2) ORDER BY id",
+            "SHOW WARNINGS",
+            "SHOW WARNINGS LIMIT 1",
+            "SHOW WARNINGS LIMIT 1, 5",
+            "SELECT @@warning_count",
+            "SELECT @@session.warning_count",
+            "SHOW COUNT(*) WARNINGS",
+            "SELECT 1",
+            "SHOW WARNINGS",
+            "SELECT nope FROM t WHERE id = 1",
+            "SHOW WARNINGS",
+            "SHOW ERRORS",
+            "SELECT @@error_count",
+            "SHOW COUNT(*) ERRORS",
+            "UPDATE t SET v = 'e' WHERE id = 3",
+            "SHOW WARNINGS",
+            "SELECT @@warning_count",
+            "INSERT IGNORE INTO t (id, v) VALUES (4, 'q'), (3, 'r')",
+            "SHOW WARNINGS",
+            "SELECT v FROM t ORDER BY id",
+        ],
+    ),
+    (
         "found rows of updates",
         [
             "INSERT INTO t (id, v) VALUES (1, 'a'), (2, 'b'), (3, 'a'), (4, 'b')",
@@ -341,6 +400,37 @@ SHARDED_SCRIPTS: list[tuple[str, list[str]]] = [
     ),
 ]
 SHARDED_T = "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(10))"
+
+# u: sharded by id, its unique code without the sharding column (proxy.execution.upsert checks it on every node);
+# a row whose code is on another node than its id's runs row by row
+UPSERT_U = "CREATE TABLE u (id INT AUTO_INCREMENT PRIMARY KEY, code VARCHAR(10) UNIQUE, v INT)"
+UPSERT_SCRIPTS: list[tuple[str, list[str]]] = [
+    (
+        "row by row",
+        [
+            "INSERT INTO u (id, code, v) VALUES (1, 'a', 0), (2, 'b', 0)",
+            "INSERT INTO u (id, code, v) VALUES (4, 'a', 1), (5, 'c', 1) ON DUPLICATE KEY UPDATE v = v + 10",
+            "SELECT LAST_INSERT_ID()",
+            "INSERT INTO u (id, code, v) VALUES (6, 'd', 1), (7, 'b', 1) ON DUPLICATE KEY UPDATE v = v + 10",
+            "SELECT LAST_INSERT_ID()",
+            "REPLACE INTO u (id, code, v) VALUES (9, 'c', 5), (10, 'z', 5)",
+            "INSERT IGNORE INTO u (id, code, v) VALUES (11, 'a', 1), (12, 'y', 1)",
+            "INSERT IGNORE INTO u (id, code, v) VALUES (14, 'w', 1), (13, 'a', 1)",
+            "SELECT LAST_INSERT_ID()",
+            "SELECT * FROM u ORDER BY id",
+        ],
+    ),
+    (
+        "batched",
+        [
+            "INSERT INTO u (id, code, v) VALUES (1, 'a', 0), (2, 'b', 0)",
+            "INSERT INTO u (id, code, v) VALUES (3, 'a', 1), (6, 'c', 1) ON DUPLICATE KEY UPDATE v = v + 10",
+            "SELECT LAST_INSERT_ID()",
+            "INSERT IGNORE INTO u (id, code, v) VALUES (8, 'e', 1), (5, 'a', 1)",
+            "SELECT * FROM u ORDER BY id",
+        ],
+    ),
+]
 
 # multi-statement queries (CLIENT_MULTI_STATEMENTS): every result of the query compared
 MULTI: list[tuple[str, str]] = [
@@ -495,6 +585,27 @@ def test_multi_node_writes_as_one_server(
         _reset(single_proxy, mariadb, SHARDED)
 
 
+@pytest.mark.parametrize(("name", "script"), UPSERT_SCRIPTS, ids=[s[0] for s in UPSERT_SCRIPTS])
+def test_upserts_checked_on_every_node_as_one_server(
+    single_proxy: RunningProxy, mariadb: MariaDBServer, name: str, script: list[str]
+) -> None:
+    """An upsert whose unique key lacks the sharding column, batched or row by row: its OK (last insert id above all)
+    and LAST_INSERT_ID() as one server's."""
+    for statement in ("DROP TABLE IF EXISTS u", UPSERT_U):
+        mariadb.execute(statement, SHARDED)
+        with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
+            cur.execute(statement)
+    proxied, direct = _pair(single_proxy, mariadb, 0, SHARDED)
+    try:
+        _compare(proxied, direct, script)
+    finally:
+        proxied.close()
+        direct.close()
+        mariadb.execute("DROP TABLE IF EXISTS u", SHARDED)
+        with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS u")
+
+
 KEYED = (  # (table, statement, rows it writes): the ids come from the kernel's key generator or the nodes
     ("k", "INSERT INTO k (u, v) VALUES (1, 'a')", 1),
     ("k", "INSERT INTO k (u, v) VALUES (1, 'a'), (2, 'b'), (3, 'c')", 3),
@@ -536,3 +647,106 @@ def test_generated_ids_are_the_first_rows(
         client.close()
         with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+AUTO_ZERO = (  # (table, statement, its values, rows written or None: refused): NULL or 0 in the AUTO_INCREMENT id
+    ("a", "INSERT INTO a (id, v) VALUES (%s, 'x')", (None,), 1),
+    ("a", "INSERT INTO a (id, v) VALUES (%s, 'x')", (0,), 1),
+    ("a", "INSERT INTO a (id, v) VALUES (%s, 'x'), (%s, 'y'), (%s, 'z')", (0, None, 7), 3),
+    ("a", "INSERT INTO a (id, v) VALUES (%s, 'x'), (%s, 'y')", (8, 0), 2),
+    ("a", "INSERT INTO a SET id = %s, v = 'x'", (0,), 1),
+    ("a", "INSERT INTO a VALUES (%s, 'x'), (%s, 'y')", (None, 0), 2),
+    ("t", "INSERT INTO t (id, v) VALUES (%s, 'x')", (None,), None),
+    ("t", "INSERT INTO t (id, v) VALUES (%s, 'x')", (0,), None),
+    ("t", "INSERT INTO t (id, v) VALUES (%s, 'x'), (%s, 'y')", (4, 0), None),
+)
+
+
+@pytest.mark.parametrize("prepared", (False, True), ids=("text", "prepared"))
+@pytest.mark.parametrize(("table", "sql", "values", "rows"), AUTO_ZERO, ids=[f"{a[0]}-{a[2]}" for a in AUTO_ZERO])
+def test_null_or_zero_auto_increment_ids_are_routed_by_the_stored_id(
+    single_proxy: RunningProxy,
+    mariadb: MariaDBServer,
+    table: str,
+    sql: str,
+    values: tuple[Any, ...],
+    rows: int | None,
+    prepared: bool,
+) -> None:
+    """NULL or 0 given to an AUTO_INCREMENT sharding column is stored as a generated id, not routed by the value:
+    with a key generator (a) the proxy generates it, every row lies on the node its id routes to, and the OK's id
+    and LAST_INSERT_ID() are the first generated one; without one (t) the statement is refused with 1235."""
+    import mysql.connector
+
+    with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {table}")
+        cur.execute(f"CREATE TABLE {table} (id BIGINT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(10))")
+    client = mysql.connector.connect(
+        host=single_proxy.host,
+        port=single_proxy.port,
+        user="root",
+        password="root",
+        database=SHARDED,
+        autocommit=True,
+    )
+    try:
+        cur = client.cursor(prepared=prepared)
+        if rows is None:
+            with pytest.raises(mysql.connector.Error) as info:
+                cur.execute(sql, values)
+            assert info.value.errno == 1235 and f"{table}.id" in str(info.value), info.value
+            assert all(not mariadb.execute(f"SELECT id FROM {table}", db) for db in SHARDED_PHYSICAL)
+            return
+        cur.execute(sql, values)
+        reported = cur.lastrowid
+        cur.execute("SELECT LAST_INSERT_ID()")
+        (session_value,) = cur.fetchall()[0]
+        placed = [
+            (int(r[0]), n)
+            for n, db in enumerate(SHARDED_PHYSICAL)
+            for r in mariadb.execute(f"SELECT id FROM {table}", db)
+        ]
+        assert len(placed) == rows and all(id_ % 2 == node for id_, node in placed), placed
+        generated = sorted(id_ for id_, _ in placed if id_ not in values)
+        assert len(generated) == sum(1 for v in values if not v) and (reported, session_value) == (generated[0],) * 2
+    finally:
+        client.close()
+        with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+# after a statement the proxy refuses: the refusal is the session's one diagnostic, until a statement with tables
+REFUSED_DIAGNOSTICS = [
+    ("INSERT INTO t (id, v) VALUES (0, 'x')", None),
+    ("SHOW WARNINGS", [("Error", 1235, "?")]),
+    ("SHOW ERRORS", [("Error", 1235, "?")]),
+    ("SELECT @@warning_count", [(1,)]),
+    ("SHOW COUNT(*) ERRORS", [(1,)]),
+    ("SELECT 1", [(1,)]),
+    ("SHOW WARNINGS LIMIT 1", [("Error", 1235, "?")]),
+    ("SELECT v FROM t WHERE id = 1", []),
+    ("SHOW WARNINGS", []),
+    ("SELECT @@error_count", [(0,)]),
+]
+
+
+def test_a_refusal_is_shown_as_an_error(single_proxy: RunningProxy, mariadb: MariaDBServer) -> None:
+    """SHOW WARNINGS after an error the proxy answered itself lists it with level 'Error', as MariaDB lists its
+    own errors (the statement ran nowhere: no node holds it)."""
+    _reset(single_proxy, mariadb, SHARDED, SHARDED_T)
+    conn = single_proxy.connect(SHARDED)
+    try:
+        message = ""
+        for sql, expected in REFUSED_DIAGNOSTICS:
+            with conn.cursor() as cur:
+                if expected is None:
+                    with pytest.raises(pymysql.MySQLError) as info:
+                        cur.execute(sql)
+                    message = info.value.args[1]
+                    continue
+                cur.execute(sql)
+                rows = [tuple(message if v == "?" else v for v in row) for row in expected]
+                assert list(cur.fetchall()) == rows, sql
+    finally:
+        conn.close()
+        _reset(single_proxy, mariadb, SHARDED)

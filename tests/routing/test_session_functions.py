@@ -112,6 +112,15 @@ def test_has_call_answers_as_the_call_pattern() -> None:
     ("in 'cast(7 as unsigned) - cast(4 as unsigned)'", "SELECT CONNECTION_ID() - LAST_INSERT_ID()", {"connection_id": "7", "last_insert_id": "4"}, "in 'connection_id() - last_insert_id()'"),
     ("in 'cast(4 as unsigned) - cast(4 as unsigned)'", "SELECT CONNECTION_ID() - LAST_INSERT_ID()", {"connection_id": "4", "last_insert_id": "4"}, "in 'cast(4 as unsigned) - cast(4 as unsigned)'"),  # which is which: unknown
     ("in 'cast(4 as unsigned) - 5'", "SELECT CAST(4 AS UNSIGNED) - 5", {"last_insert_id": "4"}, "in 'cast(4 as unsigned) - 5'"),  # no call: the user's own
+    ("in 'cast(octet_length('kt') as unsigned) - 100'", "SELECT CAST(LENGTH(DATABASE()) AS UNSIGNED) - 100", {"database": "'kt'"}, "in 'cast(octet_length(database()) as unsigned) - 100'"),
+    ("in 'cast(octet_length('kt') as unsigned) - 100'", "SELECT CAST(LENGTH(SCHEMA()) AS UNSIGNED) - 100", {"schema": "'kt'"}, "in 'cast(octet_length(database()) as unsigned) - 100'"),
+    ("in 'octet_length('r@h') - octet_length('r@%')'", "SELECT LENGTH(SESSION_USER()) - LENGTH(CURRENT_USER())", {"session_user": "'r@h'", "current_user": "'r@%'"}, "in 'octet_length(user()) - octet_length(current_user())'"),
+    ("in 'octet_length('a\\'b\\\\c')'", "SELECT LENGTH(SYSTEM_USER())", {"system_user": "'a''b\\\\c'"}, "in 'octet_length(user())'"),  # printed with backslashes
+    ("in 'cast(0 as unsigned) - 100'", "SELECT CAST(ROW_COUNT() AS UNSIGNED) - 100", {"row_count": "0"}, "in 'cast(row_count() as unsigned) - 100'"),
+    ("in 'cast(3 as unsigned) - 100'", "SELECT CAST(FOUND_ROWS() AS UNSIGNED) - 100", {"found_rows": "3"}, "in 'cast(found_rows() as unsigned) - 100'"),
+    ("in 'cast(3 as unsigned) - 3'", "SELECT CAST(FOUND_ROWS() AS UNSIGNED) - 3", {"found_rows": "3"}, "in 'cast(3 as unsigned) - 3'"),  # the user's 3 too: unknown
+    ("in 'octet_length('kt') - octet_length('kt')'", "SELECT LENGTH(DATABASE()) - LENGTH('kt')", {"database": "'kt'"}, "in 'octet_length('kt') - octet_length('kt')'"),  # the user's own 'kt'
+    ("in 'octet_length('r') - octet_length('r')'", "SELECT LENGTH(USER()) - LENGTH(CURRENT_USER())", {"user": "'r'", "current_user": "'r'"}, "in 'octet_length('r') - octet_length('r')'"),  # which is which: unknown
 ])
 def test_printed_back(message: str, sql: str, values: dict[str, str], expected: str) -> None:
     assert printed_back(message, sql, values) == expected
