@@ -107,10 +107,20 @@ def test_the_page_shows_what_the_sql_statements_show(
         ):
             cur.execute(sql)
     foreign.close()
-    thread = threading.Thread(target=lambda: sleeper.cursor().execute("SELECT SLEEP(4)"))
+    # long enough for a loaded machine; killed once the page has been compared (a fixed 4 s ran out under load)
+    def sleep() -> None:
+        with contextlib.suppress(Exception):  # (KILL QUERY ends it)
+            sleeper.cursor().execute("SELECT SLEEP(60)")
+
+    thread = threading.Thread(target=sleep)
     try:
         thread.start()
-        time.sleep(0.5)  # the SLEEP runs
+        with admin.cursor() as cur:
+            for _ in range(200):  # until the SLEEP runs
+                cur.execute("SHOW PROCESSLIST")
+                if any(r[0] == sleeper.thread_id() and r[4] == "Query" for r in cur.fetchall()):
+                    break
+                time.sleep(0.05)
         browser.get(f"http://{host}:{port}/status")
         WebDriverWait(browser, 10).until(ec.presence_of_element_located((By.CSS_SELECTOR, "main#main section")))
         with admin.cursor() as cur:
@@ -146,7 +156,7 @@ def test_the_page_shows_what_the_sql_statements_show(
             assert browser.find_element(By.ID, "session-count").text == str(len(processes))
             running = [i for i, p in processes.items() if p[4] == "Query" and i != admin.thread_id()]
             assert browser.find_element(By.ID, "running-count").text == str(len(running)) == "1"
-            assert "SLEEP(4)" in sessions[running[0]]["info"] and sessions[running[0]]["command"] == "Query"
+            assert "SLEEP(60)" in sessions[running[0]]["info"] and sessions[running[0]]["command"] == "Query"
             cur.execute("SHOW TRANSACTION IN DOUBT")
             in_doubt = cur.fetchall()
             xa_rows = [_cells(r) for r in browser.find_elements(By.CSS_SELECTOR, "tr[data-xa]")]
@@ -157,6 +167,8 @@ def test_the_page_shows_what_the_sql_statements_show(
             assert browser.find_elements(By.CSS_SELECTOR, '[data-empty="migration"]')
             assert browser.find_elements(By.CSS_SELECTOR, '[data-empty="digest"]')
         # it refreshes itself: the SLEEP ends, the next refresh shows nothing running
+        with admin.cursor() as cur:
+            cur.execute(f"KILL QUERY {sleeper.thread_id()}")
         thread.join(10)
         WebDriverWait(browser, 15).until(lambda d: d.find_element(By.ID, "running-count").text == "0")
         assert _console_errors(browser) == []
