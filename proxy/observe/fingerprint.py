@@ -111,9 +111,15 @@ def fingerprint(sql: str) -> str:
 
 def cached(sql: str) -> str:
     """`fingerprint`, remembered by text, and for a text that ends in a number token by the text before it."""
+    return cached_head(sql)[0]
+
+
+def cached_head(sql: str) -> tuple[str, str | None]:
+    """`cached`, and the text before the trailing number when the fingerprint was found by it (None otherwise):
+    any text that is that head followed by digits has the same fingerprint."""
     fp = _by_text.get(sql)
     if fp is not None:
-        return fp
+        return fp, None
     head = sql.rstrip(_DIGITS)
     # (an unterminated quoted name keeps its digits: such a text is looked up whole)
     if len(head) != len(sql) and head and head[-1] not in _IDENT_END and "`" not in head:
@@ -121,10 +127,10 @@ def cached(sql: str) -> str:
         if fp is None:
             fp = fingerprint(sql)
             _remember(_by_head, head, fp)
-        return fp
+        return fp, head
     fp = fingerprint(sql)
     _remember(_by_text, sql, fp)
-    return fp
+    return fp, None
 
 
 def _remember(cache: dict[str, str], key: str, fp: str) -> None:
@@ -133,4 +139,4 @@ def _remember(cache: dict[str, str], key: str, fp: str) -> None:
     cache[key] = fp
 
 
-__all__ = ["CACHE_SIZE", "MAX_TEXT", "cached", "fingerprint"]
+__all__ = ["CACHE_SIZE", "MAX_TEXT", "cached", "cached_head", "fingerprint"]

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from proxy.observe.audit import redact
-from proxy.observe.fingerprint import cached
+from proxy.observe.fingerprint import cached_head
 
 log = structlog.get_logger("shardproxy.slow")
 
@@ -35,17 +35,26 @@ def statement_ended(session: Any, sql: str, seconds: float, now: float) -> None:
     if digests.max_entries:
         db = session.database
         user = session.user
-        last = session.last_digest  # a prepared statement's text is the same string at each execute
-        if last is not None and last[0] is sql and last[1] is db and last[2] is user and last[3] == digests.generation:
-            last[4].add(route, seconds, errno, session.rows_sent, now)
+        # the session's last digest again: a prepared statement's text is the same string at each execute, and a
+        # text statement repeated with another trailing number (`... WHERE id = 7`) has the same head
+        last = session.last_digest
+        if last is not None and last[2] is db and last[3] is user and last[4] == digests.generation and (
+            last[0] is sql or (last[1] is not None and sql.startswith(last[1]) and _number(sql[len(last[1]):]))
+        ):
+            last[5].add(route, seconds, errno, session.rows_sent, now)
         else:
-            d = digests.record(
-                cached(sql), db.name if db is not None else "", user, route, seconds, errno, session.rows_sent, now
-            )
-            session.last_digest = (sql, db, user, digests.generation, d)
+            fp, head = cached_head(sql)
+            d = digests.record(fp, db.name if db is not None else "", user, route, seconds, errno, session.rows_sent,
+                               now)
+            session.last_digest = (sql, head, db, user, digests.generation, d)
     threshold = server.slow_query_ms
     if threshold and seconds * 1000 >= threshold:
         slow_query(session, sql, seconds, route, errno)
+
+
+def _number(text: str) -> bool:
+    """ASCII digits only (what `cached_head` strips), at least one."""
+    return text.isdigit() and text.isascii()
 
 
 def slow_query(session: Any, sql: str, seconds: float, route: str, errno: int) -> None:

@@ -134,3 +134,23 @@ def test_audit_lines(tmp_path: Path) -> None:
     ]
     assert "topsecret" not in path.read_text()
     assert not AuditLog(None).enabled
+
+
+def test_a_sessions_repeated_statement_shape_is_counted_on_its_last_digest() -> None:
+    """The session's shortcut (same text, or the same head before a trailing number) counts on the digest the full
+    lookup would find, and only then."""
+    from types import SimpleNamespace
+
+    from proxy.observe.digests import DigestStore
+    from proxy.observe.statement import statement_ended
+
+    store = DigestStore(100)
+    db = SimpleNamespace(name="d")
+    session = SimpleNamespace(server=SimpleNamespace(digests=store, slow_query_ms=0), route="single", last_errno=0,
+                              database=db, user="u", last_digest=None, rows_sent=1)
+    for sql in ("SELECT c FROM t WHERE id = 7", "SELECT c FROM t WHERE id = 8", "SELECT c FROM t WHERE id = 123",
+                "SELECT c FROM t WHERE id = 7x", "SELECT c FROM t WHERE id = 7\u00b2"):
+        statement_ended(session, sql, 0.001, 1.0)
+    counts = {d.text: d.count for d in store.entries.values()}
+    assert counts["select c from t where id = ?"] == 3
+    assert sum(counts.values()) == 5 and len(counts) == 3, counts
