@@ -396,8 +396,8 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
       write (`fastlocal.join_frame`); and a BEGIN that starts nothing yet (`fastlocal.local_begin`), a COMMIT or
       ROLLBACK of a LOCAL transaction (proxy.execution.fastcommit), as text or executed prepared statements."""
     db = session.database
-    if db is None or session.server.statement_timeout > 0:
-        return None
+    if db is None or session.server.statement_timeout > 0 or db.config.encrypt is not None:
+        return None  # (an !ENCRYPT rule: the session's coroutine rewrites its statements, proxy.execution.encrypted)
     source = db.pass_through_source
     if source is None:
         return _sharded(session, db, packet)

@@ -1,0 +1,733 @@
+"""A statement over encrypted columns, rewritten to the physical columns that hold them (ShardingSphere's encrypt
+rewrite), before the sharding kernel routes it.
+
+What the application writes in terms of a logical column becomes, in the text sent on:
+
+* INSERT column lists and VALUES, UPDATE SET, ON DUPLICATE KEY UPDATE: the cipher, assisted query and LIKE query
+  columns, each with the value encrypted by its encryptor (a ``?`` becomes one ``?`` per column, its parameter
+  encrypted once per column);
+* WHERE / ON / HAVING ``col = v``, ``<>``, ``IN (...)``, ``IS [NOT] NULL``: the assisted query column (else the
+  cipher column, when its encryptor is deterministic) against the encrypted values; ``LIKE``: the LIKE query column
+  against the pattern encrypted by the LIKE encryptor; ``a.col = b.col`` between two encrypted columns of one
+  encryptor: both query columns;
+* the select list: the cipher column under the logical name (``cipher AS col``, an alias kept), ``*`` and ``t.*``
+  expanded to the table's logical columns (assisted and LIKE columns hidden), with which result column is
+  decrypted by which encryptor (``Encrypted.decrypt``), the proxy decrypting them in the answer.
+
+What cannot be answered right over ciphertext (ORDER BY, GROUP BY, a range, a function of an encrypted column, one in
+a derived table's select list, INSERT ... SELECT into one) is refused with 1235 naming the column, as ShardingSphere
+refuses it. The text is spliced (the user's text kept elsewhere, byte for byte); sqlglot's tree only says where.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from routing.encrypt.algorithms import Encryptor
+from routing.encrypt.rule import EncryptColumn, EncryptRule, EncryptTable
+from routing.errors import RoutingError
+from routing.parse import (
+    ANSI_QUOTES,
+    NO_BACKSLASH_ESCAPES,
+    Token,
+    ansi_backquoted,
+    literal_value,
+    node_span,
+    parse_statement,
+    reading,
+    scan_shape,
+    tokenize,
+)
+
+__all__ = ["Encrypted", "MissingColumns", "rewrite_encrypted", "touches_encrypted"]
+
+ColumnsOf = Callable[[str], Sequence[str] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Encrypted:
+    """The rewritten statement, its parameters (None when it had none) and, for a result set, the encryptor that
+    decrypts each result column (None: shown as it comes); ``decrypt`` is None when no column is decrypted."""
+
+    sql: str
+    params: list[Any] | None
+    decrypt: tuple[Encryptor | None, ...] | None
+
+
+class MissingColumns(Exception):
+    """``SELECT *`` over a table whose columns the caller must look up first (``columns_of`` did not know)."""
+
+    def __init__(self, table: str) -> None:
+        super().__init__(table)
+        self.table = table
+
+
+def _refuse(column: EncryptColumn, where: str, what: str = "") -> RoutingError:
+    advice = what or "compare it with = or IN, match it with LIKE, or select it as it is"
+    return RoutingError(
+        f"encrypted column {column.table}.{column.name} cannot be used in {where}: its physical columns hold "
+        f"ciphertext, so the answer would be wrong; {advice}"
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _names_re(rule: EncryptRule) -> re.Pattern[str]:
+    names = sorted((re.escape(t) for t in rule.tables), key=len, reverse=True)
+    return re.compile(r"(?<![\w$])(?:" + "|".join(names) + r")(?![\w$])", re.I)
+
+
+def touches_encrypted(sql: str, rule: EncryptRule) -> bool:
+    """Whether the text names an encrypted table at all (one regex, no parsing: most statements do not)."""
+    return bool(rule.tables) and _names_re(rule).search(sql) is not None
+
+
+# --- scopes ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    alias: str  # lower case: the alias, else the table name
+    table: str  # the table's name as written (empty for a derived table)
+    qualifier: str  # what the expanded columns are qualified with, as written
+    encrypted: EncryptTable | None
+    derived: bool
+
+
+def _sources(scope: exp.Expression, rule: EncryptRule) -> list[_Source]:
+    """The tables of one SELECT / UPDATE / DELETE / INSERT, in FROM order (not those of nested queries)."""
+    nodes: list[exp.Expression] = []
+    if isinstance(scope, exp.Select):
+        frm = scope.args.get("from") or scope.args.get("from_")
+        if frm is not None:
+            nodes.append(frm.this)
+            nodes.extend(frm.expressions or [])
+    elif isinstance(scope, exp.Update | exp.Delete):
+        if scope.this is not None:
+            nodes.append(scope.this)
+        frm = scope.args.get("from") or scope.args.get("from_")
+        if frm is not None:
+            nodes.append(frm.this)
+        nodes.extend(scope.args.get("using") or [])
+        nodes.extend(scope.args.get("tables") or [])
+    elif isinstance(scope, exp.Insert):
+        target = scope.this.this if isinstance(scope.this, exp.Schema) else scope.this
+        if target is not None:
+            nodes.append(target)
+    for join in scope.args.get("joins") or []:
+        nodes.append(join.this)
+    out: list[_Source] = []
+    for node in nodes:
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
+            alias = node.alias
+            out.append(
+                _Source((alias or node.name).lower(), node.name, alias or node.name, rule.table(node.name), False)
+            )
+        elif isinstance(node, exp.Subquery | exp.Table):
+            alias = node.alias
+            out.append(_Source(alias.lower(), "", alias, None, True))
+    return out
+
+
+_SCOPES = (exp.Select, exp.Update, exp.Delete, exp.Insert)
+
+
+def _scope_of(node: exp.Expression) -> exp.Expression | None:
+    parent = node.parent
+    while parent is not None and not isinstance(parent, _SCOPES):
+        parent = parent.parent
+    return parent
+
+
+class _Resolver:
+    def __init__(self, rule: EncryptRule) -> None:
+        self.rule = rule
+        self._cache: dict[int, list[_Source]] = {}
+
+    def sources(self, scope: exp.Expression) -> list[_Source]:
+        key = id(scope)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = _sources(scope, self.rule)
+        return found
+
+    def resolve(self, column: exp.Column) -> tuple[_Source, EncryptColumn] | None:
+        """The encrypted column a column reference names, None for any other column."""
+        name = column.name.lower()
+        qualifier = column.table.lower()
+        scope = _scope_of(column)
+        first = True
+        while scope is not None:
+            sources = self.sources(scope)
+            if qualifier:
+                for src in sources:
+                    if src.alias == qualifier or src.table.lower() == qualifier:
+                        col = src.encrypted.columns.get(name) if src.encrypted else None
+                        return (src, col) if col is not None else None
+            else:
+                hits = [(s, s.encrypted.columns[name]) for s in sources if s.encrypted and name in s.encrypted.columns]
+                if hits:
+                    if not first:
+                        raise _refuse(
+                            hits[0][1],
+                            "a subquery without its table's name",
+                            f"qualify it ({hits[0][0].qualifier}.{hits[0][1].name})",
+                        )
+                    return hits[0]
+                if first and sources:
+                    first = False
+            scope = _scope_of(scope)
+        return None
+
+
+# --- values ----------------------------------------------------------------------------------------------------
+
+
+class _Text:
+    """The statement's text, its parameters and the edits made to it."""
+
+    def __init__(self, sql: str, params: Sequence[Any] | None, param_starts: dict[int, int], mode: int) -> None:
+        self.sql = sql
+        self.params = params
+        self.param_starts = param_starts  # text offset of a `?` -> its parameter's index
+        self.edits: list[tuple[int, int, str]] = []
+        self.param_values: dict[int, list[Any]] = {}
+        self.backslashes = not mode & NO_BACKSLASH_ESCAPES
+        self._tokens: list[Token] | None = None
+
+    @property
+    def tokens(self) -> list[Token]:
+        if self._tokens is None:
+            self._tokens = tokenize(self.sql)
+        return self._tokens
+
+    def edit(self, start: int, end: int, text: str) -> None:
+        self.edits.append((start, end, text))
+
+    def quote(self, value: str | None) -> str:
+        if value is None:
+            return "NULL"
+        if self.backslashes:
+            value = value.replace("\\", "\\\\")
+        return "'" + value.replace("'", "''") + "'"
+
+    def value(self, node: exp.Expression) -> tuple[str, int, int, Any, int | None] | None:
+        """A value the proxy can encrypt: (kind, start, end, plaintext, parameter index); kind "null", "literal" or
+        "param". None for anything else (an expression, a column, a function)."""
+        if isinstance(node, exp.Null):
+            return "null", -1, -1, None, None
+        negative = False
+        if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+            node, negative = node.this, True
+        if not isinstance(node, exp.Literal):
+            return None
+        span = node_span(node)
+        if span is None:
+            return None
+        start, end = span
+        if start in self.param_starts:
+            index = self.param_starts[start]
+            if self.params is None:  # described, not run: the `?` stays (one per column)
+                return "param", start, end, None, index
+            if index >= len(self.params):
+                raise RoutingError("an encrypted column's parameter has no value", errno=1210, sqlstate="HY000")
+            return "param", start, end, self.params[index], index
+        raw = self.sql[start:end]
+        if node.is_string:
+            plain: Any = literal_value(raw, "s")
+        else:
+            plain = ("-" if negative else "") + raw
+            if negative:  # the minus sign is part of the value
+                minus = self.sql.rfind("-", 0, start)
+                start = minus if minus >= 0 and not self.sql[minus + 1 : start].strip() else start
+        return "literal", start, end, plain, None
+
+    def put(self, value: tuple[str, int, int, Any, int | None], encrypted: Sequence[str | None]) -> str:
+        """The text that replaces ``value`` by its encrypted forms, joined by commas (parameters queued)."""
+        kind, _start, _end, _plain, index = value
+        if kind == "param":
+            assert index is not None
+            if self.params is None:
+                return ", ".join("?" for _ in encrypted)
+            self.param_values.setdefault(index, []).extend(encrypted)
+            return ", ".join("?" for _ in encrypted)
+        return ", ".join(self.quote(v) for v in encrypted)
+
+    def result(self) -> tuple[str, list[Any] | None]:
+        out: list[str] = []
+        pos = 0
+        for start, end, text in sorted(self.edits, key=lambda e: (e[0], e[1])):
+            if start < pos:
+                raise RoutingError("encrypt rewrite: overlapping edits (report this statement)")
+            out.append(self.sql[pos:start])
+            out.append(text)
+            pos = end
+        out.append(self.sql[pos:])
+        params = None
+        if self.params is not None:
+            params = []
+            for i, v in enumerate(self.params):
+                params.extend(self.param_values.get(i, [v]))
+        return "".join(out), params
+
+
+def _name(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z_][\w$]*", name) else "`" + name.replace("`", "``") + "`"
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _ident_span(column: exp.Column) -> tuple[int, int]:
+    span = node_span(column.this) if isinstance(column.this, exp.Identifier) else None
+    if span is None:
+        raise RoutingError(f"encrypt rewrite: cannot place column {column.sql()}")
+    return span
+
+
+# --- the rewrite -----------------------------------------------------------------------------------------------
+
+
+def rewrite_encrypted(
+    sql: str,
+    rule: EncryptRule,
+    *,
+    params: Sequence[Any] | None = None,
+    columns_of: ColumnsOf | None = None,
+    mode: int = 0,
+) -> Encrypted | None:
+    """``sql`` rewritten over the physical columns; None when it names no encrypted table (sent as it is).
+    Raises RoutingError (1235) for what cannot be rewritten, MissingColumns for a ``*`` whose table's columns
+    ``columns_of`` did not know."""
+    if not touches_encrypted(sql, rule):
+        return None
+    text = ansi_backquoted(sql, mode) if mode & ANSI_QUOTES else sql
+    with reading(mode):
+        shape = scan_shape(text)
+        tree = parse_statement(shape)
+        if tree is None:
+            raise RoutingError(
+                "a statement on an encrypted table that shardproxy cannot read: it cannot tell which values to "
+                "encrypt; write it in plain SELECT / INSERT / UPDATE / DELETE"
+            )
+        starts = {s: i for i, (s, _e, _k) in enumerate(sp for sp in shape.spans if sp[2] == "p")}
+        state = _Text(text, params, starts, mode)
+        rewriter = _Rewriter(rule, state, columns_of)
+        decrypt = rewriter.run(tree)
+        if not state.edits:
+            return (
+                Encrypted(sql, list(params) if params is not None else None, None)
+                if decrypt is None
+                else Encrypted(sql, list(params) if params is not None else None, decrypt)
+            )
+        out, new_params = state.result()
+    return Encrypted(out, new_params, decrypt)
+
+
+def _effective(plan: tuple[Encryptor | None, ...]) -> tuple[Encryptor | None, ...]:
+    return plan if any(p is not None for p in plan) else ()
+
+
+_RANGE = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)
+
+
+def _context(column: exp.Column) -> str:
+    node: exp.Expression = column
+    parent = column.parent
+    while parent is not None:
+        if isinstance(parent, exp.Ordered | exp.Order):
+            return "ORDER BY"
+        if isinstance(parent, exp.Group):
+            return "GROUP BY"
+        if isinstance(parent, _RANGE):
+            return "a range condition"
+        if isinstance(parent, exp.Func):
+            return f"the function {parent.sql_name() if not isinstance(parent, exp.Anonymous) else parent.name}()"
+        if isinstance(parent, exp.Binary):
+            return f"the expression {parent.sql(dialect='mysql')}"
+        if isinstance(parent, _SCOPES | exp.Where | exp.Having | exp.Join):
+            break
+        node, parent = parent, parent.parent
+    del node
+    return "this place"
+
+
+class _Rewriter:
+    def __init__(self, rule: EncryptRule, text: _Text, columns_of: ColumnsOf | None) -> None:
+        self.rule = rule
+        self.text = text
+        self.columns_of = columns_of
+        self.resolver = _Resolver(rule)
+        self.done: set[int] = set()  # ids of column nodes already rewritten
+
+    def run(self, tree: exp.Expression) -> tuple[Encryptor | None, ...] | None:
+        decrypt: tuple[Encryptor | None, ...] | None = None
+        if isinstance(tree, exp.Insert):
+            self._insert(tree)
+        elif isinstance(tree, exp.Update):
+            self._assignments(tree.expressions, tree)
+        if isinstance(tree, exp.Select | exp.Union):
+            decrypt = self._top(tree)
+        self._conditions(tree)
+        return decrypt if decrypt is not None and any(d is not None for d in decrypt) else None
+
+    # -- select lists --
+
+    def _top(self, node: exp.Expression) -> tuple[Encryptor | None, ...]:
+        if isinstance(node, exp.Union):
+            left, right = _effective(self._top(node.left)), _effective(self._top(node.right))
+            if left != right:
+                raise RoutingError(
+                    "a UNION whose parts select encrypted columns at different places (or by different encryptors): "
+                    "the proxy could not tell which values to decrypt; select them at the same place in every part"
+                )
+            self._order(node, left)
+            return left
+        if isinstance(node, exp.Subquery):
+            return self._top(node.this)
+        if not isinstance(node, exp.Select):
+            return ()
+        out = self._projection(node)
+        self._order(node, out)
+        return out
+
+    def _projection(self, select: exp.Select) -> tuple[Encryptor | None, ...]:
+        items = select.expressions
+        plan: list[Encryptor | list[Encryptor | None] | None] = []
+        stars: list[tuple[exp.Expression, list[_Source]]] = []
+        for item in items:
+            target = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
+                sources = self.resolver.sources(select)
+                if isinstance(target, exp.Column):
+                    sources = [
+                        s for s in sources if s.alias == target.table.lower() or s.table.lower() == target.table.lower()
+                    ]
+                stars.append((target, sources))
+                plan.append([])  # filled below
+                continue
+            if isinstance(target, exp.Column):
+                hit = self.resolver.resolve(target)
+                if hit is not None:
+                    _src, col = hit
+                    start, end = _ident_span(target)
+                    suffix = "" if isinstance(item, exp.Alias) else f" AS {_name(col.name)}"
+                    self.text.edit(start, end, _name(col.cipher) + suffix)
+                    self.done.add(id(target))
+                    plan.append(col.cipher_encryptor)
+                    continue
+            plan.append(None)
+        if stars:
+            plain = not any(p is not None and not isinstance(p, list) for p in plan)
+            if plain and not any(s.encrypted is not None for _t, srcs in stars for s in srcs):
+                return ()  # nothing to decrypt: the stars stay as written
+            slots = [i for i, p in enumerate(plan) if isinstance(p, list)]
+            for slot, (target, sources) in zip(slots, stars, strict=True):
+                plan[slot] = self._expand(target, sources)
+        flat: list[Encryptor | None] = []
+        for p in plan:
+            if isinstance(p, list):
+                flat.extend(p)
+            else:
+                flat.append(p)
+        return tuple(flat)
+
+    def _expand(self, star: exp.Expression, sources: list[_Source]) -> list[Encryptor | None]:
+        parts: list[str] = []
+        plan: list[Encryptor | None] = []
+        for src in sources:
+            if src.derived:
+                raise RoutingError(
+                    f"SELECT * over the derived table {src.qualifier} together with encrypted columns: the proxy "
+                    "cannot tell which of its columns to decrypt; name the columns"
+                )
+            names = self.columns_of(src.table) if self.columns_of is not None else None
+            if names is None:
+                raise MissingColumns(src.table)
+            q = src.qualifier if re.fullmatch(r"[A-Za-z_][\w$]*", src.qualifier) else _quoted(src.qualifier)
+            for name in names:
+                low = name.lower()
+                enc = src.encrypted
+                if enc is not None and low in enc.hidden:
+                    continue
+                if enc is not None and low in enc.ciphers:
+                    col = enc.ciphers[low]
+                    parts.append(f"{q}.{_quoted(name)} AS {_quoted(col.name)}")
+                    plan.append(col.cipher_encryptor)
+                else:
+                    parts.append(f"{q}.{_quoted(name)}")
+                    plan.append(None)
+        spans = [s for s in (node_span(n) for n in star.walk() if isinstance(n, exp.Identifier | exp.Star)) if s]
+        if not spans:
+            raise RoutingError("encrypt rewrite: cannot place *")
+        self.text.edit(min(s[0] for s in spans), max(s[1] for s in spans), ", ".join(parts))
+        return plan
+
+    def _order(self, select: exp.Expression, plan: tuple[Encryptor | None, ...]) -> None:
+        """ORDER BY / GROUP BY an alias or position of a decrypted column: refused (it would sort ciphertext)."""
+        aliases: dict[str, int] = {}
+        if isinstance(select, exp.Select):
+            for i, item in enumerate(select.expressions):
+                if isinstance(item, exp.Alias) and i < len(plan) and plan[i] is not None:
+                    aliases[item.alias.lower()] = i
+        for clause in ("order", "group"):
+            node = select.args.get(clause)
+            if node is None:
+                continue
+            for ref in node.expressions:
+                key = ref.this if isinstance(ref, exp.Ordered) else ref
+                index = None
+                if isinstance(key, exp.Column) and not key.table and key.name.lower() in aliases:
+                    index = aliases[key.name.lower()]
+                elif isinstance(key, exp.Literal) and not key.is_string and key.this.isdigit():
+                    index = int(key.this) - 1
+                if index is not None and 0 <= index < len(plan) and plan[index] is not None:
+                    word = "ORDER BY" if clause == "order" else "GROUP BY"
+                    raise RoutingError(
+                        f"{word} {key.sql(dialect='mysql')} names an encrypted column: its physical column holds "
+                        f"ciphertext, so the rows would come in the wrong order; sort in the application"
+                    )
+
+    # -- writes --
+
+    def _insert(self, insert: exp.Insert) -> None:
+        target = insert.this.this if isinstance(insert.this, exp.Schema) else insert.this
+        table = self.rule.table(target.name) if isinstance(target, exp.Table) else None
+        if table is None:
+            return
+        if not isinstance(insert.this, exp.Schema) or not insert.this.expressions:
+            first = next(iter(table.columns.values()))
+            raise _refuse(
+                first,
+                "an INSERT without a column list",
+                f"name the columns (INSERT INTO {table.name} (..., {first.name}, ...) VALUES ...)",
+            )
+        names = insert.this.expressions
+        positions: list[tuple[int, EncryptColumn]] = []
+        for i, ident in enumerate(names):
+            col = table.columns.get(ident.name.lower()) if isinstance(ident, exp.Identifier) else None
+            if col is None:
+                continue
+            span = node_span(ident)
+            if span is None:
+                raise RoutingError(f"encrypt rewrite: cannot place column {ident.sql()}")
+            self.text.edit(span[0], span[1], ", ".join(_name(p) for p in col.physical()))
+            positions.append((i, col))
+        if positions:
+            source = insert.expression
+            if not isinstance(source, exp.Values):
+                raise _refuse(positions[0][1], "INSERT ... SELECT", "insert the values themselves (INSERT ... VALUES)")
+            column_end = node_span(names[-1])
+            assert column_end is not None
+            tuples = self._tuple_spans(column_end[1], len(source.expressions))
+            for row, (tup, spans) in enumerate(zip(source.expressions, tuples, strict=True)):
+                values = tup.expressions if isinstance(tup, exp.Tuple) else [tup]
+                if len(values) != len(spans):
+                    raise RoutingError(f"encrypt rewrite: cannot read row {row + 1} of the VALUES")
+                for i, col in positions:
+                    if i >= len(values):
+                        raise RoutingError(
+                            f"Column count doesn't match value count at row {row + 1}", errno=1136, sqlstate="21S01"
+                        )
+                    value = self.text.value(values[i])
+                    if value is None:
+                        raise _refuse(
+                            col,
+                            f"an INSERT value that is an expression ({values[i].sql(dialect='mysql')})",
+                            "write the value itself",
+                        )
+                    start, end = spans[i]
+                    self.text.edit(start, end, self.text.put(value, col.encrypted_values(value[3])))
+        conflict = insert.args.get("conflict")
+        if conflict is not None:
+            self._assignments(conflict.expressions, insert)
+
+    def _tuple_spans(self, after: int, count: int) -> list[list[tuple[int, int]]]:
+        """The text spans of each value of each VALUES row, read from the tokens after ``after``."""
+        tokens = [t for t in self.text.tokens if t.start >= after]
+        i = 0
+        while i < len(tokens) and tokens[i].upper not in ("VALUES", "VALUE"):
+            i += 1
+        i += 1
+        rows: list[list[tuple[int, int]]] = []
+        while i < len(tokens) and len(rows) < count:
+            if tokens[i].text != "(":
+                raise RoutingError("encrypt rewrite: cannot read the VALUES rows")
+            depth = tokens[i].depth + 1
+            i += 1
+            row: list[tuple[int, int]] = []
+            first: Token | None = None
+            last: Token | None = None
+            while i < len(tokens):
+                tok = tokens[i]
+                if (tok.text == "," and tok.depth == depth) or (tok.text == ")" and tok.depth == depth - 1):
+                    if first is not None and last is not None:
+                        row.append((first.start, last.end))
+                    first = last = None
+                    i += 1
+                    if tok.text == ")":
+                        break
+                    continue
+                if first is None:
+                    first = tok
+                last = tok
+                i += 1
+            rows.append(row)
+            if i < len(tokens) and tokens[i].text == ",":
+                i += 1
+        return rows
+
+    def _value_end(self, after: int) -> int:
+        """The end of the value of an assignment whose ``=`` is the first token after ``after``."""
+        tokens = [t for t in self.text.tokens if t.start >= after]
+        if not tokens or tokens[0].text != "=":
+            raise RoutingError("encrypt rewrite: cannot read an assignment")
+        base = tokens[0].depth
+        end = tokens[0].end
+        for tok in tokens[1:]:
+            if tok.depth < base or (
+                tok.depth == base
+                and (tok.text in (",", ";") or tok.upper in ("WHERE", "ORDER", "LIMIT", "ON", "RETURNING"))
+            ):
+                break
+            end = tok.end
+        return end
+
+    def _assignments(self, assignments: Sequence[exp.Expression], scope: exp.Expression) -> None:
+        for eq in assignments:
+            if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
+                continue
+            hit = self.resolver.resolve(eq.this)
+            if hit is None:
+                continue
+            _src, col = hit
+            start, ident_end = _ident_span(eq.this)
+            qual_span = node_span(eq.this.args["table"]) if eq.this.args.get("table") is not None else None
+            qualifier = self.text.sql[qual_span[0] : start] if qual_span else ""
+            lead = qual_span[0] if qual_span else start
+            end = self._value_end(ident_end)
+            self.done.add(id(eq.this))
+            value_node = eq.expression
+            if (
+                isinstance(value_node, exp.Anonymous)
+                and value_node.name.upper() == "VALUES"
+                and isinstance(scope, exp.Insert)
+            ):
+                parts = [f"{qualifier}{_name(p)} = VALUES({_name(p)})" for p in col.physical()]
+                self.text.edit(lead, end, ", ".join(parts))
+                for n in value_node.walk():
+                    if isinstance(n, exp.Column):
+                        self.done.add(id(n))
+                continue
+            value = self.text.value(value_node)
+            if value is None:
+                raise _refuse(col, f"SET {col.name} = {value_node.sql(dialect='mysql')}", "set it to a value")
+            encrypted = col.encrypted_values(value[3])
+            pieces = []
+            for physical, enc in zip(col.physical(), encrypted, strict=True):
+                pieces.append(f"{qualifier}{_name(physical)} = {self.text.put(value, [enc])}")
+            self.text.edit(lead, end, ", ".join(pieces))
+
+    # -- conditions and every other column --
+
+    def _conditions(self, tree: exp.Expression) -> None:
+        for column in list(tree.find_all(exp.Column)):
+            if id(column) in self.done or isinstance(column.this, exp.Star):
+                continue
+            hit = self.resolver.resolve(column)
+            if hit is None:
+                continue
+            _src, col = hit
+            parent = column.parent
+            if isinstance(parent, exp.Paren):
+                parent = parent.parent
+            if isinstance(column.parent, exp.Select) or (
+                isinstance(column.parent, exp.Alias) and isinstance(column.parent.parent, exp.Select)
+            ):
+                raise _refuse(
+                    col,
+                    "the select list of a subquery or derived table",
+                    "select it in the outermost query, where the proxy decrypts it",
+                )
+            if isinstance(parent, exp.EQ | exp.NEQ | exp.NullSafeEQ) and not isinstance(parent.parent, exp.Update):
+                self._equality(column, col, parent)
+            elif isinstance(parent, exp.In) and parent.this is column:
+                if parent.args.get("query") is not None:
+                    raise _refuse(col, "IN (SELECT ...)", "compare it with values")
+                self._in(column, col, parent)
+            elif isinstance(parent, exp.Like) and parent.this is column:
+                self._like(column, col, parent)
+            elif isinstance(parent, exp.Is) and parent.this is column and isinstance(parent.expression, exp.Null):
+                query = col.equality()
+                name = query[0] if query else col.cipher
+                start, end = _ident_span(column)
+                self.text.edit(start, end, _name(name))
+            else:
+                raise _refuse(col, _context(column))
+
+    def _equality(self, column: exp.Column, col: EncryptColumn, parent: exp.Expression) -> None:
+        other = parent.expression if parent.this is column else parent.this
+        query = col.equality()
+        if query is None:
+            raise _refuse(col, "an equality condition", "configure an assistedQuery column for it")
+        name, encryptor = query
+        if isinstance(other, exp.Column):
+            hit = self.resolver.resolve(other)
+            if hit is None:
+                raise _refuse(col, f"a comparison with the plain column {other.sql(dialect='mysql')}")
+            other_query = hit[1].equality()
+            if (
+                other_query is None
+                or other_query[1].type != encryptor.type
+                or dict(other_query[1].props) != dict(encryptor.props)
+            ):
+                raise _refuse(
+                    col,
+                    f"a comparison with {other.sql(dialect='mysql')}, encrypted otherwise",
+                    "compare columns of one encryptor",
+                )
+            for c, n in ((column, name), (other, other_query[0])):
+                start, end = _ident_span(c)
+                self.text.edit(start, end, _name(n))
+                self.done.add(id(c))
+            return
+        value = self.text.value(other)
+        if value is None:
+            raise _refuse(col, f"a comparison with {other.sql(dialect='mysql')}", "compare it with a value")
+        start, end = _ident_span(column)
+        self.text.edit(start, end, _name(name))
+        if value[0] != "null":
+            self.text.edit(value[1], value[2], self.text.put(value, [encryptor.encrypt(value[3])]))
+
+    def _in(self, column: exp.Column, col: EncryptColumn, parent: exp.In) -> None:
+        query = col.equality()
+        if query is None:
+            raise _refuse(col, "IN (...)", "configure an assistedQuery column for it")
+        name, encryptor = query
+        start, end = _ident_span(column)
+        self.text.edit(start, end, _name(name))
+        for item in parent.expressions:
+            value = self.text.value(item)
+            if value is None:
+                raise _refuse(col, f"IN with {item.sql(dialect='mysql')}", "list values")
+            if value[0] != "null":
+                self.text.edit(value[1], value[2], self.text.put(value, [encryptor.encrypt(value[3])]))
+
+    def _like(self, column: exp.Column, col: EncryptColumn, parent: exp.Like) -> None:
+        if col.like is None or col.like_encryptor is None:
+            raise _refuse(col, "LIKE", "configure a likeQuery column for it")
+        if isinstance(parent.parent, exp.Escape):
+            raise _refuse(col, "LIKE ... ESCAPE", "use the default escape")
+        value = self.text.value(parent.expression)
+        if value is None:
+            raise _refuse(col, f"LIKE {parent.expression.sql(dialect='mysql')}", "match it with a pattern value")
+        start, end = _ident_span(column)
+        self.text.edit(start, end, _name(col.like))
+        if value[0] != "null":
+            self.text.edit(value[1], value[2], self.text.put(value, [col.like_encryptor.encrypt(value[3])]))

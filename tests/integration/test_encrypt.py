@@ -1,0 +1,267 @@
+"""`!ENCRYPT` through the proxy, against real MariaDB servers: what the application writes is stored encrypted
+(the physical rows, read directly, hold no plaintext, and ShardingSphere's ciphertexts where its e2e dataset has
+them), what it reads back is what it wrote, and WHERE = / IN / LIKE / IS NULL find the rows one unencrypted MariaDB
+holding the same rows finds — literal and prepared, on a pass-through database and on a sharded one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mysql.connector
+import pymysql
+import pytest
+
+from proxy.sandbox import MariaDBServer
+from routing.encrypt.algorithms import create_encryptor
+from tests.integration.harness import RunningProxy, start_proxy, write_conf
+
+AES = {"aes-key-value": "123456abc", "digest-algorithm-name": "SHA-1"}  # ShardingSphere's e2e scenario's key
+ENCRYPT = """- !ENCRYPT
+  tables:
+    t_user:
+      columns:
+        user_name:
+          cipher: {name: user_name_cipher, encryptorName: aes}
+          assistedQuery: {name: user_name_assisted, encryptorName: md5}
+          likeQuery: {name: user_name_like, encryptorName: like}
+        password:
+          cipher: {name: password_cipher, encryptorName: aes}
+        telephone:
+          cipher: {name: telephone_cipher, encryptorName: aes}
+          likeQuery: {name: telephone_like, encryptorName: like}
+  encryptors:
+    aes: {type: AES, props: {aes-key-value: 123456abc, digest-algorithm-name: SHA-1}}
+    md5: {type: MD5, props: {salt: pepper}}
+    like: {type: IT.ENCRYPT.LIKE.FIXTURE, props: {mask: 4093}}
+"""
+SHARDING = """- !SHARDING
+  tables:
+    t_user:
+      actualDataNodes: ds_${0..1}.t_user
+      databaseStrategy:
+        standard: {shardingColumn: user_id, shardingAlgorithmName: by_user}
+  shardingAlgorithms:
+    by_user: {type: INLINE, props: {algorithm-expression: 'ds_${user_id % 2}'}}
+"""
+PHYSICAL = (
+    "CREATE TABLE t_user (user_id INT PRIMARY KEY, user_name_cipher VARCHAR(200), user_name_assisted VARCHAR(64), "
+    "user_name_like VARCHAR(200), password_cipher VARCHAR(200), telephone_cipher VARCHAR(200), "
+    "telephone_like VARCHAR(200), created DATE)"
+)
+LOGICAL = (
+    "CREATE TABLE t_user (user_id INT PRIMARY KEY, user_name VARCHAR(200), password VARCHAR(200), "
+    "telephone VARCHAR(200), created DATE)"
+)
+# ShardingSphere's e2e rows (expected/dataset.xml), a Chinese name, quotes and backslashes, NULLs
+ROWS = [
+    (10, "zhangsan", "111111", "12345678900", "2017-08-08"),
+    (11, "lisi", "222222", "12345678901", "2017-08-08"),
+    (12, "wangwu", "333333", "12345678902", "2017-08-09"),
+    (13, "zhaoliu", "444444", "12345678903", "2017-08-09"),
+    (14, "张三丰", "o'brien\\x", "98765", "2020-01-01"),
+    (15, None, "pw", None, None),
+]
+WRITES = [
+    "INSERT INTO t_user (user_id, user_name, password, telephone, created) VALUES "
+    "(10, 'zhangsan', '111111', '12345678900', '2017-08-08'), (11, 'lisi', '222222', '12345678901', '2017-08-08')",
+    "INSERT INTO t_user (created, user_id, telephone, user_name, password) VALUES "
+    "('2017-08-09', 12, '12345678902', 'wangwu', '333333')",
+    "INSERT INTO t_user (user_id, user_name, password, telephone, created) VALUES "
+    "(13, 'zhaoliu', '444444', '12345678903', '2017-08-09')",
+]
+PREPARED_WRITES = [  # (14 and 15 through COM_STMT_PREPARE / EXECUTE)
+    ("INSERT INTO t_user (user_id, user_name, password, telephone, created) VALUES (?, ?, ?, ?, ?)", ROWS[4]),
+    ("INSERT INTO t_user (user_id, user_name, password, telephone, created) VALUES (?, ?, ?, ?, ?)", ROWS[5]),
+]
+
+# one statement per line: the proxy over the encrypted table answers what MariaDB over the plain table answers
+READS = [
+    "SELECT * FROM t_user ORDER BY user_id",
+    "SELECT user_id, user_name AS n, password FROM t_user WHERE user_name = 'zhangsan'",
+    "SELECT u.user_id, u.telephone FROM t_user u WHERE u.user_name IN ('lisi', 'wangwu', 'nobody') ORDER BY 1",
+    "SELECT user_id FROM t_user WHERE user_name <> 'lisi' ORDER BY user_id",
+    "SELECT user_id, user_name FROM t_user WHERE user_name LIKE 'zhang%' ORDER BY user_id",
+    "SELECT user_id FROM t_user WHERE telephone LIKE '%8903' OR password = '222222' ORDER BY user_id",
+    "SELECT user_id FROM t_user WHERE user_name = '张三丰' AND password = 'o''brien\\\\x'",
+    "SELECT user_id, password FROM t_user WHERE user_name IS NULL",
+    "SELECT COUNT(*) FROM t_user WHERE telephone IS NOT NULL AND created = '2017-08-09'",
+    "SELECT DISTINCT created FROM t_user WHERE user_name NOT IN ('lisi') ORDER BY created",
+    "SELECT user_name FROM t_user WHERE user_id = 13 UNION ALL SELECT user_name FROM t_user WHERE user_id = 10",
+    "SELECT user_id FROM t_user WHERE user_id IN (SELECT user_id FROM t_user WHERE password = '444444')",
+]
+CHANGES = [
+    "UPDATE t_user SET password = 'changed', telephone = '555' WHERE user_name = 'lisi'",
+    "UPDATE t_user SET user_name = NULL WHERE user_id = 12",
+    "DELETE FROM t_user WHERE user_name IN ('zhaoliu')",
+    "INSERT INTO t_user (user_id, user_name, password) VALUES (10, 'dup', 'x') ON DUPLICATE KEY UPDATE "
+    "password = 'upserted'",
+]
+REFUSED = [
+    ("SELECT user_id FROM t_user ORDER BY user_name", "t_user.user_name cannot be used in ORDER BY"),
+    ("SELECT user_id FROM t_user WHERE password > 'a'", "a range condition"),
+    ("SELECT UPPER(user_name) FROM t_user", "UPPER()"),
+    ("SELECT user_id FROM t_user WHERE password LIKE 'a%'", "likeQuery"),
+    ("INSERT INTO t_user VALUES (99, 'a', 'b', 'c', NULL)", "without a column list"),
+]
+
+
+class Env:
+    def __init__(
+        self,
+        proxy: RunningProxy,
+        database: str,
+        physical: list[tuple[MariaDBServer, str]],
+        oracle: tuple[MariaDBServer, str],
+    ) -> None:
+        self.proxy, self.database, self.physical, self.oracle = proxy, database, physical, oracle
+
+    def proxy_conn(self) -> pymysql.connections.Connection[Any]:
+        return self.proxy.connect(self.database)
+
+    def physical_rows(self) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = []
+        for server, db in self.physical:
+            rows.extend(server.execute("SELECT * FROM t_user", db))
+        return sorted(rows)
+
+
+def _setup(physical: list[tuple[MariaDBServer, str]], oracle: tuple[MariaDBServer, str]) -> None:
+    for server, db in [*physical, oracle]:
+        server.execute(f"DROP DATABASE IF EXISTS {db}")
+        server.execute(f"CREATE DATABASE {db}")
+        server.execute(LOGICAL if (server, db) == oracle else PHYSICAL, db)
+
+
+@pytest.fixture(scope="module", params=["passthrough", "sharded"])
+def env(
+    request: pytest.FixtureRequest,
+    mariadb: MariaDBServer,
+    mariadb_shards: list[MariaDBServer],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Env]:
+    oracle = (mariadb, "enc_oracle")
+    if request.param == "passthrough":
+        physical = [(mariadb, "enc_ds")]
+        databases = {"enc": {"ds_0": physical[0]}}
+        rules = ENCRYPT
+    else:
+        physical = [(mariadb_shards[i], f"enc_shard_{i}") for i in range(2)]
+        databases = {"enc": {f"ds_{i}": physical[i] for i in range(2)}}
+        rules = SHARDING + ENCRYPT
+    _setup(physical, oracle)
+    conf = write_conf(tmp_path_factory.mktemp(f"encrypt-{request.param}"), databases, rules_yaml={"enc": rules})
+    proxy = start_proxy(Path(conf))
+    try:
+        yield Env(proxy, "enc", physical, oracle)
+    finally:
+        proxy.stop()
+        for server, db in [*physical, oracle]:
+            server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+def _write_all(env: Env) -> None:
+    with env.proxy_conn() as conn, conn.cursor() as cur:
+        cur.execute("DELETE FROM t_user")
+        for sql in WRITES:
+            cur.execute(sql)
+    server, db = env.oracle
+    server.execute("DELETE FROM t_user", db)
+    for sql in WRITES:
+        server.execute(sql, db)
+    pconn = mysql.connector.connect(
+        host=env.proxy.host, port=env.proxy.port, user="root", password="root", database=env.database, autocommit=True
+    )
+    try:
+        cur = pconn.cursor(prepared=True)
+        for sql, row in PREPARED_WRITES:
+            cur.execute(sql, row)
+            server.execute(sql.replace("?", "%s"), db, args=row)
+    finally:
+        pconn.close()
+
+
+def _answer(conn: Any, sql: str) -> tuple[list[tuple[Any, ...]], list[str]]:
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        return list(cur.fetchall()), [d[0] for d in cur.description or ()]
+
+
+def test_the_physical_rows_hold_no_plaintext_and_shardingspheres_ciphertexts(env: Env) -> None:
+    _write_all(env)
+    rows = env.physical_rows()
+    assert [r[0] for r in rows] == [r[0] for r in ROWS]
+    plaintexts = {v for row in ROWS for v in row[1:4] if v is not None}
+    for row in rows:
+        for value in row[1:7]:
+            assert value is None or value not in plaintexts, row
+    if len(env.physical) == 2:  # sharded by user_id % 2: each server holds its rows
+        for i, (server, db) in enumerate(env.physical):
+            ids = [r[0] for r in server.execute("SELECT user_id FROM t_user", db)]
+            assert ids and all(u % 2 == i for u in ids), ids
+    by_id = {r[0]: r for r in rows}
+    # ShardingSphere's e2e dataset: user 10's stored user_name_cipher, password_cipher, telephone cipher and like
+    assert by_id[10][1] == "sVq8Lmm+j6bZE5EKSilJEQ==" and by_id[10][4] == "aQol0b6th65d0aXe+zFPsQ=="
+    assert by_id[10][5] == "kLjLJIMnfyHT2nA+viaoaQ==" and by_id[10][6] == "01454589811"
+    assert by_id[10][3] == "yi`mht`m"
+    assert by_id[15][1] is None and by_id[15][2] is None and by_id[15][3] is None
+    aes = create_encryptor("AES", AES, key="k")
+    md5 = create_encryptor("MD5", {"salt": "pepper"}, key="k")
+    for plain, stored in zip(ROWS, rows, strict=True):
+        assert (aes.decrypt(stored[1]) if stored[1] else None) == plain[1]
+        assert stored[2] == md5.encrypt(plain[1])
+        assert aes.decrypt(stored[4]) == plain[2]
+
+
+@pytest.mark.parametrize("sql", READS)
+def test_reads_answer_what_an_unencrypted_server_answers(env: Env, sql: str) -> None:
+    if len(env.physical_rows()) != len(ROWS):
+        _write_all(env)
+    server, db = env.oracle
+    with env.proxy_conn() as conn, server.connect(db) as oconn:
+        assert _answer(conn, sql) == _answer(oconn, sql)
+
+
+@pytest.mark.parametrize("sql", READS[:4])
+def test_prepared_reads_answer_the_same(env: Env, sql: str) -> None:
+    if len(env.physical_rows()) != len(ROWS):
+        _write_all(env)
+    server, db = env.oracle
+    prepared_sql = sql.replace("'zhangsan'", "?").replace("'lisi'", "?")
+    args = tuple(v for v in ("zhangsan", "lisi") if f"'{v}'" in sql)
+    pconn = mysql.connector.connect(
+        host=env.proxy.host, port=env.proxy.port, user="root", password="root", database=env.database, autocommit=True
+    )
+    try:
+        cur = pconn.cursor(prepared=True)
+        cur.execute(prepared_sql, args)
+        got = [tuple(v.decode() if isinstance(v, bytes | bytearray) else v for v in r) for r in cur.fetchall()]
+        names = [d[0] for d in cur.description]
+    finally:
+        pconn.close()
+    with server.connect(db) as oconn:
+        rows, onames = _answer(oconn, sql)
+    assert names == onames
+    assert got == [tuple(r) for r in rows]
+
+
+def test_changes_affect_the_same_rows(env: Env) -> None:
+    _write_all(env)
+    server, db = env.oracle
+    with env.proxy_conn() as conn, server.connect(db) as oconn:
+        for sql in CHANGES:
+            with conn.cursor() as cur, oconn.cursor() as ocur:
+                assert cur.execute(sql) == ocur.execute(sql), sql
+        assert _answer(conn, READS[0]) == _answer(oconn, READS[0])
+    plaintexts = {"changed", "555", "upserted"}
+    assert not [r for r in env.physical_rows() if plaintexts.intersection(map(str, r))]
+    _write_all(env)
+
+
+@pytest.mark.parametrize(("sql", "words"), REFUSED)
+def test_what_cannot_be_answered_over_ciphertext_is_refused(env: Env, sql: str, words: str) -> None:
+    with env.proxy_conn() as conn, conn.cursor() as cur:
+        with pytest.raises(pymysql.err.MySQLError) as info:
+            cur.execute(sql)
+    assert info.value.args[0] == 1235 and words in info.value.args[1], info.value.args
