@@ -100,38 +100,28 @@ class _Source:
 
 
 def _sources(scope: exp.Expression, rule: EncryptRule) -> list[_Source]:
-    """The tables of one SELECT / UPDATE / DELETE / INSERT, in FROM order (not those of nested queries)."""
-    nodes: list[exp.Expression] = []
-    if isinstance(scope, exp.Select):
-        frm = scope.args.get("from") or scope.args.get("from_")
-        if frm is not None:
-            nodes.append(frm.this)
-            nodes.extend(frm.expressions or [])
-    elif isinstance(scope, exp.Update | exp.Delete):
-        if scope.this is not None:
-            nodes.append(scope.this)
-        frm = scope.args.get("from") or scope.args.get("from_")
-        if frm is not None:
-            nodes.append(frm.this)
-        nodes.extend(scope.args.get("using") or [])
-        nodes.extend(scope.args.get("tables") or [])
-    elif isinstance(scope, exp.Insert):
-        target = scope.this.this if isinstance(scope.this, exp.Schema) else scope.this
-        if target is not None:
-            nodes.append(target)
-    for join in scope.args.get("joins") or []:
-        nodes.append(join.this)
+    """The tables of one SELECT / UPDATE / DELETE / INSERT, in text order (not those of nested queries): every
+    table and derived table whose nearest enclosing statement is ``scope``, wherever sqlglot hung it (FROM, JOIN,
+    a multi-table UPDATE's joins, DELETE's USING)."""
+    nodes = [n for n in scope.find_all(exp.Table, exp.Subquery) if n is not scope and _scope_of(n) is scope]
+    nodes.sort(key=lambda n: _first_offset(n))
     out: list[_Source] = []
     for node in nodes:
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
             alias = node.alias
-            out.append(
-                _Source((alias or node.name).lower(), node.name, alias or node.name, rule.table(node.name), False)
-            )
-        elif isinstance(node, exp.Subquery | exp.Table):
-            alias = node.alias
-            out.append(_Source(alias.lower(), "", alias, None, True))
+            encrypted = rule.table(node.name)
+            out.append(_Source((alias or node.name).lower(), node.name, alias or node.name, encrypted, False))
+        elif isinstance(node, exp.Subquery) and node.alias:
+            out.append(_Source(node.alias.lower(), "", node.alias, None, True))
     return out
+
+
+def _first_offset(node: exp.Expression) -> int:
+    for n in node.walk():
+        start = n.meta.get("start") if n.meta else None
+        if isinstance(start, int):
+            return start
+    return 1 << 30
 
 
 _SCOPES = (exp.Select, exp.Update, exp.Delete, exp.Insert)
@@ -165,10 +155,13 @@ class _Resolver:
         while scope is not None:
             sources = self.sources(scope)
             if qualifier:
-                for src in sources:
-                    if src.alias == qualifier or src.table.lower() == qualifier:
+                named = [s for s in sources if s.alias == qualifier or s.table.lower() == qualifier]
+                if named:
+                    for src in named:
                         col = src.encrypted.columns.get(name) if src.encrypted else None
-                        return (src, col) if col is not None else None
+                        if col is not None:
+                            return src, col
+                    return None
             else:
                 hits = [(s, s.encrypted.columns[name]) for s in sources if s.encrypted and name in s.encrypted.columns]
                 if hits:
@@ -182,6 +175,13 @@ class _Resolver:
                 if first and sources:
                     first = False
             scope = _scope_of(scope)
+        if qualifier and any(name in t.columns for t in self.rule.tables.values()):
+            col = next(t.columns[name] for t in self.rule.tables.values() if name in t.columns)
+            raise _refuse(
+                col,
+                f"{column.sql(dialect='mysql')}, whose table {column.table} the proxy cannot place",
+                "qualify it with its table's name or alias",
+            )
         return None
 
 
@@ -319,7 +319,13 @@ def rewrite_encrypted(
         starts = {s: i for i, (s, _e, _k) in enumerate(sp for sp in shape.spans if sp[2] == "p")}
         state = _Text(text, params, starts, mode)
         rewriter = _Rewriter(rule, state, columns_of)
-        decrypt = rewriter.run(tree)
+        try:
+            decrypt = rewriter.run(tree)
+        except (ValueError, IndexError, KeyError, AttributeError, TypeError) as exc:
+            raise RoutingError(
+                f"a statement on an encrypted table that shardproxy cannot rewrite ({type(exc).__name__}: {exc}); "
+                "write it in plain SELECT / INSERT ... VALUES / UPDATE / DELETE"
+            ) from exc
         if not state.edits:
             return (
                 Encrypted(sql, list(params) if params is not None else None, None)
@@ -509,6 +515,9 @@ class _Rewriter:
                 f"name the columns (INSERT INTO {table.name} (..., {first.name}, ...) VALUES ...)",
             )
         names = insert.this.expressions
+        if self._set_form(target):
+            self._insert_set(insert, table)
+            return
         positions: list[tuple[int, EncryptColumn]] = []
         for i, ident in enumerate(names):
             col = table.columns.get(ident.name.lower()) if isinstance(ident, exp.Identifier) else None
@@ -544,6 +553,35 @@ class _Rewriter:
                         )
                     start, end = spans[i]
                     self.text.edit(start, end, self.text.put(value, col.encrypted_values(value[3])))
+        conflict = insert.args.get("conflict")
+        if conflict is not None:
+            self._assignments(conflict.expressions, insert)
+
+    def _set_form(self, target: exp.Table) -> bool:
+        """INSERT ... SET a = 1 (sqlglot reads it as a column list with one row of VALUES)."""
+        span = node_span(target.this)
+        if span is None:
+            return False
+        after = [t for t in self.text.tokens if t.start >= span[1]]
+        return bool(after) and after[0].upper == "SET"
+
+    def _insert_set(self, insert: exp.Insert, table: EncryptTable) -> None:
+        source = insert.expression
+        values = source.expressions[0].expressions if isinstance(source, exp.Values) else []
+        for ident, node in zip(insert.this.expressions, values, strict=True):
+            col = table.columns.get(ident.name.lower()) if isinstance(ident, exp.Identifier) else None
+            span = node_span(ident)
+            if col is None or span is None:
+                continue
+            value = self.text.value(node)
+            if value is None:
+                raise _refuse(col, f"SET {col.name} = {node.sql(dialect='mysql')}", "set it to a value")
+            end = self._value_end(span[1])
+            pieces = [
+                f"{_name(p)} = {self.text.put(value, [enc])}"
+                for p, enc in zip(col.physical(), col.encrypted_values(value[3]), strict=True)
+            ]
+            self.text.edit(span[0], end, ", ".join(pieces))
         conflict = insert.args.get("conflict")
         if conflict is not None:
             self._assignments(conflict.expressions, insert)

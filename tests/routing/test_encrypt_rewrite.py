@@ -197,6 +197,16 @@ CASES = [
      "UPDATE t_account_bak SET certificate_number = '', status = 'OK'", None,
      "UPDATE t_account_bak SET cipher_certificate_number = 'encrypt_', assisted_query_certificate_number = "
      "'assisted_query_', like_query_certificate_number = 'like_query_', status = 'OK'", None),
+    ("insert_set_for_parameters", "INSERT INTO t_account SET account_id = ?, password = ?", [1, "p"],
+     "INSERT INTO t_account SET account_id = ?, cipher_password = ?, assisted_query_password = ?, "
+     "like_query_password = ?", [1, "encrypt_p", "assisted_query_p", "like_query_p"]),
+    ("update_with_join",
+     "UPDATE t_account a JOIN t_account_bak b ON a.account_id = b.account_id SET a.amount = 'x' WHERE b.password = 'y'",
+     None,
+     "UPDATE t_account a JOIN t_account_bak b ON a.account_id = b.account_id SET a.cipher_amount = 'encrypt_x' WHERE "
+     "b.assisted_query_password = 'assisted_query_y'", None),
+    ("delete_by_alias", "DELETE a FROM t_account a WHERE a.password = 'q'", None,
+     "DELETE a FROM t_account a WHERE a.assisted_query_password = 'assisted_query_q'", None),
     ("e2e_aes_and_like",
      "SELECT user_id, user_name FROM t_user WHERE user_name = 'zhangsan' OR user_name LIKE 'zhang%'", None,
      "SELECT user_id, user_name_cipher AS user_name FROM t_user WHERE user_name_cipher = 'sVq8Lmm+j6bZE5EKSilJEQ==' "
