@@ -265,3 +265,91 @@ def test_what_cannot_be_answered_over_ciphertext_is_refused(env: Env, sql: str, 
         with pytest.raises(pymysql.err.MySQLError) as info:
             cur.execute(sql)
     assert info.value.args[0] == 1235 and words in info.value.args[1], info.value.args
+
+
+SHOWN = [  # SHOW ENCRYPT RULES of the configuration above, in ShardingSphere's columns
+    ("t_user", "user_name", "user_name_cipher", "user_name_assisted", "user_name_like", "AES",
+     '{"aes-key-value":"123456abc","digest-algorithm-name":"SHA-1"}', "MD5", '{"salt":"pepper"}',
+     "IT.ENCRYPT.LIKE.FIXTURE", '{"mask":4093}'),
+    ("t_user", "password", "password_cipher", "", "", "AES",
+     '{"aes-key-value":"123456abc","digest-algorithm-name":"SHA-1"}', "", "", "", ""),
+    ("t_user", "telephone", "telephone_cipher", "", "telephone_like", "AES",
+     '{"aes-key-value":"123456abc","digest-algorithm-name":"SHA-1"}', "", "", "IT.ENCRYPT.LIKE.FIXTURE",
+     '{"mask":4093}'),
+]  # fmt: skip
+NOTE_RULE = (
+    "t_note (COLUMNS((NAME=body, CIPHER=body_cipher, ASSISTED_QUERY_COLUMN=body_assisted, "
+    "ENCRYPT_ALGORITHM(TYPE(NAME='AES', PROPERTIES('aes-key-value'='k2', 'digest-algorithm-name'='SHA-256'))), "
+    "ASSISTED_QUERY_ALGORITHM(TYPE(NAME='MD5')))))"
+)
+
+
+def test_show_encrypt_rules(env: Env) -> None:
+    with env.proxy_conn() as conn:
+        rows, names = _answer(conn, "SHOW ENCRYPT RULES")
+        assert names == ["table", "logic_column", "cipher_column", "assisted_query_column", "like_query_column",
+                         "encryptor_type", "encryptor_props", "assisted_query_type", "assisted_query_props",
+                         "like_query_type", "like_query_props"]  # fmt: skip
+        assert rows == SHOWN
+        assert _answer(conn, "SHOW ENCRYPT TABLE RULE t_user FROM enc")[0] == SHOWN
+        assert _answer(conn, "SHOW ENCRYPT RULE t_other")[0] == []
+        assert _answer(conn, "COUNT ENCRYPT RULE")[0] == [("encrypt", "enc", "1")]
+
+
+def test_create_alter_drop_encrypt_rule(env: Env) -> None:
+    server, db = env.physical[0]
+    server.execute("CREATE TABLE t_note (id INT PRIMARY KEY, body_cipher VARCHAR(200), body_assisted VARCHAR(64))", db)
+    conf_file = env.proxy.conf_dir / "database-enc.yaml"
+    try:
+        with env.proxy_conn() as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE ENCRYPT RULE {NOTE_RULE}")
+            rows = _answer(conn, "SHOW ENCRYPT RULE t_note")[0]
+            assert rows == [
+                (
+                    "t_note",
+                    "body",
+                    "body_cipher",
+                    "body_assisted",
+                    "",
+                    "AES",
+                    '{"aes-key-value":"k2","digest-algorithm-name":"SHA-256"}',
+                    "MD5",
+                    "",
+                    "",
+                    "",
+                )
+            ]
+            assert "t_note_body" in conf_file.read_text() and "assist_t_note_body" in conf_file.read_text()
+            with pytest.raises(pymysql.err.MySQLError) as info:
+                cur.execute(f"CREATE ENCRYPT RULE {NOTE_RULE}")
+            assert "Duplicate encrypt rule names `t_note`" in info.value.args[1]
+            cur.execute(f"CREATE ENCRYPT RULE IF NOT EXISTS {NOTE_RULE}")
+            if len(env.physical) == 1:  # (a pass-through table: the new rule encrypts at once)
+                cur.execute("INSERT INTO t_note (id, body) VALUES (1, 'secret note')")
+                assert server.execute("SELECT body_cipher FROM t_note", db)[0][0] != "secret note"
+                assert _answer(conn, "SELECT id, body FROM t_note WHERE body = 'secret note'")[0] == [
+                    (1, "secret note")
+                ]
+            cur.execute(
+                "ALTER ENCRYPT RULE t_note (COLUMNS((NAME=body, CIPHER=body_cipher, "
+                "ENCRYPT_ALGORITHM(TYPE(NAME='AES', PROPERTIES('aes-key-value'='k2', "
+                "'digest-algorithm-name'='SHA-256'))))))"
+            )
+            assert _answer(conn, "SHOW ENCRYPT RULE t_note")[0][0][3] == ""
+            assert "assist_t_note_body" not in conf_file.read_text()  # its unused encryptor went with it
+            with pytest.raises(pymysql.err.MySQLError) as info:
+                cur.execute(
+                    "ALTER ENCRYPT RULE t_note (COLUMNS((NAME=body, CIPHER=body_cipher, "
+                    "ENCRYPT_ALGORITHM(TYPE(NAME='MD5')))))"
+                )
+            assert "cannot decrypt" in info.value.args[1]
+            cur.execute("DROP ENCRYPT RULE t_note")
+            assert _answer(conn, "SHOW ENCRYPT RULE t_note")[0] == []
+            assert "t_note:" not in conf_file.read_text() and "t_note_body" not in conf_file.read_text()
+            with pytest.raises(pymysql.err.MySQLError) as info:
+                cur.execute("DROP ENCRYPT RULE t_note")
+            assert "Encrypt rule `t_note` does not exist" in info.value.args[1]
+            cur.execute("DROP ENCRYPT RULE IF EXISTS t_note")
+            assert _answer(conn, "SHOW ENCRYPT RULES")[0] == SHOWN
+    finally:
+        server.execute("DROP TABLE IF EXISTS t_note", db)
