@@ -9,8 +9,8 @@ parameters written into the text, answered in binary rows.
 
 Why capture rather than a merge stage: one place decrypts whatever answered (a relayed single node, a merge of
 several, federation), in text and binary rows alike; the cost (the rows held once) is paid only by statements that
-read encrypted columns. The socket callbacks' fast path is off for such databases (proxy.execution.fastpath): it
-relays the client's text as it is.
+read encrypted columns. The socket callbacks' fast path declines statements naming an encrypted table
+(`encrypted_statement`, proxy.execution.fastpath): it relays the client's text as it is.
 """
 
 from __future__ import annotations

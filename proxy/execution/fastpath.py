@@ -32,6 +32,7 @@ from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF, BackendError
 from proxy.backends.codec import execute_payload
 from proxy.execution.decide import NO_FEDERATION, OFF_LOOP_TEXT, decide, prepared_point, route_point
+from proxy.execution.encrypted import encrypted_statement
 from proxy.execution.errors import error_packet
 from proxy.execution.fastcommit import CommitFan
 from proxy.execution.fastlocal import (
@@ -396,8 +397,8 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
       write (`fastlocal.join_frame`); and a BEGIN that starts nothing yet (`fastlocal.local_begin`), a COMMIT or
       ROLLBACK of a LOCAL transaction (proxy.execution.fastcommit), as text or executed prepared statements."""
     db = session.database
-    if db is None or session.server.statement_timeout > 0 or db.config.encrypt is not None:
-        return None  # (an !ENCRYPT rule: the session's coroutine rewrites its statements, proxy.execution.encrypted)
+    if db is None or session.server.statement_timeout > 0:
+        return None
     source = db.pass_through_source
     if source is None:
         return _sharded(session, db, packet)
@@ -422,7 +423,7 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
             return None
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
         kind = plain_statement(sql)
-        if kind is None:
+        if kind is None or encrypted_statement(db, sql):  # (an !ENCRYPT table: proxy.execution.encrypted)
             return None
         session.info = sql[:100]
         session.stmt_kind, session.route = kind, "passthrough"
@@ -445,7 +446,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
             return None
         if stmt.fast is None:  # worked out at the first execute
             stmt.fast = (not stmt.metadata_statement and not stmt.session_functions
-                         and len(stmt.sql) < OFF_LOOP_TEXT and plain_statement(stmt.sql) is SELECT)
+                         and len(stmt.sql) < OFF_LOOP_TEXT and plain_statement(stmt.sql) is SELECT
+                         and not encrypted_statement(db, stmt.sql))
         if not stmt.fast:
             # a prepared BEGIN or COMMIT (sysbench --db-ps-mode=auto prepares them) is the text one's
             # (prepared._execute_sharded)
@@ -487,6 +489,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         if len(packet) > 4096:
             return None
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
+        if encrypted_statement(db, sql):  # (an !ENCRYPT table: proxy.execution.encrypted)
+            return None
         text_kind = plain_statement(sql)
         if text_kind is TRANSACTION:
             return local_transaction(session, db, sql, command)
