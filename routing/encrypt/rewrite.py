@@ -693,6 +693,8 @@ class _Rewriter:
                     "the select list of a subquery or derived table",
                     "select it in the outermost query, where the proxy decrypts it",
                 )
+            if column.find_ancestor(exp.Having) is not None:  # (a select alias there holds the ciphertext)
+                raise _refuse(col, "HAVING", "filter it in WHERE")
             if isinstance(parent, exp.EQ | exp.NEQ | exp.NullSafeEQ) and not isinstance(parent.parent, exp.Update):
                 self._equality(column, col, parent)
             elif isinstance(parent, exp.In) and parent.this is column:

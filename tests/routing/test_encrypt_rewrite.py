@@ -255,6 +255,7 @@ def test_statements_without_encrypted_tables_are_left_alone(sql: str) -> None:
     ("SELECT password AS p FROM t_account ORDER BY p", "ORDER BY p"),
     ("SELECT account_id, password FROM t_account ORDER BY 2", "ORDER BY 2"),
     ("SELECT password FROM t_account GROUP BY password", "GROUP BY"),
+    ("SELECT password FROM t_account HAVING password = 'a'", "cannot be used in HAVING"),
     ("SELECT * FROM t_account WHERE amount > 10", "a range condition"),
     ("SELECT * FROM t_account WHERE amount BETWEEN 1 AND 10", "a range condition"),
     ("SELECT UPPER(password) FROM t_account", "the function UPPER()"),
