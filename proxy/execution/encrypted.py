@@ -15,6 +15,7 @@ read encrypted columns. The socket callbacks' fast path declines statements nami
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,15 @@ REWRITTEN: ContextVar[bool] = ContextVar("shardproxy_encrypt_rewritten", default
 # kernel's metadata does not hold (a pass-through database loads none); dropped at any DDL through here
 _COLUMNS: dict[tuple[int, str], list[str]] = {}
 _MAX_LOOKUPS = 16
-_DATA_STATEMENTS = ("SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "WITH", "(")
+#: the statements the rewrite reads; any other naming an encrypted table (CREATE, ALTER, DROP, TRUNCATE, SHOW ...)
+#: runs as written: it is about the physical table
+_DATA_STATEMENTS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "WITH", "("})
+_FIRST_WORD = re.compile(r"(?:\s+|/\*(?!!).*?\*/|(?:--(?=\s)|#)[^\n]*(?:\n|$))*([A-Za-z]+|\()", re.S)
+
+
+def _first_word(sql: str) -> str:
+    m = _FIRST_WORD.match(sql)
+    return m.group(1).upper() if m else ""
 
 
 def encrypted_statement(db: LogicalDatabase, sql: str) -> bool:
@@ -58,9 +67,18 @@ async def _rewrite(session: Session, db: LogicalDatabase, sql: str, params: Sequ
     rule = db.config.encrypt
     assert rule is not None
     key = id(db)
-    if not sql.lstrip()[:6].upper().startswith(_DATA_STATEMENTS):
+    first = _first_word(sql)
+    if not first:
+        raise ServerError(
+            "a statement on an encrypted table that starts with an executable comment (/*! ... */): "
+            "the proxy cannot tell what it does; write it without the comment",
+            errno=ErrorCode.NOT_SUPPORTED_YET,
+            sqlstate="42000",
+        )
+    if first not in _DATA_STATEMENTS:
         for k in [k for k in _COLUMNS if k[0] == key]:
             del _COLUMNS[k]  # (a DDL may change a table's columns)
+        return None
 
     def columns_of(table: str) -> Sequence[str] | None:
         return _COLUMNS.get((key, table.lower())) or db.metadata.columns(table)

@@ -90,6 +90,7 @@ READS = [
     "SELECT DISTINCT created FROM t_user WHERE user_name NOT IN ('lisi') ORDER BY created",
     "SELECT user_name FROM t_user WHERE user_id = 13 UNION ALL SELECT user_name FROM t_user WHERE user_id = 10",
     "SELECT user_id FROM t_user WHERE user_id IN (SELECT user_id FROM t_user WHERE password = '444444')",
+    "/* a comment */ SELECT * FROM t_user WHERE user_id = 10",
 ]
 CHANGES = [
     "UPDATE t_user SET password = 'changed', telephone = '555' WHERE user_name = 'lisi'",
@@ -104,6 +105,7 @@ REFUSED = [
     ("SELECT UPPER(user_name) FROM t_user", "UPPER()"),
     ("SELECT user_id FROM t_user WHERE password LIKE 'a%'", "likeQuery"),
     ("INSERT INTO t_user VALUES (99, 'a', 'b', 'c', NULL)", "without a column list"),
+    ("/*!40101 SELECT * FROM t_user */", "executable comment"),
 ]
 
 
@@ -353,3 +355,18 @@ def test_create_alter_drop_encrypt_rule(env: Env) -> None:
             assert _answer(conn, "SHOW ENCRYPT RULES")[0] == SHOWN
     finally:
         server.execute("DROP TABLE IF EXISTS t_note", db)
+
+
+def test_ddl_on_an_encrypted_table_runs_as_written_and_select_star_follows_it(env: Env) -> None:
+    if len(env.physical_rows()) != len(ROWS):
+        _write_all(env)
+    with env.proxy_conn() as conn, conn.cursor() as cur:
+        assert _answer(conn, "SELECT * FROM t_user WHERE user_id = 10")[1][-1] == "created"
+        cur.execute("ALTER TABLE t_user ADD COLUMN extra INT")
+        try:
+            rows, names = _answer(conn, "SELECT * FROM t_user WHERE user_id = 10")
+            assert names == ["user_id", "user_name", "password", "telephone", "created", "extra"]
+            assert rows[0][:3] == (10, "zhangsan", "111111")
+        finally:
+            cur.execute("ALTER TABLE t_user DROP COLUMN extra")
+        assert _answer(conn, "SELECT * FROM t_user WHERE user_id = 10")[1][-1] == "created"
