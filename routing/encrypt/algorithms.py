@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
-from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from routing.encrypt.char_dict import COMMON_CHINESE_CHARACTERS
@@ -91,6 +90,7 @@ class AESEncryptor:
     equality: bool = True
     like: bool = False
     _secret: bytes = field(init=False, repr=False)
+    _cipher: Cipher[modes.ECB] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         value = _prop(self.props, "aes-key-value", "AES", self.key)
@@ -109,22 +109,26 @@ class AESEncryptor:
                 key=f"{self.key}.props.digest-algorithm-name",
             )
         object.__setattr__(self, "_secret", digest[:16])
+        # one Cipher for the key; each encryption or decryption takes a context of its own from it
+        object.__setattr__(self, "_cipher", Cipher(algorithms.AES(digest[:16]), modes.ECB()))
 
     def encrypt(self, value: object) -> str | None:
         text = plain_text(value)
         if text is None:
             return None
-        padder = padding.PKCS7(128).padder()
-        data = padder.update(_utf8(text)) + padder.finalize()
-        enc = Cipher(algorithms.AES(self._secret), modes.ECB()).encryptor()
-        return base64.b64encode(enc.update(data) + enc.finalize()).decode("ascii")
+        data = _utf8(text)
+        pad = 16 - len(data) % 16  # PKCS#5/7: 1..16 bytes, each the count
+        enc = self._cipher.encryptor()
+        return base64.b64encode(enc.update(data + bytes((pad,)) * pad) + enc.finalize()).decode("ascii")
 
     def decrypt(self, value: str) -> str:
         raw = base64.b64decode(value.strip(), validate=True)
-        dec = Cipher(algorithms.AES(self._secret), modes.ECB()).decryptor()
+        dec = self._cipher.decryptor()
         padded = dec.update(raw) + dec.finalize()
-        unpadder = padding.PKCS7(128).unpadder()
-        return (unpadder.update(padded) + unpadder.finalize()).decode("utf-8", errors="surrogateescape")
+        pad = padded[-1] if padded else 0
+        if not 1 <= pad <= 16 or padded[-pad:] != bytes((pad,)) * pad:
+            raise ValueError("bad padding: not this key's ciphertext")
+        return padded[:-pad].decode("utf-8", errors="surrogateescape")
 
 
 @dataclass(frozen=True, eq=False)

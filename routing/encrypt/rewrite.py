@@ -21,8 +21,11 @@ refuses it. The text is spliced (the user's text kept elsewhere, byte for byte);
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -188,16 +191,47 @@ class _Resolver:
 # --- values ----------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Dyn:
+    """A value written in the rewritten text: the value token ``token`` of the statement's shape, encrypted by
+    ``encryptor`` (a literal), or a ``?`` whose parameter is (``param``)."""
+
+    token: int
+    negative: bool
+    encryptor: Encryptor
+    param: int | None
+
+
+_SENTINEL = re.compile("\x00(\\d+)\x00")
+
+
+@dataclass(frozen=True, slots=True)
+class _Recipe:
+    """A statement's rewrite in terms of its shape: the edits (their replacement texts hold sentinels for the
+    encrypted values), what each sentinel is, which parameters are encrypted by which encryptors, the decryption
+    plan, and the columns each ``*`` was expanded with. Any text of the same shape is rewritten by it."""
+
+    spans: tuple[tuple[int, int, str], ...]
+    edits: tuple[tuple[int, int, str], ...]
+    dyns: tuple[_Dyn, ...]
+    params: dict[int, list[Encryptor]]
+    decrypt: tuple[Encryptor | None, ...] | None
+    stars: dict[str, tuple[str, ...]]
+
+
 class _Text:
     """The statement's text, its parameters and the edits made to it."""
 
-    def __init__(self, sql: str, params: Sequence[Any] | None, param_starts: dict[int, int], mode: int) -> None:
+    def __init__(self, sql: str, params: Sequence[Any] | None, spans: tuple[tuple[int, int, str], ...]) -> None:
         self.sql = sql
         self.params = params
-        self.param_starts = param_starts  # text offset of a `?` -> its parameter's index
+        self.spans = spans
+        self.token_at = {start: k for k, (start, _e, _kind) in enumerate(spans)}
+        # text offset of a `?` -> its parameter's index
+        self.param_starts = {s: i for i, (s, _e, _k) in enumerate(sp for sp in spans if sp[2] == "p")}
         self.edits: list[tuple[int, int, str]] = []
-        self.param_values: dict[int, list[Any]] = {}
-        self.backslashes = not mode & NO_BACKSLASH_ESCAPES
+        self.dyns: list[_Dyn] = []
+        self.param_encryptors: dict[int, list[Encryptor]] = {}
         self._tokens: list[Token] | None = None
 
     @property
@@ -209,71 +243,100 @@ class _Text:
     def edit(self, start: int, end: int, text: str) -> None:
         self.edits.append((start, end, text))
 
-    def quote(self, value: str | None) -> str:
-        if value is None:
-            return "NULL"
-        if self.backslashes:
-            value = value.replace("\\", "\\\\")
-        return "'" + value.replace("'", "''") + "'"
-
-    def value(self, node: exp.Expression) -> tuple[str, int, int, Any, int | None] | None:
-        """A value the proxy can encrypt: (kind, start, end, plaintext, parameter index); kind "null", "literal" or
+    def value(self, node: exp.Expression) -> tuple[str, int, int, int, bool] | None:
+        """A value the proxy can encrypt: (kind, start, end, token index, negative); kind "null", "literal" or
         "param". None for anything else (an expression, a column, a function)."""
         if isinstance(node, exp.Null):
-            return "null", -1, -1, None, None
+            return "null", -1, -1, -1, False
         negative = False
         if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
             node, negative = node.this, True
         if not isinstance(node, exp.Literal):
             return None
         span = node_span(node)
-        if span is None:
+        if span is None or span[0] not in self.token_at:
             return None
         start, end = span
+        token = self.token_at[start]
         if start in self.param_starts:
             index = self.param_starts[start]
-            if self.params is None:  # described, not run: the `?` stays (one per column)
-                return "param", start, end, None, index
-            if index >= len(self.params):
+            if self.params is not None and index >= len(self.params):
                 raise RoutingError("an encrypted column's parameter has no value", errno=1210, sqlstate="HY000")
-            return "param", start, end, self.params[index], index
-        raw = self.sql[start:end]
-        if node.is_string:
-            plain: Any = literal_value(raw, "s")
-        else:
-            plain = ("-" if negative else "") + raw
-            if negative:  # the minus sign is part of the value
-                minus = self.sql.rfind("-", 0, start)
-                start = minus if minus >= 0 and not self.sql[minus + 1 : start].strip() else start
-        return "literal", start, end, plain, None
+            return "param", start, end, token, False
+        if negative:  # the minus sign is part of the value
+            minus = self.sql.rfind("-", 0, start)
+            start = minus if minus >= 0 and not self.sql[minus + 1 : start].strip() else start
+        return "literal", start, end, token, negative
 
-    def put(self, value: tuple[str, int, int, Any, int | None], encrypted: Sequence[str | None]) -> str:
-        """The text that replaces ``value`` by its encrypted forms, joined by commas (parameters queued)."""
-        kind, _start, _end, _plain, index = value
+    def put(self, value: tuple[str, int, int, int, bool], encryptors: Sequence[Encryptor]) -> str:
+        """The text that replaces ``value`` by its encrypted forms, joined by commas: sentinels the assembly
+        writes the encrypted values in, or one ``?`` per form (the parameter encrypted once per form)."""
+        kind, _start, _end, token, negative = value
+        if kind == "null":
+            return ", ".join("NULL" for _ in encryptors)
         if kind == "param":
-            assert index is not None
-            if self.params is None:
-                return ", ".join("?" for _ in encrypted)
-            self.param_values.setdefault(index, []).extend(encrypted)
-            return ", ".join("?" for _ in encrypted)
-        return ", ".join(self.quote(v) for v in encrypted)
+            index = self.param_starts[self.spans[token][0]]
+            self.param_encryptors.setdefault(index, []).extend(encryptors)
+            return ", ".join("?" for _ in encryptors)
+        out = []
+        for encryptor in encryptors:
+            out.append(f"\x00{len(self.dyns)}\x00")
+            self.dyns.append(_Dyn(token, negative, encryptor, None))
+        return ", ".join(out)
 
-    def result(self) -> tuple[str, list[Any] | None]:
-        out: list[str] = []
-        pos = 0
-        for start, end, text in sorted(self.edits, key=lambda e: (e[0], e[1])):
-            if start < pos:
+    def recipe(self, decrypt: tuple[Encryptor | None, ...] | None, stars: dict[str, tuple[str, ...]]) -> _Recipe:
+        edits = sorted(self.edits, key=lambda e: (e[0], e[1]))
+        for (_s0, e0, _t0), (s1, _e1, _t1) in itertools.pairwise(edits):
+            if s1 < e0:
                 raise RoutingError("encrypt rewrite: overlapping edits (report this statement)")
-            out.append(self.sql[pos:start])
-            out.append(text)
-            pos = end
-        out.append(self.sql[pos:])
-        params = None
-        if self.params is not None:
-            params = []
-            for i, v in enumerate(self.params):
-                params.extend(self.param_values.get(i, [v]))
-        return "".join(out), params
+        return _Recipe(self.spans, tuple(edits), tuple(self.dyns), self.param_encryptors, decrypt, stars)
+
+
+def _quote(value: str | None, backslashes: bool) -> str:
+    if value is None:
+        return "NULL"
+    if backslashes:
+        value = value.replace("\\", "\\\\")
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _assemble(
+    sql: str, spans: tuple[tuple[int, int, str], ...], recipe: _Recipe, params: Sequence[Any] | None, mode: int
+) -> tuple[str, list[Any] | None]:
+    """``recipe`` applied to ``sql`` (of the recipe's shape, its value tokens at ``spans``)."""
+    old = recipe.spans
+    ends = [e for _s, e, _k in old]
+    shifts = [0]
+    for (s0, e0, _k0), (s1, e1, _k1) in zip(old, spans, strict=True):
+        shifts.append(shifts[-1] + (e1 - s1) - (e0 - s0))
+
+    def at(pos: int) -> int:
+        return pos + shifts[bisect.bisect_right(ends, pos)]
+
+    backslashes = not mode & NO_BACKSLASH_ESCAPES
+
+    def written(m: re.Match[str]) -> str:
+        dyn = recipe.dyns[int(m.group(1))]
+        start, end, kind = spans[dyn.token]
+        raw = sql[start:end]
+        plain = literal_value(raw, "s") if kind == "s" else ("-" if dyn.negative else "") + raw
+        return _quote(dyn.encryptor.encrypt(plain), backslashes)
+
+    out: list[str] = []
+    pos = 0
+    for start, end, text in recipe.edits:
+        s, e = at(start), at(end)
+        out.append(sql[pos:s])
+        out.append(_SENTINEL.sub(written, text) if "\x00" in text else text)
+        pos = e
+    out.append(sql[pos:])
+    new_params = None
+    if params is not None:
+        new_params = []
+        for i, v in enumerate(params):
+            encryptors = recipe.params.get(i)
+            new_params.extend([v] if encryptors is None else [enc.encrypt(v) for enc in encryptors])
+    return "".join(out), new_params
 
 
 def _name(name: str) -> str:
@@ -294,6 +357,12 @@ def _ident_span(column: exp.Column) -> tuple[int, int]:
 # --- the rewrite -----------------------------------------------------------------------------------------------
 
 
+#: (rule, shape key, mode, whether parameters are given) -> the shape's recipe; a statement of a known shape is
+#: rewritten without sqlglot (its literals encrypted into the recipe's places)
+_RECIPES: OrderedDict[tuple[EncryptRule, str, int, bool], _Recipe] = OrderedDict()
+_RECIPES_MAX = 2048
+
+
 def rewrite_encrypted(
     sql: str,
     rule: EncryptRule,
@@ -310,30 +379,63 @@ def rewrite_encrypted(
     text = ansi_backquoted(sql, mode) if mode & ANSI_QUOTES else sql
     with reading(mode):
         shape = scan_shape(text)
-        tree = parse_statement(shape)
-        if tree is None:
-            raise RoutingError(
-                "a statement on an encrypted table that shardproxy cannot read: it cannot tell which values to "
-                "encrypt; write it in plain SELECT / INSERT / UPDATE / DELETE"
-            )
-        starts = {s: i for i, (s, _e, _k) in enumerate(sp for sp in shape.spans if sp[2] == "p")}
-        state = _Text(text, params, starts, mode)
-        rewriter = _Rewriter(rule, state, columns_of)
-        try:
-            decrypt = rewriter.run(tree)
-        except (ValueError, IndexError, KeyError, AttributeError, TypeError) as exc:
-            raise RoutingError(
-                f"a statement on an encrypted table that shardproxy cannot rewrite ({type(exc).__name__}: {exc}); "
-                "write it in plain SELECT / INSERT ... VALUES / UPDATE / DELETE"
-            ) from exc
-        if not state.edits:
-            return (
-                Encrypted(sql, list(params) if params is not None else None, None)
-                if decrypt is None
-                else Encrypted(sql, list(params) if params is not None else None, decrypt)
-            )
-        out, new_params = state.result()
-    return Encrypted(out, new_params, decrypt)
+        key = (rule, shape.key, mode, params is not None)
+        recipe = _RECIPES.get(key)
+        if recipe is not None and _still_valid(recipe, shape.spans, params, columns_of):
+            _RECIPES.move_to_end(key)
+        else:
+            recipe, keep = _compile(text, shape, rule, params, columns_of)
+            if keep:
+                _RECIPES[key] = recipe
+                if len(_RECIPES) > _RECIPES_MAX:
+                    _RECIPES.popitem(last=False)
+        if not recipe.edits:
+            return Encrypted(sql, list(params) if params is not None else None, recipe.decrypt)
+        out, new_params = _assemble(text, shape.spans, recipe, params, mode)
+    return Encrypted(out, new_params, recipe.decrypt)
+
+
+def _still_valid(
+    recipe: _Recipe, spans: tuple[tuple[int, int, str], ...], params: Sequence[Any] | None, columns_of: ColumnsOf | None
+) -> bool:
+    """A kept recipe fits this text: as many values, every parameter given, each ``*``'s table unchanged."""
+    if len(spans) != len(recipe.spans):
+        return False
+    if params is not None and len(params) < sum(1 for _s, _e, k in spans if k == "p"):
+        return False
+    for table, names in recipe.stars.items():
+        now = columns_of(table) if columns_of is not None else None
+        if now is None or tuple(now) != names:
+            return False
+    return True
+
+
+def _compile(
+    text: str, shape: Any, rule: EncryptRule, params: Sequence[Any] | None, columns_of: ColumnsOf | None
+) -> tuple[_Recipe, bool]:
+    """The recipe of ``text``'s shape (read with sqlglot), and whether it may be kept for other texts of the shape
+    (not when an ORDER BY or GROUP BY holds a position: its value decides what is refused)."""
+    tree = parse_statement(shape)
+    if tree is None:
+        raise RoutingError(
+            "a statement on an encrypted table that shardproxy cannot read: it cannot tell which values to "
+            "encrypt; write it in plain SELECT / INSERT / UPDATE / DELETE"
+        )
+    state = _Text(text, params, shape.spans)
+    rewriter = _Rewriter(rule, state, columns_of)
+    try:
+        decrypt = rewriter.run(tree)
+    except (ValueError, IndexError, KeyError, AttributeError, TypeError) as exc:
+        raise RoutingError(
+            f"a statement on an encrypted table that shardproxy cannot rewrite ({type(exc).__name__}: {exc}); "
+            "write it in plain SELECT / INSERT ... VALUES / UPDATE / DELETE"
+        ) from exc
+    positional = any(
+        isinstance(n, exp.Literal)
+        for clause in tree.find_all(exp.Order, exp.Group)
+        for n in clause.find_all(exp.Literal)
+    )
+    return state.recipe(decrypt, rewriter.stars), not positional
 
 
 def _effective(plan: tuple[Encryptor | None, ...]) -> tuple[Encryptor | None, ...]:
@@ -371,6 +473,7 @@ class _Rewriter:
         self.columns_of = columns_of
         self.resolver = _Resolver(rule)
         self.done: set[int] = set()  # ids of column nodes already rewritten
+        self.stars: dict[str, tuple[str, ...]] = {}  # table -> the columns a * was expanded with
 
     def run(self, tree: exp.Expression) -> tuple[Encryptor | None, ...] | None:
         decrypt: tuple[Encryptor | None, ...] | None = None
@@ -456,6 +559,7 @@ class _Rewriter:
             names = self.columns_of(src.table) if self.columns_of is not None else None
             if names is None:
                 raise MissingColumns(src.table)
+            self.stars[src.table] = tuple(names)
             q = src.qualifier if re.fullmatch(r"[A-Za-z_][\w$]*", src.qualifier) else _quoted(src.qualifier)
             for name in names:
                 low = name.lower()
@@ -552,7 +656,7 @@ class _Rewriter:
                             "write the value itself",
                         )
                     start, end = spans[i]
-                    self.text.edit(start, end, self.text.put(value, col.encrypted_values(value[3])))
+                    self.text.edit(start, end, self.text.put(value, col.encryptors()))
         conflict = insert.args.get("conflict")
         if conflict is not None:
             self._assignments(conflict.expressions, insert)
@@ -579,7 +683,7 @@ class _Rewriter:
             end = self._value_end(span[1])
             pieces = [
                 f"{_name(p)} = {self.text.put(value, [enc])}"
-                for p, enc in zip(col.physical(), col.encrypted_values(value[3]), strict=True)
+                for p, enc in zip(col.physical(), col.encryptors(), strict=True)
             ]
             self.text.edit(span[0], end, ", ".join(pieces))
         conflict = insert.args.get("conflict")
@@ -666,9 +770,8 @@ class _Rewriter:
             value = self.text.value(value_node)
             if value is None:
                 raise _refuse(col, f"SET {col.name} = {value_node.sql(dialect='mysql')}", "set it to a value")
-            encrypted = col.encrypted_values(value[3])
             pieces = []
-            for physical, enc in zip(col.physical(), encrypted, strict=True):
+            for physical, enc in zip(col.physical(), col.encryptors(), strict=True):
                 pieces.append(f"{qualifier}{_name(physical)} = {self.text.put(value, [enc])}")
             self.text.edit(lead, end, ", ".join(pieces))
 
@@ -743,7 +846,7 @@ class _Rewriter:
         start, end = _ident_span(column)
         self.text.edit(start, end, _name(name))
         if value[0] != "null":
-            self.text.edit(value[1], value[2], self.text.put(value, [encryptor.encrypt(value[3])]))
+            self.text.edit(value[1], value[2], self.text.put(value, [encryptor]))
 
     def _in(self, column: exp.Column, col: EncryptColumn, parent: exp.In) -> None:
         query = col.equality()
@@ -757,7 +860,7 @@ class _Rewriter:
             if value is None:
                 raise _refuse(col, f"IN with {item.sql(dialect='mysql')}", "list values")
             if value[0] != "null":
-                self.text.edit(value[1], value[2], self.text.put(value, [encryptor.encrypt(value[3])]))
+                self.text.edit(value[1], value[2], self.text.put(value, [encryptor]))
 
     def _like(self, column: exp.Column, col: EncryptColumn, parent: exp.Like) -> None:
         if col.like is None or col.like_encryptor is None:
@@ -770,4 +873,4 @@ class _Rewriter:
         start, end = _ident_span(column)
         self.text.edit(start, end, _name(col.like))
         if value[0] != "null":
-            self.text.edit(value[1], value[2], self.text.put(value, [col.like_encryptor.encrypt(value[3])]))
+            self.text.edit(value[1], value[2], self.text.put(value, [col.like_encryptor]))

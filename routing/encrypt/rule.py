@@ -66,6 +66,10 @@ class EncryptColumn:
             out.append(self.like_encryptor.encrypt(value))
         return tuple(out)
 
+    def encryptors(self) -> tuple[Encryptor, ...]:
+        """The encryptors of :meth:`physical`'s columns, in its order."""
+        return tuple(e for e in (self.cipher_encryptor, self.assisted_encryptor, self.like_encryptor) if e is not None)
+
     def equality(self) -> tuple[str, Encryptor] | None:
         """The column and encryptor an equality condition compares: the assisted query column, else the cipher
         column when its encryptor is deterministic; None when neither can."""

@@ -370,3 +370,18 @@ def test_ddl_on_an_encrypted_table_runs_as_written_and_select_star_follows_it(en
         finally:
             cur.execute("ALTER TABLE t_user DROP COLUMN extra")
         assert _answer(conn, "SELECT * FROM t_user WHERE user_id = 10")[1][-1] == "created"
+
+
+def test_a_value_its_encryptor_did_not_write_is_an_error_not_ciphertext(env: Env) -> None:
+    server, db = env.physical[0]
+    user_id = 98  # (even: on the first data source of the sharded database)
+    server.execute(f"INSERT INTO t_user (user_id, password_cipher) VALUES ({user_id}, 'plain text left behind')", db)
+    try:
+        with env.proxy_conn() as conn, conn.cursor() as cur:
+            with pytest.raises(pymysql.err.MySQLError) as info:
+                cur.execute(f"SELECT password FROM t_user WHERE user_id = {user_id}")
+            assert info.value.args[0] == 1105 and "cannot be decrypted" in info.value.args[1]
+            cur.execute(f"SELECT user_id FROM t_user WHERE user_id = {user_id}")  # the session goes on
+            assert cur.fetchall() == ((user_id,),)
+    finally:
+        server.execute(f"DELETE FROM t_user WHERE user_id = {user_id}", db)

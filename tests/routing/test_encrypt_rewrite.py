@@ -11,7 +11,7 @@ import pytest
 
 from routing.config import load_yaml
 from routing.encrypt.algorithms import ENCRYPTOR_TYPES
-from routing.encrypt.rewrite import MissingColumns, rewrite_encrypted
+from routing.encrypt.rewrite import _RECIPES, MissingColumns, rewrite_encrypted
 from routing.encrypt.rule import load_encrypt_rule
 from routing.errors import RoutingError
 
@@ -219,10 +219,53 @@ CASES = [
 
 @pytest.mark.parametrize(("case", "sql", "params", "expected", "expected_params"), CASES, ids=[c[0] for c in CASES])
 def test_rewrites_as_shardingsphere(case: str, sql: str, params, expected: str, expected_params) -> None:
-    out = _rewrite(sql, params)
-    assert out is not None
-    assert out.sql == expected
-    assert out.params == expected_params
+    _RECIPES.clear()
+    for _ in range(2):  # read with sqlglot, then from the shape's kept recipe
+        out = _rewrite(sql, params)
+        assert out is not None
+        assert out.sql == expected
+        assert out.params == expected_params
+
+
+@pytest.mark.parametrize(("first", "then", "expected"), [
+    ("SELECT * FROM t_user WHERE password = 'x' AND user_id = 1",
+     "SELECT * FROM t_user WHERE password = 'zhangsan' AND user_id = 22",
+     "SELECT t_user.`user_id`, t_user.`user_name_cipher` AS `user_name`, t_user.`password_cipher` AS `password` FROM "
+     "t_user WHERE password_cipher = 'sVq8Lmm+j6bZE5EKSilJEQ==' AND user_id = 22"),
+    ("INSERT INTO t_account (account_id, amount, password) VALUES (1, -5, 'a'), (2, 3, NULL)",
+     "INSERT INTO t_account (account_id, amount, password) VALUES (100, -12345, 'it''s'), (2000, 7, NULL)",
+     "INSERT INTO t_account (account_id, cipher_amount, cipher_password, assisted_query_password, "
+     "like_query_password) VALUES (100, 'encrypt_-12345', 'encrypt_it''s', 'assisted_query_it''s', "
+     "'like_query_it''s'), (2000, 'encrypt_7', NULL, NULL, NULL)"),
+    ("UPDATE t_account SET password = 'a' WHERE amount IN (1, 2)",
+     "UPDATE t_account SET password = 'longer value' WHERE amount IN ('x', 22222)",
+     "UPDATE t_account SET cipher_password = 'encrypt_longer value', assisted_query_password = "
+     "'assisted_query_longer value', like_query_password = 'like_query_longer value' WHERE cipher_amount IN "
+     "('encrypt_x', 'encrypt_22222')"),
+])  # fmt: skip
+def test_a_kept_recipe_encrypts_the_new_values(first: str, then: str, expected: str) -> None:
+    _RECIPES.clear()
+    assert _rewrite(first) is not None
+    assert len(_RECIPES) == 1
+    out = _rewrite(then)
+    assert len(_RECIPES) == 1 and out is not None and out.sql == expected
+
+
+def test_positions_in_order_by_are_read_every_time() -> None:
+    _RECIPES.clear()
+    assert _rewrite("SELECT account_id, password FROM t_account ORDER BY 1") is not None
+    with pytest.raises(RoutingError):
+        _rewrite("SELECT account_id, password FROM t_account ORDER BY 2")
+
+
+def test_a_star_is_expanded_again_when_its_table_changed() -> None:
+    _RECIPES.clear()
+    columns = {"t_order": ["order_id"], "t_user": ["user_id", "password_cipher"]}
+    out = rewrite_encrypted("SELECT * FROM t_user", RULE, columns_of=lambda t: columns.get(t))
+    assert out is not None and out.decrypt is not None and len(out.decrypt) == 2
+    columns["t_user"] = ["user_id", "password_cipher", "extra"]
+    out = rewrite_encrypted("SELECT * FROM t_user", RULE, columns_of=lambda t: columns.get(t))
+    assert out is not None and out.decrypt is not None and len(out.decrypt) == 3 and "`extra`" in out.sql
 
 
 @pytest.mark.parametrize(("sql", "decrypted"), [
