@@ -26,7 +26,7 @@ import functools
 import itertools
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +93,11 @@ def touches_encrypted(sql: str, rule: EncryptRule) -> bool:
 # --- scopes ----------------------------------------------------------------------------------------------------
 
 
+#: a derived table's result columns: (name, the encrypted column it carries, hidden); the name None when the
+#: select list item has none (an expression without an alias), the whole list None when a ``*`` there stayed
+Outputs = tuple[tuple[str | None, EncryptColumn | None, bool], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class _Source:
     alias: str  # lower case: the alias, else the table name
@@ -100,12 +105,16 @@ class _Source:
     qualifier: str  # what the expanded columns are qualified with, as written
     encrypted: EncryptTable | None
     derived: bool
+    columns: Mapping[str, EncryptColumn]  # lower-case logical name -> the encrypted column it is
+    outputs: Outputs | None = None  # a derived table's, see Outputs
 
 
-def _sources(scope: exp.Expression, rule: EncryptRule) -> list[_Source]:
+def _sources(
+    scope: exp.Expression, rule: EncryptRule, derive: Callable[[exp.Subquery], Outputs | None]
+) -> list[_Source]:
     """The tables of one SELECT / UPDATE / DELETE / INSERT, in text order (not those of nested queries): every
     table and derived table whose nearest enclosing statement is ``scope``, wherever sqlglot hung it (FROM, JOIN,
-    a multi-table UPDATE's joins, DELETE's USING)."""
+    a multi-table UPDATE's joins, DELETE's USING). A derived table's select list is rewritten here (``derive``)."""
     nodes = [n for n in scope.find_all(exp.Table, exp.Subquery) if n is not scope and _scope_of(n) is scope]
     nodes.sort(key=lambda n: _first_offset(n))
     out: list[_Source] = []
@@ -113,9 +122,12 @@ def _sources(scope: exp.Expression, rule: EncryptRule) -> list[_Source]:
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
             alias = node.alias
             encrypted = rule.table(node.name)
-            out.append(_Source((alias or node.name).lower(), node.name, alias or node.name, encrypted, False))
+            columns = encrypted.columns if encrypted is not None else {}
+            out.append(_Source((alias or node.name).lower(), node.name, alias or node.name, encrypted, False, columns))
         elif isinstance(node, exp.Subquery) and node.alias:
-            out.append(_Source(node.alias.lower(), "", node.alias, None, True))
+            outputs = derive(node)
+            columns = {n.lower(): c for n, c, hidden in outputs or () if n and c is not None and not hidden}
+            out.append(_Source(node.alias.lower(), "", node.alias, None, True, columns, outputs))
     return out
 
 
@@ -138,15 +150,17 @@ def _scope_of(node: exp.Expression) -> exp.Expression | None:
 
 
 class _Resolver:
-    def __init__(self, rule: EncryptRule) -> None:
+    def __init__(self, rule: EncryptRule, derive: Callable[[exp.Subquery], Outputs | None]) -> None:
         self.rule = rule
+        self.derive = derive
         self._cache: dict[int, list[_Source]] = {}
 
     def sources(self, scope: exp.Expression) -> list[_Source]:
         key = id(scope)
         found = self._cache.get(key)
         if found is None:
-            found = self._cache[key] = _sources(scope, self.rule)
+            self._cache[key] = []  # (while its derived tables are read: they cannot see it, as in MySQL)
+            found = self._cache[key] = _sources(scope, self.rule, self.derive)
         return found
 
     def resolve(self, column: exp.Column) -> tuple[_Source, EncryptColumn] | None:
@@ -161,12 +175,12 @@ class _Resolver:
                 named = [s for s in sources if s.alias == qualifier or s.table.lower() == qualifier]
                 if named:
                     for src in named:
-                        col = src.encrypted.columns.get(name) if src.encrypted else None
+                        col = src.columns.get(name)
                         if col is not None:
                             return src, col
                     return None
             else:
-                hits = [(s, s.encrypted.columns[name]) for s in sources if s.encrypted and name in s.encrypted.columns]
+                hits = [(s, s.columns[name]) for s in sources if name in s.columns]
                 if hits:
                     if not first:
                         raise _refuse(
@@ -347,6 +361,10 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def _qualifier(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z_][\w$]*", name) else _quoted(name)
+
+
 def _ident_span(column: exp.Column) -> tuple[int, int]:
     span = node_span(column.this) if isinstance(column.this, exp.Identifier) else None
     if span is None:
@@ -438,6 +456,29 @@ def _compile(
     return state.recipe(decrypt, rewriter.stars), not positional
 
 
+def _scalar_column(node: exp.Expression | None) -> exp.Column | None:
+    """The one column a scalar subquery selects, ``(SELECT col FROM ...)``; None for anything else."""
+    if isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Subquery):
+        node = node.this
+    if not isinstance(node, exp.Select) or len(node.expressions) != 1:
+        return None
+    item = node.expressions[0]
+    target = item.this if isinstance(item, exp.Alias) else item
+    return target if isinstance(target, exp.Column) and not isinstance(target.this, exp.Star) else None
+
+
+def _in_select_list(column: exp.Column) -> bool:
+    return isinstance(column.parent, exp.Select) or (
+        isinstance(column.parent, exp.Alias) and isinstance(column.parent.parent, exp.Select)
+    )
+
+
+def _same(a: Encryptor, b: Encryptor) -> bool:
+    return a is b or (a.type == b.type and dict(a.props) == dict(b.props))
+
+
 def _effective(plan: tuple[Encryptor | None, ...]) -> tuple[Encryptor | None, ...]:
     return plan if any(p is not None for p in plan) else ()
 
@@ -471,11 +512,14 @@ class _Rewriter:
         self.rule = rule
         self.text = text
         self.columns_of = columns_of
-        self.resolver = _Resolver(rule)
+        self.resolver = _Resolver(rule, self._derive)
         self.done: set[int] = set()  # ids of column nodes already rewritten
         self.stars: dict[str, tuple[str, ...]] = {}  # table -> the columns a * was expanded with
 
     def run(self, tree: exp.Expression) -> tuple[Encryptor | None, ...] | None:
+        for scope in [tree, *tree.find_all(*_SCOPES)]:  # derived tables' select lists first, inner before outer
+            if isinstance(scope, _SCOPES):
+                self.resolver.sources(scope)
         decrypt: tuple[Encryptor | None, ...] | None = None
         if isinstance(tree, exp.Insert):
             self._insert(tree)
@@ -526,15 +570,23 @@ class _Rewriter:
                 if hit is not None:
                     _src, col = hit
                     start, end = _ident_span(target)
-                    suffix = "" if isinstance(item, exp.Alias) else f" AS {_name(col.name)}"
+                    suffix = "" if isinstance(item, exp.Alias) else f" AS {_name(target.name)}"  # (as written)
                     self.text.edit(start, end, _name(col.cipher) + suffix)
                     self.done.add(id(target))
                     plan.append(col.cipher_encryptor)
                     continue
+            inner = _scalar_column(target)
+            if inner is not None and (hit := self.resolver.resolve(inner)) is not None:
+                # (SELECT col FROM t ...) [AS x]: the subquery's cipher, decrypted in the answer
+                start, end = _ident_span(inner)
+                self.text.edit(start, end, _name(hit[1].cipher))
+                self.done.add(id(inner))
+                plan.append(hit[1].cipher_encryptor)
+                continue
             plan.append(None)
         if stars:
             plain = not any(p is not None and not isinstance(p, list) for p in plan)
-            if plain and not any(s.encrypted is not None for _t, srcs in stars for s in srcs):
+            if plain and not any(s.columns for _t, srcs in stars for s in srcs):
                 return ()  # nothing to decrypt: the stars stay as written
             slots = [i for i, p in enumerate(plan) if isinstance(p, list)]
             for slot, (target, sources) in zip(slots, stars, strict=True):
@@ -552,15 +604,17 @@ class _Rewriter:
         plan: list[Encryptor | None] = []
         for src in sources:
             if src.derived:
-                raise RoutingError(
-                    f"SELECT * over the derived table {src.qualifier} together with encrypted columns: the proxy "
-                    "cannot tell which of its columns to decrypt; name the columns"
-                )
+                q = _qualifier(src.qualifier)
+                for name, col, hidden in self._outputs(src):
+                    if not hidden:
+                        parts.append(f"{q}.{_quoted(name)}")
+                        plan.append(col.cipher_encryptor if col is not None else None)
+                continue
             names = self.columns_of(src.table) if self.columns_of is not None else None
             if names is None:
                 raise MissingColumns(src.table)
             self.stars[src.table] = tuple(names)
-            q = src.qualifier if re.fullmatch(r"[A-Za-z_][\w$]*", src.qualifier) else _quoted(src.qualifier)
+            q = _qualifier(src.qualifier)
             for name in names:
                 low = name.lower()
                 enc = src.encrypted
@@ -578,6 +632,91 @@ class _Rewriter:
             raise RoutingError("encrypt rewrite: cannot place *")
         self.text.edit(min(s[0] for s in spans), max(s[1] for s in spans), ", ".join(parts))
         return plan
+
+    def _outputs(self, src: _Source) -> list[tuple[str, EncryptColumn | None, bool]]:
+        """A derived table's named result columns, for a ``*`` over it; refused when some are not known."""
+        outputs = src.outputs
+        if outputs is None or any(name is None for name, _c, _h in outputs):
+            raise RoutingError(
+                f"SELECT * over the derived table {src.qualifier}, whose columns the proxy cannot all name, together "
+                "with encrypted columns; name the columns (and give its expressions aliases)"
+            )
+        return [(name, col, hidden) for name, col, hidden in outputs if name is not None]
+
+    def _derive(self, subquery: exp.Subquery) -> Outputs | None:
+        """A derived table's select list rewritten as ShardingSphere does: an encrypted column gives its cipher
+        under the logical name (decrypted where the outer query selects it) and its cipher, assisted and LIKE
+        columns under their own names (for the outer query's conditions); the result columns it then has."""
+        select = subquery.this
+        if not isinstance(select, exp.Select):
+            return None
+        outputs: list[tuple[str | None, EncryptColumn | None, bool]] = []
+        for item in select.expressions:
+            target = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
+                sources = self.resolver.sources(select)
+                if isinstance(target, exp.Column):
+                    low = target.table.lower()
+                    sources = [s for s in sources if s.alias == low or s.table.lower() == low]
+                if not any(s.columns for s in sources):
+                    return None  # (no encrypted column under it: the * stays, its columns unknown)
+                outputs.extend(self._expand_derived(target, sources))
+                continue
+            name = item.alias if isinstance(item, exp.Alias) else (target.name if isinstance(target, exp.Column)
+                                                                     else None)  # fmt: skip
+            hit = self.resolver.resolve(target) if isinstance(target, exp.Column) else None
+            if hit is None:
+                outputs.append((name, None, False))
+                continue
+            col = hit[1]
+            start, end = _ident_span(target)
+            qual_node = target.args.get("table")
+            qual_span = node_span(qual_node) if qual_node is not None else None
+            qualifier = self.text.sql[qual_span[0] : start] if qual_span else ""
+            self.text.edit(
+                start,
+                end,
+                _name(col.cipher) + ("" if isinstance(item, exp.Alias) else f" AS {_name(name or col.name)}"),
+            )
+            item_end = node_span(item.args["alias"])[1] if isinstance(item, exp.Alias) else end  # type: ignore[index]
+            self.text.edit(item_end, item_end, "".join(f", {qualifier}{_name(p)}" for p in col.physical()))
+            self.done.add(id(target))
+            outputs.append((name or col.name, col, False))
+            outputs.extend((p, col, True) for p in col.physical())
+        return tuple(outputs)
+
+    def _expand_derived(
+        self, star: exp.Expression, sources: list[_Source]
+    ) -> list[tuple[str | None, EncryptColumn | None, bool]]:
+        """A ``*`` in a derived table's select list over encrypted tables: every column, a cipher column also
+        under its logical name."""
+        parts: list[str] = []
+        outputs: list[tuple[str | None, EncryptColumn | None, bool]] = []
+        for src in sources:
+            q = _qualifier(src.qualifier)
+            if src.derived:
+                for name, col, hidden in self._outputs(src):
+                    parts.append(f"{q}.{_quoted(name)}")
+                    outputs.append((name, col, hidden))
+                continue
+            names = self.columns_of(src.table) if self.columns_of is not None else None
+            if names is None:
+                raise MissingColumns(src.table)
+            self.stars[src.table] = tuple(names)
+            enc = src.encrypted
+            owner = {p.lower(): c for c in enc.columns.values() for p in c.physical()} if enc is not None else {}
+            for name in names:
+                col = owner.get(name.lower())
+                if col is not None and name.lower() == col.cipher.lower():
+                    parts.append(f"{q}.{_quoted(name)} AS {_quoted(col.name)}")
+                    outputs.append((col.name, col, False))
+                parts.append(f"{q}.{_quoted(name)}")
+                outputs.append((name, col, col is not None))
+        spans = [s for s in (node_span(n) for n in star.walk() if isinstance(n, exp.Identifier | exp.Star)) if s]
+        if not spans:
+            raise RoutingError("encrypt rewrite: cannot place *")
+        self.text.edit(min(s[0] for s in spans), max(s[1] for s in spans), ", ".join(parts))
+        return outputs
 
     def _order(self, select: exp.Expression, plan: tuple[Encryptor | None, ...]) -> None:
         """ORDER BY / GROUP BY an alias or position of a decrypted column: refused (it would sort ciphertext)."""
@@ -778,7 +917,9 @@ class _Rewriter:
     # -- conditions and every other column --
 
     def _conditions(self, tree: exp.Expression) -> None:
-        for column in list(tree.find_all(exp.Column)):
+        columns = list(tree.find_all(exp.Column))
+        columns.sort(key=_in_select_list)  # a subquery's select list after the comparisons that may take it
+        for column in columns:
             if id(column) in self.done or isinstance(column.this, exp.Star):
                 continue
             hit = self.resolver.resolve(column)
@@ -788,9 +929,7 @@ class _Rewriter:
             parent = column.parent
             if isinstance(parent, exp.Paren):
                 parent = parent.parent
-            if isinstance(column.parent, exp.Select) or (
-                isinstance(column.parent, exp.Alias) and isinstance(column.parent.parent, exp.Select)
-            ):
+            if _in_select_list(column):
                 raise _refuse(
                     col,
                     "the select list of a subquery or derived table",
@@ -802,8 +941,9 @@ class _Rewriter:
                 self._equality(column, col, parent)
             elif isinstance(parent, exp.In) and parent.this is column:
                 if parent.args.get("query") is not None:
-                    raise _refuse(col, "IN (SELECT ...)", "compare it with values")
-                self._in(column, col, parent)
+                    self._compare_subquery(column, col, parent.args["query"], "IN (SELECT ...)")
+                else:
+                    self._in(column, col, parent)
             elif isinstance(parent, exp.Like) and parent.this is column:
                 self._like(column, col, parent)
             elif isinstance(parent, exp.Is) and parent.this is column and isinstance(parent.expression, exp.Null):
@@ -820,6 +960,9 @@ class _Rewriter:
         if query is None:
             raise _refuse(col, "an equality condition", "configure an assistedQuery column for it")
         name, encryptor = query
+        if _scalar_column(other) is not None:
+            self._compare_subquery(column, col, other, "a comparison with a subquery")
+            return
         if isinstance(other, exp.Column):
             hit = self.resolver.resolve(other)
             if hit is None:
@@ -848,6 +991,20 @@ class _Rewriter:
         if value[0] != "null":
             self.text.edit(value[1], value[2], self.text.put(value, [encryptor]))
 
+    def _compare_subquery(self, column: exp.Column, col: EncryptColumn, subquery: exp.Expression, where: str) -> None:
+        """``col = (SELECT other ...)`` / ``col IN (SELECT other ...)``, ``other`` encrypted alike: both query
+        columns compared (ShardingSphere's rewrite); anything else is refused."""
+        inner = _scalar_column(subquery)
+        hit = self.resolver.resolve(inner) if inner is not None else None
+        query = col.equality()
+        other = hit[1].equality() if hit is not None else None
+        if inner is None or query is None or other is None or not _same(query[1], other[1]):
+            raise _refuse(col, where, "compare it with values, or with a column of the same encryptor")
+        for c, n in ((column, query[0]), (inner, other[0])):
+            start, end = _ident_span(c)
+            self.text.edit(start, end, _name(n))
+            self.done.add(id(c))
+
     def _in(self, column: exp.Column, col: EncryptColumn, parent: exp.In) -> None:
         query = col.equality()
         if query is None:
@@ -867,10 +1024,24 @@ class _Rewriter:
             raise _refuse(col, "LIKE", "configure a likeQuery column for it")
         if isinstance(parent.parent, exp.Escape):
             raise _refuse(col, "LIKE ... ESCAPE", "use the default escape")
-        value = self.text.value(parent.expression)
-        if value is None:
+        values = self._pattern(parent.expression)
+        if values is None:
             raise _refuse(col, f"LIKE {parent.expression.sql(dialect='mysql')}", "match it with a pattern value")
         start, end = _ident_span(column)
         self.text.edit(start, end, _name(col.like))
-        if value[0] != "null":
-            self.text.edit(value[1], value[2], self.text.put(value, [col.like_encryptor]))
+        for value in values:  # (the LIKE encryptors digest character by character: each part on its own)
+            if value[0] != "null":
+                self.text.edit(value[1], value[2], self.text.put(value, [col.like_encryptor]))
+
+    def _pattern(self, node: exp.Expression) -> list[tuple[str, int, int, int, bool]] | None:
+        """A LIKE pattern's values: the value itself, or every value of a CONCAT of values (nested too)."""
+        if isinstance(node, exp.Concat) or (isinstance(node, exp.Anonymous) and node.name.upper() == "CONCAT"):
+            out: list[tuple[str, int, int, int, bool]] = []
+            for part in node.expressions:
+                found = self._pattern(part)
+                if found is None:
+                    return None
+                out.extend(found)
+            return out
+        value = self.text.value(node)
+        return None if value is None else [value]

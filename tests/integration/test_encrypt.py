@@ -91,6 +91,11 @@ READS = [
     "SELECT user_name FROM t_user WHERE user_id = 13 UNION ALL SELECT user_name FROM t_user WHERE user_id = 10",
     "SELECT user_id FROM t_user WHERE user_id IN (SELECT user_id FROM t_user WHERE password = '444444')",
     "/* a comment */ SELECT * FROM t_user WHERE user_id = 10",
+    "SELECT d.n, d.password FROM (SELECT user_id, user_name AS n, password FROM t_user) d WHERE d.n = 'lisi'",
+    "SELECT * FROM (SELECT * FROM t_user) d WHERE d.telephone LIKE '1234%' ORDER BY d.user_id",
+    "SELECT user_id, (SELECT t.password FROM t_user t WHERE t.user_id = 11) AS p FROM t_user ORDER BY user_id",
+    "SELECT user_id FROM t_user WHERE password IN (SELECT password FROM t_user WHERE user_id IN (10, 12)) ORDER BY 1",
+    "SELECT user_id FROM t_user WHERE user_name LIKE CONCAT('%', 'ang', '%') ORDER BY user_id",
 ]
 CHANGES = [
     "UPDATE t_user SET password = 'changed', telephone = '555' WHERE user_name = 'lisi'",

@@ -207,6 +207,38 @@ CASES = [
      "b.assisted_query_password = 'assisted_query_y'", None),
     ("delete_by_alias", "DELETE a FROM t_account a WHERE a.password = 'q'", None,
      "DELETE a FROM t_account a WHERE a.assisted_query_password = 'assisted_query_q'", None),
+    ("select_where_with_cipher_column_like_concat_for_parameters",
+     "SELECT a.account_id FROM t_account_bak a WHERE a.account_id = 1 AND a.certificate_number like "
+     "concat ('%', concat(?, '%'))", ["abc"],
+     "SELECT a.account_id FROM t_account_bak a WHERE a.account_id = 1 AND a.like_query_certificate_number like "
+     "concat ('like_query_%', concat(?, 'like_query_%'))", ["like_query_abc"]),
+    ("select_projection_and_where_with_subquery",
+     "SELECT u.password, (SELECT o.amount FROM t_account_bak o WHERE o.certificate_number=u.certificate_number) "
+     "amount FROM t_account u WHERE u.password = ?", ["1"],
+     "SELECT u.cipher_password AS password, (SELECT o.cipher_amount FROM t_account_bak o WHERE "
+     "o.assisted_query_certificate_number=u.assisted_query_certificate_number) amount FROM t_account u WHERE "
+     "u.assisted_query_password = ?", ["assisted_query_1"]),
+    ("select_where_equal_and_in_subquery_of_the_same_encryptor",
+     "SELECT user_id FROM t_user WHERE password = (SELECT DISTINCT password FROM t_user WHERE user_id = 1) OR "
+     "user_name IN (SELECT password FROM t_user)", None,
+     "SELECT user_id FROM t_user WHERE password_cipher = (SELECT DISTINCT password_cipher FROM t_user WHERE "
+     "user_id = 1) OR user_name_cipher IN (SELECT password_cipher FROM t_user)", None),
+    ("select_from_derived_table_by_alias", "SELECT d.p FROM (SELECT password AS p FROM t_account) d", None,
+     "SELECT d.cipher_password AS p FROM (SELECT cipher_password AS p, cipher_password, assisted_query_password, "
+     "like_query_password FROM t_account) d", None),
+    ("select_with_subquery_in_from_and_where",
+     "SELECT u.amount, u.password, o.certificate_number FROM (SELECT certificate_number FROM t_account) o, "
+     "t_account u WHERE o.certificate_number=u.certificate_number AND u.password=?", ["1"],
+     "SELECT u.cipher_amount AS amount, u.cipher_password AS password, o.cipher_certificate_number AS "
+     "certificate_number FROM (SELECT cipher_certificate_number AS certificate_number, cipher_certificate_number, "
+     "assisted_query_certificate_number, like_query_certificate_number FROM t_account) o, t_account u WHERE "
+     "o.assisted_query_certificate_number=u.assisted_query_certificate_number AND u.assisted_query_password=?",
+     ["assisted_query_1"]),
+    ("select_star_over_a_derived_star",
+     "SELECT * FROM (SELECT * FROM t_user) d WHERE d.user_name LIKE 'zh%'", None,
+     "SELECT d.`user_id`, d.`user_name`, d.`password` FROM (SELECT t_user.`user_id`, t_user.`user_name_cipher` AS "
+     "`user_name`, t_user.`user_name_cipher`, t_user.`user_name_like`, t_user.`password_cipher` AS `password`, "
+     "t_user.`password_cipher` FROM t_user) d WHERE d.user_name_like LIKE 'yi%'", None),
     ("e2e_aes_and_like",
      "SELECT user_id, user_name FROM t_user WHERE user_name = 'zhangsan' OR user_name LIKE 'zhang%'", None,
      "SELECT user_id, user_name_cipher AS user_name FROM t_user WHERE user_name_cipher = 'sVq8Lmm+j6bZE5EKSilJEQ==' "
@@ -308,7 +340,10 @@ def test_statements_without_encrypted_tables_are_left_alone(sql: str) -> None:
     ("INSERT INTO t_account (account_id, password) SELECT 1, 'x'", "INSERT ... SELECT"),
     ("INSERT INTO t_account (account_id, password) VALUES (1, CONCAT('a', 'b'))", "expression"),
     ("UPDATE t_account SET amount = amount + 1", "SET amount"),
-    ("SELECT d.p FROM (SELECT password AS p FROM t_account) d", "derived table"),
+    ("SELECT * FROM (SELECT account_id, password, amount + 1 FROM t_account) d", "cannot all name"),
+    ("SELECT * FROM (SELECT amount + 1 AS a FROM t_account) d", "the expression"),
+    ("SELECT * FROM t_account WHERE password = (SELECT password FROM t_user)", "comparison with a subquery"),
+    ("SELECT * FROM t_account WHERE password IN (SELECT account_id FROM t_account)", "IN (SELECT ...)"),
     ("SELECT password FROM t_account UNION SELECT status FROM t_account", "UNION"),
     ("SELECT * FROM t_order WHERE user_id IN (SELECT account_id FROM t_account WHERE password > 'a')", "range"),
 ])  # fmt: skip
