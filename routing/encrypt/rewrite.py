@@ -475,6 +475,14 @@ def _in_select_list(column: exp.Column) -> bool:
     )
 
 
+def _under_exists(column: exp.Column) -> bool:
+    select = column.find_ancestor(exp.Select)
+    parent = select.parent if select is not None else None
+    if isinstance(parent, exp.Subquery):
+        parent = parent.parent
+    return isinstance(parent, exp.Exists)
+
+
 def _same(a: Encryptor, b: Encryptor) -> bool:
     return a is b or (a.type == b.type and dict(a.props) == dict(b.props))
 
@@ -500,7 +508,7 @@ def _context(column: exp.Column) -> str:
             return f"the function {parent.sql_name() if not isinstance(parent, exp.Anonymous) else parent.name}()"
         if isinstance(parent, exp.Binary):
             return f"the expression {parent.sql(dialect='mysql')}"
-        if isinstance(parent, _SCOPES | exp.Where | exp.Having | exp.Join):
+        if isinstance(parent, (*_SCOPES, exp.Where, exp.Having, exp.Join)):
             break
         node, parent = parent, parent.parent
     del node
@@ -556,6 +564,9 @@ class _Rewriter:
         stars: list[tuple[exp.Expression, list[_Source]]] = []
         for item in items:
             target = item.this if isinstance(item, exp.Alias) else item
+            parens = 0
+            while isinstance(target, exp.Paren):  # SELECT DISTINCT (col)
+                target, parens = target.this, parens + 1
             if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
                 sources = self.resolver.sources(select)
                 if isinstance(target, exp.Column):
@@ -570,8 +581,10 @@ class _Rewriter:
                 if hit is not None:
                     _src, col = hit
                     start, end = _ident_span(target)
-                    suffix = "" if isinstance(item, exp.Alias) else f" AS {_name(target.name)}"  # (as written)
-                    self.text.edit(start, end, _name(col.cipher) + suffix)
+                    self.text.edit(start, end, _name(col.cipher))
+                    if not isinstance(item, exp.Alias):
+                        after = self._closing(end, parens)
+                        self.text.edit(after, after, f" AS {_name(target.name)}")  # (the name as written)
                     self.done.add(id(target))
                     plan.append(col.cipher_encryptor)
                     continue
@@ -632,6 +645,17 @@ class _Rewriter:
             raise RoutingError("encrypt rewrite: cannot place *")
         self.text.edit(min(s[0] for s in spans), max(s[1] for s in spans), ", ".join(parts))
         return plan
+
+    def _closing(self, pos: int, parens: int) -> int:
+        """The end of the ``parens``-th closing parenthesis after ``pos`` (``pos`` itself for none)."""
+        if not parens:
+            return pos
+        for tok in self.text.tokens:
+            if tok.start >= pos and tok.text == ")":
+                parens -= 1
+                if not parens:
+                    return tok.end
+        raise RoutingError("encrypt rewrite: cannot find the closing parenthesis")
 
     def _outputs(self, src: _Source) -> list[tuple[str, EncryptColumn | None, bool]]:
         """A derived table's named result columns, for a ``*`` over it; refused when some are not known."""
@@ -719,7 +743,8 @@ class _Rewriter:
         return outputs
 
     def _order(self, select: exp.Expression, plan: tuple[Encryptor | None, ...]) -> None:
-        """ORDER BY / GROUP BY an alias or position of a decrypted column: refused (it would sort ciphertext)."""
+        """ORDER BY an alias or position of a decrypted column: refused (it would sort ciphertext); GROUP BY one:
+        refused unless its cipher is deterministic."""
         aliases: dict[str, int] = {}
         if isinstance(select, exp.Select):
             for i, item in enumerate(select.expressions):
@@ -736,7 +761,10 @@ class _Rewriter:
                     index = aliases[key.name.lower()]
                 elif isinstance(key, exp.Literal) and not key.is_string and key.this.isdigit():
                     index = int(key.this) - 1
-                if index is not None and 0 <= index < len(plan) and plan[index] is not None:
+                decrypted = plan[index] if index is not None and 0 <= index < len(plan) else None
+                if decrypted is not None and clause == "group" and decrypted.equality and select.args.get("order"):
+                    continue  # (equal plaintexts, equal ciphertexts: grouping by the cipher groups alike)
+                if decrypted is not None:
                     word = "ORDER BY" if clause == "order" else "GROUP BY"
                     raise RoutingError(
                         f"{word} {key.sql(dialect='mysql')} names an encrypted column: its physical column holds "
@@ -917,6 +945,19 @@ class _Rewriter:
     # -- conditions and every other column --
 
     def _conditions(self, tree: exp.Expression) -> None:
+        for cmp in tree.find_all(exp.EQ, exp.NEQ, exp.NullSafeEQ):  # (SELECT a ...) = (SELECT b ...)
+            left, right = _scalar_column(cmp.this), _scalar_column(cmp.expression)
+            hits = [self.resolver.resolve(c) for c in (left, right) if c is not None]
+            if len(hits) != 2 or hits[0] is None or hits[1] is None:
+                continue
+            queries = [h[1].equality() for h in hits]
+            if queries[0] is None or queries[1] is None or not _same(queries[0][1], queries[1][1]):
+                raise _refuse(hits[0][1], "a comparison of subqueries", "compare columns of one encryptor")
+            for c, q in ((left, queries[0]), (right, queries[1])):
+                assert c is not None
+                start, end = _ident_span(c)
+                self.text.edit(start, end, _name(q[0]))
+                self.done.add(id(c))
         columns = list(tree.find_all(exp.Column))
         columns.sort(key=_in_select_list)  # a subquery's select list after the comparisons that may take it
         for column in columns:
@@ -929,6 +970,24 @@ class _Rewriter:
             parent = column.parent
             if isinstance(parent, exp.Paren):
                 parent = parent.parent
+            if _in_select_list(column) and _under_exists(column):
+                start, end = _ident_span(column)  # (EXISTS looks at no value: the cipher does)
+                self.text.edit(start, end, _name(col.cipher))
+                continue
+            if isinstance(parent, exp.Group):
+                query = (col.cipher, col.cipher_encryptor) if col.cipher_encryptor.equality else col.equality()
+                if query is None:
+                    raise _refuse(col, "GROUP BY", "configure an assistedQuery column for it")
+                if parent.parent is not None and parent.parent.args.get("order") is None:
+                    raise _refuse(
+                        col,
+                        "GROUP BY without ORDER BY (MariaDB returns the groups in the column's order, "
+                        "they would come in ciphertext order)",
+                        "add an ORDER BY, or ORDER BY NULL",
+                    )
+                start, end = _ident_span(column)
+                self.text.edit(start, end, _name(query[0]))
+                continue
             if _in_select_list(column):
                 raise _refuse(
                     col,

@@ -96,6 +96,10 @@ READS = [
     "SELECT user_id, (SELECT t.password FROM t_user t WHERE t.user_id = 11) AS p FROM t_user ORDER BY user_id",
     "SELECT user_id FROM t_user WHERE password IN (SELECT password FROM t_user WHERE user_id IN (10, 12)) ORDER BY 1",
     "SELECT user_id FROM t_user WHERE user_name LIKE CONCAT('%', 'ang', '%') ORDER BY user_id",
+    "SELECT password, COUNT(*) FROM t_user GROUP BY password ORDER BY MIN(user_id)",
+    "SELECT DISTINCT (password) FROM t_user WHERE user_id IN (10, 11)",
+    "SELECT user_id FROM t_user u WHERE EXISTS (SELECT t.password FROM t_user t WHERE t.user_id = u.user_id + 1) "
+    "ORDER BY user_id",
 ]
 CHANGES = [
     "UPDATE t_user SET password = 'changed', telephone = '555' WHERE user_name = 'lisi'",

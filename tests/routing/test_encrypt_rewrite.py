@@ -239,6 +239,22 @@ CASES = [
      "SELECT d.`user_id`, d.`user_name`, d.`password` FROM (SELECT t_user.`user_id`, t_user.`user_name_cipher` AS "
      "`user_name`, t_user.`user_name_cipher`, t_user.`user_name_like`, t_user.`password_cipher` AS `password`, "
      "t_user.`password_cipher` FROM t_user) d WHERE d.user_name_like LIKE 'yi%'", None),
+    ("select_distinct_cipher_field_with_parentheses", "SELECT distinct (amount) FROM t_account", None,
+     "SELECT distinct (cipher_amount) AS amount FROM t_account", None),
+    ("select_with_groupby_deterministic_cipher",
+     "SELECT password, COUNT(*) FROM t_account GROUP BY password ORDER BY NULL", None,
+     "SELECT cipher_password AS password, COUNT(*) FROM t_account GROUP BY cipher_password ORDER BY NULL", None),
+    ("select_with_exists_sub_query",
+     "SELECT out_table.amount FROM t_account out_table WHERE EXISTS (SELECT inner_table.amount FROM t_account "
+     "inner_table)", None,
+     "SELECT out_table.cipher_amount AS amount FROM t_account out_table WHERE EXISTS (SELECT "
+     "inner_table.cipher_amount FROM t_account inner_table)", None),
+    ("select_not_nested_subquery_in_predicate_left_and_right_equal_condition",
+     "SELECT u.amount FROM t_account_bak u WHERE (SELECT certificate_number FROM t_account WHERE password=?)="
+     "(SELECT certificate_number FROM t_account_bak WHERE password=?)", ["1", "2"],
+     "SELECT u.cipher_amount AS amount FROM t_account_bak u WHERE (SELECT assisted_query_certificate_number FROM "
+     "t_account WHERE assisted_query_password=?)=(SELECT assisted_query_certificate_number FROM t_account_bak WHERE "
+     "assisted_query_password=?)", ["assisted_query_1", "assisted_query_2"]),
     ("e2e_aes_and_like",
      "SELECT user_id, user_name FROM t_user WHERE user_name = 'zhangsan' OR user_name LIKE 'zhang%'", None,
      "SELECT user_id, user_name_cipher AS user_name FROM t_user WHERE user_name_cipher = 'sVq8Lmm+j6bZE5EKSilJEQ==' "
@@ -329,7 +345,9 @@ def test_statements_without_encrypted_tables_are_left_alone(sql: str) -> None:
     ("SELECT * FROM t_account ORDER BY password", "t_account.password cannot be used in ORDER BY"),
     ("SELECT password AS p FROM t_account ORDER BY p", "ORDER BY p"),
     ("SELECT account_id, password FROM t_account ORDER BY 2", "ORDER BY 2"),
-    ("SELECT password FROM t_account GROUP BY password", "GROUP BY"),
+    ("SELECT user_id FROM t_account GROUP BY amount + 1", "the expression"),
+    ("SELECT password, COUNT(*) FROM t_account GROUP BY password", "GROUP BY without ORDER BY"),
+    ("SELECT password AS p, COUNT(*) FROM t_account GROUP BY p", "GROUP BY p names an encrypted column"),
     ("SELECT password FROM t_account HAVING password = 'a'", "cannot be used in HAVING"),
     ("SELECT * FROM t_account WHERE amount > 10", "a range condition"),
     ("SELECT * FROM t_account WHERE amount BETWEEN 1 AND 10", "a range condition"),
