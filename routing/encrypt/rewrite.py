@@ -35,6 +35,7 @@ from sqlglot import exp
 from routing.encrypt.algorithms import Encryptor
 from routing.encrypt.rule import EncryptColumn, EncryptRule, EncryptTable
 from routing.errors import RoutingError
+from routing.hints import has_hint_comment, parse_hint_comments
 from routing.parse import (
     ANSI_QUOTES,
     NO_BACKSLASH_ESCAPES,
@@ -394,6 +395,8 @@ def rewrite_encrypted(
     ``columns_of`` did not know."""
     if not touches_encrypted(sql, rule):
         return None
+    if has_hint_comment(sql) and parse_hint_comments(sql).skip_sql_rewrite:
+        return None  # /* SHARDINGSPHERE_HINT: SKIP_SQL_REWRITE=true */: the statement as written, as ShardingSphere
     text = ansi_backquoted(sql, mode) if mode & ANSI_QUOTES else sql
     with reading(mode):
         shape = scan_shape(text)

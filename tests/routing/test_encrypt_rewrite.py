@@ -333,6 +333,12 @@ def test_which_result_columns_are_decrypted(sql: str, decrypted: list | None) ->
     assert [None if d is None else ("aes" if d.type == "AES" else "normal") for d in plan] == decrypted
 
 
+def test_a_skip_sql_rewrite_hint_leaves_the_statement_as_written() -> None:
+    sql = "/* SHARDINGSPHERE_HINT: SKIP_SQL_REWRITE=true */ UPDATE t_account_bak SET certificate_number = ''"
+    assert _rewrite(sql) is None
+    assert _rewrite(sql.replace("true", "false")) is not None
+
+
 @pytest.mark.parametrize("sql", [
     "SELECT 1", "SELECT * FROM t_order WHERE user_id = 1", "INSERT INTO t_order (order_id) VALUES (1)",
     "SELECT * FROM t_users",
