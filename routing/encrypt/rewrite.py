@@ -781,34 +781,48 @@ class _Rewriter:
         table = self.rule.table(target.name) if isinstance(target, exp.Table) else None
         if table is None:
             return
-        if not isinstance(insert.this, exp.Schema) or not insert.this.expressions:
-            first = next(iter(table.columns.values()))
-            raise _refuse(
-                first,
-                "an INSERT without a column list",
-                f"name the columns (INSERT INTO {table.name} (..., {first.name}, ...) VALUES ...)",
-            )
-        names = insert.this.expressions
-        if self._set_form(target):
-            self._insert_set(insert, table)
-            return
         positions: list[tuple[int, EncryptColumn]] = []
-        for i, ident in enumerate(names):
-            col = table.columns.get(ident.name.lower()) if isinstance(ident, exp.Identifier) else None
-            if col is None:
-                continue
-            span = node_span(ident)
+        if not isinstance(insert.this, exp.Schema) or not insert.this.expressions:
+            # no column list: the table's logical columns, in order (a cipher column stands for its logical one)
+            physical = self.columns_of(target.name) if self.columns_of is not None else None
+            if physical is None:
+                raise MissingColumns(target.name)
+            self.stars[target.name] = tuple(physical)
+            logical = self._logical(physical, table)
+            positions = [(i, c) for i, (_n, c) in enumerate(logical) if c is not None]
+            listed = [p for name, c in logical for p in (c.physical() if c is not None else (name,))]
+            span = node_span(target.this)
             if span is None:
-                raise RoutingError(f"encrypt rewrite: cannot place column {ident.sql()}")
-            self.text.edit(span[0], span[1], ", ".join(_name(p) for p in col.physical()))
-            positions.append((i, col))
+                raise RoutingError("encrypt rewrite: cannot place the table")
+            self.text.edit(span[1], span[1], " (" + ", ".join(_quoted(n) for n in listed) + ")")
+            column_end = span[1]
+        else:
+            names = insert.this.expressions
+            if self._set_form(target):
+                self._insert_set(insert, table)
+                return
+            for i, ident in enumerate(names):
+                col = table.columns.get(ident.name.lower()) if isinstance(ident, exp.Identifier) else None
+                if col is None:
+                    continue
+                span = node_span(ident)
+                if span is None:
+                    raise RoutingError(f"encrypt rewrite: cannot place column {ident.sql()}")
+                self.text.edit(span[0], span[1], ", ".join(_name(p) for p in col.physical()))
+                positions.append((i, col))
+            end_span = node_span(names[-1])
+            assert end_span is not None
+            column_end = end_span[1]
         if positions:
             source = insert.expression
-            if not isinstance(source, exp.Values):
+            if isinstance(source, exp.Select):
+                self._insert_select(source, positions)
+                source = None
+            elif not isinstance(source, exp.Values):
                 raise _refuse(positions[0][1], "INSERT ... SELECT", "insert the values themselves (INSERT ... VALUES)")
-            column_end = node_span(names[-1])
-            assert column_end is not None
-            tuples = self._tuple_spans(column_end[1], len(source.expressions))
+        if positions and isinstance(insert.expression, exp.Values):
+            source = insert.expression
+            tuples = self._tuple_spans(column_end, len(source.expressions))
             for row, (tup, spans) in enumerate(zip(source.expressions, tuples, strict=True)):
                 values = tup.expressions if isinstance(tup, exp.Tuple) else [tup]
                 if len(values) != len(spans):
@@ -830,6 +844,48 @@ class _Rewriter:
         conflict = insert.args.get("conflict")
         if conflict is not None:
             self._assignments(conflict.expressions, insert)
+
+    @staticmethod
+    def _logical(physical: Sequence[str], table: EncryptTable) -> list[tuple[str, EncryptColumn | None]]:
+        """A table's logical columns from its physical ones, in order (assisted and LIKE columns hidden)."""
+        out: list[tuple[str, EncryptColumn | None]] = []
+        for name in physical:
+            low = name.lower()
+            if low in table.hidden:
+                continue
+            col = table.ciphers.get(low)
+            out.append((col.name, col) if col is not None else (name, None))
+        return out
+
+    def _insert_select(self, select: exp.Select, positions: list[tuple[int, EncryptColumn]]) -> None:
+        """INSERT INTO t (.., enc, ..) SELECT .., other_enc, .. : the physical columns copied as they are, when the
+        source column is encrypted exactly as the target (ShardingSphere's rule); refused otherwise."""
+        items = select.expressions
+        for i, col in positions:
+            item = items[i] if i < len(items) else None
+            source = item if isinstance(item, exp.Column) and not isinstance(item.this, exp.Star) else None
+            hit = self.resolver.resolve(source) if source is not None else None
+            other = hit[1] if hit is not None else None
+            if (
+                other is None
+                or len(other.physical()) != len(col.physical())
+                or not all(_same(a, b) for a, b in zip(other.encryptors(), col.encryptors(), strict=True))
+                or [p is None for p in (other.assisted, other.like)] != [p is None for p in (col.assisted, col.like)]
+            ):
+                raise _refuse(
+                    col,
+                    "INSERT ... SELECT from anything but a column encrypted the same way",
+                    "insert the values themselves (INSERT ... VALUES)",
+                )
+            assert source is not None
+            start, end = _ident_span(source)
+            qual_node = source.args.get("table")
+            qual_span = node_span(qual_node) if qual_node is not None else None
+            qualifier = self.text.sql[qual_span[0] : start] if qual_span else ""
+            self.text.edit(
+                start, end, ", ".join((qualifier if k else "") + _name(p) for k, p in enumerate(other.physical()))
+            )
+            self.done.add(id(source))
 
     def _set_form(self, target: exp.Table) -> bool:
         """INSERT ... SET a = 1 (sqlglot reads it as a column list with one row of VALUES)."""

@@ -113,7 +113,10 @@ REFUSED = [
     ("SELECT user_id FROM t_user WHERE password > 'a'", "a range condition"),
     ("SELECT UPPER(user_name) FROM t_user", "UPPER()"),
     ("SELECT user_id FROM t_user WHERE password LIKE 'a%'", "likeQuery"),
-    ("INSERT INTO t_user VALUES (99, 'a', 'b', 'c', NULL)", "without a column list"),
+    (
+        "INSERT INTO t_user (user_id, password) SELECT 99, user_name FROM t_user WHERE user_id = 10",
+        "encrypted the same way",
+    ),
     ("/*!40101 SELECT * FROM t_user */", "executable comment"),
 ]
 
@@ -394,3 +397,24 @@ def test_a_value_its_encryptor_did_not_write_is_an_error_not_ciphertext(env: Env
             assert cur.fetchall() == ((user_id,),)
     finally:
         server.execute(f"DELETE FROM t_user WHERE user_id = {user_id}", db)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "INSERT INTO t_user VALUES (60, 'nocols', 'pw60', '600', '2021-01-01')",
+        "INSERT INTO t_user (user_id, user_name, password, telephone, created) "
+        "SELECT 62, user_name, password, telephone, created FROM t_user WHERE user_name = 'lisi'",
+    ],
+)
+def test_insert_without_columns_and_insert_select_store_what_a_plain_server_stores(env: Env, sql: str) -> None:
+    if len(env.physical) != 1 and "SELECT" in sql:
+        pytest.skip("INSERT ... SELECT over shards is the sharding kernel's (refused there)")
+    _write_all(env)
+    server, db = env.oracle
+    with env.proxy_conn() as conn, server.connect(db) as oconn:
+        with conn.cursor() as cur, oconn.cursor() as ocur:
+            assert cur.execute(sql) == ocur.execute(sql)
+        assert _answer(conn, READS[0]) == _answer(oconn, READS[0])
+    assert not [r for r in env.physical_rows() if {"nocols", "pw60"}.intersection(map(str, r))]
+    _write_all(env)

@@ -67,6 +67,8 @@ RULE = load_encrypt_rule(
       columns:{ACCOUNT}
     t_account_bak:
       columns:{ACCOUNT}
+    t_account_detail:
+      columns:{ACCOUNT}
     t_user:
       columns:
         user_name:
@@ -255,6 +257,21 @@ CASES = [
      "SELECT u.cipher_amount AS amount FROM t_account_bak u WHERE (SELECT assisted_query_certificate_number FROM "
      "t_account WHERE assisted_query_password=?)=(SELECT assisted_query_certificate_number FROM t_account_bak WHERE "
      "assisted_query_password=?)", ["assisted_query_1", "assisted_query_2"]),
+    ("insert_values_without_columns_for_literals",
+     "INSERT INTO t_account VALUES (1, 'cert', 'pw', 10), (2, ?, NULL, -1)", ["c2"],
+     "INSERT INTO t_account (`account_id`, `cipher_certificate_number`, `assisted_query_certificate_number`, "
+     "`like_query_certificate_number`, `cipher_password`, `assisted_query_password`, `like_query_password`, "
+     "`cipher_amount`) VALUES (1, 'encrypt_cert', 'assisted_query_cert', 'like_query_cert', 'encrypt_pw', "
+     "'assisted_query_pw', 'like_query_pw', 'encrypt_10'), (2, ?, ?, ?, NULL, NULL, NULL, 'encrypt_-1')",
+     ["encrypt_c2", "assisted_query_c2", "like_query_c2"]),
+    ("insert_select_account_bak_for_literal",
+     "INSERT INTO t_account_detail (account_id, certificate_number, password, amount) SELECT 40, "
+     "a.certificate_number, password, amount FROM t_account a WHERE a.certificate_number = 'cert1'", None,
+     "INSERT INTO t_account_detail (account_id, cipher_certificate_number, assisted_query_certificate_number, "
+     "like_query_certificate_number, cipher_password, assisted_query_password, like_query_password, cipher_amount) "
+     "SELECT 40, a.cipher_certificate_number, a.assisted_query_certificate_number, a.like_query_certificate_number, "
+     "cipher_password, assisted_query_password, like_query_password, cipher_amount FROM t_account a WHERE "
+     "a.assisted_query_certificate_number = 'assisted_query_cert1'", None),
     ("e2e_aes_and_like",
      "SELECT user_id, user_name FROM t_user WHERE user_name = 'zhangsan' OR user_name LIKE 'zhang%'", None,
      "SELECT user_id, user_name_cipher AS user_name FROM t_user WHERE user_name_cipher = 'sVq8Lmm+j6bZE5EKSilJEQ==' "
@@ -360,8 +377,8 @@ def test_statements_without_encrypted_tables_are_left_alone(sql: str) -> None:
     ("SELECT UPPER(password) FROM t_account", "the function UPPER()"),
     ("SELECT * FROM t_account WHERE amount LIKE 'a%'", "likeQuery"),
     ("SELECT * FROM t_user WHERE password = account_id", "plain column"),
-    ("INSERT INTO t_account VALUES (1, 'a', 'b', 3)", "without a column list"),
     ("INSERT INTO t_account (account_id, password) SELECT 1, 'x'", "INSERT ... SELECT"),
+    ("INSERT INTO t_account (account_id, password) SELECT user_id, password FROM t_user", "INSERT ... SELECT"),
     ("INSERT INTO t_account (account_id, password) VALUES (1, CONCAT('a', 'b'))", "expression"),
     ("UPDATE t_account SET amount = amount + 1", "SET amount"),
     ("SELECT * FROM (SELECT account_id, password, amount + 1 FROM t_account) d", "cannot all name"),
