@@ -35,15 +35,15 @@ from proxy.config.sections import (
     _warn_unknown,
 )
 from routing.config import key_line, refuse_unknown_keys
+from routing.encrypt.rule import EncryptRule, load_encrypt_rule
 from routing.errors import ConfigError
 from routing.model import DatabaseRules
 
 _GLOBAL_KEYS = {"authority", "props", "mode", "transaction", "sqlParser", "sqlFederation", "sqlTranslator",
                 "logging", "globalClock", "sqlParseCache", "traffic", "cdc", "rules", "labels"}
 #: database rules the proxy implements; any other tag stops the start (see the module docstring)
-IMPLEMENTED_RULES = ("SHARDING", "BROADCAST", "SINGLE", "READWRITE_SPLITTING")
+IMPLEMENTED_RULES = ("SHARDING", "BROADCAST", "SINGLE", "READWRITE_SPLITTING", "ENCRYPT")
 _NOT_IMPLEMENTED = {
-    "ENCRYPT": "the proxy would store and return the columns it names in plaintext",
     "MASK": "the proxy would return the columns it names unmasked",
     "SHADOW": "the proxy would send shadow traffic to the production data sources",
     "DB_DISCOVERY": "the proxy would not discover the primary (no failover); use !READWRITE_SPLITTING",
@@ -110,7 +110,19 @@ def database_config(doc: Any, file: str, warn: Warn) -> DatabaseConfig:
     rules_doc = doc.get("rules") or []
     _expect(rules_doc, list, file, "rules")
     rules, other = _load_rules(doc, list(data_sources), file, warn)
-    return DatabaseConfig(name, file, data_sources, rules, other, doc=doc)
+    return DatabaseConfig(name, file, data_sources, rules, other, doc=doc, encrypt=_encrypt_rule(rules_doc, file))
+
+
+def _encrypt_rule(rules_doc: list[Any], file: str) -> EncryptRule | None:
+    """The database's `!ENCRYPT` rule, checked (routing.encrypt.rule); one at most, as in ShardingSphere."""
+    found: EncryptRule | None = None
+    for i, rule in enumerate(rules_doc):
+        if not isinstance(rule, dict) or str(rule.get("__rule__", "")).upper() != "ENCRYPT":
+            continue
+        if found is not None:
+            raise ConfigError("a second !ENCRYPT rule: put every encrypted table in one", file=file, key=f"rules[{i}]")
+        found = load_encrypt_rule(rule, file=file, key=f"rules[{i}]")
+    return found
 
 
 def _refuse_unimplemented_rules(rules_doc: list[Any], file: str) -> None:

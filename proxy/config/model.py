@@ -18,6 +18,7 @@ from proxy.privilege import Privilege
 
 if TYPE_CHECKING:
     from proxy.cluster.mode import ClusterMode
+from routing.encrypt.rule import EncryptRule
 from routing.model import DatabaseRules
 
 
@@ -80,6 +81,8 @@ class DatabaseConfig:
     other_rules: tuple[Mapping[str, Any], ...] = ()  # rule types handled elsewhere (READWRITE_SPLITTING ...)
     # the parsed file as loaded (rule tags as `__rule__` keys): what DistSQL shows, exports and changes
     doc: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    # the `!ENCRYPT` rule (routing.encrypt), checked at load; None without one
+    encrypt: EncryptRule | None = field(default=None, compare=False, repr=False)
     # props.proxy-state-directory: `file` is where DistSQL writes (the state directory), this is the file the
     # configuration was read from (conf/'s until a change was written); "" when it is `file`
     loaded_from: str = field(default="", compare=False)

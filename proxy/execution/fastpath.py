@@ -33,6 +33,7 @@ from proxy.backends.backend import BACKEND_DEPRECATE_EOF, BackendError
 from proxy.backends.codec import execute_payload
 from proxy.execution.decide import NO_FEDERATION, OFF_LOOP_TEXT, decide, prepared_point, route_point
 from proxy.execution.diagnostics import ran_on, reads_diagnostics
+from proxy.execution.encrypted import encrypted_statement
 from proxy.execution.errors import error_packet
 from proxy.execution.fastcommit import CommitFan
 from proxy.execution.fastlocal import (
@@ -450,7 +451,7 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
             return None
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
         kind = plain_statement(sql)
-        if kind is None:
+        if kind is None or encrypted_statement(db, sql):  # (an !ENCRYPT table: proxy.execution.encrypted)
             return None
         session.info = sql[:100]
         session.sql = sql
@@ -475,7 +476,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
             return None
         if stmt.fast is None:  # worked out at the first execute
             stmt.fast = (not stmt.metadata_statement and not stmt.session_functions
-                         and len(stmt.sql) < OFF_LOOP_TEXT and plain_statement(stmt.sql) is SELECT)
+                         and len(stmt.sql) < OFF_LOOP_TEXT and plain_statement(stmt.sql) is SELECT
+                         and not encrypted_statement(db, stmt.sql))
         if not stmt.fast:
             # a prepared BEGIN or COMMIT (sysbench --db-ps-mode=auto prepares them) is the text one's
             # (prepared._execute_sharded)
@@ -517,6 +519,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         if len(packet) > 4096:
             return None
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
+        if encrypted_statement(db, sql):  # (an !ENCRYPT table: proxy.execution.encrypted)
+            return None
         text_kind = plain_statement(sql)
         if text_kind is TRANSACTION:
             return local_transaction(session, db, sql, command)

@@ -44,6 +44,7 @@ from protocol.binary import (
     StmtPrepareOK,
 )
 from protocol.constants import Collation, ColumnFlag, ColumnType, ErrorCode, ServerStatus
+from protocol.errors import ServerError
 from protocol.packets import ColumnDefinition41, ERRPacket, end_of_result
 from protocol.wire import Reader
 from proxy.backends.backend import BackendConnection, BackendError
@@ -51,6 +52,7 @@ from proxy.backends.codec import BINARY
 from proxy.backends.readwrite import Access, ReadWriteGroup, classify_access
 from proxy.execution import txn_control
 from proxy.execution.decide import OFF_LOOP_TEXT, view_of
+from proxy.execution.encrypted import encrypted_statement, prepared_columns_text
 from proxy.execution.explain import DATA_SOURCE_COLUMN, split_explain, xa_refusal
 from proxy.execution.plans import Explained, Run, Strategy
 from proxy.execution.replicas import TrackingWriter, drop_replica, group_backend
@@ -63,6 +65,7 @@ from proxy.session import metadata, processlist, system_schema
 from proxy.session.bound_types import BoundTypes
 from proxy.session.describe import describing_text
 from proxy.session.nodatabase import needs_database, unwrapped
+from proxy.session.query import encrypted_query
 from proxy.session.statements import classify
 from proxy.session.stmt_database import in_database
 from routing.errors import RoutingError
@@ -72,6 +75,7 @@ from routing.parse import reading, scan_shape
 from routing.session_functions import has_call
 
 if TYPE_CHECKING:
+    from proxy.backends.runtime import LogicalDatabase
     from proxy.execution.context import SessionContext as Session
 
 # MariaDB's and MySQL's definition of a `?` parameter in a PREPARE answer
@@ -109,6 +113,9 @@ async def prepare(session: Session, payload: bytes) -> None:
         stmt.columns = await _proxy_columns(session, stmt)
         session.statements.add(stmt)
         _prepare_answer(session, stmt)
+        return
+    if encrypted_statement(db, sql):  # an !ENCRYPT table: described as rewritten, run as text at EXECUTE
+        await _prepare_encrypted(session, db, sql)
         return
     if source is not None:
         # preparing is no write: on a read/write splitting group it must not pin the session to the primary
@@ -318,6 +325,30 @@ def _logic_column(c: ColumnDefinition41, renames: Mapping[str, str], db_name: st
                    org_table=renames.get(c.org_table.lower(), c.org_table), schema=db_name if c.schema else "")
 
 
+async def _prepare_encrypted(session: Session, db: LogicalDatabase, sql: str) -> None:
+    """PREPARE of a statement naming an encrypted table: its columns are those of the rewritten text (the cipher
+    columns under the logical names); nothing stays prepared on a backend (EXECUTE runs it as text)."""
+    try:
+        text = await prepared_columns_text(session, db, sql)
+    except ServerError as exc:
+        session.error(exc.errno, exc.message, exc.sqlstate)
+        return
+    num_params = await _placeholders(sql, session.txn.mode_flags)
+    source = db.pass_through_source
+    if source is not None:
+        conn = await session.backend(source.name, record_write=False)
+        answer = await conn.prepared(text)
+        if isinstance(answer, ERRPacket):
+            session.wire.send(answer.encode(session.capabilities))
+            return
+        columns = tuple(answer.columns)
+    else:
+        columns = await _describe(session, text, await _placeholders(text, session.txn.mode_flags))
+    stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns, database=db)
+    session.statements.add(stmt)
+    _prepare_answer(session, stmt)
+
+
 async def execute(session: Session, payload: bytes) -> None:
     if len(payload) < 5:
         session.error(ErrorCode.MALFORMED_PACKET, "Malformed communication packet: COM_STMT_EXECUTE", "HY000")
@@ -444,6 +475,10 @@ async def _execute_proxy_answered(session: Session, stmt: ClientStatement, reque
 
 async def _execute_sharded(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
     db = session.database
+    if db is not None and encrypted_statement(db, stmt.sql):  # its parameters encrypted in the text
+        sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
+        await encrypted_query(session, db, sql, binary=True)
+        return
     if stmt.proxy_answered:  # (on a pass-through database or none, the only statements that come here)
         await _execute_proxy_answered(session, stmt, request)
         return

@@ -18,6 +18,7 @@ from protocol.packets import ComQuery
 from proxy.backends.charset import changes_names, names_of, only_names, read_names
 from proxy.backends.readwrite import ReadWriteGroup
 from proxy.execution import diagnostics, infile, table_locks, txn_control
+from proxy.execution.encrypted import encrypted_statement, run_encrypted
 from proxy.execution.lock_text import parse_lock
 from proxy.execution.plain import statement_kind
 from proxy.execution.replicas import relay_pass_through
@@ -64,6 +65,14 @@ async def query(session: Session, payload: bytes) -> None:
     became_sticky = not session.sticky and may_be_sticky(sql)
     if became_sticky:
         session.sticky = True
+    if encrypted_statement(db, sql):  # an !ENCRYPT table: rewritten, answered decrypted (proxy.execution.encrypted)
+        try:
+            await encrypted_query(session, db, sql)
+        except ServerError as exc:
+            _unless_refused(session, became_sticky, exc.errno)
+            raise
+        _unless_refused(session, became_sticky)
+        return
     source = db.pass_through_source
     if source is not None:
         if infile.refused(session, sql):
@@ -176,6 +185,26 @@ async def routed_query(session: Session, db: LogicalDatabase, sql: str) -> None:
     await execute_routed(session, db, sql)
 
 
+async def encrypted_query(session: Session, db: LogicalDatabase, sql: str, *, binary: bool = False) -> None:
+    """A statement naming an encrypted table: rewritten, then run as the rewritten text would be."""
+    if session.multi_statements and ";" in sql and len(split_statements(sql, session.txn.mode_flags)) > 1:
+        session.error(ErrorCode.NOT_SUPPORTED_YET, "several statements in one query naming encrypted tables: "
+                      "the proxy rewrites them one by one; send them one by one", "42000")
+        return
+    await run_encrypted(session, db, sql, lambda text: run_rewritten(session, db, text), binary=binary)
+
+
+async def run_rewritten(session: Session, db: LogicalDatabase, sql: str) -> None:
+    """A statement already rewritten by the encrypt rule, on the database's ordinary path."""
+    source = db.pass_through_source
+    if source is not None:
+        await relay_pass_through(session, source, ComQuery(sql.encode("utf-8", errors="surrogateescape")).encode(),
+                                 sql)
+        await after_pass_through(session, source, sql)
+        return
+    await routed_query(session, db, sql)
+
+
 async def without_database(session: Session, payload: bytes, sql: str) -> None:
     """No logical database chosen yet: what needs none (SET, SELECT @@version_comment, SHOW VARIABLES, also in
     an executable comment) runs on a default data source, and a SET stays the session's (it holds after USE, as
@@ -198,4 +227,4 @@ async def without_database(session: Session, payload: bytes, sql: str) -> None:
         session.database = saved
 
 
-__all__ = ["after_pass_through", "multi", "query", "routed_query", "without_database"]
+__all__ = ["after_pass_through", "encrypted_query", "multi", "query", "routed_query", "without_database"]

@@ -507,9 +507,8 @@ def test_export_database_configuration(dist: Dist, tmp_path: Path) -> None:
 # --- the rest of DistSQL: a clear refusal, never a backend's syntax error ------------------------------------
 
 UNSUPPORTED = [
-    ("CREATE ENCRYPT RULE t_user (COLUMNS((NAME=pwd, CIPHER=pwd_cipher, ENCRYPT_ALGORITHM(TYPE(NAME='AES')))))",
-     "CREATE ENCRYPT RULE"),
-    ("SHOW ENCRYPT RULES FROM dist_db", "SHOW ENCRYPT RULES"),
+    ("CREATE MASK RULE t_user (COLUMNS((NAME=pwd, TYPE(NAME='MD5'))))", "CREATE MASK RULE"),
+    ("SHOW SHADOW RULES FROM dist_db", "SHOW SHADOW RULES"),
     ("SHOW MASK RULES", "SHOW MASK RULES"),
     ("SHOW SHADOW ALGORITHMS", "SHOW SHADOW ALGORITHMS"),
     ("CREATE READWRITE_SPLITTING RULE rw (WRITE_STORAGE_UNIT=ds_0, READ_STORAGE_UNITS(ds_1))",
@@ -546,7 +545,7 @@ UNSUPPORTED = [
     ("SHOW GLOBAL CLOCK RULE", "SHOW GLOBAL CLOCK RULE"),
     ("FORMAT SELECT 1", "FORMAT"),
     ("PARSE SELECT * FROM t_a", "PARSE"),
-    ("COUNT ENCRYPT RULE", "COUNT ENCRYPT RULE"),
+    ("COUNT MASK RULE", "COUNT MASK RULE"),
     ("CONVERT YAML CONFIGURATION FROM FILE 'x.yaml'", "CONVERT YAML CONFIGURATION"),
     ("show readwrite_splitting rules from dist_db where x", "SHOW READWRITE_SPLITTING RULES"),
     ("SHOW DIST VARIABLE sql_show", "SHOW DIST VARIABLE"),
@@ -939,8 +938,8 @@ def test_prepared_distsql(dist: Dist) -> None:
         cur.execute("SHOW DIST VARIABLE WHERE NAME = sql_show")
         assert [tuple(r) for r in cur.fetchall()] == [("sql_show", "false")]
         with pytest.raises(mysql.connector.Error) as refused:
-            cur.execute("SHOW ENCRYPT RULES")
+            cur.execute("SHOW MASK RULES")
             cur.fetchall()
-        assert refused.value.errno == 1235 and "SHOW ENCRYPT RULES is not supported by shardproxy" in refused.value.msg
+        assert refused.value.errno == 1235 and "SHOW MASK RULES is not supported by shardproxy" in refused.value.msg
     finally:
         conn.close()

@@ -50,8 +50,8 @@ def test_the_shipped_configurations_load(conf_dir: str) -> None:
 
 
 @pytest.mark.parametrize(("tag", "body", "words"), [
-    ("ENCRYPT", "  tables: {t_user: {columns: {pwd: {cipher: {name: pwd_cipher, encryptorName: aes}}}}}\n"
-                "  encryptors: {aes: {type: AES, props: {aes-key-value: '123456abc'}}}\n", "plaintext"),
+    ("COMPATIBLE_ENCRYPT", "  tables: {t_user: {columns: {pwd: {cipher: {name: pwd_cipher, encryptorName: aes}}}}}\n"
+                           "  encryptors: {aes: {type: AES, props: {aes-key-value: '123456abc'}}}\n", "plaintext"),
     ("MASK", "  tables: {t_user: {columns: {phone: {maskAlgorithm: keep}}}}\n"
              "  maskAlgorithms: {keep: {type: KEEP_FIRST_N_LAST_M, props: {first-n: 3, last-m: 4}}}\n", "unmasked"),
     ("SHADOW", "  dataSources: {shadow_group: {productionDataSourceName: ds_0, shadowDataSourceName: ds_0}}\n"

@@ -49,6 +49,15 @@ from routing.config import load_database_rules, load_yaml
      {"database": "d", "file": "/tmp/d.yaml"}),
     ("SHOW STORAGE UNITS LIKE 'ds%'", "show_storage_units_like", {"like": "ds%"}),
     ("SHOW FULL LOGICAL TABLES FROM d", "show_logical_tables", {"force": True, "database": "d"}),
+    ("SHOW ENCRYPT RULES FROM d", "show_encrypt_rules", {"database": "d", "name": None}),
+    ("SHOW ENCRYPT TABLE RULE t_user", "show_encrypt_rules", {"name": "t_user"}),
+    ("SHOW ENCRYPT RULE `t_user` FROM d", "show_encrypt_rules", {"name": "t_user", "database": "d"}),
+    ("COUNT ENCRYPT RULE", "count_rule", {"name": "ENCRYPT"}),
+    ("CREATE ENCRYPT RULE t (COLUMNS((NAME=c, CIPHER=c_c, ENCRYPT_ALGORITHM(TYPE(NAME='AES')))))",
+     "create_encrypt_rule", {}),
+    ("ALTER ENCRYPT RULE t (COLUMNS((NAME=c, CIPHER=c_c, ENCRYPT_ALGORITHM(TYPE(NAME='AES')))))",
+     "alter_encrypt_rule", {}),
+    ("DROP ENCRYPT RULE IF EXISTS t, u", "drop_encrypt_rule", {}),
 ])
 def test_parse(sql: str, kind: str, fields: dict[str, object]) -> None:
     parsed = grammar.parse(sql)
@@ -59,7 +68,7 @@ def test_parse(sql: str, kind: str, fields: dict[str, object]) -> None:
 
 
 @pytest.mark.parametrize(("sql", "name"), [
-    ("CREATE ENCRYPT RULE t (COLUMNS((NAME=c)))", "CREATE ENCRYPT RULE"),
+    ("CREATE MASK RULE t (COLUMNS((NAME=c, TYPE(NAME='MD5'))))", "CREATE MASK RULE"),
     ("DROP SHARDING KEY GENERATOR IF EXISTS snowflake", "DROP SHARDING KEY GENERATOR"),
     ("SHOW STATUS FROM READWRITE_SPLITTING RULES", "SHOW STATUS FROM READWRITE_SPLITTING RULES"),
     ("STOP MIGRATION 'j'", "STOP MIGRATION"),  # COMMIT MIGRATION is answered (proxy.migration)

@@ -83,7 +83,10 @@ _STATEMENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
      _rx(rf"SHOW\s+SHARDING\s+TABLE\s+RULES\s+USED\s+KEY\s+GENERATOR\s+(?P<name>{IDENT}){_FROM_DB}")),
     ("show_rules_used_auditor",
      _rx(rf"SHOW\s+SHARDING\s+TABLE\s+RULES\s+USED\s+AUDITOR\s+(?P<name>{IDENT}){_FROM_DB}")),
-    ("count_rule", _rx(rf"COUNT\s+(?P<name>SHARDING|BROADCAST|READWRITE_SPLITTING)\s+RULE{_FROM_DB}")),
+    ("count_rule", _rx(rf"COUNT\s+(?P<name>SHARDING|BROADCAST|READWRITE_SPLITTING|ENCRYPT)\s+RULE{_FROM_DB}")),
+    # RQL: encrypt (proxy.session.distsql.encrypt_rules)
+    ("show_encrypt_rules",
+     _rx(rf"SHOW\s+ENCRYPT\s+(?:RULES|(?:TABLE\s+)?RULE\s+(?P<name>{IDENT})){_FROM_DB}")),
     ("count_single_table", _rx(rf"COUNT\s+SINGLE\s+TABLE{_FROM_DB}")),
     # RQL: broadcast, single, storage units, logical tables
     ("show_broadcast_table_rules", _rx(rf"SHOW\s+BROADCAST\s+TABLE\s+RULES{_FROM_DB}")),
@@ -116,6 +119,9 @@ _STATEMENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("create_sharding_table_rule", _rx(r"CREATE\s+SHARDING\s+TABLE\s+RULE\s+.+")),
     ("alter_sharding_table_rule", _rx(r"ALTER\s+SHARDING\s+TABLE\s+RULE\s+.+")),
     ("drop_sharding_table_rule", _rx(r"DROP\s+SHARDING\s+TABLE\s+RULE\s+.+")),
+    ("create_encrypt_rule", _rx(r"CREATE\s+ENCRYPT\s+RULE\s+.+")),
+    ("alter_encrypt_rule", _rx(r"ALTER\s+ENCRYPT\s+RULE\s+.+")),
+    ("drop_encrypt_rule", _rx(r"DROP\s+ENCRYPT\s+RULE\s+.+")),
     ("register_storage_unit", _rx(r"REGISTER\s+STORAGE\s+UNIT\s+.+")),
     ("unregister_storage_unit", _rx(r"UNREGISTER\s+STORAGE\s+UNIT\s+.+")),
     # RAL: migration (proxy.migration)

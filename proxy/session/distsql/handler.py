@@ -21,7 +21,7 @@ from proxy.backends.readwrite import ReadWriteGroup
 from proxy.clusterport import port as cluster_port
 from proxy.observe.audit import audit_statement
 from proxy.session.admin import STORAGE_UNIT_COLUMNS, storage_units
-from proxy.session.distsql import export, grammar, query_digests, rdl, rules, variables
+from proxy.session.distsql import encrypt_rules, export, grammar, query_digests, rdl, rules, variables
 from proxy.session.distsql.errors import DistSQLError, not_supported
 from proxy.session.distsql.targets import tables_by_source, target
 from proxy.session.metadata import existing_tables
@@ -172,9 +172,18 @@ async def _default_single(session: Session, d: grammar.DistSQL) -> None:
 async def _count(session: Session, d: grammar.DistSQL) -> None:
     db = target(session, d.database)
     kind = "SINGLE" if d.kind == "count_single_table" else (d.name or "").upper()
+    if kind == "ENCRYPT":
+        session.rows(list(rules.COUNT_COLUMNS), encrypt_rules.encrypt_count_rows(_doc(db), db.name))
+        return
     single = len(rules.single_tables(db.rules, await tables_by_source(db))) if kind == "SINGLE" else 0
     rows = rules.count_rows(kind, db.name, _doc(db), db.rules, single, len(groups_of(db)))
     session.rows(list(rules.COUNT_COLUMNS), rows)
+
+
+async def _encrypt_rules(session: Session, d: grammar.DistSQL) -> None:
+    db = target(session, d.database)
+    rows = encrypt_rules.encrypt_rule_rows(_doc(db), d.name)
+    session.rows(list(encrypt_rules.ENCRYPT_COLUMNS), rows)
 
 
 async def _storage_units(session: Session, d: grammar.DistSQL) -> None:
@@ -307,6 +316,7 @@ _HANDLERS = {
     "show_rules_used_auditor": _used,
     "show_rules_used_storage_unit": _used,
     "count_rule": _count,
+    "show_encrypt_rules": _encrypt_rules,
     "count_single_table": _count,
     "show_broadcast_table_rules": _broadcast,
     "show_single_tables": _single,

@@ -27,6 +27,7 @@ from proxy.session.distsql.definitions import (
     parse_items,
     table_definition,
 )
+from proxy.session.distsql.encrypt_rules import ENCRYPT_KINDS, encrypt_change
 from proxy.session.distsql.errors import DistSQLError
 from proxy.session.distsql.grammar import DistSQL
 
@@ -124,6 +125,9 @@ _HEADER = {
                                               re.I | re.S),
     "drop_broadcast_table_rule": re.compile(r"^DROP\s+BROADCAST\s+TABLE\s+RULE\s+(IF\s+EXISTS\s+)?(.+)$",
                                             re.I | re.S),
+    "create_encrypt_rule": re.compile(r"^CREATE\s+ENCRYPT\s+RULE\s+(IF\s+NOT\s+EXISTS\s+)?(.+)$", re.I | re.S),
+    "alter_encrypt_rule": re.compile(r"^ALTER\s+ENCRYPT\s+RULE\s+()(.+)$", re.I | re.S),
+    "drop_encrypt_rule": re.compile(r"^DROP\s+ENCRYPT\s+RULE\s+(IF\s+EXISTS\s+)?(.+)$", re.I | re.S),
     "register_storage_unit": re.compile(r"^REGISTER\s+STORAGE\s+UNIT\s+(IF\s+NOT\s+EXISTS\s+)?(.+)$", re.I | re.S),
     "unregister_storage_unit": re.compile(r"^UNREGISTER\s+STORAGE\s+UNIT\s+(IF\s+EXISTS\s+)?(.+?)"
                                           r"(?:\s+IGNORE\s+(SINGLE\s*,\s*BROADCAST|BROADCAST\s*,\s*SINGLE|SINGLE|BROADCAST)"
@@ -151,6 +155,9 @@ def plan_change(d: DistSQL, db: LogicalDatabase, single_tables: dict[str, list[s
     body = m.group(2).strip().rstrip(";").strip()
     doc = copy.deepcopy(dict(db.config.doc or {"databaseName": db.name, "dataSources": {}}))
     name = db.name
+    if d.kind in ENCRYPT_KINDS:  # (proxy.session.distsql.encrypt_rules)
+        doc, summary = encrypt_change(d.kind, body, doc, quiet, name)
+        return Change(doc, summary=summary)
     if d.kind in ("create_sharding_table_rule", "alter_sharding_table_rule"):
         definitions = [table_definition(item) for item in parse_items(body)]
         seen: set[str] = set()

@@ -1,0 +1,200 @@
+"""Statements on a database with an `!ENCRYPT` rule: rewritten over the physical columns, results decrypted.
+
+The rewrite itself is the kernel's (routing.encrypt.rewrite): a statement naming an encrypted table is rewritten
+before anything else sees it, then runs on the ordinary path (pass-through, read/write splitting or the sharding
+kernel) as if the client had sent the rewritten text. When its result set has columns to decrypt, the ordinary
+path's answer is captured instead of sent (as a cursor's rows are, proxy.session.prepared), the named columns are
+decrypted, and the answer goes out. A prepared statement on an encrypted table runs the same way with its
+parameters written into the text, answered in binary rows.
+
+Why capture rather than a merge stage: one place decrypts whatever answered (a relayed single node, a merge of
+several, federation), in text and binary rows alike; the cost (the rows held once) is paid only by statements that
+read encrypted columns. The socket callbacks' fast path declines statements naming an encrypted table
+(`encrypted_statement`, proxy.execution.fastpath): it relays the client's text as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from protocol.binary import text_row_to_binary
+from protocol.constants import ErrorCode
+from protocol.errors import ServerError
+from protocol.packets import ColumnDefinition41, ERRPacket, decode_text_row, encode_text_row
+from protocol.wire import Reader
+from proxy.frontend.wire import CapturedWriter
+from routing.encrypt.algorithms import Encryptor
+from routing.encrypt.rewrite import Encrypted, MissingColumns, rewrite_encrypted, touches_encrypted
+
+if TYPE_CHECKING:
+    from proxy.backends.runtime import LogicalDatabase
+    from proxy.execution.context import SessionContext as Session
+
+__all__ = ["REWRITTEN", "encrypted_statement", "prepared_columns_text", "run_encrypted"]
+
+log = structlog.get_logger("shardproxy.encrypt")
+
+#: set while a rewritten statement runs: its text is physical already, not to be rewritten again
+REWRITTEN: ContextVar[bool] = ContextVar("shardproxy_encrypt_rewritten", default=False)
+
+# (id of the logical database, lower-case table) -> its physical columns, for `SELECT *` over a table the
+# kernel's metadata does not hold (a pass-through database loads none); dropped at any DDL through here
+_COLUMNS: dict[tuple[int, str], list[str]] = {}
+_MAX_LOOKUPS = 16
+#: the statements the rewrite reads; any other naming an encrypted table (CREATE, ALTER, DROP, TRUNCATE, SHOW ...)
+#: runs as written: it is about the physical table
+_DATA_STATEMENTS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE", "WITH", "("})
+_FIRST_WORD = re.compile(r"(?:\s+|/\*(?!!).*?\*/|(?:--(?=\s)|#)[^\n]*(?:\n|$))*([A-Za-z]+|\()", re.S)
+
+
+def _first_word(sql: str) -> str:
+    m = _FIRST_WORD.match(sql)
+    return m.group(1).upper() if m else ""
+
+
+def encrypted_statement(db: LogicalDatabase, sql: str) -> bool:
+    """Whether `sql` on `db` must go through the encrypt rewrite (it names an encrypted table)."""
+    rule = db.config.encrypt
+    return rule is not None and not REWRITTEN.get() and touches_encrypted(sql, rule)
+
+
+async def _rewrite(session: Session, db: LogicalDatabase, sql: str, params: Sequence[Any] | None) -> Encrypted | None:
+    rule = db.config.encrypt
+    assert rule is not None
+    key = id(db)
+    first = _first_word(sql)
+    if not first:
+        raise ServerError(
+            "a statement on an encrypted table that starts with an executable comment (/*! ... */): "
+            "the proxy cannot tell what it does; write it without the comment",
+            errno=ErrorCode.NOT_SUPPORTED_YET,
+            sqlstate="42000",
+        )
+    if first not in _DATA_STATEMENTS:
+        for k in [k for k in _COLUMNS if k[0] == key]:
+            del _COLUMNS[k]  # (a DDL may change a table's columns)
+        return None
+
+    def columns_of(table: str) -> Sequence[str] | None:
+        return _COLUMNS.get((key, table.lower())) or db.metadata.columns(table)
+
+    for _ in range(_MAX_LOOKUPS):
+        try:
+            return rewrite_encrypted(sql, rule, params=params, columns_of=columns_of, mode=session.txn.mode_flags)
+        except MissingColumns as missing:
+            _COLUMNS[(key, missing.table.lower())] = await _load_columns(db, missing.table)
+    raise ServerError(
+        "SELECT * over too many tables with encrypted columns; name the columns",
+        errno=ErrorCode.NOT_SUPPORTED_YET,
+        sqlstate="42000",
+    )
+
+
+async def _load_columns(db: LogicalDatabase, table: str) -> list[str]:
+    name = table.replace("\\", "\\\\").replace("'", "''")
+    sql = (
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = "
+        f"'{name}' ORDER BY ORDINAL_POSITION"
+    )
+    sources = [db.pass_through_source] if db.pass_through_source is not None else list(db.sources.values())
+    for source in sources:
+        res = await source.admin_execute(sql)
+        if isinstance(res, list) and res:
+            return [(v or b"").decode("utf-8", errors="surrogateescape") for v, *_ in res]
+    raise ServerError(f"Table '{db.name}.{table}' doesn't exist", errno=1146, sqlstate="42S02")
+
+
+async def prepared_columns_text(session: Session, db: LogicalDatabase, sql: str) -> str:
+    """The rewritten text of a statement being prepared, `?` kept (one per physical column), to describe it."""
+    encrypted = await _rewrite(session, db, sql, None)
+    return sql if encrypted is None else encrypted.sql
+
+
+async def run_encrypted(
+    session: Session, db: LogicalDatabase, sql: str, run_text: Callable[[str], Awaitable[None]], *, binary: bool = False
+) -> None:
+    """Run `sql` (which names an encrypted table) rewritten, through `run_text` (the session's ordinary text path),
+    and answer with its encrypted columns decrypted; `binary`: in binary rows (an executed prepared statement)."""
+    try:
+        encrypted = await _rewrite(session, db, sql, None)
+    except ServerError as exc:
+        session.error(exc.errno, exc.message, exc.sqlstate)
+        return
+    text = sql if encrypted is None else encrypted.sql
+    decrypt = None if encrypted is None else encrypted.decrypt
+    token = REWRITTEN.set(True)
+    try:
+        if decrypt is None and not binary:
+            await run_text(text)
+            return
+        packets = await _captured(session, lambda: run_text(text))
+    finally:
+        REWRITTEN.reset(token)
+    session.wire.send_many(_answer(session, packets, decrypt, binary))
+
+
+async def _captured(session: Session, run: Callable[[], Awaitable[None]]) -> list[bytes]:
+    capture = CapturedWriter()
+    saved = session.writer, session.wire.writer, session.wire.seq
+    session.writer = session.wire.writer = capture  # type: ignore[assignment]
+    try:
+        await run()
+    finally:
+        session.writer, session.wire.writer, session.wire.seq = saved
+    return [p for _f, _l, p in capture.frames.packets()]
+
+
+def _answer(
+    session: Session, packets: list[bytes], decrypt: tuple[Encryptor | None, ...] | None, binary: bool
+) -> list[bytes]:
+    """The captured answer with its encrypted columns decrypted (and its rows made binary for `binary`)."""
+    if not packets or packets[0][:1] in (b"\x00", b"\xff", b"\xfe"):
+        return packets  # OK, ERR: no result set
+    count = Reader(packets[0]).lenenc_int() or 0
+    head = packets[: 1 + count]
+    start = 1 + count + (0 if session.deprecate_eof else 1)
+    rows, tail = packets[start:-1], packets[-1:]
+    if any(r[:1] == b"\xff" for r in rows):  # an error in the middle of the rows: as it came
+        return packets
+    if decrypt is not None and len(decrypt) != count:
+        return [
+            _error(
+                session,
+                f"the result has {count} columns where the encrypt rewrite expected {len(decrypt)} "
+                "(did the table change?); run the statement again",
+            )
+        ]
+    columns = [ColumnDefinition41.decode(p) for p in head[1:]] if binary or decrypt else []
+    out = list(packets[:start])
+    for payload in rows:
+        values = list(decode_text_row(payload, count))
+        if decrypt is not None:
+            for i, encryptor in enumerate(decrypt):
+                value = values[i]
+                if encryptor is None or value is None:
+                    continue
+                try:
+                    values[i] = encryptor.decrypt(value.decode("utf-8", errors="surrogateescape")).encode(
+                        "utf-8", errors="surrogateescape"
+                    )
+                except Exception as exc:  # not this encryptor's ciphertext (wrong key, plaintext left in place)
+                    log.warning("decrypt_failed", column=columns[i].name, error=str(exc))
+                    return [
+                        _error(
+                            session,
+                            f"the value of column {columns[i].name} cannot be decrypted by its encryptor "
+                            f"({encryptor.type}): it was not written by it (another key, or plaintext)",
+                        )
+                    ]
+        out.append(text_row_to_binary(values, columns) if binary else encode_text_row(values))
+    out.extend(tail)
+    return out
+
+
+def _error(session: Session, message: str) -> bytes:
+    return ERRPacket(ErrorCode.UNKNOWN_ERROR, message, "HY000").encode(session.capabilities)
