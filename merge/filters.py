@@ -24,7 +24,7 @@ class DistinctFilter:
         k = self.key(row)
         if k in self._seen:
             return NOTHING
-        self.budget.charge("DISTINCT rows")
+        self.budget.charge_item("DISTINCT rows", k)
         self._seen.add(k)
         return (row,)
 
@@ -44,7 +44,7 @@ class SortStage:
         self._rows: list[tuple[Any, int, Row]] = []
 
     def push(self, row: Row) -> Sequence[Row]:
-        self.budget.charge("rows to sort")
+        self.budget.charge_item("rows to sort", row)
         self._rows.append((self.key(row), len(self._rows), row))
         return NOTHING
 

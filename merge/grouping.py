@@ -54,7 +54,7 @@ class GroupByStreamMerger:
         group = self._run.get(k)
         if group is None:
             if self._run and self.budget is not None:
-                self.budget.charge("groups")
+                self.budget.charge_item("groups", row)
             self._run[k] = self.acc.start(row)
         else:
             self.acc.add(group, row)
@@ -111,7 +111,7 @@ class GroupByMemoryMerger:
         k = self.key(row)
         group = self._groups.get(k)
         if group is None:
-            self.budget.charge("groups")
+            self.budget.charge_item("groups", row)
             self._groups[k] = self.acc.start(row)
         else:
             self.acc.add(group, row)

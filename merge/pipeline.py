@@ -22,7 +22,7 @@ from merge.aggregate import GroupAccumulator, MergeStats
 from merge.aggregators import make_aggregator
 from merge.coltypes import STRING_TYPES
 from merge.compute import ExpressionCompiler, compute_stage
-from merge.errors import MergeError, RowBudget
+from merge.errors import MemoryMeter, MergeError, RowBudget
 from merge.filters import DistinctFilter, SortStage
 from merge.grouping import GroupByMemoryMerger, GroupByStreamMerger
 from merge.having import HavingFilter
@@ -86,10 +86,11 @@ def plan_merge(
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
     warnings: MergeStats | None = None,
+    meter: MemoryMeter | None = None,
 ) -> MergePlan:
     """Build the source and stages executing `spec` over `stream_count` node streams."""
     _validate(spec, columns)
-    budget = RowBudget(memory_row_budget)
+    budget = RowBudget(memory_row_budget, meter)
     stages: list[Stage] = []
     source: Source
     final_order: tuple[OrderItem, ...] = ()  # order a final SortStage must establish
@@ -158,9 +159,11 @@ def merge_rows_sync(
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
     warnings: MergeStats | None = None,
+    meter: MemoryMeter | None = None,
 ) -> Iterator[OutRow]:
     """Synchronous twin of `merge_rows` over iterables of node rows (same plan, same semantics)."""
-    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings)
+    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings,
+                      meter=meter)
     iterators = [iter(s) for s in streams]
     source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
     counts = _NodeCounts(len(streams), spec.found_rows_index) if spec.found_rows == "window" else None
@@ -196,6 +199,7 @@ async def merge_rows(
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
     warnings: MergeStats | None = None,
+    meter: MemoryMeter | None = None,
 ) -> AsyncGenerator[OutRow, None]:
     """Merge the node result streams into what one unsharded server would return for the query.
 
@@ -208,7 +212,8 @@ async def merge_rows(
     Raises `MergeError` (errno/sqlstate attached) for an inconsistent spec, an unsupported HAVING, or
     `MergeMemoryError` when groups/sort/DISTINCT state exceeds `memory_row_budget` rows.
     """
-    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings)
+    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings,
+                      meter=meter)
     source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
     counts = _NodeCounts(len(streams), spec.found_rows_index) if spec.found_rows == "window" else None
     if counts is not None:

@@ -20,6 +20,7 @@ from proxy.backends.xa import TransactionManager
 from proxy.backends.xalog import LogUnavailable
 from proxy.clusterport import STANDALONE, Standalone
 from proxy.config.model import ProxyConfig
+from proxy.execution import budget
 from proxy.execution.fastpath import ClientProtocol
 from proxy.frontend import tls
 from proxy.frontend.handshake import Authenticator
@@ -65,6 +66,8 @@ class ProxyServer:
         self.backlog = listen_backlog(config)
         self.sql_show = config.prop_bool("sql-show")
         self.merge_memory_rows = config.prop_int("proxy-merge-memory-rows", 1_000_000)
+        self.statement_memory_bytes = config.prop_int(budget.STATEMENT_PROP, budget.DEFAULT_STATEMENT_BYTES)
+        self.global_memory = budget.GlobalMemory(config.prop_int(budget.GLOBAL_PROP, budget.DEFAULT_GLOBAL_BYTES))
         self.max_connections_per_query = config.prop_int("max-connections-size-per-query", 4)
         self.statement_timeout = float(config.props.get("proxy-statement-timeout-seconds") or 0)
         self.stats = StatementStats()

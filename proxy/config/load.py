@@ -60,6 +60,8 @@ KNOWN_PROPS = {
     "system-log-level", "proxy-meta-data-collector-enabled", "cdc-server-port",
     "proxy-frontend-database-protocol-type", "proxy-merge-memory-rows", "plan-cache-size",
     "proxy-statement-timeout-seconds", "proxy-version-comment", "proxy-backlog",
+    # memory budgets (proxy.execution.budget)
+    "proxy-statement-memory-bytes", "proxy-global-memory-bytes",
     "proxy-metrics-port", "proxy-metrics-host",
     # read/write splitting (proxy.backends.readwrite); a group's own keys win
     "max-replication-lag-seconds", "replica-health-check-interval-milliseconds", "gtid-wait-timeout-milliseconds",

@@ -9,7 +9,8 @@ ones in use: the configured value, or the proxy's default.
 `SET DIST VARIABLE` applies a prop the proxy reads for each statement (or each new connection) at once, to
 this process (`--workers N` runs N processes, each with its own props): `sql_show`,
 `proxy_frontend_max_connections`, `max_connections_size_per_query`, `proxy_merge_memory_rows`,
-`proxy_statement_timeout_seconds`, `proxy_default_database`. A prop read at start-up only is refused as
+`proxy_statement_memory_bytes`, `proxy_global_memory_bytes`, `proxy_statement_timeout_seconds`,
+`proxy_default_database`. A prop read at start-up only is refused as
 read-only (MySQL's ERR 1238), one shardproxy does not use as not supported (1235), so that no SET appears
 to work and does nothing. The change lives in memory: `global.yaml` is not rewritten. In Cluster mode
 (proxy.cluster) it is validated here, published to the registry, and every proxy of the cluster applies it.
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from proxy.execution.budget import DEFAULT_GLOBAL_BYTES, DEFAULT_STATEMENT_BYTES
 from proxy.session.distsql.errors import DistSQLError
 
 if TYPE_CHECKING:
@@ -64,6 +66,14 @@ def _get_attr(attr: str) -> Callable[[ProxyServer], Any]:
     return current
 
 
+def _global_memory(server: ProxyServer) -> int:
+    return server.global_memory.limit
+
+
+def _set_global_memory(server: ProxyServer, value: Any) -> None:
+    server.global_memory.limit = value
+
+
 def _check_database(server: ProxyServer, value: Any) -> None:
     if value and server.database(str(value)) is None:
         raise DistSQLError(1049, f"Unknown database '{value}'", "42000")
@@ -105,6 +115,10 @@ VARIABLES: tuple[Variable, ...] = (
              current=_get_attr("merge_memory_rows"), apply=_set_attr("merge_memory_rows")),
     Variable("proxy-statement-timeout-seconds", "float", "0", LIVE, minimum=0,
              current=_get_attr("statement_timeout"), apply=_set_attr("statement_timeout")),
+    Variable("proxy-statement-memory-bytes", "int", str(DEFAULT_STATEMENT_BYTES), LIVE, minimum=0,
+             current=_get_attr("statement_memory_bytes"), apply=_set_attr("statement_memory_bytes")),
+    Variable("proxy-global-memory-bytes", "int", str(DEFAULT_GLOBAL_BYTES), LIVE, minimum=0,
+             current=_global_memory, apply=_set_global_memory),
     Variable("max-replication-lag-seconds", "float", "", STARTUP),
     Variable("replica-health-check-interval-milliseconds", "int", "1000", STARTUP),
     Variable("gtid-wait-timeout-milliseconds", "int", "500", STARTUP),
