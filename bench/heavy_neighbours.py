@@ -2,9 +2,11 @@
 
 Why: a heavy statement's CPU work on the proxy's event loop (routing a long text, merging or sorting many rows,
 federation's copies, encoding a big result) delays every other session of the process. Two neighbour sessions
-alternate a point select and `SELECT 1`, 10 ms apart, while a third runs the heavy statement `--repeat` times; the
-neighbours' answer times (send to last byte) are collected over the heavy statements' run only. `--tree DIR`
-(repeatable) runs the proxy of another checkout against the same servers (before / after tables, same run).
+alternate a point select and a statement the proxy answers alone (`SHOW DIST VARIABLE WHERE NAME = sql_show`), 10 ms
+apart, while a third runs the heavy statement `--repeat` times; the neighbours' answer times (send to last byte) are
+collected over the heavy statements' run only, per kind: the proxy's own answer measures the event loop alone, the
+point select adds the data source's (whose CPU the heavy statement's node queries share on a small machine).
+`--tree DIR` (repeatable) runs the proxy of another checkout against the same servers (before / after tables, same run).
 
     python bench/heavy_neighbours.py --rows 500000 [--tree /tmp/before --tree .] [--only "IN list"]
 
@@ -36,6 +38,7 @@ IN_LIST = 200_000
 
 def heavy_statements(rows: int) -> dict[str, str]:
     ids = ", ".join(str(i) for i in range(1, IN_LIST + 1))
+    users = ", ".join(str(u) for u in range(20))
     return {
         "IN list of 200,000 ids (1.5 MB text)":
             f"SELECT COUNT(*), SUM(order_id) FROM t_order WHERE order_id IN ({ids})",
@@ -43,9 +46,9 @@ def heavy_statements(rows: int) -> dict[str, str]:
             "SELECT order_id, amount FROM t_order ORDER BY amount, order_id",
         f"GROUP BY order_id ORDER BY COUNT(*) over {rows:,} rows (in-memory merge and sort)":
             "SELECT order_id, COUNT(*) AS c FROM t_order GROUP BY order_id ORDER BY c, order_id LIMIT 5",
-        "federated self-join, 2 x 100,000 rows copied":
-            "SELECT COUNT(*) FROM t_order a JOIN t_order b ON b.order_id = a.order_id + 1 "
-            "WHERE a.order_id <= 100000 AND b.order_id <= 100000",
+        f"federated self-join, 2 x {rows // 5:,} rows copied (user_id IN 20 of 100 users)":
+            f"SELECT COUNT(*) FROM t_order a JOIN t_order b ON b.order_id = a.order_id + 1 "
+            f"WHERE a.user_id IN ({users}) AND b.user_id IN ({users})",
     }
 
 
@@ -56,23 +59,27 @@ def _connect(port: int):  # type: ignore[no-untyped-def]
                            autocommit=True, read_timeout=600)
 
 
-def neighbours_during(port: int, sql: str, repeat: int) -> tuple[list[float], float]:
-    """The neighbours' answer times (ms) while `sql` runs `repeat` times; the heavy statements' own time (s)."""
+NEIGHBOUR_STATEMENTS = ("SHOW DIST VARIABLE WHERE NAME = sql_show",
+                       "SELECT status FROM t_order WHERE user_id = 3 AND order_id = 7")
+
+
+def neighbours_during(port: int, sql: str, repeat: int) -> tuple[list[list[float]], float]:
+    """The neighbours' answer times (ms) per NEIGHBOUR_STATEMENTS while `sql` runs `repeat` times; the heavy
+    statements' own time (s)."""
     stop = threading.Event()
     window: list[float] = []
-    latencies: list[tuple[float, float]] = []  # (sent at, ms)
+    latencies: list[tuple[int, float, float]] = []  # (statement, sent at, ms)
 
     def neighbour(k: int) -> None:
         conn = _connect(port)
-        statements = ("SELECT status FROM t_order WHERE user_id = 3 AND order_id = 7", "SELECT 1")
         try:
             with conn.cursor() as cur:
                 n = k
                 while not stop.is_set():
                     sent = time.perf_counter()
-                    cur.execute(statements[n % 2])
+                    cur.execute(NEIGHBOUR_STATEMENTS[n % 2])
                     cur.fetchall()
-                    latencies.append((sent, (time.perf_counter() - sent) * 1000))
+                    latencies.append((n % 2, sent, (time.perf_counter() - sent) * 1000))
                     n += 1
                     time.sleep(0.01)
         finally:
@@ -95,7 +102,7 @@ def neighbours_during(port: int, sql: str, repeat: int) -> tuple[list[float], fl
         stop.set()
         for t in threads:
             t.join(60)
-    during = [ms for sent, ms in latencies if window[0] <= sent <= window[1]]
+    during = [[ms for k, sent, ms in latencies if k == kind and window[0] <= sent <= window[1]] for kind in (0, 1)]
     return during, (window[1] - window[0]) / repeat
 
 
@@ -125,15 +132,17 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="shardproxy-neighbours-") as tmp:
             conf = Path(tmp) / "conf"
             sm.write_conf(conf, list(servers))
-            print("\n| heavy statement | proxy | its time s | neighbour answers | p50 ms | p99 ms | max ms |")
-            print("|---|---|---|---|---|---|---|")
+            print("\n| heavy statement | proxy | its time s | answers | proxy's own answer p50 / p99 / max ms | "
+                  "point select p50 / p99 / max ms |")
+            print("|---|---|---|---|---|---|")
             for name, sql in heavy.items():
                 for tree in trees:
                     port = free_port()
                     with proxy_in(tree, conf, port, Path(tmp) / "proxy.log"):
                         during, spent = neighbours_during(port, sql, args.repeat)
-                    print(f"| {name} | {tree.name} | {spent:.2f} | {len(during)} | {statistics.median(during):.1f} | "
-                          f"{percentile(during, 0.99):.1f} | {max(during):.1f} |", flush=True)
+                    cells = " | ".join(f"{statistics.median(ms):.1f} / {percentile(ms, 0.99):.1f} / {max(ms):.1f}"
+                                       for ms in during)
+                    print(f"| {name} | {tree.name} | {spent:.2f} | {sum(map(len, during))} | {cells} |", flush=True)
     finally:
         for server in servers:
             server.stop()

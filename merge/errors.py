@@ -37,6 +37,11 @@ def held_bytes(item: Any) -> int:
     """What a row, key or value costs the process while held, roughly (CPython object sizes): the byte
     budgets compare it with process memory, so object headers count, not just the wire bytes."""
     kind = type(item)
+    if kind is tuple:
+        try:  # a row of byte strings (no NULL): len() of each at C speed
+            return 56 + 41 * len(item) + sum(map(len, item))
+        except TypeError:
+            pass
     small = _SMALL.get(kind)
     if small is not None:
         return small
@@ -56,24 +61,38 @@ class RowBudget:
     all compete for the same process memory, and the user tunes one knob (`proxy-merge-memory-rows`).
     With a `meter`, what is held is charged in bytes too (`charge_item`): rows of a few bytes and rows of
     megabytes differ a millionfold for the same row count. A release gives back the average bytes of the
-    rows it releases (the stages release counts, not the rows themselves).
+    rows it releases (the stages release counts, not the rows themselves). Bytes reach the meter in steps of
+    `STEP` (a meter call per row cost a fifth of an in-memory merge's time): at most that much is held uncharged;
+    past the first `EXACT` items, one in `SAMPLE` is sized, for all of them.
     """
 
-    __slots__ = ("_bytes", "_used", "limit", "meter")
+    STEP = 1 << 16
+    EXACT = 1024
+    SAMPLE = 16
+
+    __slots__ = ("_bytes", "_pending", "_seen", "_used", "limit", "meter")
 
     def __init__(self, limit: int, meter: MemoryMeter | None = None) -> None:
         self.limit = limit
         self.meter = meter
         self._used = 0
-        self._bytes = 0
+        self._bytes = 0  # charged to the meter
+        self._pending = 0  # held, not yet charged
+        self._seen = 0
 
     def charge_item(self, what: str, item: Any) -> None:
         """One held row / key / value: counted, and its bytes charged to the meter when there is one."""
-        meter = self.meter
-        if meter is not None:
-            size = held_bytes(item)
-            meter.charge(size, what)
-            self._bytes += size
+        if self.meter is not None:
+            # the first rows each, then one in SAMPLE for SAMPLE of them: sizing every row cost a tenth of the merge
+            self._seen += 1
+            if self._seen <= self.EXACT:
+                self._pending += held_bytes(item)
+            elif self._seen % self.SAMPLE == 0:
+                self._pending += held_bytes(item) * self.SAMPLE
+            if self._pending >= self.STEP:
+                pending, self._pending = self._pending, 0
+                self.meter.charge(pending, what)
+                self._bytes += pending
         self.charge(what)
 
     @property
@@ -89,6 +108,8 @@ class RowBudget:
             )
 
     def release(self, n: int) -> None:
+        if n >= self._used:
+            self._pending = 0
         if self._bytes and self._used:
             share = self._bytes if n >= self._used else self._bytes * n // self._used
             self._bytes -= share

@@ -120,5 +120,7 @@ class GroupByMemoryMerger:
     def finish(self) -> Iterable[Row]:
         groups, self._groups = self._groups, {}
         self.budget.release(len(groups))
-        for group in groups.values():
+        for k in groups:
+            group = groups[k]
+            groups[k] = None  # freed as it goes: half a million groups freed at once held the event loop 0.3 s
             yield self.acc.finish(group)

@@ -13,6 +13,8 @@ is the general pipeline's, row for row.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import NamedTuple
 
@@ -20,7 +22,7 @@ from merge import coltypes as t
 from merge.errors import MemoryMeter, RowBudget
 from merge.frames import DONE, FULL, Decode, FrameKey, FrameMerger, frame_equality_key, frame_key
 from merge.keys import weight_index
-from merge.pipeline import DEFAULT_MEMORY_ROW_BUDGET
+from merge.pipeline import DEFAULT_MEMORY_ROW_BUDGET, SLICE_SECONDS
 from merge.spec import ColumnMeta, MergeSpec
 from protocol.rowframes import RowFrames
 
@@ -124,12 +126,17 @@ async def raw_order_merge(
     for s, it in enumerate(batches):
         merger.feed(s, await _next_run(it))
     out = bytearray()
+    clock = time.perf_counter
+    until = clock() + SLICE_SECONDS
     while (step := merger.merge(out, out_bytes)) != DONE:
         if step == FULL:
             yield RowFrames(out, merger.take_rows())
             out = bytearray()
         else:
             merger.feed(step, await _next_run(batches[step]))
+        if clock() >= until:  # runs already received merge without a wait: let the loop run (merge.pipeline)
+            await asyncio.sleep(0)
+            until = clock() + SLICE_SECONDS
     if merger.rows:
         yield RowFrames(out, merger.take_rows())
 

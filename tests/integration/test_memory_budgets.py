@@ -214,6 +214,7 @@ def test_global_budget_is_shared_by_the_sessions(sharded_env: ShardedEnv, bounde
         # while it waits, the first holds ds_0's read-ahead: all it needs but ds_1's one row; the second needs as
         # much (ds_0's read-ahead): each fits alone, not both
         limit = need_first + need_second // 2
+        print("needs", need_first, need_second, limit)
         admin.rows(f"SET DIST VARIABLE proxy_global_memory_bytes = {limit}")
         assert second.rows(second_sql) == _oracle(env, second_sql)
         with locker.cursor() as cur:
@@ -241,7 +242,7 @@ def test_global_budget_is_shared_by_the_sessions(sharded_env: ShardedEnv, bounde
                 refused += 1
                 break
             time.sleep(0.05)
-        assert refused, "the second statement was never refused while the first held its read-ahead"
+        assert refused, f"the second statement was never refused while the first held its read-ahead: {outcome}"
         assert worker.is_alive()  # still waiting for the locked node
         locker.rollback()
         worker.join(60)
