@@ -214,7 +214,6 @@ def test_global_budget_is_shared_by_the_sessions(sharded_env: ShardedEnv, bounde
         # while it waits, the first holds ds_0's read-ahead: all it needs but ds_1's one row; the second needs as
         # much (ds_0's read-ahead): each fits alone, not both
         limit = need_first + need_second // 2
-        print("needs", need_first, need_second, limit)
         admin.rows(f"SET DIST VARIABLE proxy_global_memory_bytes = {limit}")
         assert second.rows(second_sql) == _oracle(env, second_sql)
         with locker.cursor() as cur:
@@ -232,6 +231,14 @@ def test_global_budget_is_shared_by_the_sessions(sharded_env: ShardedEnv, bounde
 
         worker = threading.Thread(target=run_first, daemon=True)
         worker.start()
+        # the second is sent once the first waits for the locked row (its ds_0 read-ahead is then held, or about
+        # to be): sent sooner, it could hold its own bytes while the first asks for its, and refuse the first
+        for _ in range(400):
+            if env.servers[1].execute(
+                "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'"
+            )[0][0]:
+                break
+            time.sleep(0.05)
         refused = 0
         for _ in range(400):  # until the first statement holds its read-ahead: then the second is refused
             try:
