@@ -39,28 +39,39 @@ IN_LIST = 200_000
 def heavy_statements(rows: int) -> dict[str, str]:
     ids = ", ".join(str(i) for i in range(1, IN_LIST + 1))
     users = ", ".join(str(u) for u in range(20))
+    in_list = f"SELECT COUNT(*), SUM(order_id) FROM t_order WHERE order_id IN ({ids})"
+    all_sent = "SELECT order_id, amount FROM t_order ORDER BY amount, order_id"
+    in_memory = "SELECT order_id, COUNT(*) AS c FROM t_order GROUP BY order_id ORDER BY c, order_id LIMIT 5"
+    federated = (
+        "SELECT COUNT(*) FROM t_order a JOIN t_order b ON b.order_id = a.order_id + 1 "
+        f"WHERE a.user_id IN ({users}) AND b.user_id IN ({users})"
+    )
     return {
-        "IN list of 200,000 ids (1.5 MB text)":
-            f"SELECT COUNT(*), SUM(order_id) FROM t_order WHERE order_id IN ({ids})",
-        f"ORDER BY over {rows:,} rows, all sent (k-way merge, encoding)":
-            "SELECT order_id, amount FROM t_order ORDER BY amount, order_id",
-        f"GROUP BY order_id ORDER BY COUNT(*) over {rows:,} rows (in-memory merge and sort)":
-            "SELECT order_id, COUNT(*) AS c FROM t_order GROUP BY order_id ORDER BY c, order_id LIMIT 5",
-        f"federated self-join, 2 x {rows // 5:,} rows copied (user_id IN 20 of 100 users)":
-            f"SELECT COUNT(*) FROM t_order a JOIN t_order b ON b.order_id = a.order_id + 1 "
-            f"WHERE a.user_id IN ({users}) AND b.user_id IN ({users})",
+        "IN list of 200,000 ids (1.5 MB text)": in_list,
+        f"ORDER BY over {rows:,} rows, all sent (k-way merge, encoding)": all_sent,
+        f"GROUP BY order_id ORDER BY COUNT(*) over {rows:,} rows (in-memory merge and sort)": in_memory,
+        f"federated self-join, 2 x {rows // 5:,} rows copied (user_id IN 20 of 100 users)": federated,
     }
 
 
 def _connect(port: int):  # type: ignore[no-untyped-def]
     import pymysql
 
-    return pymysql.connect(host="127.0.0.1", port=port, user="root", password="root", database="sharding_db",
-                           autocommit=True, read_timeout=600)
+    return pymysql.connect(
+        host="127.0.0.1",
+        port=port,
+        user="root",
+        password="root",
+        database="sharding_db",
+        autocommit=True,
+        read_timeout=600,
+    )
 
 
-NEIGHBOUR_STATEMENTS = ("SHOW DIST VARIABLE WHERE NAME = sql_show",
-                       "SELECT status FROM t_order WHERE user_id = 3 AND order_id = 7")
+NEIGHBOUR_STATEMENTS = (
+    "SHOW DIST VARIABLE WHERE NAME = sql_show",
+    "SELECT status FROM t_order WHERE user_id = 3 AND order_id = 7",
+)
 
 
 def neighbours_during(port: int, sql: str, repeat: int) -> tuple[list[list[float]], float]:
@@ -132,16 +143,19 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="shardproxy-neighbours-") as tmp:
             conf = Path(tmp) / "conf"
             sm.write_conf(conf, list(servers))
-            print("\n| heavy statement | proxy | its time s | answers | proxy's own answer p50 / p99 / max ms | "
-                  "point select p50 / p99 / max ms |")
+            print(
+                "\n| heavy statement | proxy | its time s | answers | proxy's own answer p50 / p99 / max ms | "
+                "point select p50 / p99 / max ms |"
+            )
             print("|---|---|---|---|---|---|")
             for name, sql in heavy.items():
                 for tree in trees:
                     port = free_port()
                     with proxy_in(tree, conf, port, Path(tmp) / "proxy.log"):
                         during, spent = neighbours_during(port, sql, args.repeat)
-                    cells = " | ".join(f"{statistics.median(ms):.1f} / {percentile(ms, 0.99):.1f} / {max(ms):.1f}"
-                                       for ms in during)
+                    cells = " | ".join(
+                        f"{statistics.median(ms):.1f} / {percentile(ms, 0.99):.1f} / {max(ms):.1f}" for ms in during
+                    )
                     print(f"| {name} | {tree.name} | {spent:.2f} | {sum(map(len, during))} | {cells} |", flush=True)
     finally:
         for server in servers:

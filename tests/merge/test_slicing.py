@@ -18,8 +18,10 @@ COLUMNS = [ColumnMeta("order_id", ColumnType.LONGLONG, 63), ColumnMeta("c", Colu
 COUNT = (AggregateItem(AggregateKind.COUNT, 1),)
 # (case, spec, what the merge holds)
 CASES = [
-    ("GROUP BY order_id ORDER BY COUNT(*): groups in memory, then sorted",
-     MergeSpec(2, order_by=(OrderItem(1), OrderItem(0)), group_by=(0,), aggregates=COUNT, limit=5)),
+    (
+        "GROUP BY order_id ORDER BY COUNT(*): groups in memory, then sorted",
+        MergeSpec(2, order_by=(OrderItem(1), OrderItem(0)), group_by=(0,), aggregates=COUNT, limit=5),
+    ),
     ("ORDER BY order_id: a k-way merge of every row", MergeSpec(2, order_by=(OrderItem(0),))),
     ("DISTINCT order_id", MergeSpec(2, distinct=True)),
 ]
