@@ -212,7 +212,7 @@ class DistinctAggregator(Aggregator):
         if v is not None:
             k = self.key(v) if self.row_key is None else self.row_key(row)
             if k not in state:
-                self.budget.charge("distinct aggregate values")
+                self.budget.charge_item("distinct aggregate values", v)
                 state[k] = v
         return state
 

@@ -54,10 +54,10 @@ class OrderedGroupConcatAggregator(GroupConcatAggregator):
         if self.distinct:
             k = self.equal_key(row)
             if k not in values:
-                self.budget.charge("GROUP_CONCAT values")
+                self.budget.charge_item("GROUP_CONCAT values", v)
                 values[k] = (self.sort_key(row), v, 1)
             return state
-        self.budget.charge("GROUP_CONCAT values")
+        self.budget.charge_item("GROUP_CONCAT values", v)
         values.append((self.sort_key(row), v, int(row[self.count_index] or 1)))
         return state
 

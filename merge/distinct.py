@@ -46,7 +46,7 @@ class TupleDistinctAggregator(DistinctAggregator):
             return state
         k = tuple(key(row) for key in self.keys)
         if k not in state:
-            self.budget.charge("distinct aggregate values")
+            self.budget.charge_item("distinct aggregate values", k)
             state[k] = b""
         return state
 

@@ -476,7 +476,7 @@ class FrameMerger:
     def _first(self, k: Any, seen: set[Any]) -> bool:
         if k in seen:
             return False
-        self.budget.charge("DISTINCT rows")
+        self.budget.charge_item("DISTINCT rows", k)
         seen.add(k)
         return True
 

@@ -15,14 +15,17 @@ Plan = one source (how node streams combine) + push stages (how merged rows are 
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from merge.aggregate import GroupAccumulator, MergeStats
 from merge.aggregators import make_aggregator
 from merge.coltypes import STRING_TYPES
 from merge.compute import ExpressionCompiler, compute_stage
-from merge.errors import MergeError, RowBudget
+from merge.errors import MemoryMeter, MergeError, RowBudget
 from merge.filters import DistinctFilter, SortStage
 from merge.grouping import GroupByMemoryMerger, GroupByStreamMerger
 from merge.having import HavingFilter
@@ -31,7 +34,7 @@ from merge.paginate import CountingPaginator, Paginator, paginator
 from merge.rollup import RollupMerger
 from merge.sources import IteratorMerger, OrderByMerger, Source
 from merge.spec import ColumnMeta, MergeSpec, OrderItem
-from merge.stages import Stage, finish_through, push_through
+from merge.stages import PAUSE, Stage, finish_through, push_through
 
 OutRow = tuple[bytes | None, ...]
 DEFAULT_MEMORY_ROW_BUDGET = 1_000_000
@@ -86,10 +89,11 @@ def plan_merge(
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
     warnings: MergeStats | None = None,
+    meter: MemoryMeter | None = None,
 ) -> MergePlan:
     """Build the source and stages executing `spec` over `stream_count` node streams."""
     _validate(spec, columns)
-    budget = RowBudget(memory_row_budget)
+    budget = RowBudget(memory_row_budget, meter)
     stages: list[Stage] = []
     source: Source
     final_order: tuple[OrderItem, ...] = ()  # order a final SortStage must establish
@@ -145,10 +149,20 @@ def plan_merge(
 def _emit(plan: MergePlan, rows: Iterable[Row]) -> Iterator[OutRow]:
     paginator = plan.paginator
     for row in rows:
+        if row is PAUSE:
+            yield PAUSE
+            continue
         if paginator.done:
             return
         if paginator.admit(row):
             yield plan.output(row)
+
+
+# The async merge lets the event loop run (asyncio.sleep(0)) once it has worked this long without awaiting anything:
+# node rows already received are merged without a wait, and a merge of a million rows would otherwise hold the loop
+# (every other session of the process) for seconds. Checked every `_CHECK_EVERY` rows.
+SLICE_SECONDS = 0.02
+_CHECK_EVERY = 64
 
 
 def merge_rows_sync(
@@ -158,9 +172,11 @@ def merge_rows_sync(
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
     warnings: MergeStats | None = None,
+    meter: MemoryMeter | None = None,
 ) -> Iterator[OutRow]:
     """Synchronous twin of `merge_rows` over iterables of node rows (same plan, same semantics)."""
-    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings)
+    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings,
+                      meter=meter)
     iterators = [iter(s) for s in streams]
     source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
     counts = _NodeCounts(len(streams), spec.found_rows_index) if spec.found_rows == "window" else None
@@ -182,7 +198,9 @@ def merge_rows_sync(
             continue
         yield from _emit(plan, push_through(stages, row))
     if exhausted:
-        yield from _emit(plan, finish_through(stages))
+        for out in _emit(plan, finish_through(stages)):
+            if out is not PAUSE:
+                yield out
     if counts is not None:
         for stream in counts.unseen():
             counts.see(stream, next(iterators[stream], None))
@@ -196,6 +214,7 @@ async def merge_rows(
     *,
     memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
     warnings: MergeStats | None = None,
+    meter: MemoryMeter | None = None,
 ) -> AsyncGenerator[OutRow, None]:
     """Merge the node result streams into what one unsharded server would return for the query.
 
@@ -208,12 +227,16 @@ async def merge_rows(
     Raises `MergeError` (errno/sqlstate attached) for an inconsistent spec, an unsupported HAVING, or
     `MergeMemoryError` when groups/sort/DISTINCT state exceeds `memory_row_budget` rows.
     """
-    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings)
+    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings,
+                      meter=meter)
     source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
     counts = _NodeCounts(len(streams), spec.found_rows_index) if spec.found_rows == "window" else None
     if counts is not None:
         streams = [counts.watch_async(i, it) for i, it in enumerate(streams)]
     exhausted = False
+    clock = time.perf_counter
+    until = clock() + SLICE_SECONDS
+    count = 0
     while not paginator.done:
         stream = source.need()
         if stream is not None:
@@ -223,6 +246,10 @@ async def merge_rows(
         if row is None:
             exhausted = True
             break
+        count += 1
+        if count % _CHECK_EVERY == 0 and clock() >= until:
+            await asyncio.sleep(0)
+            until = clock() + SLICE_SECONDS
         if not stages:
             if paginator.admit(row):
                 yield output(row)
@@ -231,11 +258,33 @@ async def merge_rows(
             yield out
     if exhausted:
         for out in _emit(plan, finish_through(stages)):
-            yield out
+            count += 1
+            if (out is PAUSE or count % _CHECK_EVERY == 0) and clock() >= until:
+                await asyncio.sleep(0)
+                until = clock() + SLICE_SECONDS
+            if out is not PAUSE:
+                yield out
+        for stage in stages:
+            if isinstance(stage, SortStage) and stage.spent:
+                await _free_in_slices(stage.spent)
     if counts is not None:
         for stream in counts.unseen():
             counts.see(stream, await anext(streams[stream], None))
     _found_rows(spec, paginator, counts, warnings)
+
+
+async def _free_in_slices(runs: list[list[Any]]) -> None:
+    """Empty `runs` a slice at a time, letting the event loop run between slices (see SLICE_SECONDS)."""
+    clock = time.perf_counter
+    until = clock() + SLICE_SECONDS
+    while runs:
+        run = runs[-1]
+        del run[-8192:]
+        if not run:
+            runs.pop()
+        if clock() >= until:
+            await asyncio.sleep(0)
+            until = clock() + SLICE_SECONDS
 
 
 class _NodeCounts:

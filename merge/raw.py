@@ -12,14 +12,16 @@ ties in stream order, as in `merge.sources.OrderByMerger`, so the answer is the 
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import NamedTuple
 
 from merge import coltypes as t
-from merge.errors import RowBudget
+from merge.errors import MemoryMeter, RowBudget
 from merge.frames import DONE, FULL, Decode, FrameKey, FrameMerger, frame_equality_key, frame_key
 from merge.keys import weight_index
-from merge.pipeline import DEFAULT_MEMORY_ROW_BUDGET
+from merge.pipeline import DEFAULT_MEMORY_ROW_BUDGET, SLICE_SECONDS
 from merge.spec import ColumnMeta, MergeSpec
 from protocol.rowframes import RowFrames
 
@@ -99,16 +101,17 @@ async def _next_run(it: AsyncIterator[RowFrames]) -> bytes | None:
 
 
 def _merger(spec: MergeSpec, columns: Sequence[ColumnMeta], decode: Decode | None, streams: int, left: int,
-            memory_row_budget: int) -> FrameMerger:
+            memory_row_budget: int, meter: MemoryMeter | None = None) -> FrameMerger:
     plan = _plan(spec, columns, decode)
     return FrameMerger(plan.key, streams, spec.offset, left, cut=plan.cut, check=plan.check,
-                       distinct=plan.distinct, budget=RowBudget(memory_row_budget),
+                       distinct=plan.distinct, budget=RowBudget(memory_row_budget, meter),
                        binary_types=plan.binary_types, tied=plan.tied)
 
 
 async def raw_order_merge(
     batches: Sequence[AsyncIterator[RowFrames]], spec: MergeSpec, columns: Sequence[ColumnMeta],
     decode: Decode | None = None, out_bytes: int = OUT_BYTES, memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
+    meter: MemoryMeter | None = None,
 ) -> AsyncIterator[RowFrames]:
     """The merged rows of `raw_mergeable` spec, as runs of the nodes' own frames (sequence ids not yet the
     client's) of about `out_bytes`; stops reading once OFFSET + LIMIT rows are out (the caller drains or
@@ -118,16 +121,21 @@ async def raw_order_merge(
     left = -1 if spec.limit is None else spec.limit  # rows still to send; -1 = all
     if left == 0:
         return
-    merger = _merger(spec, columns, decode, len(batches), left, memory_row_budget)
+    merger = _merger(spec, columns, decode, len(batches), left, memory_row_budget, meter)
     for s, it in enumerate(batches):
         merger.feed(s, await _next_run(it))
     out = bytearray()
+    clock = time.perf_counter
+    until = clock() + SLICE_SECONDS
     while (step := merger.merge(out, out_bytes)) != DONE:
         if step == FULL:
             yield RowFrames(out, merger.take_rows())
             out = bytearray()
         else:
             merger.feed(step, await _next_run(batches[step]))
+        if clock() >= until:  # runs already received merge without a wait: let the loop run (merge.pipeline)
+            await asyncio.sleep(0)
+            until = clock() + SLICE_SECONDS
     if merger.rows:
         yield RowFrames(out, merger.take_rows())
 
@@ -135,6 +143,7 @@ async def raw_order_merge(
 def raw_order_merge_whole(
     runs: Sequence[Sequence[RowFrames]], spec: MergeSpec, columns: Sequence[ColumnMeta],
     decode: Decode | None = None, memory_row_budget: int = DEFAULT_MEMORY_ROW_BUDGET,
+    meter: MemoryMeter | None = None,
 ) -> tuple[RowFrames, list[bool]]:
     """`raw_order_merge` of nodes whose rows are all at hand (`runs`: each node's runs, in order), in one call
     and one output run (the usual scatter or range answer arrives whole before it is merged, so async
@@ -144,7 +153,7 @@ def raw_order_merge_whole(
     left = -1 if spec.limit is None else spec.limit
     if left == 0:
         return RowFrames(out, 0), [False] * len(runs)
-    merger = _merger(spec, columns, decode, len(runs), left, memory_row_budget)
+    merger = _merger(spec, columns, decode, len(runs), left, memory_row_budget, meter)
     at = [0] * len(runs)
 
     def next_run(s: int) -> bytes | None:

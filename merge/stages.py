@@ -8,7 +8,7 @@ independent of how rows are read, so the same objects run under the async and th
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from merge.keys import Row
 
@@ -37,9 +37,27 @@ def push_through(stages: Sequence[Stage], row: Row) -> Sequence[Row]:
     return rows
 
 
+PAUSE: Any = ("pause",)  # `finish_through`: no row, a point where an async consumer may let others run
+_QUIET = 256  # rows flushed into a later stage without a row coming out, between two PAUSEs
+
+
 def finish_through(stages: Sequence[Stage]) -> Iterable[Row]:
-    """Flush the stages front to back: each stage's leftovers flow through the stages after it."""
+    """Flush the stages front to back: each stage's leftovers flow through the stages after it. Flushing one stage
+    into another that holds them (groups into the final sort) brings out no row for a long while: every `_QUIET`
+    such rows it yields PAUSE, which is not a row, so that an async consumer can let the event loop run."""
+    quiet = 0
     for i, stage in enumerate(stages):
         rest = stages[i + 1 :]
         for row in stage.finish():
-            yield from push_through(rest, row)
+            if row is PAUSE:
+                yield PAUSE
+                continue
+            out = push_through(rest, row)
+            if out:
+                quiet = 0
+                yield from out
+            else:
+                quiet += 1
+                if quiet >= _QUIET:
+                    quiet = 0
+                    yield PAUSE

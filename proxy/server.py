@@ -20,6 +20,7 @@ from proxy.backends.xa import TransactionManager
 from proxy.backends.xalog import LogUnavailable
 from proxy.clusterport import STANDALONE, Standalone
 from proxy.config.model import DatabaseConfig, ProxyConfig
+from proxy.execution import budget
 from proxy.execution.fastpath import ClientProtocol
 from proxy.frontend import tls
 from proxy.frontend.handshake import Authenticator
@@ -72,6 +73,8 @@ class ProxyServer:
         self.backlog = listen_backlog(config)
         self.sql_show = config.prop_bool("sql-show")
         self.merge_memory_rows = config.prop_int("proxy-merge-memory-rows")
+        self.statement_memory_bytes = config.prop_int(budget.STATEMENT_PROP)
+        self.global_memory = budget.GlobalMemory(config.prop_int(budget.GLOBAL_PROP))
         self.max_connections_per_query = config.prop_int("max-connections-size-per-query")
         self.statement_timeout = config.prop_float("proxy-statement-timeout-seconds")
         self.stats = StatementStats()

@@ -108,6 +108,13 @@ PROPS: tuple[Prop, ...] = (
          "runs on the data sources; one that does not answer even that (a frozen server, a network stall) is "
          "given 1 s more, then the statement ends with ERR 1969 (`Query execution was interrupted`, naming the "
          "silent data source) and its connections are discarded (0: off).", minimum=0),
+    Prop("proxy-statement-memory-bytes", "int", str(512 * 1024 * 1024), LIVE, "What one statement may hold in the "
+         "proxy's memory (in-memory merge buffers: sorts, groups, DISTINCT keys; units read ahead; federation copies; "
+         "the routing of a long text, estimated from its size); past it, ERR 1038 before anything is written (0: no "
+         "limit).", minimum=0),
+    Prop("proxy-global-memory-bytes", "int", str(2 * 1024 * 1024 * 1024), LIVE, "What all statements together may "
+         "hold, counted as for `proxy-statement-memory-bytes`; a statement that would pass it gets ERR 1041 (a retry "
+         "when fewer statements run may pass) (0: no limit).", minimum=0),
     Prop("max-replication-lag-seconds", "float", "", STARTUP, "Read/write splitting: the default "
          "`maxReplicationLagSeconds` of every group (none: no limit)."),
     Prop("replica-health-check-interval-milliseconds", "int", "1000", STARTUP, "Read/write splitting: the "

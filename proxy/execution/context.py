@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
     from proxy.backends.xa import TransactionManager
     from proxy.config.model import ProxyConfig, UserConfig
+    from proxy.execution.budget import GlobalMemory
     from proxy.execution.state import GroupSessionState, StatementRegistry, TransactionState
     from proxy.frontend.handshake import Authenticator
     from proxy.frontend.wire import ClientPackets
@@ -56,6 +57,8 @@ class ServerContext(Protocol):
     backlog: int
     sql_show: bool
     merge_memory_rows: int
+    statement_memory_bytes: int
+    global_memory: GlobalMemory
     max_connections_per_query: int
     statement_timeout: float
     digests: Any  # proxy.observe.digests.DigestStore

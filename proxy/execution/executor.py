@@ -38,7 +38,7 @@ from protocol.rowframes import RowFrames
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
 from proxy.clusterport import port
-from proxy.execution import diagnostics, lastid, txn_control
+from proxy.execution import budget, diagnostics, lastid, txn_control
 from proxy.execution.decide import NO_FEDERATION, decide
 from proxy.execution.dualread import execute_dual_read, reconcile_copies
 from proxy.execution.errors import answer_error
@@ -353,7 +353,7 @@ async def _answer_merged(
         merge_warnings = MergeStats()
         sent = 0
         async for row in merge_rows(row_streams, spec, metas, memory_row_budget=session.server.merge_memory_rows,
-                                    warnings=merge_warnings):
+                                    warnings=merge_warnings, meter=budget.current()):
             sent += 1
             out.append(encode(row, columns))
             if len(out) >= 256:
@@ -381,7 +381,8 @@ async def _raw_merged(session: Session, readers: Sequence[_Reader], spec: MergeS
     decode = None if codec is TEXT else _decoder(codec, columns)
     try:
         return await _relay_payloads(session, raw_order_merge(
-            batches, spec, metas, decode, memory_row_budget=session.server.merge_memory_rows))
+            batches, spec, metas, decode, memory_row_budget=session.server.merge_memory_rows,
+            meter=budget.current()))
     finally:
         for b in batches:
             with contextlib.suppress(Exception):

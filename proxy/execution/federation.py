@@ -35,6 +35,7 @@ from protocol.results import ResultHeader
 from proxy.backends.backend import BackendConnection
 from proxy.backends.charset import charset_for_collation
 from proxy.backends.codec import StatementCodec, StatementFailed
+from proxy.execution import budget as memory_budget
 from proxy.execution.decide import federation_enabled, federation_plan
 from proxy.execution.errors import answer_error
 from proxy.execution.plans import Federated, FederatedExplain
@@ -357,6 +358,9 @@ async def _stream(session: Session, conn: BackendConnection, ds: str, sql: str, 
     size = 0
     prefix = f"INSERT INTO `{name}` VALUES "
     failed = True
+    memory = memory_budget.current()
+    held = 0  # bytes of the batch being built, charged to the statement's budget: its rows and their INSERT's text
+    what = f"the federation copy of {read.table}"
     events = conn.event_batches(ComQuery(sql.encode("utf-8", "surrogateescape")).encode())
     try:
         async for batch in events:
@@ -368,6 +372,9 @@ async def _stream(session: Session, conn: BackendConnection, ds: str, sql: str, 
                 elif isinstance(ev, bytes):
                     row = decode_text_row(ev, len(columns))
                     text = "(" + ", ".join(literal(v, c) for v, c in zip(row, columns, strict=True)) + ")"
+                    if memory is not None:
+                        memory.charge(2 * len(text) + 106, what)
+                        held += 2 * len(text) + 106
                     parts.append(text)
                     size += len(text)
                     budget[0] -= 1
@@ -378,10 +385,15 @@ async def _stream(session: Session, conn: BackendConnection, ds: str, sql: str, 
             if len(parts) >= _BATCH_ROWS or size >= _BATCH_BYTES:
                 await _must(host, host_ds, prefix + ", ".join(parts))
                 parts, size = [], 0
+                if memory is not None:
+                    memory.release(held)
+                    held = 0
         if parts:
             await _must(host, host_ds, prefix + ", ".join(parts))
         failed = False
     finally:
+        if memory is not None:
+            memory.release(held)
         if failed and conn.busy:
             await conn.source.kill_query(conn.thread_id)
             with contextlib.suppress(Exception):

@@ -19,11 +19,13 @@ from collections.abc import AsyncIterator, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from merge import MergeError
+from protocol.errors import ServerError
 from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from protocol.results import ResultEnd, ResultHeader
 from protocol.rowframes import RowFrames
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import StatementCodec, StatementFailed
+from proxy.execution import budget as memory_budget
 from proxy.execution.units import UnitFailed
 from routing.plan import ExecutionUnit, RoutedStatement
 
@@ -143,7 +145,14 @@ class _BufferedUnit(_RowSource):
         stream = _UnitStream(conn, self.unit, self.codec, borrowed=False)
         await stream.start()
         held = 0
+        memory = memory_budget.current()  # what is read ahead is held until the statement ends
         async for frames in stream.frame_batches():
+            if memory is not None:
+                try:
+                    memory.charge(len(frames.data) + 64, f"the rows of data source {self.unit.data_source} read ahead")
+                except ServerError:
+                    await stream.drain()
+                    raise
             self._frames.append(frames)
             held += frames.rows
             if held > budget:

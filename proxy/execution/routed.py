@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from proxy.backends.codec import TEXT, StatementCodec
-from proxy.execution import explain, federation, preroute
+from proxy.execution import budget, explain, federation, preroute
 from proxy.execution.decide import OFF_LOOP_TEXT, SessionView, decide, view_of
 from proxy.execution.executor import execute_plan
 from proxy.execution.plans import Explained, Federated, FederatedExplain, Plan, Refused, Run
@@ -33,13 +33,20 @@ async def execute_routed(session: Session, db: LogicalDatabase, sql: str) -> Non
 async def route_and_execute(
     session: Session, db: LogicalDatabase, sql: str, params: Sequence[object] | None, codec: StatementCodec
 ) -> None:
-    """Decide a statement on a sharded database and run its plan (text or prepared)."""
+    """Decide a statement on a sharded database and run its plan (text or prepared), within its memory budget
+    (proxy.execution.budget): its routing is charged by its text's size, its merges and copies as they hold."""
     assert db.kernel is not None
     view = view_of(session)
-    plan = preroute.take(session.wire.fast, db.kernel, sql, params, view)
-    if plan is None:
-        plan = await decide_fairly(db, sql, params, view)
-    await run_plan(session, db, sql, params, plan, codec)
+    with budget.statement(session.server) as memory:
+        plan = preroute.take(session.wire.fast, db.kernel, sql, params, view)
+        if plan is None:
+            parse = budget.parse_bytes(sql)
+            memory.charge(parse, "the routing of its text")
+            try:
+                plan = await decide_fairly(db, sql, params, view)
+            finally:
+                memory.release(parse)
+        await run_plan(session, db, sql, params, plan, codec)
 
 
 def on_loop(sql: str) -> bool:

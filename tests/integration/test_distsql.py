@@ -315,11 +315,13 @@ def test_show_dist_variables(dist: Dist) -> None:
     assert {k: values[k] for k in ("sql_show", "proxy_frontend_max_connections", "max_connections_size_per_query",
                                     "proxy_backlog", "proxy_merge_memory_rows", "proxy_default_port",
                                     "proxy_frontend_ssl_enabled", "proxy_frontend_ssl_version", "cached_connections",
-                                    "proxy_statement_timeout_seconds")} == {
+                                    "proxy_statement_timeout_seconds", "proxy_statement_memory_bytes",
+                                    "proxy_global_memory_bytes")} == {
         "sql_show": "false", "proxy_frontend_max_connections": "0", "max_connections_size_per_query": "4",
         "proxy_backlog": "4096", "proxy_merge_memory_rows": "1000000", "proxy_default_port": "3307",
         "proxy_frontend_ssl_enabled": "false", "proxy_frontend_ssl_version": "TLSv1.2,TLSv1.3",
-        "cached_connections": "0", "proxy_statement_timeout_seconds": "0"}
+        "cached_connections": "0", "proxy_statement_timeout_seconds": "0",
+        "proxy_statement_memory_bytes": "536870912", "proxy_global_memory_bytes": "2147483648"}
     assert dist.query("SHOW DIST VARIABLES LIKE 'sql\\_%'")[1] == [("sql_show", "false"), ("sql_simple", "false")]
     assert connector_query(dist.proxy, "show dist variables like 'SQL_S%';", None)[1] == [
         ("sql_show", "false"), ("sql_simple", "false")]
@@ -376,6 +378,7 @@ def test_set_dist_variable_max_connections_refuses_the_next_client(dist: Dist) -
 @pytest.mark.parametrize(("name", "value", "attribute", "shown", "applied"), [
     ("max_connections_size_per_query", "2", "max_connections_per_query", "2", 2),
     ("proxy_merge_memory_rows", "5000", "merge_memory_rows", "5000", 5000),
+    ("proxy_statement_memory_bytes", "1048576", "statement_memory_bytes", "1048576", 1048576),
     ("proxy_statement_timeout_seconds", "2.5", "statement_timeout", "2.5", 2.5),
 ])
 def test_set_dist_variable_live_props(dist: Dist, name: str, value: str, attribute: str, shown: str,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import pymysql
@@ -121,3 +122,103 @@ def test_other_sessions_are_answered_while_a_heavy_statement_routes(sharded_env:
     assert answered >= 3, answered
     assert max(gaps) < MAX_SHARE * spent[0], \
         f"another session waited {max(gaps):.2f} s of the heavy statement's {spent[0]:.2f} s ({answered} answers)"
+
+
+CLIENTS = 200
+# statements each client must have completed, start to end, within the heavy statements' run
+PROGRESS = 2
+
+
+def _client_statements(i: int) -> list[tuple[str, tuple[Any, ...]]]:
+    """Client i's statements and their answers, each naming the client (`i AS who`): a point select of one row and a
+    scatter aggregate over every node, both chosen by i so that an answer meant for another client differs."""
+    order_id, user_id, status = ROWS[i % len(ROWS)]
+    chosen = [o for o, _, s in ROWS if s != status]
+    return [
+        (f"SELECT {i} AS who, status FROM t_order WHERE user_id = {user_id} AND order_id = {order_id}", (i, status)),
+        (f"SELECT {i} AS who, COUNT(*), SUM(order_id) FROM t_order WHERE status <> '{status}'",
+         (i, len(chosen), _decimal(sum(chosen)))),
+    ]
+
+
+def test_many_clients_beside_a_heavy_statement(sharded_env: ShardedEnv, orders: None) -> None:
+    """200 clients alternate a point select and a scatter aggregate while one session runs the 200,000-value IN list
+    twice: every answer is its own client's, none is lost or wedged, and every client completes statements while the
+    heavy ones run (counted between the heavy statements' start and end, not timed)."""
+    env = sharded_env
+    heavy = _heavy_sql("order_id")
+    ready = threading.Barrier(CLIENTS + 1)
+    stop = threading.Event()
+    done: list[list[tuple[float, float]]] = [[] for _ in range(CLIENTS)]  # per client: (start, end) of each answer
+    failures: list[BaseException] = []
+
+    def client(i: int) -> None:
+        statements = _client_statements(i)
+        try:
+            conn = env.connect(read_timeout=60)
+        except BaseException as exc:
+            failures.append(exc)
+            ready.abort()
+            return
+        try:
+            with conn.cursor() as cur:
+                n = 0
+                while True:
+                    sql, expected = statements[n % 2]
+                    started = time.monotonic()
+                    cur.execute(sql)
+                    got = tuple(cur.fetchall())
+                    assert got == (expected,), (i, sql, got, expected)
+                    done[i].append((started, time.monotonic()))
+                    n += 1
+                    if n == 2:
+                        ready.wait(60)  # every client connected and answered once before the heavy statement
+                    elif stop.is_set() and n >= 2:
+                        break
+        except BaseException as exc:  # reported by the test thread
+            failures.append(exc)
+            stop.set()
+            ready.abort()
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    try:
+        ready.wait(120)
+    except threading.BrokenBarrierError:
+        stop.set()
+        raise AssertionError(f"the clients did not all start: {failures[:3]}") from None
+    heavy_answers = []
+    window_start = time.monotonic()
+    try:
+        with env.connect(read_timeout=120) as conn, conn.cursor() as cur:
+            for _ in range(2):
+                cur.execute(heavy)
+                heavy_answers.append(cur.fetchall())
+    finally:
+        window_end = time.monotonic()
+        stop.set()
+        for t in threads:
+            t.join(120)
+    assert not failures, failures[:3]
+    assert not any(t.is_alive() for t in threads), "a client never got its answer (wedged)"
+    server = env.servers[0]
+    direct = pymysql.connect(host=server.host, port=server.port, user=server.user, password=server.password,
+                             database=ORACLE_DB, autocommit=True, read_timeout=120)
+    try:
+        with direct.cursor() as cur:
+            cur.execute(heavy)
+            expected = [tuple(r) for r in cur.fetchall()]
+    finally:
+        direct.close()
+    assert [[tuple(r) for r in answer] for answer in heavy_answers] == [expected, expected]
+    within = [sum(1 for s, e in spans if s >= window_start and e <= window_end) for spans in done]
+    print(f"{CLIENTS} clients beside 2 heavy statements ({window_end - window_start:.2f} s): statements each "
+          f"completed within them: min {min(within)}, median {sorted(within)[CLIENTS // 2]}, max {max(within)}")
+    assert min(within) >= PROGRESS, sorted(within)[:10]
+
+
+def _decimal(value: int) -> Decimal:
+    return Decimal(value)

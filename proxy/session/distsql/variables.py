@@ -10,8 +10,9 @@ ones in use: the configured value, or the proxy's default.
 `SET DIST VARIABLE` applies a prop the proxy reads for each statement (or each new connection) at once, to
 this process (`--workers N` runs N processes, each with its own props): `sql_show`,
 `proxy_frontend_max_connections`, `max_connections_size_per_query`, `proxy_merge_memory_rows`,
-`proxy_statement_timeout_seconds`, `proxy_default_database`, `proxy_digest_max_entries`,
-`proxy_slow_query_threshold_milliseconds`. A prop read at start-up only is refused as
+`proxy_statement_memory_bytes`, `proxy_global_memory_bytes`, `proxy_statement_timeout_seconds`,
+`proxy_default_database`, `proxy_digest_max_entries`, `proxy_slow_query_threshold_milliseconds`. A prop read at
+start-up only is refused as
 read-only (MySQL's ERR 1238), one shardproxy does not use as not supported (1235), so that no SET appears
 to work and does nothing. The change lives in memory: `global.yaml` is not rewritten. In Cluster mode
 (proxy.cluster) it is validated here, published to the registry, and every proxy of the cluster applies it.
@@ -64,6 +65,14 @@ def _get_attr(attr: str) -> Callable[[ProxyServer], Any]:
     return current
 
 
+def _global_memory(server: ProxyServer) -> int:
+    return server.global_memory.limit
+
+
+def _set_global_memory(server: ProxyServer, value: Any) -> None:
+    server.global_memory.limit = value
+
+
 def _check_database(server: ProxyServer, value: Any) -> None:
     if value and server.database(str(value)) is None:
         raise DistSQLError(1049, f"Unknown database '{value}'", "42000")
@@ -86,6 +95,9 @@ _HOOKS: dict[str, dict[str, Any]] = {
     "proxy-merge-memory-rows": {"current": _get_attr("merge_memory_rows"), "apply": _set_attr("merge_memory_rows")},
     "proxy-statement-timeout-seconds": {"current": _get_attr("statement_timeout"),
                                         "apply": _set_attr("statement_timeout")},
+    "proxy-statement-memory-bytes": {"current": _get_attr("statement_memory_bytes"),
+                                     "apply": _set_attr("statement_memory_bytes")},
+    "proxy-global-memory-bytes": {"current": _global_memory, "apply": _set_global_memory},
     "proxy-digest-max-entries": {"current": lambda server: server.digests.max_entries,
                                  "apply": lambda server, value: server.digests.resize(value)},
     "proxy-slow-query-threshold-milliseconds": {"current": _get_attr("slow_query_ms"),
