@@ -39,25 +39,31 @@ class VerbatimRelay:
     `deprecate_eof`, and passes every byte through."""
 
     __slots__ = ("_c", "_columns_left", "_continuation", "_cursor", "_deprecate_eof", "_err_payload", "_phase",
-                 "_rewrite_error", "_seq", "_skip", "_tail", "done", "rows", "summary")
+                 "_rewrite_column", "_rewrite_error", "_seq", "_skip", "_spans", "_tail", "done", "rows", "summary")
 
     def __init__(self, *, deprecate_eof: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None,
-                 c: Any = C, cursor: bool = False) -> None:
+                 c: Any = C, cursor: bool = False, column_rewriter: Callable[[bytes], bytes] | None = None) -> None:
         """`cursor`: the command asked for a cursor (COM_STMT_EXECUTE with cursor flags), whose answer ends at
         the column definitions when the server says CURSOR_EXISTS. Any other answer ends where MORE_RESULTS_EXISTS
         says: a stored procedure with a cursor of its own open leaves CURSOR_EXISTS in the status of the result
         sets it sends, and more of them follow."""
         self._c = c  # protocol._crowframes, or None: the Python loop alone (tests compare both)
         self._deprecate_eof = deprecate_eof
-        self.restart(error_rewriter, cursor)
+        self.restart(error_rewriter, cursor, column_rewriter)
 
-    def restart(self, error_rewriter: Callable[[bytes], bytes] | None = None, cursor: bool = False) -> None:
+    def restart(self, error_rewriter: Callable[[bytes], bytes] | None = None, cursor: bool = False,
+                column_rewriter: Callable[[bytes], bytes] | None = None) -> None:
         """Ready for the next answer, as a new relay of the same framing is (the fast path keeps one per session
         instead of making one per command)."""
         self._cursor = cursor
         # e.g. actual table names back to logic names (a sharded single-node answer). With one, an incomplete
         # control packet is held back instead of passed on, so that an ERR can be replaced whole
         self._rewrite_error = error_rewriter
+        # column definitions in other names (a pass-through database of another physical name, a sharded node's
+        # actual table): each definition is held until whole and replaced; rows still pass as they are, through
+        # the C scan, which a ResultRelay would have decoded frame by frame
+        self._rewrite_column = column_rewriter
+        self._spans: list[tuple[int, int, bytes]] = []  # (start, end, new frame) in the current feed's buffer
         self._err_payload: bytes | None = None
         self._phase = _FIRST
         self._columns_left = 0
@@ -97,6 +103,9 @@ class VerbatimRelay:
         header = -1  # where the last frame header read starts (its sequence id gives next_seq)
         rows = 0
         c = self._c
+        rewrite_column = self._rewrite_column
+        if rewrite_column is not None and phase in (_FIRST, _COLUMNS):
+            c = None  # the definitions are walked here (the C scan would pass them on); rows are the C scan's again
         while c is not None and not self._continuation:
             pos, phase, self._columns_left, scanned, at, sets, status, warnings = c.verbatim_scan(
                 buf, pos, phase, self._columns_left, self._deprecate_eof)
@@ -149,6 +158,14 @@ class VerbatimRelay:
                 pos += 4 + length
                 continue
             if phase == _COLUMNS:
+                if rewrite_column is not None:
+                    if end - pos < 4 + length:
+                        break  # held back until whole
+                    payload = bytes(buf[pos + 4 : pos + 4 + length])
+                    new = rewrite_column(payload)
+                    if new != payload:
+                        self._spans.append((pos, pos + 4 + length,
+                                            len(new).to_bytes(3, "little") + buf[pos + 3 : pos + 4] + new))
                 header = pos
                 pos += 4 + length
                 self._columns_left -= 1
@@ -188,9 +205,21 @@ class VerbatimRelay:
             self._skip = pos - end
         elif pos < end:
             self._tail = bytes(buf[pos:])
-        if self._rewrite_error is None:
+        if self._rewrite_error is None and rewrite_column is None:
             return data
-        return self._held_back(buf, pos, end, phase, header)
+        out = self._held_back(buf, pos, end, phase, header)
+        spans = self._spans
+        if not spans:
+            return out
+        self._spans = []
+        parts: list[bytes] = []
+        at = 0
+        for start, stop, frame in spans:  # (all before the cut: only whole definitions are replaced)
+            parts.append(bytes(out[at:start]))
+            parts.append(frame)
+            at = stop
+        parts.append(bytes(out[at:]))
+        return b"".join(parts)
 
     def _large_packet_part(self, length: int, phase: int, rows: int) -> tuple[int, int]:
         """`feed`'s step over one part of a packet of 16 MB or more (always data: a row or a column
@@ -283,8 +312,9 @@ def relay_for(
     """A `VerbatimRelay` when the answer needs no change (same framing, sequence ids from 1; an ERR may be
     rewritten), else a `ResultRelay`."""
     if backend_deprecate_eof == client_deprecate_eof and first_seq == 1 and not rows_only and not more_results \
-            and column_rewriter is None and row_rewriter is None:
-        return VerbatimRelay(deprecate_eof=backend_deprecate_eof, error_rewriter=error_rewriter, cursor=cursor)
+            and row_rewriter is None:
+        return VerbatimRelay(deprecate_eof=backend_deprecate_eof, error_rewriter=error_rewriter, cursor=cursor,
+                             column_rewriter=column_rewriter)
     return ResultRelay(backend_deprecate_eof=backend_deprecate_eof, client_deprecate_eof=client_deprecate_eof,
                        first_seq=first_seq, rows_only=rows_only, more_results=more_results,
                        error_rewriter=error_rewriter, cursor=cursor, column_rewriter=column_rewriter,

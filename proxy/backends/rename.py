@@ -40,11 +40,16 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+_KEPT_DEFINITIONS = 4096  # column definitions `Renaming.column` keeps rewritten (cleared when full)
+
+
 @dataclass(frozen=True)
 class Renaming:
     logical: str
     physical: str
     _word: re.Pattern[bytes] = field(init=False, repr=False, compare=False)
+    # definition -> in logical names (`column`)
+    _columns: dict[bytes, bytes] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         word = re.compile(rb"(?<![\w$])" + re.escape(self.physical.encode()) + rb"(?![\w$])")
@@ -125,6 +130,15 @@ class Renaming:
         """A column definition whose schema is the physical database (or labelled `Tables_in_<physical>`)."""
         if self.physical.encode() not in payload:
             return payload
+        known = self._columns.get(payload)  # a statement's definitions are the same bytes at each execute
+        if known is None:
+            known = self._column(payload)
+            if len(self._columns) >= _KEPT_DEFINITIONS:
+                self._columns.clear()
+            self._columns[payload] = known
+        return known
+
+    def _column(self, payload: bytes) -> bytes:
         try:
             col = ColumnDefinition41.decode(payload)
         except (MalformedPacket, ValueError, IndexError):

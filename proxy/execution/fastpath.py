@@ -195,25 +195,20 @@ class FastPath:
         cursor = command == _STMT_EXECUTE and len(data) > 9 and data[9] != 0  # (the answer ends at the columns)
         db = session.database
         renaming = db.renaming if db is not None else None
+        error_rewriter, column_rewriter = target.error_rewriter, target.column_rewriter
         if renaming is not None:  # a pass-through database of another physical name: shown by its logical one
-            self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
-                                   client_deprecate_eof=session.deprecate_eof,
-                                   error_rewriter=target.error_rewriter or renaming.error, cursor=cursor,
-                                   column_rewriter=renaming.column)
-        elif target.column_rewriter is not None:  # a sharded database's node: its definitions in logical names
-            self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
-                                   client_deprecate_eof=session.deprecate_eof, error_rewriter=target.error_rewriter,
-                                   cursor=cursor, column_rewriter=target.column_rewriter)
-        elif session.deprecate_eof == BACKEND_DEPRECATE_EOF:  # (relay_for's VerbatimRelay: kept, restarted)
+            error_rewriter, column_rewriter = error_rewriter or renaming.error, renaming.column
+        # (a sharded database's node: target.column_rewriter shows its definitions in logical names)
+        if session.deprecate_eof == BACKEND_DEPRECATE_EOF:  # (relay_for's VerbatimRelay: kept, restarted)
             verbatim = self.verbatim
             if verbatim is None:
                 verbatim = self.verbatim = VerbatimRelay(deprecate_eof=BACKEND_DEPRECATE_EOF)
-            verbatim.restart(target.error_rewriter, cursor)
+            verbatim.restart(error_rewriter, cursor, column_rewriter)
             self.relay = verbatim
         else:
             self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
-                                   client_deprecate_eof=session.deprecate_eof, error_rewriter=target.error_rewriter,
-                                   cursor=cursor)
+                                   client_deprecate_eof=session.deprecate_eof, error_rewriter=error_rewriter,
+                                   cursor=cursor, column_rewriter=column_rewriter)
         self.keep_for_next = target.keep_for_next
         self.joining = b"" if target.joins else None
         tap.relay = self

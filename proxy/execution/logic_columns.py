@@ -53,9 +53,20 @@ def column_renamer(db: LogicalDatabase, renames: Mapping[str, str]) -> Callable[
     physical = physical_databases(db)
     marks = tuple(name.encode() for name in physical)
 
+    kept: dict[bytes, bytes] = {}  # a statement's definitions are the same bytes at each execute
+
     def rename(payload: bytes) -> bytes:
         if not any(mark in payload for mark in marks):
             return payload  # (no physical name in it: nothing to change, nothing decoded)
+        known = kept.get(payload)
+        if known is None:
+            known = renamed(payload)
+            if len(kept) >= 4096:
+                kept.clear()
+            kept[payload] = known
+        return known
+
+    def renamed(payload: bytes) -> bytes:
         try:
             col = ColumnDefinition41.decode(payload)
         except (MalformedPacket, ValueError, IndexError):

@@ -153,6 +153,7 @@ RELAY_CHOICES = [
     ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "more_results": True}, False),
     ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "rows_only": True}, False),
     ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "error_rewriter": bytes}, True),
+    ({"backend_deprecate_eof": False, "client_deprecate_eof": False, "column_rewriter": bytes}, True),
 ]
 
 
@@ -309,3 +310,22 @@ def test_procedure_results_with_an_open_cursor_are_relayed_to_the_final_ok(chunk
     assert _feed(relay, stream, chunk) == stream
     assert relay.done and relay.summary == oracle.summary
     assert relay.summary.result_sets == 2 and relay.summary.affected_rows == 1 and relay.rows == 2
+
+
+def _definition_renamed(payload: bytes) -> bytes:
+    return payload + b"\x00renamed" if len(payload) > 8 else payload
+
+
+@pytest.mark.parametrize(("stream", "deof"), ANSWERS)
+@pytest.mark.parametrize("chunk", [None, 1, 3, 7], ids=["whole", "byte-by-byte", "chunk3", "chunk7"])
+def test_verbatim_rewrites_column_definitions_like_the_relay(stream: bytes, deof: bool, chunk: int | None,
+                                                             c: Any) -> None:
+    """Column definitions in other names (a renamed pass-through database, a sharded node's actual table) keep the
+    verbatim relay, rows passing through the C scan: the bytes equal the frame-by-frame relay's."""
+    cursor = stream in CURSOR_ANSWERS
+    oracle = ResultRelay(backend_deprecate_eof=deof, client_deprecate_eof=deof, column_rewriter=_definition_renamed,
+                         cursor=cursor)
+    expected = oracle.feed(stream)
+    relay = VerbatimRelay(deprecate_eof=deof, column_rewriter=_definition_renamed, c=c, cursor=cursor)
+    assert _feed(relay, stream, chunk) == expected
+    assert relay.done and relay.summary == oracle.summary and relay.next_seq == oracle.next_seq
