@@ -15,7 +15,7 @@ from routing.plan import SessionHints
 
 _HINT_RE = re.compile(r"/\*\s*SHARDINGSPHERE_HINT\s*:(.*?)\*/", re.I | re.S)
 _QUICK = re.compile(r"SHARDINGSPHERE_HINT", re.I)
-_STRING_RE = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"", re.S)
+_STRING_RE = re.compile(r"'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|\"[^\"\\]*(?:(?:\\.|\"\")[^\"\\]*)*\"", re.S)
 
 
 @dataclass(frozen=True)

@@ -92,10 +92,10 @@ def dialect() -> Any:
     return _MySQLNoBackslashEscapes if _READING.get() else "mysql"
 
 
-_ANSI_SKIP = r"""/\*.*?\*/|--(?=[ \t\r\n]|$)[^\n]*|\#[^\n]*|`(?:[^`]|``)*`|"""  # comments, backquoted names
+_ANSI_SKIP = r"""/\*.*?\*/|--(?=[ \t\r\n]|$)[^\n]*|\#[^\n]*|`[^`]*(?:``[^`]*)*`|"""  # comments, backquoted names
 _ANSI_SCAN = {  # ... strings (by the mode) and the double-quoted names to backquote
-    0: re.compile(_ANSI_SKIP + r"""'(?:[^'\\]|\\.|'')*'|(?P<q>"(?:[^"]|"")*")""", re.S),
-    NO_BACKSLASH_ESCAPES: re.compile(_ANSI_SKIP + r"""'(?:[^']|'')*'|(?P<q>"(?:[^"]|"")*")""", re.S),
+    0: re.compile(_ANSI_SKIP + r"""'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|(?P<q>"[^"]*(?:""[^"]*)*")""", re.S),
+    NO_BACKSLASH_ESCAPES: re.compile(_ANSI_SKIP + r"""'[^']*(?:''[^']*)*'|(?P<q>"[^"]*(?:""[^"]*)*")""", re.S),
 }
 
 
@@ -140,15 +140,16 @@ LITERAL_MARK = "\x01"  # stands for a literal in a shape key ("?" stays "?")
 _VALUE_RE = re.compile(
     r"""
     (?P<c>/\*.*?\*/|--(?=[ \t\r\n]|$)[^\n]*|\#[^\n]*)
-    |(?P<b>`(?:[^`]|``)*`)
-    |(?P<s>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+    |(?P<b>`[^`]*(?:``[^`]*)*`)
+    |(?P<s>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*")
     |(?P<n>(?<![\w$.])(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)(?![\w$]))
     |(?P<p>\?)
     """,
     re.S | re.X,
 )
 _VALUE_RE_NBE = re.compile(_VALUE_RE.pattern.replace(
-    r"""(?P<s>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")""", r"""(?P<s>'(?:[^']|'')*'|"(?:[^"]|"")*")"""), re.S | re.X)
+    r"""(?P<s>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*")""",
+    r"""(?P<s>'[^']*(?:''[^']*)*'|"[^"]*(?:""[^"]*)*")"""), re.S | re.X)
 assert _VALUE_RE_NBE.pattern != _VALUE_RE.pattern
 
 
@@ -346,8 +347,8 @@ _TOKEN_RE = re.compile(
     r"""
     (?P<ws>\s+)
     |(?P<c>/\*.*?\*/|--(?=[ \t\r\n]|$)[^\n]*|\#[^\n]*)
-    |(?P<b>`(?:[^`]|``)*`)
-    |(?P<s>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+    |(?P<b>`[^`]*(?:``[^`]*)*`)
+    |(?P<s>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*")
     |(?P<n>(?<![\w$.])(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)(?![\w$]))
     |(?P<w>[\w$]+)
     |(?P<p>\?)
@@ -356,7 +357,8 @@ _TOKEN_RE = re.compile(
     re.S | re.X,
 )
 _TOKEN_RE_NBE = re.compile(_TOKEN_RE.pattern.replace(
-    r"""(?P<s>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")""", r"""(?P<s>'(?:[^']|'')*'|"(?:[^"]|"")*")"""), re.S | re.X)
+    r"""(?P<s>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*")""",
+    r"""(?P<s>'[^']*(?:''[^']*)*'|"[^"]*(?:""[^"]*)*")"""), re.S | re.X)
 assert _TOKEN_RE_NBE.pattern != _TOKEN_RE.pattern
 
 

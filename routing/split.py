@@ -14,19 +14,21 @@ import re
 from routing.parse import ANSI_QUOTES, NO_BACKSLASH_ESCAPES
 
 
+# (unrolled: one pass of a character class between escapes, so that a long literal costs no memory per character,
+# which `(?:[^q]|qq)*` does in Python's re)
 def _escaped(q: str) -> str:
-    return rf"{q}(?:[^{q}\\]|\\.|{q}{q})*{q}?"
+    return rf"{q}[^{q}\\]*(?:(?:\\.|{q}{q})[^{q}\\]*)*{q}?"
 
 
 def _plain(q: str) -> str:
-    return rf"{q}(?:[^{q}]|{q}{q})*{q}?"
+    return rf"{q}[^{q}]*(?:{q}{q}[^{q}]*)*{q}?"
 
 
 _TOKEN = re.compile(
     r"""
-      '(?:[^'\\]|\\.|'')*'?          # single-quoted string (unterminated: to the end)
-    | "(?:[^"\\]|\\.|"")*"?          # double-quoted string
-    | `(?:[^`]|``)*`?                # quoted identifier
+      '[^'\\]*(?:(?:\\.|'')[^'\\]*)*'?          # single-quoted string (unterminated: to the end)
+    | "[^"\\]*(?:(?:\\.|"")[^"\\]*)*"?          # double-quoted string
+    | `[^`]*(?:``[^`]*)*`?                # quoted identifier
     | /\*.*?(?:\*/|$)                # block comment (also /*! ... */)
     | (?:--[ \t\r\n]|\#)[^\n]*       # line comment
     | ;                              # statement separator

@@ -41,11 +41,10 @@ DEFAULT_STATEMENT_BYTES: int = prop_default(STATEMENT_PROP)  # (the props table 
 DEFAULT_GLOBAL_BYTES: int = prop_default(GLOBAL_PROP)
 # Peak bytes the routing of a text allocates (tracemalloc over ShardingKernel.route, sqlglot 30): per byte of text,
 # an INSERT's VALUES rows are parsed whole (~180); other long texts are compiled from their compact form, each long
-# list cut to two values, and pay for the values only (~60). Per byte of its longest quoted literal, the kernel's
-# tokenizer pays ~290 more, whatever the statement (a 5 MB literal: 1.4 GB), on top.
+# list cut to two values, and pay for the values only (~60). A long quoted literal is one token: its copies only.
 PARSE_BYTES_PER_INSERT_BYTE = 180
 PARSE_BYTES_PER_TEXT_BYTE = 64
-PARSE_BYTES_PER_LITERAL_BYTE = 290
+PARSE_BYTES_PER_LITERAL_BYTE = 8
 # texts shorter than this are routed without a charge: their parse costs at most a few MiB
 PARSE_CHARGED_FROM = 16 * 1024
 
@@ -148,19 +147,19 @@ def statement(server: Budgeted) -> Iterator[StatementMemory]:
 
 
 def parse_bytes(sql: str) -> int:
-    """What routing `sql` may allocate at its peak (0 for a short text). Its long '...' literals are found at C
-    speed (a literal starts at an even count of quotes before it: a doubled quote keeps the pairing; a
-    backslash-escaped one may shift it, and "..." strings are not seen: an estimate)."""
+    """What routing `sql` may allocate at its peak (0 for a short text): a cost per byte of text, more for an
+    INSERT / REPLACE, whose VALUES are parsed whole. A quoted literal costs only its copies (the tokenizer's string
+    patterns walk it in one pass of a character class)."""
     if len(sql) < PARSE_CHARGED_FROM:
         return 0
     per = PARSE_BYTES_PER_INSERT_BYTE if first_word_kind(sql) is StatementKind.INSERT else PARSE_BYTES_PER_TEXT_BYTE
-    longest = 0
-    for m in _LONG_LITERAL.finditer(sql):
-        if sql.count("'", 0, m.start()) % 2 == 0:
-            longest = max(longest, m.end() - m.start())
-    return len(sql) * per + longest * PARSE_BYTES_PER_LITERAL_BYTE
+    literal = 0
+    if "'" in sql or '"' in sql:
+        literal = sum(n for m in _LITERAL.finditer(sql) if (n := m.end() - m.start()) >= _LONG)
+    return (len(sql) - literal) * per + literal * PARSE_BYTES_PER_LITERAL_BYTE
 
 
-# a quote and the 4,096 or more characters up to the next one (a literal, or the text between two literals); shorter
-# literals cost the tokenizer a few MB at most
-_LONG_LITERAL = re.compile(r"'[^']{4096,}(?=')")
+# quoted literals (the kernel's own string pattern: one pass of a character class between escapes); those of _LONG
+# characters or more are charged as literals
+_LITERAL = re.compile(r"'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'" + r'|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*"', re.S)
+_LONG = 4096

@@ -27,7 +27,7 @@ log = structlog.get_logger("shardproxy.audit")
 _SECRET = re.compile(
     r"""(?P<key>\b(?:[\w-]*password[\w-]*(?:\s+for\s+\S+)?|identified(?:\s+with\s+\S+)?\s+(?:by|as|using)"""
     r"""(?:\s+password)?)\s*[=:]?\s*(?:(?:password\s*)?\(\s*)?)"""
-    r"""(?P<value>'(?:[^'\\]|\\.|'')*'?|"(?:[^"\\]|\\.|"")*"?|[^\s,)'"(]+(?![^\s,)'"(]|\s*\())""",
+    r"""(?P<value>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'?|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*"?|[^\s,)'"(]+(?![^\s,)'"(]|\s*\())""",
     re.I,
 )
 _URL_CREDENTIALS = re.compile(r"(?P<key>://[^:/@\s'\"]+:)[^@/\s'\"]*(?=@)")

@@ -17,8 +17,9 @@ import re
 # strings (with a charset introducer or an x/b/n prefix), quoted identifiers and comments, leftmost first: what is
 # inside one is never read as anything else
 _QUOTED = re.compile(
-    r"""(?:\b(?:[xXbBnN]|_[A-Za-z0-9]+))?(?:'(?:[^'\\]|\\.|'')*'?|"(?:[^"\\]|\\.|"")*"?)"""  # strings: ?
-    r"|`(?:[^`]|``)*`?"  # a quoted identifier: kept
+    r"""(?:\b(?:[xXbBnN]|_[A-Za-z0-9]+))?"""  # strings: ?
+    r"""(?:'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'?|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*"?)"""
+    r"|`[^`]*(?:``[^`]*)*`?"  # a quoted identifier: kept
     r"|/\*(?!M?!)[\s\S]*?(?:\*/|$)"  # a comment: dropped
     r"|/\*M?!\d*|\*/"  # an executable comment's brackets: dropped, its text kept
     r"|(?:--(?=\s|$)|\#)[^\n]*"  # a line comment: dropped
@@ -26,7 +27,7 @@ _QUOTED = re.compile(
 # numbers that are tokens of their own (not the digits of `sbtest1`): decimal, exponent, hexadecimal
 _NUMBER = re.compile(r"\b(?:0x[0-9a-f]+|0b[01]+|\d+(?:\.\d*)?(?:e[-+]?\d+)?)\b|\B\.\d+(?:e[-+]?\d+)?\b")
 # the same, where quoted identifiers are left as they are (`t 2` is a name, not a number)
-_NUMBER_OR_NAME = re.compile("`(?:[^`]|``)*`?|" + _NUMBER.pattern)
+_NUMBER_OR_NAME = re.compile("`[^`]*(?:``[^`]*)*`?|" + _NUMBER.pattern)
 _SIGN = re.compile(r"[-+] ?\?")
 # after these a sign belongs to the number: `= -5` is `= ?` as `= 5` is, `a - 5` stays a subtraction
 _SIGN_AFTER = frozenset("=<>(,*/%")
