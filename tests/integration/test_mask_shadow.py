@@ -30,7 +30,9 @@ MASK_RULES = """\
       databaseStrategy:
         standard: {shardingColumn: user_id, shardingAlgorithmName: by_user}
   shardingAlgorithms:
-    by_user: {type: INLINE, props: {algorithm-expression: 'ds_${user_id % 2}', allow-range-query-with-inline-sharding: true}}
+    by_user:
+      type: INLINE
+      props: {algorithm-expression: 'ds_${user_id % 2}', allow-range-query-with-inline-sharding: true}
 - !SINGLE
   tables: ["*.*"]
 - !MASK
@@ -50,17 +52,25 @@ MASK_RULES = """\
         phone: {maskAlgorithm: mask_from}
         n: {maskAlgorithm: md5_mask}
 """
-USER_DDL = ("CREATE TABLE t_user (user_id INT PRIMARY KEY, user_name VARCHAR(50) NOT NULL, password VARCHAR(50) NOT "
-            "NULL, email VARCHAR(50) NOT NULL, telephone CHAR(11) NOT NULL, creation_date DATE NOT NULL)")
+USER_DDL = (
+    "CREATE TABLE t_user (user_id INT PRIMARY KEY, user_name VARCHAR(50) NOT NULL, password VARCHAR(50) NOT "
+    "NULL, email VARCHAR(50) NOT NULL, telephone CHAR(11) NOT NULL, creation_date DATE NOT NULL)"
+)
 PHONE_DDL = "CREATE TABLE t_phone (id INT PRIMARY KEY, phone VARCHAR(20), n INT)"
-USERS = [(10, "zhangsan", "111111", "zhangsan@gmail.com", "12345678900"), (11, "lisi", "222222", "lisi@gmail.com",
-         "12345678901"), (12, "wangwu", "333333", "wangwu@gmail.com", "12345678902"),
-         (13, "zhaoliu", "444444", "zhaoliu@gmail.com", "12345678903"), (14, "", "", "@x", "")]
+USERS = [
+    (10, "zhangsan", "111111", "zhangsan@gmail.com", "12345678900"),
+    (11, "lisi", "222222", "lisi@gmail.com", "12345678901"),
+    (12, "wangwu", "333333", "wangwu@gmail.com", "12345678902"),
+    (13, "zhaoliu", "444444", "zhaoliu@gmail.com", "12345678903"),
+    (14, "", "", "@x", ""),
+]
 PHONES = [(1, "13900001111", 42), (2, None, None), (3, "ab", 7)]
 
-MD5, BEFORE, KEEP = (make_algorithm("MD5"), make_algorithm("MASK_BEFORE_SPECIAL_CHARS", {"special-chars": "@",
-                     "replace-char": "*"}), make_algorithm("KEEP_FIRST_N_LAST_M", {"first-n": 3, "last-m": 4,
-                                                                                   "replace-char": "*"}))
+MD5, BEFORE, KEEP = (
+    make_algorithm("MD5"),
+    make_algorithm("MASK_BEFORE_SPECIAL_CHARS", {"special-chars": "@", "replace-char": "*"}),
+    make_algorithm("KEEP_FIRST_N_LAST_M", {"first-n": 3, "last-m": 4, "replace-char": "*"}),
+)
 FROM = make_algorithm("MASK_FROM_X_TO_Y", {"from-x": 1, "to-y": 3, "replace-char": "#"})
 
 # (SQL, parameters, {result column index: the algorithm that masks it})
@@ -99,8 +109,17 @@ class Env:
 @pytest.fixture(scope="module")
 def env(mariadb_shards: list[MariaDBServer], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     s0, s1 = mariadb_shards
-    physical = {"msk_0": s0, "msk_1": s1, "msk_oracle": s0, "shd_db": s0, "shd_shadow": s0,
-                "shs_db_0": s0, "shs_db_1": s1, "shs_shadow_0": s0, "shs_shadow_1": s1}
+    physical = {
+        "msk_0": s0,
+        "msk_1": s1,
+        "msk_oracle": s0,
+        "shd_db": s0,
+        "shd_shadow": s0,
+        "shs_db_0": s0,
+        "shs_db_1": s1,
+        "shs_shadow_0": s0,
+        "shs_shadow_1": s1,
+    }
     for name, server in physical.items():
         server.execute(f"DROP DATABASE IF EXISTS {name}")
         server.execute(f"CREATE DATABASE {name}")
@@ -121,8 +140,12 @@ def env(mariadb_shards: list[MariaDBServer], tmp_path_factory: pytest.TempPathFa
     databases = {
         "msk": {"ds_0": (s0, "msk_0"), "ds_1": (s1, "msk_1")},
         "shd": {"db": (s0, "shd_db"), "shadow_db": (s0, "shd_shadow")},
-        "shs": {"db_0": (s0, "shs_db_0"), "db_1": (s1, "shs_db_1"), "shadow_db_0": (s0, "shs_shadow_0"),
-                "shadow_db_1": (s1, "shs_shadow_1")},
+        "shs": {
+            "db_0": (s0, "shs_db_0"),
+            "db_1": (s1, "shs_db_1"),
+            "shadow_db_0": (s0, "shs_shadow_0"),
+            "shadow_db_1": (s1, "shs_shadow_1"),
+        },
     }
     rules = {"msk": MASK_RULES, "shd": SHADOW_RULES, "shs": SHARDING_SHADOW_RULES}
     proxy = start_proxy(Path(write_conf(tmp_path_factory.mktemp("mask-shadow-conf"), databases, rules_yaml=rules)))
@@ -137,8 +160,9 @@ def _proxy_rows(env: Env, sql: str, params: tuple[Any, ...], prepared: bool) -> 
         with env.proxy.connect("msk") as conn, conn.cursor() as cur:
             cur.execute(sql, params or None)
             return list(cur.fetchall())
-    conn = mysql.connector.connect(host=env.proxy.host, port=env.proxy.port, user="root", password="root",
-                                   database="msk", autocommit=True)
+    conn = mysql.connector.connect(
+        host=env.proxy.host, port=env.proxy.port, user="root", password="root", database="msk", autocommit=True
+    )
     try:
         cur = conn.cursor(prepared=True)
         cur.execute(sql.replace("%s", "?"), params or ())
@@ -222,10 +246,18 @@ SHADOW_WRITES = [
     ("INSERT INTO t_shadow (order_id, user_id, order_name) VALUES (101, 1, 'pro')", (), [(101, 1)], []),
     ("INSERT INTO t_shadow (order_id, user_id, order_name) VALUES (102, 0, 'shadow')", (), [], [(102, 0)]),
     ("INSERT INTO t_shadow (order_id, user_id, order_name) VALUES (%s, %s, %s)", (103, 0, "s"), [], [(103, 0)]),
-    ("INSERT INTO t_shadow (order_id, user_id, order_name) VALUES (%s, %s, 's'), (%s, %s, 's')", (104, 0, 105, 0),
-     [], [(104, 0), (105, 0)]),
-    ("INSERT INTO t_shadow (order_id, user_id, order_name) VALUES (106, 0, 's'), (107, 1, 's')", (),
-     [(106, 0), (107, 1)], []),  # not every row's value matches: production
+    (
+        "INSERT INTO t_shadow (order_id, user_id, order_name) VALUES (%s, %s, 's'), (%s, %s, 's')",
+        (104, 0, 105, 0),
+        [],
+        [(104, 0), (105, 0)],
+    ),
+    (
+        "INSERT INTO t_shadow (order_id, user_id, order_name) VALUES (106, 0, 's'), (107, 1, 's')",
+        (),
+        [(106, 0), (107, 1)],
+        [],
+    ),  # not every row's value matches: production
     ("INSERT INTO t_shadow VALUES (108, 0, 'no column list')", (), [], [(108, 0)]),
     ("/* SHARDINGSPHERE_HINT: SHADOW=true */ INSERT INTO t_shadow VALUES (109, 5, 'hint')", (), [], [(109, 5)]),
     ("/* SHARDINGSPHERE_HINT: SHADOW=false */ INSERT INTO t_shadow VALUES (110, 5, 'hint')", (), [(110, 5)], []),
@@ -247,8 +279,14 @@ def _ids(env: Env, logical: str, which: str, table: str, key: str, low: int, hig
 
 @pytest.mark.parametrize("logical", ["shd", "shs"])
 @pytest.mark.parametrize(("sql", "params", "prod", "shadow"), SHADOW_WRITES, ids=[c[0][:70] for c in SHADOW_WRITES])
-def test_shadow_insert_lands(env: Env, logical: str, sql: str, params: tuple[Any, ...],
-                             prod: list[tuple[Any, ...]], shadow: list[tuple[Any, ...]]) -> None:
+def test_shadow_insert_lands(
+    env: Env,
+    logical: str,
+    sql: str,
+    params: tuple[Any, ...],
+    prod: list[tuple[Any, ...]],
+    shadow: list[tuple[Any, ...]],
+) -> None:
     ids = [r[0] for r in prod + shadow]
     with env.proxy.connect(logical) as conn, conn.cursor() as cur:
         cur.execute(sql, params or None)
@@ -268,8 +306,11 @@ def _seed(env: Env, logical: str) -> None:
         places = {("prod", i): (s0, "shd_db") for i in range(1, 6)}
         places |= {("shadow", i): (s0, "shd_shadow") for i in range(1, 6)}
     else:
-        places = {(w, i): (s0 if i % 2 == 0 else s1, f"shs_{'db' if w == 'prod' else 'shadow'}_{i % 2}")
-                  for w in ("prod", "shadow") for i in range(1, 6)}
+        places = {
+            (w, i): (s0 if i % 2 == 0 else s1, f"shs_{'db' if w == 'prod' else 'shadow'}_{i % 2}")
+            for w in ("prod", "shadow")
+            for i in range(1, 6)
+        }
     for (which, i), (server, name) in places.items():
         user, label = (1, "pro_order") if which == "prod" else (0, "shadow_order")
         server.execute("REPLACE INTO t_shadow VALUES (%s, %s, %s)", name, args=(i, user, label))
@@ -283,8 +324,11 @@ SHADOW_READS = [
     ("SELECT order_id, order_name FROM t_shadow WHERE user_id = %s ORDER BY order_id", (0,), "shadow"),
     ("SELECT order_id, order_name FROM t_shadow WHERE user_id IN (0) ORDER BY order_id", (), "shadow"),
     ("SELECT order_id, order_name FROM t_shadow WHERE order_id = 0 OR order_id > 0 ORDER BY order_id", (), "prod"),
-    ("/* SHARDINGSPHERE_HINT: SHADOW=true */ SELECT order_id, order_name FROM t_shadow ORDER BY order_id", (),
-     "shadow"),
+    (
+        "/* SHARDINGSPHERE_HINT: SHADOW=true */ SELECT order_id, order_name FROM t_shadow ORDER BY order_id",
+        (),
+        "shadow",
+    ),
 ]
 
 
@@ -304,27 +348,39 @@ SHADOW_CHANGES = [
     ("DELETE FROM t_shadow WHERE user_id = %s and order_id in (%s, %s)", (1, 4, 5), [1, 2, 3], [1, 2, 3, 4, 5]),
     ("DELETE FROM t_shadow WHERE user_id = %s and order_id in (%s, %s)", (0, 4, 5), [1, 2, 3, 4, 5], [1, 2, 3]),
     ("DELETE FROM t_shadow WHERE user_id = 0 and order_id = 2", (), [1, 2, 3, 4, 5], [1, 3, 4, 5]),
-    ("UPDATE t_shadow SET order_name = 'gone' WHERE user_id = %s and order_id in (%s, %s)", (0, 1, 2),
-     [1, 2, 3, 4, 5], [3, 4, 5]),
-    ("UPDATE t_shadow SET order_name = 'gone' WHERE user_id = %s and order_id in (%s, %s)", (1, 1, 2),
-     [3, 4, 5], [1, 2, 3, 4, 5]),
+    (
+        "UPDATE t_shadow SET order_name = 'gone' WHERE user_id = %s and order_id in (%s, %s)",
+        (0, 1, 2),
+        [1, 2, 3, 4, 5],
+        [3, 4, 5],
+    ),
+    (
+        "UPDATE t_shadow SET order_name = 'gone' WHERE user_id = %s and order_id in (%s, %s)",
+        (1, 1, 2),
+        [3, 4, 5],
+        [1, 2, 3, 4, 5],
+    ),
 ]
 
 
 @pytest.mark.parametrize("logical", ["shd", "shs"])
 @pytest.mark.parametrize(("sql", "params", "prod", "shadow"), SHADOW_CHANGES, ids=[c[0][:70] for c in SHADOW_CHANGES])
-def test_shadow_update_delete(env: Env, logical: str, sql: str, params: tuple[Any, ...], prod: list[int],
-                              shadow: list[int]) -> None:
+def test_shadow_update_delete(
+    env: Env, logical: str, sql: str, params: tuple[Any, ...], prod: list[int], shadow: list[int]
+) -> None:
     _seed(env, logical)
     with env.proxy.connect(logical) as conn, conn.cursor() as cur:
         cur.execute(sql, params or None)
     kept = {}
     for which in ("prod", "shadow"):
         s0, s1 = env.servers
-        names = [(s0, "shd_db" if which == "prod" else "shd_shadow")] if logical == "shd" else [
-            (s0, f"shs_{'db' if which == 'prod' else 'shadow'}_0"), (s1, f"shs_{'db' if which == 'prod' else 'shadow'}_1")]
-        kept[which] = sorted(r[0] for server, name in names for r in server.execute(
-            "SELECT order_id FROM t_shadow WHERE order_name <> 'gone'", name))
+        kind = "db" if which == "prod" else "shadow"
+        names = [(s0, f"shd_{kind}")] if logical == "shd" else [(s0, f"shs_{kind}_0"), (s1, f"shs_{kind}_1")]
+        kept[which] = sorted(
+            r[0]
+            for server, name in names
+            for r in server.execute("SELECT order_id FROM t_shadow WHERE order_name <> 'gone'", name)
+        )
     assert (kept["prod"], kept["shadow"]) == (prod, shadow)
 
 
@@ -343,6 +399,101 @@ def test_regex_match_and_plain_tables(env: Env, sql: str, where: str) -> None:
     key = "merchant_id" if table == "t_merchant" else "id"
     with env.proxy.connect("shd") as conn, conn.cursor() as cur:
         cur.execute(sql)
-    found = {name for name in ("shd_db", "shd_shadow")
-             if env.servers[0].execute(f"SELECT 1 FROM {table} WHERE {key} = {sql.split('(')[1].split(',')[0]}", name)}
+    found = {
+        name
+        for name in ("shd_db", "shd_shadow")
+        if env.servers[0].execute(f"SELECT 1 FROM {table} WHERE {key} = {sql.split('(')[1].split(',')[0]}", name)
+    }
     assert found == {where}
+
+
+# --- DistSQL ----------------------------------------------------------------------------------------------
+
+_KEEP = '{"first-n":3,"last-m":4,"replace-char":"*"}'
+_FROM = '{"from-x":1,"replace-char":"#","to-y":3}'
+_INSERT0 = '{"column":"user_id","operation":"insert","value":0}'
+# (database, statement, rows as ShardingSphere's ShowMaskRuleExecutor / ShowShadowRuleExecutor give them)
+SHOW_CASES = [
+    (
+        "msk",
+        "SHOW MASK RULES",
+        [
+            ("t_user", "password", "MD5", ""),
+            ("t_user", "email", "MASK_BEFORE_SPECIAL_CHARS", '{"replace-char":"*","special-chars":"@"}'),
+            ("t_user", "telephone", "KEEP_FIRST_N_LAST_M", _KEEP),
+            ("t_phone", "phone", "MASK_FROM_X_TO_Y", _FROM),
+            ("t_phone", "n", "MD5", ""),
+        ],
+    ),
+    (
+        "msk",
+        "SHOW MASK RULE t_phone FROM msk",
+        [("t_phone", "phone", "MASK_FROM_X_TO_Y", _FROM), ("t_phone", "n", "MD5", "")],
+    ),
+    ("shd", "SHOW MASK RULES", []),
+    (
+        "shs",
+        "SHOW SHADOW RULE shadowDataSource_1",
+        [
+            ("t_shadow", "shadowDataSource_1", "db_1", "shadow_db_1", "VALUE_MATCH", _INSERT0),
+            (
+                "t_shadow",
+                "shadowDataSource_1",
+                "db_1",
+                "shadow_db_1",
+                "VALUE_MATCH",
+                _INSERT0.replace("insert", "update"),
+            ),
+            (
+                "t_shadow",
+                "shadowDataSource_1",
+                "db_1",
+                "shadow_db_1",
+                "VALUE_MATCH",
+                _INSERT0.replace("insert", "delete"),
+            ),
+            (
+                "t_shadow",
+                "shadowDataSource_1",
+                "db_1",
+                "shadow_db_1",
+                "VALUE_MATCH",
+                _INSERT0.replace("insert", "select"),
+            ),
+            ("t_shadow", "shadowDataSource_1", "db_1", "shadow_db_1", "SQL_HINT", '{"foo":"bar"}'),
+        ],
+    ),
+    (
+        "shd",
+        "SHOW SHADOW RULES FROM shd",
+        [
+            *(
+                ("t_shadow", "shadowDataSource", "db", "shadow_db", "VALUE_MATCH", _INSERT0.replace("insert", op))
+                for op in ("insert", "update", "delete", "select")
+            ),
+            ("t_shadow", "shadowDataSource", "db", "shadow_db", "SQL_HINT", '{"foo":"bar"}'),
+            (
+                "t_merchant",
+                "shadowDataSource",
+                "db",
+                "shadow_db",
+                "REGEX_MATCH",
+                '{"column":"merchant_name","operation":"insert","regex":"shadow_.*"}',
+            ),
+            ("t_merchant", "shadowDataSource", "db", "shadow_db", "SQL_HINT", '{"foo":"bar"}'),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("logical", "sql", "rows"), SHOW_CASES, ids=[f"{c[0]}: {c[1]}" for c in SHOW_CASES])
+def test_show_mask_and_shadow_rules(env: Env, logical: str, sql: str, rows: list[tuple[Any, ...]]) -> None:
+    with env.proxy.connect(logical) as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        columns = [d[0] for d in cur.description]
+        assert [tuple(r) for r in cur.fetchall()] == rows
+    assert columns == (
+        ["table", "column", "algorithm_type", "algorithm_props"]
+        if "MASK" in sql
+        else ["shadow_table", "rule_name", "source_name", "shadow_name", "algorithm_type", "algorithm_props"]
+    )
