@@ -223,14 +223,19 @@ class DatabaseRules:
     broadcast: BroadcastRule = field(default_factory=BroadcastRule)
     single: SingleRule = field(default_factory=SingleRule)
     props: Mapping[str, Any] = field(default_factory=dict)
+    # !MASK (routing.mask.MaskRule) and !SHADOW (routing.shadow.ShadowRule), None without them
+    mask: Any = None
+    shadow: Any = None
 
     @property
     def is_pass_through(self) -> bool:
-        """One data source and no sharding or broadcast rule: statements go through untouched."""
+        """One data source and no sharding, broadcast, mask or shadow rule: statements go through untouched."""
         return (
             len(self.data_sources) == 1
             and (self.sharding is None or not self.sharding.tables)
             and not self.broadcast.tables
+            and self.mask is None
+            and self.shadow is None
         )
 
 

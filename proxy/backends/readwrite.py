@@ -35,7 +35,7 @@ import enum
 import random
 import re
 from collections.abc import Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import aiomysql
@@ -449,12 +449,15 @@ async def open_data_sources(
     name) as soon as it is open, so that a failure later on can still close it."""
     groups = {g.name: g for g in parse_groups(db.other_rules, list(db.data_sources), db.file, log.warning)}
     members = {m for g in groups.values() for m in (g.write, *g.reads)}
+    if db.rules.shadow is not None:  # a production data source serves under its shadow data source's name
+        members |= {production for production, _shadow in db.rules.shadow.data_sources.values()}
     physical = {name: DataSource(cfg) for name, cfg in db.data_sources.items()}
     for name, source in physical.items():
         if name not in members:
             await source.start()
             opened[(db.name, name)] = source
     result: dict[str, DataSource] = {}
+    shadow = db.rules.shadow.data_sources if db.rules.shadow is not None else {}
     for name in db.rules.data_sources:
         if name in groups:
             g = groups[name]
@@ -462,8 +465,16 @@ async def open_data_sources(
             opened[(db.name, name)] = group  # closing the group closes its members and stops its monitor
             await group.start()
             result[name] = group
+        elif name in shadow:  # !SHADOW: the logical name stands for production (routing.shadow.decide), its
+            # connections named by it (the session keys them, and its transaction, by the routed name)
+            source = DataSource(replace(db.data_sources[shadow[name][0]], name=name))
+            await source.start()
+            opened[(db.name, name)] = source
+            result[name] = source
         else:
             result[name] = physical[name]
+    for _production, shadow_name in shadow.values():  # where shadow statements' units go, by their own name
+        result.setdefault(shadow_name, physical[shadow_name])
     return result
 
 

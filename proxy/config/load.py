@@ -42,10 +42,8 @@ from routing.model import DatabaseRules
 _GLOBAL_KEYS = {"authority", "props", "mode", "transaction", "sqlParser", "sqlFederation", "sqlTranslator",
                 "logging", "globalClock", "sqlParseCache", "traffic", "cdc", "rules", "labels"}
 #: database rules the proxy implements; any other tag stops the start (see the module docstring)
-IMPLEMENTED_RULES = ("SHARDING", "BROADCAST", "SINGLE", "READWRITE_SPLITTING", "ENCRYPT")
+IMPLEMENTED_RULES = ("SHARDING", "BROADCAST", "SINGLE", "READWRITE_SPLITTING", "ENCRYPT", "MASK", "SHADOW")
 _NOT_IMPLEMENTED = {
-    "MASK": "the proxy would return the columns it names unmasked",
-    "SHADOW": "the proxy would send shadow traffic to the production data sources",
     "DB_DISCOVERY": "the proxy would not discover the primary (no failover); use !READWRITE_SPLITTING",
     "COMPATIBLE_ENCRYPT": "the proxy would store and return the columns it names in plaintext",
 }
@@ -153,6 +151,9 @@ def _load_rules(
         from routing import config as rule_config
 
         rules = rule_config.load_database_rules(dict(doc), data_source_names, file, warn=warn)
+    from routing.feature_rules import with_feature_rules  # !MASK, !SHADOW
+
+    rules = with_feature_rules(rules, doc, data_source_names, file)
     other = tuple(r for r in doc.get("rules") or [] if isinstance(r, dict)
                   and r.get("__rule__") not in ("SHARDING", "BROADCAST", "SINGLE"))
     parse_groups(other, data_source_names, file, warn)  # configuration errors at load time, with the key

@@ -28,6 +28,7 @@ from routing.federation import FederationPlan, plan_for, preview_rows
 from routing.kernel import ShardingKernel
 from routing.parse import TEXT_MODES
 from routing.plan import RoutedStatement, SessionHints
+from routing.shadow.decide import shadowed
 
 if TYPE_CHECKING:
     from proxy.execution.context import SessionContext as Session
@@ -130,6 +131,15 @@ def decide(kernel: ShardingKernel, sql: str, params: Sequence[object] | None, vi
     except RoutingError as refusal:  # a SELECT the kernel cannot distribute may be answered by federation
         plan = _federation(kernel, sql, view)
         return Refused(refusal) if plan is None else federated(kernel, plan, params, refusal)
+    if kernel.rules.shadow is not None:  # !SHADOW: shadow statements' units on the shadow data sources
+        try:
+            routed = _shadowed(kernel, routed, sql, params)
+        except RoutingError as refusal:
+            return Refused(refusal)
+    if routed.dual_read is not None and kernel.rules.mask is not None and kernel.rules.mask.touches(
+            routed.logic_tables):  # (a dual read's answer is built apart from the executor's masking)
+        return Refused(RoutingError(f"a SELECT of a masked table inside a resharding window is not supported "
+                                    f"(tables: {', '.join(routed.logic_tables)}); run it after the window"))
     if routed.reused:  # a route the kernel hands out again for this text: its plan too
         run = _RUNS.get(routed)
         return run if run is not None else _RUNS.put(routed, run_of(routed))
@@ -142,6 +152,8 @@ def _explain(kernel: ShardingKernel, parts: tuple[str, str, str], params: Sequen
     try:
         check_explain(words, body)
         inner = kernel.route(lead + body, params, view.hints, view.mode)
+        if kernel.rules.shadow is not None:
+            inner = _shadowed(kernel, inner, lead + body, params)
     except RoutingError as refusal:  # EXPLAIN of a statement federation answers: its federation steps
         plan = _federation(kernel, lead + body, view)
         if plan is None:
@@ -156,6 +168,8 @@ def _explain(kernel: ShardingKernel, parts: tuple[str, str, str], params: Sequen
 def _federation(kernel: ShardingKernel, sql: str, view: SessionView) -> FederationPlan | None:
     if not view.federation or view.hints is not None or view.mode & TEXT_MODES:
         return None  # (federation's planner reads text in the default sql_mode only)
+    if kernel.rules.mask is not None or kernel.rules.shadow is not None:
+        return None  # (federation's answer is relayed from its host, unmasked; its copies' reads are not shadowed)
     return federation_plan(kernel, sql)
 
 
@@ -183,7 +197,13 @@ def routed_statement(kernel: ShardingKernel, sql: str, params: Sequence[object] 
                      hints: SessionHints | None = None) -> RoutedStatement:
     """The kernel's route as it is (raises its RoutingError), for what is not run: PREVIEW shows it. `decide` for
     anything else."""
-    return kernel.route(sql, params, hints)
+    routed = kernel.route(sql, params, hints)
+    return routed if kernel.rules.shadow is None else _shadowed(kernel, routed, sql, params)
+
+
+def _shadowed(kernel: ShardingKernel, routed: RoutedStatement, sql: str, params: Sequence[object] | None
+              ) -> RoutedStatement:
+    return shadowed(kernel.rules.shadow, routed, sql, params, kernel.metadata.columns)
 
 
 __all__ = [

@@ -44,6 +44,7 @@ from proxy.execution.dualread import execute_dual_read, reconcile_copies
 from proxy.execution.errors import answer_error
 from proxy.execution.into import select_into
 from proxy.execution.logic_columns import relayed_columns
+from proxy.execution.masking import Masks, mask_row, mask_rule_for, masked_columns, masked_definitions
 from proxy.execution.memo import IdentityMemo
 from proxy.execution.plans import Refused, Run, Strategy
 from proxy.execution.readers import (
@@ -68,6 +69,7 @@ from proxy.execution.write_gate import write_gate
 from proxy.execution.writes import _write
 from proxy.frontend.cork import corked, held
 from proxy.frontend.relay import relay_frames
+from routing.mask.config import MaskRule
 from routing.plan import ExecutionUnit, RoutedStatement, StatementKind
 
 if TYPE_CHECKING:
@@ -123,6 +125,8 @@ async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatem
     units = routed.execution_units
     if routed.logic_tables:  # a statement with tables replaces the session's diagnostics (an error: its own)
         diagnostics.ran_on(session, [u.data_source for u in units])
+    # !MASK: an answer that may hold a masked column is read row by row, never relayed (proxy.execution.masking)
+    mask = mask_rule_for(db.rules, routed) if db.rules.mask is not None else None
     try:
         if routed.dual_repair is not None:  # resharding window: copies made alike before a dual write
             await reconcile_copies(session, routed, _access(routed))
@@ -130,7 +134,7 @@ async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatem
             await execute_dual_read(session, db, routed, codec, _access(routed))
         elif strategy is _UPSERT:  # a unique key without the sharding columns: looked up everywhere first
             await execute_upsert(session, db, routed, codec)
-        elif strategy is _RELAY:
+        elif strategy is _RELAY and mask is None:
             unit = units[0]
             conn = await session.backend(unit.data_source, **_access(routed))
             try:
@@ -148,8 +152,8 @@ async def _run_units(session: Session, db: LogicalDatabase, routed: RoutedStatem
             # every data source's connection first, in one order, before any unit runs (see
             # Session.backends_for): a statement never holds one pool's connection while it waits for another's
             conns = await session.backends_for([u.data_source for u in units], **_access(routed))
-            if strategy is _SCATTER_SELECT or strategy is _RENAMED_METADATA:
-                await _select(session, routed, codec, conns)
+            if strategy is _SCATTER_SELECT or strategy is _RENAMED_METADATA or mask is not None:
+                await _select(session, routed, codec, conns, mask)
                 session.row_count = -1  # ROW_COUNT() after a result set
             else:  # Strategy.FAN_OUT_WRITE
                 await _write(session, routed, codec, conns)
@@ -211,8 +215,8 @@ def _logic_columns(columns: Sequence[ColumnDefinition41], renames: dict[str, str
 
 
 async def _select(session: Session, routed: RoutedStatement, codec: StatementCodec,
-                  conns: dict[str, BackendConnection]) -> None:
-    if routed.merge_spec is None and not routed.result_table_renames:
+                  conns: dict[str, BackendConnection], mask: MaskRule | None = None) -> None:
+    if routed.merge_spec is None and not routed.result_table_renames and mask is None:
         with corked(session.wire):  # one write: proxy.frontend.cork
             await _select_concatenated(session, routed, codec, conns)
         return
@@ -222,7 +226,7 @@ async def _select(session: Session, routed: RoutedStatement, codec: StatementCod
     try:
         await _start_all(readers)
         with corked(session.wire):  # header, rows and end in one write (proxy.frontend.cork)
-            await _answer_merged(session, routed, readers, codec)
+            await _answer_merged(session, routed, readers, codec, mask)
         answered = True
     finally:
         await _finish_readers(session, readers, failed=not answered)
@@ -309,7 +313,8 @@ async def _select_concatenated(session: Session, routed: RoutedStatement, codec:
 
 
 async def _answer_merged(
-    session: Session, routed: RoutedStatement, readers: Sequence[_Reader], codec: StatementCodec
+    session: Session, routed: RoutedStatement, readers: Sequence[_Reader], codec: StatementCodec,
+    mask: MaskRule | None = None,
 ) -> None:
     header = None
     for r in readers:  # (a loop, not a generator: every multi-node SELECT comes here)
@@ -329,6 +334,10 @@ async def _answer_merged(
     columns, payloads = _logic_columns(header.columns[:visible], renames, schema)
     if routed.result_table_renames:
         await _renamed_rows(session, readers, columns, renames)
+        return
+    masks = masked_columns(mask, columns) if mask is not None else ()
+    if masks:
+        await _answer_masked(session, routed, readers, codec, header.columns, columns, masks)
         return
     _send_header(session, columns, payloads)
     wire = session.wire
@@ -372,6 +381,57 @@ async def _answer_merged(
         session.rows_sent += sent
         return
     _send_end(session, readers[-1].status, _warnings(readers))
+
+
+async def _answer_masked(session: Session, routed: RoutedStatement, readers: Sequence[_Reader], codec: StatementCodec,
+                         node_columns: tuple[ColumnDefinition41, ...], columns: list[ColumnDefinition41],
+                         masks: Masks) -> None:
+    """The answer with its masked columns masked: rows decoded (merged first when the spec needs it), masked and
+    encoded again, text or binary as the statement came."""
+    out_columns = masked_definitions(columns, masks)
+    _send_header(session, out_columns)
+    spec = routed.merge_spec
+    ncols = len(node_columns)
+    visible = len(columns)
+    merge_warnings = MergeStats()
+    if spec is not None and _needs_merge(spec, ncols):
+        metas = _metas(node_columns)
+        width = decoded_width(spec, metas)
+        streams = [r.rows(node_columns, width if width < ncols else None) for r in readers]
+        rows: AsyncIterator[Sequence[bytes | None]] = merge_rows(
+            streams, spec, metas, memory_row_budget=session.server.merge_memory_rows, warnings=merge_warnings)
+    else:
+        streams = []
+        rows = _concatenated(readers, node_columns)
+    wire = session.wire
+    encode = codec.encode_row
+    out: list[bytes] = []
+    sent = 0
+    try:
+        async for row in rows:
+            sent += 1
+            out.append(encode(mask_row(row[:visible], masks), out_columns))
+            if len(out) >= 256:
+                wire.send_many(out)
+                out = []
+                await wire.flush()
+    finally:
+        for rs in (*streams, rows):
+            with contextlib.suppress(Exception):
+                await rs.aclose()  # type: ignore[attr-defined]
+    if out:
+        wire.send_many(out)
+    _send_end(session, readers[-1].status, max(0, _warnings(readers) + merge_warnings.adjustment))
+    found = merge_warnings.found_rows if spec is not None and spec.found_rows is not None else None
+    session.found_rows_value, session.found_rows_source = sent if found is None else found, None
+    session.rows_sent += sent
+
+
+async def _concatenated(readers: Sequence[_Reader], columns: tuple[ColumnDefinition41, ...]
+                        ) -> AsyncIterator[tuple[bytes | None, ...]]:
+    for r in readers:
+        async for row in r.rows(columns):
+            yield row
 
 
 async def _raw_merged(session: Session, readers: Sequence[_Reader], spec: MergeSpec, metas: list[ColumnMeta],

@@ -457,8 +457,9 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
 
 def _sharded(session: Session, db: LogicalDatabase, packet: bytes
              ) -> Forward | MultiForward | EndForward | Answered | None:
-    if session.server.sql_show or db.kernel is None or session.txn.text_mode or session.txn.table_locks:
-        return None  # (a sql_mode that reads text or values otherwise, or table locks: the coroutine decides)
+    if session.server.sql_show or db.kernel is None or session.txn.text_mode or session.txn.table_locks \
+            or db.rules.mask is not None or db.rules.shadow is not None:
+        return None  # (a sql_mode that reads text or values otherwise, table locks, !MASK or !SHADOW: the coroutine)
     command = packet[4]
     params: Sequence[object] | None = None
     retarget: Callable[[int], bytes | None] | None = None  # the client's execute, for a backend statement id

@@ -52,12 +52,6 @@ def test_the_shipped_configurations_load(conf_dir: str) -> None:
 @pytest.mark.parametrize(("tag", "body", "words"), [
     ("COMPATIBLE_ENCRYPT", "  tables: {t_user: {columns: {pwd: {cipher: {name: pwd_cipher, encryptorName: aes}}}}}\n"
                            "  encryptors: {aes: {type: AES, props: {aes-key-value: '123456abc'}}}\n", "plaintext"),
-    ("MASK", "  tables: {t_user: {columns: {phone: {maskAlgorithm: keep}}}}\n"
-             "  maskAlgorithms: {keep: {type: KEEP_FIRST_N_LAST_M, props: {first-n: 3, last-m: 4}}}\n", "unmasked"),
-    ("SHADOW", "  dataSources: {shadow_group: {productionDataSourceName: ds_0, shadowDataSourceName: ds_0}}\n"
-               "  tables: {t_order: {dataSourceNames: [shadow_group], shadowAlgorithmNames: [sa]}}\n"
-               "  shadowAlgorithms: {sa: {type: VALUE_MATCH, props: {operation: insert, column: user_id, value: 1}}}\n",
-     "shadow traffic"),
     ("DB_DISCOVERY", "  dataSources: {g: {dataSourceNames: [ds_0], discoveryHeartbeatName: h, "
                      "discoveryTypeName: t}}\n", "failover"),
     ("SOMETHING_NEW", "  a: 1\n", "no rule shardproxy knows"),
@@ -70,13 +64,56 @@ def test_unimplemented_rules_stop_the_start(tmp_path: Path, tag: str, body: str,
     assert f"!{tag} is not implemented" in str(info.value) and words in str(info.value)
 
 
+_MASK = ("- !MASK\n  tables: {t_user: {columns: {phone: {maskAlgorithm: keep}}}}\n"
+         "  maskAlgorithms: {keep: {type: KEEP_FIRST_N_LAST_M, props: {first-n: 3, last-m: 4, replace-char: '*'}}}\n")
+_SHADOW = ("- !SHADOW\n  dataSources: {g: {productionDataSourceName: ds_0, shadowDataSourceName: ds_1}}\n"
+           "  tables: {t_order: {dataSourceNames: [g], shadowAlgorithmNames: [sa]}}\n"
+           "  shadowAlgorithms: {sa: {type: VALUE_MATCH, props: {operation: insert, column: user_id, value: 1}}}\n")
+
+
+@pytest.mark.parametrize(("rules", "key"), [
+    (_MASK, None),
+    (_SHADOW, None),
+    (_MASK.replace("maskAlgorithm: keep", "maskAlgorithm: nope"), "rules[0].tables.t_user.columns.phone.maskAlgorithm"),
+    (_MASK.replace("maskAlgorithms:", "maskAlgorithm:"), "rules[0].maskAlgorithm"),
+    (_MASK.replace("replace-char: '*'", "replace-char: '**'"), "rules[0].maskAlgorithms.keep.props.replace-char"),
+    (_MASK.replace("last-m: 4", "last-m: 0"), "rules[0].maskAlgorithms.keep.props.last-m"),
+    (_SHADOW.replace("shadowDataSourceName: ds_1", "shadowDataSourceName: ds_9"),
+     "rules[0].dataSources.g.shadowDataSourceName"),
+    (_SHADOW.replace("dataSourceNames: [g]", "dataSourceNames: [h]"), "rules[0].tables.t_order.dataSourceNames"),
+    (_SHADOW.replace("shadowAlgorithmNames: [sa]", "shadowAlgorithmNames: [sb]"),
+     "rules[0].tables.t_order.shadowAlgorithmNames"),
+    (_SHADOW.replace("operation: insert", "operation: upsert"), "rules[0].shadowAlgorithms.sa.props.operation"),
+    (_SHADOW.replace("type: VALUE_MATCH", "type: COLUMN_MATCH"), "rules[0].shadowAlgorithms.sa.type"),
+    (_SHADOW.replace("value: 1", "regex: 1"), "rules[0].shadowAlgorithms.sa.props.value"),
+    (_SHADOW + "  defaultShadowAlgorithmName: sa\n", "rules[0].defaultShadowAlgorithmName"),
+    (_SHADOW + "  tabels: {}\n", "rules[0].tabels"),
+])
+def test_mask_and_shadow_rules_load_or_are_refused(tmp_path: Path, rules: str, key: str | None) -> None:
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "global.yaml").write_text(yaml.safe_dump({"authority": USERS}))
+    (conf / "database-app.yaml").write_text(
+        "databaseName: app\ndataSources:\n"
+        + "".join(f"  ds_{i}: {{url: 'jdbc:mysql://127.0.0.1:3306/app_{i}', username: root, password: ''}}\n"
+                  for i in range(2))
+        + "rules:\n- !SINGLE\n  tables: ['*.*']\n" + rules.replace("rules[0]", "rules[1]"))
+    if key is None:
+        rules_of = load_config(conf).databases["app"].rules
+        assert rules_of.mask is not None or rules_of.shadow is not None
+        return
+    with pytest.raises(ConfigError) as info:
+        load_config(conf)
+    assert info.value.key == key.replace("rules[0]", "rules[1]")
+
+
 def test_the_cli_names_file_and_key_without_a_traceback(tmp_path: Path) -> None:
     conf = _conf(tmp_path, {"authority": USERS},
-                 "- !SHADOW\n  dataSources: {g: {productionDataSourceName: ds_0, shadowDataSourceName: ds_0}}\n")
+                 "- !DB_DISCOVERY\n  dataSources: {g: {dataSourceNames: [ds_0]}}\n")
     res = subprocess.run([sys.executable, "-m", "proxy", "serve", "--conf", str(conf)], capture_output=True,
                          text=True, timeout=60, cwd=REPO)
     assert res.returncode == 2, res
-    assert "database-app.yaml" in res.stderr and "rules[0]" in res.stderr and "!SHADOW" in res.stderr
+    assert "database-app.yaml" in res.stderr and "rules[0]" in res.stderr and "!DB_DISCOVERY" in res.stderr
     assert "Traceback" not in res.stderr + res.stdout
 
 

@@ -74,7 +74,7 @@ def test_parse(sql: str, kind: str, fields: dict[str, object]) -> None:
     ("STOP MIGRATION 'j'", "STOP MIGRATION"),  # COMMIT MIGRATION is answered (proxy.migration)
     ("SHOW PLUGINS OF 'x'", "SHOW PLUGINS OF"),
     ("SET DEFAULT SINGLE TABLE STORAGE UNIT = RANDOM", "SET DEFAULT SINGLE TABLE STORAGE UNIT"),
-    ("show shadow rules", "SHOW SHADOW RULES"),
+    ("show shadow algorithms", "SHOW SHADOW ALGORITHMS"),
     ("SHOW DIST VARIABLES WHERE x", "SHOW DIST VARIABLES"),  # not the grammar: still DistSQL, refused
 ])
 def test_other_distsql_is_named(sql: str, name: str) -> None:

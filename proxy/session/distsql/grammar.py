@@ -90,6 +90,8 @@ _STATEMENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("count_single_table", _rx(rf"COUNT\s+SINGLE\s+TABLE{_FROM_DB}")),
     # RQL: broadcast, single, storage units, logical tables
     ("show_broadcast_table_rules", _rx(rf"SHOW\s+BROADCAST\s+TABLE\s+RULES{_FROM_DB}")),
+    ("show_mask_rules", _rx(rf"SHOW\s+MASK\s+(?:RULES|RULE\s+(?P<name>{IDENT})){_FROM_DB}")),
+    ("show_shadow_rules", _rx(rf"SHOW\s+SHADOW\s+(?:RULES|RULE\s+(?P<name>{IDENT})){_FROM_DB}")),
     ("show_single_tables", _rx(rf"SHOW\s+SINGLE\s+TABLES{_FROM_DB}{_LIKE}")),
     ("show_single_table", _rx(rf"SHOW\s+SINGLE\s+TABLE\s+(?!RULES?\b)(?P<name>{IDENT}){_FROM_DB}")),  # before 5.4
     ("show_default_single_table_storage_unit", _rx(rf"SHOW\s+DEFAULT\s+SINGLE\s+TABLE\s+STORAGE\s+UNIT{_FROM_DB}")),

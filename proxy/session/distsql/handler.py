@@ -21,7 +21,7 @@ from proxy.backends.readwrite import ReadWriteGroup
 from proxy.clusterport import port as cluster_port
 from proxy.observe.audit import audit_statement
 from proxy.session.admin import STORAGE_UNIT_COLUMNS, storage_units
-from proxy.session.distsql import encrypt_rules, export, grammar, query_digests, rdl, rules, variables
+from proxy.session.distsql import encrypt_rules, export, feature_rules, grammar, query_digests, rdl, rules, variables
 from proxy.session.distsql.errors import DistSQLError, not_supported
 from proxy.session.distsql.targets import tables_by_source, target
 from proxy.session.metadata import existing_tables
@@ -154,6 +154,16 @@ async def _used(session: Session, d: grammar.DistSQL) -> None:
 
 async def _broadcast(session: Session, d: grammar.DistSQL) -> None:
     session.rows(list(rules.BROADCAST_COLUMNS), rules.broadcast_rows(_doc(target(session, d.database))))
+
+
+async def _mask_rules(session: Session, d: grammar.DistSQL) -> None:
+    session.rows(list(feature_rules.MASK_COLUMNS), feature_rules.mask_rule_rows(target(session, d.database).rules,
+                                                                                 d.name))
+
+
+async def _shadow_rules(session: Session, d: grammar.DistSQL) -> None:
+    session.rows(list(feature_rules.SHADOW_COLUMNS),
+                 feature_rules.shadow_rule_rows(target(session, d.database).rules, d.name))
 
 
 async def _single(session: Session, d: grammar.DistSQL) -> None:
@@ -319,6 +329,8 @@ _HANDLERS = {
     "show_encrypt_rules": _encrypt_rules,
     "count_single_table": _count,
     "show_broadcast_table_rules": _broadcast,
+    "show_mask_rules": _mask_rules,
+    "show_shadow_rules": _shadow_rules,
     "show_single_tables": _single,
     "show_single_table": _single,
     "show_default_single_table_storage_unit": _default_single,
