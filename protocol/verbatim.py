@@ -38,8 +38,9 @@ class VerbatimRelay:
     """Finds the end of an answer in the classic (EOF) framing, or in the DEPRECATE_EOF framing when
     `deprecate_eof`, and passes every byte through."""
 
-    __slots__ = ("_c", "_columns_left", "_continuation", "_cursor", "_deprecate_eof", "_err_payload", "_phase",
-                 "_rewrite_column", "_rewrite_error", "_seq", "_skip", "_spans", "_tail", "done", "rows", "summary")
+    __slots__ = ("_c", "_columns_left", "_continuation", "_cursor", "_deprecate_eof", "_err_payload", "_memo",
+                 "_memo_for", "_phase", "_rewrite_column", "_rewrite_error", "_seq", "_skip", "_spans", "_tail", "done",
+                 "rows", "summary")
 
     def __init__(self, *, deprecate_eof: bool = False, error_rewriter: Callable[[bytes], bytes] | None = None,
                  c: Any = C, cursor: bool = False, column_rewriter: Callable[[bytes], bytes] | None = None) -> None:
@@ -49,6 +50,10 @@ class VerbatimRelay:
         sets it sends, and more of them follow."""
         self._c = c  # protocol._crowframes, or None: the Python loop alone (tests compare both)
         self._deprecate_eof = deprecate_eof
+        # the last answer's head (column count, definitions, their EOF) as it came and as it was sent, with where
+        # its last frame starts: the same statement's next answer starts with the same bytes, sent as before
+        self._memo: tuple[bytes, bytes, int] | None = None
+        self._memo_for: Callable[[bytes], bytes] | None = None
         self.restart(error_rewriter, cursor, column_rewriter)
 
     def restart(self, error_rewriter: Callable[[bytes], bytes] | None = None, cursor: bool = False,
@@ -63,6 +68,8 @@ class VerbatimRelay:
         # actual table): each definition is held until whole and replaced; rows still pass as they are, through
         # the C scan, which a ResultRelay would have decoded frame by frame
         self._rewrite_column = column_rewriter
+        if column_rewriter is not self._memo_for:
+            self._memo, self._memo_for = None, column_rewriter
         self._spans: list[tuple[int, int, bytes]] = []  # (start, end, new frame) in the current feed's buffer
         self._err_payload: bytes | None = None
         self._phase = _FIRST
@@ -104,11 +111,22 @@ class VerbatimRelay:
         rows = 0
         c = self._c
         rewrite_column = self._rewrite_column
-        if rewrite_column is not None and phase in (_FIRST, _COLUMNS):
+        # the head of the answer may be remembered (`_memo`) when this feed starts it
+        fresh = rewrite_column is not None and phase == _FIRST and not self.summary.result_sets and not self._cursor
+        memo = self._memo
+        if fresh and memo is not None and buf.startswith(memo[0]):
+            raw, new, last = memo
+            self._spans.append((0, len(raw), new))
+            self.summary.result_sets += 1
+            pos, phase, header, fresh = len(raw), _ROWS, last, False
+            self._columns_left = 0
+        elif rewrite_column is not None and phase in (_FIRST, _COLUMNS):
             c = None  # the definitions are walked here (the C scan would pass them on); rows are the C scan's again
         while c is not None and not self._continuation:
-            pos, phase, self._columns_left, scanned, at, sets, status, warnings = c.verbatim_scan(
-                buf, pos, phase, self._columns_left, self._deprecate_eof)
+            scan = c.verbatim_scan(buf, pos, phase, self._columns_left, self._deprecate_eof)
+            if rewrite_column is not None and scan[5]:
+                break  # it walked into another result set, whose definitions are to be rewritten: walked here
+            pos, phase, self._columns_left, scanned, at, sets, status, warnings = scan
             rows += scanned
             header = at if at >= 0 else header
             if sets:
@@ -171,6 +189,9 @@ class VerbatimRelay:
                 self._columns_left -= 1
                 if self._columns_left == 0:
                     phase = _ROWS if self._deprecate_eof else _COLUMNS_EOF
+                    if fresh and self._deprecate_eof:
+                        fresh = False  # (the first result set's head only)
+                        self._remember_head(buf, pos, header)
                 continue
             if end - pos < 4 + length:
                 break
@@ -188,6 +209,9 @@ class VerbatimRelay:
                     phase = self._end(status, warnings)
                     break
                 phase = _ROWS
+                if fresh:
+                    fresh = False  # (the first result set's head only)
+                    self._remember_head(buf, pos, header)
                 continue
             payload = bytes(buf[pos + 4 : pos + 4 + length])
             pos += 4 + length
@@ -220,6 +244,20 @@ class VerbatimRelay:
             at = stop
         parts.append(bytes(out[at:]))
         return b"".join(parts)
+
+    def _remember_head(self, buf: bytes, end: int, last: int) -> None:
+        """`_memo`: the answer's head, `buf[:end]` (whole in this feed, from its first byte), as it is sent."""
+        raw = bytes(buf[:end])
+        parts: list[bytes] = []
+        at = 0
+        for start, stop, frame in self._spans:
+            if stop > end:
+                return
+            parts.append(raw[at:start])
+            parts.append(frame)
+            at = stop
+        parts.append(raw[at:])
+        self._memo = (raw, b"".join(parts), last)
 
     def _large_packet_part(self, length: int, phase: int, rows: int) -> tuple[int, int]:
         """`feed`'s step over one part of a packet of 16 MB or more (always data: a row or a column

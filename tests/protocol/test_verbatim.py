@@ -329,3 +329,27 @@ def test_verbatim_rewrites_column_definitions_like_the_relay(stream: bytes, deof
     relay = VerbatimRelay(deprecate_eof=deof, column_rewriter=_definition_renamed, c=c, cursor=cursor)
     assert _feed(relay, stream, chunk) == expected
     assert relay.done and relay.summary == oracle.summary and relay.next_seq == oracle.next_seq
+
+
+@pytest.mark.parametrize(("stream", "deof"), ANSWERS)
+@pytest.mark.parametrize("chunk", [None, 1, 5], ids=["whole", "byte-by-byte", "chunk5"])
+def test_verbatim_remembers_a_rewritten_head_for_the_next_answer(stream: bytes, deof: bool, chunk: int | None,
+                                                                 c: Any) -> None:
+    """The same statement's next answer starts with the same column definitions: sent as rewritten before, without
+    walking them again; any other answer is walked afresh."""
+    cursor = stream in CURSOR_ANSWERS
+    oracle = ResultRelay(backend_deprecate_eof=deof, client_deprecate_eof=deof, column_rewriter=_definition_renamed,
+                         cursor=cursor)
+    expected = oracle.feed(stream)
+    relay = VerbatimRelay(deprecate_eof=deof, column_rewriter=_definition_renamed, c=c, cursor=cursor)
+    for other in (None, *(s for s, d in ((a.values[0], a.values[1]) for a in ANSWERS[:6]) if d == deof)):
+        for answer in (stream, other, stream):
+            if answer is None:
+                continue
+            relay.restart(None, cursor, _definition_renamed)
+            want = ResultRelay(backend_deprecate_eof=deof, client_deprecate_eof=deof,
+                               column_rewriter=_definition_renamed, cursor=cursor)
+            assert _feed(relay, answer, chunk) == want.feed(answer)
+            assert relay.done and relay.summary == want.summary and relay.next_seq == want.next_seq
+    relay.restart(None, cursor, _definition_renamed)
+    assert _feed(relay, stream, None) == expected
