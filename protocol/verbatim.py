@@ -68,7 +68,7 @@ class VerbatimRelay:
         # actual table): each definition is held until whole and replaced; rows still pass as they are, through
         # the C scan, which a ResultRelay would have decoded frame by frame
         self._rewrite_column = column_rewriter
-        if column_rewriter is not self._memo_for:
+        if column_rewriter != self._memo_for:  # (a bound method is a new object at each access)
             self._memo, self._memo_for = None, column_rewriter
         self._spans: list[tuple[int, int, bytes]] = []  # (start, end, new frame) in the current feed's buffer
         self._err_payload: bytes | None = None
