@@ -34,6 +34,9 @@ _FIRST, _COLUMNS, _COLUMNS_EOF, _ROWS, _DONE = range(5)
 C: Any = load_c("protocol._crowframes")
 
 
+_HEADS_KEPT = 16  # answers' heads a relay remembers (one per statement and node the session runs lately)
+
+
 class VerbatimRelay:
     """Finds the end of an answer in the classic (EOF) framing, or in the DEPRECATE_EOF framing when
     `deprecate_eof`, and passes every byte through."""
@@ -50,9 +53,10 @@ class VerbatimRelay:
         sets it sends, and more of them follow."""
         self._c = c  # protocol._crowframes, or None: the Python loop alone (tests compare both)
         self._deprecate_eof = deprecate_eof
-        # the last answer's head (column count, definitions, their EOF) as it came and as it was sent, with where
-        # its last frame starts: the same statement's next answer starts with the same bytes, sent as before
-        self._memo: tuple[bytes, bytes, int] | None = None
+        # recent answers' heads (column count, definitions, their EOF) as they came and as they were sent, with
+        # where the last frame starts: the same statement's next answer (from the same node) starts with the same
+        # bytes, sent as before; most recent first
+        self._memo: list[tuple[bytes, bytes, int]] = []
         self._memo_for: Callable[[bytes], bytes] | None = None
         self.restart(error_rewriter, cursor, column_rewriter)
 
@@ -69,7 +73,7 @@ class VerbatimRelay:
         # the C scan, which a ResultRelay would have decoded frame by frame
         self._rewrite_column = column_rewriter
         if column_rewriter != self._memo_for:  # (a bound method is a new object at each access)
-            self._memo, self._memo_for = None, column_rewriter
+            self._memo, self._memo_for = [], column_rewriter
         self._spans: list[tuple[int, int, bytes]] = []  # (start, end, new frame) in the current feed's buffer
         self._err_payload: bytes | None = None
         self._phase = _FIRST
@@ -113,9 +117,14 @@ class VerbatimRelay:
         rewrite_column = self._rewrite_column
         # the head of the answer may be remembered (`_memo`) when this feed starts it
         fresh = rewrite_column is not None and phase == _FIRST and not self.summary.result_sets and not self._cursor
-        memo = self._memo
-        if fresh and memo is not None and buf.startswith(memo[0]):
-            raw, new, last = memo
+        hit = None
+        if fresh:
+            for known in self._memo:
+                if buf.startswith(known[0]):
+                    hit = known
+                    break
+        if hit is not None:
+            raw, new, last = hit
             self._spans.append((0, len(raw), new))
             self.summary.result_sets += 1
             pos, phase, header, fresh = len(raw), _ROWS, last, False
@@ -257,7 +266,10 @@ class VerbatimRelay:
             parts.append(frame)
             at = stop
         parts.append(raw[at:])
-        self._memo = (raw, b"".join(parts), last)
+        memo = self._memo
+        memo.insert(0, (raw, b"".join(parts), last))
+        if len(memo) > _HEADS_KEPT:
+            memo.pop()
 
     def _large_packet_part(self, length: int, phase: int, rows: int) -> tuple[int, int]:
         """`feed`'s step over one part of a packet of 16 MB or more (always data: a row or a column
