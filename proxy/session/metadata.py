@@ -25,14 +25,15 @@ from proxy.execution.executor import execute_plan
 from proxy.execution.plans import Refused, Run
 from proxy.execution.resultset import BINARY_ROWS, result_packets
 from proxy.execution.units import log_statement
-from proxy.session import system_schema
+from proxy.session import schema_merge, system_schema
 from proxy.session.processlist import (
     _hides_proxy_statement,
+    _masked,
     _processlist_table,
     _select_on_default,
     reads_processlist,
 )
-from proxy.session.schema_scope import Scope, restore_names, scope_to_schema
+from proxy.session.schema_scope import _SCHEMA_TABLE, Scope, restore_names, scope_to_schema
 from proxy.session.statements import like_to_regex, unquote_ident
 from routing.logical_names import LogicalNames
 from routing.session_functions import has_call, substitute_session_functions
@@ -466,9 +467,17 @@ async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -
     the answers are concatenated as they come: two rows that are equal are two objects (two columns of one
     name in two tables), never one object seen twice."""
     names = logical_names(db)
+    first = next(iter(db.sources))
+    if len(db.sources) > 1 and schema_merge.needs_one_server(sql) and _SCHEMA_TABLE.search(_masked(sql)):
+        scopes = {
+            ds: Scope(first=ds == first, hidden=_hidden(names, ds, db.metadata.actual_tables(ds))) for ds in db.sources
+        }
+        await schema_merge.answer(
+            session, db, sql, scopes, lambda row, cols, ds, phys: _map_row(row, cols, ds, phys, db.name, names)
+        )
+        return
     header: tuple[ColumnDefinition41, ...] | None = None
     rows: list[tuple[bytes | None, ...]] = []
-    first = next(iter(db.sources))
     for ds, source in db.sources.items():
         physical = source.config.database
         mapping = {db.name.lower(): physical}

@@ -910,3 +910,59 @@ def test_prepared_columns_equal_at_prepare_and_execute(
         c.close()
     assert at_prepare == at_execute
     assert count is None or len(at_prepare) == count
+
+
+ORACLE_TABLES = "table_schema = DATABASE() AND table_name IN ('t_order', 't_order_item')"
+# information_schema read over a sharded database by statements that combine rows: one answer, as one server's
+COMBINED = (
+    "SELECT COUNT(*) > 0 FROM information_schema.tables",
+    f"SELECT COUNT(*) FROM information_schema.columns WHERE {ORACLE_TABLES}",
+    f"SELECT COUNT(*), SUM(ordinal_position), MIN(column_name), MAX(column_name) FROM information_schema.columns "
+    f"WHERE {ORACLE_TABLES}",
+    f"SELECT table_name, COUNT(*) AS n FROM information_schema.columns WHERE {ORACLE_TABLES} GROUP BY table_name",
+    f"SELECT DISTINCT data_type FROM information_schema.columns WHERE {ORACLE_TABLES} ORDER BY data_type",
+    f"SELECT table_name, column_name FROM information_schema.columns WHERE {ORACLE_TABLES} ORDER BY 1, 2 LIMIT 4",
+    f"SELECT column_name FROM information_schema.COLUMNS c WHERE {ORACLE_TABLES} ORDER BY column_name DESC LIMIT 2, 3",
+    "SELECT t.table_name, COUNT(c.column_name) FROM information_schema.tables t JOIN information_schema.columns c "
+    "ON c.table_schema = t.table_schema AND c.table_name = t.table_name WHERE t.table_schema = DATABASE() "
+    "AND t.table_name IN ('t_order', 't_order_item') "
+    "GROUP BY t.table_name ORDER BY 1",
+    f"SELECT table_name FROM information_schema.tables WHERE {ORACLE_TABLES} AND table_name IN "
+    f"(SELECT table_name FROM information_schema.columns WHERE column_name = 'order_item_id')",
+    "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = DATABASE()",
+    f"SELECT COUNT(*) FROM information_schema.statistics WHERE {ORACLE_TABLES} HAVING COUNT(*) > 1",
+)
+
+
+def _described(conn: pymysql.connections.Connection[Any], sql: str) -> Any:
+    """Rows and column descriptions (label, type, lengths, scale, nullability)."""
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.description, list(cur.fetchall())
+
+
+@pytest.mark.parametrize("sql", COMBINED)
+def test_information_schema_of_a_sharded_database_answers_as_one_server(sharded_env: ShardedEnv, sql: str) -> None:
+    """Each data source holds part of the logical view: COUNT over information_schema answered one row per data
+    source, ORDER BY / LIMIT / DISTINCT / GROUP BY held per data source only."""
+    server = sharded_env.servers[0]
+    with (
+        sharded_env.connect() as p,
+        pymysql.connect(
+            host=server.host, port=server.port, user=server.user, password=server.password, database=ORACLE_DB
+        ) as d,
+    ):
+        assert _described(p, sql) == _described(d, sql)
+
+
+def test_combined_information_schema_in_a_read_only_transaction_is_refused(sharded_env: ShardedEnv) -> None:
+    """The one-server answer needs TEMPORARY tables, which a READ ONLY transaction forbids: a precise ERR, never
+    one row per data source."""
+    with sharded_env.connect() as p, p.cursor() as cur:
+        cur.execute("START TRANSACTION READ ONLY")
+        with pytest.raises(pymysql.err.MySQLError) as info:
+            cur.execute("SELECT COUNT(*) > 0 FROM information_schema.tables")
+        assert info.value.args[0] == 1792 and "information_schema.TABLES" in info.value.args[1]
+        cur.execute("SELECT table_name FROM information_schema.tables WHERE table_name = 't_order'")
+        assert cur.fetchall() == (("t_order",),)
+        cur.execute("ROLLBACK")
