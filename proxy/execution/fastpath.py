@@ -161,6 +161,9 @@ class FastPath:
         if n < 1 or n >= _MAX_FRAME or data[0] | (data[1] << 8) | (data[2] << 16) != n or data[3] != 0:
             self.armed = False  # not exactly one whole command packet
             return False
+        if n > self.session.wire.frames.max_payload:
+            self.armed = False  # bigger than the session's max_allowed_packet: the session's reader answers 1153
+            return False
         try:
             target = fast_forward(self.session, data)
         except Exception:  # a bug must not cost the connection (uvloop closes it): the slow path answers

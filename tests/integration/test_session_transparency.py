@@ -379,6 +379,42 @@ def test_a_new_session_starts_with_the_current_globals(
             answer(d, f"SET GLOBAL {variable} = {restore}")
 
 
+def _errno_or_rows_of(conn: pymysql.connections.Connection[Any], sql: str) -> Any:
+    got = answer(conn, sql)
+    return got[:2] if got[0] == "ERR" else got
+
+
+@pytest.mark.parametrize("sides", ["pass-through"], indirect=True)
+def test_a_new_session_reads_packets_up_to_the_global_max_allowed_packet(sides: tuple[str, Connect, Connect]) -> None:
+    """MariaDB reads a connection's packets up to the max_allowed_packet of when it connected (a bigger one: 1153);
+    COM_RESET_CONNECTION changes the variable, not that limit. A session through the proxy got the limit of the
+    pooled connection it was lent: bigger packets passed while @@max_allowed_packet said 1024, and after the global
+    was raised again, connections opened meanwhile refused what a new session may send."""
+    _layout, proxy, direct = sides
+    small, big = "SELECT LENGTH('" + "a" * 1100 + "')", "SELECT LENGTH('" + "b" * 3000 + "')"
+    for _ in range(2):
+        with proxy() as p:
+            answer(p, "SELECT 1")
+    with direct() as d:
+        before = answer(d, "SELECT @@global.max_allowed_packet, @@global.net_buffer_length")[1][0]
+        answer(d, "SET GLOBAL max_allowed_packet = 1024, GLOBAL net_buffer_length = 1024")
+    try:
+        held = [proxy() for _ in range(3)]  # connections opened while the global is 1024
+        for conn in held:
+            answer(conn, "SELECT 1")
+        with proxy() as p, direct() as d:
+            for sql in ("SELECT @@max_allowed_packet, @@net_buffer_length", small):
+                assert _errno_or_rows_of(p, sql) == _errno_or_rows_of(d, sql), sql[:40]
+        for conn in held:
+            conn.close()
+    finally:
+        with direct() as d:
+            answer(d, f"SET GLOBAL max_allowed_packet = {before[0]}, GLOBAL net_buffer_length = {before[1]}")
+    for _ in range(4):  # each new session may send up to the global again, whichever pooled connection it gets
+        with proxy() as p, direct() as d:
+            assert _errno_or_rows_of(p, big) == _errno_or_rows_of(d, big)
+
+
 # LOCK TABLES: each statement through the proxy and on a plain MariaDB; errors compared by errno (a data source's
 # message names its actual table); the session ends holding nothing (the last statement reads everything)
 LOCKS = (
