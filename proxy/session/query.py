@@ -25,8 +25,9 @@ from proxy.execution.routed import execute_routed
 from proxy.execution.sticky import may_be_sticky
 from proxy.execution.txn_control import classify_session_statement
 from proxy.session import metadata, sql_prepared
-from proxy.session.nodatabase import needs_database, unwrapped
+from proxy.session.nodatabase import needs_database, qualified_database, unwrapped
 from proxy.session.statements import classify
+from proxy.session.stmt_database import in_database
 from routing.split import split_statements
 
 if TYPE_CHECKING:
@@ -183,7 +184,14 @@ async def without_database(session: Session, payload: bytes, sql: str) -> None:
     default = session.server.default_database()
     statement = unwrapped(sql)
     if default is None or needs_database(statement):
-        session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+        named = qualified_database(statement)
+        target = session.database_access(named)[0] if named is not None else None
+        if target is None:
+            session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+            return
+        # every table is qualified with one logical database: run there, as MariaDB runs it without a current one
+        async with in_database(session, target, f"a statement naming tables of database '{target.name}'"):
+            await query(session, payload)
         return
     saved = session.database
     session.database = default
