@@ -99,7 +99,23 @@ def function_values(session: Session) -> dict[str, str]:
         values["row_count"] = str(session.row_count)
         if session.found_rows_value is not None:
             values["found_rows"] = str(session.found_rows_value)
-    return values
+        return values
+    return {name: _typed(name, value) for name, value in values.items()}
+
+
+# the function whose type a substituted value keeps (SCHEMA() is DATABASE(), the *_USER()s are USER())
+_TYPED_AS = {"schema": "DATABASE", "session_user": "USER", "system_user": "USER"}
+
+
+def _typed(name: str, value: str) -> str:
+    """On a pass-through database, `value` standing for `name()` with the function's own type: MariaDB types a
+    literal by its text (`CONCAT(CONNECTION_ID())` becomes VARCHAR(2), not VARCHAR(10); `CREATE TABLE ... AS
+    SELECT USER()` a VARCHAR(14)), and IF(0, f(), value) has f()'s type and value's value (f() is not called).
+    The kernel of a sharded database reads plain literals (a sharding value may come from one)."""
+    if value == "NULL":
+        return value
+    literal = f"CAST({value} AS UNSIGNED)" if value.isdigit() else value
+    return f"IF(0, {_TYPED_AS.get(name, name.upper())}(), {literal})"
 
 
 def substitute(session: Session, sql: str) -> str | None:
