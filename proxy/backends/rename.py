@@ -16,10 +16,11 @@ import re
 from dataclasses import dataclass, field, replace
 
 from sqlglot.dialects.mysql import MySQL
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokens import TokenType
 
 from protocol.packets import ColumnDefinition41, ERRPacket
 from protocol.wire import MalformedPacket
+from routing.session_functions import _select_items
 
 _TOKENIZER = MySQL().tokenizer_class()
 _NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
@@ -30,10 +31,53 @@ _SHOW_DATABASE = {"FROM", "IN"}
 # statements whose result rows are MariaDB's messages and names (never table data)
 _ROWS_RENAMED = re.compile(
     r"^\s*(?:(?:CHECK|ANALYZE|OPTIMIZE|REPAIR|CHECKSUM)\s+(?:NO_WRITE_TO_BINLOG\s+|LOCAL\s+)?TABLES?\b"
+    r"|(?:LOAD\s+INDEX|CACHE\s+INDEX)\b"
+    # EXPLAIN's `ref` column and JSON name columns `db.table.column`; ANALYZE of a statement prints the same
+    r"|(?:EXPLAIN|DESCRIBE|DESC)\s+(?:EXTENDED\s+|PARTITIONS\s+|FORMAT\s*=\s*\w+\s+)?"
+    r"(?:SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|\(|FOR\s+CONNECTION)\b"
+    r"|ANALYZE\s+(?:FORMAT\s*=\s*\w+\s+)?(?:SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|\()"
     r"|SHOW\s+(?:WARNINGS|ERRORS|CREATE|TABLE\s+STATUS|TRIGGERS|EVENTS|(?:PROCEDURE|FUNCTION|PACKAGE)\s+STATUS"
     r"|(?:FULL\s+)?TABLES|OPEN\s+TABLES)\b)",
     re.I,
 )
+
+
+@dataclass(frozen=True)
+class _Tok:
+    token_type: TokenType
+    text: str
+    start: int
+    end: int
+
+
+def _tokens(sql: str, offset: int = 0) -> list[_Tok]:
+    """sqlglot's tokens of `sql`, at their places in it. Its tokenizer takes the rest of some statements after their
+    keyword as one string (`RENAME TABLE a.t TO b.t`, its "commands"): that text, unquoted in `sql`, is read too."""
+    out: list[_Tok] = []
+    for t in _TOKENIZER.tokenize(sql):
+        if t.token_type == TokenType.STRING and sql[t.start : t.start + 1] not in ("'", '"'):
+            start = sql.find(t.text, out[-1].end + 1 - offset if out else 0)  # (its own start and end are not kept)
+            if start >= 0 and t.text:
+                out.extend(_tokens(t.text, offset + start))
+                continue
+        out.append(_Tok(t.token_type, t.text, offset + t.start, offset + t.end))
+    return out
+
+
+# a select-list item that is a column reference: labelled by its column's name, whatever qualifies it
+_COLUMN_REFERENCE = re.compile(r"\s*(?:(?:`(?:[^`]|``)+`|[\w$]+)\s*\.\s*){1,2}(?:`(?:[^`]|``)+`|[\w$]+)\s*")
+
+
+def _labels(sql: str, renamed: list[int]) -> list[tuple[int, int, str]]:
+    """Aliases that keep the labels of the select-list items whose text the renaming changes: MariaDB labels an
+    unaliased expression by its text as typed (`SELECT app.f()` is headed `app.f()`, not `` `app_phys`.f() ``)."""
+    if not sql.lstrip()[:6].upper().startswith("SELECT"):
+        return []
+    out: list[tuple[int, int, str]] = []
+    for start, end in _select_items(sql):
+        if any(start <= at < end for at in renamed) and not _COLUMN_REFERENCE.fullmatch(sql, start, end):
+            out.append((end, end, " AS `" + sql[start:end].strip().replace("`", "``") + "`"))
+    return out
 
 
 def _quoted(name: str) -> str:
@@ -58,7 +102,7 @@ class Renaming:
         if self.logical.lower() not in sql.lower():
             return sql
         try:
-            tokens = _TOKENIZER.tokenize(sql)
+            tokens = _tokens(sql)
         except Exception:  # sqlglot's TokenError: the server reports what is wrong with the text
             return sql
         logical = self.logical.lower()
@@ -67,20 +111,25 @@ class Renaming:
             return sql
         bare = any(not self._qualifies(tokens, i) for i in hits)  # also a table or an alias of that name
         show = tokens[0].text.upper() == "SHOW"
+        edits: list[tuple[int, int, str]] = []
+        for i in hits:
+            if self._is_database(tokens, i, bare, show):
+                edits.append((tokens[i].start, tokens[i].end + 1, _quoted(self.physical)))
+        if not edits:
+            return sql
+        edits.extend(_labels(sql, [start for start, _end, _text in edits]))
+        edits.sort(key=lambda e: (e[0], e[1]))
         out: list[str] = []
         pos = 0
-        for i in hits:
-            if not self._is_database(tokens, i, bare, show):
-                continue
-            token = tokens[i]
-            out.append(sql[pos : token.start])
-            out.append(_quoted(self.physical))
-            pos = token.end + 1
+        for start, end, text in edits:
+            out.append(sql[pos:start])
+            out.append(text)
+            pos = end
         out.append(sql[pos:])
         return "".join(out)
 
     @staticmethod
-    def _qualifies(tokens: list[Token], i: int) -> bool:
+    def _qualifies(tokens: list[_Tok], i: int) -> bool:
         """The name at `i` is the first part of a qualified name (`app.t`)."""
         return (
             i + 1 < len(tokens)
@@ -88,7 +137,7 @@ class Renaming:
             and (i == 0 or tokens[i - 1].token_type != TokenType.DOT)
         )
 
-    def _is_database(self, tokens: list[Token], i: int, bare: bool, show: bool) -> bool:
+    def _is_database(self, tokens: list[_Tok], i: int, bare: bool, show: bool) -> bool:
         previous = tokens[i - 1] if i else None
         if (
             show

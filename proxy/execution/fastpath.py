@@ -429,9 +429,10 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
     if not source.fast_relay:
         return None
     renaming = db.renaming
-    if renaming is not None and packet[4] == _QUERY and renaming.logical.lower() in packet[5:].decode(
-            "utf-8", errors="surrogateescape").lower():
-        return None  # a name to translate (proxy.backends.rename): the session's coroutine does
+    if renaming is not None and packet[4] == _QUERY:
+        text = packet[5:].decode("utf-8", errors="surrogateescape")
+        if renaming.logical.lower() in text.lower() or renaming.rows_for(text):
+            return None  # a name to translate, or rows that print names (proxy.backends.rename): the coroutine does
     conn = session.backends.get(source.name)
     if conn is None or conn.broken or conn.busy or conn.tap is None:
         return None

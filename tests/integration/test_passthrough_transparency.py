@@ -339,6 +339,7 @@ def test_sharded_single_node_columns_name_the_logical_database(sharded_env: Shar
 
 # --- a physical database of another name: translated on the way in, never shown -------------------------
 
+JOINED = "SELECT * FROM ptt_one a STRAIGHT_JOIN ptt_one b FORCE INDEX (PRIMARY) ON b.id = a.v"
 RENAMED: list[Any] = [
     # one case: statements run in turn on one connection, each answer compared ({db}: the database's name)
     pytest.param(
@@ -377,6 +378,28 @@ RENAMED: list[Any] = [
             "AND table_name = 'ptt_one'",
         ),
         id="information-schema",
+    ),
+    # EXPLAIN's `ref` column names `db.table.column` (the fast path relays it too: no name in the text)
+    pytest.param((f"EXPLAIN {JOINED}",) * 2, id="explain-ref"),
+    pytest.param((f"EXPLAIN FORMAT=JSON {JOINED}",), id="explain-json"),
+    pytest.param(("LOAD INDEX INTO CACHE ptt_one", "CACHE INDEX ptt_one IN default"), id="key-cache"),
+    # RENAME's names: sqlglot reads its text as one string
+    pytest.param(
+        (
+            "RENAME TABLE {db}.ptt_one TO {db}.ptt_moved",
+            "SELECT * FROM {db}.ptt_moved ORDER BY id",
+            "RENAME TABLE {db}.ptt_moved TO {db}.ptt_one",
+        ),
+        id="rename-table",
+    ),
+    # an expression is labelled by its text as typed, the logical name in it
+    pytest.param(
+        (
+            "CREATE FUNCTION ptt_f() RETURNS INT RETURN 7",
+            "SELECT {db}.ptt_f(), {db}.ptt_one.id + 1, {db}.ptt_one.v FROM {db}.ptt_one ORDER BY 2",
+            "DROP FUNCTION ptt_f",
+        ),
+        id="labels",
     ),
 ]
 
