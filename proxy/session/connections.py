@@ -116,14 +116,18 @@ class SessionConnections:
             except BaseException:
                 self.give_back(conn)
                 raise
-            if conn.packet_limit is not None and conn.packet_limit < self.wire.frames.max_payload:
+            while conn.packet_limit is not None and conn.packet_limit < self.wire.frames.max_payload:
                 # opened while max_allowed_packet was smaller: its server would refuse what this session may send
+                # (closed, so the pool opens a new one in its place when no other idle one fits)
                 conn.broken = True
                 self.give_back(conn)
                 conn = await self._interruptible(source, source.acquire(self, found_rows=self.found_rows,
                                                                         holder=holder))
                 try:
-                    await self._read_packet_limit(conn)
+                    if conn.idle_since == conn.created_at:
+                        await self._read_packet_limit(conn)
+                    else:
+                        await conn.reset_state()
                 except BaseException:
                     self.give_back(conn)
                     raise

@@ -403,7 +403,7 @@ def test_a_new_session_starts_with_the_current_globals(
 
 def _errno_or_rows_of(conn: pymysql.connections.Connection[Any], sql: str) -> Any:
     got = answer(conn, sql)
-    return got[:2] if got[0] == "ERR" else got
+    return got[:3] if got[0] == "ERR" else got
 
 
 @pytest.mark.parametrize("sides", ["pass-through"], indirect=True)
