@@ -31,6 +31,7 @@ from proxy.session.processlist import (
     _masked,
     _processlist_table,
     _select_on_default,
+    backend_states,
     reads_processlist,
 )
 from proxy.session.schema_scope import _SCHEMA_TABLE, Scope, restore_names, scope_to_schema
@@ -172,8 +173,9 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
         await system_schema.answer(session, db, sql)
         return True
     if "information_schema" in sql.lower() and head.startswith(("SELECT", "WITH", "(")):
-        others = await port(session.server).other_sessions(session, True) if reads_processlist(sql) else []
-        rewritten = _processlist_table(session, sql, others)
+        reads = reads_processlist(sql)
+        others = await port(session.server).other_sessions(session, True) if reads else []
+        rewritten = _processlist_table(session, sql, others, await backend_states(session) if reads else None)
         if rewritten is not None:
             await _select_on_default(session, db, rewritten)
             return True

@@ -488,7 +488,7 @@ def test_load_data_local_infile(
             answers.append(
                 (answer(conn, text), answer(conn, "SELECT * FROM ptt_one ORDER BY id"), answer(conn, "SHOW WARNINGS"))
             )
-    assert answers[1] == answers[0]
+    assert answers[1] == _normalized(answers[0])
 
 
 def test_load_data_local_infile_with_the_cli(
@@ -649,3 +649,50 @@ def test_prepare_sends_its_warnings_count_in_every_packet(pair: tuple[Any, Any],
         with conn.cursor() as cur:
             cur.execute("DROP TABLE ptt_chk")
     assert answers[1] == answers[0]
+
+
+# --- another session's State in the processlist -------------------------------------------------------------
+
+WAITING = [
+    "SELECT state FROM information_schema.PROCESSLIST WHERE info = 'SELECT COUNT(*) FROM ptt_one'",
+    "SHOW PROCESSLIST",
+]
+
+
+@pytest.mark.parametrize("sql", WAITING)
+def test_processlist_shows_what_another_session_waits_for(
+    mariadb: MariaDBServer, passthrough_proxy: RunningProxy, pair: tuple[Any, Any], sql: str
+) -> None:
+    """A session blocked on the server shows the server's State (`Waiting for table metadata lock`), where tools and
+    MariaDB's suite wait for it (query_cache_28249 timed out): the proxy's processlist said `Executing`."""
+    import threading
+    import time
+
+    sides = [(mariadb.connect(ORACLE, autocommit=True), lambda: mariadb.connect(ORACLE, autocommit=True))]
+    sides.append((passthrough_proxy.connect(LOGICAL), lambda: passthrough_proxy.connect(LOGICAL)))
+    states = []
+    for locker, connect in sides:
+        waiter, watcher = connect(), connect()
+        thread = waiter.thread_id()
+        with locker.cursor() as cur:
+            cur.execute("LOCK TABLES ptt_one WRITE")
+        blocked = threading.Thread(target=lambda w=waiter: w.cursor().execute("SELECT COUNT(*) FROM ptt_one"))
+        blocked.start()
+        try:
+            for _ in range(100):  # until the server has the statement waiting
+                with watcher.cursor() as cur:
+                    cur.execute(sql)
+                    rows = cur.fetchall()
+                found = [r[0] if sql.startswith("SELECT") else r[6] for r in rows if len(r) == 1 or r[0] == thread]
+                if "Waiting for table metadata lock" in found:
+                    break
+                time.sleep(0.05)
+            states.append(found)
+        finally:
+            with locker.cursor() as cur:
+                cur.execute("UNLOCK TABLES")
+            blocked.join(10)
+            for conn in (locker, waiter, watcher):
+                conn.close()
+    assert "Waiting for table metadata lock" in states[0]
+    assert "Waiting for table metadata lock" in states[1]
