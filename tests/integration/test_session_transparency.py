@@ -1024,3 +1024,33 @@ def test_combined_information_schema_in_a_read_only_transaction_is_refused(shard
         cur.execute("SELECT table_name FROM information_schema.tables WHERE table_name = 't_order'")
         assert cur.fetchall() == (("t_order",),)
         cur.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    ["SELECT COUNT(*) FROM {db}.t_order WHERE 1 = 0", "SELECT MAX(o.user_id) FROM {db}.t_order o WHERE o.order_id = 0"],
+)
+def test_qualified_tables_prepared_without_a_database(sharded_env: ShardedEnv, sql: str) -> None:
+    """COM_STMT_PREPARE of a statement whose tables are qualified, before any database is chosen: MariaDB prepares
+    and executes it (mysqltest --ps-protocol: analyze_format_json); the proxy answered 1046."""
+    from tests.integration.test_bytes import login
+
+    server = sharded_env.servers[0]
+    answers = []
+    for host, port, password, db in (
+        (sharded_env.proxy.host, sharded_env.proxy.port, "root", "sharding_db"),
+        (server.host, server.port, server.password, ORACLE_DB),
+    ):
+        c = login(host, port, None, password=password)
+        try:
+            c.send(b"\x16" + sql.format(db=db).encode(), 0)
+            _seq, first = c.read()
+            assert first[:1] == b"\x00", first
+            statement_id, columns, params = struct.unpack_from("<IHH", first, 1)
+            for _ in range(columns + (1 if columns else 0) + params + (1 if params else 0)):
+                c.read()
+            packets = [p for _, p in c.command(b"\x17" + struct.pack("<IBI", statement_id, 0, 1))]
+        finally:
+            c.close()
+        answers.append((columns, packets[0], packets[-2:]))  # column count, ..., the row and the EOF
+    assert answers[0] == answers[1]
