@@ -191,6 +191,7 @@ NO_DATABASE = (
     ("SET @a = 5", "SELECT @a + 1", "SELECT 1 + 1, DATABASE()", "SELECT @@max_allowed_packet > 0"),
     ("SHOW VARIABLES LIKE 'sql_mode'", "SHOW SESSION VARIABLES LIKE 'time_zone'"),
     ("/*!40100 SELECT 1 */", "DO 1", "SELECT DATABASE()"),
+    ("select database()", "SELECT Schema( )"),  # labelled as typed
     ("SHOW TABLES",),
     ("SHOW TABLE STATUS",),
     ("SHOW FULL TABLES",),
