@@ -36,6 +36,8 @@ _ROWS_RENAMED = re.compile(
     r"|(?:EXPLAIN|DESCRIBE|DESC)\s+(?:EXTENDED\s+|PARTITIONS\s+|FORMAT\s*=\s*\w+\s+)?"
     r"(?:SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|\(|FOR\s+CONNECTION)\b"
     r"|ANALYZE\s+(?:FORMAT\s*=\s*\w+\s+)?(?:SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|\()"
+    # ALTER TABLE ... CHECK / REPAIR / ANALYZE / OPTIMIZE PARTITION answer CHECK TABLE's rows
+    r"|ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\b"
     r"|SHOW\s+(?:WARNINGS|ERRORS|CREATE|TABLE\s+STATUS|TRIGGERS|EVENTS|(?:PROCEDURE|FUNCTION|PACKAGE)\s+STATUS"
     r"|(?:FULL\s+)?TABLES|OPEN\s+TABLES)\b)",
     re.I,
@@ -80,6 +82,46 @@ def _labels(sql: str, renamed: list[int]) -> list[tuple[int, int, str]]:
     return out
 
 
+_PREPARE = re.compile(
+    r"^\s*PREPARE\s+(?:`(?:[^`]|``)+`|[\w$]+)\s+FROM\s+(?P<text>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")\s*;?\s*$",
+    re.I | re.S,
+)
+_EXECUTE = re.compile(r"^\s*EXECUTE\s+(?P<name>`(?:[^`]|``)+`|[\w$]+)", re.I)
+
+
+def _unquoted(literal: str) -> str:
+    """The value of a quoted SQL string (backslash escapes and doubled quotes, as MariaDB reads them by default)."""
+    quote, body = literal[0], literal[1:-1]
+    return re.sub(r"\\(.)|" + quote * 2, lambda m: _ESCAPES.get(m.group(1), m.group(1)) if m.group(1) else quote, body)
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "Z": "\x1a", "b": "\b"}
+
+
+def _string(value: str) -> str:
+    """`value` as a SQL string literal that reads the same with or without NO_BACKSLASH_ESCAPES."""
+    if "\\" in value:
+        return "CONVERT(X'" + value.encode("utf-8", "surrogateescape").hex() + "' USING utf8mb4)"
+    return "'" + value.replace("'", "''") + "'"
+
+
+def prepared_name(sql: str, kind: str) -> str | None:
+    """The statement name of `PREPARE name FROM '...'` (kind `prepare`) or `EXECUTE name` (kind `execute`),
+    lower case, or None."""
+    m = (_PREPARE if kind == "prepare" else _EXECUTE).match(sql)
+    if m is None:
+        return None
+    name = re.match(r"\s*PREPARE\s+(`(?:[^`]|``)+`|[\w$]+)", sql, re.I) if kind == "prepare" else m
+    assert name is not None
+    return name.group(1).strip("`").replace("``", "`").lower()
+
+
+def prepared_text(sql: str) -> str | None:
+    """The statement text of `PREPARE name FROM '...'`, or None."""
+    m = _PREPARE.match(sql)
+    return _unquoted(m.group("text")) if m is not None else None
+
+
 def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -98,9 +140,17 @@ class Renaming:
 
     def request(self, sql: str) -> str:
         """`sql` with the logical database, where it qualifies a name (or is named by SHOW ... FROM), replaced by
-        the physical one; the text itself when it names no such thing (or cannot be tokenized)."""
+        the physical one; the text itself when it names no such thing (or cannot be tokenized). The statement text
+        of `PREPARE s FROM '...'` is translated too (one in a variable, `FROM @q`, is the server's: not)."""
         if self.logical.lower() not in sql.lower():
             return sql
+        prepared = _PREPARE.match(sql)
+        if prepared is not None:
+            text = _unquoted(prepared.group("text"))
+            sent = self.request(text)
+            if sent is text:
+                return sql
+            return sql[: prepared.start("text")] + _string(sent) + sql[prepared.end("text") :]
         try:
             tokens = _tokens(sql)
         except Exception:  # sqlglot's TokenError: the server reports what is wrong with the text
@@ -241,4 +291,4 @@ def renaming_of(logical: str, physical: str) -> Renaming | None:
     return None if physical == logical or not physical else Renaming(logical, physical)
 
 
-__all__ = ["Renaming", "renaming_of"]
+__all__ = ["Renaming", "prepared_name", "prepared_text", "renaming_of"]

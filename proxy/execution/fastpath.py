@@ -431,7 +431,8 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
     renaming = db.renaming
     if renaming is not None and packet[4] == _QUERY:
         text = packet[5:].decode("utf-8", errors="surrogateescape")
-        if renaming.logical.lower() in text.lower() or renaming.rows_for(text):
+        if (renaming.logical.lower() in text.lower() or renaming.rows_for(text)
+                or text.lstrip()[:7].upper() in ("PREPARE", "EXECUTE")):
             return None  # a name to translate, or rows that print names (proxy.backends.rename): the coroutine does
     conn = session.backends.get(source.name)
     if conn is None or conn.broken or conn.busy or conn.tap is None:

@@ -17,6 +17,7 @@ from protocol.errors import ServerError
 from protocol.packets import ComQuery
 from proxy.backends.charset import changes_names, names_of, only_names, read_names
 from proxy.backends.readwrite import ReadWriteGroup
+from proxy.backends.rename import Renaming, prepared_name, prepared_text
 from proxy.execution import diagnostics, infile, table_locks, txn_control
 from proxy.execution.lock_text import parse_lock
 from proxy.execution.plain import statement_kind
@@ -74,7 +75,7 @@ async def query(session: Session, payload: bytes) -> None:
             physical = renaming.request(sql)
             if physical is not sql:
                 payload = ComQuery(physical.encode("utf-8", errors="surrogateescape")).encode()
-            session.rename_rows = renaming.rows_for(sql)
+            session.rename_rows = renaming.rows_for(sql) or _executes_renamed(session, sql)
         try:
             await relay_pass_through(session, source, payload, sql)
         finally:
@@ -93,6 +94,20 @@ async def query(session: Session, payload: bytes) -> None:
         _unless_refused(session, became_sticky, exc.errno)
         raise
     _unless_refused(session, became_sticky)
+
+
+def _executes_renamed(session: Session, sql: str) -> bool:
+    """EXECUTE of a SQL-level prepared statement whose rows print names (remembered at its PREPARE)."""
+    head = sql.lstrip()[:7].upper()
+    if head == "PREPARE":
+        name, text = prepared_name(sql, "prepare"), prepared_text(sql)
+        if name is not None:
+            session.renamed_statements.discard(name)
+            if text is not None and Renaming.rows_for(text):
+                session.renamed_statements.add(name)
+    elif head == "EXECUTE" and session.renamed_statements:
+        return prepared_name(sql, "execute") in session.renamed_statements
+    return False
 
 
 # errors a statement gets before it runs anywhere (the proxy's refusals, a server's parse-time ones)

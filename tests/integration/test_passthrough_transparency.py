@@ -383,6 +383,21 @@ RENAMED: list[Any] = [
     pytest.param((f"EXPLAIN {JOINED}",) * 2, id="explain-ref"),
     pytest.param((f"EXPLAIN FORMAT=JSON {JOINED}",), id="explain-json"),
     pytest.param(("LOAD INDEX INTO CACHE ptt_one", "CACHE INDEX ptt_one IN default"), id="key-cache"),
+    # SQL-level prepared statements: their text is translated, the rows of an EXPLAIN renamed at EXECUTE
+    pytest.param(
+        (
+            "PREPARE ptt_s FROM 'SELECT id FROM {db}.ptt_one WHERE id = 1'",
+            "EXECUTE ptt_s",
+            f"PREPARE ptt_s FROM 'EXPLAIN {JOINED}'",
+            "EXECUTE ptt_s",
+            "EXECUTE ptt_s",
+            "DEALLOCATE PREPARE ptt_s",
+        ),
+        id="sql-prepared",
+    ),
+    pytest.param(
+        ("ALTER TABLE ptt_sub CHECK PARTITION p0", "ALTER TABLE ptt_sub ANALYZE PARTITION nosuch"), id="alter"
+    ),
     # RENAME's names: sqlglot reads its text as one string
     pytest.param(
         (

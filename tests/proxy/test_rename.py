@@ -29,6 +29,12 @@ REQUESTS = [
         "RENAME TABLE mysql.p TO app.p, app.a TO app.b",
         "RENAME TABLE mysql.p TO `app_phys`.p, `app_phys`.a TO `app_phys`.b",
     ),
+    # a SQL-level PREPARE's text is translated; a variable's is the server's
+    (
+        "PREPARE s FROM 'SELECT * FROM app.t WHERE v = \\'x\\''",
+        "PREPARE s FROM 'SELECT * FROM `app_phys`.t WHERE v = ''x'''",
+    ),
+    ("PREPARE s FROM @q", "PREPARE s FROM @q"),
     # an expression keeps its label as typed; a column reference is labelled by its column
     (
         "SELECT app.f(), app.t.a + 1, app.t.b, app.g() AS g FROM app.t",
@@ -80,6 +86,7 @@ def test_error_and_column_definitions() -> None:
         ("ANALYZE FORMAT=JSON SELECT 1", True),
         ("DESCRIBE t", False),
         ("LOAD INDEX INTO CACHE t", True),
+        ("ALTER TABLE t CHECK PARTITION p0", True),
     ],
 )
 def test_rows_for(sql: str, renamed: bool) -> None:
