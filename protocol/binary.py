@@ -404,12 +404,14 @@ class PrepareResponse:
         return cls(ok, groups[0], groups[1])
 
     def encode(self, deprecate_eof: bool, status: int = 2) -> list[bytes]:
-        """The answer's payloads; `status` goes into the EOF packets of the classic framing."""
+        """The answer's payloads; `status` goes into the EOF packets of the classic framing, and the prepare's
+        warning count, as MariaDB sends it there (clients read it from the last packet: mysqltest's prepare
+        warnings)."""
         out = [self.ok.encode()]
         for group in (self.params, self.columns):
             out.extend(c.encode() for c in group)
             if group and not deprecate_eof:
-                out.append(EOFPacket(0, status).encode())  # type: ignore[arg-type]
+                out.append(EOFPacket(self.ok.warnings, status).encode())  # type: ignore[arg-type]
         return out
 
 

@@ -142,8 +142,19 @@ def printed_back(message: str, sql: str, values: Mapping[str, str]) -> str:
 _PRINTED_NAME = {"schema": "database", "session_user": "user", "system_user": "user"}
 
 
+_TYPED = re.compile(r"IF\(0, (\w+)\(\), (.*)\)", re.S)
+
+
 def _printed(name: str, literal: str) -> str | None:
-    """How the server prints the literal substituted for `name` in an expression of a message."""
+    """How the server prints the literal substituted for `name` in an expression of a message (also when typed
+    as the function: `IF(0, CONNECTION_ID(), CAST(4 AS UNSIGNED))`, printed
+    `if(0,connection_id(),cast(4 as unsigned))`)."""
+    typed = _TYPED.fullmatch(literal)
+    if typed is not None:
+        inner = typed.group(2)
+        m = re.fullmatch(r"CAST\((\d+) AS UNSIGNED\)", inner)
+        printed = f"cast({m.group(1)} as unsigned)" if m is not None else _printed(name, inner)
+        return None if printed is None else f"if(0,{typed.group(1).lower()}(),{printed})"
     if name in _UNSIGNED and literal.isdigit():
         return f"cast({literal} as unsigned)"
     if literal.upper() == "NULL":

@@ -111,6 +111,9 @@ class BackendConnection:
         self.owner: object | None = None
         self.created_at = time.monotonic()
         self.idle_since = self.created_at
+        # the server's limit on packets it reads on this connection: max_allowed_packet when it was opened (a
+        # COM_RESET_CONNECTION changes the variable, not the limit); None until a session read it
+        self.packet_limit: int | None = None
 
     def __repr__(self) -> str:
         return f"<BackendConnection {self.name} thread {self.raw.server_thread_id[0]} {self.lease.value}>"

@@ -16,10 +16,11 @@ import re
 from dataclasses import dataclass, field, replace
 
 from sqlglot.dialects.mysql import MySQL
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokens import TokenType
 
 from protocol.packets import ColumnDefinition41, ERRPacket
 from protocol.wire import MalformedPacket
+from routing.session_functions import _select_items
 
 _TOKENIZER = MySQL().tokenizer_class()
 _NAME_TOKENS = {TokenType.VAR, TokenType.IDENTIFIER}
@@ -30,10 +31,95 @@ _SHOW_DATABASE = {"FROM", "IN"}
 # statements whose result rows are MariaDB's messages and names (never table data)
 _ROWS_RENAMED = re.compile(
     r"^\s*(?:(?:CHECK|ANALYZE|OPTIMIZE|REPAIR|CHECKSUM)\s+(?:NO_WRITE_TO_BINLOG\s+|LOCAL\s+)?TABLES?\b"
+    r"|(?:LOAD\s+INDEX|CACHE\s+INDEX)\b"
+    # EXPLAIN's `ref` column and JSON name columns `db.table.column`; ANALYZE of a statement prints the same
+    r"|(?:EXPLAIN|DESCRIBE|DESC)\s+(?:EXTENDED\s+|PARTITIONS\s+|FORMAT\s*=\s*\w+\s+)?"
+    r"(?:SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|\(|FOR\s+CONNECTION)\b"
+    r"|ANALYZE\s+(?:FORMAT\s*=\s*\w+\s+)?(?:SELECT|WITH|INSERT|UPDATE|DELETE|REPLACE|\()"
+    # ALTER TABLE ... CHECK / REPAIR / ANALYZE / OPTIMIZE PARTITION answer CHECK TABLE's rows
+    r"|ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\b"
     r"|SHOW\s+(?:WARNINGS|ERRORS|CREATE|TABLE\s+STATUS|TRIGGERS|EVENTS|(?:PROCEDURE|FUNCTION|PACKAGE)\s+STATUS"
     r"|(?:FULL\s+)?TABLES|OPEN\s+TABLES)\b)",
     re.I,
 )
+
+
+@dataclass(frozen=True)
+class _Tok:
+    token_type: TokenType
+    text: str
+    start: int
+    end: int
+
+
+def _tokens(sql: str, offset: int = 0) -> list[_Tok]:
+    """sqlglot's tokens of `sql`, at their places in it. Its tokenizer takes the rest of some statements after their
+    keyword as one string (`RENAME TABLE a.t TO b.t`, its "commands"): that text, unquoted in `sql`, is read too."""
+    out: list[_Tok] = []
+    for t in _TOKENIZER.tokenize(sql):
+        if t.token_type == TokenType.STRING and sql[t.start : t.start + 1] not in ("'", '"'):
+            start = sql.find(t.text, out[-1].end + 1 - offset if out else 0)  # (its own start and end are not kept)
+            if start >= 0 and t.text:
+                out.extend(_tokens(t.text, offset + start))
+                continue
+        out.append(_Tok(t.token_type, t.text, offset + t.start, offset + t.end))
+    return out
+
+
+# a select-list item that is a column reference: labelled by its column's name, whatever qualifies it
+_COLUMN_REFERENCE = re.compile(r"\s*(?:(?:`(?:[^`]|``)+`|[\w$]+)\s*\.\s*){1,2}(?:`(?:[^`]|``)+`|[\w$]+)\s*")
+
+
+def _labels(sql: str, renamed: list[int]) -> list[tuple[int, int, str]]:
+    """Aliases that keep the labels of the select-list items whose text the renaming changes: MariaDB labels an
+    unaliased expression by its text as typed (`SELECT app.f()` is headed `app.f()`, not `` `app_phys`.f() ``)."""
+    if not sql.lstrip()[:6].upper().startswith("SELECT"):
+        return []
+    out: list[tuple[int, int, str]] = []
+    for start, end in _select_items(sql):
+        if any(start <= at < end for at in renamed) and not _COLUMN_REFERENCE.fullmatch(sql, start, end):
+            out.append((end, end, " AS `" + sql[start:end].strip().replace("`", "``") + "`"))
+    return out
+
+
+_PREPARE = re.compile(
+    r"^\s*PREPARE\s+(?:`(?:[^`]|``)+`|[\w$]+)\s+FROM\s+(?P<text>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")\s*;?\s*$",
+    re.I | re.S,
+)
+_EXECUTE = re.compile(r"^\s*EXECUTE\s+(?P<name>`(?:[^`]|``)+`|[\w$]+)", re.I)
+
+
+def _unquoted(literal: str) -> str:
+    """The value of a quoted SQL string (backslash escapes and doubled quotes, as MariaDB reads them by default)."""
+    quote, body = literal[0], literal[1:-1]
+    return re.sub(r"\\(.)|" + quote * 2, lambda m: _ESCAPES.get(m.group(1), m.group(1)) if m.group(1) else quote, body)
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "Z": "\x1a", "b": "\b"}
+
+
+def _string(value: str) -> str:
+    """`value` as a SQL string literal that reads the same with or without NO_BACKSLASH_ESCAPES."""
+    if "\\" in value:
+        return "CONVERT(X'" + value.encode("utf-8", "surrogateescape").hex() + "' USING utf8mb4)"
+    return "'" + value.replace("'", "''") + "'"
+
+
+def prepared_name(sql: str, kind: str) -> str | None:
+    """The statement name of `PREPARE name FROM '...'` (kind `prepare`) or `EXECUTE name` (kind `execute`),
+    lower case, or None."""
+    m = (_PREPARE if kind == "prepare" else _EXECUTE).match(sql)
+    if m is None:
+        return None
+    name = re.match(r"\s*PREPARE\s+(`(?:[^`]|``)+`|[\w$]+)", sql, re.I) if kind == "prepare" else m
+    assert name is not None
+    return name.group(1).strip("`").replace("``", "`").lower()
+
+
+def prepared_text(sql: str) -> str | None:
+    """The statement text of `PREPARE name FROM '...'`, or None."""
+    m = _PREPARE.match(sql)
+    return _unquoted(m.group("text")) if m is not None else None
 
 
 def _quoted(name: str) -> str:
@@ -59,11 +145,19 @@ class Renaming:
 
     def request(self, sql: str) -> str:
         """`sql` with the logical database, where it qualifies a name (or is named by SHOW ... FROM), replaced by
-        the physical one; the text itself when it names no such thing (or cannot be tokenized)."""
+        the physical one; the text itself when it names no such thing (or cannot be tokenized). The statement text
+        of `PREPARE s FROM '...'` is translated too (one in a variable, `FROM @q`, is the server's: not)."""
         if self.logical.lower() not in sql.lower():
             return sql
+        prepared = _PREPARE.match(sql)
+        if prepared is not None:
+            text = _unquoted(prepared.group("text"))
+            sent = self.request(text)
+            if sent is text:
+                return sql
+            return sql[: prepared.start("text")] + _string(sent) + sql[prepared.end("text") :]
         try:
-            tokens = _TOKENIZER.tokenize(sql)
+            tokens = _tokens(sql)
         except Exception:  # sqlglot's TokenError: the server reports what is wrong with the text
             return sql
         logical = self.logical.lower()
@@ -72,20 +166,25 @@ class Renaming:
             return sql
         bare = any(not self._qualifies(tokens, i) for i in hits)  # also a table or an alias of that name
         show = tokens[0].text.upper() == "SHOW"
+        edits: list[tuple[int, int, str]] = []
+        for i in hits:
+            if self._is_database(tokens, i, bare, show):
+                edits.append((tokens[i].start, tokens[i].end + 1, _quoted(self.physical)))
+        if not edits:
+            return sql
+        edits.extend(_labels(sql, [start for start, _end, _text in edits]))
+        edits.sort(key=lambda e: (e[0], e[1]))
         out: list[str] = []
         pos = 0
-        for i in hits:
-            if not self._is_database(tokens, i, bare, show):
-                continue
-            token = tokens[i]
-            out.append(sql[pos : token.start])
-            out.append(_quoted(self.physical))
-            pos = token.end + 1
+        for start, end, text in edits:
+            out.append(sql[pos:start])
+            out.append(text)
+            pos = end
         out.append(sql[pos:])
         return "".join(out)
 
     @staticmethod
-    def _qualifies(tokens: list[Token], i: int) -> bool:
+    def _qualifies(tokens: list[_Tok], i: int) -> bool:
         """The name at `i` is the first part of a qualified name (`app.t`)."""
         return (
             i + 1 < len(tokens)
@@ -93,7 +192,7 @@ class Renaming:
             and (i == 0 or tokens[i - 1].token_type != TokenType.DOT)
         )
 
-    def _is_database(self, tokens: list[Token], i: int, bare: bool, show: bool) -> bool:
+    def _is_database(self, tokens: list[_Tok], i: int, bare: bool, show: bool) -> bool:
         previous = tokens[i - 1] if i else None
         if (
             show
@@ -206,4 +305,4 @@ def renaming_of(logical: str, physical: str) -> Renaming | None:
     return None if physical == logical or not physical else Renaming(logical, physical)
 
 
-__all__ = ["Renaming", "renaming_of"]
+__all__ = ["Renaming", "prepared_name", "prepared_text", "renaming_of"]

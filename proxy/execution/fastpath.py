@@ -162,6 +162,9 @@ class FastPath:
         if n < 1 or n >= _MAX_FRAME or data[0] | (data[1] << 8) | (data[2] << 16) != n or data[3] != 0:
             self.armed = False  # not exactly one whole command packet
             return False
+        if n > self.session.wire.frames.max_payload:
+            self.armed = False  # bigger than the session's max_allowed_packet: the session's reader answers 1153
+            return False
         try:
             target = fast_forward(self.session, data)
         except Exception:  # a bug must not cost the connection (uvloop closes it): the slow path answers
@@ -422,9 +425,11 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
     if not source.fast_relay:
         return None
     renaming = db.renaming
-    if renaming is not None and packet[4] == _QUERY and renaming.logical.lower() in packet[5:].decode(
-            "utf-8", errors="surrogateescape").lower():
-        return None  # a name to translate (proxy.backends.rename): the session's coroutine does
+    if renaming is not None and packet[4] == _QUERY:
+        text = packet[5:].decode("utf-8", errors="surrogateescape")
+        if (renaming.logical.lower() in text.lower() or renaming.rows_for(text)
+                or text.lstrip()[:7].upper() in ("PREPARE", "EXECUTE")):
+            return None  # a name to translate, or rows that print names (proxy.backends.rename): the coroutine does
     conn = session.backends.get(source.name)
     if conn is None or conn.broken or conn.busy or conn.tap is None:
         return None

@@ -54,6 +54,8 @@ class SessionConnections:
     sticky: bool
     busy: bool
     log: Any
+    wire: Any  # proxy.frontend.wire.ClientPackets: its decoder's limit is the session's max_allowed_packet
+    server: Any
 
     if TYPE_CHECKING:  # provided by Session; declared for the type checker only
         @property
@@ -114,6 +116,21 @@ class SessionConnections:
             except BaseException:
                 self.give_back(conn)
                 raise
+            while conn.packet_limit is not None and conn.packet_limit < self.wire.frames.max_payload:
+                # opened while max_allowed_packet was smaller: its server would refuse what this session may send
+                # (closed, so the pool opens a new one in its place when no other idle one fits)
+                conn.broken = True
+                self.give_back(conn)
+                conn = await self._interruptible(source, source.acquire(self, found_rows=self.found_rows,
+                                                                        holder=holder))
+                try:
+                    if conn.idle_since == conn.created_at:
+                        await self._read_packet_limit(conn)
+                    else:
+                        await conn.reset_state()
+                except BaseException:
+                    self.give_back(conn)
+                    raise
         finally:
             self.connecting.remove(source.name)
         if self.query_killed:  # killed while the connection was being opened: it goes back unused
@@ -129,13 +146,38 @@ class SessionConnections:
         that was opened for this very request already has them."""
         name = conn.source.name
         if name in self.renewed:
+            if conn.idle_since == conn.created_at:
+                await self._read_packet_limit(conn)
             return
+        first = not self.renewed
         self.renewed.add(name)
-        if conn.idle_since == conn.created_at:  # never in the pool: opened just now
-            return
-        await conn.reset_state()
-        if conn.broken:
-            raise BackendError(name, "COM_RESET_CONNECTION failed on a pooled connection")
+        if conn.idle_since != conn.created_at:  # (else never in the pool: opened just now, with the globals)
+            await conn.reset_state()
+            if conn.broken:
+                raise BackendError(name, "COM_RESET_CONNECTION failed on a pooled connection")
+        await self._fit_packet_limit(conn, first)
+
+    async def _fit_packet_limit(self, conn: BackendConnection, first: bool) -> None:
+        """The session reads packets up to the server's limit of now, as a new connection to MariaDB does (a bigger
+        one answers 1153 and ends the session): the globals as they were when the client connected, whatever later
+        `SET GLOBAL`s say; with several data sources, the smallest of theirs."""
+        limit = await self._read_packet_limit(conn, record=conn.idle_since == conn.created_at)
+        if limit is not None:
+            current = self.server.max_packet if first else self.wire.frames.max_payload
+            self.wire.frames.max_payload = min(current, limit)
+
+    @staticmethod
+    async def _read_packet_limit(conn: BackendConnection, *, record: bool = True) -> int | None:
+        """The connection's packet limit: max_allowed_packet, or net_buffer_length when that is bigger (the size its
+        read buffer starts at), of its session (after a reset: the current globals); recorded as the connection's
+        own when it was opened just now."""
+        res = await conn.execute("SELECT @@max_allowed_packet, @@net_buffer_length")
+        if not isinstance(res, list) or not res or None in res[0]:
+            return None
+        limit = max(int(v or 0) for v in res[0])
+        if record:
+            conn.packet_limit = limit
+        return limit
 
     async def _interruptible(self, source: DataSource, acquiring: Any) -> BackendConnection:
         """Wait for a pool, or end the wait with ERR 1317 when the command is killed meanwhile: a KILL QUERY

@@ -160,7 +160,7 @@ async def _show_databases(session: Session, stmt: ProxyStatement, sql: str) -> N
 
 
 async def _select_database(session: Session, stmt: ProxyStatement, sql: str) -> None:
-    session.rows(["DATABASE()"], [(session.database.name if session.database else None,)])
+    session.rows([stmt.arg or "DATABASE()"], [(session.database.name if session.database else None,)])
 
 
 async def _processlist(session: Session, stmt: ProxyStatement, sql: str) -> None:

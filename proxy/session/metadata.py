@@ -25,14 +25,16 @@ from proxy.execution.executor import execute_plan
 from proxy.execution.plans import Refused, Run
 from proxy.execution.resultset import BINARY_ROWS, result_packets
 from proxy.execution.units import log_statement
-from proxy.session import system_schema
+from proxy.session import schema_merge, system_schema
 from proxy.session.processlist import (
     _hides_proxy_statement,
+    _masked,
     _processlist_table,
     _select_on_default,
+    backend_states,
     reads_processlist,
 )
-from proxy.session.schema_scope import Scope, restore_names, scope_to_schema
+from proxy.session.schema_scope import _SCHEMA_TABLE, Scope, restore_names, scope_to_schema
 from proxy.session.statements import like_to_regex, unquote_ident
 from routing.logical_names import LogicalNames
 from routing.session_functions import has_call, substitute_session_functions
@@ -98,7 +100,23 @@ def function_values(session: Session) -> dict[str, str]:
         values["row_count"] = str(session.row_count)
         if session.found_rows_value is not None:
             values["found_rows"] = str(session.found_rows_value)
-    return values
+        return values
+    return {name: _typed(name, value) for name, value in values.items()}
+
+
+# the function whose type a substituted value keeps (SCHEMA() is DATABASE(), the *_USER()s are USER())
+_TYPED_AS = {"schema": "DATABASE", "session_user": "USER", "system_user": "USER"}
+
+
+def _typed(name: str, value: str) -> str:
+    """On a pass-through database, `value` standing for `name()` with the function's own type: MariaDB types a
+    literal by its text (`CONCAT(CONNECTION_ID())` becomes VARCHAR(2), not VARCHAR(10); `CREATE TABLE ... AS
+    SELECT USER()` a VARCHAR(14)), and IF(0, f(), value) has f()'s type and value's value (f() is not called).
+    The kernel of a sharded database reads plain literals (a sharding value may come from one)."""
+    if value == "NULL":
+        return value
+    literal = f"CAST({value} AS UNSIGNED)" if value.isdigit() else value
+    return f"IF(0, {_TYPED_AS.get(name, name.upper())}(), {literal})"
 
 
 def substitute(session: Session, sql: str) -> str | None:
@@ -155,8 +173,9 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
         await system_schema.answer(session, db, sql)
         return True
     if "information_schema" in sql.lower() and head.startswith(("SELECT", "WITH", "(")):
-        others = await port(session.server).other_sessions(session, True) if reads_processlist(sql) else []
-        rewritten = _processlist_table(session, sql, others)
+        reads = reads_processlist(sql)
+        others = await port(session.server).other_sessions(session, True) if reads else []
+        rewritten = _processlist_table(session, sql, others, await backend_states(session) if reads else None)
         if rewritten is not None:
             await _select_on_default(session, db, rewritten)
             return True
@@ -466,9 +485,17 @@ async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -
     the answers are concatenated as they come: two rows that are equal are two objects (two columns of one
     name in two tables), never one object seen twice."""
     names = logical_names(db)
+    first = next(iter(db.sources))
+    if len(db.sources) > 1 and schema_merge.needs_one_server(sql) and _SCHEMA_TABLE.search(_masked(sql)):
+        scopes = {
+            ds: Scope(first=ds == first, hidden=_hidden(names, ds, db.metadata.actual_tables(ds))) for ds in db.sources
+        }
+        await schema_merge.answer(
+            session, db, sql, scopes, lambda row, cols, ds, phys: _map_row(row, cols, ds, phys, db.name, names)
+        )
+        return
     header: tuple[ColumnDefinition41, ...] | None = None
     rows: list[tuple[bytes | None, ...]] = []
-    first = next(iter(db.sources))
     for ds, source in db.sources.items():
         physical = source.config.database
         mapping = {db.name.lower(): physical}

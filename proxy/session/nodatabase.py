@@ -42,6 +42,32 @@ def needs_database(sql: str) -> bool:
     return _mentions_tables(sql)
 
 
+# EXPLAIN / ANALYZE of a statement: its tables are the statement's
+_EXPLAINED = re.compile(
+    r"^\s*(?:ANALYZE|EXPLAIN|DESCRIBE|DESC)\s+(?:(?:EXTENDED|PARTITIONS|FORMAT\s*=\s*\w+)\s+)?"
+    r"(?=\(|(?:SELECT|INSERT|UPDATE|DELETE|REPLACE|WITH)\b)",
+    re.I,
+)
+
+
+def qualified_database(sql: str) -> str | None:
+    """The database every table of the statement is qualified with (`SELECT * FROM app.t`, `EXPLAIN ...`), which
+    MariaDB runs without a current database; None when a table is unqualified or the names differ."""
+    try:
+        import sqlglot
+        from sqlglot import exp
+
+        tree = sqlglot.parse_one(_EXPLAINED.sub("", sql, count=1), read="mysql")
+    except Exception:
+        return None
+    if tree is None:
+        return None
+    names = {t.db for t in tree.find_all(exp.Table)}
+    if len(names) != 1 or "" in names:
+        return None
+    return names.pop()
+
+
 def _mentions_tables(sql: str) -> bool:
     try:
         import sqlglot
@@ -70,4 +96,4 @@ def _reads_files(tree: object) -> bool:
     return isinstance(table, exp.Table) and table.name.upper() == "FILES" and table.db.upper() == "INFORMATION_SCHEMA"
 
 
-__all__ = ["needs_database", "unwrapped"]
+__all__ = ["needs_database", "qualified_database", "unwrapped"]

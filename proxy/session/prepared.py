@@ -64,7 +64,7 @@ from proxy.frontend.wire import CapturedWriter
 from proxy.session import metadata, processlist, system_schema
 from proxy.session.bound_types import BoundTypes
 from proxy.session.describe import describing_text
-from proxy.session.nodatabase import needs_database, unwrapped
+from proxy.session.nodatabase import needs_database, qualified_database, unwrapped
 from proxy.session.query import encrypted_query
 from proxy.session.statements import classify
 from proxy.session.stmt_database import in_database
@@ -192,7 +192,15 @@ async def _prepare_without_database(session: Session, sql: str) -> None:
     connection; what reads the current database answers 1046, as MariaDB does."""
     default = session.server.default_database()
     if default is None or _answered_by_proxy(sql) or needs_database(unwrapped(sql)):
-        session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+        named = None if _answered_by_proxy(sql) else qualified_database(unwrapped(sql))
+        target = session.database_access(named)[0] if named is not None else None
+        if target is None:
+            session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+            return
+        # every table is qualified with one logical database: prepared there (and executed there, as a statement
+        # prepared before a USE), as MariaDB prepares it without a current one
+        async with in_database(session, target, f"a statement naming tables of database '{target.name}'"):
+            await prepare(session, b"\x16" + sql.encode("utf-8", "surrogateescape"))
         return
     session.database = default
     try:

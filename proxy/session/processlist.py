@@ -93,13 +93,44 @@ def _text_literal(value: str | None) -> str:
     return f"CONVERT(X'{ptext.shown(value).encode().hex()}' USING utf8mb4)"
 
 
-def _state(asking: Session, s: Session, own: str) -> str:
+def _state(asking: Session, s: Session, own: str, states: dict[int, str] | None = None) -> str:
     """MariaDB's State column: empty for a session between commands, `own` for the session that asks (what MariaDB
     shows for it: `starting` in SHOW PROCESSLIST, `Filling schema table` in information_schema.PROCESSLIST),
-    `Executing` for another that runs a command."""
+    for another that runs a command the state of the server thread running it (`backend_states`), else
+    `Executing`."""
     if s.command in ("Sleep", "Connect", "Killed") or not s.busy:
         return ""
-    return own if s is asking else "Executing"
+    if s is asking:
+        return own
+    return (states or {}).get(s.id) or "Executing"
+
+
+async def backend_states(asking: Session) -> dict[int, str]:
+    """Session id -> the State of the server thread that runs its command, for the visible sessions that run one
+    on a data source (`Waiting for table metadata lock`, `Sending data` ...: what tools and tests wait for), read
+    over each data source's admin connection; sessions whose thread shows no state are left out."""
+    threads: dict[Any, dict[int, int]] = {}  # data source -> thread id -> session id
+    for s in visible_sessions(asking):
+        if s is asking or not s.busy:
+            continue
+        for conn in (*s.backends.values(), *s.read_backends.values(), *s.borrowed):
+            if conn.busy and not conn.broken:
+                threads.setdefault(conn.source, {})[conn.thread_id] = s.id
+    out: dict[int, str] = {}
+    for source, by_thread in threads.items():
+        ids = ", ".join(str(t) for t in sorted(by_thread))
+        try:
+            res = await source.admin_execute(
+                f"SELECT ID, STATE FROM information_schema.PROCESSLIST WHERE ID IN ({ids})"
+            )
+        except Exception:  # the data source cannot answer now: those sessions show `Executing`
+            continue
+        if not isinstance(res, list):
+            continue
+        for thread, state in res:
+            if state and thread is not None:
+                out.setdefault(by_thread[int(thread)], state.decode("utf-8", "surrogateescape"))
+    return out
 
 
 def _info(text: str | None) -> str | None:
@@ -107,7 +138,9 @@ def _info(text: str | None) -> str | None:
     return text.rstrip().rstrip(";").rstrip() if text else text
 
 
-def _processlist_rows_sql(session: Session, others: Sequence[tuple[Any, ...]] = ()) -> str:
+def _processlist_rows_sql(
+    session: Session, others: Sequence[tuple[Any, ...]] = (), states: dict[int, str] | None = None
+) -> str:
     """The proxy's sessions that `session` may see, as a derived table in information_schema.PROCESSLIST's
     columns (MariaDB's when the backends are MariaDB)."""
     now = time.monotonic()
@@ -121,7 +154,7 @@ def _processlist_rows_sql(session: Session, others: Sequence[tuple[Any, ...]] = 
         selects.append(
             f"SELECT {s.id}, {_text_literal(s.user)}, {_text_literal(s.client_host)}, "
             f"{_text_literal(s.database.name if s.database else None)}, {_text_literal(s.command)}, "
-            f"{int(now - s.command_started)}, {_text_literal(_state(session, s, 'Filling schema table'))}, "
+            f"{int(now - s.command_started)}, {_text_literal(_state(session, s, 'Filling schema table', states))}, "
             f"{_text_literal(_info(s.info))}{extra_values}")
     for o in others:  # other proxies' sessions (Cluster mode): id, user, host, db, command, time, state, info
         extra_values = ", 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0" if extra else ""
@@ -130,7 +163,9 @@ def _processlist_rows_sql(session: Session, others: Sequence[tuple[Any, ...]] = 
     return "(" + " UNION ALL ".join(selects) + ")"
 
 
-def _processlist_table(session: Session, sql: str, others: Sequence[tuple[Any, ...]] = ()) -> str | None:
+def _processlist_table(
+    session: Session, sql: str, others: Sequence[tuple[Any, ...]] = (), states: dict[int, str] | None = None
+) -> str | None:
     """`sql` with information_schema.PROCESSLIST replaced by the proxy's own sessions (those the user may
     see), or None when it does not read that table. The backends' PROCESSLIST would list the proxy's
     pooled connections, with every user's statements and ids KILL does not take."""
@@ -138,7 +173,7 @@ def _processlist_table(session: Session, sql: str, others: Sequence[tuple[Any, .
     matches = list(_PROCESSLIST_TABLE.finditer(masked))
     if not matches:
         return None
-    derived = _processlist_rows_sql(session, others)
+    derived = _processlist_rows_sql(session, others, states)
     out: list[str] = []
     pos = 0
     for m in matches:
@@ -186,13 +221,14 @@ async def _select_on_default(session: Session, db: LogicalDatabase | None, sql: 
 
 
 async def processlist(session: Session, full: bool) -> None:
+    states = await backend_states(session)
     now = time.monotonic()
     rows = []
     for s in visible_sessions(session):
         text = _info(s.info)
         info = text if full else text[:100] if text else None
         rows.append((s.id, s.user, f"{s.client_host}", s.database.name if s.database else None, s.command,
-                     int(now - s.command_started), _state(session, s, "starting"), info, Decimal("0.000")))
+                     int(now - s.command_started), _state(session, s, "starting", states), info, Decimal("0.000")))
     # Cluster mode: the other proxies' sessions too
     rows = sorted([*rows, *await port(session.server).other_sessions(session, full)], key=lambda r: int(r[0]))
     number = ColumnDefinition41("", ColumnType.LONGLONG, column_length=21, flags=ColumnFlag.NOT_NULL | ColumnFlag.NUM)
@@ -203,4 +239,4 @@ async def processlist(session: Session, full: bool) -> None:
     session.rows(columns, rows)
 
 
-__all__ = ["may_see", "processlist", "reads_processlist", "visible_sessions"]
+__all__ = ["backend_states", "may_see", "processlist", "reads_processlist", "visible_sessions"]

@@ -17,6 +17,7 @@ from protocol.errors import ServerError
 from protocol.packets import ComQuery
 from proxy.backends.charset import changes_names, names_of, only_names, read_names
 from proxy.backends.readwrite import ReadWriteGroup
+from proxy.backends.rename import Renaming, prepared_name, prepared_text
 from proxy.execution import diagnostics, infile, table_locks, txn_control
 from proxy.execution.encrypted import encrypted_statement, run_encrypted
 from proxy.execution.lock_text import parse_lock
@@ -26,8 +27,9 @@ from proxy.execution.routed import execute_routed
 from proxy.execution.sticky import may_be_sticky
 from proxy.execution.txn_control import classify_session_statement
 from proxy.session import metadata, sql_prepared
-from proxy.session.nodatabase import needs_database, unwrapped
+from proxy.session.nodatabase import needs_database, qualified_database, unwrapped
 from proxy.session.statements import classify
+from proxy.session.stmt_database import in_database
 from routing.split import split_statements
 
 if TYPE_CHECKING:
@@ -82,7 +84,7 @@ async def query(session: Session, payload: bytes) -> None:
             physical = renaming.request(sql)
             if physical is not sql:
                 payload = ComQuery(physical.encode("utf-8", errors="surrogateescape")).encode()
-            session.rename_rows = renaming.rows_for(sql)
+            session.rename_rows = renaming.rows_for(sql) or _executes_renamed(session, sql)
         try:
             await relay_pass_through(session, source, payload, sql)
         finally:
@@ -101,6 +103,20 @@ async def query(session: Session, payload: bytes) -> None:
         _unless_refused(session, became_sticky, exc.errno)
         raise
     _unless_refused(session, became_sticky)
+
+
+def _executes_renamed(session: Session, sql: str) -> bool:
+    """EXECUTE of a SQL-level prepared statement whose rows print names (remembered at its PREPARE)."""
+    head = sql.lstrip()[:7].upper()
+    if head == "PREPARE":
+        name, text = prepared_name(sql, "prepare"), prepared_text(sql)
+        if name is not None:
+            session.renamed_statements.discard(name)
+            if text is not None and Renaming.rows_for(text):
+                session.renamed_statements.add(name)
+    elif head == "EXECUTE" and session.renamed_statements:
+        return prepared_name(sql, "execute") in session.renamed_statements
+    return False
 
 
 # errors a statement gets before it runs anywhere (the proxy's refusals, a server's parse-time ones)
@@ -212,7 +228,14 @@ async def without_database(session: Session, payload: bytes, sql: str) -> None:
     default = session.server.default_database()
     statement = unwrapped(sql)
     if default is None or needs_database(statement):
-        session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+        named = qualified_database(statement)
+        target = session.database_access(named)[0] if named is not None else None
+        if target is None:
+            session.error(ErrorCode.NO_DB_ERROR, "No database selected", "3D000")
+            return
+        # every table is qualified with one logical database: run there, as MariaDB runs it without a current one
+        async with in_database(session, target, f"a statement naming tables of database '{target.name}'"):
+            await query(session, payload)
         return
     saved = session.database
     session.database = default

@@ -101,6 +101,9 @@ class Session(SessionConnections, StatementStopping):
         self.more_results = False  # a multi-statement query has statements after the current one
         # the pass-through statement being relayed has rows of the server's own names (proxy.backends.rename)
         self.rename_rows = False
+        # SQL-level prepared statements (PREPARE name FROM '...') of a renamed pass-through database whose rows print
+        # names (EXPLAIN ...): EXECUTE name shows them in logical names (proxy.backends.rename)
+        self.renamed_statements: set[str] = set()
         self.errored = False  # the current statement's answer was an ERR
         self.busy = False  # a command is being answered: held connections may not be taken back
         self.sticky = False  # the session put state on its connections that cannot be re-created
@@ -181,9 +184,10 @@ class Session(SessionConnections, StatementStopping):
             while True:
                 try:
                     payload = await self.wire.read(idle=True)
-                except PacketTooLarge as exc:
+                except PacketTooLarge as exc:  # MariaDB's message, word for word; the sizes go to the log
+                    self.log.info("packet_too_large", detail=str(exc))
                     self.wire.send_error(ErrorCode.NET_PACKET_TOO_LARGE,
-                                         f"Got a packet bigger than 'max_allowed_packet' bytes ({exc})", "08S01")
+                                         "Got a packet bigger than 'max_allowed_packet' bytes", "08S01")
                     await self.wire.flush()
                     return
                 if not payload:

@@ -21,7 +21,7 @@ _SHOW_NODES = re.compile(r"^SHOW\s+SHARDING\s+TABLE\s+NODES(?:\s+(\S+?))?(?:\s+F
 _KILL = re.compile(r"^KILL\s+(?:(?:HARD|SOFT)\s+)?(?:(QUERY|CONNECTION)\s+)?(?:(\d+)|\(\s*(\d+)\s*\))\s*;?\s*$",
                    re.I)
 _KILL_WORD = re.compile(r"^KILL\b", re.I)
-_SELECT_DATABASE = re.compile(r"^SELECT\s+(?:DATABASE|SCHEMA)\s*\(\s*\)\s*;?\s*$", re.I)
+_SELECT_DATABASE = re.compile(r"^SELECT\s+(?P<call>(?:DATABASE|SCHEMA)\s*\(\s*\))\s*;?\s*$", re.I)
 _SHOW_RW_RULES = re.compile(
     r"^SHOW\s+READWRITE_SPLITTING\s+RULES?(?:\s+(?!FROM\b)(\S+?))?(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I
 )
@@ -46,7 +46,8 @@ def unquote_ident(name: str) -> str:
 
 @dataclass(frozen=True)
 class ProxyStatement:
-    kind: str  # use | show_databases | preview | show_rules | show_nodes | kill | kill_other | select_database
+    kind: str  # use | show_databases | preview | show_rules | show_nodes | kill | kill_other | select_database (arg:
+    # the call as typed, its label)
     # | units | show_rw_rules | show_txn_rule | show_in_doubt | alter_txn_rule | distsql (arg: the statement,
     # parsed by proxy.session.distsql) | distsql_unsupported (arg: the DistSQL statement's name)
     arg: str | None = None
@@ -103,7 +104,7 @@ def classify(sql: str) -> ProxyStatement | None:
     elif first.startswith("SELECT"):
         m = _SELECT_DATABASE.match(text)
         if m:
-            return ProxyStatement("select_database")
+            return ProxyStatement("select_database", m.group("call"))  # the label: the call as typed
         return None
     elif first.startswith("ALTER"):
         m = _ALTER_TXN_RULE.match(text)

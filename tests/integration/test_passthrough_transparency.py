@@ -339,6 +339,7 @@ def test_sharded_single_node_columns_name_the_logical_database(sharded_env: Shar
 
 # --- a physical database of another name: translated on the way in, never shown -------------------------
 
+JOINED = "SELECT * FROM ptt_one a STRAIGHT_JOIN ptt_one b FORCE INDEX (PRIMARY) ON b.id = a.v"
 RENAMED: list[Any] = [
     # one case: statements run in turn on one connection, each answer compared ({db}: the database's name)
     pytest.param(
@@ -377,6 +378,43 @@ RENAMED: list[Any] = [
             "AND table_name = 'ptt_one'",
         ),
         id="information-schema",
+    ),
+    # EXPLAIN's `ref` column names `db.table.column` (the fast path relays it too: no name in the text)
+    pytest.param((f"EXPLAIN {JOINED}",) * 2, id="explain-ref"),
+    pytest.param((f"EXPLAIN FORMAT=JSON {JOINED}",), id="explain-json"),
+    pytest.param(("LOAD INDEX INTO CACHE ptt_one", "CACHE INDEX ptt_one IN default"), id="key-cache"),
+    # SQL-level prepared statements: their text is translated, the rows of an EXPLAIN renamed at EXECUTE
+    pytest.param(
+        (
+            "PREPARE ptt_s FROM 'SELECT id FROM {db}.ptt_one WHERE id = 1'",
+            "EXECUTE ptt_s",
+            f"PREPARE ptt_s FROM 'EXPLAIN {JOINED}'",
+            "EXECUTE ptt_s",
+            "EXECUTE ptt_s",
+            "DEALLOCATE PREPARE ptt_s",
+        ),
+        id="sql-prepared",
+    ),
+    pytest.param(
+        ("ALTER TABLE ptt_sub CHECK PARTITION p0", "ALTER TABLE ptt_sub ANALYZE PARTITION nosuch"), id="alter"
+    ),
+    # RENAME's names: sqlglot reads its text as one string
+    pytest.param(
+        (
+            "RENAME TABLE {db}.ptt_one TO {db}.ptt_moved",
+            "SELECT * FROM {db}.ptt_moved ORDER BY id",
+            "RENAME TABLE {db}.ptt_moved TO {db}.ptt_one",
+        ),
+        id="rename-table",
+    ),
+    # an expression is labelled by its text as typed, the logical name in it
+    pytest.param(
+        (
+            "CREATE FUNCTION ptt_f() RETURNS INT RETURN 7",
+            "SELECT {db}.ptt_f(), {db}.ptt_one.id + 1, {db}.ptt_one.v FROM {db}.ptt_one ORDER BY 2",
+            "DROP FUNCTION ptt_f",
+        ),
+        id="labels",
     ),
 ]
 
@@ -571,3 +609,105 @@ def test_threads_connected_counts_client_sessions(passthrough_proxy: RunningProx
     with passthrough_proxy.connect(None) as bare, bare.cursor() as cur:  # no database chosen yet
         cur.execute("SHOW GLOBAL STATUS WHERE Variable_name = 'Threads_connected'")
         assert cur.fetchall() == (("Threads_connected", str(before + 1)),)
+
+
+# --- session functions keep their types -------------------------------------------------------------------
+
+# the proxy answers these calls with its session's values; the server types what stands for them as the function
+TYPED_CALLS = [
+    "CONCAT(CONNECTION_ID()) AS c",
+    "CONNECTION_ID() AS i",
+    "CONCAT(DATABASE()) AS d",
+    "SCHEMA() AS s",
+    "USER() AS u",
+    "CONCAT(SESSION_USER(), '') AS su",
+    "CURRENT_USER() AS cu",
+    "IF(CONNECTION_ID() > 0, DATABASE(), NULL) AS x",
+]
+
+
+@pytest.mark.parametrize("item", TYPED_CALLS)
+def test_session_functions_keep_their_types(pair: tuple[Any, Any], item: str) -> None:
+    """`CREATE TABLE ... AS SELECT CONCAT(CONNECTION_ID())` made a VARCHAR(2) where MariaDB makes a VARCHAR(10): a
+    literal has the type of its text (MariaDB's suite: ctype_cp1251); the column definitions of a SELECT too."""
+    oracle, proxied = pair
+    for sql in (
+        f"CREATE TABLE ptt_fn AS SELECT {item}",
+        "SHOW CREATE TABLE ptt_fn",
+        "DROP TABLE ptt_fn",
+    ):
+        assert answer(proxied, sql) == _normalized(answer(oracle, sql)), sql
+    fields = [result[0] for result in answer(proxied, f"SELECT {item}")]
+    assert fields == _normalized([result[0] for result in answer(oracle, f"SELECT {item}")])
+
+
+# --- a prepare's warnings -----------------------------------------------------------------------------------
+
+PREPARE_WARNINGS = [
+    "SELECT * FROM ptt_chk",  # opening the table evaluates its CHECK: two warnings at PREPARE
+    "SELECT v FROM ptt_chk WHERE v > ?",
+]
+
+
+@pytest.mark.parametrize("sql", PREPARE_WARNINGS)
+def test_prepare_sends_its_warnings_count_in_every_packet(pair: tuple[Any, Any], sql: str) -> None:
+    """MariaDB puts the prepare's warning count in the EOF packets after the definitions too, where client libraries
+    read it (mysqltest --ps-protocol lost the warnings of a prepared SELECT: MariaDB's suite check_constraint)."""
+    oracle, proxied = pair
+    answers = []
+    for conn in (oracle, proxied):
+        with conn.cursor() as cur:
+            cur.execute("CREATE OR REPLACE TABLE ptt_chk (v BIGINT CHECK (v NOT IN ('x', 'x111')))")
+            cur.execute("FLUSH TABLES")
+        prepared = raw_prepared(conn, sql)[0]
+        answers.append([prepared[0], *(p for p in prepared if p[:1] == b"\xfe")])  # the OK and the EOFs
+        with conn.cursor() as cur:
+            cur.execute("DROP TABLE ptt_chk")
+    assert answers[1] == answers[0]
+
+
+# --- another session's State in the processlist -------------------------------------------------------------
+
+WAITING = [
+    "SELECT state FROM information_schema.PROCESSLIST WHERE info = 'SELECT COUNT(*) FROM ptt_one'",
+    "SHOW PROCESSLIST",
+]
+
+
+@pytest.mark.parametrize("sql", WAITING)
+def test_processlist_shows_what_another_session_waits_for(
+    mariadb: MariaDBServer, passthrough_proxy: RunningProxy, pair: tuple[Any, Any], sql: str
+) -> None:
+    """A session blocked on the server shows the server's State (`Waiting for table metadata lock`), where tools and
+    MariaDB's suite wait for it (query_cache_28249 timed out): the proxy's processlist said `Executing`."""
+    import threading
+    import time
+
+    sides = [(mariadb.connect(ORACLE, autocommit=True), lambda: mariadb.connect(ORACLE, autocommit=True))]
+    sides.append((passthrough_proxy.connect(LOGICAL), lambda: passthrough_proxy.connect(LOGICAL)))
+    states = []
+    for locker, connect in sides:
+        waiter, watcher = connect(), connect()
+        thread = waiter.thread_id()
+        with locker.cursor() as cur:
+            cur.execute("LOCK TABLES ptt_one WRITE")
+        blocked = threading.Thread(target=lambda w=waiter: w.cursor().execute("SELECT COUNT(*) FROM ptt_one"))
+        blocked.start()
+        try:
+            for _ in range(100):  # until the server has the statement waiting
+                with watcher.cursor() as cur:
+                    cur.execute(sql)
+                    rows = cur.fetchall()
+                found = [r[0] if sql.startswith("SELECT") else r[6] for r in rows if len(r) == 1 or r[0] == thread]
+                if "Waiting for table metadata lock" in found:
+                    break
+                time.sleep(0.05)
+            states.append(found)
+        finally:
+            with locker.cursor() as cur:
+                cur.execute("UNLOCK TABLES")
+            blocked.join(10)
+            for conn in (locker, waiter, watcher):
+                conn.close()
+    assert "Waiting for table metadata lock" in states[0]
+    assert "Waiting for table metadata lock" in states[1]

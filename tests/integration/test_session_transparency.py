@@ -191,6 +191,7 @@ NO_DATABASE = (
     ("SET @a = 5", "SELECT @a + 1", "SELECT 1 + 1, DATABASE()", "SELECT @@max_allowed_packet > 0"),
     ("SHOW VARIABLES LIKE 'sql_mode'", "SHOW SESSION VARIABLES LIKE 'time_zone'"),
     ("/*!40100 SELECT 1 */", "DO 1", "SELECT DATABASE()"),
+    ("select database()", "SELECT Schema( )"),  # labelled as typed
     ("SHOW TABLES",),
     ("SHOW TABLE STATUS",),
     ("SHOW FULL TABLES",),
@@ -234,6 +235,28 @@ def test_statements_that_need_no_database(sides: tuple[str, Connect, Connect], s
                 d.select_db(direct.database)
                 continue
             assert answer(p, sql) == answer(d, sql), sql
+
+
+# without a current database, a statement whose tables are all qualified with one database runs in it ({db}: the
+# database of each side), as MariaDB runs it; an unqualified table still answers 1046
+QUALIFIED = (
+    ("SELECT COUNT(*) FROM {db}.t_order WHERE 1 = 0", "SELECT DATABASE()"),
+    ("SELECT o.order_id FROM {db}.t_order o JOIN {db}.t_order p ON p.order_id = o.order_id WHERE o.order_id = 8801",),
+    ("SELECT DATABASE(), (SELECT COUNT(*) FROM {db}.t_order WHERE 1 = 0) AS n",),
+    ("EXPLAIN SELECT * FROM {db}.t_order WHERE 1 = 0",),  # (pass-through: a sharded one says where it ran)
+    ("SELECT COUNT(*) FROM {db}.t_order, t_order",),
+)
+
+
+@pytest.mark.parametrize("statements", QUALIFIED, ids=lambda s: s[0])
+def test_qualified_tables_need_no_database(sides: tuple[str, Connect, Connect], statements: tuple[str, ...]) -> None:
+    layout, proxy, direct = sides
+    if layout == "sharded" and statements[0].startswith("EXPLAIN"):
+        return
+    with proxy(db=None) as p, direct(db=None) as d:
+        for sql in statements:
+            direct_answer = repr(answer(d, sql.format(db=direct.database))).replace(direct.database, proxy.database)
+            assert repr(answer(p, sql.format(db=proxy.database))) == direct_answer, sql
 
 
 @pytest.mark.parametrize("options", [(), ("--single-transaction",), ("--skip-lock-tables",)], ids=" ".join)
@@ -377,6 +400,42 @@ def test_a_new_session_starts_with_the_current_globals(
         with direct() as d:
             restore = before if isinstance(before, int) else f"'{before}'"
             answer(d, f"SET GLOBAL {variable} = {restore}")
+
+
+def _errno_or_rows_of(conn: pymysql.connections.Connection[Any], sql: str) -> Any:
+    got = answer(conn, sql)
+    return got[:3] if got[0] == "ERR" else got
+
+
+@pytest.mark.parametrize("sides", ["pass-through"], indirect=True)
+def test_a_new_session_reads_packets_up_to_the_global_max_allowed_packet(sides: tuple[str, Connect, Connect]) -> None:
+    """MariaDB reads a connection's packets up to the max_allowed_packet of when it connected (a bigger one: 1153);
+    COM_RESET_CONNECTION changes the variable, not that limit. A session through the proxy got the limit of the
+    pooled connection it was lent: bigger packets passed while @@max_allowed_packet said 1024, and after the global
+    was raised again, connections opened meanwhile refused what a new session may send."""
+    _layout, proxy, direct = sides
+    small, big = "SELECT LENGTH('" + "a" * 1100 + "')", "SELECT LENGTH('" + "b" * 3000 + "')"
+    for _ in range(2):
+        with proxy() as p:
+            answer(p, "SELECT 1")
+    with direct() as d:
+        before = answer(d, "SELECT @@global.max_allowed_packet, @@global.net_buffer_length")[1][0]
+        answer(d, "SET GLOBAL max_allowed_packet = 1024, GLOBAL net_buffer_length = 1024")
+    try:
+        held = [proxy() for _ in range(3)]  # connections opened while the global is 1024
+        for conn in held:
+            answer(conn, "SELECT 1")
+        with proxy() as p, direct() as d:
+            for sql in ("SELECT @@max_allowed_packet, @@net_buffer_length", small):
+                assert _errno_or_rows_of(p, sql) == _errno_or_rows_of(d, sql), sql[:40]
+        for conn in held:
+            conn.close()
+    finally:
+        with direct() as d:
+            answer(d, f"SET GLOBAL max_allowed_packet = {before[0]}, GLOBAL net_buffer_length = {before[1]}")
+    for _ in range(4):  # each new session may send up to the global again, whichever pooled connection it gets
+        with proxy() as p, direct() as d:
+            assert _errno_or_rows_of(p, big) == _errno_or_rows_of(d, big)
 
 
 # LOCK TABLES: each statement through the proxy and on a plain MariaDB; errors compared by errno (a data source's
@@ -910,3 +969,89 @@ def test_prepared_columns_equal_at_prepare_and_execute(
         c.close()
     assert at_prepare == at_execute
     assert count is None or len(at_prepare) == count
+
+
+ORACLE_TABLES = "table_schema = DATABASE() AND table_name IN ('t_order', 't_order_item')"
+# information_schema read over a sharded database by statements that combine rows: one answer, as one server's
+COMBINED = (
+    "SELECT COUNT(*) > 0 FROM information_schema.tables",
+    f"SELECT COUNT(*) FROM information_schema.columns WHERE {ORACLE_TABLES}",
+    f"SELECT COUNT(*), SUM(ordinal_position), MIN(column_name), MAX(column_name) FROM information_schema.columns "
+    f"WHERE {ORACLE_TABLES}",
+    f"SELECT table_name, COUNT(*) AS n FROM information_schema.columns WHERE {ORACLE_TABLES} GROUP BY table_name",
+    f"SELECT DISTINCT data_type FROM information_schema.columns WHERE {ORACLE_TABLES} ORDER BY data_type",
+    f"SELECT table_name, column_name FROM information_schema.columns WHERE {ORACLE_TABLES} ORDER BY 1, 2 LIMIT 4",
+    f"SELECT column_name FROM information_schema.COLUMNS c WHERE {ORACLE_TABLES} ORDER BY column_name DESC LIMIT 2, 3",
+    "SELECT t.table_name, COUNT(c.column_name) FROM information_schema.tables t JOIN information_schema.columns c "
+    "ON c.table_schema = t.table_schema AND c.table_name = t.table_name WHERE t.table_schema = DATABASE() "
+    "AND t.table_name IN ('t_order', 't_order_item') "
+    "GROUP BY t.table_name ORDER BY 1",
+    f"SELECT table_name FROM information_schema.tables WHERE {ORACLE_TABLES} AND table_name IN "
+    f"(SELECT table_name FROM information_schema.columns WHERE column_name = 'order_item_id')",
+    "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = DATABASE()",
+    f"SELECT COUNT(*) FROM information_schema.statistics WHERE {ORACLE_TABLES} HAVING COUNT(*) > 1",
+)
+
+
+def _described(conn: pymysql.connections.Connection[Any], sql: str) -> Any:
+    """Rows and column descriptions (label, type, lengths, scale, nullability)."""
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.description, list(cur.fetchall())
+
+
+@pytest.mark.parametrize("sql", COMBINED)
+def test_information_schema_of_a_sharded_database_answers_as_one_server(sharded_env: ShardedEnv, sql: str) -> None:
+    """Each data source holds part of the logical view: COUNT over information_schema answered one row per data
+    source, ORDER BY / LIMIT / DISTINCT / GROUP BY held per data source only."""
+    server = sharded_env.servers[0]
+    with (
+        sharded_env.connect() as p,
+        pymysql.connect(
+            host=server.host, port=server.port, user=server.user, password=server.password, database=ORACLE_DB
+        ) as d,
+    ):
+        assert _described(p, sql) == _described(d, sql)
+
+
+def test_combined_information_schema_in_a_read_only_transaction_is_refused(sharded_env: ShardedEnv) -> None:
+    """The one-server answer needs TEMPORARY tables, which a READ ONLY transaction forbids: a precise ERR, never
+    one row per data source."""
+    with sharded_env.connect() as p, p.cursor() as cur:
+        cur.execute("START TRANSACTION READ ONLY")
+        with pytest.raises(pymysql.err.MySQLError) as info:
+            cur.execute("SELECT COUNT(*) > 0 FROM information_schema.tables")
+        assert info.value.args[0] == 1792 and "information_schema.TABLES" in info.value.args[1]
+        cur.execute("SELECT table_name FROM information_schema.tables WHERE table_name = 't_order'")
+        assert cur.fetchall() == (("t_order",),)
+        cur.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    ["SELECT COUNT(*) FROM {db}.t_order WHERE 1 = 0", "SELECT MAX(o.user_id) FROM {db}.t_order o WHERE o.order_id = 0"],
+)
+def test_qualified_tables_prepared_without_a_database(sharded_env: ShardedEnv, sql: str) -> None:
+    """COM_STMT_PREPARE of a statement whose tables are qualified, before any database is chosen: MariaDB prepares
+    and executes it (mysqltest --ps-protocol: analyze_format_json); the proxy answered 1046."""
+    from tests.integration.test_bytes import login
+
+    server = sharded_env.servers[0]
+    answers = []
+    for host, port, password, db in (
+        (sharded_env.proxy.host, sharded_env.proxy.port, "root", "sharding_db"),
+        (server.host, server.port, server.password, ORACLE_DB),
+    ):
+        c = login(host, port, None, password=password)
+        try:
+            c.send(b"\x16" + sql.format(db=db).encode(), 0)
+            _seq, first = c.read()
+            assert first[:1] == b"\x00", first
+            statement_id, columns, params = struct.unpack_from("<IHH", first, 1)
+            for _ in range(columns + (1 if columns else 0) + params + (1 if params else 0)):
+                c.read()
+            packets = [p for _, p in c.command(b"\x17" + struct.pack("<IBI", statement_id, 0, 1))]
+        finally:
+            c.close()
+        answers.append((columns, packets[0], packets[-2:]))  # column count, ..., the row and the EOF
+    assert answers[0] == answers[1]

@@ -49,6 +49,7 @@ class FakeConnection:
         self.lease = Lease.LENT
         self.owner: object | None = None
         self.created_at = self.idle_since = time.monotonic()
+        self.packet_limit: int | None = None  # (its execute answers OK: no limit is read)
         self.sent: list[str] = []
 
     @property

@@ -24,6 +24,23 @@ REQUESTS = [
     ("select 'app.t' -- app.t", "select 'app.t' -- app.t"),
     ("select * from apps.t, t.app", "select * from apps.t, t.app"),
     ("select * from t", "select * from t"),
+    # RENAME: sqlglot's tokenizer takes its text as one string
+    (
+        "RENAME TABLE mysql.p TO app.p, app.a TO app.b",
+        "RENAME TABLE mysql.p TO `app_phys`.p, `app_phys`.a TO `app_phys`.b",
+    ),
+    # a SQL-level PREPARE's text is translated; a variable's is the server's
+    (
+        "PREPARE s FROM 'SELECT * FROM app.t WHERE v = \\'x\\''",
+        "PREPARE s FROM 'SELECT * FROM `app_phys`.t WHERE v = ''x'''",
+    ),
+    ("PREPARE s FROM @q", "PREPARE s FROM @q"),
+    # an expression keeps its label as typed; a column reference is labelled by its column
+    (
+        "SELECT app.f(), app.t.a + 1, app.t.b, app.g() AS g FROM app.t",
+        "SELECT `app_phys`.f() AS `app.f()`, `app_phys`.t.a + 1 AS `app.t.a + 1`, `app_phys`.t.b, `app_phys`.g() AS g "
+        "FROM `app_phys`.t",
+    ),
 ]
 
 
@@ -64,6 +81,12 @@ def test_error_and_column_definitions() -> None:
         ("SELECT * FROM t", False),
         ("SHOW TABLES", True),
         ("OPTIMIZE NO_WRITE_TO_BINLOG TABLE t", True),
+        ("EXPLAIN SELECT * FROM t", True),
+        ("explain format=json update t set a = 1", True),
+        ("ANALYZE FORMAT=JSON SELECT 1", True),
+        ("DESCRIBE t", False),
+        ("LOAD INDEX INTO CACHE t", True),
+        ("ALTER TABLE t CHECK PARTITION p0", True),
     ],
 )
 def test_rows_for(sql: str, renamed: bool) -> None:

@@ -121,6 +121,9 @@ def test_has_call_answers_as_the_call_pattern() -> None:
     ("in 'cast(3 as unsigned) - 3'", "SELECT CAST(FOUND_ROWS() AS UNSIGNED) - 3", {"found_rows": "3"}, "in 'cast(3 as unsigned) - 3'"),  # the user's 3 too: unknown
     ("in 'octet_length('kt') - octet_length('kt')'", "SELECT LENGTH(DATABASE()) - LENGTH('kt')", {"database": "'kt'"}, "in 'octet_length('kt') - octet_length('kt')'"),  # the user's own 'kt'
     ("in 'octet_length('r') - octet_length('r')'", "SELECT LENGTH(USER()) - LENGTH(CURRENT_USER())", {"user": "'r'", "current_user": "'r'"}, "in 'octet_length('r') - octet_length('r')'"),  # which is which: unknown
+    # typed as the function on a pass-through database (proxy.session.metadata)
+    ("in 'if(0,connection_id(),cast(7 as unsigned)) + 1'", "SELECT CONNECTION_ID() + 1", {"connection_id": "IF(0, CONNECTION_ID(), CAST(7 AS UNSIGNED))"}, "in 'connection_id() + 1'"),
+    ("in 'if(0,user(),'r@h') + 1'", "SELECT SESSION_USER() + 1", {"session_user": "IF(0, USER(), 'r@h')"}, "in 'user() + 1'"),
 ])
 def test_printed_back(message: str, sql: str, values: dict[str, str], expected: str) -> None:
     assert printed_back(message, sql, values) == expected
