@@ -11,6 +11,10 @@ Why capture rather than a merge stage: one place decrypts whatever answered (a r
 several, federation), in text and binary rows alike; the cost (the rows held once) is paid only by statements that
 read encrypted columns. The socket callbacks' fast path declines statements naming an encrypted table
 (`encrypted_statement`, proxy.execution.fastpath): it relays the client's text as it is.
+
+With `!MASK` beside `!ENCRYPT` a masked logical column that is encrypted is masked here, after decryption (as
+ShardingSphere shows it: the mask of the plaintext): the ordinary path masks by the column's origin, which for a
+decrypted column is its cipher column, which no mask names.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from protocol.constants import ErrorCode
 from protocol.errors import ServerError
 from protocol.packets import ColumnDefinition41, ERRPacket, decode_text_row, encode_text_row
 from protocol.wire import Reader
+from proxy.execution.masking import Masks, mask_row, masked_definitions
 from proxy.frontend.wire import CapturedWriter
 from routing.encrypt.algorithms import Encryptor
 from routing.encrypt.rewrite import Encrypted, MissingColumns, rewrite_encrypted, touches_encrypted
@@ -135,7 +140,7 @@ async def run_encrypted(
         packets = await _captured(session, lambda: run_text(text))
     finally:
         REWRITTEN.reset(token)
-    session.wire.send_many(_answer(session, packets, decrypt, binary))
+    session.wire.send_many(_answer(session, db, packets, decrypt, binary))
 
 
 async def _captured(session: Session, run: Callable[[], Awaitable[None]]) -> list[bytes]:
@@ -149,8 +154,33 @@ async def _captured(session: Session, run: Callable[[], Awaitable[None]]) -> lis
     return [p for _f, _l, p in capture.frames.packets()]
 
 
+def _decrypted_masks(
+    db: LogicalDatabase, columns: Sequence[ColumnDefinition41], decrypt: tuple[Encryptor | None, ...]
+) -> Masks:
+    """(index, algorithm) of each decrypted column whose logical column `!MASK` masks (found by its cipher
+    column's origin, which the answer's definition names)."""
+    mask, rule = db.rules.mask, db.config.encrypt
+    if mask is None or rule is None:
+        return ()
+    out = []
+    for i, encryptor in enumerate(decrypt):
+        col = columns[i]
+        if encryptor is None or not col.org_table or not col.org_name:
+            continue
+        table = rule.table(col.org_table)
+        logical = None if table is None else table.ciphers.get(col.org_name.lower())
+        algorithm = None if logical is None else mask.algorithm(col.org_table, logical.name)
+        if algorithm is not None:
+            out.append((i, algorithm))
+    return tuple(out)
+
+
 def _answer(
-    session: Session, packets: list[bytes], decrypt: tuple[Encryptor | None, ...] | None, binary: bool
+    session: Session,
+    db: LogicalDatabase,
+    packets: list[bytes],
+    decrypt: tuple[Encryptor | None, ...] | None,
+    binary: bool,
 ) -> list[bytes]:
     """The captured answer with its encrypted columns decrypted (and its rows made binary for `binary`)."""
     if not packets or packets[0][:1] in (b"\x00", b"\xff", b"\xfe"):
@@ -170,7 +200,14 @@ def _answer(
             )
         ]
     columns = [ColumnDefinition41.decode(p) for p in head[1:]] if binary or decrypt else []
+    masks = _decrypted_masks(db, columns, decrypt) if decrypt is not None else ()
     out = list(packets[:start])
+    if masks:
+        shown = masked_definitions(columns, masks)
+        for i, _algorithm in masks:
+            if shown[i] != columns[i]:
+                out[1 + i] = shown[i].encode()
+        columns = shown
     for payload in rows:
         values = list(decode_text_row(payload, count))
         if decrypt is not None:
@@ -191,6 +228,8 @@ def _answer(
                             f"({encryptor.type}): it was not written by it (another key, or plaintext)",
                         )
                     ]
+        if masks:
+            values = mask_row(values, masks)
         out.append(text_row_to_binary(values, columns) if binary else encode_text_row(values))
     out.extend(tail)
     return out
