@@ -29,8 +29,10 @@ import structlog
 from protocol.binary import text_row_to_binary
 from protocol.constants import ErrorCode
 from protocol.errors import ServerError
+from protocol.framing import encode_packet
 from protocol.packets import ColumnDefinition41, ERRPacket, decode_text_row, encode_text_row
-from protocol.wire import Reader
+from protocol.results import ResultRelay, ResultSummary
+from protocol.wire import MalformedPacket, Reader
 from proxy.execution.masking import Masks, mask_row, masked_definitions
 from proxy.frontend.wire import CapturedWriter
 from routing.encrypt.algorithms import Encryptor
@@ -40,7 +42,14 @@ if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
     from proxy.execution.context import SessionContext as Session
 
-__all__ = ["REWRITTEN", "encrypted_statement", "prepared_columns_text", "run_encrypted"]
+__all__ = [
+    "REWRITTEN",
+    "DecryptingRelay",
+    "encrypted_statement",
+    "fast_encrypted_select",
+    "prepared_columns_text",
+    "run_encrypted",
+]
 
 log = structlog.get_logger("shardproxy.encrypt")
 
@@ -237,3 +246,173 @@ def _answer(
 
 def _error(session: Session, message: str) -> bytes:
     return ERRPacket(ErrorCode.UNKNOWN_ERROR, message, "HY000").encode(session.capabilities)
+
+
+# --- the socket callbacks' fast path ------------------------------------------------------------------------------
+
+
+def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> Encrypted | None:
+    """The rewrite of a SELECT on an encrypted table for the socket callbacks' relay (proxy.execution.fastpath),
+    when it needs nothing the session's coroutine does: a kept recipe or one compiled from the text alone (no
+    column lookup), no `!MASK` to apply after decryption; None otherwise (and for anything the rewrite refuses:
+    the coroutine answers it with the refusal)."""
+    rule = db.config.encrypt
+    if rule is None or db.rules.mask is not None or _first_word(sql) != "SELECT":
+        return None
+    mode = session.txn.mode_flags
+    number = _TRAILING_NUMBER.search(sql)
+    known = None
+    if number is not None:
+        known = _BY_PREFIX.get((rule, mode, sql[: number.start()]))
+        if known is not None:
+            return Encrypted(known[0] + sql[number.start() :], None, known[1])
+    key = id(db)
+
+    def columns_of(table: str) -> Sequence[str] | None:
+        return _COLUMNS.get((key, table.lower())) or db.metadata.columns(table)
+
+    try:
+        encrypted = rewrite_encrypted(sql, rule, params=None, columns_of=columns_of, mode=mode)
+    except Exception:  # MissingColumns (a lookup to await), a refusal: the coroutine's
+        return None
+    if (
+        number is not None
+        and encrypted is not None
+        and encrypted.sql.endswith(tail := sql[number.start() :])
+        and _PREFIX_UNSAFE.search(sql) is None
+    ):
+        if len(_BY_PREFIX) >= _BY_PREFIX_MAX:
+            _BY_PREFIX.clear()
+        _BY_PREFIX[(rule, mode, sql[: number.start()])] = (
+            encrypted.sql[: len(encrypted.sql) - len(tail)],
+            encrypted.decrypt,
+        )
+    return encrypted
+
+
+#: a text's last token when it is a number (``... WHERE id = 42``): the rewrite of the text before it, kept, serves
+#: every number (it is not one the rewrite encrypts: its text came through unchanged). Not for a text whose rewrite
+#: reads more than the shape: a position in ORDER BY / GROUP BY (refused or not by its value), a ``*`` (its table's
+#: columns now)
+_TRAILING_NUMBER = re.compile(r"(?<![\w$.`'\"])\d+\s*;?\s*$")
+_PREFIX_UNSAFE = re.compile(r"\*|\b(?:ORDER|GROUP)\b|/\*|--|#", re.I)
+_BY_PREFIX: dict[tuple[object, int, str], tuple[str, tuple[Encryptor | None, ...] | None]] = {}
+_BY_PREFIX_MAX = 256
+
+
+#: answer bytes held back, at most, so that a value that cannot be decrypted ends the answer with only an ERR
+_HOLD_LIMIT = 1 << 16
+
+
+class DecryptingRelay:
+    """The fast path's relay of an encrypted SELECT's answer: the backend's answer relayed by a `ResultRelay` whose
+    row rewriter decrypts the named columns of each text row, in place of the captured answer of `run_encrypted`.
+
+    The answer is held until it ends (up to `_HOLD_LIMIT` bytes), so that a value its encryptor cannot decrypt
+    answers the same lone ERR as the coroutine's path; past that, such a value raises (the fast path ends the
+    command with an ERR after the rows sent)."""
+
+    __slots__ = ("_capabilities", "_columns", "_decrypt", "_failure", "_held", "_inner", "done")
+
+    def __init__(
+        self,
+        session: Session,
+        decrypt: tuple[Encryptor | None, ...],
+        *,
+        backend_deprecate_eof: bool,
+        error_rewriter: Callable[[bytes], bytes] | None,
+        column_rewriter: Callable[[bytes], bytes] | None,
+    ) -> None:
+        self._decrypt = decrypt
+        self._capabilities = session.capabilities
+        self._columns: list[bytes] = []
+        self._failure: str | None = None
+        self._held: list[bytes] | None = []
+        self.done = False
+
+        def column(payload: bytes) -> bytes:
+            if column_rewriter is not None:
+                payload = column_rewriter(payload)
+            self._columns.append(payload)
+            return payload
+
+        self._inner = ResultRelay(
+            backend_deprecate_eof=backend_deprecate_eof,
+            client_deprecate_eof=session.deprecate_eof,
+            error_rewriter=error_rewriter,
+            column_rewriter=column,
+            row_rewriter=self._row,
+        )
+
+    @property
+    def summary(self) -> ResultSummary:
+        return self._inner.summary
+
+    @property
+    def rows(self) -> int:
+        return self._inner.rows
+
+    def feed(self, data: bytes) -> bytes:
+        inner = self._inner
+        out = inner.feed(data)
+        if self._failure is not None:  # what was held and what comes is dropped: the answer is the ERR
+            self._held = []
+            if not inner.done:
+                return b""
+            self.done = True
+            err = ERRPacket(ErrorCode.UNKNOWN_ERROR, self._failure, "HY000")
+            inner.summary.error = err
+            inner.summary.result_sets = 0
+            return encode_packet(err.encode(self._capabilities), 1)[0]
+        held = self._held
+        if inner.done:
+            self.done = True
+            if held:
+                held.append(out)
+                out = b"".join(held)
+            self._held = None
+            return out
+        if held is not None:
+            held.append(out)
+            if sum(map(len, held)) <= _HOLD_LIMIT:
+                return b""
+            self._held = None
+            out = b"".join(held)
+        return out
+
+    def _row(self, payload: bytes) -> bytes:
+        if self._failure is not None:
+            return payload
+        decrypt = self._decrypt
+        r = Reader(payload)
+        try:
+            values = [r.lenenc_str() for _ in decrypt]
+        except MalformedPacket:  # fewer values than the rewrite expected
+            values = []
+        if r.remaining() or len(values) != len(decrypt) or len(self._columns) != len(decrypt):
+            return self._fail(
+                f"the result has {len(self._columns)} columns where the encrypt rewrite expected {len(decrypt)} "
+                "(did the table change?); run the statement again"
+            )
+        for i, encryptor in enumerate(decrypt):
+            value = values[i]
+            if encryptor is None or value is None:
+                continue
+            try:
+                values[i] = encryptor.decrypt(value.decode("utf-8", errors="surrogateescape")).encode(
+                    "utf-8", errors="surrogateescape"
+                )
+            except Exception as exc:  # not this encryptor's ciphertext (wrong key, plaintext left in place)
+                name = ColumnDefinition41.decode(self._columns[i]).name
+                log.warning("decrypt_failed", column=name, error=str(exc))
+                return self._fail(
+                    f"the value of column {name} cannot be decrypted by its encryptor ({encryptor.type}): it was "
+                    "not written by it (another key, or plaintext)"
+                )
+        return encode_text_row(values)
+
+    def _fail(self, message: str) -> bytes:
+        if self._held is None:  # part of the answer is sent already: the fast path ends it with this ERR
+            raise ServerError(message, errno=ErrorCode.UNKNOWN_ERROR, sqlstate="HY000")
+        self._failure = message
+        return b""
