@@ -31,7 +31,7 @@ from protocol.constants import ErrorCode
 from protocol.errors import ServerError
 from protocol.framing import encode_packet
 from protocol.packets import ColumnDefinition41, ERRPacket, decode_text_row, encode_text_row
-from protocol.results import ResultRelay, ResultSummary
+from protocol.results import ResultSummary
 from protocol.wire import MalformedPacket, Reader
 from proxy.execution.masking import Masks, mask_row, masked_definitions
 from proxy.frontend.wire import CapturedWriter
@@ -305,56 +305,52 @@ _HOLD_LIMIT = 1 << 16
 
 
 class DecryptingRelay:
-    """The fast path's relay of an encrypted SELECT's answer: the backend's answer relayed by a `ResultRelay` whose
-    row rewriter decrypts the named columns of each text row, in place of the captured answer of `run_encrypted`.
+    """The fast path's relay of an encrypted SELECT's answer: the relay the fast path would use (`inner`: framing,
+    the summary, names) followed by a walk of its output frames that decrypts the named columns of each text row, in
+    place of the captured answer of `run_encrypted`. A row keeps its sequence id (only its length changes).
 
     The answer is held until it ends (up to `_HOLD_LIMIT` bytes), so that a value its encryptor cannot decrypt
     answers the same lone ERR as the coroutine's path; past that, such a value raises (the fast path ends the
     command with an ERR after the rows sent)."""
 
-    __slots__ = ("_capabilities", "_columns", "_decrypt", "_failure", "_held", "_inner", "done")
+    __slots__ = (
+        "_capabilities",
+        "_columns",
+        "_count",
+        "_decrypt",
+        "_eof",
+        "_failure",
+        "_held",
+        "_inner",
+        "_pending",
+        "_phase",
+        "done",
+    )
 
-    def __init__(
-        self,
-        session: Session,
-        decrypt: tuple[Encryptor | None, ...],
-        *,
-        backend_deprecate_eof: bool,
-        error_rewriter: Callable[[bytes], bytes] | None,
-        column_rewriter: Callable[[bytes], bytes] | None,
-    ) -> None:
+    def __init__(self, session: Session, decrypt: tuple[Encryptor | None, ...], inner: Any) -> None:
         self._decrypt = decrypt
         self._capabilities = session.capabilities
+        self._eof = not session.deprecate_eof  # an EOF after the column definitions
+        self._inner = inner
         self._columns: list[bytes] = []
+        self._count = 0
+        self._phase = 0  # 0: the column count, 1: definitions, 2: their EOF, 3: rows, 4: the rest as it is
+        self._pending = b""
         self._failure: str | None = None
         self._held: list[bytes] | None = []
         self.done = False
 
-        def column(payload: bytes) -> bytes:
-            if column_rewriter is not None:
-                payload = column_rewriter(payload)
-            self._columns.append(payload)
-            return payload
-
-        self._inner = ResultRelay(
-            backend_deprecate_eof=backend_deprecate_eof,
-            client_deprecate_eof=session.deprecate_eof,
-            error_rewriter=error_rewriter,
-            column_rewriter=column,
-            row_rewriter=self._row,
-        )
-
     @property
     def summary(self) -> ResultSummary:
-        return self._inner.summary
+        return self._inner.summary  # type: ignore[no-any-return]
 
     @property
     def rows(self) -> int:
-        return self._inner.rows
+        return self._inner.rows  # type: ignore[no-any-return]
 
     def feed(self, data: bytes) -> bytes:
         inner = self._inner
-        out = inner.feed(data)
+        out = self._walk(inner.feed(data))
         if self._failure is not None:  # what was held and what comes is dropped: the answer is the ERR
             self._held = []
             if not inner.done:
@@ -380,6 +376,54 @@ class DecryptingRelay:
             out = b"".join(held)
         return out
 
+    def _walk(self, data: bytes) -> bytes:
+        """`data` (the client's frames, maybe the start of one more) with each row's encrypted values decrypted."""
+        buf = self._pending + data if self._pending else data
+        if self._phase == 4:
+            self._pending = b""
+            return buf
+        out = []
+        pos, end = 0, len(buf)
+        while end - pos >= 4:
+            length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
+            if end - pos < 4 + length:
+                break
+            stop = pos + 4 + length
+            phase = self._phase
+            first = buf[pos + 4] if length else 0
+            if length == 0xFFFFFF:  # a packet of 16 MB or more: not decrypted here
+                self._fail("a row of 16 MB or more in an encrypted SELECT's answer; select fewer columns")
+                phase = self._phase = 4
+            if phase == 3:
+                if (first == 0xFE and length < 9) or first == 0xFF:
+                    self._phase = 4
+                    out.append(buf[pos:])
+                    pos = end
+                    break
+                payload = self._row(buf[pos + 4 : stop])
+                n = len(payload)
+                out.append(bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, buf[pos + 3])) + payload)
+                pos = stop
+                continue
+            if phase == 0:
+                if first in (0x00, 0xFF, 0xFB):  # OK, ERR, LOCAL INFILE: no result set
+                    self._phase = 4
+                    out.append(buf[pos:])
+                    pos = end
+                    break
+                self._count = Reader(buf[pos + 4 : stop]).lenenc_int() or 0
+                self._phase = 1
+            elif phase == 1:
+                self._columns.append(buf[pos + 4 : stop])
+                if len(self._columns) == self._count:
+                    self._phase = 2 if self._eof else 3
+            elif phase == 2:
+                self._phase = 3
+            out.append(buf[pos:stop])
+            pos = stop
+        self._pending = buf[pos:]
+        return b"".join(out)
+
     def _row(self, payload: bytes) -> bytes:
         if self._failure is not None:
             return payload
@@ -389,9 +433,9 @@ class DecryptingRelay:
             values = [r.lenenc_str() for _ in decrypt]
         except MalformedPacket:  # fewer values than the rewrite expected
             values = []
-        if r.remaining() or len(values) != len(decrypt) or len(self._columns) != len(decrypt):
+        if r.remaining() or len(values) != len(decrypt) or self._count != len(decrypt):
             return self._fail(
-                f"the result has {len(self._columns)} columns where the encrypt rewrite expected {len(decrypt)} "
+                f"the result has {self._count} columns where the encrypt rewrite expected {len(decrypt)} "
                 "(did the table change?); run the statement again"
             )
         for i, encryptor in enumerate(decrypt):

@@ -199,10 +199,7 @@ class FastPath:
         if renaming is not None:  # a pass-through database of another physical name: shown by its logical one
             error_rewriter, column_rewriter = error_rewriter or renaming.error, renaming.column
         # (a sharded database's node: target.column_rewriter shows its definitions in logical names)
-        if target.decrypt is not None:  # an encrypted SELECT rewritten (proxy.execution.encrypted)
-            self.relay = DecryptingRelay(session, target.decrypt, backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
-                                         error_rewriter=error_rewriter, column_rewriter=column_rewriter)
-        elif session.deprecate_eof == BACKEND_DEPRECATE_EOF:  # (relay_for's VerbatimRelay: kept, restarted)
+        if session.deprecate_eof == BACKEND_DEPRECATE_EOF:  # (relay_for's VerbatimRelay: kept, restarted)
             verbatim = self.verbatim
             if verbatim is None:
                 verbatim = self.verbatim = VerbatimRelay(deprecate_eof=BACKEND_DEPRECATE_EOF)
@@ -212,6 +209,8 @@ class FastPath:
             self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
                                    client_deprecate_eof=session.deprecate_eof, error_rewriter=error_rewriter,
                                    cursor=cursor, column_rewriter=column_rewriter)
+        if target.decrypt is not None:  # an encrypted SELECT rewritten: its rows decrypted (proxy.execution.encrypted)
+            self.relay = DecryptingRelay(session, target.decrypt, self.relay)
         self.keep_for_next = target.keep_for_next
         self.joining = b"" if target.joins else None
         tap.relay = self
