@@ -14,12 +14,16 @@ equivalent of a ShardingSphere test fixture:
 * ``IT.STANDARD.FIXTURE`` (precise: the target whose name ends with ``value % 10``; ranges: every target
   unless the range is narrower than 10) becomes one INLINE algorithm per table and level,
   ``<prefix>${column % 10}`` with ``allow-range-query-with-inline-sharding`` (ranges to every target);
-* ``IT.AUTO_INCREMENT.FIXTURE`` (keys 1, 2, 3, ...) becomes SNOWFLAKE: cases that check generated key
-  values fail as the "generated keys differ" class; auditors (``IT.AUDITOR.FIXTURE``) are dropped.
+* ``IT.AUTO_INCREMENT.FIXTURE`` (keys 1, 2, 3, ...) and ``IT.FIXTURE`` (every key 1) become SNOWFLAKE:
+  cases that check generated key values fail as the "generated keys differ" class; auditors
+  (``IT.AUDITOR.FIXTURE``) are dropped;
+* ``IT.ENCRYPT.LIKE.FIXTURE`` is ShardingSphere 5.3's ``CHAR_DIGEST_LIKE``, which the proxy knows under both
+  names (without ShardingSphere's default dictionary: values outside ASCII are refused unless ``dict`` is
+  given).
 
-Cases: the DQL cases (``cases/dql/*.xml`` and ``cases/dql/cases/<scenario>/``) and, for ``tbl`` / ``db``,
-the DML cases (``cases/dml/*.xml``) whose ``scenario-types`` name the scenario and whose ``db-types`` (when
-given) include MySQL, each assertion run literal (``?`` replaced by SQL literals, text protocol) and
+Cases: the DQL cases (``cases/dql/*.xml`` and ``cases/dql/cases/<scenario>/``) and the DML cases
+(``cases/dml/*.xml``) whose ``scenario-types`` name the scenario and whose ``db-types`` (when given) include
+MySQL, each assertion run literal (``?`` replaced by SQL literals, text protocol) and
 prepared (COM_STMT_PREPARE / EXECUTE). A DQL assertion with ``expected-data-file`` is compared with that
 dataset; otherwise with the same statement on the scenario's expected (unsharded) database, the rows in
 order when the statement has an ORDER BY, as multisets otherwise. A DML assertion starts from the
@@ -55,7 +59,6 @@ from routing.parse import scan_shape  # noqa: E402
 from tests.integration.harness import start_proxy, write_conf  # noqa: E402
 
 DEFAULT_SCENARIOS = ("tbl", "db", "db_tbl_sql_federation")
-DML_SCENARIOS = ("tbl", "db")
 
 
 # --- resources -----------------------------------------------------------------------------------------------
@@ -68,6 +71,7 @@ class Case:
     source: str  # the case file's name
     params: list[tuple[str, str]]  # (value, type)
     expected_file: str | None
+    expected_source: str | None = None  # which of the scenario's expected databases answers (default: the first)
 
 
 @dataclass
@@ -78,7 +82,9 @@ class Scenario:
     database: str = ""
     sources: dict[str, str] = field(default_factory=dict)  # data source -> physical database
     rules: str = ""
-    expected_db: str = ""
+    expected_db: str = ""  # the first of expected_dbs
+    expected_dbs: list[str] = field(default_factory=list)
+    generated: set[str] = field(default_factory=set)  # columns a key generator fills
     proxy_addr: tuple[str, int] = ("", 0)
 
 
@@ -123,10 +129,16 @@ def _inline(text: str) -> list[str]:
         m2 = re.search(r"\$\{\[([^\]]*)\]\}", text)
         if m2 is None:
             return [text]
-        return [y for v in m2.group(1).split(",") for y in _inline(text[: m2.start()] + v.strip().strip("'\"")
-                                                                    + text[m2.end():])]
-    return [y for i in range(int(m.group(1)), int(m.group(2)) + 1)
-            for y in _inline(text[: m.start()] + str(i) + text[m.end():])]
+        return [
+            y
+            for v in m2.group(1).split(",")
+            for y in _inline(text[: m2.start()] + v.strip().strip("'\"") + text[m2.end() :])
+        ]
+    return [
+        y
+        for i in range(int(m.group(1)), int(m.group(2)) + 1)
+        for y in _inline(text[: m.start()] + str(i) + text[m.end() :])
+    ]
 
 
 class _Tagged(dict):  # type: ignore[type-arg]
@@ -165,9 +177,15 @@ def load_scenario(resources: Path, name: str) -> Scenario:
     for ds, props in doc["dataSources"].items():
         m = re.match(r"jdbc:mysql://[^/]+/([^?]+)", props["url"])
         sc.sources[ds] = m.group(1) if m else ds
+    for rule in doc.get("rules") or []:
+        for spec in (rule.get("tables") or {}).values() if getattr(rule, "tag", "") == "SHARDING" else ():
+            column = ((spec or {}).get("keyGenerateStrategy") or {}).get("column")
+            if column:
+                sc.generated.add(str(column))
     sc.rules = yaml.dump(_translate_rules(doc.get("rules") or []), Dumper=_Dumper, sort_keys=False)
     expected = ET.parse(root / "data" / "expected" / "databases.xml").getroot()
-    sc.expected_db = next(iter(e.text or "" for e in expected.iter("database")))
+    sc.expected_dbs = [(e.text or "").strip() for e in expected.iter("database")]
+    sc.expected_db = sc.expected_dbs[0]
     return sc
 
 
@@ -191,16 +209,20 @@ def _translate_rules(rules: list[Any]) -> list[Any]:
                     continue
                 prefix = part.split("${", 1)[0]
                 name = f"it_{table}_{'db' if key == 'databaseStrategy' else 'tbl'}"
-                algorithms[name] = {"type": "INLINE", "props": {
-                    "algorithm-expression": f"{prefix}${{{std['shardingColumn']} % 10}}",
-                    "allow-range-query-with-inline-sharding": True}}
+                algorithms[name] = {
+                    "type": "INLINE",
+                    "props": {
+                        "algorithm-expression": f"{prefix}${{{std['shardingColumn']} % 10}}",
+                        "allow-range-query-with-inline-sharding": True,
+                    },
+                }
                 std["shardingAlgorithmName"] = name
         for n in fixtures:
             algorithms.pop(n, None)
         rule["shardingAlgorithms"] = algorithms
         rule.pop("auditors", None)
         for gen in (rule.get("keyGenerators") or {}).values():
-            if gen.get("type") == "IT.AUTO_INCREMENT.FIXTURE":
+            if gen.get("type") in ("IT.AUTO_INCREMENT.FIXTURE", "IT.FIXTURE"):
                 gen["type"] = "SNOWFLAKE"
         out.append(rule)
     return out
@@ -212,7 +234,7 @@ def load_cases(sc: Scenario, kinds: tuple[str, ...]) -> list[Case]:
     if "dql" in kinds:
         files += [("dql", p) for p in sorted((res / "dql").glob("*.xml"))]
         files += [("dql", p) for p in sorted((res / "dql" / "cases" / sc.name).rglob("*.xml"))]
-    if "dml" in kinds and sc.name in DML_SCENARIOS:
+    if "dml" in kinds:
         files += [("dml", p) for p in sorted((res / "dml").glob("*.xml"))]
     cases = []
     for kind, path in files:
@@ -226,7 +248,16 @@ def load_cases(sc: Scenario, kinds: tuple[str, ...]) -> list[Case]:
                 for p in _split_params(a.get("parameters") or ""):
                     value, _, typ = p.rpartition(":")
                     params.append((value, typ))
-                cases.append(Case(kind, tc.get("sql") or "", path.name, params, a.get("expected-data-file")))
+                cases.append(
+                    Case(
+                        kind,
+                        tc.get("sql") or "",
+                        path.name,
+                        params,
+                        a.get("expected-data-file"),
+                        a.get("expected-data-source-name"),
+                    )
+                )
     return cases
 
 
@@ -236,7 +267,7 @@ def _split_params(text: str) -> list[str]:
     cur = ""
     for piece in text.split(","):
         cur = f"{cur},{piece}" if cur else piece
-        if re.search(r":\w*\s*$", cur):
+        if re.search(r":[\w#]*\s*$", cur):  # (types such as enum#season)
             out.append(cur.strip())
             cur = ""
     if cur.strip():
@@ -296,8 +327,11 @@ def norm(v: Any) -> str:
         except UnicodeDecodeError:
             return bytes(v).hex()
     if isinstance(v, dt.datetime):
-        return v.strftime("%Y-%m-%d %H:%M:%S") if (v.hour, v.minute, v.second, v.microsecond) != (0, 0, 0, 0) \
+        return (
+            v.strftime("%Y-%m-%d %H:%M:%S")
+            if (v.hour, v.minute, v.second, v.microsecond) != (0, 0, 0, 0)
             else v.strftime("%Y-%m-%d")
+        )
     if isinstance(v, dt.timedelta):
         total = int(v.total_seconds())
         return f"{total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}"
@@ -315,16 +349,21 @@ def norm(v: Any) -> str:
 def _same_value(got: str, want: str) -> bool:
     if got == want or want == "NOT_VERIFY":
         return True
+    if want in ("true", "false") and got in ("1", "0"):  # a boolean column, read as the TINYINT it is
+        return (got == "1") == (want == "true")
     try:
         return Decimal(got) == Decimal(want)
     except InvalidOperation:
         pass
+    return _moment(got) is not None and _moment(got) == _moment(want)
+
+
+def _moment(text: str) -> dt.datetime | None:
+    """A date or datetime as the datasets write it (``2017-08-08 18:30:30.0``), or None."""
     for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d"):
         with contextlib.suppress(ValueError):
-            if dt.datetime.strptime(got, fmt) == dt.datetime.strptime(want, "%Y-%m-%d %H:%M:%S" if " " in want
-                                                                         else "%Y-%m-%d"):
-                return True
-    return False
+            return dt.datetime.strptime(text, fmt)
+    return None
 
 
 def _same_rows(got: list[list[str]], want: list[list[str]], ordered: bool) -> bool:
@@ -332,20 +371,30 @@ def _same_rows(got: list[list[str]], want: list[list[str]], ordered: bool) -> bo
         return False
     if not ordered:
         got, want = sorted(got), sorted(want)
-        if all(len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
-               for a, b in zip(got, want, strict=True)):
+        if all(
+            len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
+            for a, b in zip(got, want, strict=True)
+        ):
             return True
         # numbers written differently sort differently: match greedily
         pool = list(want)
         for row in got:
-            hit = next((i for i, w in enumerate(pool) if len(w) == len(row)
-                        and all(_same_value(x, y) for x, y in zip(row, w, strict=True))), None)
+            hit = next(
+                (
+                    i
+                    for i, w in enumerate(pool)
+                    if len(w) == len(row) and all(_same_value(x, y) for x, y in zip(row, w, strict=True))
+                ),
+                None,
+            )
             if hit is None:
                 return False
             pool.pop(hit)
         return True
-    return all(len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
-               for a, b in zip(got, want, strict=True))
+    return all(
+        len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
+        for a, b in zip(got, want, strict=True)
+    )
 
 
 # --- the environment -----------------------------------------------------------------------------------------
@@ -373,6 +422,7 @@ def _run_sql_file(server: MariaDBServer, path: Path) -> None:
 @dataclass
 class DatasetTable:
     columns: list[tuple[str, bool]]  # (name, assert it)
+    types: list[str]  # the dataset's column types (``boolean`` values are written true / false)
     nodes: list[tuple[str, str]]
     rows: dict[tuple[str, str], list[list[str]]]
 
@@ -384,7 +434,8 @@ def _dataset(path: Path) -> tuple[dict[str, DatasetTable], int | None]:
     for meta in root.iter("metadata"):
         cols = [(c.get("name") or "", c.get("ignore-assert-data") != "true") for c in meta.iter("column")]
         nodes = _expand(meta.get("data-nodes") or "") if meta.get("data-nodes") else []
-        t = DatasetTable(cols, nodes, {n: [] for n in nodes})
+        types = [(c.get("type") or "").lower() for c in meta.iter("column")]
+        t = DatasetTable(cols, types, nodes, {n: [] for n in nodes})
         order.append(t)
         for n in nodes:
             tables[f"{n[0]}.{n[1]}"] = t
@@ -400,6 +451,13 @@ def _dataset(path: Path) -> tuple[dict[str, DatasetTable], int | None]:
     return {k: v for k, v in tables.items()}, int(count) if count is not None else None
 
 
+def _stored(value: str, typ: str) -> Any:
+    """A dataset value as the server takes it (a boolean column is a TINYINT in MariaDB)."""
+    if typ == "boolean" and value.lower() in ("true", "false"):
+        return int(value.lower() == "true")
+    return value
+
+
 def _load_rows(server: MariaDBServer, sources: dict[str, str], dataset: Path) -> None:
     tables, _ = _dataset(dataset)
     seen: set[int] = set()
@@ -411,12 +469,15 @@ def _load_rows(server: MariaDBServer, sources: dict[str, str], dataset: Path) ->
                     continue
                 seen.add(id(t))
                 names = ", ".join(f"`{c}`" for c, _ in t.columns)
-                for (ds, table) in t.nodes:
+                for ds, table in t.nodes:
                     db = sources.get(ds, ds)
                     cur.execute(f"DELETE FROM `{db}`.`{table}`")
                     rows = t.rows.get((ds, table), [])
                     for values in rows:
-                        args = [None if v == "null" else v for v in values]
+                        args = [
+                            None if v == "null" else _stored(v, typ)
+                            for v, typ in zip(values, t.types + [""] * len(values), strict=False)
+                        ]
                         marks = ", ".join(["%s"] * len(args))
                         cur.execute(f"INSERT INTO `{db}`.`{table}` ({names}) VALUES ({marks})", args)
     finally:
@@ -435,9 +496,18 @@ class Result:
 
 def _connect(host: str, port: int, user: str, password: str, db: str) -> Any:
     # CLIENT_FOUND_ROWS: Connector/J's default (useAffectedRows=false), which ShardingSphere's counts assume
-    return mysql.connector.connect(host=host, port=port, user=user, password=password, database=db,
-                                   use_pure=True, ssl_disabled=True, autocommit=True, get_warnings=False,
-                                   client_flags=[mysql.connector.constants.ClientFlag.FOUND_ROWS])
+    return mysql.connector.connect(
+        host=host,
+        port=port,
+        user=user,
+        password=password,
+        database=db,
+        use_pure=True,
+        ssl_disabled=True,
+        autocommit=True,
+        get_warnings=False,
+        client_flags=[mysql.connector.constants.ClientFlag.FOUND_ROWS],
+    )
 
 
 def _execute(conn: Any, sql: str, params: list[tuple[str, str]], prepared: bool) -> tuple[str, Any]:
@@ -476,7 +546,7 @@ def _dataset_file(sc: Scenario, kind: str, name: str) -> Path | None:
     return None
 
 
-def run_dql(sc: Scenario, case: Case, proxy: Any, expected: Any, prepared: bool) -> Result:
+def run_dql(sc: Scenario, case: Case, proxy: Any, expected: dict[str, Any], prepared: bool) -> Result:
     kind, got = _execute(proxy, case.sql, case.params, prepared)
     if kind == "error":
         return Result(False, classify_error(*got), got[1])
@@ -503,7 +573,10 @@ def run_dql(sc: Scenario, case: Case, proxy: Any, expected: Any, prepared: bool)
         if _same_rows(rows, want, ordered):
             return Result(True)
         return Result(False, "wrong rows", f"{rows[:3]} vs {want[:3]}")
-    ekind, egot = _execute(expected, case.sql, case.params, prepared)
+    # (a name the scenario's expected databases do not list: its only expected database, as ShardingSphere's runner
+    # falls back to)
+    oracle = expected.get(case.expected_source or sc.expected_db) or expected[sc.expected_db]
+    ekind, egot = _execute(oracle, case.sql, case.params, prepared)
     if ekind != "rows":
         return Result(False, "expected database fails too (not comparable)", str(egot))
     ecolumns, erows = egot
@@ -533,9 +606,15 @@ def _execute_multi(sc: Scenario, sql: str) -> tuple[str, Any]:
     import pymysql
     from pymysql.constants import CLIENT
 
-    conn = pymysql.connect(host=sc.proxy_addr[0], port=sc.proxy_addr[1], user="root", password="root",
-                           database=sc.database, client_flag=CLIENT.MULTI_STATEMENTS | CLIENT.FOUND_ROWS,
-                           autocommit=True)
+    conn = pymysql.connect(
+        host=sc.proxy_addr[0],
+        port=sc.proxy_addr[1],
+        user="root",
+        password="root",
+        database=sc.database,
+        client_flag=CLIENT.MULTI_STATEMENTS | CLIENT.FOUND_ROWS,
+        autocommit=True,
+    )
     try:
         with conn.cursor() as cur:
             first = cur.execute(sql)  # JDBC's executeUpdate answers the first statement's count
@@ -583,16 +662,26 @@ def run_dml(sc: Scenario, server: MariaDBServer, case: Case, proxy: Any, prepare
                     rows = [[norm(r[i]) for i in keep] for r in cur.fetchall()]
                     want = [[w[i] for i in keep if i < len(w)] for w in t.rows.get(node, [])]
                     if not _same_rows(rows, want, False):
-                        generated = any(c in ("item_id",) for c, _ in t.columns) and "insert" in case.sql.lower()
-                        return Result(False, "generated keys differ (fixture key generator)" if generated
-                                      else "wrong data on a node", f"{node}: {rows[:3]} vs {want[:3]}")
+                        generated = any(c in sc.generated for c, _ in t.columns) and "insert" in case.sql.lower()
+                        return Result(
+                            False,
+                            "generated keys differ (fixture key generator)" if generated else "wrong data on a node",
+                            f"{node}: {rows[:3]} vs {want[:3]}",
+                        )
     finally:
         conn.close()
     return Result(True)
 
 
-def run_scenario(resources: Path, name: str, server: MariaDBServer, modes: tuple[str, ...],
-                 kinds: tuple[str, ...], workdir: Path, show: int) -> dict[str, Any]:
+def run_scenario(
+    resources: Path,
+    name: str,
+    server: MariaDBServer,
+    modes: tuple[str, ...],
+    kinds: tuple[str, ...],
+    workdir: Path,
+    show: int,
+) -> dict[str, Any]:
     sc = load_scenario(resources, name)
     for side in ("actual", "expected"):
         for f in sorted((sc.root / "data" / side / "init-sql" / "mysql").glob("*.sql")):
@@ -600,10 +689,18 @@ def run_scenario(resources: Path, name: str, server: MariaDBServer, modes: tuple
                 continue  # statements for the logic database (through the proxy), not the data sources
             _run_sql_file(server, f)
     _load_rows(server, sc.sources, sc.root / "data" / "actual" / "dataset.xml")
-    _load_rows(server, {sc.expected_db: sc.expected_db}, sc.root / "data" / "expected" / "dataset.xml")
-    conf = write_conf(workdir / name, {sc.database: {ds: (server, db) for ds, db in sc.sources.items()}},
-                      rules_yaml={sc.database: sc.rules}, max_pool_size=4)
-    proxy = start_proxy(conf)
+    _load_rows(server, {db: db for db in sc.expected_dbs}, sc.root / "data" / "expected" / "dataset.xml")
+    conf = write_conf(
+        workdir / name,
+        {sc.database: {ds: (server, db) for ds, db in sc.sources.items()}},
+        rules_yaml={sc.database: sc.rules},
+        max_pool_size=4,
+    )
+    try:
+        proxy = start_proxy(conf)
+    except Exception as exc:  # the configuration refused: the scenario's every case fails
+        print(f"\n== {name}: the proxy does not start: {str(exc)[-300:]}")
+        return {"scenario": name, "error": str(exc)}
     sc.proxy_addr = (proxy.host, proxy.port)
     cases = load_cases(sc, kinds)
     report: dict[str, Any] = {"scenario": name, "cases": len(cases), "modes": {}}
@@ -611,7 +708,7 @@ def run_scenario(resources: Path, name: str, server: MariaDBServer, modes: tuple
         for mode in modes:
             prepared = mode == "prepared"
             pconn = _connect(proxy.host, proxy.port, "root", "root", sc.database)
-            econn = _connect(server.host, server.port, server.user, server.password, sc.expected_db)
+            econn = {db: _connect(server.host, server.port, server.user, server.password, db) for db in sc.expected_dbs}
             figures: dict[str, Counter[str]] = {k: Counter() for k in kinds}
             classes: Counter[str] = Counter()
             failures: list[tuple[str, str, str]] = []
@@ -635,14 +732,17 @@ def run_scenario(resources: Path, name: str, server: MariaDBServer, modes: tuple
                     failures.append((r.cls, case.sql, r.detail))
             _load_rows(server, sc.sources, sc.root / "data" / "actual" / "dataset.xml")
             report["modes"][mode] = {"figures": {k: dict(v) for k, v in figures.items()}, "classes": dict(classes)}
-            print(f"\n== {name} / {mode}: " + ", ".join(
-                f"{k.upper()} {v['pass']}/{v['pass'] + v['fail']} pass" for k, v in figures.items() if v))
+            print(
+                f"\n== {name} / {mode}: "
+                + ", ".join(f"{k.upper()} {v['pass']}/{v['pass'] + v['fail']} pass" for k, v in figures.items() if v)
+            )
             for cls, n in classes.most_common():
                 print(f"   {n:4d}  {cls}")
             for cls, sql, detail in failures[:show]:
                 print(f"   - [{cls}] {sql[:160]}\n       {detail[:300]}")
             pconn.close()
-            econn.close()
+            for conn in econn.values():
+                conn.close()
     finally:
         proxy.stop()
     return report
@@ -664,8 +764,17 @@ def main(argv: list[str] | None = None) -> int:
     reports = []
     with tempfile.TemporaryDirectory() as tmp, MariaDBServer.start(base_dir=Path(tmp) / "mariadb") as server:
         for name in args.scenarios.split(","):
-            reports.append(run_scenario(args.resources, name, server, tuple(args.modes.split(",")),
-                                        tuple(args.kinds.split(",")), Path(tmp), args.show_failures))
+            reports.append(
+                run_scenario(
+                    args.resources,
+                    name,
+                    server,
+                    tuple(args.modes.split(",")),
+                    tuple(args.kinds.split(",")),
+                    Path(tmp),
+                    args.show_failures,
+                )
+            )
     print(f"\n({time.monotonic() - started:.0f} s)")
     if args.json:
         args.json.write_text(json.dumps(reports, indent=2))

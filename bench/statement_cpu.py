@@ -10,6 +10,10 @@ of another checkout against the same servers, alternated `--rounds` times, for b
 Text statements go through PyMySQL, prepared ones through a few lines over PyMySQL's connection that send
 COM_STMT_PREPARE once and COM_STMT_EXECUTE per statement as libmysqlclient does; each class is warmed up
 before it is timed.
+
+The two "pass-through" classes compare a point select on one pass-through database (`sbtest_pass`, A.sbtest) with
+the same select on its twin whose `c` is an `!ENCRYPT` column (`sbtest_enc`: A.sbtest_enc.sbtest1 holds `c_cipher`,
+the AES of A.sbtest's `c`): the cost of the decryption (issue 38 asks for at most 1.5x).
 """
 
 from __future__ import annotations
@@ -30,13 +34,15 @@ sys.path.insert(0, str(BENCH / "sysbench"))
 sys.path.insert(0, str(BENCH))
 
 import suite  # noqa: E402
-from harness import REPO, cpu_seconds, free_port, wait_listening  # noqa: E402
+from harness import REPO, cpu_seconds, free_port, wait_listening, write_passthrough_conf  # noqa: E402
 
-from proxy.sandbox import start_servers  # noqa: E402
+from proxy.sandbox import MariaDBServer, start_servers  # noqa: E402
 
 RANGE = 100  # sysbench's --range_size
 STATEMENTS: dict[str, str] = {
     "point select": "SELECT c FROM sbtest1 WHERE id=%s",
+    "point select, pass-through": "SELECT c FROM sbtest1 WHERE id=%s",
+    "point select, pass-through, encrypted c": "SELECT c FROM sbtest1 WHERE id=%s",
     "range (concatenated)": "SELECT c FROM sbtest1 WHERE id BETWEEN %s AND %s",
     "range SUM(k)": "SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN %s AND %s",
     "range ORDER BY c": "SELECT c FROM sbtest1 WHERE id BETWEEN %s AND %s ORDER BY c",
@@ -47,6 +53,39 @@ STATEMENTS: dict[str, str] = {
     "point UPDATE": "UPDATE sbtest1 SET k = k + 1 WHERE id=%s",
     "2-node UPDATE (id IN)": "UPDATE sbtest1 SET k = k + 1 WHERE id IN (%s, %s)",
 }
+
+# the statement classes that run on another logical database than `arguments`'s choice
+DATABASES = {"point select, pass-through": "sbtest_pass", "point select, pass-through, encrypted c": "sbtest_enc"}
+AES_PROPS = {"aes-key-value": "123456abc", "digest-algorithm-name": "SHA-1"}
+ENCRYPT_RULE = """rules:
+- !ENCRYPT
+  encryptors:
+    aes: {type: AES, props: {aes-key-value: 123456abc, digest-algorithm-name: SHA-1}}
+  tables:
+    sbtest1:
+      columns:
+        c: {cipher: {name: c_cipher, encryptorName: aes}}
+"""
+
+
+def load_encrypted_twin(a: MariaDBServer) -> None:
+    """A.sbtest_enc.sbtest1: A.sbtest.sbtest1 with `c` stored as ShardingSphere's AES in `c_cipher`."""
+    from routing.encrypt.algorithms import create_encryptor
+
+    aes = create_encryptor("AES", AES_PROPS, key="bench")
+    a.execute("CREATE DATABASE sbtest_enc")
+    a.execute("CREATE TABLE sbtest1 (id INT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0, "
+              "c_cipher VARCHAR(255) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '')", "sbtest_enc")
+    rows = a.execute("SELECT id, k, c, pad FROM sbtest1", "sbtest")
+    conn = a.connect("sbtest_enc")
+    try:
+        with conn.cursor() as cur:
+            for i in range(0, len(rows), 1000):
+                cur.executemany("INSERT INTO sbtest1 VALUES (%s, %s, %s, %s)",
+                                [(r[0], r[1], aes.encrypt(r[2]), r[3]) for r in rows[i:i + 1000]])
+        conn.commit()
+    finally:
+        conn.close()
 
 
 @contextmanager
@@ -70,7 +109,12 @@ def bench_layout(work: Path, table_size: int, stream_rows: int) -> Iterator[Path
     try:
         suite.load_sbtest(a, b, 1, table_size)
         suite.load_streams(a, servers, stream_rows)
-        yield suite.write_conf(work / "conf", a, b)
+        load_encrypted_twin(a)
+        conf = suite.write_conf(work / "conf", a, b)
+        write_passthrough_conf(conf, a, "sbtest_enc", name="sbtest_enc")
+        with (conf / "database-sbtest_enc.yaml").open("a") as f:
+            f.write(ENCRYPT_RULE)
+        yield conf
     finally:
         for server in servers:
             server.stop()
@@ -139,9 +183,9 @@ def measure(pid: int, port: int, count: int, size: int, protocols: list[str]
     out: dict[tuple[str, str], tuple[float, float]] = {}
     for proto in protocols:
         make = text_runner if proto == "text" else prepared_runner
-        runners = {"sbtest": make(port, "sbtest"), "sharding_db": make(port, "sharding_db")}
+        runners = {db: make(port, db) for db in ("sbtest", "sharding_db", *DATABASES.values())}
         for name, sql in STATEMENTS.items():
-            run = runners["sharding_db" if "t_order" in sql else "sbtest"]
+            run = runners[DATABASES.get(name) or ("sharding_db" if "t_order" in sql else "sbtest")]
             rng = random.Random(7)
             for _ in range(max(50, count // 10)):
                 run(sql, arguments(sql, rng, size))

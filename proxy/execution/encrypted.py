@@ -11,6 +11,10 @@ Why capture rather than a merge stage: one place decrypts whatever answered (a r
 several, federation), in text and binary rows alike; the cost (the rows held once) is paid only by statements that
 read encrypted columns. The socket callbacks' fast path declines statements naming an encrypted table
 (`encrypted_statement`, proxy.execution.fastpath): it relays the client's text as it is.
+
+With `!MASK` beside `!ENCRYPT` a masked logical column that is encrypted is masked here, after decryption (as
+ShardingSphere shows it: the mask of the plaintext): the ordinary path masks by the column's origin, which for a
+decrypted column is its cipher column, which no mask names.
 """
 
 from __future__ import annotations
@@ -25,8 +29,11 @@ import structlog
 from protocol.binary import text_row_to_binary
 from protocol.constants import ErrorCode
 from protocol.errors import ServerError
+from protocol.framing import encode_packet
 from protocol.packets import ColumnDefinition41, ERRPacket, decode_text_row, encode_text_row
-from protocol.wire import Reader
+from protocol.results import ResultSummary
+from protocol.wire import MalformedPacket, Reader
+from proxy.execution.masking import Masks, mask_row, masked_definitions
 from proxy.frontend.wire import CapturedWriter
 from routing.encrypt.algorithms import Encryptor
 from routing.encrypt.rewrite import Encrypted, MissingColumns, rewrite_encrypted, touches_encrypted
@@ -35,7 +42,14 @@ if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
     from proxy.execution.context import SessionContext as Session
 
-__all__ = ["REWRITTEN", "encrypted_statement", "prepared_columns_text", "run_encrypted"]
+__all__ = [
+    "REWRITTEN",
+    "DecryptingRelay",
+    "encrypted_statement",
+    "fast_encrypted_select",
+    "prepared_columns_text",
+    "run_encrypted",
+]
 
 log = structlog.get_logger("shardproxy.encrypt")
 
@@ -135,7 +149,7 @@ async def run_encrypted(
         packets = await _captured(session, lambda: run_text(text))
     finally:
         REWRITTEN.reset(token)
-    session.wire.send_many(_answer(session, packets, decrypt, binary))
+    session.wire.send_many(_answer(session, db, packets, decrypt, binary))
 
 
 async def _captured(session: Session, run: Callable[[], Awaitable[None]]) -> list[bytes]:
@@ -149,8 +163,33 @@ async def _captured(session: Session, run: Callable[[], Awaitable[None]]) -> lis
     return [p for _f, _l, p in capture.frames.packets()]
 
 
+def _decrypted_masks(
+    db: LogicalDatabase, columns: Sequence[ColumnDefinition41], decrypt: tuple[Encryptor | None, ...]
+) -> Masks:
+    """(index, algorithm) of each decrypted column whose logical column `!MASK` masks (found by its cipher
+    column's origin, which the answer's definition names)."""
+    mask, rule = db.rules.mask, db.config.encrypt
+    if mask is None or rule is None:
+        return ()
+    out = []
+    for i, encryptor in enumerate(decrypt):
+        col = columns[i]
+        if encryptor is None or not col.org_table or not col.org_name:
+            continue
+        table = rule.table(col.org_table)
+        logical = None if table is None else table.ciphers.get(col.org_name.lower())
+        algorithm = None if logical is None else mask.algorithm(col.org_table, logical.name)
+        if algorithm is not None:
+            out.append((i, algorithm))
+    return tuple(out)
+
+
 def _answer(
-    session: Session, packets: list[bytes], decrypt: tuple[Encryptor | None, ...] | None, binary: bool
+    session: Session,
+    db: LogicalDatabase,
+    packets: list[bytes],
+    decrypt: tuple[Encryptor | None, ...] | None,
+    binary: bool,
 ) -> list[bytes]:
     """The captured answer with its encrypted columns decrypted (and its rows made binary for `binary`)."""
     if not packets or packets[0][:1] in (b"\x00", b"\xff", b"\xfe"):
@@ -170,7 +209,14 @@ def _answer(
             )
         ]
     columns = [ColumnDefinition41.decode(p) for p in head[1:]] if binary or decrypt else []
+    masks = _decrypted_masks(db, columns, decrypt) if decrypt is not None else ()
     out = list(packets[:start])
+    if masks:
+        shown = masked_definitions(columns, masks)
+        for i, _algorithm in masks:
+            if shown[i] != columns[i]:
+                out[1 + i] = shown[i].encode()
+        columns = shown
     for payload in rows:
         values = list(decode_text_row(payload, count))
         if decrypt is not None:
@@ -191,6 +237,8 @@ def _answer(
                             f"({encryptor.type}): it was not written by it (another key, or plaintext)",
                         )
                     ]
+        if masks:
+            values = mask_row(values, masks)
         out.append(text_row_to_binary(values, columns) if binary else encode_text_row(values))
     out.extend(tail)
     return out
@@ -198,3 +246,217 @@ def _answer(
 
 def _error(session: Session, message: str) -> bytes:
     return ERRPacket(ErrorCode.UNKNOWN_ERROR, message, "HY000").encode(session.capabilities)
+
+
+# --- the socket callbacks' fast path ------------------------------------------------------------------------------
+
+
+def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> Encrypted | None:
+    """The rewrite of a SELECT on an encrypted table for the socket callbacks' relay (proxy.execution.fastpath),
+    when it needs nothing the session's coroutine does: a kept recipe or one compiled from the text alone (no
+    column lookup), no `!MASK` to apply after decryption; None otherwise (and for anything the rewrite refuses:
+    the coroutine answers it with the refusal)."""
+    rule = db.config.encrypt
+    if rule is None or db.rules.mask is not None or _first_word(sql) != "SELECT":
+        return None
+    mode = session.txn.mode_flags
+    number = _TRAILING_NUMBER.search(sql)
+    known = None
+    if number is not None:
+        known = _BY_PREFIX.get((rule, mode, sql[: number.start()]))
+        if known is not None:
+            return Encrypted(known[0] + sql[number.start() :], None, known[1])
+    key = id(db)
+
+    def columns_of(table: str) -> Sequence[str] | None:
+        return _COLUMNS.get((key, table.lower())) or db.metadata.columns(table)
+
+    try:
+        encrypted = rewrite_encrypted(sql, rule, params=None, columns_of=columns_of, mode=mode)
+    except Exception:  # MissingColumns (a lookup to await), a refusal: the coroutine's
+        return None
+    if (
+        number is not None
+        and encrypted is not None
+        and encrypted.sql.endswith(tail := sql[number.start() :])
+        and _PREFIX_UNSAFE.search(sql) is None
+    ):
+        if len(_BY_PREFIX) >= _BY_PREFIX_MAX:
+            _BY_PREFIX.clear()
+        _BY_PREFIX[(rule, mode, sql[: number.start()])] = (
+            encrypted.sql[: len(encrypted.sql) - len(tail)],
+            encrypted.decrypt,
+        )
+    return encrypted
+
+
+#: a text's last token when it is a number (``... WHERE id = 42``): the rewrite of the text before it, kept, serves
+#: every number (it is not one the rewrite encrypts: its text came through unchanged). Not for a text whose rewrite
+#: reads more than the shape: a position in ORDER BY / GROUP BY (refused or not by its value), a ``*`` (its table's
+#: columns now)
+_TRAILING_NUMBER = re.compile(r"(?<![\w$.`'\"])\d+\s*;?\s*$")
+_PREFIX_UNSAFE = re.compile(r"\*|\b(?:ORDER|GROUP)\b|/\*|--|#", re.I)
+_BY_PREFIX: dict[tuple[object, int, str], tuple[str, tuple[Encryptor | None, ...] | None]] = {}
+_BY_PREFIX_MAX = 256
+
+
+#: answer bytes held back, at most, so that a value that cannot be decrypted ends the answer with only an ERR
+_HOLD_LIMIT = 1 << 16
+
+
+class DecryptingRelay:
+    """The fast path's relay of an encrypted SELECT's answer: the relay the fast path would use (`inner`: framing,
+    the summary, names) followed by a walk of its output frames that decrypts the named columns of each text row, in
+    place of the captured answer of `run_encrypted`. A row keeps its sequence id (only its length changes).
+
+    The answer is held until it ends (up to `_HOLD_LIMIT` bytes), so that a value its encryptor cannot decrypt
+    answers the same lone ERR as the coroutine's path; past that, such a value raises (the fast path ends the
+    command with an ERR after the rows sent)."""
+
+    __slots__ = (
+        "_capabilities",
+        "_columns",
+        "_count",
+        "_decrypt",
+        "_eof",
+        "_failure",
+        "_held",
+        "_inner",
+        "_pending",
+        "_phase",
+        "done",
+    )
+
+    def __init__(self, session: Session, decrypt: tuple[Encryptor | None, ...], inner: Any) -> None:
+        self._decrypt = decrypt
+        self._capabilities = session.capabilities
+        self._eof = not session.deprecate_eof  # an EOF after the column definitions
+        self._inner = inner
+        self._columns: list[bytes] = []
+        self._count = 0
+        self._phase = 0  # 0: the column count, 1: definitions, 2: their EOF, 3: rows, 4: the rest as it is
+        self._pending = b""
+        self._failure: str | None = None
+        self._held: list[bytes] | None = []
+        self.done = False
+
+    @property
+    def summary(self) -> ResultSummary:
+        return self._inner.summary  # type: ignore[no-any-return]
+
+    @property
+    def rows(self) -> int:
+        return self._inner.rows  # type: ignore[no-any-return]
+
+    def feed(self, data: bytes) -> bytes:
+        inner = self._inner
+        out = self._walk(inner.feed(data))
+        if self._failure is not None:  # what was held and what comes is dropped: the answer is the ERR
+            self._held = []
+            if not inner.done:
+                return b""
+            self.done = True
+            err = ERRPacket(ErrorCode.UNKNOWN_ERROR, self._failure, "HY000")
+            inner.summary.error = err
+            inner.summary.result_sets = 0
+            return encode_packet(err.encode(self._capabilities), 1)[0]
+        held = self._held
+        if inner.done:
+            self.done = True
+            if held:
+                held.append(out)
+                out = b"".join(held)
+            self._held = None
+            return out
+        if held is not None:
+            held.append(out)
+            if sum(map(len, held)) <= _HOLD_LIMIT:
+                return b""
+            self._held = None
+            out = b"".join(held)
+        return out
+
+    def _walk(self, data: bytes) -> bytes:
+        """`data` (the client's frames, maybe the start of one more) with each row's encrypted values decrypted."""
+        buf = self._pending + data if self._pending else data
+        if self._phase == 4:
+            self._pending = b""
+            return buf
+        out = []
+        pos, end = 0, len(buf)
+        while end - pos >= 4:
+            length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
+            if end - pos < 4 + length:
+                break
+            stop = pos + 4 + length
+            phase = self._phase
+            first = buf[pos + 4] if length else 0
+            if length == 0xFFFFFF:  # a packet of 16 MB or more: not decrypted here
+                self._fail("a row of 16 MB or more in an encrypted SELECT's answer; select fewer columns")
+                phase = self._phase = 4
+            if phase == 3:
+                if (first == 0xFE and length < 9) or first == 0xFF:
+                    self._phase = 4
+                    out.append(buf[pos:])
+                    pos = end
+                    break
+                payload = self._row(buf[pos + 4 : stop])
+                n = len(payload)
+                out.append(bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, buf[pos + 3])) + payload)
+                pos = stop
+                continue
+            if phase == 0:
+                if first in (0x00, 0xFF, 0xFB):  # OK, ERR, LOCAL INFILE: no result set
+                    self._phase = 4
+                    out.append(buf[pos:])
+                    pos = end
+                    break
+                self._count = Reader(buf[pos + 4 : stop]).lenenc_int() or 0
+                self._phase = 1
+            elif phase == 1:
+                self._columns.append(buf[pos + 4 : stop])
+                if len(self._columns) == self._count:
+                    self._phase = 2 if self._eof else 3
+            elif phase == 2:
+                self._phase = 3
+            out.append(buf[pos:stop])
+            pos = stop
+        self._pending = buf[pos:]
+        return b"".join(out)
+
+    def _row(self, payload: bytes) -> bytes:
+        if self._failure is not None:
+            return payload
+        decrypt = self._decrypt
+        r = Reader(payload)
+        try:
+            values = [r.lenenc_str() for _ in decrypt]
+        except MalformedPacket:  # fewer values than the rewrite expected
+            values = []
+        if r.remaining() or len(values) != len(decrypt) or self._count != len(decrypt):
+            return self._fail(
+                f"the result has {self._count} columns where the encrypt rewrite expected {len(decrypt)} "
+                "(did the table change?); run the statement again"
+            )
+        for i, encryptor in enumerate(decrypt):
+            value = values[i]
+            if encryptor is None or value is None:
+                continue
+            try:
+                values[i] = encryptor.decrypt(value.decode("utf-8", errors="surrogateescape")).encode(
+                    "utf-8", errors="surrogateescape"
+                )
+            except Exception as exc:  # not this encryptor's ciphertext (wrong key, plaintext left in place)
+                name = ColumnDefinition41.decode(self._columns[i]).name
+                log.warning("decrypt_failed", column=name, error=str(exc))
+                return self._fail(
+                    f"the value of column {name} cannot be decrypted by its encryptor ({encryptor.type}): it was "
+                    "not written by it (another key, or plaintext)"
+                )
+        return encode_text_row(values)
+
+    def _fail(self, message: str) -> bytes:
+        if self._held is None:  # part of the answer is sent already: the fast path ends it with this ERR
+            raise ServerError(message, errno=ErrorCode.UNKNOWN_ERROR, sqlstate="HY000")
+        self._failure = message
+        return b""

@@ -33,7 +33,7 @@ from proxy.backends.backend import BACKEND_DEPRECATE_EOF, BackendError
 from proxy.backends.codec import execute_payload
 from proxy.execution.decide import NO_FEDERATION, OFF_LOOP_TEXT, decide, prepared_point, route_point
 from proxy.execution.diagnostics import ran_on, reads_diagnostics
-from proxy.execution.encrypted import encrypted_statement
+from proxy.execution.encrypted import DecryptingRelay, encrypted_statement, fast_encrypted_select
 from proxy.execution.errors import error_packet
 from proxy.execution.fastcommit import CommitFan
 from proxy.execution.fastlocal import (
@@ -132,7 +132,7 @@ class FastPath:
         self.armed = False  # the session's coroutine waits for a command and holds no buffered bytes
         # the answer being relayed (a MultiAnswer: a multi-node SELECT, proxy.execution.multipath; a CommitFan: a
         # COMMIT or ROLLBACK, proxy.execution.fastcommit; both read their backends' bytes themselves)
-        self.relay: ResultRelay | VerbatimRelay | MultiAnswer | CommitFan | None = None
+        self.relay: ResultRelay | VerbatimRelay | DecryptingRelay | MultiAnswer | CommitFan | None = None
         self.conn: BackendConnection | None = None
         self.tap: BackendTap | None = None
         self.backend_transport: Any = None
@@ -212,6 +212,8 @@ class FastPath:
             self.relay = relay_for(backend_deprecate_eof=BACKEND_DEPRECATE_EOF,
                                    client_deprecate_eof=session.deprecate_eof, error_rewriter=error_rewriter,
                                    cursor=cursor, column_rewriter=column_rewriter)
+        if target.decrypt is not None:  # an encrypted SELECT rewritten: its rows decrypted (proxy.execution.encrypted)
+            self.relay = DecryptingRelay(session, target.decrypt, self.relay)
         self.keep_for_next = target.keep_for_next
         self.joining = b"" if target.joins else None
         tap.relay = self
@@ -403,6 +405,8 @@ class Forward(NamedTuple):
     joins: bool = False  # `data` starts with the BEGIN that makes the node join the open transaction
     # sharded: column definitions in logical names (proxy.execution.logic_columns)
     column_rewriter: Callable[[bytes], bytes] | None = None
+    # an encrypted SELECT rewritten: the encryptor of each result column to decrypt (proxy.execution.encrypted)
+    decrypt: tuple[Any, ...] | None = None
 
 
 def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | EndForward | Answered | None:
@@ -451,12 +455,20 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
             return None
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
         kind = plain_statement(sql)
-        if kind is None or encrypted_statement(db, sql):  # (an !ENCRYPT table: proxy.execution.encrypted)
+        if kind is None:
             return None
+        decrypt = None
+        if encrypted_statement(db, sql):  # an !ENCRYPT table: a SELECT rewritten here (proxy.execution.encrypted)
+            encrypted = fast_encrypted_select(session, db, sql) if kind is SELECT else None
+            if encrypted is None:
+                return None
+            decrypt = encrypted.decrypt
+            if encrypted.sql != sql:
+                packet = encode_packet(b"\x03" + encrypted.sql.encode("utf-8", errors="surrogateescape"), 0)[0]
         session.info = sql[:100]
         session.sql = sql
         session.stmt_kind, session.route = kind, "passthrough"
-        return Forward(conn, packet, None, kind is WRITE)
+        return Forward(conn, packet, None, kind is WRITE, decrypt=decrypt)
     return None
 
 
@@ -468,6 +480,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
     command = packet[4]
     params: Sequence[object] | None = None
     retarget: Callable[[int], bytes | None] | None = None  # the client's execute, for a backend statement id
+    logical: str | None = None  # an encrypted SELECT: the client's text (`sql` is its rewrite)
+    decrypt: tuple[Any, ...] | None = None
     if command == _STMT_EXECUTE:
         if len(packet) < 10 or packet[9] != 0:  # a cursor: the slow path materializes it
             return None
@@ -520,8 +534,16 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         if len(packet) > 4096:
             return None
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
-        if encrypted_statement(db, sql):  # (an !ENCRYPT table: proxy.execution.encrypted)
-            return None
+        if encrypted_statement(db, sql):  # an !ENCRYPT table: a SELECT rewritten here (proxy.execution.encrypted)
+            if plain_statement(sql) is not SELECT or reads_diagnostics(sql):
+                return None
+            encrypted = fast_encrypted_select(session, db, sql)
+            if encrypted is None:
+                return None
+            logical, decrypt = sql, encrypted.decrypt
+            sql = encrypted.sql
+            if sql != logical:
+                packet = encode_packet(b"\x03" + sql.encode("utf-8", errors="surrogateescape"), 0)[0]
         text_kind = plain_statement(sql)
         if text_kind is TRANSACTION:
             return local_transaction(session, db, sql, command)
@@ -544,7 +566,10 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         except Exception:  # a bug must not cost the connection: the slow path decides again
             return None
         fast = session.wire.fast
-        if isinstance(fast, FastPath):  # if this path declines, the session's coroutine takes this plan
+        if logical is not None:  # (the coroutine decides the client's text, not this rewrite)
+            if not isinstance(plan, Run) or len(plan.routed.execution_units) > 1:
+                return None
+        elif isinstance(fast, FastPath):  # if this path declines, the session's coroutine takes this plan
             fast.declined = declined(kernel, sql, params, NO_FEDERATION, plan)
         if not isinstance(plan, Run):  # a refusal, federation ...: the session's coroutine carries it out
             return None
@@ -566,6 +591,9 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         renamer = error_renamer(db, routed)
         tables = bool(routed.logic_tables)
     forward = _forward_single(session, db, packet, sql, params, retarget, ds, unit_sql, unit, renamer)
+    if forward is not None and logical is not None:
+        session.info, session.sql = logical[:100], logical
+        forward = forward._replace(decrypt=decrypt)
     if forward is not None and tables:
         ran_on(session, (ds,))  # a statement with tables replaces the session's diagnostics
     return forward

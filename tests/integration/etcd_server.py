@@ -92,3 +92,5 @@ def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
     server = EtcdServer(tmp_path / "etcd-data").start()
     yield server
     server.stop()
+    # its data (hundreds of MB over a run) must not stay in pytest's temp directory, which keeps the last runs
+    shutil.rmtree(tmp_path / "etcd-data", ignore_errors=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -104,6 +105,7 @@ def cluster(mariadb_shards: list[MariaDBServer], tmp_path_factory: pytest.TempPa
         if c is not None:
             c.close()
         etcd.stop()
+        shutil.rmtree(tmp / "etcd-data", ignore_errors=True)  # (its data must not stay in the temp directory)
 
 
 def _fresh_a(c: Cluster) -> pymysql.connections.Connection[Any]:
