@@ -277,7 +277,7 @@ def test_sighup_reloads_rules_props_and_databases_without_dropping_sessions(env:
     [
         ("global.yaml", lambda t: t + "\nprops: {no-such-prop: 1}\n", "no-such-prop"),
         ("database-sharded.yaml", lambda t: t.replace("shardingColumn: id", "shardingColumn: [id"), "database-sharded"),
-        ("database-sharded.yaml", lambda t: t + "- !ENCRYPT\n  tables: {}\n", "ENCRYPT"),
+        ("database-sharded.yaml", lambda t: t + "- !COMPATIBLE_ENCRYPT\n  tables: {}\n", "COMPATIBLE_ENCRYPT"),
     ],
 )
 def test_an_invalid_configuration_changes_nothing(env: Any, file: str, breakage: Any, error: str) -> None:
