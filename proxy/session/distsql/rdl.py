@@ -1,7 +1,8 @@
 """RDL: changing a logical database's rules and storage units at run time.
 
 `CREATE / ALTER / DROP SHARDING TABLE RULE`, `CREATE / DROP BROADCAST TABLE RULE`, `REGISTER / UNREGISTER
-STORAGE UNIT`, in ShardingSphere 5.5.2's syntax. Each statement:
+STORAGE UNIT`, the encrypt, mask and shadow RDL (encrypt_rules.py, mask_rdl.py, shadow_rdl.py), in
+ShardingSphere 5.5.2's syntax. Each statement:
 
 1. is parsed into the YAML it stands for, and applied to a copy of the database's document
    (`DatabaseConfig.doc`), as ShardingSphere converts it (`ShardingTableRuleStatementConverter`): a
@@ -10,7 +11,8 @@ STORAGE UNIT`, in ShardingSphere 5.5.2's syntax. Each statement:
    dropped table used go with it (`rdl_changes.py`);
 2. is validated by loading that document exactly as the file is loaded (`proxy.config.load.database_config`,
    `routing.config`): a change the YAML would refuse is refused, with the same message;
-3. opens what it adds (a new storage unit's pool: an unreachable one is refused and nothing changes);
+3. opens what it adds (a new storage unit's pool, a name a shadow rule now routes elsewhere:
+   proxy.backends.source_plan; an unreachable one is refused and nothing changes);
 4. writes the document back to the `database-*.yaml` file, atomically (temporary file, fsync, rename; the
    previous version is kept as `<file>.bak`), so that a restart keeps the change;
 5. swaps the database's configuration, rules and kernel in one synchronous step
