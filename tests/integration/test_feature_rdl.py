@@ -9,6 +9,8 @@ YAML, and survives a restart; what ShardingSphere refuses is refused.
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,10 @@ import yaml
 
 from proxy.sandbox import MariaDBServer
 from routing.mask.algorithms import make_algorithm
+from tests.integration.etcd_server import EtcdServer, etcd
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
+
+__all__ = ["etcd"]  # the fixture
 
 USERS = [(1, "111111", "13900001111"), (2, "222222", "13900002222")]
 ORDER_DDL = "CREATE TABLE t_order (order_id INT PRIMARY KEY, user_id INT NOT NULL)"
@@ -319,3 +324,63 @@ def test_plugins(env: Env) -> None:
     ]  # fmt: skip
     assert env.rows("frs", "SHOW SHADOW ALGORITHM PLUGINS") == [("SQL_HINT", "", ""), ("REGEX_MATCH", "", ""),
                                                                 ("VALUE_MATCH", "", "")]  # fmt: skip
+
+
+# --- Cluster mode -----------------------------------------------------------------------------------------------
+
+
+def _cluster_conf(conf: Path, server: MariaDBServer, etcd: EtcdServer, namespace: str) -> Path:
+    write_conf(
+        conf,
+        {"frc": {"db": (server, "frc_db"), "shadow_db": (server, "frc_shadow")}},
+        rules_yaml={"frc": '- !SINGLE\n  tables: ["*.*"]\n'},
+    )
+    doc = yaml.safe_load((conf / "global.yaml").read_text())
+    doc["mode"] = {"type": "Cluster", "repository": {"type": "etcd", "props": {
+        "namespace": namespace, "server-lists": f"http://{etcd.endpoint}", "timeToLiveSeconds": 2,
+        "connectionTimeout": 2}}}  # fmt: skip
+    (conf / "global.yaml").write_text(yaml.safe_dump(doc))
+    return conf
+
+
+def _within(check: Any, timeout: float = 5) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "the change did not reach the other proxy"
+        time.sleep(0.05)
+
+
+def test_mask_and_shadow_rdl_travel_through_the_cluster(
+    mariadb: MariaDBServer, etcd: EtcdServer, tmp_path: Path
+) -> None:
+    for name in ("frc_db", "frc_shadow"):
+        mariadb.execute(f"DROP DATABASE IF EXISTS {name}")
+        mariadb.execute(f"CREATE DATABASE {name}")
+    mariadb.execute(ORDER_DDL, "frc_db")
+    namespace = f"frc_{uuid.uuid4().hex[:8]}"
+    a = start_proxy(_cluster_conf(tmp_path / "a", mariadb, etcd, namespace))
+    c: RunningProxy | None = None
+    try:
+        c = start_proxy(_cluster_conf(tmp_path / "c", mariadb, etcd, namespace))
+        a.query(SHADOW_CREATE, "frc")
+        mariadb.execute(ORDER_DDL, "frc_shadow")
+        shown = [("t_order", "shadow_group", "db", "shadow_db", "VALUE_MATCH", INSERT_PROPS)]
+        _within(lambda: c is not None and c.query("SHOW SHADOW RULES", "frc") == shown)
+        c.query("INSERT INTO t_order VALUES (1, 0)", "frc")  # through the other proxy: shadow
+        c.query("INSERT INTO t_order VALUES (2, 5)", "frc")
+        assert mariadb.execute("SELECT order_id FROM t_order", "frc_shadow") == [(1,)]
+        assert mariadb.execute("SELECT order_id FROM t_order", "frc_db") == [(2,)]
+        a.query("CREATE MASK RULE t_order (COLUMNS((NAME=user_id, TYPE(NAME='MD5'))))", "frc")
+        md5 = make_algorithm("MD5").mask("5")
+        _within(lambda: c is not None and c.query("SELECT user_id FROM t_order WHERE order_id = 2", "frc") == [(md5,)])
+        a.query("DROP MASK RULE t_order", "frc")
+        a.query("DROP SHADOW RULE shadow_group", "frc")
+        mariadb.execute("DROP TABLE t_order", "frc_shadow")
+        _within(lambda: c is not None and c.query("SHOW SHADOW RULES", "frc") == [])
+        c.query("INSERT INTO t_order VALUES (3, 0)", "frc")  # no rule: production
+        assert sorted(mariadb.execute("SELECT order_id, user_id FROM t_order", "frc_db")) == [(2, 5), (3, 0)]
+        assert "SHADOW" not in (tmp_path / "a" / "database-frc.yaml").read_text()  # the registry keeps it
+    finally:
+        if c is not None:
+            c.stop()
+        a.stop()
