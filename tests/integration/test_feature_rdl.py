@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import mysql.connector
 import pymysql
 import pytest
 import yaml
@@ -278,6 +279,29 @@ def test_shadow_rule_create_alter_drop(env: Env) -> None:
         "COUNT SHADOW RULE": [],
     }
     assert _rule(env.yaml("frs"), "SHADOW") is None
+
+
+def test_prepared_statements_follow_the_shadow_rule(env: Env) -> None:
+    """A statement prepared before the rule changes is routed by the rule in force when it is executed."""
+    conn = mysql.connector.connect(
+        host=env.proxy.host, port=env.proxy.port, user="root", password="root", database="frs", autocommit=True
+    )
+    try:
+        cur = conn.cursor(prepared=True)
+        cur.execute("INSERT INTO t_order VALUES (?, ?)", (11, 0))
+        env.run("frs", SHADOW_CREATE)
+        env.server.execute(ORDER_DDL, "frd_shadow")
+        cur.execute("INSERT INTO t_order VALUES (?, ?)", (12, 0))
+        cur.execute("INSERT INTO t_order VALUES (?, ?)", (13, 4))
+        assert [_landed(env, i) for i in (11, 12, 13)] == [["frd_db"], ["frd_shadow"], ["frd_db"]]
+        env.run("frs", "DROP SHADOW RULE shadow_group")
+        env.server.execute("DROP TABLE t_order", "frd_shadow")
+        cur.execute("INSERT INTO t_order VALUES (?, ?)", (14, 0))
+        assert _landed(env, 14) == ["frd_db"]
+    finally:
+        conn.close()
+        env.server.execute("DROP TABLE IF EXISTS t_order", "frd_shadow")
+        env.run("frs", "DROP SHADOW RULE IF EXISTS shadow_group", "DELETE FROM t_order")
 
 
 # (statement, words of the message: ERR 1105 unless a syntax error); run with SHADOW_CREATE in place
