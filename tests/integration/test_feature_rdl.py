@@ -233,6 +233,10 @@ def test_shadow_rule_create_alter_drop(env: Env) -> None:
             "SHOW DEFAULT SHADOW ALGORITHM": [],
             "COUNT SHADOW RULE": [("shadow", "frs", "1")],
         }
+        assert env.rows("frs", "SHOW RULES USED STORAGE UNIT shadow_db") == [("shadow", "shadow_group")]
+        code, message = env.refused("frs", "UNREGISTER STORAGE UNIT db")
+        assert code == 1105
+        assert "Storage unit `db` is still used by shadow rule shadow_group" in message, message
         env.run("frs", "INSERT INTO t_order VALUES (2, 0)", "INSERT INTO t_order VALUES (3, 7)")
         assert (_landed(env, 2), _landed(env, 3)) == (["frd_shadow"], ["frd_db"])
         env.run("frs", "CREATE DEFAULT SHADOW ALGORITHM TYPE(NAME='SQL_HINT')")
