@@ -155,6 +155,31 @@ def test_mask_rule_create_alter_drop(env: Env) -> None:
     assert env.rows("frm", sql) == USERS
 
 
+def test_prepared_select_is_masked_once_the_rule_exists(env: Env) -> None:
+    """On a routed database (frs): a SELECT prepared before CREATE MASK RULE is masked when executed after it,
+    and no longer after DROP MASK RULE."""
+    env.run("frs", "INSERT INTO t_order VALUES (21, 42)")
+    conn = mysql.connector.connect(
+        host=env.proxy.host, port=env.proxy.port, user="root", password="root", database="frs", autocommit=True
+    )
+    try:
+        cur = conn.cursor(prepared=True)
+        sql = "SELECT order_id, user_id FROM t_order WHERE order_id = ?"
+        cur.execute(sql, (21,))
+        assert cur.fetchall() == [(21, 42)]
+        env.run("frs", "CREATE MASK RULE t_order (COLUMNS((NAME=user_id, TYPE(NAME='MD5'))))")
+        cur.execute(sql, (21,))
+        assert [tuple(v.decode() if isinstance(v, bytes | bytearray) else v for v in r) for r in cur.fetchall()] == [
+            (21, make_algorithm("MD5").mask("42"))
+        ]
+        env.run("frs", "DROP MASK RULE t_order")
+        cur.execute(sql, (21,))
+        assert cur.fetchall() == [(21, 42)]
+    finally:
+        conn.close()
+        env.run("frs", "DROP MASK RULE IF EXISTS t_order", "DELETE FROM t_order")
+
+
 # (statement, errno, words of the message); run with no mask rule but t_user's
 MASK_REFUSALS = [
     (MASK_CREATE, 1105, "Duplicate mask rule names `t_user` in database `frm`"),
