@@ -180,6 +180,30 @@ def test_prepared_select_is_masked_once_the_rule_exists(env: Env) -> None:
         env.run("frs", "DROP MASK RULE IF EXISTS t_order", "DELETE FROM t_order")
 
 
+# ShardingSphere 5.5.2's e2e RDL cases for mask (test/e2e/sql/src/test/resources/cases/rdl/e2e-rdl-*.xml and their
+# dataset/distsql_rdl/*_mask_rule.xml): (initial statements, the statement, SHOW MASK RULES after it)
+E2E_CREATE = "CREATE MASK RULE t_mask (COLUMNS((NAME=order_id,TYPE(NAME='MD5'))));"
+E2E_RDL = [
+    ([], E2E_CREATE, [("t_mask", "order_id", "MD5", "")]),
+    (
+        [E2E_CREATE],
+        "ALTER MASK RULE t_mask (COLUMNS((NAME=order_id, TYPE(NAME='MASK_FROM_X_TO_Y', PROPERTIES('from-x'=1, "
+        "'to-y'=2, 'replace-char'='*')))));",
+        [("t_mask", "order_id", "MASK_FROM_X_TO_Y", '{"from-x":"1","replace-char":"*","to-y":"2"}')],
+    ),
+    ([E2E_CREATE], "DROP MASK RULE t_mask;", []),
+]
+
+
+@pytest.mark.parametrize(("initial", "sql", "rows"), E2E_RDL, ids=["create", "alter", "drop"])
+def test_shardingsphere_e2e_mask_rdl(env: Env, initial: list[str], sql: str, rows: list[tuple[str, ...]]) -> None:
+    try:
+        env.run("frm", *initial, sql)
+        assert env.rows("frm", "SHOW MASK RULES;") == rows
+    finally:
+        env.run("frm", "DROP MASK RULE IF EXISTS t_mask")
+
+
 # (statement, errno, words of the message); run with no mask rule but t_user's
 MASK_REFUSALS = [
     (MASK_CREATE, 1105, "Duplicate mask rule names `t_user` in database `frm`"),
