@@ -19,6 +19,7 @@ import structlog
 from proxy.backends.backend import DataSource
 from proxy.backends.readwrite import open_data_sources
 from proxy.backends.runtime import LogicalDatabase
+from proxy.backends.source_plan import plan_sources, retired
 from proxy.config.load import database_config
 from proxy.config.model import DatabaseConfig
 
@@ -74,12 +75,12 @@ async def _swap(server: ProxyServer, db: LogicalDatabase, config: DatabaseConfig
     changed = [n for n, ds in old.data_sources.items() if n in config.data_sources and config.data_sources[n] != ds]
     added = [n for n in config.data_sources if n not in old.data_sources or n in changed]
     removed = [n for n in old.data_sources if n not in config.data_sources or n in changed]
-    opened: dict[str, DataSource] = {}
+    units = {unit: DataSource(config.data_sources[unit]) for unit in added}
+    plan = plan_sources(config, db.sources, units)  # (a shadow rule renames where a storage unit is routed)
+    opened = {**units, **plan.fresh}
     try:
-        for unit in added:
-            source = DataSource(config.data_sources[unit])
+        for source in opened.values():
             await source.start()
-            opened[unit] = source
     except BaseException as exc:
         for source in opened.values():
             await source.close()
@@ -87,16 +88,13 @@ async def _swap(server: ProxyServer, db: LogicalDatabase, config: DatabaseConfig
                   hint="a storage unit the change adds cannot be reached from this proxy")
         return
     old_sources = db.sources
-    sources = {n: opened.get(n) or old_sources[n] for n in config.rules.data_sources
-               if n in opened or n in old_sources}
-    _detach(server, db, removed)
-    db.reconfigure(config, sources)
+    gone = list(dict.fromkeys([*removed, *plan.replaced]))
+    _detach(server, db, gone)
+    db.reconfigure(config, plan.sources)
     for unit, source in opened.items():
         server.sources[(db.name, unit)] = source
-    for unit in removed:
-        gone = server.sources.pop((db.name, unit), None) or old_sources.get(unit)
-        if gone is not None and gone is not sources.get(unit):
-            server.track(gone.close())
+    for source in retired(server.sources, db.name, gone, old_sources, [*plan.sources.values(), *opened.values()]):
+        server.track(source.close())
     log.info("cluster_rules_applied", database=db.name, added=added, removed=removed)
     await db.reload_metadata()
 

@@ -510,8 +510,8 @@ def test_export_database_configuration(dist: Dist, tmp_path: Path) -> None:
 # --- the rest of DistSQL: a clear refusal, never a backend's syntax error ------------------------------------
 
 UNSUPPORTED = [
-    ("CREATE MASK RULE t_user (COLUMNS((NAME=pwd, TYPE(NAME='MD5'))))", "CREATE MASK RULE"),
-    ("SHOW SHADOW ALGORITHMS", "SHOW SHADOW ALGORITHMS"),
+    ("ALTER SQL_PARSER RULE (SQL_STATEMENT_CACHE(INITIAL_CAPACITY=1))", "ALTER SQL_PARSER RULE"),
+    ("SHOW KEY GENERATE ALGORITHM PLUGINS", "SHOW KEY GENERATE ALGORITHM PLUGINS"),
     ("CREATE READWRITE_SPLITTING RULE rw (WRITE_STORAGE_UNIT=ds_0, READ_STORAGE_UNITS(ds_1))",
      "CREATE READWRITE_SPLITTING RULE"),
     ("DROP SHARDING KEY GENERATOR IF EXISTS spare_snow", "DROP SHARDING KEY GENERATOR"),
@@ -546,7 +546,7 @@ UNSUPPORTED = [
     ("SHOW GLOBAL CLOCK RULE", "SHOW GLOBAL CLOCK RULE"),
     ("FORMAT SELECT 1", "FORMAT"),
     ("PARSE SELECT * FROM t_a", "PARSE"),
-    ("COUNT MASK RULE", "COUNT MASK RULE"),
+    ("SHOW ENCRYPT ALGORITHM PLUGINS", "SHOW ENCRYPT ALGORITHM PLUGINS"),
     ("CONVERT YAML CONFIGURATION FROM FILE 'x.yaml'", "CONVERT YAML CONFIGURATION"),
     ("show readwrite_splitting rules from dist_db where x", "SHOW READWRITE_SPLITTING RULES"),
     ("SHOW DIST VARIABLE sql_show", "SHOW DIST VARIABLE"),
@@ -939,9 +939,9 @@ def test_prepared_distsql(dist: Dist) -> None:
         cur.execute("SHOW DIST VARIABLE WHERE NAME = sql_show")
         assert [tuple(r) for r in cur.fetchall()] == [("sql_show", "false")]
         with pytest.raises(mysql.connector.Error) as refused:
-            cur.execute("SHOW SHADOW ALGORITHMS")
+            cur.execute("SHOW KEY GENERATE ALGORITHM PLUGINS")
             cur.fetchall()
         assert refused.value.errno == 1235
-        assert "SHOW SHADOW ALGORITHMS is not supported by shardproxy" in refused.value.msg
+        assert "SHOW KEY GENERATE ALGORITHM PLUGINS is not supported by shardproxy" in refused.value.msg
     finally:
         conn.close()

@@ -58,6 +58,30 @@ from routing.config import load_database_rules, load_yaml
     ("ALTER ENCRYPT RULE t (COLUMNS((NAME=c, CIPHER=c_c, ENCRYPT_ALGORITHM(TYPE(NAME='AES')))))",
      "alter_encrypt_rule", {}),
     ("DROP ENCRYPT RULE IF EXISTS t, u", "drop_encrypt_rule", {}),
+    # mask and shadow (features/mask|shadow/distsql/parser of ShardingSphere 5.5.2)
+    ("SHOW MASK RULES", "show_mask_rules", {"name": None}),
+    ("SHOW MASK TABLE RULE `t_user` FROM d", "show_mask_rules", {"name": "t_user", "database": "d"}),
+    ("COUNT MASK RULE FROM d", "count_rule", {"name": "MASK", "database": "d"}),
+    ("show mask algorithm plugins", "show_mask_algorithm_plugins", {}),
+    ("CREATE MASK RULE t (COLUMNS((NAME=c, TYPE(NAME='MD5'))))", "create_mask_rule", {}),
+    ("CREATE MASK TABLE RULE IF NOT EXISTS t (COLUMNS((NAME=c, TYPE(NAME=MD5))))", "create_mask_rule", {}),
+    ("ALTER MASK RULE t (COLUMNS((NAME=c, TYPE(NAME='MD5'))));", "alter_mask_rule", {}),
+    ("DROP MASK TABLE RULE IF EXISTS t, u", "drop_mask_rule", {}),
+    ("SHOW SHADOW RULE shadow_group FROM d", "show_shadow_rules", {"name": "shadow_group", "database": "d"}),
+    ("SHOW SHADOW TABLE RULES", "show_shadow_table_rules", {"name": None}),
+    ("SHOW SHADOW TABLE RULE t_order FROM d", "show_shadow_table_rules", {"name": "t_order", "database": "d"}),
+    ("SHOW SHADOW ALGORITHMS FROM d", "show_shadow_algorithms", {"database": "d"}),
+    ("SHOW DEFAULT SHADOW ALGORITHM", "show_default_shadow_algorithm", {}),
+    ("SHOW SHADOW ALGORITHM PLUGINS", "show_shadow_algorithm_plugins", {}),
+    ("COUNT SHADOW RULE", "count_rule", {"name": "SHADOW"}),
+    ("CREATE SHADOW RULE IF NOT EXISTS g (SOURCE=ds, SHADOW=ds_s, t (TYPE(NAME='SQL_HINT')))", "create_shadow_rule",
+     {}),
+    ("ALTER SHADOW RULE g (SOURCE=ds, SHADOW=ds_s, t (TYPE(NAME='SQL_HINT')))", "alter_shadow_rule", {}),
+    ("DROP SHADOW RULE IF EXISTS g, h", "drop_shadow_rule", {}),
+    ("DROP SHADOW ALGORITHM IF EXISTS a, b", "drop_shadow_algorithm", {}),
+    ("CREATE DEFAULT SHADOW ALGORITHM IF NOT EXISTS TYPE(NAME='SQL_HINT')", "create_default_shadow_algorithm", {}),
+    ("ALTER DEFAULT SHADOW ALGORITHM TYPE(NAME=SQL_HINT)", "alter_default_shadow_algorithm", {}),
+    ("DROP DEFAULT SHADOW ALGORITHM IF EXISTS;", "drop_default_shadow_algorithm", {}),
 ])
 def test_parse(sql: str, kind: str, fields: dict[str, object]) -> None:
     parsed = grammar.parse(sql)
@@ -68,13 +92,13 @@ def test_parse(sql: str, kind: str, fields: dict[str, object]) -> None:
 
 
 @pytest.mark.parametrize(("sql", "name"), [
-    ("CREATE MASK RULE t (COLUMNS((NAME=c, TYPE(NAME='MD5'))))", "CREATE MASK RULE"),
+    ("ALTER SQL_PARSER RULE (SQL_STATEMENT_CACHE(INITIAL_CAPACITY=1))", "ALTER SQL_PARSER RULE"),
     ("DROP SHARDING KEY GENERATOR IF EXISTS snowflake", "DROP SHARDING KEY GENERATOR"),
     ("SHOW STATUS FROM READWRITE_SPLITTING RULES", "SHOW STATUS FROM READWRITE_SPLITTING RULES"),
     ("STOP MIGRATION 'j'", "STOP MIGRATION"),  # COMMIT MIGRATION is answered (proxy.migration)
     ("SHOW PLUGINS OF 'x'", "SHOW PLUGINS OF"),
     ("SET DEFAULT SINGLE TABLE STORAGE UNIT = RANDOM", "SET DEFAULT SINGLE TABLE STORAGE UNIT"),
-    ("show shadow algorithms", "SHOW SHADOW ALGORITHMS"),
+    ("show encrypt algorithm plugins", "SHOW ENCRYPT ALGORITHM PLUGINS"),
     ("SHOW DIST VARIABLES WHERE x", "SHOW DIST VARIABLES"),  # not the grammar: still DistSQL, refused
 ])
 def test_other_distsql_is_named(sql: str, name: str) -> None:

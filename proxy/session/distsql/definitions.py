@@ -196,6 +196,32 @@ def _algorithm(call: Call, where: str) -> tuple[str, dict[str, Any]]:
     return name.lower(), props
 
 
+def typed_algorithm(call: Call, where: str) -> dict[str, Any]:
+    """TYPE(NAME='MD5', PROPERTIES('k'=v, ...)) -> {type, props} as the mask and shadow RDL keep it: the type
+    as written, the props as ShardingSphere's `Properties` hold them (text: `'from-x'=1` is "1"), no props
+    key when there are none."""
+    if call.upper != "TYPE":
+        raise DistSQLError(1064, f"{where}: expected TYPE(NAME='...'), got {_show(call)}", "42000")
+    out: dict[str, Any] = {}
+    for item in call.args:
+        if isinstance(item, Assign) and item.upper == "NAME" and isinstance(item.value, Atom):
+            out["type"] = item.value.text
+        elif isinstance(item, Call) and item.upper == "PROPERTIES":
+            props: dict[str, str] = {}
+            for prop in item.args:
+                if not isinstance(prop, Assign) or not isinstance(prop.value, Atom):
+                    raise DistSQLError(1064, f"{where}: PROPERTIES takes 'key'=value pairs, got {_show(prop)}",
+                                       "42000")
+                props[prop.key] = prop.value.text
+            if props:
+                out["props"] = props
+        else:
+            raise DistSQLError(1064, f"{where}: unexpected {_show(item)} in TYPE(...)", "42000")
+    if not out.get("type"):
+        raise DistSQLError(1064, f"{where}: TYPE(...) needs NAME='...'", "42000")
+    return out
+
+
 def _type_call(items: list[Item], where: str) -> tuple[str, dict[str, Any]] | None:
     for item in items:
         if isinstance(item, Call) and item.upper == "TYPE":

@@ -166,6 +166,25 @@ async def _shadow_rules(session: Session, d: grammar.DistSQL) -> None:
                  feature_rules.shadow_rule_rows(target(session, d.database).rules, d.name))
 
 
+async def _shadow_tables(session: Session, d: grammar.DistSQL) -> None:
+    session.rows(list(feature_rules.SHADOW_TABLE_COLUMNS),
+                 feature_rules.shadow_table_rows(target(session, d.database).rules, d.name))
+
+
+async def _shadow_algorithms(session: Session, d: grammar.DistSQL) -> None:
+    rules_ = target(session, d.database).rules
+    if d.kind == "show_shadow_algorithms":
+        session.rows(list(feature_rules.SHADOW_ALGORITHM_COLUMNS), feature_rules.shadow_algorithm_rows(rules_))
+    else:
+        session.rows(list(feature_rules.DEFAULT_SHADOW_ALGORITHM_COLUMNS),
+                     feature_rules.default_shadow_algorithm_rows(rules_))
+
+
+async def _plugins(session: Session, d: grammar.DistSQL) -> None:
+    kind = "MASK" if d.kind == "show_mask_algorithm_plugins" else "SHADOW"
+    session.rows(list(feature_rules.PLUGIN_COLUMNS), feature_rules.plugin_rows(kind))
+
+
 async def _single(session: Session, d: grammar.DistSQL) -> None:
     db = target(session, d.database)
     found = rules.single_tables(db.rules, await tables_by_source(db))
@@ -184,6 +203,9 @@ async def _count(session: Session, d: grammar.DistSQL) -> None:
     kind = "SINGLE" if d.kind == "count_single_table" else (d.name or "").upper()
     if kind == "ENCRYPT":
         session.rows(list(rules.COUNT_COLUMNS), encrypt_rules.encrypt_count_rows(_doc(db), db.name))
+        return
+    if kind in ("MASK", "SHADOW"):
+        session.rows(list(rules.COUNT_COLUMNS), feature_rules.count_rows(kind, db.rules, db.name))
         return
     single = len(rules.single_tables(db.rules, await tables_by_source(db))) if kind == "SINGLE" else 0
     rows = rules.count_rows(kind, db.name, _doc(db), db.rules, single, len(groups_of(db)))
@@ -331,6 +353,11 @@ _HANDLERS = {
     "show_broadcast_table_rules": _broadcast,
     "show_mask_rules": _mask_rules,
     "show_shadow_rules": _shadow_rules,
+    "show_shadow_table_rules": _shadow_tables,
+    "show_shadow_algorithms": _shadow_algorithms,
+    "show_default_shadow_algorithm": _shadow_algorithms,
+    "show_mask_algorithm_plugins": _plugins,
+    "show_shadow_algorithm_plugins": _plugins,
     "show_single_tables": _single,
     "show_single_table": _single,
     "show_default_single_table_storage_unit": _default_single,

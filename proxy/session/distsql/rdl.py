@@ -1,7 +1,8 @@
 """RDL: changing a logical database's rules and storage units at run time.
 
 `CREATE / ALTER / DROP SHARDING TABLE RULE`, `CREATE / DROP BROADCAST TABLE RULE`, `REGISTER / UNREGISTER
-STORAGE UNIT`, in ShardingSphere 5.5.2's syntax. Each statement:
+STORAGE UNIT`, the encrypt, mask and shadow RDL (encrypt_rules.py, mask_rdl.py, shadow_rdl.py), in
+ShardingSphere 5.5.2's syntax. Each statement:
 
 1. is parsed into the YAML it stands for, and applied to a copy of the database's document
    (`DatabaseConfig.doc`), as ShardingSphere converts it (`ShardingTableRuleStatementConverter`): a
@@ -10,7 +11,8 @@ STORAGE UNIT`, in ShardingSphere 5.5.2's syntax. Each statement:
    dropped table used go with it (`rdl_changes.py`);
 2. is validated by loading that document exactly as the file is loaded (`proxy.config.load.database_config`,
    `routing.config`): a change the YAML would refuse is refused, with the same message;
-3. opens what it adds (a new storage unit's pool: an unreachable one is refused and nothing changes);
+3. opens what it adds (a new storage unit's pool, a name a shadow rule now routes elsewhere:
+   proxy.backends.source_plan; an unreachable one is refused and nothing changes);
 4. writes the document back to the `database-*.yaml` file, atomically (temporary file, fsync, rename; the
    previous version is kept as `<file>.bak`), so that a restart keeps the change;
 5. swaps the database's configuration, rules and kernel in one synchronous step
@@ -37,6 +39,7 @@ import yaml
 
 from protocol.constants import ServerStatus
 from proxy.backends.backend import BackendError, DataSource
+from proxy.backends.source_plan import plan_sources, retired
 from proxy.clusterport import port
 from proxy.config.load import database_config
 from proxy.config.model import DatabaseConfig
@@ -146,21 +149,21 @@ async def execute(session: Session, d: DistSQL) -> None:
         if blocked:
             raise _error(f"{_statement(d)} would turn {db.name} between pass-through and sharded while {blocked}; "
                          "try again when it is done")
-        if change.removed_units:
-            busy = _detach(session, db, change.removed_units)
+        units = {unit: DataSource(config.data_sources[unit]) for unit in change.added_units}
+        plan = plan_sources(config, db.sources, units)  # (a shadow rule renames where a storage unit is routed)
+        gone = list(dict.fromkeys([*change.removed_units, *plan.replaced]))
+        if gone:
+            busy = _detach(session, db, gone)
             if busy:
-                raise _error(f"{_statement(d)}: storage unit {', '.join(change.removed_units)} is in use ({busy}); "
+                raise _error(f"{_statement(d)}: storage unit {', '.join(gone)} is in use ({busy}); "
                              "try again when it is done")
-        opened: dict[str, DataSource] = {}
+        opened = {**units, **plan.fresh}
         try:
-            for unit in change.added_units:
-                source = DataSource(config.data_sources[unit])
+            for name, source in opened.items():
                 try:
                     await source.start()
                 except BackendError as exc:
-                    await source.close()
-                    raise DistSQLError(exc.errno or 2003, f"{_statement(d)} {unit}: {exc}", "HY000") from None
-                opened[unit] = source
+                    raise DistSQLError(exc.errno or 2003, f"{_statement(d)} {name}: {exc}", "HY000") from None
             # Cluster mode: the registry keeps the configuration (and every proxy takes it), not conf/
             published = await port(session.server).publish_database(db.name, change.doc, db.config.file,
                                                                      _statement(d))
@@ -176,16 +179,12 @@ async def execute(session: Session, d: DistSQL) -> None:
                 await source.close()
             raise
         old_sources = db.sources
-        sources = {name: old_sources.get(name) or opened[name] for name in config.rules.data_sources
-                   if name in old_sources or name in opened}
-        db.reconfigure(config, sources)  # one synchronous step: the next statement of every session sees it
+        db.reconfigure(config, plan.sources)  # one synchronous step: the next statement of every session sees it
         server = session.server
         for name, source in opened.items():
             server.sources[(db.name, name)] = source
-        for name in change.removed_units:
-            removed = server.sources.pop((db.name, name), None) or old_sources.get(name)
-            if removed is not None:
-                server.track(removed.close())
+        for source in retired(server.sources, db.name, gone, old_sources, [*plan.sources.values(), *opened.values()]):
+            server.track(source.close())
         for warning in warnings:
             log.warning("config_warning", detail=warning)
         log.info("rules_changed", database=db.name, statement=_statement(d), what=change.summary,
@@ -194,12 +193,21 @@ async def execute(session: Session, d: DistSQL) -> None:
     session.ok()
 
 
+def _empty_rule(rule: Any) -> bool:
+    """A tagged rule left with nothing in it (its last table dropped): it goes, so that the database is back
+    to what it was without it (a pass-through database with no rule at all stays pass-through)."""
+    if not isinstance(rule, dict) or RULE_KEY not in rule:
+        return False
+    tables = rule.get("tables")  # a list of names (BROADCAST, SINGLE) or a mapping (SHARDING, ENCRYPT, MASK, ...)
+    if tables if isinstance(tables, Mapping) else rq.names(tables):
+        return False
+    return all(v in (None, "", [], {}) for k, v in rule.items() if k not in (RULE_KEY, "tables"))
+
+
 def _drop_empty_rules(doc: dict[str, Any]) -> None:
     rules = doc.get("rules")
     if isinstance(rules, list):
-        rules[:] = [r for r in rules if not (isinstance(r, dict) and RULE_KEY in r and not rq.names(r.get("tables"))
-                                               and all(v in (None, "", [], {}) for k, v in r.items()
-                                                       if k not in (RULE_KEY, "tables")))]
+        rules[:] = [r for r in rules if not _empty_rule(r)]
         if not rules:
             del doc["rules"]
 

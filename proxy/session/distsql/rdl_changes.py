@@ -2,7 +2,8 @@
 
 `plan_change` parses a statement into the YAML it stands for and applies it to a copy of the document, as
 ShardingSphere converts it: sharding and broadcast table rules, with the algorithms and key generators
-they name; REGISTER / UNREGISTER STORAGE UNIT. Nothing here is validated, written or applied: `rdl.py`
+they name; REGISTER / UNREGISTER STORAGE UNIT; the encrypt, mask and shadow RDL through their own modules
+(encrypt_rules, mask_rdl, shadow_rdl). Nothing here is validated, written or applied: `rdl.py`
 does that with the `Change` this returns.
 """
 
@@ -30,6 +31,8 @@ from proxy.session.distsql.definitions import (
 from proxy.session.distsql.encrypt_rules import ENCRYPT_KINDS, encrypt_change
 from proxy.session.distsql.errors import DistSQLError
 from proxy.session.distsql.grammar import DistSQL
+from proxy.session.distsql.mask_rdl import MASK_KINDS, mask_change
+from proxy.session.distsql.shadow_rdl import SHADOW_KINDS, shadow_change
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
@@ -128,6 +131,18 @@ _HEADER = {
     "create_encrypt_rule": re.compile(r"^CREATE\s+ENCRYPT\s+RULE\s+(IF\s+NOT\s+EXISTS\s+)?(.+)$", re.I | re.S),
     "alter_encrypt_rule": re.compile(r"^ALTER\s+ENCRYPT\s+RULE\s+()(.+)$", re.I | re.S),
     "drop_encrypt_rule": re.compile(r"^DROP\s+ENCRYPT\s+RULE\s+(IF\s+EXISTS\s+)?(.+)$", re.I | re.S),
+    "create_mask_rule": re.compile(r"^CREATE\s+MASK\s+(?:TABLE\s+)?RULE\s+(IF\s+NOT\s+EXISTS\s+)?(.+)$", re.I | re.S),
+    "alter_mask_rule": re.compile(r"^ALTER\s+MASK\s+(?:TABLE\s+)?RULE\s+()(.+)$", re.I | re.S),
+    "drop_mask_rule": re.compile(r"^DROP\s+MASK\s+(?:TABLE\s+)?RULE\s+(IF\s+EXISTS\s+)?(.+)$", re.I | re.S),
+    "create_shadow_rule": re.compile(r"^CREATE\s+SHADOW\s+RULE\s+(IF\s+NOT\s+EXISTS\s+)?(.+)$", re.I | re.S),
+    "alter_shadow_rule": re.compile(r"^ALTER\s+SHADOW\s+RULE\s+()(.+)$", re.I | re.S),
+    "drop_shadow_rule": re.compile(r"^DROP\s+SHADOW\s+RULE\s+(IF\s+EXISTS\s+)?(.+)$", re.I | re.S),
+    "drop_shadow_algorithm": re.compile(r"^DROP\s+SHADOW\s+ALGORITHM\s+(IF\s+EXISTS\s+)?(.+)$", re.I | re.S),
+    "create_default_shadow_algorithm": re.compile(r"^CREATE\s+DEFAULT\s+SHADOW\s+ALGORITHM\s+(IF\s+NOT\s+EXISTS\s+)?"
+                                                  r"(.+)$", re.I | re.S),
+    "alter_default_shadow_algorithm": re.compile(r"^ALTER\s+DEFAULT\s+SHADOW\s+ALGORITHM\s+()(.+)$", re.I | re.S),
+    "drop_default_shadow_algorithm": re.compile(r"^DROP\s+DEFAULT\s+SHADOW\s+ALGORITHM(\s+IF\s+EXISTS)?()\s*;?\s*$",
+                                                re.I | re.S),
     "register_storage_unit": re.compile(r"^REGISTER\s+STORAGE\s+UNIT\s+(IF\s+NOT\s+EXISTS\s+)?(.+)$", re.I | re.S),
     "unregister_storage_unit": re.compile(r"^UNREGISTER\s+STORAGE\s+UNIT\s+(IF\s+EXISTS\s+)?(.+?)"
                                           r"(?:\s+IGNORE\s+(SINGLE\s*,\s*BROADCAST|BROADCAST\s*,\s*SINGLE|SINGLE|BROADCAST)"
@@ -157,6 +172,12 @@ def plan_change(d: DistSQL, db: LogicalDatabase, single_tables: dict[str, list[s
     name = db.name
     if d.kind in ENCRYPT_KINDS:  # (proxy.session.distsql.encrypt_rules)
         doc, summary = encrypt_change(d.kind, body, doc, quiet, name)
+        return Change(doc, summary=summary)
+    if d.kind in MASK_KINDS:  # (proxy.session.distsql.mask_rdl)
+        doc, summary = mask_change(d.kind, body, doc, quiet, name)
+        return Change(doc, summary=summary)
+    if d.kind in SHADOW_KINDS:  # (proxy.session.distsql.shadow_rdl)
+        doc, summary = shadow_change(d.kind, body, doc, quiet, name)
         return Change(doc, summary=summary)
     if d.kind in ("create_sharding_table_rule", "alter_sharding_table_rule"):
         definitions = [table_definition(item) for item in parse_items(body)]

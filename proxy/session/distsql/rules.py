@@ -365,10 +365,14 @@ def rules_used_storage_unit_rows(doc: Mapping[str, Any] | None, rules: DatabaseR
                                  groups: Mapping[str, Sequence[str]]) -> list[Row]:
     """("sharding", table) for each sharded table with a data node on the storage unit (directly or through
     the read/write splitting group it belongs to; auto tables first, as ShardingSphere lists them), then
-    ("readwrite_splitting", group) for each group it is the primary or a replica of. `groups`: group name ->
-    its members."""
+    ("readwrite_splitting", group) for each group it is the primary or a replica of, then ("shadow", rule) for
+    each shadow data source it is the production or the shadow unit of (`InUsedShadowStorageUnitRetriever`).
+    `groups`: group name -> its members."""
     low = unit.lower()
-    via = {low} | {g.lower() for g, members in groups.items() if low in {m.lower() for m in members}}
+    shadow = rules.shadow.data_sources if rules.shadow is not None else {}
+    shadows = [name for name, pair in shadow.items() if low in {p.lower() for p in pair}]
+    via = ({low} | {g.lower() for g, members in groups.items() if low in {m.lower() for m in members}}
+           | {name.lower() for name in shadows})
     rows: list[Row] = []
     rule = sharding_rule(doc)
     if rule is not None and rules.sharding is not None:
@@ -378,4 +382,5 @@ def rules_used_storage_unit_rows(doc: Mapping[str, Any] | None, rules: DatabaseR
                 rows.append(("sharding", name))
     rows.extend(("readwrite_splitting", g) for g, members in groups.items()
                 if low in {m.lower() for m in members})
+    rows.extend(("shadow", name) for name in shadows)
     return rows
