@@ -54,6 +54,7 @@ from routing.model import (
 __all__ = [
     "INTERPRETED_RULES",
     "RuleYamlLoader",
+    "expect_mapping",
     "key_line",
     "load_database_rules",
     "load_yaml",
@@ -113,6 +114,15 @@ def refuse_unknown_keys(doc: Mapping[str, Any], known: set[str] | frozenset[str]
     for name in doc:
         if name not in known and name != RULE_KEY:
             raise unknown_key(name, known, file=file, key=f"{prefix}{name}")
+
+
+def expect_mapping(value: Any, file: str | None, key: str) -> Mapping[str, Any]:
+    """A section that must be a mapping (absent: an empty one); anything else is refused naming `key`."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"expected a mapping, got {type(value).__name__}", file=file, key=key)
+    return value
 
 
 _PATH_PART = re.compile(r"\[(\d+)\]|([^.\[\]]+)")

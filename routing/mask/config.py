@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from routing.config import refuse_unknown_keys
+from routing.config import expect_mapping, refuse_unknown_keys
 from routing.errors import ConfigError
 from routing.mask.algorithms import AlgorithmConfigError, MaskAlgorithm, make_algorithm
 
@@ -62,12 +62,7 @@ class MaskRule:
         return False
 
 
-def _mapping(value: Any, file: str | None, key: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"expected a mapping, got {type(value).__name__}", file=file, key=key)
-    return value
+_mapping = expect_mapping  # (routing.config)
 
 
 def load_mask_rule(rule: Mapping[str, Any], file: str | None, key: str) -> MaskRule:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from routing.config import refuse_unknown_keys
+from routing.config import expect_mapping, refuse_unknown_keys
 from routing.errors import ConfigError
 
 _RULE_KEYS = {"dataSources", "tables", "shadowAlgorithms", "defaultShadowAlgorithmName"}
@@ -93,12 +93,7 @@ class ShadowRule:
         return {prod: shadow for prod, shadow in self.data_sources.values()}
 
 
-def _mapping(value: Any, file: str | None, key: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"expected a mapping, got {type(value).__name__}", file=file, key=key)
-    return value
+_mapping = expect_mapping  # (routing.config)
 
 
 def _names(value: Any, file: str | None, key: str) -> tuple[str, ...]:
