@@ -16,6 +16,7 @@ Plan = one source (how node streams combine) + push stages (how merged rows are 
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -162,6 +163,30 @@ def _emit(plan: MergePlan, rows: Iterable[Row]) -> Iterator[OutRow]:
 # node rows already received are merged without a wait, and a merge of a million rows would otherwise hold the loop
 # (every other session of the process) for seconds. Checked every `_CHECK_EVERY` rows.
 SLICE_SECONDS = 0.02
+
+
+class _RunningMerges:
+    """The cyclic garbage collector's full passes scan every tracked object: beside a merge holding millions of
+    them (groups, sort runs), one pass stops every session for 100 ms or more. At each slice a running merge
+    freezes what is tracked (gc.freeze: later passes skip it); when no merge runs any more it is unfrozen, so
+    cycles are collected again."""
+
+    running = 0
+
+    def done(self) -> None:
+        self.running -= 1
+        if self.running <= 0:
+            self.running = 0
+            gc.unfreeze()
+
+
+_MERGES = _RunningMerges()
+
+
+async def _slice_done() -> None:
+    """The end of a slice of merge work: what the merge built so far is frozen, and the event loop runs."""
+    gc.freeze()
+    await asyncio.sleep(0)
 _CHECK_EVERY = 64
 
 
@@ -227,51 +252,55 @@ async def merge_rows(
     Raises `MergeError` (errno/sqlstate attached) for an inconsistent spec, an unsupported HAVING, or
     `MergeMemoryError` when groups/sort/DISTINCT state exceeds `memory_row_budget` rows.
     """
-    plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings,
-                      meter=meter)
-    source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
-    counts = _NodeCounts(len(streams), spec.found_rows_index) if spec.found_rows == "window" else None
-    if counts is not None:
-        streams = [counts.watch_async(i, it) for i, it in enumerate(streams)]
-    exhausted = False
-    clock = time.perf_counter
-    until = clock() + SLICE_SECONDS
-    count = 0
-    while not paginator.done:
-        stream = source.need()
-        if stream is not None:
-            source.feed(stream, await anext(streams[stream], None))
-            continue
-        row = source.next_row()
-        if row is None:
-            exhausted = True
-            break
-        count += 1
-        if count % _CHECK_EVERY == 0 and clock() >= until:
-            await asyncio.sleep(0)
-            until = clock() + SLICE_SECONDS
-        if not stages:
-            if paginator.admit(row):
-                yield output(row)
-            continue
-        for out in _emit(plan, push_through(stages, row)):
-            yield out
-    if exhausted:
-        for out in _emit(plan, finish_through(stages)):
+    _MERGES.running += 1
+    try:
+        plan = plan_merge(len(streams), spec, columns, memory_row_budget=memory_row_budget, warnings=warnings,
+                          meter=meter)
+        source, stages, paginator, output = plan.source, plan.stages, plan.paginator, plan.output
+        counts = _NodeCounts(len(streams), spec.found_rows_index) if spec.found_rows == "window" else None
+        if counts is not None:
+            streams = [counts.watch_async(i, it) for i, it in enumerate(streams)]
+        exhausted = False
+        clock = time.perf_counter
+        until = clock() + SLICE_SECONDS
+        count = 0
+        while not paginator.done:
+            stream = source.need()
+            if stream is not None:
+                source.feed(stream, await anext(streams[stream], None))
+                continue
+            row = source.next_row()
+            if row is None:
+                exhausted = True
+                break
             count += 1
-            if (out is PAUSE or count % _CHECK_EVERY == 0) and clock() >= until:
-                await asyncio.sleep(0)
+            if count % _CHECK_EVERY == 0 and clock() >= until:
+                await _slice_done()
                 until = clock() + SLICE_SECONDS
-            if out is not PAUSE:
+            if not stages:
+                if paginator.admit(row):
+                    yield output(row)
+                continue
+            for out in _emit(plan, push_through(stages, row)):
                 yield out
-        for stage in stages:
-            if isinstance(stage, SortStage) and stage.spent:
-                await _free_in_slices(stage.spent)
-    if counts is not None:
-        for stream in counts.unseen():
-            counts.see(stream, await anext(streams[stream], None))
-    _found_rows(spec, paginator, counts, warnings)
+        if exhausted:
+            for out in _emit(plan, finish_through(stages)):
+                count += 1
+                if (out is PAUSE or count % _CHECK_EVERY == 0) and clock() >= until:
+                    await _slice_done()
+                    until = clock() + SLICE_SECONDS
+                if out is not PAUSE:
+                    yield out
+            for stage in stages:
+                if isinstance(stage, SortStage) and stage.spent:
+                    await _free_in_slices(stage.spent)
+        if counts is not None:
+            for stream in counts.unseen():
+                counts.see(stream, await anext(streams[stream], None))
+        _found_rows(spec, paginator, counts, warnings)
 
+    finally:
+        _MERGES.done()
 
 async def _free_in_slices(runs: list[list[Any]]) -> None:
     """Empty `runs` a slice at a time, letting the event loop run between slices (see SLICE_SECONDS)."""
@@ -283,7 +312,7 @@ async def _free_in_slices(runs: list[list[Any]]) -> None:
         if not run:
             runs.pop()
         if clock() >= until:
-            await asyncio.sleep(0)
+            await _slice_done()
             until = clock() + SLICE_SECONDS
 
 

@@ -54,3 +54,26 @@ async def test_other_tasks_run_while_a_big_merge_runs(spec: MergeSpec) -> None:
     await other
     assert rows == (5 if spec.limit else ROWS)
     assert ran >= 3, f"another task ran {ran} times during a merge of {ROWS} rows"
+
+
+async def test_a_merge_keeps_the_collector_off_what_it_built_and_gives_it_back() -> None:
+    """The collector's full passes would scan the merge's millions of objects at each pass (100 ms and more beside
+    a big GROUP BY): while a merge runs, what it built is frozen at each slice; once no merge runs, it is not."""
+    import gc
+
+    frozen_during: list[int] = []
+    spec = MergeSpec(2, order_by=(OrderItem(1), OrderItem(0)), group_by=(0,), aggregates=COUNT, limit=5)
+
+    async def watch() -> None:
+        while True:
+            frozen_during.append(gc.get_freeze_count())
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        rows = [r async for r in merge_rows([_node(0), _node(1)], spec, COLUMNS)]
+    finally:
+        watcher.cancel()
+    assert len(rows) == 5
+    assert max(frozen_during) > 0
+    assert gc.get_freeze_count() == 0
