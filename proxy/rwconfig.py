@@ -117,8 +117,12 @@ def parse_groups(
                 raise ConfigError("expected a list of data source names", file=file, key=f"{gkey}.readDataSourceNames")
             for member in reads:
                 if member in shadow:  # ShardingSphere would shadow a replica's reads: not implemented
-                    raise ConfigError(f"read data source {member!r} is a !SHADOW data source, which shardproxy "
-                                      "supports as the group's writeDataSourceName only", file=file, key=gkey)
+                    raise ConfigError(
+                        f"read data source {member!r} is a !SHADOW data source, which shardproxy "
+                        "supports as the group's writeDataSourceName only",
+                        file=file,
+                        key=gkey,
+                    )
             for member in (write, *reads):
                 if member not in data_sources and member not in shadow:
                     raise ConfigError(f"data source {member!r} is not defined in dataSources", file=file, key=gkey)

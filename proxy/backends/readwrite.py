@@ -480,8 +480,9 @@ async def open_data_sources(
             if name in twins:  # !SHADOW as the write data source: shadow statements' units go to the twin, by
                 # the shadow unit's name (routing.shadow.decide); reads still go to the group's replicas
                 shadow_unit = twins[name][1]
-                twin = ReadWriteGroup(replace(g, name=shadow_unit, write=shadow_unit), physical[shadow_unit],
-                                      [], props, twin_of=group)
+                twin = ReadWriteGroup(
+                    replace(g, name=shadow_unit, write=shadow_unit), physical[shadow_unit], [], props, twin_of=group
+                )
                 opened[(db.name, shadow_unit)] = twin
                 await twin.start()
                 result[shadow_unit] = twin
