@@ -71,12 +71,23 @@ def _choice(value: Any, allowed: Sequence[str], default: str, file: str, key: st
     return text
 
 
+def _shadow_sources(rules: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The `!SHADOW` rule's data source names: a group's write data source may be one (ShardingSphere splits
+    reads from writes first, then the shadow rule picks production or shadow for the write side)."""
+    out: set[str] = set()
+    for rule in rules:
+        if str(rule.get("__rule__", "")).upper() == "SHADOW" and isinstance(rule.get("dataSources"), Mapping):
+            out |= {str(name) for name in rule["dataSources"]}
+    return out
+
+
 def parse_groups(
     rules: Sequence[Mapping[str, Any]], data_sources: Sequence[str], file: str, warn: Warn
 ) -> list[GroupConfig]:
     """The read/write splitting groups of one logical database; `ConfigError` names the key at fault."""
     groups: list[GroupConfig] = []
     seen: dict[str, str] = {}
+    shadow = _shadow_sources(rules)
     for index, rule in enumerate(rules):
         if str(rule.get("__rule__", "")).upper() != "READWRITE_SPLITTING":
             continue
@@ -104,8 +115,16 @@ def parse_groups(
                 reads = tuple(str(r) for r in reads_raw)
             else:
                 raise ConfigError("expected a list of data source names", file=file, key=f"{gkey}.readDataSourceNames")
+            for member in reads:
+                if member in shadow:  # ShardingSphere would shadow a replica's reads: not implemented
+                    raise ConfigError(
+                        f"read data source {member!r} is a !SHADOW data source, which shardproxy "
+                        "supports as the group's writeDataSourceName only",
+                        file=file,
+                        key=gkey,
+                    )
             for member in (write, *reads):
-                if member not in data_sources:
+                if member not in data_sources and member not in shadow:
                     raise ConfigError(f"data source {member!r} is not defined in dataSources", file=file, key=gkey)
                 if member in seen:
                     raise ConfigError(f"data source {member!r} is already a member of group {seen[member]}",

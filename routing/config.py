@@ -278,11 +278,19 @@ def logical_data_sources(doc: Mapping[str, Any], data_source_names: Sequence[str
     for rule in other_rules(doc):
         groups.update(_group_members(rule))
     member_of = {m: g for g, members in groups.items() for m in members}
+
+    def top(name: str) -> str:  # a group may be a member of another (a shadow data source as a group's primary)
+        seen = {name}
+        while name in member_of and member_of[name] not in seen:
+            name = member_of[name]
+            seen.add(name)
+        return name
+
     result: dict[str, None] = {}
     for name in data_source_names:
-        result[member_of.get(name, name)] = None
+        result[top(name)] = None
     for group in groups:
-        result.setdefault(group, None)
+        result.setdefault(top(group), None)
     return list(result)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from routing.errors import ConfigError
 from routing.mask.config import load_mask_rule
 from routing.model import DatabaseRules
-from routing.shadow.config import load_shadow_rule
+from routing.shadow.config import load_shadow_rule, with_groups
 
 
 def with_feature_rules(
@@ -32,7 +32,7 @@ def with_feature_rules(
         elif tag == "SHADOW":
             if shadow is not None:
                 raise ConfigError("only one !SHADOW rule is allowed per database", file=file, key=key)
-            shadow = load_shadow_rule(rule, physical, file, key)
+            shadow = with_groups(load_shadow_rule(rule, physical, file, key), doc.get("rules") or [])
     if mask is None and shadow is None:
         return rules
     return replace(rules, mask=mask, shadow=shadow)

@@ -182,7 +182,8 @@ class ReadWriteGroup(DataSource):
     fast_relay = False  # every statement is classified read or write first (no proxy.execution.fastpath)
 
     def __init__(
-        self, config: GroupConfig, primary: DataSource, replicas: Sequence[DataSource], props: Mapping[str, Any]
+        self, config: GroupConfig, primary: DataSource, replicas: Sequence[DataSource], props: Mapping[str, Any],
+        *, twin_of: ReadWriteGroup | None = None,
     ) -> None:
         # no super().__init__: the group has no pool of its own, every method below delegates
         self.group_config = config
@@ -190,6 +191,11 @@ class ReadWriteGroup(DataSource):
         self.primary = primary
         self.config = primary.config
         self.replicas = [ReplicaState(r.name, r, config.weights.get(r.name, 1.0)) for r in replicas]
+        # a shadow twin (open_data_sources): another primary over `twin_of`'s replicas, whose health `twin_of`
+        # watches and whose pools `twin_of` opens and closes
+        self.twin_of = twin_of
+        if twin_of is not None:
+            self.replicas = twin_of.replicas
         self.max_lag = config.max_lag_seconds if config.max_lag_seconds is not None else _prop_float(
             props, "max-replication-lag-seconds")
         interval = config.health_interval
@@ -216,6 +222,9 @@ class ReadWriteGroup(DataSource):
         """The primary must answer (as any data source at start-up); a replica that does not is started
         out of rotation and probed until it answers, so one dead replica does not keep the proxy down."""
         await self.primary.start()
+        if self.twin_of is not None:
+            self.mariadb = self.twin_of.mariadb
+            return
         for r in self.replicas:
             try:
                 await r.source.start()
@@ -274,8 +283,9 @@ class ReadWriteGroup(DataSource):
             conn.close()
         self._monitor_conns.clear()
         await self.primary.close()
-        for r in self.replicas:
-            await r.source.close()
+        if self.twin_of is None:
+            for r in self.replicas:
+                await r.source.close()
 
     def stats(self) -> dict[str, int]:
         return self.primary.stats()
@@ -449,22 +459,33 @@ async def open_data_sources(
     name) as soon as it is open, so that a failure later on can still close it."""
     groups = {g.name: g for g in parse_groups(db.other_rules, list(db.data_sources), db.file, log.warning)}
     members = {m for g in groups.values() for m in (g.write, *g.reads)}
-    if db.rules.shadow is not None:  # a production data source serves under its shadow data source's name
-        members |= {production for production, _shadow in db.rules.shadow.data_sources.values()}
+    shadow = db.rules.shadow.data_sources if db.rules.shadow is not None else {}
+    members |= {production for production, _shadow in shadow.values()}  # served under its shadow source's name
+    twins = {g.name: shadow[g.write] for g in groups.values() if g.write in shadow}
+    members |= {shadow_unit for _production, shadow_unit in twins.values()}  # the twins' primaries
     physical = {name: DataSource(cfg) for name, cfg in db.data_sources.items()}
     for name, source in physical.items():
         if name not in members:
             await source.start()
             opened[(db.name, name)] = source
     result: dict[str, DataSource] = {}
-    shadow = db.rules.shadow.data_sources if db.rules.shadow is not None else {}
     for name in db.rules.data_sources:
         if name in groups:
             g = groups[name]
-            group = ReadWriteGroup(g, physical[g.write], [physical[r] for r in g.reads], props)
+            primary = physical[twins[name][0]] if name in twins else physical[g.write]
+            group = ReadWriteGroup(g, primary, [physical[r] for r in g.reads], props)
             opened[(db.name, name)] = group  # closing the group closes its members and stops its monitor
             await group.start()
             result[name] = group
+            if name in twins:  # !SHADOW as the write data source: shadow statements' units go to the twin, by
+                # the shadow unit's name (routing.shadow.decide); reads still go to the group's replicas
+                shadow_unit = twins[name][1]
+                twin = ReadWriteGroup(
+                    replace(g, name=shadow_unit, write=shadow_unit), physical[shadow_unit], [], props, twin_of=group
+                )
+                opened[(db.name, shadow_unit)] = twin
+                await twin.start()
+                result[shadow_unit] = twin
         elif name in shadow:  # !SHADOW: the logical name stands for production (routing.shadow.decide), its
             # connections named by it (the session keys them, and its transaction, by the routed name)
             source = DataSource(replace(db.data_sources[shadow[name][0]], name=name))

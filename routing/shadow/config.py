@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from routing.config import expect_mapping, refuse_unknown_keys
@@ -84,6 +84,9 @@ class ShadowRule:
     tables: Mapping[str, ShadowTable] = field(default_factory=dict)
     algorithms: Mapping[str, ShadowAlgorithm] = field(default_factory=dict)
     default_algorithm: ShadowAlgorithm | None = None
+    # read/write splitting group -> the shadow data source that is its write data source: the group's writes
+    # (and primary reads) are shadow-decided, its replicas' reads are not (ShardingSphere's router order)
+    groups: Mapping[str, str] = field(default_factory=dict)
 
     def mappings_of(self, table: str) -> dict[str, str]:
         """Production -> shadow data source of the shadow data sources a shadow table names."""
@@ -218,4 +221,19 @@ def load_shadow_rule(rule: Mapping[str, Any], physical: Sequence[str], file: str
     return ShadowRule(sources, tables, algorithms, default)
 
 
-__all__ = ["OPERATIONS", "ShadowAlgorithm", "ShadowRule", "ShadowTable", "java_text", "load_shadow_rule"]
+def with_groups(rule: ShadowRule, doc_rules: Sequence[Any]) -> ShadowRule:
+    """`rule` knowing the `!READWRITE_SPLITTING` groups whose writeDataSourceName is one of its data sources."""
+    groups: dict[str, str] = {}
+    for other in doc_rules:
+        if not isinstance(other, Mapping) or str(other.get("__rule__", "")).upper() != "READWRITE_SPLITTING":
+            continue
+        raw = other.get("dataSourceGroups", other.get("dataSources"))
+        for name, group in raw.items() if isinstance(raw, Mapping) else ():
+            g = group.get("staticStrategy", group) if isinstance(group, Mapping) else {}
+            write = g.get("writeDataSourceName") if isinstance(g, Mapping) else None
+            if isinstance(write, str) and write in rule.data_sources:
+                groups[str(name)] = write
+    return replace(rule, groups=groups) if groups else rule
+
+
+__all__ = ["OPERATIONS", "ShadowAlgorithm", "ShadowRule", "ShadowTable", "java_text", "load_shadow_rule", "with_groups"]

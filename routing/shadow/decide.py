@@ -276,7 +276,7 @@ def shadowed(
 ) -> RoutedStatement:
     """`routed` with its units moved onto the shadow data sources when the statement is shadow (the same object
     when nothing moves)."""
-    if not any(u.data_source in rule.data_sources for u in routed.execution_units):
+    if not any(u.data_source in rule.data_sources or u.data_source in rule.groups for u in routed.execution_units):
         return routed
     mappings = shadow_mappings(rule, sql, params, columns_of)
     if not mappings:
@@ -286,6 +286,9 @@ def shadowed(
         for logical, (production, _s) in rule.data_sources.items()
         if (shadow := mappings.get(production)) is not None
     }
+    for group, logical in rule.groups.items():  # the group's shadow twin: the shadow unit as its primary, same
+        if logical in moved:  # replicas (proxy.backends.readwrite.open_data_sources routes it by that name)
+            moved[group] = moved[logical]
     if not any(u.data_source in moved for u in routed.execution_units):
         return routed
     for shape in _REFUSED_SHAPES:
