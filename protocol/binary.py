@@ -600,6 +600,27 @@ def _encode_row(cells: Sequence[bytes | None]) -> bytes:
     return b"\x00" + bytes(bitmap) + b"".join(c for c in cells if c is not None)
 
 
+def binary_row_cells(payload: bytes, columns: Sequence[ColumnDefinition41]) -> list[bytes | None]:
+    """Each cell of a binary row as its bytes on the wire (None: NULL): a relay that changes some cells (a decrypted
+    column) keeps the others' bytes exactly, whatever their type."""
+    r, bitmap = _row_reader(payload, len(columns))
+    out: list[bytes | None] = []
+    for i, c in enumerate(columns):
+        if _is_null(bitmap, i):
+            out.append(None)
+            continue
+        start = r.pos
+        _read_value(r, c.type, _unsigned(c))
+        out.append(r.data[start : r.pos])
+    _done(r)
+    return out
+
+
+def encode_binary_cells(cells: Sequence[bytes | None]) -> bytes:
+    """The binary row of `cells` (as `binary_row_cells` gives them)."""
+    return _encode_row(cells)
+
+
 def encode_binary_row(values: Sequence[object], columns: Sequence[ColumnDefinition41]) -> bytes:
     if len(values) != len(columns):
         raise ValueError(f"{len(values)} values for {len(columns)} columns")

@@ -22,17 +22,17 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
-from protocol.binary import text_row_to_binary
+from protocol.binary import binary_row_cells, encode_binary_cells, text_row_to_binary
 from protocol.constants import ErrorCode
 from protocol.errors import ServerError
 from protocol.framing import encode_packet
 from protocol.packets import ColumnDefinition41, ERRPacket, decode_text_row, encode_text_row
 from protocol.results import ResultSummary
-from protocol.wire import MalformedPacket, Reader
+from protocol.wire import MalformedPacket, Reader, lenenc_str
 from proxy.execution.masking import Masks, mask_row, masked_definitions
 from proxy.frontend.wire import CapturedWriter
 from routing.encrypt.algorithms import Encryptor
@@ -45,9 +45,12 @@ if TYPE_CHECKING:
 __all__ = [
     "REWRITTEN",
     "DecryptingRelay",
+    "PreparedEncrypted",
     "encrypted_statement",
+    "fast_encrypted_execute",
     "fast_encrypted_select",
-    "prepared_columns_text",
+    "prepared_encrypted",
+    "prepared_rewrite",
     "run_encrypted",
 ]
 
@@ -123,10 +126,46 @@ async def _load_columns(db: LogicalDatabase, table: str) -> list[str]:
     raise ServerError(f"Table '{db.name}.{table}' doesn't exist", errno=1146, sqlstate="42S02")
 
 
-async def prepared_columns_text(session: Session, db: LogicalDatabase, sql: str) -> str:
-    """The rewritten text of a statement being prepared, `?` kept (one per physical column), to describe it."""
-    encrypted = await _rewrite(session, db, sql, None)
-    return sql if encrypted is None else encrypted.sql
+async def prepared_rewrite(session: Session, db: LogicalDatabase, sql: str) -> Encrypted | None:
+    """The rewrite of a statement being prepared, `?` kept (one per physical column), to describe it (None: it
+    runs as written)."""
+    return await _rewrite(session, db, sql, None)
+
+
+class PreparedEncrypted(NamedTuple):
+    """A prepared SELECT on an encrypted table that the fast path executes as it came, on the backend statement of
+    its rewrite (`sql`): its parameters go through unchanged (none is bound to an encrypted column), so the client's
+    COM_STMT_EXECUTE is only re-addressed, and the binary rows are decrypted as they pass (`DecryptingRelay`).
+    Kept with the rule and sql_mode it was rewritten under: another of either, and the session's coroutine runs it."""
+
+    rule: object
+    mode: int
+    sql: str
+    decrypt: tuple[Encryptor | None, ...] | None
+
+
+def prepared_encrypted(
+    session: Session, db: LogicalDatabase, sql: str, encrypted: Encrypted | None, same_params: bool
+) -> PreparedEncrypted | None:
+    """What the fast path keeps of a statement prepared on a pass-through database with an `!ENCRYPT` rule
+    (`encrypted`: its rewrite; `same_params`: the rewrite has as many placeholders as the text), or None when its
+    executes need the coroutine: parameters to encrypt, `!MASK` to apply after decryption, no SELECT, a `*` (its
+    table's columns when executed), a text the fast relay does not take."""
+    if (
+        encrypted is None
+        or encrypted.encrypts_params
+        or not same_params
+        or db.rules.mask is not None
+        or _first_word(sql) != "SELECT"
+        or _PREFIX_UNSAFE.search(sql) is not None
+    ):
+        return None
+    return PreparedEncrypted(db.config.encrypt, session.txn.mode_flags, encrypted.sql, encrypted.decrypt)
+
+
+def fast_encrypted_execute(session: Session, db: LogicalDatabase, kept: PreparedEncrypted) -> bool:
+    """Whether the rewrite `kept` at PREPARE still holds for an execute now (same rule, same sql_mode)."""
+    return kept.rule is db.config.encrypt and kept.mode == session.txn.mode_flags and db.rules.mask is None
 
 
 async def run_encrypted(
@@ -314,10 +353,12 @@ class DecryptingRelay:
     command with an ERR after the rows sent)."""
 
     __slots__ = (
+        "_binary",
         "_capabilities",
         "_columns",
         "_count",
         "_decrypt",
+        "_definitions",
         "_eof",
         "_failure",
         "_held",
@@ -327,8 +368,12 @@ class DecryptingRelay:
         "done",
     )
 
-    def __init__(self, session: Session, decrypt: tuple[Encryptor | None, ...], inner: Any) -> None:
+    def __init__(
+        self, session: Session, decrypt: tuple[Encryptor | None, ...], inner: Any, *, binary: bool = False
+    ) -> None:
         self._decrypt = decrypt
+        self._binary = binary  # an executed prepared statement's answer: binary rows
+        self._definitions: list[ColumnDefinition41] | None = None
         self._capabilities = session.capabilities
         self._eof = not session.deprecate_eof  # an EOF after the column definitions
         self._inner = inner
@@ -427,6 +472,8 @@ class DecryptingRelay:
     def _row(self, payload: bytes) -> bytes:
         if self._failure is not None:
             return payload
+        if self._binary:
+            return self._binary_row(payload)
         decrypt = self._decrypt
         r = Reader(payload)
         try:
@@ -454,6 +501,34 @@ class DecryptingRelay:
                     "not written by it (another key, or plaintext)"
                 )
         return encode_text_row(values)
+
+    def _binary_row(self, payload: bytes) -> bytes:
+        """A binary row with its encrypted cells decrypted; the other cells' bytes as they came."""
+        decrypt = self._decrypt
+        if self._count != len(decrypt):
+            return self._fail(
+                f"the result has {self._count} columns where the encrypt rewrite expected {len(decrypt)} "
+                "(did the table change?); run the statement again"
+            )
+        columns = self._definitions
+        if columns is None:
+            columns = self._definitions = [ColumnDefinition41.decode(c) for c in self._columns]
+        cells = binary_row_cells(payload, columns)
+        for i, encryptor in enumerate(decrypt):
+            cell = cells[i]
+            if encryptor is None or cell is None:
+                continue
+            value = Reader(cell).lenenc_str() or b""
+            try:
+                plain = encryptor.decrypt(value.decode("utf-8", errors="surrogateescape"))
+            except Exception as exc:  # not this encryptor's ciphertext (wrong key, plaintext left in place)
+                log.warning("decrypt_failed", column=columns[i].name, error=str(exc))
+                return self._fail(
+                    f"the value of column {columns[i].name} cannot be decrypted by its encryptor ({encryptor.type}): "
+                    "it was not written by it (another key, or plaintext)"
+                )
+            cells[i] = lenenc_str(plain.encode("utf-8", errors="surrogateescape"))
+        return encode_binary_cells(cells)
 
     def _fail(self, message: str) -> bytes:
         if self._held is None:  # part of the answer is sent already: the fast path ends it with this ERR

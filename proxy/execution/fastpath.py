@@ -33,7 +33,12 @@ from proxy.backends.backend import BACKEND_DEPRECATE_EOF, BackendError
 from proxy.backends.codec import execute_payload
 from proxy.execution.decide import NO_FEDERATION, OFF_LOOP_TEXT, decide, prepared_point, route_point
 from proxy.execution.diagnostics import ran_on, reads_diagnostics
-from proxy.execution.encrypted import DecryptingRelay, encrypted_statement, fast_encrypted_select
+from proxy.execution.encrypted import (
+    DecryptingRelay,
+    encrypted_statement,
+    fast_encrypted_execute,
+    fast_encrypted_select,
+)
 from proxy.execution.errors import error_packet
 from proxy.execution.fastcommit import CommitFan
 from proxy.execution.fastlocal import (
@@ -58,6 +63,7 @@ if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
     from proxy.backends.tap import BackendTap
     from proxy.execution.context import SessionContext as Session
+    from proxy.execution.state import ClientStatement
 
 # bytes queued for a client before its transport pauses (and the fast path stops reading the backend); the
 # plain TCP transport's high-water mark is set to it, a TLS transport keeps its own (512 KiB)
@@ -213,7 +219,7 @@ class FastPath:
                                    client_deprecate_eof=session.deprecate_eof, error_rewriter=error_rewriter,
                                    cursor=cursor, column_rewriter=column_rewriter)
         if target.decrypt is not None:  # an encrypted SELECT rewritten: its rows decrypted (proxy.execution.encrypted)
-            self.relay = DecryptingRelay(session, target.decrypt, self.relay)
+            self.relay = DecryptingRelay(session, target.decrypt, self.relay, binary=target.binary)
         self.keep_for_next = target.keep_for_next
         self.joining = b"" if target.joins else None
         tap.relay = self
@@ -407,6 +413,7 @@ class Forward(NamedTuple):
     column_rewriter: Callable[[bytes], bytes] | None = None
     # an encrypted SELECT rewritten: the encryptor of each result column to decrypt (proxy.execution.encrypted)
     decrypt: tuple[Any, ...] | None = None
+    binary: bool = False  # `decrypt`: the answer's rows are binary (an executed prepared statement)
 
 
 def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | EndForward | Answered | None:
@@ -442,6 +449,8 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
         if len(packet) < 9:
             return None
         stmt = session.statements.get(struct.unpack_from("<I", packet, 5)[0])
+        if stmt is not None and stmt.encrypted is not None and stmt.database is db:
+            return _encrypted_execute(session, db, conn, stmt, packet)
         if stmt is None or stmt.backend is not conn or not stmt.backend_id or stmt.database is not db:
             return None
         stmt.remember_types(packet[4:])
@@ -470,6 +479,28 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
         session.stmt_kind, session.route = kind, "passthrough"
         return Forward(conn, packet, None, kind is WRITE, decrypt=decrypt)
     return None
+
+
+def _encrypted_execute(session: Session, db: LogicalDatabase, conn: BackendConnection, stmt: ClientStatement,
+                       packet: bytes) -> Forward | None:
+    """A prepared SELECT on an encrypted table (proxy.execution.encrypted.PreparedEncrypted) on a pass-through
+    database: the client's execute re-addressed to its rewrite's statement on the connection, the binary rows
+    decrypted as they pass; None (the coroutine's text path) for a cursor, a rewrite that no longer holds, a
+    connection that does not hold the rewrite prepared."""
+    kept = stmt.encrypted
+    if len(packet) < 10 or packet[9] != 0 or stmt.long_data or not fast_encrypted_execute(session, db, kept):
+        return None
+    prepared = conn.statements.get(kept.sql)
+    if prepared is None:
+        return None
+    stmt.remember_types(packet[4:])
+    framed = retarget_execute(packet, prepared.ok.statement_id, stmt.num_params, stmt.types or ())
+    if framed is None:
+        return None
+    session.info = stmt.sql[:100]
+    session.sql = stmt.sql
+    session.stmt_kind, session.route = SELECT, "passthrough"
+    return Forward(conn, framed, None, False, decrypt=kept.decrypt, binary=True)
 
 
 def _sharded(session: Session, db: LogicalDatabase, packet: bytes

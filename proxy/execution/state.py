@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from protocol.binary import LAST_STATEMENT_ID, ParamType
 from protocol.packets import ColumnDefinition41
@@ -120,6 +120,9 @@ class ClientStatement:
     # the logical database current at PREPARE (None: none chosen): it runs there, whatever USE chose since, as on
     # MariaDB (proxy.session.stmt_database)
     database: LogicalDatabase | None = None
+    # pass-through, a SELECT on an !ENCRYPT table whose parameters are not encrypted: its rewrite, prepared on the
+    # backend, that the fast path executes (proxy.execution.encrypted.PreparedEncrypted)
+    encrypted: Any = None
 
     def remember_types(self, payload: bytes) -> None:
         """Keep the parameter types a relayed COM_STMT_EXECUTE binds (`payload`): a later execute may send none,

@@ -52,7 +52,7 @@ from proxy.backends.codec import BINARY
 from proxy.backends.readwrite import Access, ReadWriteGroup, classify_access
 from proxy.execution import txn_control
 from proxy.execution.decide import OFF_LOOP_TEXT, view_of
-from proxy.execution.encrypted import encrypted_statement, prepared_columns_text
+from proxy.execution.encrypted import encrypted_statement, prepared_encrypted, prepared_rewrite
 from proxy.execution.explain import DATA_SOURCE_COLUMN, split_explain, xa_refusal
 from proxy.execution.plans import Explained, Run, Strategy
 from proxy.execution.replicas import TrackingWriter, drop_replica, group_backend
@@ -337,12 +337,14 @@ async def _prepare_encrypted(session: Session, db: LogicalDatabase, sql: str) ->
     """PREPARE of a statement naming an encrypted table: its columns are those of the rewritten text (the cipher
     columns under the logical names); nothing stays prepared on a backend (EXECUTE runs it as text)."""
     try:
-        text = await prepared_columns_text(session, db, sql)
+        encrypted = await prepared_rewrite(session, db, sql)
     except ServerError as exc:
         session.error(exc.errno, exc.message, exc.sqlstate)
         return
+    text = sql if encrypted is None else encrypted.sql
     num_params = await _placeholders(sql, session.txn.mode_flags)
     source = db.pass_through_source
+    fast = None
     if source is not None:
         conn = await session.backend(source.name, record_write=False)
         answer = await conn.prepared(text)
@@ -350,9 +352,10 @@ async def _prepare_encrypted(session: Session, db: LogicalDatabase, sql: str) ->
             session.wire.send(answer.encode(session.capabilities))
             return
         columns = tuple(answer.columns)
+        fast = prepared_encrypted(session, db, sql, encrypted, answer.ok.num_params == num_params)
     else:
         columns = await _describe(session, text, await _placeholders(text, session.txn.mode_flags))
-    stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns, database=db)
+    stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns, database=db, encrypted=fast)
     session.statements.add(stmt)
     _prepare_answer(session, stmt)
 

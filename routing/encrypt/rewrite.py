@@ -62,6 +62,8 @@ class Encrypted:
     sql: str
     params: list[Any] | None
     decrypt: tuple[Encryptor | None, ...] | None
+    #: some parameter is encrypted (its value changes, or it is bound to several physical columns)
+    encrypts_params: bool = False
 
 
 class MissingColumns(Exception):
@@ -411,9 +413,9 @@ def rewrite_encrypted(
                 if len(_RECIPES) > _RECIPES_MAX:
                     _RECIPES.popitem(last=False)
         if not recipe.edits:
-            return Encrypted(sql, list(params) if params is not None else None, recipe.decrypt)
+            return Encrypted(sql, list(params) if params is not None else None, recipe.decrypt, bool(recipe.params))
         out, new_params = _assemble(text, shape.spans, recipe, params, mode)
-    return Encrypted(out, new_params, recipe.decrypt)
+    return Encrypted(out, new_params, recipe.decrypt, bool(recipe.params))
 
 
 def _still_valid(

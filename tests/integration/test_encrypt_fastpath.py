@@ -70,9 +70,14 @@ READS = [
 
 class Env:
     def __init__(
-        self, proxy: RunningProxy, physical: list[tuple[MariaDBServer, str]], oracle: tuple[MariaDBServer, str]
+        self,
+        proxy: RunningProxy,
+        physical: list[tuple[MariaDBServer, str]],
+        oracle: tuple[MariaDBServer, str],
+        kind: str = "passthrough",
     ) -> None:
         self.proxy, self.physical, self.oracle = proxy, physical, oracle
+        self.proxy_kind = kind
 
 
 @pytest.fixture(scope="module", params=["passthrough", "sharded"])
@@ -106,7 +111,7 @@ def env(
                 cur.execute(insert, row)
         for row in ROWS:
             oracle[0].execute(insert, oracle[1], args=row)
-        yield Env(proxy, physical, oracle)
+        yield Env(proxy, physical, oracle, request.param)
     finally:
         proxy.stop()
         for server, db in [*physical, oracle]:
@@ -156,4 +161,96 @@ def test_a_value_its_encryptor_did_not_write_is_the_same_lone_err(env: Env) -> N
                 [("user_name", 253)],
             )
     finally:
+        server.execute("DELETE FROM t_user WHERE user_id = 20", db)
+
+
+# (prepared statement, its parameters, answered on the fast path): executed through the binary protocol, each
+# answers what the unencrypted oracle answers; a parameter bound to an encrypted column is encrypted by the
+# session's coroutine, which runs that statement
+PREPARED = [
+    ("SELECT user_name FROM t_user WHERE user_id = ?", (10,), True),
+    ("SELECT user_name, password FROM t_user WHERE user_id = ?", (12,), True),  # a NULL and a non-ASCII value
+    ("SELECT user_name, password, status FROM t_user WHERE user_id = ?", (13,), True),  # NULL user_name
+    ("SELECT user_id, user_name AS n, status FROM t_user WHERE user_id = ?", (14,), True),  # NULL last, quotes
+    ("SELECT status, user_id FROM t_user WHERE user_id = ?", (11,), True),  # nothing to decrypt
+    ("SELECT user_id, password FROM t_user WHERE user_id = ?", (999,), True),  # no row
+    ("SELECT password, user_name FROM t_user WHERE user_id = ? OR user_id = ?", (10, 11), True),
+    ("SELECT user_id FROM t_user WHERE password = ?", ("222222",), False),  # an encrypted parameter
+    ("SELECT user_id, user_name FROM t_user WHERE user_name = ? AND user_id = ?", ("lisi", 11), False),
+    ("SELECT * FROM t_user WHERE user_id = ?", (10,), False),  # (its table's columns when executed)
+]
+
+
+def _prepared(host: str, port: int, password: str, db: str) -> Any:
+    import mysql.connector
+
+    return mysql.connector.connect(
+        host=host,
+        port=port,
+        user="root",
+        password=password,
+        database=db,
+        use_pure=True,
+        ssl_disabled=True,
+        autocommit=True,
+    )
+
+
+def _prepared_answer(conn: Any, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...]:
+    import mysql.connector
+
+    cur = conn.cursor(prepared=True)
+    try:
+        cur.execute(sql, params)
+        rows = [tuple(r) for r in cur.fetchall()]
+        return sorted(rows, key=repr), [(d[0], d[1]) for d in cur.description or ()]
+    except mysql.connector.Error as exc:
+        return ("error", exc.errno, exc.msg)
+    finally:
+        cur.close()
+
+
+@pytest.mark.parametrize(("sql", "params", "fast"), PREPARED)
+def test_prepared_encrypted_selects_answer_what_an_unencrypted_server_answers(
+    env: Env, sql: str, params: tuple[Any, ...], fast: bool
+) -> None:
+    server, db = env.oracle
+    conn = _prepared(env.proxy.host, env.proxy.port, "root", "encfast")
+    oconn = _prepared(server.host, server.port, server.password, db)
+    try:
+        cur = conn.cursor(prepared=True)
+        cur.execute(sql, params)
+        cur.fetchall()
+        before = STATS.taken
+        cur.execute(sql, params)  # (the same statement, executed again)
+        got = ([tuple(r) for r in cur.fetchall()], [(d[0], d[1]) for d in cur.description or ()])
+        taken = STATS.taken - before
+        cur.close()
+        want = _prepared_answer(oconn, sql, params)
+    finally:
+        conn.close()
+        oconn.close()
+    assert (sorted(got[0], key=repr), got[1]) == want
+    if fast and env.proxy_kind == "passthrough":
+        assert taken >= 1
+    elif not fast:
+        assert taken == 0
+
+
+def test_a_prepared_select_of_a_value_its_encryptor_did_not_write_is_the_same_lone_err(env: Env) -> None:
+    server, db = env.physical[0]
+    server.execute("INSERT INTO t_user (user_id, user_name_cipher) VALUES (20, 'plaintext')", db)
+    conn = _prepared(env.proxy.host, env.proxy.port, "root", "encfast")
+    try:
+        sql = "SELECT user_id, user_name FROM t_user WHERE user_id = ?"
+        assert _prepared_answer(conn, sql, (10,))[0] == [(10, "zhangsan")]
+        before = STATS.taken
+        got = _prepared_answer(conn, sql, (20,))
+        assert got[:2] == ("error", 1105)
+        assert "user_name cannot be decrypted by its encryptor (AES)" in got[2]
+        if env.proxy_kind == "passthrough":
+            assert STATS.taken - before >= 1
+        assert _prepared_answer(conn, sql, (11,))[0] == [(11, "lisi")]  # the session goes on
+    finally:
+        conn.close()
         server.execute("DELETE FROM t_user WHERE user_id = 20", db)
