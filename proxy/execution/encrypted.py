@@ -32,10 +32,10 @@ from protocol.errors import ServerError
 from protocol.framing import encode_packet
 from protocol.packets import ColumnDefinition41, ERRPacket, decode_text_row, encode_text_row
 from protocol.results import ResultSummary
-from protocol.wire import MalformedPacket, Reader, lenenc_str
+from protocol.wire import Reader, lenenc_str
 from proxy.execution.masking import Masks, mask_row, masked_definitions
 from proxy.frontend.wire import CapturedWriter
-from routing.encrypt.algorithms import Encryptor
+from routing.encrypt.algorithms import Encryptor, bytes_decryptor
 from routing.encrypt.rewrite import Encrypted, MissingColumns, rewrite_encrypted, touches_encrypted
 
 if TYPE_CHECKING:
@@ -339,6 +339,27 @@ _BY_PREFIX: dict[tuple[object, int, str], tuple[str, tuple[Encryptor | None, ...
 _BY_PREFIX_MAX = 256
 
 
+#: each decrypt tuple (a rewrite's, kept by the rewrite caches) -> its encryptors' decryptions of bytes
+_DECODERS: dict[tuple[Encryptor | None, ...], tuple[Callable[[bytes], bytes] | None, ...]] = {}
+_DECODERS_MAX = 256
+
+
+def _decoders(decrypt: tuple[Encryptor | None, ...]) -> tuple[Callable[[bytes], bytes] | None, ...]:
+    known = _DECODERS.get(decrypt)
+    if known is None:
+        if len(_DECODERS) >= _DECODERS_MAX:
+            _DECODERS.clear()
+        known = _DECODERS[decrypt] = tuple(None if e is None else bytes_decryptor(e) for e in decrypt)
+    return known
+
+
+def _changed(count: int, expected: int) -> str:
+    return (
+        f"the result has {count} columns where the encrypt rewrite expected {expected} "
+        "(did the table change?); run the statement again"
+    )
+
+
 #: answer bytes held back, at most, so that a value that cannot be decrypted ends the answer with only an ERR
 _HOLD_LIMIT = 1 << 16
 
@@ -357,6 +378,7 @@ class DecryptingRelay:
         "_capabilities",
         "_columns",
         "_count",
+        "_decoders",
         "_decrypt",
         "_definitions",
         "_eof",
@@ -372,6 +394,7 @@ class DecryptingRelay:
         self, session: Session, decrypt: tuple[Encryptor | None, ...], inner: Any, *, binary: bool = False
     ) -> None:
         self._decrypt = decrypt
+        self._decoders = _decoders(decrypt)
         self._binary = binary  # an executed prepared statement's answer: binary rows
         self._definitions: list[ColumnDefinition41] | None = None
         self._capabilities = session.capabilities
@@ -475,25 +498,43 @@ class DecryptingRelay:
         if self._binary:
             return self._binary_row(payload)
         decrypt = self._decrypt
-        r = Reader(payload)
+        n = len(decrypt)
+        if self._count != n:
+            return self._fail(_changed(self._count, n))
+        # the row's values read in place: a value is a length-encoded string or 0xFB (NULL)
+        values: list[bytes | None] = []
+        pos, end = 0, len(payload)
         try:
-            values = [r.lenenc_str() for _ in decrypt]
-        except MalformedPacket:  # fewer values than the rewrite expected
-            values = []
-        if r.remaining() or len(values) != len(decrypt) or self._count != len(decrypt):
-            return self._fail(
-                f"the result has {self._count} columns where the encrypt rewrite expected {len(decrypt)} "
-                "(did the table change?); run the statement again"
-            )
-        for i, encryptor in enumerate(decrypt):
+            for _ in range(n):
+                first = payload[pos]
+                if first < 0xFB:
+                    start, pos = pos + 1, pos + 1 + first
+                elif first == 0xFB:
+                    values.append(None)
+                    pos += 1
+                    continue
+                else:
+                    width = 2 if first == 0xFC else 3 if first == 0xFD else 8 if first == 0xFE else -1
+                    if width < 0:
+                        raise IndexError
+                    start = pos + 1 + width
+                    pos = start + int.from_bytes(payload[pos + 1 : start], "little")
+                if pos > end:
+                    raise IndexError
+                values.append(payload[start:pos])
+        except IndexError:  # fewer values than the rewrite expected
+            pos = -1
+        if pos != end:
+            return self._fail(_changed(self._count, n))
+        for i, decoder in enumerate(self._decoders):
             value = values[i]
-            if encryptor is None or value is None:
+            if decoder is None or value is None:
                 continue
             try:
-                values[i] = encryptor.decrypt(value.decode("utf-8", errors="surrogateescape")).encode(
-                    "utf-8", errors="surrogateescape"
-                )
+                values[i] = decoder(value)
             except Exception as exc:  # not this encryptor's ciphertext (wrong key, plaintext left in place)
+                encryptor = decrypt[i]
+                assert encryptor is not None
                 name = ColumnDefinition41.decode(self._columns[i]).name
                 log.warning("decrypt_failed", column=name, error=str(exc))
                 return self._fail(
@@ -514,20 +555,22 @@ class DecryptingRelay:
         if columns is None:
             columns = self._definitions = [ColumnDefinition41.decode(c) for c in self._columns]
         cells = binary_row_cells(payload, columns)
-        for i, encryptor in enumerate(decrypt):
+        for i, decoder in enumerate(self._decoders):
             cell = cells[i]
-            if encryptor is None or cell is None:
+            if decoder is None or cell is None:
                 continue
             value = Reader(cell).lenenc_str() or b""
             try:
-                plain = encryptor.decrypt(value.decode("utf-8", errors="surrogateescape"))
+                plain = decoder(value)
             except Exception as exc:  # not this encryptor's ciphertext (wrong key, plaintext left in place)
+                encryptor = decrypt[i]
+                assert encryptor is not None
                 log.warning("decrypt_failed", column=columns[i].name, error=str(exc))
                 return self._fail(
                     f"the value of column {columns[i].name} cannot be decrypted by its encryptor ({encryptor.type}): "
                     "it was not written by it (another key, or plaintext)"
                 )
-            cells[i] = lenenc_str(plain.encode("utf-8", errors="surrogateescape"))
+            cells[i] = lenenc_str(plain)
         return encode_binary_cells(cells)
 
     def _fail(self, message: str) -> bytes:

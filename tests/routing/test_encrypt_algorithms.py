@@ -97,3 +97,39 @@ def test_md5_matches_shardingsphere(props: dict, plain: str, digest: str) -> Non
 def test_values_are_encrypted_as_their_text(value: object, text: str | None) -> None:
     aes = create_encryptor("AES", AES_E2E, key="k")
     assert aes.encrypt(value) == (None if text is None else aes.encrypt(text))
+
+
+_E2E_CIPHER = b"WM0fHOH91JNWnHTkiqBdyNmzk4uJ7CCz4mB1va9Ya1M="
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        _E2E_CIPHER,  # two blocks
+        b"sVq8Lmm+j6bZE5EKSilJEQ==",
+        b" sVq8Lmm+j6bZE5EKSilJEQ==\n",  # spaces around: decrypt strips them
+        b"",  # nothing to decipher
+        b"QUJD",  # not a whole block
+        b"sVq8Lmm+j6bZE5EKSilJEQ",  # Base64 without its padding
+        b"sVq8Lmm+j6bZE5EKSilJ!Q==",  # not Base64
+        b"zhangsan",  # plaintext left in place
+        b"AAAAAAAAAAAAAAAAAAAAAA==",  # a block of another key: bad padding
+        b"\xff\xfe",  # not UTF-8
+    ],
+)
+def test_aes_decrypt_bytes_is_decrypt_of_the_text(value: bytes) -> None:
+    """The answers' relay deciphers bytes with a context kept across values: the same plaintext or the same refusal
+    as `decrypt` of the text, and a refused value leaves nothing behind for the next one."""
+    aes = create_encryptor("AES", AES_E2E, key="k")
+    try:
+        expected: object = aes.decrypt(value.decode("utf-8", errors="surrogateescape")).encode(
+            "utf-8", errors="surrogateescape"
+        )
+    except Exception as exc:
+        expected = type(exc)
+    try:
+        got: object = aes.decrypt_bytes(value)  # type: ignore[attr-defined]
+    except Exception as exc:
+        got = type(exc)
+    assert got == expected
+    assert aes.decrypt_bytes(_E2E_CIPHER) == b"zhangsan@gmail.com"  # type: ignore[attr-defined]
