@@ -360,6 +360,21 @@ def _changed(count: int, expected: int) -> str:
     )
 
 
+class _Head(NamedTuple):
+    """An answer's head as it came, walked: its column definitions' payloads (and decoded, for binary rows)."""
+
+    raw: bytes
+    columns: list[bytes]
+    count: int
+    definitions: list[ColumnDefinition41] | None
+
+
+#: (decrypt tuple, EOF after the definitions, binary rows) -> the latest heads of answers decrypted by it
+_HEADS: dict[tuple[object, bool, bool], list[_Head]] = {}
+_HEADS_MAX = 256
+_HEADS_PER_KEY = 4
+
+
 #: answer bytes held back, at most, so that a value that cannot be decrypted ends the answer with only an ERR
 _HOLD_LIMIT = 1 << 16
 
@@ -383,6 +398,7 @@ class DecryptingRelay:
         "_definitions",
         "_eof",
         "_failure",
+        "_head_key",
         "_held",
         "_inner",
         "_pending",
@@ -406,6 +422,7 @@ class DecryptingRelay:
         self._pending = b""
         self._failure: str | None = None
         self._held: list[bytes] | None = []
+        self._head_key = (decrypt, self._eof, binary)
         self.done = False
 
     @property
@@ -452,6 +469,15 @@ class DecryptingRelay:
             return buf
         out = []
         pos, end = 0, len(buf)
+        fresh = self._phase == 0  # the answer's head starts this buffer: known, or to be remembered
+        if fresh:
+            for head in _HEADS.get(self._head_key, ()):
+                if buf.startswith(head.raw):
+                    pos, fresh = len(head.raw), False
+                    self._count, self._columns, self._phase = head.count, head.columns, 3
+                    self._definitions = head.definitions
+                    out.append(head.raw)
+                    break
         while end - pos >= 4:
             length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
             if end - pos < 4 + length:
@@ -489,8 +515,22 @@ class DecryptingRelay:
                 self._phase = 3
             out.append(buf[pos:stop])
             pos = stop
+            if fresh and self._phase == 3:
+                self._remember(buf[:pos])
+                fresh = False
         self._pending = buf[pos:]
         return b"".join(out)
+
+    def _remember(self, raw: bytes) -> None:
+        """Keep the answer's head (column count, definitions, their EOF) as it came: the same statement's next
+        answer starts with the same bytes, and its walk starts at the rows."""
+        if self._binary and self._definitions is None:
+            self._definitions = [ColumnDefinition41.decode(c) for c in self._columns]
+        if len(_HEADS) >= _HEADS_MAX:
+            _HEADS.clear()
+        heads = _HEADS.setdefault(self._head_key, [])
+        heads.insert(0, _Head(raw, self._columns, self._count, self._definitions))
+        del heads[_HEADS_PER_KEY:]
 
     def _row(self, payload: bytes) -> bytes:
         if self._failure is not None:
