@@ -296,15 +296,16 @@ def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> En
     column lookup), no `!MASK` to apply after decryption; None otherwise (and for anything the rewrite refuses:
     the coroutine answers it with the refusal)."""
     rule = db.config.encrypt
-    if rule is None or db.rules.mask is not None or _first_word(sql) != "SELECT":
+    if rule is None or db.rules.mask is not None:
         return None
     mode = session.txn.mode_flags
     number = _TRAILING_NUMBER.search(sql)
-    known = None
-    if number is not None:
+    if number is not None:  # (a kept prefix is a SELECT's)
         known = _BY_PREFIX.get((rule, mode, sql[: number.start()]))
         if known is not None:
             return Encrypted(known[0] + sql[number.start() :], None, known[1])
+    if _first_word(sql) != "SELECT":
+        return None
     key = id(db)
 
     def columns_of(table: str) -> Sequence[str] | None:
