@@ -299,11 +299,11 @@ def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> En
     if rule is None or db.rules.mask is not None:
         return None
     mode = session.txn.mode_flags
-    number = _TRAILING_NUMBER.search(sql)
-    if number is not None:  # (a kept prefix is a SELECT's)
-        known = _BY_PREFIX.get((rule, mode, sql[: number.start()]))
+    cut = _trailing_number(sql)
+    if cut >= 0:  # (a kept prefix is a SELECT's)
+        known = _BY_PREFIX.get((rule, mode, sql[:cut]))
         if known is not None:
-            return Encrypted(known[0] + sql[number.start() :], None, known[1])
+            return Encrypted(known[0] + sql[cut:], None, known[1])
     if _first_word(sql) != "SELECT":
         return None
     key = id(db)
@@ -316,14 +316,14 @@ def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> En
     except Exception:  # MissingColumns (a lookup to await), a refusal: the coroutine's
         return None
     if (
-        number is not None
+        cut >= 0
         and encrypted is not None
-        and encrypted.sql.endswith(tail := sql[number.start() :])
+        and encrypted.sql.endswith(tail := sql[cut:])
         and _PREFIX_UNSAFE.search(sql) is None
     ):
         if len(_BY_PREFIX) >= _BY_PREFIX_MAX:
             _BY_PREFIX.clear()
-        _BY_PREFIX[(rule, mode, sql[: number.start()])] = (
+        _BY_PREFIX[(rule, mode, sql[:cut])] = (
             encrypted.sql[: len(encrypted.sql) - len(tail)],
             encrypted.decrypt,
         )
@@ -334,7 +334,16 @@ def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> En
 #: every number (it is not one the rewrite encrypts: its text came through unchanged). Not for a text whose rewrite
 #: reads more than the shape: a position in ORDER BY / GROUP BY (refused or not by its value), a ``*`` (its table's
 #: columns now)
-_TRAILING_NUMBER = re.compile(r"(?<![\w$.`'\"])\d+\s*;?\s*$")
+_TRAILING_NUMBER = re.compile(r"\s*;?\s*\d+(?![\w$.`'\"])")  # matched on the text reversed: anchored at its end
+
+
+def _trailing_number(sql: str) -> int:
+    """Where the text's last token starts when it is a number, else -1 (a search from the start would try every
+    position)."""
+    m = _TRAILING_NUMBER.match(sql[::-1])
+    return -1 if m is None else len(sql) - m.end()
+
+
 _PREFIX_UNSAFE = re.compile(r"\*|\b(?:ORDER|GROUP)\b|/\*|--|#", re.I)
 _BY_PREFIX: dict[tuple[object, int, str], tuple[str, tuple[Encryptor | None, ...] | None]] = {}
 _BY_PREFIX_MAX = 256
