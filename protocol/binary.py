@@ -616,6 +616,68 @@ def binary_row_cells(payload: bytes, columns: Sequence[ColumnDefinition41]) -> l
     return out
 
 
+def binary_cell_widths(columns: Sequence[ColumnDefinition41]) -> tuple[int, ...]:
+    """How each column's non-NULL cell is laid out in a binary row, read from its type alone: n >= 0 fixed bytes,
+    -1 a length byte and that many (dates, times), -2 a length-encoded string. A relay that changes one cell (a
+    decrypted column) finds it by these without decoding the others (`binary_cell_spans`)."""
+    out = []
+    for c in columns:
+        size = _INT_SIZES.get(c.type)  # type: ignore[call-overload]
+        if size is not None:
+            out.append(size)
+        elif c.type == ColumnType.DOUBLE:
+            out.append(8)
+        elif c.type == ColumnType.FLOAT:
+            out.append(4)
+        elif c.type == ColumnType.NULL:
+            out.append(0)
+        elif c.type in _DATE_TYPES or c.type in _DATETIME_TYPES or c.type in _TIME_TYPES:
+            out.append(-1)
+        else:
+            out.append(-2)
+    return tuple(out)
+
+
+def binary_cell_spans(payload: bytes, widths: Sequence[int]) -> list[tuple[int, int] | None]:
+    """Where each cell of a binary row lies in `payload` (start, end; None: NULL), by `binary_cell_widths`;
+    MalformedPacket when the row does not hold exactly those cells."""
+    n = len(widths)
+    if not payload or payload[0] != 0:
+        raise MalformedPacket("a binary row starts with 0x00")
+    pos = 1 + binary_null_bitmap_size(n)
+    end = len(payload)
+    if pos > end:
+        raise MalformedPacket("a binary row shorter than its NULL bitmap")
+    spans: list[tuple[int, int] | None] = []
+    for i, width in enumerate(widths):
+        bit = i + 2
+        if payload[1 + (bit >> 3)] & (1 << (bit & 7)):
+            spans.append(None)
+            continue
+        start = pos
+        if width >= 0:
+            pos += width
+        elif pos >= end:
+            raise MalformedPacket("a binary row ends inside a cell")
+        elif width == -1:
+            pos += 1 + payload[pos]
+        else:
+            first = payload[pos]
+            if first < 0xFB:
+                pos += 1 + first
+            else:
+                size = 2 if first == 0xFC else 3 if first == 0xFD else 8 if first == 0xFE else -1
+                if size < 0 or pos + 1 + size > end:
+                    raise MalformedPacket("a binary row's string cell has a bad length")
+                pos += 1 + size + int.from_bytes(payload[pos + 1 : pos + 1 + size], "little")
+        if pos > end:
+            raise MalformedPacket("a binary row ends inside a cell")
+        spans.append((start, pos))
+    if pos != end:
+        raise MalformedPacket(f"{end - pos} bytes after a binary row's last cell")
+    return spans
+
+
 def encode_binary_cells(cells: Sequence[bytes | None]) -> bytes:
     """The binary row of `cells` (as `binary_row_cells` gives them)."""
     return _encode_row(cells)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
-from protocol.binary import binary_row_cells, encode_binary_cells, text_row_to_binary
+from protocol.binary import binary_cell_spans, binary_cell_widths, text_row_to_binary
 from protocol.constants import ErrorCode
 from protocol.errors import ServerError
 from protocol.framing import encode_packet
@@ -371,12 +371,12 @@ def _changed(count: int, expected: int) -> str:
 
 
 class _Head(NamedTuple):
-    """An answer's head as it came, walked: its column definitions' payloads (and decoded, for binary rows)."""
+    """An answer's head as it came, walked: its column definitions' payloads (and the cell layout, for binary rows)."""
 
     raw: bytes
     columns: list[bytes]
     count: int
-    definitions: list[ColumnDefinition41] | None
+    widths: tuple[int, ...] | None  # binary rows: protocol.binary.binary_cell_widths of the definitions
 
 
 #: (decrypt tuple, EOF after the definitions, binary rows) -> the latest heads of answers decrypted by it
@@ -405,7 +405,6 @@ class DecryptingRelay:
         "_count",
         "_decoders",
         "_decrypt",
-        "_definitions",
         "_eof",
         "_failure",
         "_head_key",
@@ -413,6 +412,7 @@ class DecryptingRelay:
         "_inner",
         "_pending",
         "_phase",
+        "_widths",
         "done",
     )
 
@@ -422,7 +422,7 @@ class DecryptingRelay:
         self._decrypt = decrypt
         self._decoders = _decoders(decrypt)
         self._binary = binary  # an executed prepared statement's answer: binary rows
-        self._definitions: list[ColumnDefinition41] | None = None
+        self._widths: tuple[int, ...] | None = None
         self._capabilities = session.capabilities
         self._eof = not session.deprecate_eof  # an EOF after the column definitions
         self._inner = inner
@@ -485,7 +485,7 @@ class DecryptingRelay:
                 if buf.startswith(head.raw):
                     pos, fresh = len(head.raw), False
                     self._count, self._columns, self._phase = head.count, head.columns, 3
-                    self._definitions = head.definitions
+                    self._widths = head.widths
                     out.append(head.raw)
                     break
         while end - pos >= 4:
@@ -534,12 +534,12 @@ class DecryptingRelay:
     def _remember(self, raw: bytes) -> None:
         """Keep the answer's head (column count, definitions, their EOF) as it came: the same statement's next
         answer starts with the same bytes, and its walk starts at the rows."""
-        if self._binary and self._definitions is None:
-            self._definitions = [ColumnDefinition41.decode(c) for c in self._columns]
+        if self._binary and self._widths is None:
+            self._widths = binary_cell_widths([ColumnDefinition41.decode(c) for c in self._columns])
         if len(_HEADS) >= _HEADS_MAX:
             _HEADS.clear()
         heads = _HEADS.setdefault(self._head_key, [])
-        heads.insert(0, _Head(raw, self._columns, self._count, self._definitions))
+        heads.insert(0, _Head(raw, self._columns, self._count, self._widths))
         del heads[_HEADS_PER_KEY:]
 
     def _row(self, payload: bytes) -> bytes:
@@ -594,34 +594,47 @@ class DecryptingRelay:
         return encode_text_row(values)
 
     def _binary_row(self, payload: bytes) -> bytes:
-        """A binary row with its encrypted cells decrypted; the other cells' bytes as they came."""
+        """A binary row with its encrypted cells decrypted in place: the bytes around them as they came."""
         decrypt = self._decrypt
         if self._count != len(decrypt):
             return self._fail(
                 f"the result has {self._count} columns where the encrypt rewrite expected {len(decrypt)} "
                 "(did the table change?); run the statement again"
             )
-        columns = self._definitions
-        if columns is None:
-            columns = self._definitions = [ColumnDefinition41.decode(c) for c in self._columns]
-        cells = binary_row_cells(payload, columns)
+        widths = self._widths
+        if widths is None:
+            widths = self._widths = binary_cell_widths([ColumnDefinition41.decode(c) for c in self._columns])
+        spans = binary_cell_spans(payload, widths)
+        out: list[bytes] = []
+        done = 0
         for i, decoder in enumerate(self._decoders):
-            cell = cells[i]
-            if decoder is None or cell is None:
+            span = spans[i]
+            if decoder is None or span is None:
                 continue
-            value = Reader(cell).lenenc_str() or b""
+            start, stop = span
+            first = payload[start]
+            if widths[i] == -2 and first < 0xFB:
+                value = payload[start + 1 : stop]
+            else:
+                value = Reader(payload[start:stop]).lenenc_str() or b""
             try:
                 plain = decoder(value)
             except Exception as exc:  # not this encryptor's ciphertext (wrong key, plaintext left in place)
                 encryptor = decrypt[i]
                 assert encryptor is not None
-                log.warning("decrypt_failed", column=columns[i].name, error=str(exc))
+                name = ColumnDefinition41.decode(self._columns[i]).name
+                log.warning("decrypt_failed", column=name, error=str(exc))
                 return self._fail(
-                    f"the value of column {columns[i].name} cannot be decrypted by its encryptor ({encryptor.type}): "
+                    f"the value of column {name} cannot be decrypted by its encryptor ({encryptor.type}): "
                     "it was not written by it (another key, or plaintext)"
                 )
-            cells[i] = lenenc_str(plain)
-        return encode_binary_cells(cells)
+            out.append(payload[done:start])
+            out.append(lenenc_str(plain))
+            done = stop
+        if not out:
+            return payload
+        out.append(payload[done:])
+        return b"".join(out)
 
     def _fail(self, message: str) -> bytes:
         if self._held is None:  # part of the answer is sent already: the fast path ends it with this ERR

@@ -28,7 +28,10 @@ from protocol.binary import (
     PrepareResponse,
     RawDateTime,
     StmtPrepareOK,
+    binary_cell_spans,
+    binary_cell_widths,
     binary_null_bitmap_size,
+    binary_row_cells,
     binary_row_to_text,
     decode_binary_row,
     encode_binary_row,
@@ -501,3 +504,32 @@ def test_sql_literals_read_back_by_mariadb(mariadb: Any) -> None:
             cur.execute(f"SELECT HEX({value_to_sql_literal(value, no_backslash_escapes=True)})")
             assert cur.fetchone()[0] == raw.hex().upper()
         conn.close()
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+@pytest.mark.parametrize("row_id", ROW_IDS)
+def test_binary_cell_spans_are_the_cells(framing: str, row_id: int) -> None:
+    """The cells found by type widths alone (a relay's in-place decryption) are the cells a full decode reads."""
+    cols, _, rows = _table(framing)
+    row = rows[row_id - 1]
+    spans = binary_cell_spans(row, binary_cell_widths(cols))
+    assert [None if s is None else row[s[0] : s[1]] for s in spans] == binary_row_cells(row, cols)
+
+
+# (row bytes, widths): rows that do not hold exactly their cells
+MALFORMED_SPANS = [
+    (b"", (4,)),
+    (b"\x01\x00", (4,)),
+    (b"\x00\x00\x01\x02\x03", (4,)),  # a fixed cell cut short
+    (b"\x00\x00\x01\x02\x03\x04\x05", (4,)),  # a byte after the last cell
+    (b"\x00\x00\x05ab", (-2,)),  # a string shorter than its length
+    (b"\x00\x00", (-2,)),  # no cell where one is due
+    (b"\x00\x00\xff", (-2,)),  # not a length
+    (b"\x00\x00\x04\x01", (-1,)),  # a date shorter than its length byte
+]
+
+
+@pytest.mark.parametrize(("row", "widths"), MALFORMED_SPANS)
+def test_binary_cell_spans_refuse_a_malformed_row(row: bytes, widths: tuple[int, ...]) -> None:
+    with pytest.raises(MalformedPacket):
+        binary_cell_spans(row, widths)
