@@ -290,6 +290,20 @@ def _error(session: Session, message: str) -> bytes:
 # --- the socket callbacks' fast path ------------------------------------------------------------------------------
 
 
+def kept_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> Encrypted | None:
+    """The kept rewrite of a SELECT that differs from one rewritten before only by its last number (see
+    `_TRAILING_NUMBER`): one dict lookup that also answers `encrypted_statement` (only a text naming an encrypted
+    table is kept), so the fast path's usual statement skips its regex; None when none is kept."""
+    rule = db.config.encrypt
+    if rule is None or db.rules.mask is not None or REWRITTEN.get():
+        return None
+    cut = _trailing_number(sql)
+    if cut < 0:
+        return None
+    known = _BY_PREFIX.get((rule, session.txn.mode_flags, sql[:cut]))
+    return None if known is None else Encrypted(known[0] + sql[cut:], None, known[1])
+
+
 def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> Encrypted | None:
     """The rewrite of a SELECT on an encrypted table for the socket callbacks' relay (proxy.execution.fastpath),
     when it needs nothing the session's coroutine does: a kept recipe or one compiled from the text alone (no
@@ -419,6 +433,12 @@ class DecryptingRelay:
     def __init__(
         self, session: Session, decrypt: tuple[Encryptor | None, ...], inner: Any, *, binary: bool = False
     ) -> None:
+        self.restart(session, decrypt, inner, binary=binary)
+
+    def restart(
+        self, session: Session, decrypt: tuple[Encryptor | None, ...], inner: Any, *, binary: bool = False
+    ) -> None:
+        """Ready for the next answer: one relay per session serves each of its encrypted SELECTs in turn."""
         self._decrypt = decrypt
         self._decoders = _decoders(decrypt)
         self._binary = binary  # an executed prepared statement's answer: binary rows

@@ -38,6 +38,7 @@ from proxy.execution.encrypted import (
     encrypted_statement,
     fast_encrypted_execute,
     fast_encrypted_select,
+    kept_encrypted_select,
 )
 from proxy.execution.errors import error_packet
 from proxy.execution.fastcommit import CommitFan
@@ -128,8 +129,8 @@ _SELF_READ = (MultiAnswer, CommitFan)
 class FastPath:
     """One session's synchronous relay state."""
 
-    __slots__ = ("armed", "backend_transport", "client", "conn", "declined", "eof_pending", "joining", "keep_for_next",
-                 "paused", "pending", "relay", "session", "tap", "transport", "verbatim")
+    __slots__ = ("armed", "backend_transport", "client", "conn", "declined", "decrypting", "eof_pending", "joining",
+                 "keep_for_next", "paused", "pending", "relay", "session", "tap", "transport", "verbatim")
 
     def __init__(self, session: Session, client: ClientProtocol, transport: asyncio.WriteTransport) -> None:
         self.session = session
@@ -153,6 +154,7 @@ class FastPath:
         # (proxy.execution.preroute)
         self.declined: Declined | None = None
         self.verbatim: VerbatimRelay | None = None  # the relay of the answers that pass unchanged, restarted for each
+        self.decrypting: DecryptingRelay | None = None  # an encrypted SELECT's relay, restarted for each
 
     # -- client side --------------------------------------------------------------------------------------
 
@@ -219,7 +221,13 @@ class FastPath:
                                    client_deprecate_eof=session.deprecate_eof, error_rewriter=error_rewriter,
                                    cursor=cursor, column_rewriter=column_rewriter)
         if target.decrypt is not None:  # an encrypted SELECT rewritten: its rows decrypted (proxy.execution.encrypted)
-            self.relay = DecryptingRelay(session, target.decrypt, self.relay, binary=target.binary)
+            decrypting = self.decrypting
+            if decrypting is None:
+                decrypting = DecryptingRelay(session, target.decrypt, self.relay, binary=target.binary)
+                self.decrypting = decrypting
+            else:
+                decrypting.restart(session, target.decrypt, self.relay, binary=target.binary)
+            self.relay = decrypting
         self.keep_for_next = target.keep_for_next
         self.joining = b"" if target.joins else None
         tap.relay = self
@@ -467,8 +475,11 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
         if kind is None:
             return None
         decrypt = None
-        if encrypted_statement(db, sql):  # an !ENCRYPT table: a SELECT rewritten here (proxy.execution.encrypted)
-            encrypted = fast_encrypted_select(session, db, sql) if kind is SELECT else None
+        # an !ENCRYPT table: a SELECT rewritten here (proxy.execution.encrypted); a kept rewrite answers first
+        encrypted = kept_encrypted_select(session, db, sql) if kind is SELECT else None
+        if encrypted is not None or encrypted_statement(db, sql):
+            if encrypted is None:
+                encrypted = fast_encrypted_select(session, db, sql) if kind is SELECT else None
             if encrypted is None:
                 return None
             decrypt = encrypted.decrypt
