@@ -15,6 +15,7 @@ import pytest
 
 from proxy.sandbox import MariaDBServer
 from routing.encrypt.algorithms import create_encryptor
+from tests.integration.encrypt_fixtures import SHARDING
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
 
 AES = {"aes-key-value": "123456abc", "digest-algorithm-name": "SHA-1"}  # ShardingSphere's e2e scenario's key
@@ -35,15 +36,6 @@ ENCRYPT = """- !ENCRYPT
     aes: {type: AES, props: {aes-key-value: 123456abc, digest-algorithm-name: SHA-1}}
     md5: {type: MD5, props: {salt: pepper}}
     like: {type: IT.ENCRYPT.LIKE.FIXTURE, props: {mask: 4093, dict: 张三丰}}
-"""
-SHARDING = """- !SHARDING
-  tables:
-    t_user:
-      actualDataNodes: ds_${0..1}.t_user
-      databaseStrategy:
-        standard: {shardingColumn: user_id, shardingAlgorithmName: by_user}
-  shardingAlgorithms:
-    by_user: {type: INLINE, props: {algorithm-expression: 'ds_${user_id % 2}'}}
 """
 PHYSICAL = (
     "CREATE TABLE t_user (user_id INT PRIMARY KEY, user_name_cipher VARCHAR(200), user_name_assisted VARCHAR(64), "

@@ -13,6 +13,7 @@ import mysql.connector
 import pytest
 
 from proxy.sandbox import MariaDBServer
+from tests.integration.encrypt_fixtures import SHARDING
 from tests.integration.harness import RunningProxy, start_proxy, write_conf
 
 RULES = """- !MASK
@@ -33,15 +34,6 @@ RULES = """- !MASK
         user_name: {cipher: {name: user_name_cipher, encryptorName: aes}}
         password: {cipher: {name: password_cipher, encryptorName: aes}}
         telephone: {cipher: {name: telephone_cipher, encryptorName: aes}}
-"""
-SHARDING = """- !SHARDING
-  tables:
-    t_user:
-      actualDataNodes: ds_${0..1}.t_user
-      databaseStrategy:
-        standard: {shardingColumn: user_id, shardingAlgorithmName: by_user}
-  shardingAlgorithms:
-    by_user: {type: INLINE, props: {algorithm-expression: 'ds_${user_id % 2}'}}
 """
 PHYSICAL = (
     "CREATE TABLE t_user (user_id INT PRIMARY KEY, user_name_cipher VARCHAR(200), password_cipher VARCHAR(200), "
