@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from routing.config import refuse_unknown_keys
+from routing.config import expect_mapping, refuse_unknown_keys
 from routing.encrypt.algorithms import Encryptor, create_encryptor
 from routing.errors import ConfigError
 
@@ -97,12 +97,7 @@ class EncryptRule:
         return self.tables.get(name.lower())
 
 
-def _mapping(value: Any, file: str | None, key: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigError("expected a mapping", file=file, key=key)
-    return value
+_mapping = expect_mapping  # (routing.config)
 
 
 def load_encrypt_rule(

@@ -22,7 +22,7 @@ from typing import Any
 
 from proxy.session.distsql.definitions import Assign, Atom, Call, Item, _error, _literal, _names, _show, parse_items
 from proxy.session.distsql.errors import DistSQLError
-from proxy.session.distsql.rules import RULE_KEY, Row, props_text, rules_of
+from proxy.session.distsql.rules import RULE_KEY, Row, as_mapping, props_text, rules_of
 
 __all__ = ["ENCRYPT_COLUMNS", "ENCRYPT_KINDS", "encrypt_change", "encrypt_count_rows", "encrypt_rule_rows"]
 
@@ -32,8 +32,7 @@ ENCRYPT_COLUMNS = ("table", "logic_column", "cipher_column", "assisted_query_col
 ENCRYPT_KINDS = frozenset({"create_encrypt_rule", "alter_encrypt_rule", "drop_encrypt_rule"})
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+_mapping = as_mapping  # (proxy.session.distsql.rules)
 
 
 def encrypt_rule_rows(doc: Mapping[str, Any] | None, table: str | None = None) -> list[Row]:

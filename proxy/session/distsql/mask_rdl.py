@@ -31,7 +31,7 @@ from proxy.session.distsql.definitions import (
     typed_algorithm,
 )
 from proxy.session.distsql.errors import DistSQLError
-from proxy.session.distsql.rules import RULE_KEY
+from proxy.session.distsql.rules import RULE_KEY, as_mapping
 
 __all__ = ["MASK_KINDS", "mask_change"]
 
@@ -41,8 +41,7 @@ MASK_KINDS = frozenset({"create_mask_rule", "alter_mask_rule", "drop_mask_rule"}
 _BARE = re.compile(r"(COLUMNS\s*\(|\)\s*,)\s*\(", re.I)
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+_mapping = as_mapping  # (proxy.session.distsql.rules)
 
 
 def _column(table: str, item: Item, algorithms: dict[str, dict[str, Any]]) -> tuple[str, dict[str, str]]:

@@ -46,8 +46,12 @@ def sharding_rule(doc: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     return found[0] if found else None
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """A section of a loaded configuration, or an empty one where it is absent or not a mapping."""
     return value if isinstance(value, Mapping) else {}
+
+
+_mapping = as_mapping
 
 
 def names(value: Any) -> list[str]:
