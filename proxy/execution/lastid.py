@@ -43,9 +43,8 @@ async def after_relayed(
     """Take the session's LAST_INSERT_ID() from a statement relayed from one node (`summary`: its answer)."""
     if summary.error is not None:
         return
-    if routed.first_generated_key is not None:
-        session.last_insert_id = routed.first_generated_key  # the kernel's key generator gave the ids
-        return
+    # (a statement with keys the kernel generated is never relayed: plans.unit_strategy writes it through
+    # proxy.execution.writes, and of_units takes its id)
     if sets_last_insert_id(unit.sql):
         await _ask(session, conn)
         return
