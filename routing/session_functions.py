@@ -200,7 +200,7 @@ _SELECT_HEAD = re.compile(
 _ITEM_END = re.compile(r"\b(?:FROM|INTO|WHERE|GROUP|HAVING|ORDER|LIMIT|UNION|EXCEPT|INTERSECT|FOR|LOCK|WINDOW)\b", re.I)
 # an item that names its column: `expr AS name`, `expr name` (a name after a closing parenthesis, a quote, a digit)
 _ALIASED = re.compile(
-    r"(?:\bAS\s+(?:`[^`]*(?:``[^`]*)*`|'[^'\\]*(?:\\.[^'\\]*)*'|\"(?:[^\"\\]|\\.)*\"|[\w$]+)"
+    r"(?:\bAS\s+(?:`[^`]*(?:``[^`]*)*`|'[^'\\]*(?:\\.[^'\\]*)*'|\"[^\"\\]*(?:\\.[^\"\\]*)*\"|[\w$]+)"
     r"|[)'\"`\d?]\s+[A-Za-z_$][\w$]*)\s*$",
     re.I,
 )

@@ -66,7 +66,7 @@ class Access(enum.Enum):
     SESSION = "session"  # primary, not a write: SET, transaction control, locking / hinted reads, SHOW WARNINGS
 
 
-_MASK = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|`(?:[^`]|``)*`", re.S)
+_MASK = re.compile(r"'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|\"[^\"\\]*(?:(?:\\.|\"\")[^\"\\]*)*\"|`[^`]*(?:``[^`]*)*`", re.S)
 _COMMENTS = re.compile(r"/\*(?!!).*?\*/|--[ \t][^\n]*(?:\n|$)|#[^\n]*(?:\n|$)", re.S)
 _WRITE_HINT = re.compile(r"SHARDINGSPHERE_HINT:[^*]*\bWRITE_ROUTE_ONLY\s*=\s*true", re.I)
 _FIRST_WORD = re.compile(r"^[\s(]*([A-Za-z_]+)")

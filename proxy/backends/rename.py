@@ -83,7 +83,7 @@ def _labels(sql: str, renamed: list[int]) -> list[tuple[int, int, str]]:
 
 
 _PREPARE = re.compile(
-    r"^\s*PREPARE\s+(?:`(?:[^`]|``)+`|[\w$]+)\s+FROM\s+(?P<text>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")\s*;?\s*$",
+    r"^\s*PREPARE\s+(?:`(?:[^`]|``)+`|[\w$]+)\s+FROM\s+(?P<text>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|\"[^\"\\]*(?:(?:\\.|\"\")[^\"\\]*)*\")\s*;?\s*$",
     re.I | re.S,
 )
 _EXECUTE = re.compile(r"^\s*EXECUTE\s+(?P<name>`(?:[^`]|``)+`|[\w$]+)", re.I)

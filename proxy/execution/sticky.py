@@ -28,7 +28,8 @@ def mentions_marker(low: str) -> bool:
 
 
 # string literals and comments (not MariaDB's executable /*! ... */ ones): a marker inside them is data
-_QUOTED = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|/\*(?![!+M]).*?\*/|--\s[^\n]*|#[^\n]*", re.S)
+_QUOTED = re.compile(r"'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|\"[^\"\\]*(?:(?:\\.|\"\")[^\"\\]*)*\""
+                     r"|/\*(?![!+M]).*?\*/|--\s[^\n]*|#[^\n]*", re.S)
 
 
 # STICKY, searched fast: `re` scans a long text quickly only for a pattern that starts with a character (set), and

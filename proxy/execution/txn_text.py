@@ -26,14 +26,14 @@ _TOKEN = re.compile(
     r"|(?P<exec>/\*M?!\d{0,6})"
     r"|(?P<close>\*/)"
     r"|(?P<comment>/\*(?!M?!).*?\*/|--(?:[ \t\r\f\v][^\n]*)?(?:\n|$)|\#[^\n]*(?:\n|$))"
-    r"|`(?P<quoted>(?:[^`]|``)*)`"
+    r"|`(?P<quoted>[^`]*(?:``[^`]*)*)`"
     r"|(?P<word>[0-9A-Za-z_$\u0080-\U0010ffff]+)"
     r"|(?P<other>.)",
     re.S,
 )
 # plain comments (not `/*!...*/`, which MySQL reads as SQL), found outside strings and quoted names
 _COMMENT_OR_QUOTED = re.compile(
-    r"(?P<q>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|`(?:[^`]|``)*`)"
+    r"(?P<q>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|\"[^\"\\]*(?:(?:\\.|\"\")[^\"\\]*)*\"|`[^`]*(?:``[^`]*)*`)"
     r"|/\*(?!M?!).*?\*/|--(?:[ \t\r\f\v][^\n]*)?(?:\n|$)|\#[^\n]*(?:\n|$)",
     re.S,
 )

@@ -41,7 +41,8 @@ ER_SPECIFIC_ACCESS_DENIED = 1227
 ER_PARSE_ERROR = 1064
 ER_NOT_SUPPORTED_YET = 1235
 
-_TOKEN = re.compile(r"""\s*(?:(?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")|(?P<num>-?\d+(?:\.\d+)?)"""
+_TOKEN = re.compile(r"""\s*(?:(?P<str>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*")"""
+                    r"""|(?P<num>-?\d+(?:\.\d+)?)"""
                     r"|(?P<word>[A-Za-z_][A-Za-z0-9_.-]*)|(?P<sym>[(),=]))", re.S)
 
 

@@ -46,12 +46,12 @@ if TYPE_CHECKING:
 
 _SHOW_TABLES = re.compile(
     r"^\s*SHOW\s+(?P<full>FULL\s+)?TABLES(?:\s+(?:FROM|IN)\s+(?P<db>`[^`]+`|\w+))?"
-    r"(?:\s+LIKE\s+'(?P<like>(?:[^'\\]|\\.|'')*)'|\s+WHERE\s+(?P<where>.+?))?\s*;?\s*$",
+    r"(?:\s+LIKE\s+'(?P<like>[^'\\]*(?:(?:\\.|'')[^'\\]*)*)'|\s+WHERE\s+(?P<where>.+?))?\s*;?\s*$",
     re.I | re.S,
 )
 _SHOW_TABLE_STATUS = re.compile(
     r"^\s*SHOW\s+TABLE\s+STATUS(?:\s+(?:FROM|IN)\s+(?P<db>`[^`]+`|\w+))?"
-    r"(?:\s+LIKE\s+'(?P<like>(?:[^'\\]|\\.|'')*)'|\s+WHERE\s+(?P<where>.+?))?\s*;?\s*$",
+    r"(?:\s+LIKE\s+'(?P<like>[^'\\]*(?:(?:\\.|'')[^'\\]*)*)'|\s+WHERE\s+(?P<where>.+?))?\s*;?\s*$",
     re.I | re.S,
 )
 # the spellings of SHOW INDEX the kernel does not parse: INDEXES / KEYS, IN, EXTENDED
@@ -65,7 +65,7 @@ _SHOW_INDEX = re.compile(
 _DESCRIBE_COLUMN = re.compile(
     r"^\s*(?:DESCRIBE|DESC)\s+(?!(?:SELECT|INSERT|UPDATE|DELETE|REPLACE|WITH|TABLE|EXTENDED|PARTITIONS|FORMAT|"
     r"ANALYZE|FOR)\b)(?P<table>(?:(?:`[^`]+`|\w+)\.)?(?:`[^`]+`|\w+))\s+"
-    r"(?P<column>`[^`]+`|\w+|'(?:[^'\\]|\\.|'')*')\s*;?\s*$",
+    r"(?P<column>`[^`]+`|\w+|'[^'\\]*(?:(?:\\.|'')[^'\\]*)*')\s*;?\s*$",
     re.I | re.S,
 )
 _SHOW_CREATE_DATABASE = re.compile(

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 
 _SQL_PREPARE = re.compile(
-    r"^\s*PREPARE\s+(?P<name>`[^`]+`|\w+)\s+FROM\s+(?P<src>'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|@\w+)"
+    r"^\s*PREPARE\s+(?P<name>`[^`]+`|\w+)\s+FROM\s+(?P<src>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|\"[^\"\\]*(?:(?:\\.|\"\")[^\"\\]*)*\"|@\w+)"
     r"\s*;?\s*$", re.I | re.S)
 _SQL_EXECUTE = re.compile(r"^\s*EXECUTE\s+(?P<name>`[^`]+`|\w+)(?:\s+USING\s+(?P<vars>@\w+(?:\s*,\s*@\w+)*))?\s*;?\s*$",
                           re.I | re.S)

@@ -14,7 +14,9 @@ from proxy.session.distsql import grammar as distsql
 
 _LEADING = re.compile(r"^(?:\s+|/\*(?!!|\s*SHARDINGSPHERE_HINT).*?\*/|--[ \t][^\n]*\n|#[^\n]*\n)*", re.S)
 _USE = re.compile(r"^USE\s+(`(?:[^`]|``)+`|[^\s;`]+)\s*;?\s*$", re.I | re.S)
-_SHOW_DATABASES = re.compile(r"^SHOW\s+(?:DATABASES|SCHEMAS)(?:\s+LIKE\s+'((?:[^'\\]|\\.|'')*)')?\s*;?\s*$", re.I)
+_SHOW_DATABASES = re.compile(
+    r"^SHOW\s+(?:DATABASES|SCHEMAS)(?:\s+LIKE\s+'([^'\\]*(?:(?:\\.|'')[^'\\]*)*)')?\s*;?\s*$", re.I
+)
 _PREVIEW = re.compile(r"^PREVIEW\s+(.+?)\s*;?\s*$", re.I | re.S)
 _SHOW_RULES = re.compile(r"^SHOW\s+SHARDING\s+TABLE\s+RULES?(?:\s+(\S+?))?(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I)
 _SHOW_NODES = re.compile(r"^SHOW\s+SHARDING\s+TABLE\s+NODES(?:\s+(\S+?))?(?:\s+FROM\s+(\S+))?\s*;?\s*$", re.I)

@@ -123,3 +123,22 @@ def test_a_long_literal_costs_its_copies_not_memory_per_character(quote: str) ->
     assert shape.spans[-1][1] - shape.spans[-1][0] == len(value) + 2 or quote == '"'
     assert len(parts) == 2
     assert peak < 20 * len(sql), peak
+
+
+def test_no_quoted_text_pattern_repeats_an_alternation_per_character() -> None:
+    """The neighbours of the literal above: any `(?:[^...]|...)*` in the code's regexes keeps a state per character
+    in Python's re (a long literal through the read/write classifier, a SHOW ... LIKE, a SQL PREPARE: hundreds of
+    bytes per byte). Written unrolled instead: `'[^'\\\\]*(?:(?:\\\\.|'')[^'\\\\]*)*'`."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    per_character = re.compile(r"\(\?:\[\^[^\]]*\]\|[^)]*\)\*")
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for package in ("proxy", "routing", "protocol", "merge")
+        for path in sorted((root / package).rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if not line.lstrip().startswith("#") and per_character.search(line)
+    ]
+    assert found == [], found

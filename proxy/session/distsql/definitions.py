@@ -56,7 +56,8 @@ class Assign:
 
 Item = Atom | Call | Assign
 
-_TOKEN = re.compile(r"""\s*(?:(?P<string>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")|(?P<quoted>`(?:[^`]|``)+`)"""
+_TOKEN = re.compile(r"""\s*(?:(?P<string>'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|"[^"\\]*(?:(?:\\.|"")[^"\\]*)*")"""
+                    r"""|(?P<quoted>`(?:[^`]|``)+`)"""
                     r"""|(?P<number>-?\d+(?:\.\d+)?(?![\w$]))|(?P<word>[A-Za-z0-9_$]+)|(?P<symbol>[(),=;]))""", re.S)
 
 

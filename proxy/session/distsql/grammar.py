@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 IDENT = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
-STRING = r"(?:'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\")"
+STRING = r"(?:'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'|\"[^\"\\]*(?:(?:\\.|\"\")[^\"\\]*)*\")"
 _END = r"\s*;?\s*$"
 _FROM_DB = rf"(?:\s+FROM\s+(?P<database>{IDENT}))?"
 _LIKE = rf"(?:\s+LIKE\s+(?P<like>{STRING}))?"
