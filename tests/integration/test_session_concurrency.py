@@ -1,7 +1,7 @@
 """Statements prepared before a USE run in their own database on connections borrowed for one command
-(proxy.session.stmt_database), and LOCK TABLES pins a session's connections: both take connections beyond the
-session's own. Many clients on a pool of two, some leaving mid-statement: every answer is its client's, no session
-wedges, and the pool comes back whole."""
+(proxy.session.stmt_database), and LOCK TABLES pins a session's connection until UNLOCK TABLES: both hold
+connections beyond a plain statement's. Many clients on a pool of two, some leaving mid-statement: every answer is
+its client's, no session wedges, and the pool comes back whole."""
 
 from __future__ import annotations
 
@@ -51,10 +51,15 @@ def _client(proxy: RunningProxy, k: int, errors: list[str]) -> None:
             got = prepared.fetchall()
             if [tuple(row) for row in got] != [(1 + value, "cca")]:  # (always its own database's row)
                 errors.append(f"client {k} round {r}: prepared answered {got}")
+            locking = k % 3 == 1  # LOCK TABLES pins the session's connection until UNLOCK TABLES
+            if locking:
+                plain.execute("LOCK TABLES cct READ")
             plain.execute("SELECT x, DATABASE() FROM cct")
             got = plain.fetchall()
             if [tuple(row) for row in got] != [(here, "ccb" if here == 2 else "cca")]:
                 errors.append(f"client {k} round {r}: plain answered {got}")
+            if locking:
+                plain.execute("UNLOCK TABLES")
             if k % 4 == 3 and r == rng.randrange(2, ROUNDS):
                 # leave mid-statement: the socket closes with a command sent and its answer unread
                 conn._socket.sock.send(b"\x1a\x00\x00\x00\x03SELECT SLEEP(0.2) FROM cct")
