@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
-from protocol.binary import binary_cell_spans, binary_cell_widths, text_row_to_binary
+from protocol.binary import binary_cell_spans, binary_cell_widths, binary_null_bitmap_size, text_row_to_binary
 from protocol.constants import ErrorCode
 from protocol.errors import ServerError
 from protocol.framing import encode_packet
@@ -391,6 +391,29 @@ class _Head(NamedTuple):
     columns: list[bytes]
     count: int
     widths: tuple[int, ...] | None  # binary rows: protocol.binary.binary_cell_widths of the definitions
+    # the one decrypted column's index (-1: none or several), and for binary rows where its cell starts in a row
+    # whose NULL bitmap is `nulls` (all zero) when every cell before it has a fixed width (-1: it has not)
+    single: int = -1
+    fixed: int = -1
+    nulls: bytes = b""
+
+
+def _single(
+    decrypt: tuple[Encryptor | None, ...], count: int, widths: tuple[int, ...] | None
+) -> tuple[int, int, bytes]:
+    """`_Head.single`, `.fixed` and `.nulls` of an answer of `count` columns decrypted by `decrypt` (binary rows:
+    its cells' `widths`); single is -1 where `DecryptingRelay._whole` does not apply: the walk answers."""
+    found = [i for i, e in enumerate(decrypt) if e is not None]
+    if len(found) != 1 or count != len(decrypt):
+        return -1, -1, b""
+    i = found[0]
+    if widths is None:
+        return i, -1, b""
+    nulls = bytes(binary_null_bitmap_size(len(widths)))
+    before = widths[:i]
+    if not all(w >= 0 for w in before):
+        return -1, -1, b""
+    return i, 1 + len(nulls) + sum(before), nulls
 
 
 #: (decrypt tuple, EOF after the definitions, binary rows) -> the latest heads of answers decrypted by it
@@ -428,6 +451,8 @@ class DecryptingRelay:
         "_phase",
         "_widths",
         "done",
+        "rows",
+        "summary",
     )
 
     def __init__(
@@ -454,18 +479,20 @@ class DecryptingRelay:
         self._held: list[bytes] | None = []
         self._head_key = (decrypt, self._eof, binary)
         self.done = False
-
-    @property
-    def summary(self) -> ResultSummary:
-        return self._inner.summary  # type: ignore[no-any-return]
-
-    @property
-    def rows(self) -> int:
-        return self._inner.rows  # type: ignore[no-any-return]
+        self.rows = 0
+        self.summary: ResultSummary = inner.summary  # (the inner relay's, read by the fast path at the end)
 
     def feed(self, data: bytes) -> bytes:
         inner = self._inner
-        out = self._walk(inner.feed(data))
+        framed = inner.feed(data)
+        self.rows = inner.rows
+        if inner.done and self._phase == 0 and not self._pending and self._held == []:
+            whole = self._whole(framed)  # the usual answer: all of it in one read, its head known
+            if whole is not None:
+                self.done = True
+                self._held = None
+                return whole
+        out = self._walk(framed)
         if self._failure is not None:  # what was held and what comes is dropped: the answer is the ERR
             self._held = []
             if not inner.done:
@@ -490,6 +517,79 @@ class DecryptingRelay:
             self._held = None
             out = b"".join(held)
         return out
+
+    def _whole(self, buf: bytes) -> bytes | None:
+        """A whole answer whose head is known and whose one decrypted column's value is found without walking the
+        rest of each row: each row's value replaced, the bytes around it as they came. None for anything else
+        (another head, a NULL, a value that does not decrypt, a frame that does not fit): `_walk` answers it from
+        the start, as if this had not looked."""
+        heads = _HEADS.get(self._head_key)
+        if heads is None:
+            return None
+        for head in heads:
+            if buf.startswith(head.raw):
+                break
+        else:
+            return None
+        i = head.single
+        if i < 0:
+            return None
+        decoder = self._decoders[i]
+        assert decoder is not None
+        fixed, nulls = head.fixed, head.nulls  # (binary rows)
+        parts = [head.raw]
+        pos, end = len(head.raw), len(buf)
+        while end - pos > 4:
+            length = int.from_bytes(buf[pos : pos + 3], "little")
+            first = buf[pos + 4]
+            if first == 0xFF or (first == 0xFE and length < 9):  # the answer's end (EOF, OK or ERR) as it is
+                parts.append(buf[pos:])
+                return b"".join(parts)
+            stop = pos + 4 + length
+            if stop > end or length == 0xFFFFFF:
+                return None
+            if fixed >= 0:  # a binary row: at a fixed place when no cell is NULL
+                if buf[pos + 5 : pos + 5 + len(nulls)] != nulls:
+                    return None
+                at = pos + 4 + fixed
+            else:  # a text row: after the values before it (length-encoded strings or 0xFB, NULL)
+                at = pos + 4
+                for _ in range(i):
+                    c = buf[at]
+                    if c < 0xFB:
+                        at += 1 + c
+                    elif c == 0xFB:
+                        at += 1
+                    elif c == 0xFC:
+                        at += 3 + (buf[at + 1] | (buf[at + 2] << 8))
+                    else:  # (a longer one: the walk's)
+                        return None
+                    if at >= stop:
+                        return None
+            c = buf[at] if at < stop else 0xFB
+            if c < 0xFB:
+                start = at + 1
+            elif c == 0xFC:
+                start, c = at + 3, buf[at + 1] | (buf[at + 2] << 8)
+            else:  # NULL, or a longer value: the walk's
+                return None
+            if start + c > stop:
+                return None
+            try:
+                plain = decoder(buf[start : start + c])
+            except Exception:  # (the walk answers it with the refusal)
+                return None
+            n = len(plain)
+            cell = bytes((n,)) + plain if n < 0xFB else lenenc_str(plain)
+            n = length - (start + c - at) + len(cell)
+            parts += (
+                bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, buf[pos + 3])),
+                buf[pos + 4 : at],
+                cell,
+                buf[start + c : stop],
+            )
+            pos = stop
+        return None
 
     def _walk(self, data: bytes) -> bytes:
         """`data` (the client's frames, maybe the start of one more) with each row's encrypted values decrypted."""
@@ -559,7 +659,8 @@ class DecryptingRelay:
         if len(_HEADS) >= _HEADS_MAX:
             _HEADS.clear()
         heads = _HEADS.setdefault(self._head_key, [])
-        heads.insert(0, _Head(raw, self._columns, self._count, self._widths))
+        lane = _single(self._decrypt, self._count, self._widths)
+        heads.insert(0, _Head(raw, self._columns, self._count, self._widths, *lane))
         del heads[_HEADS_PER_KEY:]
 
     def _row(self, payload: bytes) -> bytes:

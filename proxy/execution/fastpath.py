@@ -505,7 +505,11 @@ def _encrypted_execute(session: Session, db: LogicalDatabase, conn: BackendConne
     if prepared is None:
         return None
     stmt.remember_types(packet[4:])
-    framed = retarget_execute(packet, prepared.ok.statement_id, stmt.num_params, stmt.types or ())
+    types = stmt.types or ()
+    layout = stmt.layout  # (its type block, written in once for the executes that bind no types)
+    if types and (layout is None or layout.types is not types):
+        layout = stmt.layout = execute_layout(types)
+    framed = retarget_execute(packet, prepared.ok.statement_id, stmt.num_params, types, layout)
     if framed is None:
         return None
     session.info = stmt.sql[:100]

@@ -149,9 +149,13 @@ class AESEncryptor:
             return _utf8(self.decrypt(value.decode("utf-8", errors="surrogateescape")))
         padded = self._ecb.update(raw)
         pad = padded[-1]
-        if not 1 <= pad <= 16 or padded[-pad:] != bytes((pad,)) * pad:
+        if not 1 <= pad <= 16 or not padded.endswith(_PADDINGS[pad]):
             raise ValueError("bad padding: not this key's ciphertext")
         return padded[:-pad]
+
+
+#: PKCS#5/7 padding of each length (1..16): `decrypt_bytes` checks a value's end against one
+_PADDINGS = tuple(bytes((n,)) * n for n in range(17))
 
 
 @dataclass(frozen=True, eq=False)
