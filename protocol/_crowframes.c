@@ -1,4 +1,5 @@
-/* protocol._crowframes: protocol.rowframes' two per-row loops over runs of row frames, in C.
+/* protocol._crowframes: protocol.rowframes' two per-row loops over runs of row frames, in C (and
+ * protocol.verbatim's scan, protocol.cellswap's cell replacement).
  *
  * Why: every scatter read walks each run of rows its nodes send twice, once to find where the complete rows stop
  * (`scan_rows`) and once to give them the client's sequence ids (`renumber`): Python-level loops of a few operations
@@ -225,12 +226,217 @@ verbatim_scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nlnnnnll)", pos, phase, columns_left, rows, header, sets, status, warnings);
 }
 
+/* swap_cells(buf, pos, fixed, nulls, index, convert) -> bytes | None: protocol.cellswap.swap_cells. */
+typedef struct {
+    Py_ssize_t pos, at, start, size, stop, head;
+    PyObject *cell;
+} swapped_row;
+
+static void
+release_rows(swapped_row *rows, Py_ssize_t n, swapped_row *local)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_DECREF(rows[i].cell);
+    }
+    if (rows != local) {
+        PyMem_Free(rows);
+    }
+}
+
+static PyObject *
+swap_cells(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "swap_cells takes 6 arguments");
+        return NULL;
+    }
+    if (!PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "swap_cells reads bytes");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t fixed = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t nulls = PyLong_AsSsize_t(args[3]);
+    Py_ssize_t index = PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *convert = args[5];
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t end = PyBytes_GET_SIZE(args[0]);
+    swapped_row local[8];
+    swapped_row *rows = local;
+    Py_ssize_t n = 0, cap = 8, total = 0, ending = -1;
+    if (pos < 0) {
+        pos = 0;
+    }
+    while (end - pos > 4) {
+        Py_ssize_t length = length_at(b, pos);
+        unsigned char first = b[pos + 4];
+        Py_ssize_t stop = pos + 4 + length;
+        if (stop > end || length == MAX_PAYLOAD || length == 0) {
+            goto none;
+        }
+        if (first == 0xFF || (first == 0xFE && length < 9)) {
+            ending = pos;
+            break;
+        }
+        Py_ssize_t at;
+        if (fixed >= 0) {
+            if (pos + 5 + nulls > stop) {
+                goto none;
+            }
+            for (Py_ssize_t k = 0; k < nulls; k++) {
+                if (b[pos + 5 + k]) {
+                    goto none;
+                }
+            }
+            at = pos + 4 + fixed;
+        }
+        else {
+            at = pos + 4;
+            for (Py_ssize_t i = 0; i < index; i++) {
+                if (at >= stop) {
+                    goto none;
+                }
+                unsigned char c = b[at];
+                if (c < 0xFB) {
+                    at += 1 + c;
+                }
+                else if (c == 0xFB) {
+                    at += 1;
+                }
+                else if (c == 0xFC && at + 2 < stop) {
+                    at += 3 + (b[at + 1] | (b[at + 2] << 8));
+                }
+                else {
+                    goto none;
+                }
+            }
+        }
+        if (at >= stop) {
+            goto none;
+        }
+        Py_ssize_t start, size;
+        unsigned char c = b[at];
+        if (c < 0xFB) {
+            start = at + 1;
+            size = c;
+        }
+        else if (c == 0xFC && at + 2 < stop) {
+            start = at + 3;
+            size = b[at + 1] | (b[at + 2] << 8);
+        }
+        else {
+            goto none;
+        }
+        if (start + size > stop) {
+            goto none;
+        }
+        PyObject *value = PyBytes_FromStringAndSize((const char *)b + start, size);
+        if (value == NULL) {
+            goto error;
+        }
+        PyObject *cell = PyObject_CallOneArg(convert, value);
+        Py_DECREF(value);
+        if (cell == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_Exception)) {
+                PyErr_Clear();
+                goto none;
+            }
+            goto error;
+        }
+        if (!PyBytes_Check(cell)) {
+            Py_DECREF(cell);
+            PyErr_SetString(PyExc_TypeError, "swap_cells: convert must return bytes");
+            goto error;
+        }
+        Py_ssize_t m = PyBytes_GET_SIZE(cell);
+        Py_ssize_t head = m < 0xFB ? 1 : m < 0x10000 ? 3 : m < 0x1000000 ? 4 : 9;
+        Py_ssize_t payload = length - (start + size - at) + head + m;
+        if (payload >= MAX_PAYLOAD) {
+            Py_DECREF(cell);
+            goto none;
+        }
+        if (n == cap) {
+            swapped_row *grown = PyMem_Malloc(2 * cap * sizeof(swapped_row));
+            if (grown == NULL) {
+                Py_DECREF(cell);
+                PyErr_NoMemory();
+                goto error;
+            }
+            memcpy(grown, rows, n * sizeof(swapped_row));
+            if (rows != local) {
+                PyMem_Free(rows);
+            }
+            rows = grown;
+            cap *= 2;
+        }
+        rows[n].pos = pos;
+        rows[n].at = at;
+        rows[n].start = start;
+        rows[n].size = size;
+        rows[n].stop = stop;
+        rows[n].head = head;
+        rows[n].cell = cell;
+        n++;
+        total += 4 + payload;
+        pos = stop;
+    }
+    if (ending < 0) {
+        goto none;
+    }
+    total += end - ending;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) {
+        goto error;
+    }
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        swapped_row *r = &rows[i];
+        Py_ssize_t m = PyBytes_GET_SIZE(r->cell);
+        Py_ssize_t before = r->at - (r->pos + 4), after = r->stop - (r->start + r->size);
+        Py_ssize_t payload = before + r->head + m + after;
+        *o++ = payload & 0xFF;
+        *o++ = (payload >> 8) & 0xFF;
+        *o++ = (payload >> 16) & 0xFF;
+        *o++ = b[r->pos + 3];
+        memcpy(o, b + r->pos + 4, before);
+        o += before;
+        if (r->head == 1) {
+            *o++ = (unsigned char)m;
+        }
+        else {
+            int width = r->head == 3 ? 2 : r->head == 4 ? 3 : 8;
+            *o++ = r->head == 3 ? 0xFC : r->head == 4 ? 0xFD : 0xFE;
+            for (int k = 0; k < width; k++) {
+                *o++ = (unsigned char)(((unsigned long long)m >> (8 * k)) & 0xFF);
+            }
+        }
+        memcpy(o, PyBytes_AS_STRING(r->cell), m);
+        o += m;
+        memcpy(o, b + r->start + r->size, after);
+        o += after;
+    }
+    memcpy(o, b + ending, end - ending);
+    release_rows(rows, n, local);
+    return out;
+none:
+    release_rows(rows, n, local);
+    Py_RETURN_NONE;
+error:
+    release_rows(rows, n, local);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"scan_rows", (PyCFunction)(void (*)(void))scan_rows, METH_FASTCALL, "scan_rows(buf, pos) -> (stop, rows, ended)"},
     {"renumber", (PyCFunction)(void (*)(void))renumber, METH_FASTCALL, "renumber(data, seq) -> next sequence id"},
     {"verbatim_scan", (PyCFunction)(void (*)(void))verbatim_scan, METH_FASTCALL,
      "verbatim_scan(buf, pos, phase, columns_left, deprecate_eof) -> (pos, phase, columns_left, rows, header, "
      "result_sets, status, warnings)"},
+    {"swap_cells", (PyCFunction)(void (*)(void))swap_cells, METH_FASTCALL,
+     "swap_cells(buf, pos, fixed, nulls, index, convert) -> bytes | None"},
     {NULL, NULL, 0, NULL},
 };
 

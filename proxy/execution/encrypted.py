@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import structlog
 
 from protocol.binary import binary_cell_spans, binary_cell_widths, binary_null_bitmap_size, text_row_to_binary
+from protocol.cellswap import swap_cells
 from protocol.constants import ErrorCode
 from protocol.errors import ServerError
 from protocol.framing import encode_packet
@@ -391,29 +392,30 @@ class _Head(NamedTuple):
     columns: list[bytes]
     count: int
     widths: tuple[int, ...] | None  # binary rows: protocol.binary.binary_cell_widths of the definitions
-    # the one decrypted column's index (-1: none or several), and for binary rows where its cell starts in a row
-    # whose NULL bitmap is `nulls` (all zero) when every cell before it has a fixed width (-1: it has not)
+    # `_whole`'s lane (protocol.cellswap): the one decrypted column's index (-1: none or several; the walk), and for
+    # binary rows where its cell starts when every cell before it has a fixed width and the `nulls`-byte NULL
+    # bitmap is all zero (-1: text rows)
     single: int = -1
     fixed: int = -1
-    nulls: bytes = b""
+    nulls: int = 0
 
 
 def _single(
     decrypt: tuple[Encryptor | None, ...], count: int, widths: tuple[int, ...] | None
-) -> tuple[int, int, bytes]:
+) -> tuple[int, int, int]:
     """`_Head.single`, `.fixed` and `.nulls` of an answer of `count` columns decrypted by `decrypt` (binary rows:
     its cells' `widths`); single is -1 where `DecryptingRelay._whole` does not apply: the walk answers."""
     found = [i for i, e in enumerate(decrypt) if e is not None]
     if len(found) != 1 or count != len(decrypt):
-        return -1, -1, b""
+        return -1, -1, 0
     i = found[0]
     if widths is None:
-        return i, -1, b""
-    nulls = bytes(binary_null_bitmap_size(len(widths)))
+        return i, -1, 0
+    nulls = binary_null_bitmap_size(len(widths))
     before = widths[:i]
     if not all(w >= 0 for w in before):
-        return -1, -1, b""
-    return i, 1 + len(nulls) + sum(before), nulls
+        return -1, -1, 0
+    return i, 1 + nulls + sum(before), nulls
 
 
 #: (decrypt tuple, EOF after the definitions, binary rows) -> the latest heads of answers decrypted by it
@@ -536,60 +538,8 @@ class DecryptingRelay:
             return None
         decoder = self._decoders[i]
         assert decoder is not None
-        fixed, nulls = head.fixed, head.nulls  # (binary rows)
-        parts = [head.raw]
-        pos, end = len(head.raw), len(buf)
-        while end - pos > 4:
-            length = int.from_bytes(buf[pos : pos + 3], "little")
-            first = buf[pos + 4]
-            if first == 0xFF or (first == 0xFE and length < 9):  # the answer's end (EOF, OK or ERR) as it is
-                parts.append(buf[pos:])
-                return b"".join(parts)
-            stop = pos + 4 + length
-            if stop > end or length == 0xFFFFFF:
-                return None
-            if fixed >= 0:  # a binary row: at a fixed place when no cell is NULL
-                if buf[pos + 5 : pos + 5 + len(nulls)] != nulls:
-                    return None
-                at = pos + 4 + fixed
-            else:  # a text row: after the values before it (length-encoded strings or 0xFB, NULL)
-                at = pos + 4
-                for _ in range(i):
-                    c = buf[at]
-                    if c < 0xFB:
-                        at += 1 + c
-                    elif c == 0xFB:
-                        at += 1
-                    elif c == 0xFC:
-                        at += 3 + (buf[at + 1] | (buf[at + 2] << 8))
-                    else:  # (a longer one: the walk's)
-                        return None
-                    if at >= stop:
-                        return None
-            c = buf[at] if at < stop else 0xFB
-            if c < 0xFB:
-                start = at + 1
-            elif c == 0xFC:
-                start, c = at + 3, buf[at + 1] | (buf[at + 2] << 8)
-            else:  # NULL, or a longer value: the walk's
-                return None
-            if start + c > stop:
-                return None
-            try:
-                plain = decoder(buf[start : start + c])
-            except Exception:  # (the walk answers it with the refusal)
-                return None
-            n = len(plain)
-            cell = bytes((n,)) + plain if n < 0xFB else lenenc_str(plain)
-            n = length - (start + c - at) + len(cell)
-            parts += (
-                bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, buf[pos + 3])),
-                buf[pos + 4 : at],
-                cell,
-                buf[start + c : stop],
-            )
-            pos = stop
-        return None
+        rest = swap_cells(buf, len(head.raw), head.fixed, head.nulls, i, decoder)
+        return None if rest is None else head.raw + rest
 
     def _walk(self, data: bytes) -> bytes:
         """`data` (the client's frames, maybe the start of one more) with each row's encrypted values decrypted."""
