@@ -100,6 +100,11 @@ CASES = [
     ("update_where_encrypted", "UPDATE t_account SET status = ? WHERE password = ? AND amount IN (?, ?)",
      "UPDATE t_account SET status = ? WHERE assisted_query_password = ? AND cipher_amount IN (?, ?)",
      "0 1a 2c 3c", ["OK", "pw", 1, 2]),
+    ("insert_ignore", "INSERT IGNORE INTO t_account (account_id, password) VALUES (?, ?)",
+     "INSERT IGNORE INTO t_account (account_id, cipher_password, assisted_query_password, like_query_password) "
+     "VALUES (?, ?, ?, ?)", "0 1c 1a 1l", [1, "pw"]),
+    ("replace", "REPLACE INTO t_account (account_id, amount) VALUES (?, ?)",
+     "REPLACE INTO t_account (account_id, cipher_amount) VALUES (?, ?)", "0 1c", [1, 5]),
     ("delete", "DELETE FROM t_account WHERE password = ? AND account_id = ?",
      "DELETE FROM t_account WHERE assisted_query_password = ? AND account_id = ?", "0a 1", ["pw", 3]),
 ]  # fmt: skip
