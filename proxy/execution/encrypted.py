@@ -4,13 +4,16 @@ The rewrite itself is the kernel's (routing.encrypt.rewrite): a statement naming
 before anything else sees it, then runs on the ordinary path (pass-through, read/write splitting or the sharding
 kernel) as if the client had sent the rewritten text. When its result set has columns to decrypt, the ordinary
 path's answer is captured instead of sent (as a cursor's rows are, proxy.session.prepared), the named columns are
-decrypted, and the answer goes out. A prepared statement on an encrypted table runs the same way with its
-parameters written into the text, answered in binary rows.
+decrypted, and the answer goes out. A prepared statement on an encrypted table of a sharded database runs the same
+way with its parameters written into the text, answered in binary rows; on a pass-through database its rewrite is
+prepared on the backend connection and each execute runs it there, the client's parameters mapped onto the
+rewrite's `?` and encrypted (`PreparedEncrypted`, `mapped_execute`), its binary rows decrypted.
 
 Why capture rather than a merge stage: one place decrypts whatever answered (a relayed single node, a merge of
 several, federation), in text and binary rows alike; the cost (the rows held once) is paid only by statements that
-read encrypted columns. The socket callbacks' fast path declines statements naming an encrypted table
-(`encrypted_statement`, proxy.execution.fastpath): it relays the client's text as it is.
+read encrypted columns. The socket callbacks' fast path (proxy.execution.fastpath) takes the SELECTs it can rewrite
+from the text alone, and the executes of `PreparedEncrypted` statements, decrypting rows as they pass
+(`DecryptingRelay`); anything else naming an encrypted table is left to the session's coroutine.
 
 With `!MASK` beside `!ENCRYPT` a masked logical column that is encrypted is masked here, after decryption (as
 ShardingSphere shows it: the mask of the plaintext): the ordinary path masks by the column's origin, which for a
