@@ -25,11 +25,12 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
-from protocol.binary import ComStmtExecute, ParamType, binary_cell_spans, binary_cell_widths, text_row_to_binary
+from protocol.binary import ParamType, binary_cell_spans, binary_cell_widths, encode_execute, text_row_to_binary
 from protocol.constants import ColumnType, ErrorCode
 from protocol.errors import ServerError
 from protocol.framing import encode_packet
@@ -146,7 +147,8 @@ async def prepared_rewrite(session: Session, db: LogicalDatabase, sql: str) -> E
     return await _rewrite(session, db, sql, None)
 
 
-class PreparedEncrypted(NamedTuple):
+@dataclass(slots=True, eq=False)
+class PreparedEncrypted:
     """A prepared statement on an encrypted table that runs prepared on the backend, as the statement of its
     rewrite (`sql`, prepared on the connection at PREPARE): the client's parameters go through unchanged when none is
     bound to an encrypted column (`params` None: the client's COM_STMT_EXECUTE is only re-addressed), else each
@@ -160,6 +162,10 @@ class PreparedEncrypted(NamedTuple):
     decrypt: tuple[Encryptor | None, ...] | None
     params: ParamMap | None = None
     select: bool = True  # a SELECT (the fast path runs it); else INSERT / UPDATE / DELETE / REPLACE
+    # the client's parameter types last mapped, the rewrite's types for them and their encoding (`mapped_execute`)
+    types: Sequence[ParamType] | None = None
+    physical_types: tuple[ParamType, ...] = ()
+    type_block: bytes = b""
 
 
 #: what runs prepared as its rewrite (the statements whose rewrite reads only the text)
@@ -212,10 +218,12 @@ def mapped_execute(
     encryptor's character without its dictionary) and ValueError / TypeError for a value its type does not hold."""
     params = kept.params
     if params is None:
-        return ComStmtExecute(statement_id, 0, 1, tuple(values), tuple(types), True).encode()
-    physical = physical_params(params, values)
-    ptypes = tuple(types[i] if encryptor is None else _CIPHERTEXT for i, encryptor in params)
-    return ComStmtExecute(statement_id, 0, 1, tuple(physical), ptypes, True).encode()
+        return encode_execute(statement_id, values, types)
+    if types is not kept.types:  # (the fast path's decoder gives back the types it was given when none are bound)
+        kept.physical_types = tuple(types[i] if encryptor is None else _CIPHERTEXT for i, encryptor in params)
+        kept.type_block = b"".join(t.encode() for t in kept.physical_types)
+        kept.types = types
+    return encode_execute(statement_id, physical_params(params, values), kept.physical_types, kept.type_block)
 
 
 async def run_encrypted(
