@@ -305,3 +305,36 @@ def test_a_parameter_sent_as_long_data_is_encrypted_too(env: Env, sql: str, para
         conn.close()
     assert got == want
     assert executes == 1
+
+
+@pytest.mark.parametrize(("sql", "params"), [
+    ("SELECT user_id, user_name, password FROM t_user WHERE user_name = ?", ("zhangsan",)),
+    ("SELECT user_id, telephone FROM t_user WHERE telephone LIKE ? AND user_id > ?", ("1234%", 10)),
+])  # fmt: skip
+@pytest.mark.parametrize("path", ["fast", "slow"])
+def test_a_cursor_over_a_mapped_execute_fetches_the_plaintext_rows(
+    env: Env, path: str, sql: str, params: tuple[Any, ...]
+) -> None:
+    """CURSOR_TYPE_READ_ONLY: the session's coroutine runs the mapped execute and keeps its decrypted rows for
+    COM_STMT_FETCH, as MariaDB keeps the plaintext server's."""
+    from protocol.binary import CURSOR_TYPE_READ_ONLY, decode_binary_row
+    from tests.integration.test_bytes import login
+    from tests.integration.test_prepared import _prepared, _raw_execute, _raw_fetch
+
+    answers = []
+    for target in (path, "oracle"):
+        if target == "oracle":
+            server, db = env.oracle
+            client = login(server.host, server.port, db, server.password)
+        else:
+            client = login(env.proxies[path].host, env.proxies[path].port, "encps")
+        try:
+            prepared = _prepared(client, sql)
+            opened = _raw_execute(client, prepared.ok.statement_id, params, flags=CURSOR_TYPE_READ_ONLY)
+            fetched = _raw_fetch(client, prepared.ok.statement_id, 100)
+            rows = sorted(decode_binary_row(p, prepared.columns) for p in fetched.rows)
+            answers.append((opened.columns, opened.status, opened.err, rows, fetched.err))
+        finally:
+            client.close()
+    assert answers[0] == answers[1]
+    assert answers[0][3]  # (some rows)
