@@ -67,10 +67,12 @@ ColumnsOf = Callable[[str], Sequence[str] | None]
 ParamMap = tuple[tuple[int, Encryptor | None], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Encrypted:
     """The rewritten statement, its parameters (None when it had none) and, for a result set, the encryptor that
-    decrypts each result column (None: shown as it comes); ``decrypt`` is None when no column is decrypted."""
+    decrypts each result column (None: shown as it comes); ``decrypt`` is None when no column is decrypted. (Not
+    frozen: the fast path makes one per encrypted SELECT, and a frozen dataclass's ``__init__`` costs five times
+    more; nothing changes it.)"""
 
     sql: str
     params: list[Any] | None
