@@ -98,6 +98,8 @@ WRITES = [
     ("replace", "REPLACE INTO t_user (user_id, user_name, password) VALUES (?, ?, ?)",
      [(11, "replaced", "r"), (41, "added", None)]),
     ("delete", "DELETE FROM t_user WHERE user_name = ? OR telephone LIKE ?", [("lisi", "%8903"), ("nobody", "0%")]),
+    ("update_plain", "UPDATE t_user SET status = ? WHERE user_id = ?", [("p", 10), ("q", 99)]),  # nothing encrypted
+    ("delete_plain", "DELETE FROM t_user WHERE user_id IN (?, ?)", [(10, 11), (99, 12)]),
 ]  # fmt: skip
 
 
