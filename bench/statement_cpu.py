@@ -43,6 +43,10 @@ STATEMENTS: dict[str, str] = {
     "point select": "SELECT c FROM sbtest1 WHERE id=%s",
     "point select, pass-through": "SELECT c FROM sbtest1 WHERE id=%s",
     "point select, pass-through, encrypted c": "SELECT c FROM sbtest1 WHERE id=%s",
+    # a select by the value of `c` (a scan: the instructions are the proxy's all the same), on the twins: encrypted,
+    # its parameter is encrypted into the backend's statement (proxy.execution.encrypted.mapped_execute)
+    "select by c, pass-through": "SELECT id FROM sbtest1 WHERE c=%s",
+    "select by c, pass-through, encrypted c": "SELECT id FROM sbtest1 WHERE c=%s",
     "range (concatenated)": "SELECT c FROM sbtest1 WHERE id BETWEEN %s AND %s",
     "range SUM(k)": "SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN %s AND %s",
     "range ORDER BY c": "SELECT c FROM sbtest1 WHERE id BETWEEN %s AND %s ORDER BY c",
@@ -55,7 +59,10 @@ STATEMENTS: dict[str, str] = {
 }
 
 # the statement classes that run on another logical database than `arguments`'s choice
-DATABASES = {"point select, pass-through": "sbtest_pass", "point select, pass-through, encrypted c": "sbtest_enc"}
+DATABASES = {"point select, pass-through": "sbtest_pass", "point select, pass-through, encrypted c": "sbtest_enc",
+             "select by c, pass-through": "sbtest_pass", "select by c, pass-through, encrypted c": "sbtest_enc"}
+#: values of sbtest1.c (ids 1..200), for the statements that select by one (`load_c_values`)
+C_VALUES: list[str] = []
 AES_PROPS = {"aes-key-value": "123456abc", "digest-algorithm-name": "SHA-1"}
 ENCRYPT_RULE = """rules:
 - !ENCRYPT
@@ -120,28 +127,45 @@ def bench_layout(work: Path, table_size: int, stream_rows: int) -> Iterator[Path
             server.stop()
 
 
-def arguments(sql: str, rng: random.Random, size: int) -> tuple[int, ...]:
+def load_c_values(port: int) -> None:
+    """C_VALUES read through the proxy (sbtest_pass), once."""
+    import pymysql
+
+    if C_VALUES:
+        return
+    conn = pymysql.connect(host="127.0.0.1", port=port, user="root", password="root", database="sbtest_pass")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT c FROM sbtest1 WHERE id BETWEEN 1 AND 200 ORDER BY id")
+            C_VALUES.extend(r[0] for r in cur.fetchall())
+    finally:
+        conn.close()
+
+
+def arguments(sql: str, rng: random.Random, size: int) -> tuple[int | str, ...]:
+    if "c=%s" in sql:
+        return (rng.choice(C_VALUES),)
     n = sql.count("%s")
     first = rng.randint(1, size - RANGE)
     return (first,) if n == 1 else (first, first + RANGE - 1) if n == 2 else ()
 
 
-def text_runner(port: int, db: str) -> Callable[[str, tuple[int, ...]], None]:
+def text_runner(port: int, db: str) -> Callable[[str, tuple[int | str, ...]], None]:
     import pymysql
     conn = pymysql.connect(host="127.0.0.1", port=port, user="root", password="root", database=db, autocommit=True)
     cur = conn.cursor()
 
-    def run(sql: str, args: tuple[int, ...]) -> None:
+    def run(sql: str, args: tuple[int | str, ...]) -> None:
         cur.execute(sql, args)
         cur.fetchall()
 
     return run
 
 
-def prepared_runner(port: int, db: str) -> Callable[[str, tuple[int, ...]], None]:
+def prepared_runner(port: int, db: str) -> Callable[[str, tuple[int | str, ...]], None]:
     """COM_STMT_PREPARE once per statement, then COM_STMT_EXECUTE as libmysqlclient sends it (sysbench's
-    client): parameter types on the first execute only. (mysql-connector's prepared cursor sends a
-    COM_STMT_RESET before every execute, and prepares again for every new string object.)"""
+    client): parameter types on the first execute only (LONGLONG, or VAR_STRING for a string). (mysql-connector's
+    prepared cursor sends a COM_STMT_RESET before every execute, and prepares again for every new string object.)"""
     import pymysql
 
     conn = pymysql.connect(host="127.0.0.1", port=port, user="root", password="root", database=db, autocommit=True)
@@ -151,7 +175,14 @@ def prepared_runner(port: int, db: str) -> Callable[[str, tuple[int, ...]], None
         while not conn._read_packet().is_eof_packet():
             pass
 
-    def run(sql: str, args: tuple[int, ...]) -> None:
+    def value(v: int | str) -> bytes:
+        if isinstance(v, int):
+            return struct.pack("<q", v)
+        raw = v.encode()
+        assert len(raw) < 251
+        return bytes((len(raw),)) + raw
+
+    def run(sql: str, args: tuple[int | str, ...]) -> None:
         first = sql not in prepared
         if first:
             conn._execute_command(0x16, sql.replace("%s", "?"))
@@ -165,8 +196,9 @@ def prepared_runner(port: int, db: str) -> Callable[[str, tuple[int, ...]], None
         stmt_id, nparams = prepared[sql]
         body = struct.pack("<IBI", stmt_id, 0, 1)
         if nparams:
-            body += bytes((nparams + 7) // 8) + (b"\x01" + b"\x08\x00" * nparams if first else b"\x00")
-            body += b"".join(struct.pack("<q", v) for v in args)
+            types = b"".join(b"\x08\x00" if isinstance(v, int) else b"\xfd\x00" for v in args)
+            body += bytes((nparams + 7) // 8) + (b"\x01" + types if first else b"\x00")
+            body += b"".join(value(v) for v in args)
         conn._execute_command(0x17, body)
         head = conn._read_packet()
         if head.is_ok_packet():
@@ -181,6 +213,7 @@ def measure(pid: int, port: int, count: int, size: int, protocols: list[str]
             ) -> dict[tuple[str, str], tuple[float, float]]:
     """(protocol, statement) -> (proxy CPU, client wall time) per statement, in microseconds."""
     out: dict[tuple[str, str], tuple[float, float]] = {}
+    load_c_values(port)
     for proto in protocols:
         make = text_runner if proto == "text" else prepared_runner
         runners = {db: make(port, db) for db in ("sbtest", "sharding_db", *DATABASES.values())}

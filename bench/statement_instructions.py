@@ -37,12 +37,15 @@ sys.path.insert(0, str(BENCH))
 import statement_cpu as sc  # noqa: E402
 from harness import REPO, free_port, wait_listening  # noqa: E402
 
+# a select by the value of `c` on the pass-through twins, plain and encrypted
+SELECT_BY_C = (("sbtest_pass", "select by c, pass-through"), ("sbtest_enc", "select by c, pass-through, encrypted c"))
 # (logical database, protocol, statement class of statement_cpu.STATEMENTS, or "transaction")
 CLASSES: list[tuple[str, str, str]] = [
     *[(db, proto, "point select") for proto in ("text", "prepared") for db in ("sbtest", "sbtest_pass", "sbtest_enc")],
     *[("sbtest", proto, name) for proto in ("text", "prepared") for name in sc.STATEMENTS
       if name != "point select" and name not in sc.DATABASES],
     *[("sbtest_pass", "text", name) for name in ("range (concatenated)", "range ORDER BY c")],
+    *[(db, proto, name) for proto in ("text", "prepared") for db, name in SELECT_BY_C],
     ("sbtest", "text", "transaction"),
     ("sbtest_pass", "text", "transaction"),
     ("sbtest", "prepared", "transaction"),
@@ -83,6 +86,8 @@ def runner(port: int, db: str, proto: str, name: str, size: int) -> Callable[[ra
     if name == "transaction":
         return transaction_runner(port, db, proto)
     sql = sc.STATEMENTS[name]
+    if "c=%s" in sql:
+        sc.load_c_values(port)
     run = (sc.text_runner if proto == "text" else sc.prepared_runner)(port, "sharding_db" if "t_order" in sql else db)
     return lambda rng: run(sql, sc.arguments(sql, rng, size))
 

@@ -493,6 +493,31 @@ class ComStmtExecute:
         return b"".join((head, nulls, b"\x01", *(t.encode() for t in types), *body))
 
 
+_EXECUTE_HEAD = struct.Struct("<BIBI")
+
+
+def encode_execute(
+    statement_id: int, values: Sequence[object], types: Sequence[ParamType], type_block: bytes | None = None
+) -> bytes:
+    """`ComStmtExecute(statement_id, 0, 1, values, types, True).encode()` without the command object: for a relay
+    that executes a statement with the same types again and again (`type_block`: the encoding of `types`, kept)."""
+    n = len(values)
+    head = _EXECUTE_HEAD.pack(Command.STMT_EXECUTE, statement_id, 0, 1)
+    if n == 0:
+        return head
+    nulls = bytearray((n + 7) // 8)
+    body = []
+    for i, value in enumerate(values):
+        if value is None:
+            nulls[i >> 3] |= 1 << (i & 7)
+        else:
+            ptype = types[i]
+            body.append(_write_value(value, ptype.type, ptype.unsigned))
+    if type_block is None:
+        type_block = b"".join(t.encode() for t in types)
+    return b"".join((head, nulls, b"\x01", type_block, *body))
+
+
 @dataclass(frozen=True)
 class ComStmtSendLongData:
     statement_id: int
@@ -898,6 +923,7 @@ __all__ = [
     "binary_row_to_text",
     "decode_binary_row",
     "encode_binary_row",
+    "encode_execute",
     "text_row_to_binary",
     "value_to_sql_literal",
 ]

@@ -4,13 +4,16 @@ The rewrite itself is the kernel's (routing.encrypt.rewrite): a statement naming
 before anything else sees it, then runs on the ordinary path (pass-through, read/write splitting or the sharding
 kernel) as if the client had sent the rewritten text. When its result set has columns to decrypt, the ordinary
 path's answer is captured instead of sent (as a cursor's rows are, proxy.session.prepared), the named columns are
-decrypted, and the answer goes out. A prepared statement on an encrypted table runs the same way with its
-parameters written into the text, answered in binary rows.
+decrypted, and the answer goes out. A prepared statement on an encrypted table of a sharded database runs the same
+way with its parameters written into the text, answered in binary rows; on a pass-through database its rewrite is
+prepared on the backend connection and each execute runs it there, the client's parameters mapped onto the
+rewrite's `?` and encrypted (`PreparedEncrypted`, `mapped_execute`), its binary rows decrypted.
 
 Why capture rather than a merge stage: one place decrypts whatever answered (a relayed single node, a merge of
 several, federation), in text and binary rows alike; the cost (the rows held once) is paid only by statements that
-read encrypted columns. The socket callbacks' fast path declines statements naming an encrypted table
-(`encrypted_statement`, proxy.execution.fastpath): it relays the client's text as it is.
+read encrypted columns. The socket callbacks' fast path (proxy.execution.fastpath) takes the SELECTs it can rewrite
+from the text alone, and the executes of `PreparedEncrypted` statements, decrypting rows as they pass
+(`DecryptingRelay`); anything else naming an encrypted table is left to the session's coroutine.
 
 With `!MASK` beside `!ENCRYPT` a masked logical column that is encrypted is masked here, after decryption (as
 ShardingSphere shows it: the mask of the plaintext): the ordinary path masks by the column's origin, which for a
@@ -22,13 +25,21 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
-from protocol.binary import binary_cell_spans, binary_cell_widths, binary_null_bitmap_size, text_row_to_binary
+from protocol.binary import (
+    ParamType,
+    binary_cell_spans,
+    binary_cell_widths,
+    binary_null_bitmap_size,
+    encode_execute,
+    text_row_to_binary,
+)
 from protocol.cellswap import swap_cells
-from protocol.constants import ErrorCode
+from protocol.constants import ColumnType, ErrorCode
 from protocol.errors import ServerError
 from protocol.framing import encode_packet
 from protocol.packets import ColumnDefinition41, ERRPacket, decode_text_row, encode_text_row
@@ -37,9 +48,17 @@ from protocol.wire import Reader, lenenc_str
 from proxy.execution.masking import Masks, mask_row, masked_definitions
 from proxy.frontend.wire import CapturedWriter
 from routing.encrypt.algorithms import Encryptor, bytes_decryptor
-from routing.encrypt.rewrite import Encrypted, MissingColumns, rewrite_encrypted, touches_encrypted
+from routing.encrypt.rewrite import (
+    Encrypted,
+    MissingColumns,
+    ParamMap,
+    physical_params,
+    rewrite_encrypted,
+    touches_encrypted,
+)
 
 if TYPE_CHECKING:
+    from proxy.backends.backend import BackendConnection
     from proxy.backends.runtime import LogicalDatabase
     from proxy.execution.context import SessionContext as Session
 
@@ -47,11 +66,14 @@ __all__ = [
     "REWRITTEN",
     "DecryptingRelay",
     "PreparedEncrypted",
+    "decrypted_binary_answer",
     "encrypted_statement",
     "fast_encrypted_execute",
     "fast_encrypted_select",
+    "mapped_execute",
     "prepared_encrypted",
     "prepared_rewrite",
+    "relay_prepared_encrypted",
     "run_encrypted",
 ]
 
@@ -133,40 +155,83 @@ async def prepared_rewrite(session: Session, db: LogicalDatabase, sql: str) -> E
     return await _rewrite(session, db, sql, None)
 
 
-class PreparedEncrypted(NamedTuple):
-    """A prepared SELECT on an encrypted table that the fast path executes as it came, on the backend statement of
-    its rewrite (`sql`): its parameters go through unchanged (none is bound to an encrypted column), so the client's
-    COM_STMT_EXECUTE is only re-addressed, and the binary rows are decrypted as they pass (`DecryptingRelay`).
-    Kept with the rule and sql_mode it was rewritten under: another of either, and the session's coroutine runs it."""
+@dataclass(slots=True, eq=False)
+class PreparedEncrypted:
+    """A prepared statement on an encrypted table that runs prepared on the backend, as the statement of its
+    rewrite (`sql`, prepared on the connection at PREPARE): the client's parameters go through unchanged when none is
+    bound to an encrypted column (`params` None: the client's COM_STMT_EXECUTE is only re-addressed), else each
+    `?` of the rewrite takes the client's parameter `params` names, encrypted by its encryptor (`mapped_execute`);
+    a SELECT's binary rows are decrypted as they pass (`DecryptingRelay`, `decrypted_binary_answer`). Kept with the
+    rule and sql_mode it was rewritten under: another of either, and it runs as text (its values written in)."""
 
     rule: object
     mode: int
     sql: str
     decrypt: tuple[Encryptor | None, ...] | None
+    params: ParamMap | None = None
+    select: bool = True  # a SELECT (the fast path runs it); else INSERT / UPDATE / DELETE / REPLACE
+    # the client's parameter types last mapped, the rewrite's types for them and their encoding (`mapped_execute`)
+    types: Sequence[ParamType] | None = None
+    physical_types: tuple[ParamType, ...] = ()
+    type_block: bytes = b""
+
+
+#: what runs prepared as its rewrite (the statements whose rewrite reads only the text)
+_PREPARED_STATEMENTS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE"})
 
 
 def prepared_encrypted(
-    session: Session, db: LogicalDatabase, sql: str, encrypted: Encrypted | None, same_params: bool
+    session: Session, db: LogicalDatabase, sql: str, encrypted: Encrypted | None, num_params: int, physical: int
 ) -> PreparedEncrypted | None:
-    """What the fast path keeps of a statement prepared on a pass-through database with an `!ENCRYPT` rule
-    (`encrypted`: its rewrite; `same_params`: the rewrite has as many placeholders as the text), or None when its
-    executes need the coroutine: parameters to encrypt, `!MASK` to apply after decryption, no SELECT, a `*` (its
-    table's columns when executed), a text the fast relay does not take."""
+    """What is kept of a statement prepared on a pass-through database with an `!ENCRYPT` rule (`encrypted`: its
+    rewrite, `num_params` the client's placeholders, `physical` the rewrite's as the backend counted them) to run it
+    prepared on the backend; None when its executes run as text: `!MASK` to apply after decryption, a read/write
+    splitting group (each execute classified), no SELECT / INSERT / UPDATE / DELETE / REPLACE, a rewrite that read
+    a table's columns (a `*`), a text the fast relay does not take, placeholders the rewrite cannot map."""
+    source = db.pass_through_source
+    first = _first_word(sql)
     if (
         encrypted is None
-        or encrypted.encrypts_params
-        or not same_params
+        or source is None
+        or not source.fast_relay
         or db.rules.mask is not None
-        or _first_word(sql) != "SELECT"
+        or first not in _PREPARED_STATEMENTS
+        or encrypted.reads_columns
         or _PREFIX_UNSAFE.search(sql) is not None
     ):
         return None
-    return PreparedEncrypted(db.config.encrypt, session.txn.mode_flags, encrypted.sql, encrypted.decrypt)
+    params = encrypted.param_map if encrypted.encrypts_params else None
+    if physical != (num_params if params is None else len(params)):
+        return None  # (None too for a map the rewrite could not vouch for)
+    return PreparedEncrypted(
+        db.config.encrypt, session.txn.mode_flags, encrypted.sql, encrypted.decrypt, params, first == "SELECT"
+    )
 
 
 def fast_encrypted_execute(session: Session, db: LogicalDatabase, kept: PreparedEncrypted) -> bool:
     """Whether the rewrite `kept` at PREPARE still holds for an execute now (same rule, same sql_mode)."""
     return kept.rule is db.config.encrypt and kept.mode == session.txn.mode_flags and db.rules.mask is None
+
+
+#: an encrypted parameter's type: a string (the ciphertext's text)
+_CIPHERTEXT = ParamType(ColumnType.VAR_STRING)
+
+
+def mapped_execute(
+    kept: PreparedEncrypted, statement_id: int, values: Sequence[object], types: Sequence[ParamType]
+) -> bytes:
+    """The COM_STMT_EXECUTE payload of the backend's `statement_id` (`kept`'s rewrite) for the client's `values` of
+    `types`: each `?` of the rewrite takes its client parameter, as it came or encrypted (sent as a string); NULL
+    stays NULL. No cursor (a cursor's rows are the proxy's). Raises what the encryptors raise (ServerError: a LIKE
+    encryptor's character without its dictionary) and ValueError / TypeError for a value its type does not hold."""
+    params = kept.params
+    if params is None:
+        return encode_execute(statement_id, values, types)
+    if types is not kept.types:  # (the fast path's decoder gives back the types it was given when none are bound)
+        kept.physical_types = tuple(types[i] if encryptor is None else _CIPHERTEXT for i, encryptor in params)
+        kept.type_block = b"".join(t.encode() for t in kept.physical_types)
+        kept.types = types
+    return encode_execute(statement_id, physical_params(params, values), kept.physical_types, kept.type_block)
 
 
 async def run_encrypted(
@@ -192,7 +257,7 @@ async def run_encrypted(
     session.wire.send_many(_answer(session, db, packets, decrypt, binary))
 
 
-async def _captured(session: Session, run: Callable[[], Awaitable[None]]) -> list[bytes]:
+async def _captured(session: Session, run: Callable[[], Awaitable[object]]) -> list[bytes]:
     capture = CapturedWriter()
     saved = session.writer, session.wire.writer, session.wire.seq
     session.writer = session.wire.writer = capture  # type: ignore[assignment]
@@ -383,6 +448,96 @@ def _changed(count: int, expected: int) -> str:
         f"the result has {count} columns where the encrypt rewrite expected {expected} "
         "(did the table change?); run the statement again"
     )
+
+
+class _Undecryptable(Exception):
+    """The cell of column `index` is not its encryptor's ciphertext."""
+
+    def __init__(self, index: int, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.index = index
+
+
+def _undecryptable(name: str, decrypt: tuple[Encryptor | None, ...], exc: _Undecryptable) -> str:
+    encryptor = decrypt[exc.index]
+    assert encryptor is not None
+    log.warning("decrypt_failed", column=name, error=str(exc))
+    return (
+        f"the value of column {name} cannot be decrypted by its encryptor ({encryptor.type}): it was not written by "
+        "it (another key, or plaintext)"
+    )
+
+
+def _decrypted_binary_row(
+    payload: bytes, widths: tuple[int, ...], decoders: tuple[Callable[[bytes], bytes] | None, ...]
+) -> bytes:
+    """A binary row (cells laid out by `widths`) with the cells of the columns that have a decoder decrypted in
+    place, the bytes around them as they came; _Undecryptable for a value its encryptor did not write,
+    MalformedPacket for a row that does not hold its cells."""
+    spans = binary_cell_spans(payload, widths)
+    out: list[bytes] = []
+    done = 0
+    for i, decoder in enumerate(decoders):
+        span = spans[i]
+        if decoder is None or span is None:
+            continue
+        start, stop = span
+        first = payload[start]
+        if widths[i] == -2 and first < 0xFB:
+            value = payload[start + 1 : stop]
+        else:
+            value = Reader(payload[start:stop]).lenenc_str() or b""
+        try:
+            plain = decoder(value)
+        except Exception as exc:  # not this encryptor's ciphertext (wrong key, plaintext left in place)
+            raise _Undecryptable(i, exc) from exc
+        out.append(payload[done:start])
+        out.append(lenenc_str(plain))
+        done = stop
+    if not out:
+        return payload
+    out.append(payload[done:])
+    return b"".join(out)
+
+
+def decrypted_binary_answer(
+    session: Session, packets: list[bytes], decrypt: tuple[Encryptor | None, ...]
+) -> list[bytes]:
+    """A captured answer in binary rows (an executed prepared statement's) with its encrypted columns decrypted:
+    what `DecryptingRelay` makes of it on the fast path, a lone ERR for a value its encryptor did not write."""
+    if not packets or packets[0][:1] in (b"\x00", b"\xff", b"\xfe"):
+        return packets  # OK, ERR: no result set
+    count = Reader(packets[0]).lenenc_int() or 0
+    start = 1 + count + (0 if session.deprecate_eof else 1)
+    rows = packets[start:-1]
+    if any(r[:1] == b"\xff" for r in rows):  # an error in the middle of the rows: as it came
+        return packets
+    if len(decrypt) != count:
+        return [_error(session, _changed(count, len(decrypt)))]
+    columns = [ColumnDefinition41.decode(p) for p in packets[1 : 1 + count]]
+    widths = binary_cell_widths(columns)
+    decoders = _decoders(decrypt)
+    out = list(packets[:start])
+    for payload in rows:
+        try:
+            out.append(_decrypted_binary_row(payload, widths, decoders))
+        except _Undecryptable as exc:
+            return [_error(session, _undecryptable(columns[exc.index].name, decrypt, exc))]
+    out.extend(packets[-1:])
+    return out
+
+
+async def relay_prepared_encrypted(
+    session: Session, conn: BackendConnection, kept: PreparedEncrypted, payload: bytes
+) -> None:
+    """The session's coroutine's execute of `kept` (`payload`: its COM_STMT_EXECUTE for `conn`): relayed as it
+    comes when nothing is decrypted, else captured and answered decrypted."""
+    decrypt = kept.decrypt
+    if decrypt is None:
+        await session.relay_on(conn, payload)
+        return
+    packets = await _captured(session, lambda: session.relay_on(conn, payload))
+    session.wire.send_many(decrypted_binary_answer(session, packets, decrypt))
 
 
 class _Head(NamedTuple):
@@ -668,44 +823,14 @@ class DecryptingRelay:
         """A binary row with its encrypted cells decrypted in place: the bytes around them as they came."""
         decrypt = self._decrypt
         if self._count != len(decrypt):
-            return self._fail(
-                f"the result has {self._count} columns where the encrypt rewrite expected {len(decrypt)} "
-                "(did the table change?); run the statement again"
-            )
+            return self._fail(_changed(self._count, len(decrypt)))
         widths = self._widths
         if widths is None:
             widths = self._widths = binary_cell_widths([ColumnDefinition41.decode(c) for c in self._columns])
-        spans = binary_cell_spans(payload, widths)
-        out: list[bytes] = []
-        done = 0
-        for i, decoder in enumerate(self._decoders):
-            span = spans[i]
-            if decoder is None or span is None:
-                continue
-            start, stop = span
-            first = payload[start]
-            if widths[i] == -2 and first < 0xFB:
-                value = payload[start + 1 : stop]
-            else:
-                value = Reader(payload[start:stop]).lenenc_str() or b""
-            try:
-                plain = decoder(value)
-            except Exception as exc:  # not this encryptor's ciphertext (wrong key, plaintext left in place)
-                encryptor = decrypt[i]
-                assert encryptor is not None
-                name = ColumnDefinition41.decode(self._columns[i]).name
-                log.warning("decrypt_failed", column=name, error=str(exc))
-                return self._fail(
-                    f"the value of column {name} cannot be decrypted by its encryptor ({encryptor.type}): "
-                    "it was not written by it (another key, or plaintext)"
-                )
-            out.append(payload[done:start])
-            out.append(lenenc_str(plain))
-            done = stop
-        if not out:
-            return payload
-        out.append(payload[done:])
-        return b"".join(out)
+        try:
+            return _decrypted_binary_row(payload, widths, self._decoders)
+        except _Undecryptable as exc:
+            return self._fail(_undecryptable(ColumnDefinition41.decode(self._columns[exc.index]).name, decrypt, exc))
 
     def _fail(self, message: str) -> bytes:
         if self._held is None:  # part of the answer is sent already: the fast path ends it with this ERR

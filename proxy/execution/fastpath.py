@@ -39,6 +39,7 @@ from proxy.execution.encrypted import (
     fast_encrypted_execute,
     fast_encrypted_select,
     kept_encrypted_select,
+    mapped_execute,
 )
 from proxy.execution.errors import error_packet
 from proxy.execution.fastcommit import CommitFan
@@ -494,28 +495,45 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
 
 def _encrypted_execute(session: Session, db: LogicalDatabase, conn: BackendConnection, stmt: ClientStatement,
                        packet: bytes) -> Forward | None:
-    """A prepared SELECT on an encrypted table (proxy.execution.encrypted.PreparedEncrypted) on a pass-through
-    database: the client's execute re-addressed to its rewrite's statement on the connection, the binary rows
-    decrypted as they pass; None (the coroutine's text path) for a cursor, a rewrite that no longer holds, a
-    connection that does not hold the rewrite prepared."""
+    """A prepared statement on an encrypted table (proxy.execution.encrypted.PreparedEncrypted) on a pass-through
+    database: executed as its rewrite's statement on the connection, the client's execute re-addressed (or, when a
+    parameter is encrypted, made anew with the parameters mapped and encrypted: `mapped_execute`), a SELECT's binary
+    rows decrypted as they pass, a write's connection kept for what the client asks next (LAST_INSERT_ID() ...);
+    None (the session's coroutine) for a cursor, long data, a rewrite that no longer holds, a connection that does
+    not hold the rewrite prepared, parameters it cannot read or encrypt."""
     kept = stmt.encrypted
     if len(packet) < 10 or packet[9] != 0 or stmt.long_data or not fast_encrypted_execute(session, db, kept):
         return None
     prepared = conn.statements.get(kept.sql)
     if prepared is None:
         return None
-    stmt.remember_types(packet[4:])
-    types = stmt.types or ()
-    layout = stmt.layout  # (its type block, written in once for the executes that bind no types)
-    if types and (layout is None or layout.types is not types):
-        layout = stmt.layout = execute_layout(types)
-    framed = retarget_execute(packet, prepared.ok.statement_id, stmt.num_params, types, layout)
+    backend_id = prepared.ok.statement_id
+    if kept.params is None:
+        stmt.remember_types(packet[4:])
+        types = stmt.types or ()
+        layout = stmt.layout  # (its type block, written in once for the executes that bind no types)
+        if types and (layout is None or layout.types is not types):
+            layout = stmt.layout = execute_layout(types)
+        framed = retarget_execute(packet, backend_id, stmt.num_params, types, layout)
+    else:
+        try:
+            values, types = execute_params(packet, stmt.num_params, stmt.types, None)
+            payload = mapped_execute(kept, backend_id, values, types)
+        except Exception:  # a malformed execute, a value an encryptor refuses: the coroutine answers it
+            return None
+        stmt.types = types
+        framed = encode_packet(payload, 0)[0] if len(payload) < _MAX_FRAME else None
     if framed is None:
         return None
     session.info = stmt.sql[:100]
     session.sql = stmt.sql
-    session.stmt_kind, session.route = SELECT, "passthrough"
-    return Forward(conn, framed, None, False, decrypt=kept.decrypt, binary=True)
+    if kept.select:
+        session.stmt_kind, session.route = SELECT, "passthrough"
+        return Forward(conn, framed, None, False, decrypt=kept.decrypt, binary=True)
+    label = stmt.kind or statement_kind(stmt.sql)
+    stmt.kind = label
+    session.stmt_kind, session.route = label, "passthrough"
+    return Forward(conn, framed, None, True)
 
 
 def _sharded(session: Session, db: LogicalDatabase, packet: bytes

@@ -120,8 +120,8 @@ class ClientStatement:
     # the logical database current at PREPARE (None: none chosen): it runs there, whatever USE chose since, as on
     # MariaDB (proxy.session.stmt_database)
     database: LogicalDatabase | None = None
-    # pass-through, a SELECT on an !ENCRYPT table whose parameters are not encrypted: its rewrite, prepared on the
-    # backend, that the fast path executes (proxy.execution.encrypted.PreparedEncrypted)
+    # pass-through, a statement on an !ENCRYPT table: its rewrite, prepared on the backend, executed with the client's
+    # parameters mapped and encrypted (proxy.execution.encrypted.PreparedEncrypted)
     encrypted: Any = None
 
     def remember_types(self, payload: bytes) -> None:

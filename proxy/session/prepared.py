@@ -52,7 +52,15 @@ from proxy.backends.codec import BINARY
 from proxy.backends.readwrite import Access, ReadWriteGroup, classify_access
 from proxy.execution import txn_control
 from proxy.execution.decide import OFF_LOOP_TEXT, view_of
-from proxy.execution.encrypted import encrypted_statement, prepared_encrypted, prepared_rewrite
+from proxy.execution.encrypted import (
+    PreparedEncrypted,
+    encrypted_statement,
+    fast_encrypted_execute,
+    mapped_execute,
+    prepared_encrypted,
+    prepared_rewrite,
+    relay_prepared_encrypted,
+)
 from proxy.execution.explain import DATA_SOURCE_COLUMN, split_explain, xa_refusal
 from proxy.execution.plans import Explained, Run, Strategy
 from proxy.execution.replicas import TrackingWriter, drop_replica, group_backend
@@ -65,7 +73,7 @@ from proxy.session import metadata, processlist, system_schema
 from proxy.session.bound_types import BoundTypes
 from proxy.session.describe import describing_text
 from proxy.session.nodatabase import needs_database, qualified_database, unwrapped
-from proxy.session.query import encrypted_query
+from proxy.session.query import after_pass_through, encrypted_query
 from proxy.session.statements import classify
 from proxy.session.stmt_database import in_database
 from routing.errors import RoutingError
@@ -335,7 +343,9 @@ def _logic_column(c: ColumnDefinition41, renames: Mapping[str, str], db_name: st
 
 async def _prepare_encrypted(session: Session, db: LogicalDatabase, sql: str) -> None:
     """PREPARE of a statement naming an encrypted table: its columns are those of the rewritten text (the cipher
-    columns under the logical names); nothing stays prepared on a backend (EXECUTE runs it as text)."""
+    columns under the logical names). On a pass-through database the rewrite stays prepared on the connection and
+    EXECUTE runs it there, the parameters mapped and encrypted (`_execute_encrypted`); otherwise (and for what
+    `prepared_encrypted` does not keep) EXECUTE runs it as text, its values written in."""
     try:
         encrypted = await prepared_rewrite(session, db, sql)
     except ServerError as exc:
@@ -344,7 +354,7 @@ async def _prepare_encrypted(session: Session, db: LogicalDatabase, sql: str) ->
     text = sql if encrypted is None else encrypted.sql
     num_params = await _placeholders(sql, session.txn.mode_flags)
     source = db.pass_through_source
-    fast = None
+    kept = None
     if source is not None:
         conn = await session.backend(source.name, record_write=False)
         answer = await conn.prepared(text)
@@ -352,10 +362,10 @@ async def _prepare_encrypted(session: Session, db: LogicalDatabase, sql: str) ->
             session.wire.send(answer.encode(session.capabilities))
             return
         columns = tuple(answer.columns)
-        fast = prepared_encrypted(session, db, sql, encrypted, answer.ok.num_params == num_params)
+        kept = prepared_encrypted(session, db, sql, encrypted, num_params, answer.ok.num_params)
     else:
         columns = await _describe(session, text, await _placeholders(text, session.txn.mode_flags))
-    stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns, database=db, encrypted=fast)
+    stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns, database=db, encrypted=kept)
     session.statements.add(stmt)
     _prepare_answer(session, stmt)
 
@@ -486,7 +496,12 @@ async def _execute_proxy_answered(session: Session, stmt: ClientStatement, reque
 
 async def _execute_sharded(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
     db = session.database
-    if db is not None and encrypted_statement(db, stmt.sql):  # its parameters encrypted in the text
+    if db is not None and encrypted_statement(db, stmt.sql):
+        kept = stmt.encrypted
+        if kept is not None and fast_encrypted_execute(session, db, kept) and await _execute_encrypted(
+                session, db, stmt, kept, request):
+            return
+        # its parameters encrypted in the text
         sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
         await encrypted_query(session, db, sql, binary=True)
         return
@@ -516,6 +531,33 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
         await route_and_execute(session, db, sql, list(request.values), codec)
     finally:
         BINARY_ROWS.reset(token)
+
+
+async def _execute_encrypted(session: Session, db: LogicalDatabase, stmt: ClientStatement, kept: PreparedEncrypted,
+                             request: ComStmtExecute) -> bool:
+    """EXECUTE of a statement on an encrypted table of a pass-through database as its rewrite, prepared on the
+    session's connection (again, if that connection changed): the client's parameters mapped and encrypted into the
+    backend's execute (proxy.execution.encrypted.mapped_execute, what the fast path sends), a SELECT's rows
+    decrypted. False when the connection's statement does not take the rewrite's parameters (it runs as text)."""
+    source = db.pass_through_source
+    if source is None or not source.fast_relay:
+        return False
+    conn = await session.backend(source.name)
+    answer = await conn.prepared(kept.sql)
+    if isinstance(answer, ERRPacket):
+        session.wire.send(answer.encode(session.capabilities))
+        return True
+    if answer.ok.num_params != (stmt.num_params if kept.params is None else len(kept.params)):
+        return False
+    try:
+        payload = mapped_execute(kept, answer.ok.statement_id, request.values, request.types)
+    except ServerError as exc:  # a LIKE encryptor's character without its dictionary: as the text path refuses it
+        session.error(exc.errno, exc.message, exc.sqlstate)
+        return True
+    session.route = "passthrough"
+    await relay_prepared_encrypted(session, conn, kept, payload)
+    await after_pass_through(session, source, kept.sql)
+    return True
 
 
 def _metadata_hint(sql: str) -> bool:

@@ -83,6 +83,9 @@ def _prop(props: Mapping[str, Any], name: str, what: str, key: str) -> str:
     return str(value)
 
 
+_PADS = [bytes((n,)) * n for n in range(17)]
+
+
 @dataclass(frozen=True, eq=False)
 class AESEncryptor:
     props: Mapping[str, str]
@@ -94,6 +97,7 @@ class AESEncryptor:
     _secret: bytes = field(init=False, repr=False)
     _cipher: Cipher[modes.ECB] = field(init=False, repr=False)
     _ecb: Any = field(init=False, repr=False)
+    _ecb_encrypt: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         value = _prop(self.props, "aes-key-value", "AES", self.key)
@@ -118,6 +122,9 @@ class AESEncryptor:
         # and no padding is buffered, so a context fed only whole blocks and never finalized holds no state between
         # values; making a context per value costs more than deciphering it
         object.__setattr__(self, "_ecb", self._cipher.decryptor())
+        # and one encryption context, for the same reason: fed only whole blocks (the padding is added here), never
+        # finalized, it keeps nothing of one value for the next
+        object.__setattr__(self, "_ecb_encrypt", self._cipher.encryptor())
 
     def encrypt(self, value: object) -> str | None:
         text = plain_text(value)
@@ -125,8 +132,7 @@ class AESEncryptor:
             return None
         data = _utf8(text)
         pad = 16 - len(data) % 16  # PKCS#5/7: 1..16 bytes, each the count
-        enc = self._cipher.encryptor()
-        return base64.b64encode(enc.update(data + bytes((pad,)) * pad) + enc.finalize()).decode("ascii")
+        return binascii.b2a_base64(self._ecb_encrypt.update(data + _PADS[pad]), newline=False).decode("ascii")
 
     def decrypt(self, value: str) -> str:
         raw = base64.b64decode(value.strip(), validate=True)

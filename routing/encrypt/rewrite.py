@@ -27,11 +27,12 @@ import itertools
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlglot import exp
 
+from protocol.binary import value_to_sql_literal
 from routing.encrypt.algorithms import Encryptor
 from routing.encrypt.rule import EncryptColumn, EncryptRule, EncryptTable
 from routing.errors import RoutingError
@@ -49,21 +50,40 @@ from routing.parse import (
     tokenize,
 )
 
-__all__ = ["Encrypted", "MissingColumns", "rewrite_encrypted", "touches_encrypted"]
+__all__ = [
+    "Encrypted",
+    "MissingColumns",
+    "ParamMap",
+    "parameter_text",
+    "physical_params",
+    "rewrite_encrypted",
+    "touches_encrypted",
+]
 
 ColumnsOf = Callable[[str], Sequence[str] | None]
 
+#: how the rewritten statement's placeholders are filled from the client's parameters: for each ``?`` of the
+#: rewritten text, in order, the index of the client's parameter and the encryptor applied to it (None: as it is)
+ParamMap = tuple[tuple[int, Encryptor | None], ...]
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class Encrypted:
     """The rewritten statement, its parameters (None when it had none) and, for a result set, the encryptor that
-    decrypts each result column (None: shown as it comes); ``decrypt`` is None when no column is decrypted."""
+    decrypts each result column (None: shown as it comes); ``decrypt`` is None when no column is decrypted. (Not
+    frozen: the fast path makes one per encrypted SELECT, and a frozen dataclass's ``__init__`` costs five times
+    more; nothing changes it.)"""
 
     sql: str
     params: list[Any] | None
     decrypt: tuple[Encryptor | None, ...] | None
     #: some parameter is encrypted (its value changes, or it is bound to several physical columns)
     encrypts_params: bool = False
+    #: the rewritten text's ``?`` from the client's parameters (``physical_params`` fills them); None when the
+    #: rewrite could not vouch for it (the rewritten text has another number of ``?`` than the map says)
+    param_map: ParamMap | None = None
+    #: the rewrite expanded a table's columns (a ``*``, an INSERT without a column list): it holds while they do
+    reads_columns: bool = False
 
 
 class MissingColumns(Exception):
@@ -234,6 +254,7 @@ class _Recipe:
     params: dict[int, list[Encryptor]]
     decrypt: tuple[Encryptor | None, ...] | None
     stars: dict[str, tuple[str, ...]]
+    param_map: ParamMap | None
 
 
 class _Text:
@@ -306,7 +327,13 @@ class _Text:
         for (_s0, e0, _t0), (s1, _e1, _t1) in itertools.pairwise(edits):
             if s1 < e0:
                 raise RoutingError("encrypt rewrite: overlapping edits (report this statement)")
-        return _Recipe(self.spans, tuple(edits), tuple(self.dyns), self.param_encryptors, decrypt, stars)
+        count = sum(1 for _s, _e, kind in self.spans if kind == "p")
+        param_map = tuple(
+            (i, enc)
+            for i in range(count)
+            for enc in (self.param_encryptors[i] if i in self.param_encryptors else (None,))
+        )
+        return _Recipe(self.spans, tuple(edits), tuple(self.dyns), self.param_encryptors, decrypt, stars, param_map)
 
 
 def _quote(value: str | None, backslashes: bool) -> str:
@@ -352,8 +379,32 @@ def _assemble(
         new_params = []
         for i, v in enumerate(params):
             encryptors = recipe.params.get(i)
-            new_params.extend([v] if encryptors is None else [enc.encrypt(v) for enc in encryptors])
+            new_params.extend([v] if encryptors is None else [enc.encrypt(parameter_text(v)) for enc in encryptors])
     return "".join(out), new_params
+
+
+def parameter_text(value: Any) -> str | None:
+    """The plaintext an encryptor is given for a prepared statement's parameter value: the text of the literal the
+    value would be written as (``routing.interpolate``, the text path), read back: a string as it is, bytes as their
+    UTF-8 text (undecodable bytes kept, as ``plain_text`` keeps them), a number as its literal, a date or time as
+    its quoted text; None for NULL."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", errors="surrogateescape")
+    literal = value_to_sql_literal(value)
+    return literal[1:-1] if literal[:1] == "'" else literal
+
+
+def physical_params(param_map: ParamMap, values: Sequence[Any]) -> list[Any]:
+    """The rewritten statement's parameter values from the client's ``values`` (``Encrypted.param_map``): each as
+    it is, or its ``parameter_text`` encrypted (NULL stays NULL). Raises what an encryptor raises (a LIKE
+    encryptor's character without its dictionary)."""
+    out: list[Any] = []
+    for index, encryptor in param_map:
+        value = values[index]
+        out.append(value if encryptor is None or value is None else encryptor.encrypt(parameter_text(value)))
+    return out
 
 
 def _name(name: str) -> str:
@@ -404,18 +455,29 @@ def rewrite_encrypted(
         shape = scan_shape(text)
         key = (rule, shape.key, mode, params is not None)
         recipe = _RECIPES.get(key)
+        fresh = False
         if recipe is not None and _still_valid(recipe, shape.spans, params, columns_of):
             _RECIPES.move_to_end(key)
         else:
             recipe, keep = _compile(text, shape, rule, params, columns_of)
+            fresh = True
+        if not recipe.edits:
+            out, new_params = sql, (list(params) if params is not None else None)
+        else:
+            out, new_params = _assemble(text, shape.spans, recipe, params, mode)
+        if fresh:
+            if recipe.param_map is not None and _placeholders(out) != len(recipe.param_map):
+                recipe = replace(recipe, param_map=None)  # (a `?` the edits moved otherwise: not vouched for)
             if keep:
                 _RECIPES[key] = recipe
                 if len(_RECIPES) > _RECIPES_MAX:
                     _RECIPES.popitem(last=False)
-        if not recipe.edits:
-            return Encrypted(sql, list(params) if params is not None else None, recipe.decrypt, bool(recipe.params))
-        out, new_params = _assemble(text, shape.spans, recipe, params, mode)
-    return Encrypted(out, new_params, recipe.decrypt, bool(recipe.params))
+    return Encrypted(out, new_params, recipe.decrypt, bool(recipe.params), recipe.param_map, bool(recipe.stars))
+
+
+def _placeholders(sql: str) -> int:
+    """The ``?`` placeholders of a text (read in the sql_mode being read)."""
+    return sum(1 for _s, _e, kind in scan_shape(sql).spans if kind == "p")
 
 
 def _still_valid(

@@ -156,9 +156,9 @@ def test_a_value_its_encryptor_did_not_write_is_the_same_lone_err(env: Env) -> N
         server.execute("DELETE FROM t_user WHERE user_id = 20", db)
 
 
-# (prepared statement, its parameters, answered on the fast path): executed through the binary protocol, each
-# answers what the unencrypted oracle answers; a parameter bound to an encrypted column is encrypted by the
-# session's coroutine, which runs that statement
+# (prepared statement, its parameters, answered on the fast path of a pass-through database): executed through the
+# binary protocol, each answers what the unencrypted oracle answers; a parameter bound to an encrypted column is
+# encrypted into the backend's execute (proxy.execution.encrypted.mapped_execute)
 PREPARED = [
     ("SELECT user_name FROM t_user WHERE user_id = ?", (10,), True),
     ("SELECT user_name, password FROM t_user WHERE user_id = ?", (12,), True),  # a NULL and a non-ASCII value
@@ -167,8 +167,8 @@ PREPARED = [
     ("SELECT status, user_id FROM t_user WHERE user_id = ?", (11,), True),  # nothing to decrypt
     ("SELECT user_id, password FROM t_user WHERE user_id = ?", (999,), True),  # no row
     ("SELECT password, user_name FROM t_user WHERE user_id = ? OR user_id = ?", (10, 11), True),
-    ("SELECT user_id FROM t_user WHERE password = ?", ("222222",), False),  # an encrypted parameter
-    ("SELECT user_id, user_name FROM t_user WHERE user_name = ? AND user_id = ?", ("lisi", 11), False),
+    ("SELECT user_id FROM t_user WHERE password = ?", ("222222",), True),  # an encrypted parameter
+    ("SELECT user_id, user_name FROM t_user WHERE user_name = ? AND user_id = ?", ("lisi", 11), True),
     ("SELECT * FROM t_user WHERE user_id = ?", (10,), False),  # (its table's columns when executed)
 ]
 
