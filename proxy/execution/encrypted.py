@@ -51,6 +51,7 @@ __all__ = [
     "fast_encrypted_select",
     "prepared_encrypted",
     "prepared_rewrite",
+    "captured",
     "run_encrypted",
 ]
 
@@ -185,13 +186,14 @@ async def run_encrypted(
         if decrypt is None and not binary:
             await run_text(text)
             return
-        packets = await _captured(session, lambda: run_text(text))
+        packets = await captured(session, lambda: run_text(text))
     finally:
         REWRITTEN.reset(token)
     session.wire.send_many(_answer(session, db, packets, decrypt, binary))
 
 
-async def _captured(session: Session, run: Callable[[], Awaitable[None]]) -> list[bytes]:
+async def captured(session: Session, run: Callable[[], Awaitable[None]]) -> list[bytes]:
+    """The packets `run` answers the client with, kept instead of sent."""
     capture = CapturedWriter()
     saved = session.writer, session.wire.writer, session.wire.seq
     session.writer = session.wire.writer = capture  # type: ignore[assignment]

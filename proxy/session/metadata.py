@@ -36,9 +36,12 @@ from proxy.session.processlist import (
 )
 from proxy.session.schema_scope import _SCHEMA_TABLE, Scope, restore_names, scope_to_schema
 from proxy.session.statements import like_to_regex, unquote_ident
+from routing.encrypt.metadata import logical_schema_columns, table_metadata
 from routing.logical_names import LogicalNames
 from routing.session_functions import has_call, substitute_session_functions
 from routing.split import _TOKEN
+
+Row = tuple[bytes | None, ...]
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
@@ -163,6 +166,9 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
         return False
     if head.startswith("DESC") and db is not None and db.kernel is not None:
         m = _DESCRIBE_COLUMN.match(sql)
+        encrypt = db.config.encrypt
+        if m and encrypt is not None and table_metadata(sql, encrypt, db.name) is not None:
+            return False  # an encrypted table: in its logical shape (proxy.session.encrypt_metadata)
         if m:
             column = m.group("column")
             pattern = column[1:-1] if column[0] == "'" else unquote_ident(column).replace("'", "''")
@@ -265,7 +271,7 @@ async def _show_tables(session: Session, db: LogicalDatabase, m: re.Match[str]) 
     columns = [column, "Table_type"] if m.group("full") else [column]
     rows: list[tuple[object, ...]] = [(n, "BASE TABLE") if m.group("full") else (n,) for n in names]
     if m.group("where"):
-        filtered = await _filter_where(session, db, columns, rows, m.group("where"))
+        filtered = await filter_where(session, db, columns, rows, m.group("where"))
         if filtered is None:
             return
         rows = list(filtered)
@@ -304,7 +310,7 @@ def _actual_to_logic(db: LogicalDatabase) -> dict[tuple[str, str], str]:
     return out
 
 
-async def _filter_where(
+async def filter_where(
     session: Session, db: LogicalDatabase, columns: list[str], rows: list[tuple[object, ...]], where: str
 ) -> list[tuple[bytes | None, ...]] | None:
     """Evaluate a SHOW statement's WHERE over rows the proxy built, by MySQL itself: the rows go to a
@@ -400,7 +406,7 @@ async def _show_table_status(session: Session, db: LogicalDatabase, m: re.Match[
         rows = [r for r in rows if rx.match(ptext.decode(r[0] or b"") if isinstance(r[0], bytes) else str(r[0]))]
     labels = [label for label, _t in _TABLE_STATUS_COLUMNS[: width or 18]]
     if m.group("where"):
-        filtered = await _filter_where(session, target if target is db else db, labels, rows, m.group("where"))
+        filtered = await filter_where(session, target if target is db else db, labels, rows, m.group("where"))
         if filtered is None:
             return
         rows = list(filtered)
@@ -486,12 +492,22 @@ async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -
     name in two tables), never one object seen twice."""
     names = logical_names(db)
     first = next(iter(db.sources))
-    if len(db.sources) > 1 and schema_merge.needs_one_server(sql) and _SCHEMA_TABLE.search(_masked(sql)):
+    encrypted = reads_encrypted_columns(db, sql)
+    if (encrypted or (len(db.sources) > 1 and schema_merge.needs_one_server(sql))) and _SCHEMA_TABLE.search(
+        _masked(sql)
+    ):
         scopes = {
             ds: Scope(first=ds == first, hidden=_hidden(names, ds, db.metadata.actual_tables(ds))) for ds in db.sources
         }
         await schema_merge.answer(
-            session, db, sql, scopes, lambda row, cols, ds, phys: _map_row(row, cols, ds, phys, db.name, names)
+            session,
+            db,
+            sql,
+            scopes,
+            lambda row, cols, ds, phys: _map_row(row, cols, ds, phys, db.name, names),
+            _logical_columns(db) if encrypted else None,
+            why=f"of the database '{db.name}', which has encrypted tables, is read here (their columns are shown "
+            "in their logical shape)" if encrypted else "",
         )
         return
     header: tuple[ColumnDefinition41, ...] | None = None
@@ -529,6 +545,31 @@ async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -
         return
 
     session.wire.send_many(result_packets(list(header), rows, capabilities=session.capabilities, status=session.status))
+
+
+def reads_encrypted_columns(db: LogicalDatabase | None, sql: str) -> bool:
+    """The statement reads information_schema.COLUMNS of a database with encrypted tables: answered over a copy of
+    it with those tables' columns in their logical shape (`schema_merge`, whatever the statement does with them: a
+    WHERE, an ORDER BY, a count see the logical columns)."""
+    encrypt = None if db is None else db.config.encrypt
+    return (
+        encrypt is not None
+        and bool(encrypt.tables)
+        and "information_schema" in sql.lower()
+        and "COLUMNS" in schema_merge.read_tables(sql)
+    )
+
+
+def _logical_columns(db: LogicalDatabase) -> schema_merge.RowsMapper:
+    encrypt = db.config.encrypt
+    assert encrypt is not None
+
+    def mapped(table: str, rows: list[Row], columns: tuple[ColumnDefinition41, ...]) -> list[Row]:
+        if table != "COLUMNS":
+            return rows
+        return logical_schema_columns([c.org_name or c.name for c in columns], rows, encrypt, db.name)
+
+    return mapped
 
 
 def _hidden(names: LogicalNames, ds: str, tables: Iterable[str]) -> tuple[str, ...]:
