@@ -11,7 +11,7 @@ selects. Pure: rows in, rows out (text protocol values, ``bytes`` or None).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from routing.encrypt.rule import EncryptRule, EncryptTable
@@ -23,6 +23,7 @@ __all__ = [
     "logical_columns",
     "logical_create_table",
     "logical_schema_columns",
+    "logical_schema_select",
     "table_metadata",
 ]
 
@@ -215,20 +216,22 @@ def logical_columns(rows: Sequence[Row], table: EncryptTable, like: str | None =
     return out
 
 
-def logical_schema_columns(labels: Sequence[str], rows: Sequence[Row], rule: EncryptRule, schema: str) -> list[Row]:
-    """information_schema.COLUMNS rows (`labels`: the columns' names) with each table of `schema` the rule
-    encrypts in its logical shape: the cipher column's row named by its logical column, the assisted and LIKE
-    query columns' rows left out, ORDINAL_POSITION counted without them. `rows` hold every column of each such
-    table (the positions of the hidden ones are read from them)."""
+def logical_schema_columns(
+    labels: Sequence[str], rows: Sequence[Row], tables: Mapping[str, EncryptTable], schema: str
+) -> list[Row]:
+    """information_schema.COLUMNS rows (`labels`: the columns' names) with each table of `schema` that `tables`
+    names (lower case -> its rule) in its logical shape: the cipher column's row named by its logical column, the
+    assisted and LIKE query columns' rows left out, ORDINAL_POSITION counted without them. `rows` hold every column
+    of each such table (the positions of the hidden ones are read from them)."""
     index = {label.upper(): i for i, label in reversed(list(enumerate(labels)))}
     i_schema, i_table, i_column = index.get("TABLE_SCHEMA"), index.get("TABLE_NAME"), index.get("COLUMN_NAME")
     i_position = index.get("ORDINAL_POSITION")
-    if i_schema is None or i_table is None or i_column is None or not rule.tables:
+    if i_schema is None or i_table is None or i_column is None or not tables:
         return list(rows)
     want = schema.encode("utf-8", "surrogateescape")
 
     def encrypted(row: Row) -> EncryptTable | None:
-        return rule.table(_text(row[i_table])) if row[i_schema] == want else None
+        return tables.get(_text(row[i_table]).lower()) if row[i_schema] == want else None
 
     hidden_at: dict[str, list[int]] = {}
     if i_position is not None:
@@ -255,6 +258,64 @@ def logical_schema_columns(labels: Sequence[str], rows: Sequence[Row], rule: Enc
             values[i_position] = str(position - before).encode()
         out.append(tuple(values))
     return out
+
+
+def _literal(value: str) -> str:
+    """A string literal that reads the same under any sql_mode (no quote or backslash to escape)."""
+    return "_utf8mb4 X'" + value.encode("utf-8", "surrogateescape").hex() + "'"
+
+
+def logical_schema_select(
+    labels: Sequence[str], rows: Sequence[Row], tables: Mapping[str, EncryptTable], schema: str
+) -> tuple[str, str] | None:
+    """What stands for information_schema.COLUMNS on a server whose `schema` holds the encrypted tables `tables`
+    (physical name, lower case -> its rule), so that a statement over it sees them in their logical shape, computed
+    by the server itself: (the select list over information_schema.COLUMNS, in `labels`' order, renaming the cipher
+    columns and renumbering ORDINAL_POSITION; the condition of the rows to leave out, the hidden columns'). `rows`:
+    every row of those tables (None: none of them there, nothing to change)."""
+    index = {label.upper(): i for i, label in reversed(list(enumerate(labels)))}
+    i_schema, i_table, i_column = index.get("TABLE_SCHEMA"), index.get("TABLE_NAME"), index.get("COLUMN_NAME")
+    i_position = index.get("ORDINAL_POSITION")
+    if i_schema is None or i_table is None or i_column is None or i_position is None:
+        return None
+    want = schema.encode("utf-8", "surrogateescape")
+    renames: list[tuple[str, str, str]] = []  # (table, cipher column, logical column), as the server spells them
+    hidden: dict[str, list[tuple[str, int]]] = {}  # table -> its hidden columns and their positions
+    for row in rows:
+        table = tables.get(_text(row[i_table]).lower()) if row[i_schema] == want else None
+        if table is None:
+            continue
+        name = _text(row[i_column])
+        if name.lower() in table.hidden:
+            hidden.setdefault(_text(row[i_table]), []).append((name, int(row[i_position] or 0)))
+        elif (col := table.ciphers.get(name.lower())) is not None:
+            renames.append((_text(row[i_table]), name, col.name))
+    if not renames and not hidden:
+        return None
+    in_schema = f"TABLE_SCHEMA = {_literal(schema)}"
+    rename = " ".join(
+        f"WHEN {in_schema} AND TABLE_NAME = {_literal(t)} AND COLUMN_NAME = {_literal(c)} THEN {_literal(logical)}"
+        for t, c, logical in renames
+    )
+    shift = " ".join(
+        f"WHEN {in_schema} AND TABLE_NAME = {_literal(t)} THEN "
+        + " + ".join(f"(ORDINAL_POSITION > {p})" for _c, p in sorted(cols, key=lambda c: c[1]))
+        for t, cols in hidden.items()
+    )
+    select: list[str] = []
+    for i, label in enumerate(labels):
+        quoted = "`" + label.replace("`", "``") + "`"
+        if i == i_column and rename:
+            select.append(f"CASE {rename} ELSE COLUMN_NAME END AS {quoted}")
+        elif i == i_position and shift:
+            select.append(f"ORDINAL_POSITION - CASE {shift} ELSE 0 END AS {quoted}")
+        else:
+            select.append(quoted)
+    left_out = " OR ".join(
+        f"({in_schema} AND TABLE_NAME = {_literal(t)} AND COLUMN_NAME IN ({', '.join(_literal(c) for c, _p in cols)}))"
+        for t, cols in hidden.items()
+    )
+    return ", ".join(select), left_out or "FALSE"
 
 
 # --- SHOW CREATE TABLE ---------------------------------------------------------------------------------------------

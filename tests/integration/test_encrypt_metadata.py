@@ -118,8 +118,8 @@ PREPARED = [
 
 
 class Env:
-    def __init__(self, proxy: RunningProxy, oracle: MariaDBServer) -> None:
-        self.proxy, self.oracle = proxy, oracle
+    def __init__(self, kind: str, proxy: RunningProxy, oracle: MariaDBServer) -> None:
+        self.kind, self.proxy, self.oracle = kind, proxy, oracle
 
 
 @pytest.fixture(scope="module", params=["passthrough", "sharded"])
@@ -146,7 +146,7 @@ def env(
     conf = write_conf(tmp_path_factory.mktemp(f"encrypt-metadata-{request.param}"), databases, rules_yaml={DB: rules})
     proxy = start_proxy(Path(conf))
     try:
-        yield Env(proxy, mariadb)
+        yield Env(request.param, proxy, mariadb)
     finally:
         proxy.stop()
         for server, db in [*physical, oracle]:
@@ -164,6 +164,27 @@ def _answer(conn: Any, sql: str, ordered: bool) -> tuple[list[str], list[tuple[A
 def test_metadata_shows_the_logical_table(env: Env, sql: str, ordered: bool) -> None:
     with env.proxy.connect(DB) as conn, env.oracle.connect(DB) as oconn:
         assert _answer(conn, sql, ordered) == _answer(oconn, sql, ordered)
+
+
+SCHEMA_FORMS = [sql for sql, _o in FORMS if "information_schema" in sql.lower()]
+
+
+@pytest.mark.parametrize("sql", SCHEMA_FORMS)
+def test_information_schema_columns_keep_their_definitions(env: Env, sql: str) -> None:
+    """The renamed and renumbered columns are defined as information_schema.COLUMNS defines them (the server
+    computes them). Not for a sharded statement that combines rows: answered over a TEMPORARY copy of the logical
+    view (proxy.session.schema_merge), whose LONGTEXT columns are longer than information_schema's."""
+    if env.kind == "sharded" and ("ORDER BY" in sql or "COUNT(" in sql):
+        pytest.skip("answered over a copy: see proxy.session.schema_merge")
+
+    def definitions(conn: Any) -> list[tuple[Any, ...]]:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return [(f.name, f.org_name, f.table_name, f.org_table, f.db, f.type_code, f.length, f.flags, f.scale,
+                     f.charsetnr) for f in cur._result.fields]
+
+    with env.proxy.connect(DB) as conn, env.oracle.connect(DB) as oconn:
+        assert definitions(conn) == definitions(oconn)
 
 
 def _prepared(host: str, port: int, user: str, password: str, sql: str, args: tuple[Any, ...]) -> Any:
@@ -225,21 +246,24 @@ def test_sqlalchemy_reflects_the_logical_table(env: Env) -> None:
     assert reflected(env.proxy.host, env.proxy.port, "root", "root") == reflected(o.host, o.port, o.user, o.password)
 
 
-# (what the session did first, the error information_schema.COLUMNS then answers: None, the logical columns)
+# (what the session did first, the error information_schema.COLUMNS then answers on a pass-through / sharded database:
+# None, the logical columns)
 READ_ONLY = [
-    ("SET SESSION TRANSACTION READ ONLY", None),  # a driver's read-only connection: one statement may still write
-    ("START TRANSACTION READ ONLY", 1792),  # the copy's TEMPORARY table cannot be written: a precise error
+    ("SET SESSION TRANSACTION READ ONLY", (None, None)),  # a driver's read-only connection: a statement may write
+    # the sharded answer to an ORDER BY is built over TEMPORARY tables, which such a transaction cannot write: a
+    # precise error; a pass-through database's is the server's own
+    ("START TRANSACTION READ ONLY", (None, 1792)),
 ]
 
 
-@pytest.mark.parametrize(("first", "errno"), READ_ONLY, ids=[f for f, _e in READ_ONLY])
-def test_information_schema_in_a_read_only_session(env: Env, first: str, errno: int | None) -> None:
-    sql = DBEAVER
+@pytest.mark.parametrize(("first", "errnos"), READ_ONLY, ids=[f for f, _e in READ_ONLY])
+def test_information_schema_in_a_read_only_session(env: Env, first: str, errnos: tuple[int | None, ...]) -> None:
+    errno = errnos[env.kind == "sharded"]
     with env.proxy.connect(DB) as conn, env.oracle.connect(DB) as oconn, conn.cursor() as cur:
         cur.execute(first)
         if errno is None:
-            assert _answer(conn, sql, True) == _answer(oconn, sql, True)
+            assert _answer(conn, DBEAVER, True) == _answer(oconn, DBEAVER, True)
         else:
             with pytest.raises(pymysql.err.MySQLError) as info:
-                cur.execute(sql)
+                cur.execute(DBEAVER)
             assert info.value.args[0] == errno and "information_schema.COLUMNS" in info.value.args[1]

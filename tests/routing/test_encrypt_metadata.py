@@ -10,6 +10,7 @@ from routing.encrypt.metadata import (
     logical_columns,
     logical_create_table,
     logical_schema_columns,
+    logical_schema_select,
     table_metadata,
 )
 from routing.encrypt.rule import load_encrypt_rule
@@ -108,7 +109,7 @@ def test_logical_schema_columns() -> None:
         _row("other", "t_user", "user_name_like", "4", "int"),  # another database's t_user
         _row("information_schema", "COLUMNS", "COLUMN_NAME", "4", "varchar(64)"),
     ]
-    assert logical_schema_columns(labels, rows, RULE, "db") == [
+    assert logical_schema_columns(labels, rows, RULE.tables, "db") == [
         _row("db", "t_user", "id", "1", "int"),
         _row("db", "t_user", "user_name", "2", "varchar(200)"),
         _row("db", "t_user", "password", "3", "varchar(200)"),
@@ -116,7 +117,38 @@ def test_logical_schema_columns() -> None:
         *rows[6:],
     ]
     # without the columns naming a row's table, nothing can be told: the rows as they are
-    assert logical_schema_columns(labels[2:], [r[2:] for r in rows], RULE, "db") == [r[2:] for r in rows]
+    assert logical_schema_columns(labels[2:], [r[2:] for r in rows], RULE.tables, "db") == [r[2:] for r in rows]
+
+
+def _hex(value: str) -> str:
+    return "_utf8mb4 X'" + value.encode().hex() + "'"
+
+
+def test_logical_schema_select() -> None:
+    """The select list over information_schema.COLUMNS that renames and renumbers, and the rows left out, for the
+    physical table t_user_0 standing for t_user."""
+    labels = ["TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION"]
+    rows = [
+        _row("def", "phys", "t_user_0", "id", "1"),
+        _row("def", "phys", "t_user_0", "user_name_cipher", "2"),
+        _row("def", "phys", "t_user_0", "user_name_like", "3"),
+        _row("def", "phys", "t_user_0", "PWD_cipher", "4"),
+        _row("def", "phys", "t_user_0", "user_name_assisted", "5"),
+        _row("def", "phys", "t_user_0", "note", "6"),
+    ]
+    in_table = f"TABLE_SCHEMA = {_hex('phys')} AND TABLE_NAME = {_hex('t_user_0')}"
+    assert logical_schema_select(labels, rows, {"t_user_0": USER}, "phys") == (
+        "`TABLE_CATALOG`, `TABLE_SCHEMA`, `TABLE_NAME`, "
+        f"CASE WHEN {in_table} AND COLUMN_NAME = {_hex('user_name_cipher')} THEN {_hex('user_name')} "
+        f"WHEN {in_table} AND COLUMN_NAME = {_hex('PWD_cipher')} THEN {_hex('password')} "
+        "ELSE COLUMN_NAME END AS `COLUMN_NAME`, "
+        f"ORDINAL_POSITION - CASE WHEN {in_table} THEN (ORDINAL_POSITION > 3) + (ORDINAL_POSITION > 5) ELSE 0 END "
+        "AS `ORDINAL_POSITION`",
+        f"({in_table} AND COLUMN_NAME IN ({_hex('user_name_like')}, {_hex('user_name_assisted')}))",
+    )
+    # no encrypted table's row (not there, another schema's): nothing to change
+    assert logical_schema_select(labels, rows, {"t_user_0": USER}, "other") is None
+    assert logical_schema_select(labels, [], {"t_user_0": USER}, "phys") is None
 
 
 # (physical SHOW CREATE TABLE text, its logical shape)
