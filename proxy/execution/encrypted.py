@@ -45,13 +45,14 @@ if TYPE_CHECKING:
 __all__ = [
     "REWRITTEN",
     "DecryptingRelay",
+    "OtherStatement",
     "PreparedEncrypted",
+    "captured",
     "encrypted_statement",
     "fast_encrypted_execute",
     "fast_encrypted_select",
     "prepared_encrypted",
     "prepared_rewrite",
-    "captured",
     "run_encrypted",
 ]
 
@@ -81,11 +82,14 @@ def encrypted_statement(db: LogicalDatabase, sql: str) -> bool:
     return rule is not None and not REWRITTEN.get() and touches_encrypted(sql, rule)
 
 
-async def _rewrite(session: Session, db: LogicalDatabase, sql: str, params: Sequence[Any] | None) -> Encrypted | None:
+async def _rewrite(
+    session: Session, db: LogicalDatabase, sql: str, params: Sequence[Any] | None, first: str | None = None
+) -> Encrypted | None:
     rule = db.config.encrypt
     assert rule is not None
     key = id(db)
-    first = _first_word(sql)
+    if first is None:
+        first = _first_word(sql)
     if not first:
         raise ServerError(
             "a statement on an encrypted table that starts with an executable comment (/*! ... */): "
@@ -169,13 +173,29 @@ def fast_encrypted_execute(session: Session, db: LogicalDatabase, kept: Prepared
     return kept.rule is db.config.encrypt and kept.mode == session.txn.mode_flags and db.rules.mask is None
 
 
+#: what answers a statement that is no data statement (SHOW, DESCRIBE ...): (session, database, text, the session's
+#: text path, binary rows) -> whether it answered (else the statement runs as written)
+OtherStatement = Callable[["Session", "LogicalDatabase", str, Callable[[str], Awaitable[None]], bool], Awaitable[bool]]
+
+
 async def run_encrypted(
-    session: Session, db: LogicalDatabase, sql: str, run_text: Callable[[str], Awaitable[None]], *, binary: bool = False
+    session: Session,
+    db: LogicalDatabase,
+    sql: str,
+    run_text: Callable[[str], Awaitable[None]],
+    *,
+    binary: bool = False,
+    other: OtherStatement | None = None,
 ) -> None:
     """Run `sql` (which names an encrypted table) rewritten, through `run_text` (the session's ordinary text path),
-    and answer with its encrypted columns decrypted; `binary`: in binary rows (an executed prepared statement)."""
+    and answer with its encrypted columns decrypted; `binary`: in binary rows (an executed prepared statement);
+    `other`: what may answer a statement the rewrite does not read (proxy.session.encrypt_metadata's)."""
+    first = _first_word(sql)
+    if other is not None and first and first not in _DATA_STATEMENTS:
+        if await other(session, db, sql, run_text, binary):
+            return
     try:
-        encrypted = await _rewrite(session, db, sql, None)
+        encrypted = await _rewrite(session, db, sql, None, first)
     except ServerError as exc:
         session.error(exc.errno, exc.message, exc.sqlstate)
         return

@@ -23,18 +23,21 @@ if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
     from proxy.execution.context import SessionContext as Session
 
-__all__ = ["answer_table", "table_statement"]
-
-_HEADS = ("SHOW", "DESC", "EXPL")
+__all__ = ["answer_metadata", "answer_table"]
 
 
-def table_statement(db: LogicalDatabase, sql: str) -> TableMetadata | None:
-    """`sql` as a metadata statement about an encrypted table of `db` (None: anything else, at the cost of a slice
-    for the statements that are not SHOW / DESC / EXPLAIN)."""
+async def answer_metadata(
+    session: Session, db: LogicalDatabase, sql: str, run_text: Callable[[str], Awaitable[None]], binary: bool
+) -> bool:
+    """Answer `sql` when it is a metadata statement about an encrypted table of `db` (False: it is not; the
+    `OtherStatement` of proxy.execution.encrypted.run_encrypted, asked only about statements that are not SELECT,
+    INSERT, ...)."""
     rule = db.config.encrypt
-    if rule is None or sql.lstrip()[:4].upper() not in _HEADS:
-        return None
-    return table_metadata(sql, rule, db.name)
+    meta = None if rule is None else table_metadata(sql, rule, db.name)
+    if meta is None:
+        return False
+    await answer_table(session, db, meta, run_text, binary=binary)
+    return True
 
 
 async def answer_table(
