@@ -65,7 +65,9 @@ if TYPE_CHECKING:
 __all__ = [
     "REWRITTEN",
     "DecryptingRelay",
+    "OtherStatement",
     "PreparedEncrypted",
+    "captured",
     "decrypted_binary_answer",
     "encrypted_statement",
     "fast_encrypted_execute",
@@ -103,11 +105,14 @@ def encrypted_statement(db: LogicalDatabase, sql: str) -> bool:
     return rule is not None and not REWRITTEN.get() and touches_encrypted(sql, rule)
 
 
-async def _rewrite(session: Session, db: LogicalDatabase, sql: str, params: Sequence[Any] | None) -> Encrypted | None:
+async def _rewrite(
+    session: Session, db: LogicalDatabase, sql: str, params: Sequence[Any] | None, first: str | None = None
+) -> Encrypted | None:
     rule = db.config.encrypt
     assert rule is not None
     key = id(db)
-    first = _first_word(sql)
+    if first is None:
+        first = _first_word(sql)
     if not first:
         raise ServerError(
             "a statement on an encrypted table that starts with an executable comment (/*! ... */): "
@@ -234,13 +239,29 @@ def mapped_execute(
     return encode_execute(statement_id, physical_params(params, values), kept.physical_types, kept.type_block)
 
 
+#: what answers a statement that is no data statement (SHOW, DESCRIBE ...): (session, database, text, the session's
+#: text path, binary rows) -> whether it answered (else the statement runs as written)
+OtherStatement = Callable[["Session", "LogicalDatabase", str, Callable[[str], Awaitable[None]], bool], Awaitable[bool]]
+
+
 async def run_encrypted(
-    session: Session, db: LogicalDatabase, sql: str, run_text: Callable[[str], Awaitable[None]], *, binary: bool = False
+    session: Session,
+    db: LogicalDatabase,
+    sql: str,
+    run_text: Callable[[str], Awaitable[None]],
+    *,
+    binary: bool = False,
+    other: OtherStatement | None = None,
 ) -> None:
     """Run `sql` (which names an encrypted table) rewritten, through `run_text` (the session's ordinary text path),
-    and answer with its encrypted columns decrypted; `binary`: in binary rows (an executed prepared statement)."""
+    and answer with its encrypted columns decrypted; `binary`: in binary rows (an executed prepared statement);
+    `other`: what may answer a statement the rewrite does not read (proxy.session.encrypt_metadata's)."""
+    first = _first_word(sql)
+    if other is not None and first and first not in _DATA_STATEMENTS:
+        if await other(session, db, sql, run_text, binary):
+            return
     try:
-        encrypted = await _rewrite(session, db, sql, None)
+        encrypted = await _rewrite(session, db, sql, None, first)
     except ServerError as exc:
         session.error(exc.errno, exc.message, exc.sqlstate)
         return
@@ -251,13 +272,14 @@ async def run_encrypted(
         if decrypt is None and not binary:
             await run_text(text)
             return
-        packets = await _captured(session, lambda: run_text(text))
+        packets = await captured(session, lambda: run_text(text))
     finally:
         REWRITTEN.reset(token)
     session.wire.send_many(_answer(session, db, packets, decrypt, binary))
 
 
-async def _captured(session: Session, run: Callable[[], Awaitable[object]]) -> list[bytes]:
+async def captured(session: Session, run: Callable[[], Awaitable[object]]) -> list[bytes]:
+    """The packets `run` answers the client with, kept instead of sent."""
     capture = CapturedWriter()
     saved = session.writer, session.wire.writer, session.wire.seq
     session.writer = session.wire.writer = capture  # type: ignore[assignment]
@@ -536,7 +558,7 @@ async def relay_prepared_encrypted(
     if decrypt is None:
         await session.relay_on(conn, payload)
         return
-    packets = await _captured(session, lambda: session.relay_on(conn, payload))
+    packets = await captured(session, lambda: session.relay_on(conn, payload))
     session.wire.send_many(decrypted_binary_answer(session, packets, decrypt))
 
 

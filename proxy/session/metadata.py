@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Literal
 
 from protocol import text as ptext
 from protocol.constants import ColumnFlag, ColumnType
@@ -34,11 +35,15 @@ from proxy.session.processlist import (
     backend_states,
     reads_processlist,
 )
-from proxy.session.schema_scope import _SCHEMA_TABLE, Scope, restore_names, scope_to_schema
+from proxy.session.schema_scope import _SCHEMA_TABLE, Scope, restore_names, restore_reshaped, scope_to_schema
 from proxy.session.statements import like_to_regex, unquote_ident
+from routing.encrypt.metadata import logical_schema_columns, logical_schema_select, table_metadata
+from routing.encrypt.rule import EncryptTable
 from routing.logical_names import LogicalNames
 from routing.session_functions import has_call, substitute_session_functions
 from routing.split import _TOKEN
+
+Row = tuple[bytes | None, ...]
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
@@ -163,6 +168,9 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
         return False
     if head.startswith("DESC") and db is not None and db.kernel is not None:
         m = _DESCRIBE_COLUMN.match(sql)
+        encrypt = db.config.encrypt
+        if m and encrypt is not None and table_metadata(sql, encrypt, db.name) is not None:
+            return False  # an encrypted table: in its logical shape (proxy.session.encrypt_metadata)
         if m:
             column = m.group("column")
             pattern = column[1:-1] if column[0] == "'" else unquote_ident(column).replace("'", "''")
@@ -265,7 +273,7 @@ async def _show_tables(session: Session, db: LogicalDatabase, m: re.Match[str]) 
     columns = [column, "Table_type"] if m.group("full") else [column]
     rows: list[tuple[object, ...]] = [(n, "BASE TABLE") if m.group("full") else (n,) for n in names]
     if m.group("where"):
-        filtered = await _filter_where(session, db, columns, rows, m.group("where"))
+        filtered = await filter_where(session, db, columns, rows, m.group("where"))
         if filtered is None:
             return
         rows = list(filtered)
@@ -304,7 +312,7 @@ def _actual_to_logic(db: LogicalDatabase) -> dict[tuple[str, str], str]:
     return out
 
 
-async def _filter_where(
+async def filter_where(
     session: Session, db: LogicalDatabase, columns: list[str], rows: list[tuple[object, ...]], where: str
 ) -> list[tuple[bytes | None, ...]] | None:
     """Evaluate a SHOW statement's WHERE over rows the proxy built, by MySQL itself: the rows go to a
@@ -400,7 +408,7 @@ async def _show_table_status(session: Session, db: LogicalDatabase, m: re.Match[
         rows = [r for r in rows if rx.match(ptext.decode(r[0] or b"") if isinstance(r[0], bytes) else str(r[0]))]
     labels = [label for label, _t in _TABLE_STATUS_COLUMNS[: width or 18]]
     if m.group("where"):
-        filtered = await _filter_where(session, target if target is db else db, labels, rows, m.group("where"))
+        filtered = await filter_where(session, target if target is db else db, labels, rows, m.group("where"))
         if filtered is None:
             return
         rows = list(filtered)
@@ -486,12 +494,18 @@ async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -
     name in two tables), never one object seen twice."""
     names = logical_names(db)
     first = next(iter(db.sources))
+    encrypted = reads_encrypted_columns(db, sql)
     if len(db.sources) > 1 and schema_merge.needs_one_server(sql) and _SCHEMA_TABLE.search(_masked(sql)):
         scopes = {
             ds: Scope(first=ds == first, hidden=_hidden(names, ds, db.metadata.actual_tables(ds))) for ds in db.sources
         }
         await schema_merge.answer(
-            session, db, sql, scopes, lambda row, cols, ds, phys: _map_row(row, cols, ds, phys, db.name, names)
+            session,
+            db,
+            sql,
+            scopes,
+            lambda row, cols, ds, phys: _map_row(row, cols, ds, phys, db.name, names),
+            _logical_columns(db) if encrypted else None,
         )
         return
     header: tuple[ColumnDefinition41, ...] | None = None
@@ -503,11 +517,14 @@ async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -
             actual = names.actual(ds, table)
             if actual is not None:
                 mapping.setdefault(table.lower(), actual)
-        scoped = scope_to_schema(
-            _rewrite_literals(sql, mapping),
-            physical,
-            Scope(first=ds == first, hidden=_hidden(names, ds, db.metadata.actual_tables(ds))),
-        )
+        scope = Scope(first=ds == first, hidden=_hidden(names, ds, db.metadata.actual_tables(ds)))
+        originals: dict[str, ColumnDefinition41] = {}
+        if encrypted:  # the encrypted tables this data source shows, in their logical shape
+            reshaped = await _reshaped_columns(session, db, names, ds, physical, originals)
+            if reshaped is False:
+                return
+            scope = replace(scope, columns=reshaped)
+        scoped = scope_to_schema(_rewrite_literals(sql, mapping), physical, scope)
         if scoped is None:
             continue  # nothing of this data source's own: the first one answered for the server
         conn = await session.backend(ds, record_write=False)  # a read of metadata: no write to remember
@@ -515,7 +532,7 @@ async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -
         async for ev in conn.events(ComQuery(scoped.encode("utf-8", "surrogateescape")).encode()):
             if isinstance(ev, ResultHeader):
                 columns = ev.columns
-                header = header or restore_names(sql, columns)
+                header = header or restore_names(sql, restore_reshaped(sql, columns, originals))
             elif isinstance(ev, bytes):
                 row = _map_row(decode_text_row(ev, len(columns)), columns, ds, physical, db.name, names)
                 if row is not None:
@@ -529,6 +546,76 @@ async def _information_schema(session: Session, db: LogicalDatabase, sql: str) -
         return
 
     session.wire.send_many(result_packets(list(header), rows, capabilities=session.capabilities, status=session.status))
+
+
+async def _reshaped_columns(
+    session: Session,
+    db: LogicalDatabase,
+    names: LogicalNames,
+    ds: str,
+    physical: str,
+    originals: dict[str, ColumnDefinition41],
+) -> tuple[str, str] | Literal[False] | None:
+    """The `Scope.columns` of data source `ds`: its information_schema.COLUMNS with the encrypted tables it shows in
+    their logical shape, computed by the server (routing.encrypt.metadata.logical_schema_select, from their rows read
+    here); None when it shows none; False after an error was sent. `originals` gets information_schema.COLUMNS'
+    column definitions."""
+    encrypt = db.config.encrypt
+    assert encrypt is not None
+    shown: dict[str, EncryptTable] = {}  # physical table (lower case) -> its rule
+    actuals: list[str] = []
+    for table in encrypt.tables.values():
+        actual = names.actual(ds, table.name) or table.name
+        view = names.view(ds, actual)
+        if view is not None and view.lower() == table.name.lower():
+            shown[actual.lower()] = table
+            actuals.append(actual)
+    if not shown:
+        return None
+    read = (
+        f"SELECT * FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = {_quote(physical)} "
+        f"AND TABLE_NAME IN ({', '.join(map(_quote, actuals))})"
+    )
+    conn = await session.backend(ds, record_write=False)
+    columns: tuple[ColumnDefinition41, ...] = ()
+    rows: list[Row] = []
+    async for ev in conn.events(ComQuery(read.encode("utf-8", "surrogateescape")).encode()):
+        if isinstance(ev, ResultHeader):
+            columns = ev.columns
+        elif isinstance(ev, bytes):
+            rows.append(decode_text_row(ev, len(columns)))
+        elif isinstance(ev, ERRPacket):
+            session.error(ev.errno, ev.message, ev.sqlstate)
+            return False
+    labels = [c.org_name or c.name for c in columns]
+    originals.update({label.upper(): c for label, c in zip(labels, columns, strict=True)})
+    return logical_schema_select(labels, rows, shown, physical)
+
+
+def reads_encrypted_columns(db: LogicalDatabase | None, sql: str) -> bool:
+    """The statement reads information_schema.COLUMNS of a database with encrypted tables: it sees them in their
+    logical shape (whatever it does with them: a WHERE, an ORDER BY, a count see the logical columns), each data
+    source's computed by the server (`_reshaped_columns`), or, for a statement answered over a copy of the
+    logical view (proxy.session.schema_merge), copied so."""
+    encrypt = None if db is None else db.config.encrypt
+    return (
+        encrypt is not None
+        and bool(encrypt.tables)
+        and "information_schema" in sql.lower()
+        and "COLUMNS" in schema_merge.read_tables(sql)
+    )
+
+
+def _logical_columns(db: LogicalDatabase) -> schema_merge.RowsMapper:
+    encrypt = db.config.encrypt
+    assert encrypt is not None
+
+    def mapped(table: str, rows: list[Row], columns: tuple[ColumnDefinition41, ...]) -> list[Row]:
+        if table != "COLUMNS":
+            return rows
+        return logical_schema_columns([c.org_name or c.name for c in columns], rows, encrypt.tables, db.name)
+
+    return mapped
 
 
 def _hidden(names: LogicalNames, ds: str, tables: Iterable[str]) -> tuple[str, ...]:

@@ -112,9 +112,10 @@ async def prepare(session: Session, payload: bytes) -> None:
         await _prepare_without_database(session, sql)
         return
     source = db.pass_through_source if db is not None else None
-    if _answered_by_proxy(sql):
+    if _answered_by_proxy(sql) or metadata.reads_encrypted_columns(db, sql):
         # KILL, SHOW PROCESSLIST, information_schema.PROCESSLIST ... are the proxy's, prepared or not: a backend
-        # would answer (or kill) its own threads. Kept here, answered at EXECUTE as the text statement is.
+        # would answer (or kill) its own threads. Kept here, answered at EXECUTE as the text statement is (so is
+        # information_schema.COLUMNS of a database with encrypted tables: their columns in the logical shape).
         num_params = await _placeholders(sql, session.txn.mode_flags)
         stmt = ClientStatement(session.statements.new_id(), sql, num_params, (), metadata_statement=True,
                                session_functions=has_call(sql), proxy_answered=True, database=db)
@@ -496,6 +497,9 @@ async def _execute_proxy_answered(session: Session, stmt: ClientStatement, reque
 
 async def _execute_sharded(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
     db = session.database
+    if stmt.proxy_answered:  # the proxy's own answer (before the encrypt rewrite: it names no table to rewrite)
+        await _execute_proxy_answered(session, stmt, request)
+        return
     if db is not None and encrypted_statement(db, stmt.sql):
         kept = stmt.encrypted
         if kept is not None and fast_encrypted_execute(session, db, kept) and await _execute_encrypted(
@@ -504,9 +508,6 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
         # its parameters encrypted in the text
         sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
         await encrypted_query(session, db, sql, binary=True)
-        return
-    if stmt.proxy_answered:  # (on a pass-through database or none, the only statements that come here)
-        await _execute_proxy_answered(session, stmt, request)
         return
     assert db is not None and db.kernel is not None
     session_stmt = classify_session_statement(stmt.sql)

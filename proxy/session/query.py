@@ -27,6 +27,7 @@ from proxy.execution.routed import execute_routed
 from proxy.execution.sticky import may_be_sticky
 from proxy.execution.txn_control import classify_session_statement
 from proxy.session import metadata, sql_prepared
+from proxy.session.encrypt_metadata import answer_metadata
 from proxy.session.nodatabase import needs_database, qualified_database, unwrapped
 from proxy.session.statements import classify
 from proxy.session.stmt_database import in_database
@@ -207,7 +208,9 @@ async def encrypted_query(session: Session, db: LogicalDatabase, sql: str, *, bi
         session.error(ErrorCode.NOT_SUPPORTED_YET, "several statements in one query naming encrypted tables: "
                       "the proxy rewrites them one by one; send them one by one", "42000")
         return
-    await run_encrypted(session, db, sql, lambda text: run_rewritten(session, db, text), binary=binary)
+    # (DESCRIBE / SHOW COLUMNS / SHOW CREATE TABLE: the table's logical shape, proxy.session.encrypt_metadata)
+    await run_encrypted(session, db, sql, lambda text: run_rewritten(session, db, text), binary=binary,
+                        other=answer_metadata)
 
 
 async def run_rewritten(session: Session, db: LogicalDatabase, sql: str) -> None:

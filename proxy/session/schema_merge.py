@@ -39,10 +39,13 @@ log = structlog.get_logger("shardproxy.schema_merge")
 Row = tuple[bytes | None, ...]
 # (row, its columns, data source, physical database) -> the row in logical names, or None when it is not shown
 RowMapper = Callable[[Row, tuple[ColumnDefinition41, ...], str, str], Row | None]
+# (information_schema table, its rows of one data source in logical names, their columns) -> the rows shown
+RowsMapper = Callable[[str, list[Row], tuple[ColumnDefinition41, ...]], list[Row]]
 
 SCRATCH_PREFIX = "_shardproxy_is_"
 _BATCH_ROWS = 500
 _READ_ONLY_TRANSACTION = 1792  # ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+_WRITABLE = "SET STATEMENT tx_read_only=0 FOR "
 
 
 def needs_one_server(sql: str) -> bool:
@@ -62,7 +65,7 @@ def needs_one_server(sql: str) -> bool:
     return tree.find(exp.AggFunc, exp.Window) is not None
 
 
-def _tables(sql: str) -> list[str]:
+def read_tables(sql: str) -> list[str]:
     """The information_schema tables listing schema objects that `sql` reads, upper case, in order."""
     masked = _masked(sql)
     out: list[str] = []
@@ -93,25 +96,41 @@ def _spliced(sql: str, scratch: Mapping[str, str]) -> str:
 
 
 async def answer(
-    session: Session, db: LogicalDatabase, sql: str, scopes: Mapping[str, Scope], map_row: RowMapper
+    session: Session,
+    db: LogicalDatabase,
+    sql: str,
+    scopes: Mapping[str, Scope],
+    map_row: RowMapper,
+    map_rows: RowsMapper | None = None,
+    *,
+    why: str = "",
 ) -> None:
-    """Answer `sql` (reading information_schema of `db`) on the first data source over the whole logical view."""
+    """Answer `sql` (reading information_schema of `db`) on the first data source over the whole logical view;
+    `map_rows`: what each data source's rows of a table become once all are read (encrypted tables' columns in their
+    logical shape); `why`: why the statement is answered this way, for the error of a READ ONLY transaction."""
     host_ds = next(iter(db.sources))
     host = await session.backend(host_ds, record_write=False)
-    scratch = {table: f"{SCRATCH_PREFIX}{i}" for i, table in enumerate(_tables(sql))}
+    scratch = {table: f"{SCRATCH_PREFIX}{i}" for i, table in enumerate(read_tables(sql))}
     created: list[str] = []
+    writes = ""  # what the scratch tables' writes are prefixed with
     try:
         for table, name in scratch.items():
-            res = await host.execute(
-                f"CREATE TEMPORARY TABLE `{name}` AS SELECT * FROM information_schema.{table} WHERE FALSE"
-            )
+            create = f"CREATE TEMPORARY TABLE `{name}` AS SELECT * FROM information_schema.{table} WHERE FALSE"
+            res = await host.execute(writes + create)
+            if isinstance(res, ERRPacket) and res.errno == _READ_ONLY_TRANSACTION and not writes:
+                # a session made READ ONLY (SET SESSION TRANSACTION READ ONLY, a driver's read-only connection) lets
+                # one statement write; a transaction started READ ONLY does not
+                writes = _WRITABLE
+                res = await host.execute(writes + create)
             if isinstance(res, ERRPacket) and res.errno == _READ_ONLY_TRANSACTION:
+                why = why or (
+                    f"of the sharded database '{db.name}' is read here by a statement that combines rows (aggregate, "
+                    "GROUP BY, DISTINCT, ORDER BY, LIMIT, join or subquery)"
+                )
                 session.error(
                     res.errno,
-                    f"shardproxy: information_schema.{table} of the sharded database '{db.name}' is read here by a "
-                    f"statement that combines rows (aggregate, GROUP BY, DISTINCT, ORDER BY, LIMIT, join or "
-                    f"subquery), answered over TEMPORARY tables on data source {host_ds}, which a READ ONLY "
-                    "transaction does not allow: run it outside the transaction",
+                    f"shardproxy: information_schema.{table} {why}, answered over TEMPORARY tables on data source "
+                    f"{host_ds}, which a READ ONLY transaction does not allow: run it outside the transaction",
                     res.sqlstate,
                 )
                 return
@@ -121,12 +140,15 @@ async def answer(
             created.append(name)
             for ds, source in db.sources.items():
                 conn = host if ds == host_ds else await session.backend(ds, record_write=False)
-                if not await _copy(session, host, conn, ds, source.config.database, (table, name), scopes[ds], map_row):
+                if not await _copy(
+                    session, host, conn, ds, source.config.database, (table, name), scopes[ds], map_row, map_rows,
+                    writes,
+                ):
                     return
         await _run(session, host, _spliced(sql, scratch), {v: k for k, v in scratch.items()})
     finally:
         if created:
-            await _drop(session, host, created)
+            await _drop(session, host, created, writes)
 
 
 async def _copy(
@@ -138,6 +160,8 @@ async def _copy(
     scratch: tuple[str, str],
     scope: Scope,
     map_row: RowMapper,
+    map_rows: RowsMapper | None,
+    writes: str,
 ) -> bool:
     """Copy the rows `ds` answers for of one information_schema table into the scratch table; False after an
     error was sent to the client."""
@@ -146,21 +170,24 @@ async def _copy(
     if read is None:
         return True
     columns: tuple[ColumnDefinition41, ...] = ()
-    values: list[str] = []
+    rows: list[Row] = []
     async for ev in conn.events(ComQuery(read.encode("utf-8", "surrogateescape")).encode()):
         if isinstance(ev, ResultHeader):
             columns = ev.columns
         elif isinstance(ev, bytes):
             row = map_row(decode_text_row(ev, len(columns)), columns, ds, physical)
             if row is not None:
-                values.append("(" + ", ".join(literal(v, c) for v, c in zip(row, columns, strict=True)) + ")")
+                rows.append(row)
         elif isinstance(ev, ERRPacket):
             session.error(ev.errno, ev.message, ev.sqlstate)
             return False
+    if map_rows is not None:
+        rows = map_rows(table, rows, columns)
+    values = ["(" + ", ".join(literal(v, c) for v, c in zip(row, columns, strict=True)) + ")" for row in rows]
     listed = ", ".join("`" + (c.org_name or c.name).replace("`", "``") + "`" for c in columns)
     for start in range(0, len(values), _BATCH_ROWS):
         res = await host.execute(
-            f"INSERT INTO `{name}` ({listed}) VALUES " + ", ".join(values[start : start + _BATCH_ROWS])
+            f"{writes}INSERT INTO `{name}` ({listed}) VALUES " + ", ".join(values[start : start + _BATCH_ROWS])
         )
         if isinstance(res, ERRPacket):
             session.error(res.errno, res.message, res.sqlstate)
@@ -194,10 +221,10 @@ async def _run(session: Session, host: BackendConnection, sql: str, tables: Mapp
     session.wire.send_many(result_packets(header, rows, capabilities=session.capabilities, status=session.status))
 
 
-async def _drop(session: Session, host: BackendConnection, created: list[str]) -> None:
+async def _drop(session: Session, host: BackendConnection, created: list[str], writes: str) -> None:
     """Scratch tables never outlive the statement: dropped, or their connection is closed with them."""
     try:
-        res = await host.execute("DROP TEMPORARY TABLE IF EXISTS " + ", ".join(f"`{n}`" for n in created))
+        res = await host.execute(f"{writes}DROP TEMPORARY TABLE IF EXISTS " + ", ".join(f"`{n}`" for n in created))
     except Exception as exc:  # the connection failed: it is dropped, the tables with it
         host.broken = True
         log.warning("schema_merge_drop_failed", conn=session.id, error=str(exc))
@@ -208,4 +235,4 @@ async def _drop(session: Session, host: BackendConnection, created: list[str]) -
     session.drop_broken()
 
 
-__all__ = ["SCRATCH_PREFIX", "answer", "needs_one_server"]
+__all__ = ["SCRATCH_PREFIX", "answer", "needs_one_server", "read_tables"]

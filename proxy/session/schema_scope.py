@@ -12,6 +12,7 @@ what MariaDB sends for the statement as written.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import sqlglot
@@ -84,6 +85,9 @@ class Scope:
 
     first: bool = True
     hidden: tuple[str, ...] = ()
+    # information_schema.COLUMNS with encrypted tables in their logical shape (routing.encrypt.metadata's
+    # logical_schema_select: the select list over it, the condition of the rows left out)
+    columns: tuple[str, str] | None = None
 
 
 def scope_to_schema(sql: str, physical: str, scope: Scope = Scope()) -> str | None:
@@ -106,7 +110,12 @@ def scope_to_schema(sql: str, physical: str, scope: Scope = Scope()) -> str | No
         if _QUALIFIER.match(masked, m.end()):
             out.append(table)  # information_schema.TABLES.TABLE_NAME: a column of the derived table
         else:
-            out.append(f"(SELECT * FROM information_schema.{table} WHERE {_scope_condition(table, physical, scope)})")
+            cond = _scope_condition(table, physical, scope)
+            if table == "COLUMNS" and scope.columns is not None:
+                select, left_out = scope.columns
+                out.append(f"(SELECT {select} FROM information_schema.COLUMNS WHERE {cond} AND NOT ({left_out}))")
+            else:
+                out.append(f"(SELECT * FROM information_schema.{table} WHERE {cond})")
             if _NOT_ALIAS.match(masked, m.end()):
                 out.append(f" AS `{m.group(1)}`")  # the name as typed: MariaDB shows it as the column's table
         pos = m.end()
@@ -153,6 +162,21 @@ def restore_names(sql: str, columns: tuple[ColumnDefinition41, ...]) -> tuple[Co
     return tuple(out)
 
 
+def restore_reshaped(
+    sql: str, columns: tuple[ColumnDefinition41, ...], originals: Mapping[str, ColumnDefinition41]
+) -> tuple[ColumnDefinition41, ...]:
+    """`columns` (after `restore_names`) with the columns a `Scope.columns` select list computes (their
+    information_schema.COLUMNS name upper case -> its definition, in `originals`) defined as information_schema
+    defines them: the server describes an expression (no schema, other lengths and flags)."""
+    aliases = _aliases(sql)
+    out = list(columns)
+    for i, col in enumerate(out):
+        original = originals.get(col.org_name.upper())
+        if original is not None and not col.schema and aliases.get(col.org_table.lower()) == "COLUMNS":
+            out[i] = replace(original, name=col.name, table=col.table, org_table=col.org_table)
+    return tuple(out)
+
+
 def _aliases(sql: str) -> dict[str, str]:
     """alias (lower case) -> the information_schema table it names, for the tables `scope_to_schema` replaces."""
     masked = _masked(sql)
@@ -191,4 +215,4 @@ def _typed_labels(sql: str) -> list[tuple[str | None, str | None]] | None:
     return out
 
 
-__all__ = ["Scope", "restore_names", "scope_to_schema"]
+__all__ = ["Scope", "restore_names", "restore_reshaped", "scope_to_schema"]
