@@ -5,12 +5,19 @@ before anything else sees it, then runs on the ordinary path (pass-through, read
 kernel) as if the client had sent the rewritten text. When its result set has columns to decrypt, the ordinary
 path's answer is captured instead of sent (as a cursor's rows are, proxy.session.prepared), the named columns are
 decrypted, and the answer goes out. A prepared statement on an encrypted table runs the same way with its
-parameters written into the text, answered in binary rows.
+parameters written into the text, answered in binary rows, unless it is a SELECT whose parameters are not encrypted
+(`PreparedEncrypted`): its rewrite is executed as a prepared statement with the client's parameters, and the cipher
+cells of the binary rows are decrypted (on a sharded database by `run_encrypted_prepared`, as the fast path does).
 
 Why capture rather than a merge stage: one place decrypts whatever answered (a relayed single node, a merge of
 several, federation), in text and binary rows alike; the cost (the rows held once) is paid only by statements that
-read encrypted columns. The socket callbacks' fast path declines statements naming an encrypted table
-(`encrypted_statement`, proxy.execution.fastpath): it relays the client's text as it is.
+read encrypted columns. The socket callbacks' fast path (proxy.execution.fastpath) takes the SELECTs that need
+nothing of the coroutine: a text rewritten there (`fast_encrypted_select`; the rewrite of the text before its
+trailing number kept, `kept_encrypted_select`), a prepared SELECT executed on its rewrite's backend statement
+(`PreparedEncrypted`), a single node's answer decrypted as it passes (`DecryptingRelay`). A statement is decided
+once: either path gives the same answer. (The rewrite of a prepared SELECT is prepared on a pass-through database's
+connection at PREPARE; on a sharded one, the coroutine's execute leaves it prepared on the node's connection, for
+the fast path's next execute.)
 
 With `!MASK` beside `!ENCRYPT` a masked logical column that is encrypted is masked here, after decryption (as
 ShardingSphere shows it: the mask of the plaintext): the ordinary path masks by the column's origin, which for a
@@ -20,19 +27,20 @@ decrypted column is its cipher column, which no mask names.
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
-from protocol.binary import binary_cell_spans, binary_cell_widths, text_row_to_binary
+from protocol.binary import binary_cell_widths, text_row_to_binary
 from protocol.constants import ErrorCode
 from protocol.errors import ServerError
 from protocol.framing import encode_packet
 from protocol.packets import ColumnDefinition41, ERRPacket, decode_text_row, encode_text_row
 from protocol.results import ResultSummary
-from protocol.wire import Reader, lenenc_str
+from protocol.wire import MalformedPacket, Reader, lenenc_int
 from proxy.execution.masking import Masks, mask_row, masked_definitions
 from proxy.frontend.wire import CapturedWriter
 from routing.encrypt.algorithms import Encryptor, bytes_decryptor
@@ -52,6 +60,7 @@ __all__ = [
     "prepared_encrypted",
     "prepared_rewrite",
     "run_encrypted",
+    "run_encrypted_prepared",
 ]
 
 log = structlog.get_logger("shardproxy.encrypt")
@@ -147,10 +156,10 @@ class PreparedEncrypted(NamedTuple):
 def prepared_encrypted(
     session: Session, db: LogicalDatabase, sql: str, encrypted: Encrypted | None, same_params: bool
 ) -> PreparedEncrypted | None:
-    """What the fast path keeps of a statement prepared on a pass-through database with an `!ENCRYPT` rule
-    (`encrypted`: its rewrite; `same_params`: the rewrite has as many placeholders as the text), or None when its
-    executes need the coroutine: parameters to encrypt, `!MASK` to apply after decryption, no SELECT, a `*` (its
-    table's columns when executed), a text the fast relay does not take."""
+    """What the fast path keeps of a statement prepared on a database with an `!ENCRYPT` rule (`encrypted`: its
+    rewrite; `same_params`: the rewrite has as many placeholders as the text), or None when its executes need the
+    coroutine to write the parameters into the text: parameters to encrypt, `!MASK` to apply after decryption, no
+    SELECT, a `*` (its table's columns when executed), a text the fast relay does not take."""
     if (
         encrypted is None
         or encrypted.encrypts_params
@@ -189,6 +198,48 @@ async def run_encrypted(
     finally:
         REWRITTEN.reset(token)
     session.wire.send_many(_answer(session, db, packets, decrypt, binary))
+
+
+async def run_encrypted_prepared(
+    session: Session, kept: PreparedEncrypted, run_prepared: Callable[[str], Awaitable[None]]
+) -> None:
+    """Execute a prepared SELECT whose rewrite `kept` holds (`fast_encrypted_execute`) on a sharded database as the
+    socket callbacks' fast path does: its rewrite executed as a prepared statement with the client's parameters
+    (`run_prepared`: the session's binary path, which leaves each node's connection with it prepared, for the fast
+    path's next execute), the cipher cells of its binary rows decrypted, the same answer either path gives."""
+    token = REWRITTEN.set(True)
+    try:
+        decrypt = kept.decrypt
+        if decrypt is None:  # nothing to decrypt: answered as it comes
+            await run_prepared(kept.sql)
+            return
+        packets = await _captured(session, lambda: run_prepared(kept.sql))
+    finally:
+        REWRITTEN.reset(token)
+    session.wire.send_many(_binary_answer(session, packets, decrypt))
+
+
+def _binary_answer(session: Session, packets: list[bytes], decrypt: tuple[Encryptor | None, ...]) -> list[bytes]:
+    """A captured answer in binary rows with the cells of `decrypt`'s columns decrypted (`DecryptingRelay`'s, whole):
+    an ERR in place of the answer when a value cannot be decrypted, as from the fast path."""
+    if not packets or packets[0][:1] in (b"\x00", b"\xff", b"\xfe"):
+        return packets  # OK, ERR: no result set
+    count = Reader(packets[0]).lenenc_int() or 0
+    start = 1 + count + (0 if session.deprecate_eof else 1)
+    rows = packets[start:-1]
+    if any(r[:1] == b"\xff" for r in rows):  # an error in the middle of the rows: as it came
+        return packets
+    if len(decrypt) != count:
+        return [_error(session, _changed(count, len(decrypt)))]
+    columns = [ColumnDefinition41.decode(p) for p in packets[1 : 1 + count]]
+    widths, decoders = binary_cell_widths(columns), _decoders(decrypt)
+    out = packets[:start]
+    try:
+        out.extend(_decrypted_binary_row(row, widths, decoders) for row in rows)
+    except _Undecryptable as exc:
+        return [_error(session, _undecryptable(exc, exc.index, decrypt, columns[exc.index].name))]
+    out.append(packets[-1])
+    return out
 
 
 async def _captured(session: Session, run: Callable[[], Awaitable[None]]) -> list[bytes]:
@@ -290,7 +341,12 @@ def _error(session: Session, message: str) -> bytes:
 # --- the socket callbacks' fast path ------------------------------------------------------------------------------
 
 
-def kept_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> Encrypted | None:
+#: what the fast path runs for an encrypted SELECT: its rewritten text and the encryptor of each result column (None:
+#: nothing to decrypt); a plain tuple, made for every point select
+FastRewrite = tuple[str, "tuple[Encryptor | None, ...] | None"]
+
+
+def kept_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> FastRewrite | None:
     """The kept rewrite of a SELECT that differs from one rewritten before only by its last number (see
     `_TRAILING_NUMBER`): one dict lookup that also answers `encrypted_statement` (only a text naming an encrypted
     table is kept), so the fast path's usual statement skips its regex; None when none is kept."""
@@ -301,10 +357,10 @@ def kept_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> En
     if cut < 0:
         return None
     known = _BY_PREFIX.get((rule, session.txn.mode_flags, sql[:cut]))
-    return None if known is None else Encrypted(known[0] + sql[cut:], None, known[1])
+    return None if known is None else (known[0] + sql[cut:], known[1])
 
 
-def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> Encrypted | None:
+def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> FastRewrite | None:
     """The rewrite of a SELECT on an encrypted table for the socket callbacks' relay (proxy.execution.fastpath),
     when it needs nothing the session's coroutine does: a kept recipe or one compiled from the text alone (no
     column lookup), no `!MASK` to apply after decryption; None otherwise (and for anything the rewrite refuses:
@@ -317,7 +373,7 @@ def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> En
     if cut >= 0:  # (a kept prefix is a SELECT's)
         known = _BY_PREFIX.get((rule, mode, sql[:cut]))
         if known is not None:
-            return Encrypted(known[0] + sql[cut:], None, known[1])
+            return known[0] + sql[cut:], known[1]
     if _first_word(sql) != "SELECT":
         return None
     key = id(db)
@@ -329,9 +385,10 @@ def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> En
         encrypted = rewrite_encrypted(sql, rule, params=None, columns_of=columns_of, mode=mode)
     except Exception:  # MissingColumns (a lookup to await), a refusal: the coroutine's
         return None
+    if encrypted is None:
+        return None
     if (
         cut >= 0
-        and encrypted is not None
         and encrypted.sql.endswith(tail := sql[cut:])
         and _PREFIX_UNSAFE.search(sql) is None
     ):
@@ -341,7 +398,7 @@ def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> En
             encrypted.sql[: len(encrypted.sql) - len(tail)],
             encrypted.decrypt,
         )
-    return encrypted
+    return encrypted.sql, encrypted.decrypt
 
 
 #: a text's last token when it is a number (``... WHERE id = 42``): the rewrite of the text before it, kept, serves
@@ -384,6 +441,86 @@ def _changed(count: int, expected: int) -> str:
     )
 
 
+class _Undecryptable(Exception):
+    """The value of result column `index` is not its encryptor's ciphertext (another key, or plaintext)."""
+
+    def __init__(self, index: int, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.index = index
+
+
+def _undecryptable(exc: Exception, index: int, decrypt: tuple[Encryptor | None, ...], name: str) -> str:
+    """The message of the ERR that answers a value of result column `index` its encryptor cannot decrypt."""
+    encryptor = decrypt[index]
+    assert encryptor is not None
+    log.warning("decrypt_failed", column=name, error=str(exc))
+    return (
+        f"the value of column {name} cannot be decrypted by its encryptor ({encryptor.type}): "
+        "it was not written by it (another key, or plaintext)"
+    )
+
+
+def _decrypted_binary_row(
+    payload: bytes, widths: tuple[int, ...], decoders: tuple[Callable[[bytes], bytes] | None, ...]
+) -> bytes:
+    """A binary row (`widths`: protocol.binary.binary_cell_widths of its columns) with the cell of each column that
+    has a decoder decrypted in place, the bytes around them as they came; __Undecryptable for a value its decoder
+    cannot decrypt, MalformedPacket for a row that does not hold those cells (as `binary_cell_spans` reads them,
+    walked here in one loop: this runs for every row of an encrypted prepared SELECT)."""
+    end = len(payload)
+    if not end or payload[0] != 0:
+        raise MalformedPacket("a binary row starts with 0x00")
+    pos = 1 + (len(widths) + 9) // 8  # (protocol.binary.binary_null_bitmap_size)
+    if pos > end:
+        raise MalformedPacket("a binary row shorter than its NULL bitmap")
+    out: list[bytes] = []
+    done = 0
+    bit = 2
+    for width, decoder in zip(widths, decoders, strict=True):
+        if payload[1 + (bit >> 3)] & (1 << (bit & 7)):  # NULL
+            bit += 1
+            continue
+        bit += 1
+        start = value = pos
+        if width >= 0:
+            pos += width
+        elif pos >= end:
+            raise MalformedPacket("a binary row ends inside a cell")
+        elif width == -1:
+            pos += 1 + payload[pos]
+        else:
+            first = payload[pos]
+            if first < 0xFB:
+                value = pos + 1
+                pos = value + first
+            else:
+                size = 2 if first == 0xFC else 3 if first == 0xFD else 8 if first == 0xFE else -1
+                if size < 0 or pos + 1 + size > end:
+                    raise MalformedPacket("a binary row's string cell has a bad length")
+                value = pos + 1 + size
+                pos = value + int.from_bytes(payload[pos + 1 : value], "little")
+        if pos > end:
+            raise MalformedPacket("a binary row ends inside a cell")
+        if decoder is None:
+            continue
+        cipher = payload[value:pos] if value != start else Reader(payload[start:pos]).lenenc_str() or b""
+        try:
+            plain = decoder(cipher)
+        except Exception as exc:  # not this encryptor's ciphertext (wrong key, plaintext left in place)
+            raise _Undecryptable(bit - 3, exc) from exc
+        n = len(plain)
+        out.append(payload[done:start])
+        out.append(bytes((n,)) if n < 0xFB else lenenc_int(n))
+        out.append(plain)
+        done = pos
+    if pos != end:
+        raise MalformedPacket(f"{end - pos} bytes after a binary row's last cell")
+    if not out:
+        return payload
+    out.append(payload[done:])
+    return b"".join(out)
+
+
 class _Head(NamedTuple):
     """An answer's head as it came, walked: its column definitions' payloads (and the cell layout, for binary rows)."""
 
@@ -398,6 +535,10 @@ _HEADS: dict[tuple[object, bool, bool], list[_Head]] = {}
 _HEADS_MAX = 256
 _HEADS_PER_KEY = 4
 
+
+_U32 = struct.Struct("<I")
+_unpack_u32 = _U32.unpack_from
+_pack_u32 = _U32.pack
 
 #: answer bytes held back, at most, so that a value that cannot be decrypted ends the answer with only an ERR
 _HOLD_LIMIT = 1 << 16
@@ -433,18 +574,24 @@ class DecryptingRelay:
     def __init__(
         self, session: Session, decrypt: tuple[Encryptor | None, ...], inner: Any, *, binary: bool = False
     ) -> None:
+        self._decrypt: tuple[Encryptor | None, ...] | None = None
+        self._binary = self._eof = False
         self.restart(session, decrypt, inner, binary=binary)
 
     def restart(
         self, session: Session, decrypt: tuple[Encryptor | None, ...], inner: Any, *, binary: bool = False
     ) -> None:
-        """Ready for the next answer: one relay per session serves each of its encrypted SELECTs in turn."""
-        self._decrypt = decrypt
-        self._decoders = _decoders(decrypt)
-        self._binary = binary  # an executed prepared statement's answer: binary rows
-        self._widths: tuple[int, ...] | None = None
+        """Ready for the next answer: one relay per session serves each of its encrypted SELECTs in turn (what
+        depends on the statement alone is worked out again only for another one)."""
+        eof = not session.deprecate_eof  # an EOF after the column definitions
+        if decrypt is not self._decrypt or binary is not self._binary or eof is not self._eof:
+            self._decrypt = decrypt
+            self._decoders = _decoders(decrypt)
+            self._binary = binary  # an executed prepared statement's answer: binary rows
+            self._eof = eof
+            self._head_key = (decrypt, eof, binary)
         self._capabilities = session.capabilities
-        self._eof = not session.deprecate_eof  # an EOF after the column definitions
+        self._widths: tuple[int, ...] | None = None
         self._inner = inner
         self._columns: list[bytes] = []
         self._count = 0
@@ -452,7 +599,6 @@ class DecryptingRelay:
         self._pending = b""
         self._failure: str | None = None
         self._held: list[bytes] | None = []
-        self._head_key = (decrypt, self._eof, binary)
         self.done = False
 
     @property
@@ -494,60 +640,62 @@ class DecryptingRelay:
     def _walk(self, data: bytes) -> bytes:
         """`data` (the client's frames, maybe the start of one more) with each row's encrypted values decrypted."""
         buf = self._pending + data if self._pending else data
-        if self._phase == 4:
+        phase = self._phase
+        if phase == 4:
             self._pending = b""
             return buf
         out = []
         pos, end = 0, len(buf)
-        fresh = self._phase == 0  # the answer's head starts this buffer: known, or to be remembered
+        fresh = phase == 0  # the answer's head starts this buffer: known, or to be remembered
         if fresh:
             for head in _HEADS.get(self._head_key, ()):
                 if buf.startswith(head.raw):
-                    pos, fresh = len(head.raw), False
-                    self._count, self._columns, self._phase = head.count, head.columns, 3
-                    self._widths = head.widths
+                    pos, fresh, phase = len(head.raw), False, 3
+                    self._count, self._columns, self._widths = head.count, head.columns, head.widths
                     out.append(head.raw)
                     break
+        row = self._row
         while end - pos >= 4:
-            length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
-            if end - pos < 4 + length:
-                break
+            word = _unpack_u32(buf, pos)[0]  # the frame's length and (top byte) sequence id
+            length = word & 0xFFFFFF
             stop = pos + 4 + length
-            phase = self._phase
+            if stop > end:
+                break
             first = buf[pos + 4] if length else 0
             if length == 0xFFFFFF:  # a packet of 16 MB or more: not decrypted here
                 self._fail("a row of 16 MB or more in an encrypted SELECT's answer; select fewer columns")
-                phase = self._phase = 4
+                phase = 4
             if phase == 3:
-                if (first == 0xFE and length < 9) or first == 0xFF:
-                    self._phase = 4
+                if first == 0xFF or (first == 0xFE and length < 9):
+                    phase = 4
                     out.append(buf[pos:])
                     pos = end
                     break
-                payload = self._row(buf[pos + 4 : stop])
-                n = len(payload)
-                out.append(bytes((n & 0xFF, (n >> 8) & 0xFF, n >> 16, buf[pos + 3])) + payload)
+                payload = row(buf[pos + 4 : stop])
+                out.append(_pack_u32(len(payload) | (word & 0xFF000000)) + payload)
                 pos = stop
                 continue
             if phase == 0:
                 if first in (0x00, 0xFF, 0xFB):  # OK, ERR, LOCAL INFILE: no result set
-                    self._phase = 4
+                    phase = 4
                     out.append(buf[pos:])
                     pos = end
                     break
                 self._count = Reader(buf[pos + 4 : stop]).lenenc_int() or 0
-                self._phase = 1
+                phase = 1
             elif phase == 1:
                 self._columns.append(buf[pos + 4 : stop])
                 if len(self._columns) == self._count:
-                    self._phase = 2 if self._eof else 3
+                    phase = 2 if self._eof else 3
             elif phase == 2:
-                self._phase = 3
+                phase = 3
             out.append(buf[pos:stop])
             pos = stop
-            if fresh and self._phase == 3:
+            if fresh and phase == 3:
+                self._phase = phase
                 self._remember(buf[:pos])
                 fresh = False
+        self._phase = phase
         self._pending = buf[pos:]
         return b"".join(out)
 
@@ -563,24 +711,26 @@ class DecryptingRelay:
         del heads[_HEADS_PER_KEY:]
 
     def _row(self, payload: bytes) -> bytes:
+        """A text row with its encrypted values decrypted in place: the bytes around them as they came."""
         if self._failure is not None:
             return payload
         if self._binary:
             return self._binary_row(payload)
-        decrypt = self._decrypt
-        n = len(decrypt)
-        if self._count != n:
-            return self._fail(_changed(self._count, n))
+        decoders = self._decoders
+        if self._count != len(decoders):
+            return self._fail(_changed(self._count, len(decoders)))
         # the row's values read in place: a value is a length-encoded string or 0xFB (NULL)
-        values: list[bytes | None] = []
-        pos, end = 0, len(payload)
+        out: list[bytes] = []
+        done = pos = 0
+        end = len(payload)
         try:
-            for _ in range(n):
+            for i, decoder in enumerate(decoders):
+                cell = pos
                 first = payload[pos]
                 if first < 0xFB:
-                    start, pos = pos + 1, pos + 1 + first
+                    start = pos + 1
+                    pos = start + first
                 elif first == 0xFB:
-                    values.append(None)
                     pos += 1
                     continue
                 else:
@@ -589,72 +739,42 @@ class DecryptingRelay:
                         raise IndexError
                     start = pos + 1 + width
                     pos = start + int.from_bytes(payload[pos + 1 : start], "little")
+                if decoder is None:
+                    continue
                 if pos > end:
                     raise IndexError
-                values.append(payload[start:pos])
+                try:
+                    plain = decoder(payload[start:pos])
+                except Exception as exc:  # not this encryptor's ciphertext (wrong key, plaintext left in place)
+                    name = ColumnDefinition41.decode(self._columns[i]).name
+                    return self._fail(_undecryptable(exc, i, self._decrypt, name))
+                n = len(plain)
+                out.append(payload[done:cell])
+                out.append(bytes((n,)) if n < 0xFB else lenenc_int(n))
+                out.append(plain)
+                done = pos
         except IndexError:  # fewer values than the rewrite expected
             pos = -1
         if pos != end:
-            return self._fail(_changed(self._count, n))
-        for i, decoder in enumerate(self._decoders):
-            value = values[i]
-            if decoder is None or value is None:
-                continue
-            try:
-                values[i] = decoder(value)
-            except Exception as exc:  # not this encryptor's ciphertext (wrong key, plaintext left in place)
-                encryptor = decrypt[i]
-                assert encryptor is not None
-                name = ColumnDefinition41.decode(self._columns[i]).name
-                log.warning("decrypt_failed", column=name, error=str(exc))
-                return self._fail(
-                    f"the value of column {name} cannot be decrypted by its encryptor ({encryptor.type}): it was "
-                    "not written by it (another key, or plaintext)"
-                )
-        return encode_text_row(values)
-
-    def _binary_row(self, payload: bytes) -> bytes:
-        """A binary row with its encrypted cells decrypted in place: the bytes around them as they came."""
-        decrypt = self._decrypt
-        if self._count != len(decrypt):
-            return self._fail(
-                f"the result has {self._count} columns where the encrypt rewrite expected {len(decrypt)} "
-                "(did the table change?); run the statement again"
-            )
-        widths = self._widths
-        if widths is None:
-            widths = self._widths = binary_cell_widths([ColumnDefinition41.decode(c) for c in self._columns])
-        spans = binary_cell_spans(payload, widths)
-        out: list[bytes] = []
-        done = 0
-        for i, decoder in enumerate(self._decoders):
-            span = spans[i]
-            if decoder is None or span is None:
-                continue
-            start, stop = span
-            first = payload[start]
-            if widths[i] == -2 and first < 0xFB:
-                value = payload[start + 1 : stop]
-            else:
-                value = Reader(payload[start:stop]).lenenc_str() or b""
-            try:
-                plain = decoder(value)
-            except Exception as exc:  # not this encryptor's ciphertext (wrong key, plaintext left in place)
-                encryptor = decrypt[i]
-                assert encryptor is not None
-                name = ColumnDefinition41.decode(self._columns[i]).name
-                log.warning("decrypt_failed", column=name, error=str(exc))
-                return self._fail(
-                    f"the value of column {name} cannot be decrypted by its encryptor ({encryptor.type}): "
-                    "it was not written by it (another key, or plaintext)"
-                )
-            out.append(payload[done:start])
-            out.append(lenenc_str(plain))
-            done = stop
+            return self._fail(_changed(self._count, len(decoders)))
         if not out:
             return payload
         out.append(payload[done:])
         return b"".join(out)
+
+    def _binary_row(self, payload: bytes) -> bytes:
+        """A binary row with its encrypted cells decrypted in place: the bytes around them as they came."""
+        decoders = self._decoders
+        if self._count != len(decoders):
+            return self._fail(_changed(self._count, len(decoders)))
+        widths = self._widths
+        if widths is None:
+            widths = self._widths = binary_cell_widths([ColumnDefinition41.decode(c) for c in self._columns])
+        try:
+            return _decrypted_binary_row(payload, widths, decoders)
+        except _Undecryptable as exc:
+            name = ColumnDefinition41.decode(self._columns[exc.index]).name
+            return self._fail(_undecryptable(exc, exc.index, self._decrypt, name))
 
     def _fail(self, message: str) -> bytes:
         if self._held is None:  # part of the answer is sent already: the fast path ends it with this ERR

@@ -52,7 +52,14 @@ from proxy.backends.codec import BINARY
 from proxy.backends.readwrite import Access, ReadWriteGroup, classify_access
 from proxy.execution import txn_control
 from proxy.execution.decide import OFF_LOOP_TEXT, view_of
-from proxy.execution.encrypted import encrypted_statement, prepared_encrypted, prepared_rewrite
+from proxy.execution.encrypted import (
+    PreparedEncrypted,
+    encrypted_statement,
+    fast_encrypted_execute,
+    prepared_encrypted,
+    prepared_rewrite,
+    run_encrypted_prepared,
+)
 from proxy.execution.explain import DATA_SOURCE_COLUMN, split_explain, xa_refusal
 from proxy.execution.plans import Explained, Run, Strategy
 from proxy.execution.replicas import TrackingWriter, drop_replica, group_backend
@@ -335,7 +342,10 @@ def _logic_column(c: ColumnDefinition41, renames: Mapping[str, str], db_name: st
 
 async def _prepare_encrypted(session: Session, db: LogicalDatabase, sql: str) -> None:
     """PREPARE of a statement naming an encrypted table: its columns are those of the rewritten text (the cipher
-    columns under the logical names); nothing stays prepared on a backend (EXECUTE runs it as text)."""
+    columns under the logical names). A SELECT whose parameters are not encrypted keeps its rewrite
+    (proxy.execution.encrypted.PreparedEncrypted): on a pass-through database prepared on the backend here, on a
+    sharded one on each node's connection at its first EXECUTE (`_execute_sharded`); its executes run the rewrite as
+    a prepared statement, on the socket callbacks' fast path when they can. Any other EXECUTE runs as text."""
     try:
         encrypted = await prepared_rewrite(session, db, sql)
     except ServerError as exc:
@@ -354,7 +364,9 @@ async def _prepare_encrypted(session: Session, db: LogicalDatabase, sql: str) ->
         columns = tuple(answer.columns)
         fast = prepared_encrypted(session, db, sql, encrypted, answer.ok.num_params == num_params)
     else:
-        columns = await _describe(session, text, await _placeholders(text, session.txn.mode_flags))
+        text_params = await _placeholders(text, session.txn.mode_flags)
+        columns = await _describe(session, text, text_params)
+        fast = prepared_encrypted(session, db, sql, encrypted, text_params == num_params)
     stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns, database=db, encrypted=fast)
     session.statements.add(stmt)
     _prepare_answer(session, stmt)
@@ -486,8 +498,12 @@ async def _execute_proxy_answered(session: Session, stmt: ClientStatement, reque
 
 async def _execute_sharded(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
     db = session.database
-    if db is not None and encrypted_statement(db, stmt.sql):  # its parameters encrypted in the text
-        sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
+    if db is not None and encrypted_statement(db, stmt.sql):
+        kept = stmt.encrypted
+        if kept is not None and db.kernel is not None and fast_encrypted_execute(session, db, kept):
+            await _execute_rewrite(session, db, kept, request)  # as the fast path executes it
+            return
+        sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql  # its parameters in the text
         await encrypted_query(session, db, sql, binary=True)
         return
     if stmt.proxy_answered:  # (on a pass-through database or none, the only statements that come here)
@@ -514,6 +530,21 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
         sql = (metadata.substitute(session, stmt.sql) or stmt.sql) if stmt.session_functions else stmt.sql
         codec = BoundTypes(request.values, request.types) if request.values else BINARY
         await route_and_execute(session, db, sql, list(request.values), codec)
+    finally:
+        BINARY_ROWS.reset(token)
+
+
+async def _execute_rewrite(session: Session, db: LogicalDatabase, kept: PreparedEncrypted,
+                           request: ComStmtExecute) -> None:
+    """A prepared SELECT on an encrypted table of a sharded database whose parameters are not encrypted: its rewrite
+    executed as a prepared statement with the client's parameters, binary rows decrypted
+    (proxy.execution.encrypted.run_encrypted_prepared). (Its own function: `_execute_sharded`'s other statements
+    build no closure cells.)"""
+    codec = BoundTypes(request.values, request.types) if request.values else BINARY
+    values = list(request.values)
+    token = BINARY_ROWS.set(True)
+    try:
+        await run_encrypted_prepared(session, kept, lambda text: route_and_execute(session, db, text, values, codec))
     finally:
         BINARY_ROWS.reset(token)
 
