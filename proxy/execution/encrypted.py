@@ -654,7 +654,7 @@ class DecryptingRelay:
                     self._count, self._columns, self._widths = head.count, head.columns, head.widths
                     out.append(head.raw)
                     break
-        row = self._row
+        row = self._binary_row if self._binary else self._text_row
         while end - pos >= 4:
             word = _unpack_u32(buf, pos)[0]  # the frame's length and (top byte) sequence id
             length = word & 0xFFFFFF
@@ -710,12 +710,10 @@ class DecryptingRelay:
         heads.insert(0, _Head(raw, self._columns, self._count, self._widths))
         del heads[_HEADS_PER_KEY:]
 
-    def _row(self, payload: bytes) -> bytes:
+    def _text_row(self, payload: bytes) -> bytes:
         """A text row with its encrypted values decrypted in place: the bytes around them as they came."""
         if self._failure is not None:
             return payload
-        if self._binary:
-            return self._binary_row(payload)
         decoders = self._decoders
         if self._count != len(decoders):
             return self._fail(_changed(self._count, len(decoders)))
@@ -764,6 +762,8 @@ class DecryptingRelay:
 
     def _binary_row(self, payload: bytes) -> bytes:
         """A binary row with its encrypted cells decrypted in place: the bytes around them as they came."""
+        if self._failure is not None:
+            return payload
         decoders = self._decoders
         if self._count != len(decoders):
             return self._fail(_changed(self._count, len(decoders)))

@@ -149,7 +149,7 @@ class AESEncryptor:
             return _utf8(self.decrypt(value.decode("utf-8", errors="surrogateescape")))
         padded = self._ecb.update(raw)
         pad = padded[-1]
-        if not 1 <= pad <= 16 or padded[-pad:] != bytes((pad,)) * pad:
+        if padded[-pad:] != _PADDINGS[pad]:  # (None for a last byte that is no PKCS#7 count: never equal)
             raise ValueError("bad padding: not this key's ciphertext")
         return padded[:-pad]
 
@@ -172,6 +172,9 @@ class MD5Encryptor:
     def decrypt(self, value: str) -> str:
         raise ValueError("MD5 cannot decrypt")
 
+
+#: PKCS#7's padding for each value of a deciphered block's last byte (1..16 of it), None for the other values
+_PADDINGS: tuple[bytes | None, ...] = tuple(bytes((n,)) * n if 1 <= n <= 16 else None for n in range(256))
 
 _DEFAULT_DELTA = 1
 _DEFAULT_MASK = 0b1111_0111_1101
