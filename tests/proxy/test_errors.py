@@ -217,6 +217,7 @@ INTERNAL = {
     "SandboxUnavailableError": "the CLI's sandbox installer: no client connection",
     "_LockTimeout": "a migration's own retry signal (proxy.migration.job)",
     "_TooMany": "proxy.execution.dualread raises MergeError for it",
+    "_Undecryptable": "proxy.execution.encrypted answers the lone ERR 1105 naming the column for it",
 }
 
 
