@@ -13,7 +13,9 @@ before it is timed.
 
 The two "pass-through" classes compare a point select on one pass-through database (`sbtest_pass`, A.sbtest) with
 the same select on its twin whose `c` is an `!ENCRYPT` column (`sbtest_enc`: A.sbtest_enc.sbtest1 holds `c_cipher`,
-the AES of A.sbtest's `c`): the cost of the decryption (issue 38 asks for at most 1.5x).
+the AES of A.sbtest's `c`): the cost of the decryption (issue 38 asks for at most 1.5x). "point select, sharded,
+encrypted c" is the same on `sbtest_encs`, sharded by id as `sbtest` is over A and B (the even and odd rows of
+sbtest_enc.sbtest1): compare it with "point select" on `sbtest`.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ STATEMENTS: dict[str, str] = {
     # its parameter is encrypted into the backend's statement (proxy.execution.encrypted.mapped_execute)
     "select by c, pass-through": "SELECT id FROM sbtest1 WHERE c=%s",
     "select by c, pass-through, encrypted c": "SELECT id FROM sbtest1 WHERE c=%s",
+    "point select, sharded, encrypted c": "SELECT c FROM sbtest1 WHERE id=%s",
     "range (concatenated)": "SELECT c FROM sbtest1 WHERE id BETWEEN %s AND %s",
     "range SUM(k)": "SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN %s AND %s",
     "range ORDER BY c": "SELECT c FROM sbtest1 WHERE id BETWEEN %s AND %s ORDER BY c",
@@ -60,9 +63,12 @@ STATEMENTS: dict[str, str] = {
 
 # the statement classes that run on another logical database than `arguments`'s choice
 DATABASES = {"point select, pass-through": "sbtest_pass", "point select, pass-through, encrypted c": "sbtest_enc",
-             "select by c, pass-through": "sbtest_pass", "select by c, pass-through, encrypted c": "sbtest_enc"}
+             "select by c, pass-through": "sbtest_pass", "select by c, pass-through, encrypted c": "sbtest_enc",
+             "point select, sharded, encrypted c": "sbtest_encs"}
 #: values of sbtest1.c (ids 1..200), for the statements that select by one (`load_c_values`)
 C_VALUES: list[str] = []
+#: the physical databases of `sbtest_encs` on servers A and B: the even / odd rows of sbtest_enc.sbtest1
+ENCRYPTED_SHARDS = ("sbtest_encs_ds_0", "sbtest_encs_ds_1")
 AES_PROPS = {"aes-key-value": "123456abc", "digest-algorithm-name": "SHA-1"}
 ENCRYPT_RULE = """rules:
 - !ENCRYPT
@@ -75,8 +81,10 @@ ENCRYPT_RULE = """rules:
 """
 
 
-def load_encrypted_twin(a: MariaDBServer) -> None:
-    """A.sbtest_enc.sbtest1: A.sbtest.sbtest1 with `c` stored as ShardingSphere's AES in `c_cipher`."""
+def load_encrypted_twin(a: MariaDBServer, b: MariaDBServer) -> None:
+    """A.sbtest_enc.sbtest1: A.sbtest.sbtest1 with `c` stored as ShardingSphere's AES in `c_cipher`; its even rows
+    in A.sbtest_encs_ds_0.sbtest1, its odd ones in B.sbtest_encs_ds_1.sbtest1 (`sbtest_encs`, sharded by id as
+    `sbtest` is)."""
     from routing.encrypt.algorithms import create_encryptor
 
     aes = create_encryptor("AES", AES_PROPS, key="bench")
@@ -93,6 +101,47 @@ def load_encrypted_twin(a: MariaDBServer) -> None:
         conn.commit()
     finally:
         conn.close()
+    dump = a.execute("SELECT id, k, c_cipher, pad FROM sbtest1", "sbtest_enc")
+    for parity, (server, physical) in enumerate(zip((a, b), ENCRYPTED_SHARDS, strict=True)):
+        server.execute(f"CREATE DATABASE {physical}")
+        server.execute("CREATE TABLE sbtest1 (id INT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0, "
+                       "c_cipher VARCHAR(255) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '')", physical)
+        mine = [r for r in dump if r[0] % 2 == parity]
+        conn = server.connect(physical)
+        try:
+            with conn.cursor() as cur:
+                for i in range(0, len(mine), 1000):
+                    cur.executemany("INSERT INTO sbtest1 VALUES (%s, %s, %s, %s)", mine[i:i + 1000])
+            conn.commit()
+        finally:
+            conn.close()
+
+
+def write_encrypted_shards_conf(conf: Path, a: MariaDBServer, b: MariaDBServer) -> None:
+    """`sbtest_encs`: sbtest1 sharded over ENCRYPTED_SHARDS by id (bench/sysbench/conf/database-sbtest.yaml's
+    rule), with ENCRYPT_RULE."""
+    sources = "".join(
+        f"  ds_{i}:\n    url: {s.jdbc_url(p)}\n    username: {s.user}\n    password: {s.password}\n"
+        "    maxPoolSize: 64\n    minPoolSize: 1\n"
+        for i, (s, p) in enumerate(zip((a, b), ENCRYPTED_SHARDS, strict=True)))
+    (conf / "database-sbtest_encs.yaml").write_text(
+        f"databaseName: sbtest_encs\ndataSources:\n{sources}" + ENCRYPT_RULE + """- !SHARDING
+  tables:
+    sbtest1:
+      actualDataNodes: ds_${0..1}.sbtest1
+  defaultDatabaseStrategy:
+    standard:
+      shardingColumn: id
+      shardingAlgorithmName: id_mod_2
+  defaultTableStrategy:
+    none:
+  shardingAlgorithms:
+    id_mod_2:
+      type: INLINE
+      props:
+        algorithm-expression: ds_${id % 2}
+        allow-range-query-with-inline-sharding: true
+""")
 
 
 @contextmanager
@@ -116,11 +165,12 @@ def bench_layout(work: Path, table_size: int, stream_rows: int) -> Iterator[Path
     try:
         suite.load_sbtest(a, b, 1, table_size)
         suite.load_streams(a, servers, stream_rows)
-        load_encrypted_twin(a)
+        load_encrypted_twin(a, b)
         conf = suite.write_conf(work / "conf", a, b)
         write_passthrough_conf(conf, a, "sbtest_enc", name="sbtest_enc")
         with (conf / "database-sbtest_enc.yaml").open("a") as f:
             f.write(ENCRYPT_RULE)
+        write_encrypted_shards_conf(conf, a, b)
         yield conf
     finally:
         for server in servers:

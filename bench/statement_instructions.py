@@ -11,10 +11,11 @@ from `suite.py`; this tells which way a change moved the work, and by how much, 
 
 Each tree's proxy runs under `valgrind --tool=callgrind --instr-atstart=no` against the same two sandbox servers
 (bench/suite.py's `sbtest` and `sharding_db` layouts; `sbtest_pass` for pass-through, `sbtest_enc` its twin whose `c`
-is encrypted: statement_cpu.py); for each statement class, after
-a warm-up, counting is switched on with `callgrind_control`, `--count` statements are sent from one client, counting
-is switched off and the counts dumped. (A command to callgrind is taken up only when the proxy runs, so a second
-connection pings the proxy until each one returns: the pings are counted too, a few per class.)
+is encrypted, `sbtest_encs` the sharded twin of `sbtest` whose `c` is encrypted: statement_cpu.py); for each
+statement class, after a warm-up, counting is switched on with `callgrind_control`, `--count` statements are sent
+from one client, counting is switched off and the counts dumped. (A command to callgrind is taken up only when the
+proxy runs, so a second connection pings the proxy until each one returns: the pings are counted too, a few per
+class.)
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from harness import REPO, free_port, wait_listening  # noqa: E402
 SELECT_BY_C = (("sbtest_pass", "select by c, pass-through"), ("sbtest_enc", "select by c, pass-through, encrypted c"))
 # (logical database, protocol, statement class of statement_cpu.STATEMENTS, or "transaction")
 CLASSES: list[tuple[str, str, str]] = [
-    *[(db, proto, "point select") for proto in ("text", "prepared") for db in ("sbtest", "sbtest_pass", "sbtest_enc")],
+    *[(db, proto, "point select") for proto in ("text", "prepared") for db in ("sbtest", "sbtest_pass", "sbtest_enc",
+                                                                                 "sbtest_encs")],
     *[("sbtest", proto, name) for proto in ("text", "prepared") for name in sc.STATEMENTS
       if name != "point select" and name not in sc.DATABASES],
     *[("sbtest_pass", "text", name) for name in ("range (concatenated)", "range ORDER BY c")],

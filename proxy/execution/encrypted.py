@@ -77,6 +77,7 @@ __all__ = [
     "prepared_rewrite",
     "relay_prepared_encrypted",
     "run_encrypted",
+    "run_encrypted_prepared",
 ]
 
 log = structlog.get_logger("shardproxy.encrypt")
@@ -188,17 +189,19 @@ _PREPARED_STATEMENTS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "REPLA
 def prepared_encrypted(
     session: Session, db: LogicalDatabase, sql: str, encrypted: Encrypted | None, num_params: int, physical: int
 ) -> PreparedEncrypted | None:
-    """What is kept of a statement prepared on a pass-through database with an `!ENCRYPT` rule (`encrypted`: its
-    rewrite, `num_params` the client's placeholders, `physical` the rewrite's as the backend counted them) to run it
-    prepared on the backend; None when its executes run as text: `!MASK` to apply after decryption, a read/write
-    splitting group (each execute classified), no SELECT / INSERT / UPDATE / DELETE / REPLACE, a rewrite that read
-    a table's columns (a `*`), a text the fast relay does not take, placeholders the rewrite cannot map."""
+    """What is kept of a statement prepared on a database with an `!ENCRYPT` rule (`encrypted`: its rewrite,
+    `num_params` the client's placeholders, `physical` the rewrite's) to run it prepared as its rewrite: on a
+    pass-through database prepared on the backend, its parameters mapped and encrypted when some are bound to an
+    encrypted column; on a sharded one a SELECT whose parameters are not encrypted, its rewrite routed and prepared on
+    the node's connection at each execute. None when its executes run as text: `!MASK` to apply after decryption, a
+    read/write splitting group (each execute classified), no SELECT / INSERT / UPDATE / DELETE / REPLACE, a rewrite
+    that read a table's columns (a `*`), a text the fast relay does not take, placeholders the rewrite cannot map."""
     source = db.pass_through_source
     first = _first_word(sql)
     if (
         encrypted is None
-        or source is None
-        or not source.fast_relay
+        or (source is not None and not source.fast_relay)
+        or (source is None and (db.kernel is None or encrypted.encrypts_params or first != "SELECT"))
         or db.rules.mask is not None
         or first not in _PREPARED_STATEMENTS
         or encrypted.reads_columns
@@ -276,6 +279,25 @@ async def run_encrypted(
     finally:
         REWRITTEN.reset(token)
     session.wire.send_many(_answer(session, db, packets, decrypt, binary))
+
+
+async def run_encrypted_prepared(
+    session: Session, kept: PreparedEncrypted, run_prepared: Callable[[str], Awaitable[None]]
+) -> None:
+    """Execute a prepared SELECT whose rewrite `kept` holds (`fast_encrypted_execute`) on a sharded database as the
+    socket callbacks' fast path does: its rewrite executed as a prepared statement with the client's parameters
+    (`run_prepared`: the session's binary path, which leaves each node's connection with it prepared, for the fast
+    path's next execute), the cipher cells of its binary rows decrypted, the same answer either path gives."""
+    token = REWRITTEN.set(True)
+    try:
+        decrypt = kept.decrypt
+        if decrypt is None:  # nothing to decrypt: answered as it comes
+            await run_prepared(kept.sql)
+            return
+        packets = await captured(session, lambda: run_prepared(kept.sql))
+    finally:
+        REWRITTEN.reset(token)
+    session.wire.send_many(decrypted_binary_answer(session, packets, decrypt))
 
 
 async def captured(session: Session, run: Callable[[], Awaitable[object]]) -> list[bytes]:
@@ -378,7 +400,12 @@ def _error(session: Session, message: str) -> bytes:
 # --- the socket callbacks' fast path ------------------------------------------------------------------------------
 
 
-def kept_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> Encrypted | None:
+#: what the fast path runs for an encrypted SELECT: its rewritten text and the encryptor of each result column (None:
+#: nothing to decrypt); a plain tuple, made for every point select
+FastRewrite = tuple[str, "tuple[Encryptor | None, ...] | None"]
+
+
+def kept_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> FastRewrite | None:
     """The kept rewrite of a SELECT that differs from one rewritten before only by its last number (see
     `_TRAILING_NUMBER`): one dict lookup that also answers `encrypted_statement` (only a text naming an encrypted
     table is kept), so the fast path's usual statement skips its regex; None when none is kept."""
@@ -389,10 +416,10 @@ def kept_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> En
     if cut < 0:
         return None
     known = _BY_PREFIX.get((rule, session.txn.mode_flags, sql[:cut]))
-    return None if known is None else Encrypted(known[0] + sql[cut:], None, known[1])
+    return None if known is None else (known[0] + sql[cut:], known[1])
 
 
-def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> Encrypted | None:
+def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> FastRewrite | None:
     """The rewrite of a SELECT on an encrypted table for the socket callbacks' relay (proxy.execution.fastpath),
     when it needs nothing the session's coroutine does: a kept recipe or one compiled from the text alone (no
     column lookup), no `!MASK` to apply after decryption; None otherwise (and for anything the rewrite refuses:
@@ -405,7 +432,7 @@ def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> En
     if cut >= 0:  # (a kept prefix is a SELECT's)
         known = _BY_PREFIX.get((rule, mode, sql[:cut]))
         if known is not None:
-            return Encrypted(known[0] + sql[cut:], None, known[1])
+            return known[0] + sql[cut:], known[1]
     if _first_word(sql) != "SELECT":
         return None
     key = id(db)
@@ -417,9 +444,10 @@ def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> En
         encrypted = rewrite_encrypted(sql, rule, params=None, columns_of=columns_of, mode=mode)
     except Exception:  # MissingColumns (a lookup to await), a refusal: the coroutine's
         return None
+    if encrypted is None:
+        return None
     if (
         cut >= 0
-        and encrypted is not None
         and encrypted.sql.endswith(tail := sql[cut:])
         and _PREFIX_UNSAFE.search(sql) is None
     ):
@@ -429,7 +457,7 @@ def fast_encrypted_select(session: Session, db: LogicalDatabase, sql: str) -> En
             encrypted.sql[: len(encrypted.sql) - len(tail)],
             encrypted.decrypt,
         )
-    return encrypted
+    return encrypted.sql, encrypted.decrypt
 
 
 #: a text's last token when it is a number (``... WHERE id = 42``): the rewrite of the text before it, kept, serves
@@ -637,18 +665,24 @@ class DecryptingRelay:
     def __init__(
         self, session: Session, decrypt: tuple[Encryptor | None, ...], inner: Any, *, binary: bool = False
     ) -> None:
+        self._decrypt: tuple[Encryptor | None, ...] | None = None
+        self._binary = self._eof = False
         self.restart(session, decrypt, inner, binary=binary)
 
     def restart(
         self, session: Session, decrypt: tuple[Encryptor | None, ...], inner: Any, *, binary: bool = False
     ) -> None:
-        """Ready for the next answer: one relay per session serves each of its encrypted SELECTs in turn."""
-        self._decrypt = decrypt
-        self._decoders = _decoders(decrypt)
-        self._binary = binary  # an executed prepared statement's answer: binary rows
+        """Ready for the next answer: one relay per session serves each of its encrypted SELECTs in turn (what
+        depends on the statement alone is worked out again only for another one)."""
+        eof = not session.deprecate_eof  # an EOF after the column definitions
+        if decrypt is not self._decrypt or binary is not self._binary or eof is not self._eof:
+            self._decrypt = decrypt
+            self._decoders = _decoders(decrypt)
+            self._binary = binary  # an executed prepared statement's answer: binary rows
+            self._eof = eof
+            self._head_key = (decrypt, eof, binary)
         self._widths: tuple[int, ...] | None = None
         self._capabilities = session.capabilities
-        self._eof = not session.deprecate_eof  # an EOF after the column definitions
         self._inner = inner
         self._columns: list[bytes] = []
         self._count = 0
@@ -656,7 +690,6 @@ class DecryptingRelay:
         self._pending = b""
         self._failure: str | None = None
         self._held: list[bytes] | None = []
-        self._head_key = (decrypt, self._eof, binary)
         self.done = False
         self.rows = 0
         self.summary: ResultSummary = inner.summary  # (the inner relay's, read by the fast path at the end)

@@ -483,9 +483,9 @@ def fast_forward(session: Session, packet: bytes) -> Forward | MultiForward | En
                 encrypted = fast_encrypted_select(session, db, sql) if kind is SELECT else None
             if encrypted is None:
                 return None
-            decrypt = encrypted.decrypt
-            if encrypted.sql != sql:
-                packet = encode_packet(b"\x03" + encrypted.sql.encode("utf-8", errors="surrogateescape"), 0)[0]
+            rewritten, decrypt = encrypted
+            if rewritten != sql:
+                packet = _query_packet(rewritten)
         session.info = sql[:100]
         session.sql = sql
         session.stmt_kind, session.route = kind, "passthrough"
@@ -546,6 +546,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
     retarget: Callable[[int], bytes | None] | None = None  # the client's execute, for a backend statement id
     logical: str | None = None  # an encrypted SELECT: the client's text (`sql` is its rewrite)
     decrypt: tuple[Any, ...] | None = None
+    binary = False  # `decrypt`: binary rows (an executed prepared statement)
     if command == _STMT_EXECUTE:
         if len(packet) < 10 or packet[9] != 0:  # a cursor: the slow path materializes it
             return None
@@ -553,15 +554,21 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         if stmt is None or stmt.backend is not None or stmt.long_data or stmt.cursor_rows is not None \
                 or stmt.database is not db:  # (prepared before a USE: it runs in its own database)
             return None
+        rewrite = stmt.encrypted  # a SELECT on an !ENCRYPT table: its rewrite runs (proxy.execution.encrypted)
         if stmt.fast is None:  # worked out at the first execute
             stmt.fast = (not stmt.metadata_statement and not stmt.session_functions
                          and len(stmt.sql) < OFF_LOOP_TEXT and plain_statement(stmt.sql) is SELECT
-                         and not encrypted_statement(db, stmt.sql))
+                         and (plain_statement(rewrite.sql) is SELECT and not reads_diagnostics(rewrite.sql)
+                              if rewrite is not None else not encrypted_statement(db, stmt.sql)))
         if not stmt.fast:
             # a prepared BEGIN or COMMIT (sysbench --db-ps-mode=auto prepares them) is the text one's
             # (prepared._execute_sharded)
             return local_transaction(session, db, stmt.sql, command) \
                 if 5 <= len(stmt.sql) <= 8 and not stmt.num_params else None
+        if rewrite is not None:
+            if not fast_encrypted_execute(session, db, rewrite):  # (another rule or sql_mode since: the coroutine's)
+                return None
+            logical, decrypt, binary = stmt.sql, rewrite.decrypt, True
         layout = stmt.layout  # the values of integer parameters read at known offsets
         values = layout.values(packet) if layout is not None and layout.types is stmt.types else None
         if values is None:
@@ -578,7 +585,7 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         def retarget(statement_id: int) -> bytes | None:  # the client's parameter bytes, re-addressed
             return retarget_execute(packet, statement_id, num_params, types, kept)
 
-        sql = stmt.sql
+        sql = stmt.sql if rewrite is None else rewrite.sql
         params = values
         kernel = db.kernel
         known = stmt.point
@@ -598,16 +605,20 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         if len(packet) > 4096:
             return None
         sql = packet[5:].decode("utf-8", errors="surrogateescape")
-        if encrypted_statement(db, sql):  # an !ENCRYPT table: a SELECT rewritten here (proxy.execution.encrypted)
-            if plain_statement(sql) is not SELECT or reads_diagnostics(sql):
-                return None
-            encrypted = fast_encrypted_select(session, db, sql)
-            if encrypted is None:
-                return None
-            logical, decrypt = sql, encrypted.decrypt
-            sql = encrypted.sql
-            if sql != logical:
-                packet = encode_packet(b"\x03" + sql.encode("utf-8", errors="surrogateescape"), 0)[0]
+        if db.config.encrypt is not None:  # an !ENCRYPT table: a SELECT rewritten here (proxy.execution.encrypted)
+            # (a kept rewrite answers first, one dict lookup; its rewritten text is checked below)
+            encrypted = kept_encrypted_select(session, db, sql)
+            if encrypted is None and encrypted_statement(db, sql):
+                if plain_statement(sql) is not SELECT or reads_diagnostics(sql):
+                    return None
+                encrypted = fast_encrypted_select(session, db, sql)
+                if encrypted is None:
+                    return None
+            if encrypted is not None:
+                logical = sql
+                sql, decrypt = encrypted
+                if sql != logical:
+                    packet = _query_packet(sql)
         text_kind = plain_statement(sql)
         if text_kind is TRANSACTION:
             return local_transaction(session, db, sql, command)
@@ -654,10 +665,8 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
         ds, unit_sql = unit.data_source, unit.sql
         renamer = error_renamer(db, routed)
         tables = bool(routed.logic_tables)
-    forward = _forward_single(session, db, packet, sql, params, retarget, ds, unit_sql, unit, renamer)
-    if forward is not None and logical is not None:
-        session.info, session.sql = logical[:100], logical
-        forward = forward._replace(decrypt=decrypt)
+    forward = _forward_single(session, db, packet, sql, params, retarget, ds, unit_sql, unit, renamer,
+                              logical or sql, decrypt, binary)
     if forward is not None and tables:
         ran_on(session, (ds,))  # a statement with tables replaces the session's diagnostics
     return forward
@@ -665,10 +674,13 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
 
 def _forward_single(session: Session, db: LogicalDatabase, packet: bytes, sql: str, params: Sequence[object] | None,
                     retarget: Callable[[int], bytes | None] | None, ds: str, unit_sql: str, unit: ExecutionUnit | None,
-                    renamer: Callable[[bytes], bytes]) -> Forward | None:
+                    renamer: Callable[[bytes], bytes], shown: str, decrypt: tuple[Any, ...] | None = None,
+                    binary: bool = False) -> Forward | None:
     """`_sharded`'s last step, a statement routed to one node: the command for that node's connection (the client's
     packet as it came, its execute re-addressed, or the unit's own text or execute), behind a BEGIN when the
-    node must join the open transaction; None when the connection cannot take it now (the slow path will)."""
+    node must join the open transaction; None when the connection cannot take it now (the slow path will).
+    `shown`: the client's text (`sql`, or the text an encrypted SELECT's rewrite `sql` came from, whose answer's
+    columns `decrypt` decrypts; `binary`: in binary rows)."""
     if not db.sources[ds].fast_relay:
         return None
     txn = session.txn
@@ -696,13 +708,19 @@ def _forward_single(session: Session, db: LogicalDatabase, packet: bytes, sql: s
             framed = retarget(prepared.ok.statement_id)
         data = b"" if framed is not None else \
             execute_payload(prepared.ok.statement_id, unit or ExecutionUnit(ds, unit_sql, tuple(params)))
-    session.info = sql[:100]
-    session.sql = sql
+    session.info = shown[:100]
+    session.sql = shown
     session.stmt_kind, session.route = SELECT, "single"
     session.found_rows_value, session.found_rows_source = None, ds  # FOUND_ROWS(): that node's
     command_frame = framed or encode_packet(data, 0)[0]
     return Forward(conn, join + command_frame if join else command_frame, renamer, False, bool(join),
-                   relayed_columns(db))
+                   relayed_columns(db), decrypt, binary)
+
+
+def _query_packet(sql: str) -> bytes:
+    """A COM_QUERY of `sql` framed with sequence id 0 (`encode_packet`'s, for a text the fast path takes whole)."""
+    payload = b"\x03" + sql.encode("utf-8", errors="surrogateescape")
+    return len(payload).to_bytes(3, "little") + b"\x00" + payload
 
 
 def _lazy_renamer(db: LogicalDatabase, sql: str, params: Sequence[object] | None) -> Callable[[bytes], bytes]:

@@ -60,6 +60,7 @@ from proxy.execution.encrypted import (
     prepared_encrypted,
     prepared_rewrite,
     relay_prepared_encrypted,
+    run_encrypted_prepared,
 )
 from proxy.execution.explain import DATA_SOURCE_COLUMN, split_explain, xa_refusal
 from proxy.execution.plans import Explained, Run, Strategy
@@ -345,7 +346,9 @@ def _logic_column(c: ColumnDefinition41, renames: Mapping[str, str], db_name: st
 async def _prepare_encrypted(session: Session, db: LogicalDatabase, sql: str) -> None:
     """PREPARE of a statement naming an encrypted table: its columns are those of the rewritten text (the cipher
     columns under the logical names). On a pass-through database the rewrite stays prepared on the connection and
-    EXECUTE runs it there, the parameters mapped and encrypted (`_execute_encrypted`); otherwise (and for what
+    EXECUTE runs it there, the parameters mapped and encrypted (`_execute_encrypted`); on a sharded one a SELECT
+    whose parameters are not encrypted keeps its rewrite, routed and prepared on each node's connection at EXECUTE
+    (`_execute_rewrite`); both on the socket callbacks' fast path when they can. Otherwise (what
     `prepared_encrypted` does not keep) EXECUTE runs it as text, its values written in."""
     try:
         encrypted = await prepared_rewrite(session, db, sql)
@@ -365,7 +368,9 @@ async def _prepare_encrypted(session: Session, db: LogicalDatabase, sql: str) ->
         columns = tuple(answer.columns)
         kept = prepared_encrypted(session, db, sql, encrypted, num_params, answer.ok.num_params)
     else:
-        columns = await _describe(session, text, await _placeholders(text, session.txn.mode_flags))
+        text_params = await _placeholders(text, session.txn.mode_flags)
+        columns = await _describe(session, text, text_params)
+        kept = prepared_encrypted(session, db, sql, encrypted, num_params, text_params)
     stmt = ClientStatement(session.statements.new_id(), sql, num_params, columns, database=db, encrypted=kept)
     session.statements.add(stmt)
     _prepare_answer(session, stmt)
@@ -502,9 +507,12 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
         return
     if db is not None and encrypted_statement(db, stmt.sql):
         kept = stmt.encrypted
-        if kept is not None and fast_encrypted_execute(session, db, kept) and await _execute_encrypted(
-                session, db, stmt, kept, request):
-            return
+        if kept is not None and fast_encrypted_execute(session, db, kept):
+            if db.pass_through_source is None and db.kernel is not None:
+                await _execute_rewrite(session, db, kept, request)  # as the fast path executes it
+                return
+            if await _execute_encrypted(session, db, stmt, kept, request):
+                return
         # its parameters encrypted in the text
         sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
         await encrypted_query(session, db, sql, binary=True)
@@ -559,6 +567,21 @@ async def _execute_encrypted(session: Session, db: LogicalDatabase, stmt: Client
     await relay_prepared_encrypted(session, conn, kept, payload)
     await after_pass_through(session, source, kept.sql)
     return True
+
+
+async def _execute_rewrite(session: Session, db: LogicalDatabase, kept: PreparedEncrypted,
+                           request: ComStmtExecute) -> None:
+    """A prepared SELECT on an encrypted table of a sharded database whose parameters are not encrypted: its rewrite
+    executed as a prepared statement with the client's parameters, binary rows decrypted
+    (proxy.execution.encrypted.run_encrypted_prepared). (Its own function: `_execute_sharded`'s other statements
+    build no closure cells.)"""
+    codec = BoundTypes(request.values, request.types) if request.values else BINARY
+    values = list(request.values)
+    token = BINARY_ROWS.set(True)
+    try:
+        await run_encrypted_prepared(session, kept, lambda text: route_and_execute(session, db, text, values, codec))
+    finally:
+        BINARY_ROWS.reset(token)
 
 
 def _metadata_hint(sql: str) -> bool:

@@ -2,10 +2,13 @@
 proxy.execution.encrypted's DecryptingRelay): rewritten there, their cipher columns decrypted as the rows pass. They
 answer what one unencrypted MariaDB holding the same rows answers, a value its encryptor did not write answers the
 same lone ERR as the session's coroutine, and the kept rewrite of a text before its trailing number serves only the
-texts it fits — on a pass-through database and on a sharded one."""
+texts it fits — on a pass-through database and on a sharded one. A prepared SELECT whose parameters are not
+encrypted runs there too, on a sharded database once the coroutine's execute left the node's connection with its
+rewrite prepared: both paths answer the same bytes, warm or fresh, in a transaction or after a USE elsewhere."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,13 +89,15 @@ def env(
     else:
         physical = [(mariadb_shards[i], f"encfast_shard_{i}") for i in range(2)]
         rules = SHARDING + ENCRYPT
-    for server, db in [*physical, oracle]:
+    other = (mariadb, "encfast_other")  # a database to USE elsewhere
+    for server, db in [*physical, oracle, other]:
         server.execute(f"DROP DATABASE IF EXISTS {db}")
         server.execute(f"CREATE DATABASE {db}")
-        server.execute(LOGICAL if (server, db) == oracle else PHYSICAL, db)
+        if (server, db) != other:
+            server.execute(LOGICAL if (server, db) == oracle else PHYSICAL, db)
     conf = write_conf(
         tmp_path_factory.mktemp(f"encfast-{request.param}"),
-        {"encfast": {f"ds_{i}": p for i, p in enumerate(physical)}},
+        {"encfast": {f"ds_{i}": p for i, p in enumerate(physical)}, "encfast_other": {"ds_0": other}},
         rules_yaml={"encfast": rules},
     )
     proxy = start_proxy(Path(conf))
@@ -106,7 +111,7 @@ def env(
         yield Env(proxy, physical, oracle, request.param)
     finally:
         proxy.stop()
-        for server, db in [*physical, oracle]:
+        for server, db in [*physical, oracle, other]:
             server.execute(f"DROP DATABASE IF EXISTS {db}")
 
 
@@ -156,20 +161,24 @@ def test_a_value_its_encryptor_did_not_write_is_the_same_lone_err(env: Env) -> N
         server.execute("DELETE FROM t_user WHERE user_id = 20", db)
 
 
-# (prepared statement, its parameters, answered on the fast path of a pass-through database): executed through the
-# binary protocol, each answers what the unencrypted oracle answers; a parameter bound to an encrypted column is
-# encrypted into the backend's execute (proxy.execution.encrypted.mapped_execute)
+# (prepared statement, its parameters, answered on the fast path on a pass-through database, on a sharded one):
+# executed through the binary protocol, each answers what the unencrypted oracle answers; a parameter bound to an
+# encrypted column is encrypted into the backend's execute on a pass-through database
+# (proxy.execution.encrypted.mapped_execute), by the session's coroutine on a sharded one, which also runs a
+# statement over both shards (it merges it)
 PREPARED = [
-    ("SELECT user_name FROM t_user WHERE user_id = ?", (10,), True),
-    ("SELECT user_name, password FROM t_user WHERE user_id = ?", (12,), True),  # a NULL and a non-ASCII value
-    ("SELECT user_name, password, status FROM t_user WHERE user_id = ?", (13,), True),  # NULL user_name
-    ("SELECT user_id, user_name AS n, status FROM t_user WHERE user_id = ?", (14,), True),  # NULL last, quotes
-    ("SELECT status, user_id FROM t_user WHERE user_id = ?", (11,), True),  # nothing to decrypt
-    ("SELECT user_id, password FROM t_user WHERE user_id = ?", (999,), True),  # no row
-    ("SELECT password, user_name FROM t_user WHERE user_id = ? OR user_id = ?", (10, 11), True),
-    ("SELECT user_id FROM t_user WHERE password = ?", ("222222",), True),  # an encrypted parameter
-    ("SELECT user_id, user_name FROM t_user WHERE user_name = ? AND user_id = ?", ("lisi", 11), True),
-    ("SELECT * FROM t_user WHERE user_id = ?", (10,), False),  # (its table's columns when executed)
+    ("SELECT user_name FROM t_user WHERE user_id = ?", (10,), True, True),
+    ("SELECT user_name FROM t_user WHERE user_id = ?", (11,), True, True),  # (the other shard)
+    ("SELECT user_name, password FROM t_user WHERE user_id = ?", (12,), True, True),  # a NULL and a non-ASCII value
+    ("SELECT user_name, password, status FROM t_user WHERE user_id = ?", (13,), True, True),  # NULL user_name
+    ("SELECT user_id, user_name AS n, status FROM t_user WHERE user_id = ?", (14,), True, True),  # NULL last, quotes
+    ("SELECT status, user_id FROM t_user WHERE user_id = ?", (11,), True, True),  # nothing to decrypt
+    ("SELECT user_id, password FROM t_user WHERE user_id = ?", (999,), True, True),  # no row
+    ("SELECT user_id, password FROM t_user WHERE user_id IN (?, ?, ?)", (10, 12, 14), True, True),  # rows of a shard
+    ("SELECT password, user_name FROM t_user WHERE user_id = ? OR user_id = ?", (10, 11), True, False),  # both shards
+    ("SELECT user_id FROM t_user WHERE password = ?", ("222222",), True, False),  # an encrypted parameter
+    ("SELECT user_id, user_name FROM t_user WHERE user_name = ? AND user_id = ?", ("lisi", 11), True, False),
+    ("SELECT * FROM t_user WHERE user_id = ?", (10,), False, False),  # (its table's columns when executed)
 ]
 
 
@@ -202,10 +211,11 @@ def _prepared_answer(conn: Any, sql: str, params: tuple[Any, ...]) -> tuple[Any,
         cur.close()
 
 
-@pytest.mark.parametrize(("sql", "params", "fast"), PREPARED)
+@pytest.mark.parametrize(("sql", "params", "fast_passthrough", "fast_sharded"), PREPARED)
 def test_prepared_encrypted_selects_answer_what_an_unencrypted_server_answers(
-    env: Env, sql: str, params: tuple[Any, ...], fast: bool
+    env: Env, sql: str, params: tuple[Any, ...], fast_passthrough: bool, fast_sharded: bool
 ) -> None:
+    fast = fast_passthrough if env.proxy_kind == "passthrough" else fast_sharded
     server, db = env.oracle
     conn = _prepared(env.proxy.host, env.proxy.port, "root", "encfast")
     oconn = _prepared(server.host, server.port, server.password, db)
@@ -223,10 +233,7 @@ def test_prepared_encrypted_selects_answer_what_an_unencrypted_server_answers(
         conn.close()
         oconn.close()
     assert (sorted(got[0], key=repr), got[1]) == want
-    if fast and env.proxy_kind == "passthrough":
-        assert taken >= 1
-    elif not fast:
-        assert taken == 0
+    assert taken >= 1 if fast else taken == 0
 
 
 def test_a_prepared_select_of_a_value_its_encryptor_did_not_write_is_the_same_lone_err(env: Env) -> None:
@@ -240,9 +247,203 @@ def test_a_prepared_select_of_a_value_its_encryptor_did_not_write_is_the_same_lo
         got = _prepared_answer(conn, sql, (20,))
         assert got[:2] == ("error", 1105)
         assert "user_name cannot be decrypted by its encryptor (AES)" in got[2]
-        if env.proxy_kind == "passthrough":
-            assert STATS.taken - before >= 1
+        assert STATS.taken - before >= 1
         assert _prepared_answer(conn, sql, (11,))[0] == [(11, "lisi")]  # the session goes on
     finally:
         conn.close()
         server.execute("DELETE FROM t_user WHERE user_id = 20", db)
+
+
+# where a statement runs on the fast path when executed again: (protocol, kind of database)
+EVERYWHERE = frozenset({("prepared", "passthrough"), ("prepared", "sharded"), ("text", "passthrough"),
+                        ("text", "sharded")})
+# (statement, the parameters of its executes, where it is answered on the fast path when executed again): executed as
+# a prepared statement, or as text with its parameters written in (literal); each execute answers what the unencrypted
+# oracle answers, whichever path runs it. Users 20 and 21 hold a value their encryptor did not write: the lone ERR 1105
+# either way, and the session goes on
+EXECUTES = [
+    ("SELECT user_name FROM t_user WHERE user_id = ?", [(10,), (11,), (13,)], EVERYWHERE),  # each shard; a NULL
+    ("SELECT user_id, user_name, password, status FROM t_user WHERE user_id = ?", [(12,), (14,), (999,)], EVERYWHERE),
+    ("SELECT status, user_id FROM t_user WHERE user_id = ?", [(11,), (10,)], EVERYWHERE),  # nothing to decrypt
+    ("SELECT user_id, password, user_name FROM t_user WHERE user_id IN (?, ?, ?)", [(10, 12, 14), (11, 13, 15)],
+     EVERYWHERE),  # several rows, of one shard
+    ("SELECT user_name FROM t_user WHERE user_id = ?", [(21,), (11,), (20,)], EVERYWHERE),  # undecryptable
+    ("SELECT user_name, password FROM t_user WHERE user_id = ? OR user_id = ?", [(10, 11), (12, 13)],
+     {("prepared", "passthrough"), ("text", "passthrough")}),  # a row on each shard: the coroutine merges them
+    ("SELECT user_id FROM t_user WHERE password = ?", [("111111",), ("5",)],
+     {("prepared", "passthrough"), ("text", "passthrough")}),  # encrypted (pass-through: mapped_execute, the text's
+    # rewrite; sharded: both shards)
+]
+# warm: one session executes each twice; fresh: a new session for each execute; transaction: warm, inside BEGIN ...
+# COMMIT; elsewhere: prepared, then USE another database, then executed (in the database it was prepared in)
+MODES = [
+    *[(protocol, mode) for protocol in ("prepared", "text") for mode in ("warm", "fresh", "transaction")],
+    ("prepared", "elsewhere"),
+]
+UNDECRYPTABLE = (20, 21)
+
+
+class _Session:
+    """One client session executing one statement: prepared (mysql-connector's prepared cursor), or as text with its
+    parameters written in."""
+
+    def __init__(self, env: Env, sql: str, protocol: str) -> None:
+        self.conn = _prepared(env.proxy.host, env.proxy.port, "root", "encfast")
+        self.sql = sql
+        self.protocol = protocol
+        self.cur = self.conn.cursor(prepared=protocol == "prepared")
+
+    def execute(self, params: tuple[Any, ...]) -> tuple[tuple[Any, ...], int]:
+        """The answer (as `_prepared_answer` gives it) and how many commands the fast path took for it."""
+        import mysql.connector
+
+        before = STATS.taken
+        try:
+            if self.protocol == "prepared":
+                self.cur.execute(self.sql, params)
+            else:
+                self.cur.execute(self.sql.replace("?", "%s"), params)  # (the connector writes them in)
+            rows = [tuple(r) for r in self.cur.fetchall()]
+            got: tuple[Any, ...] = (sorted(rows, key=repr), [(d[0], d[1]) for d in self.cur.description or ()])
+        except mysql.connector.Error as exc:
+            got = ("error", exc.errno, exc.msg)
+        return got, STATS.taken - before
+
+    def close(self) -> None:
+        self.cur.close()
+        self.conn.close()
+
+
+@pytest.fixture
+def undecryptable(env: Env) -> Iterator[None]:
+    """Users 20 and 21 (one on each shard) hold a cipher column value their encryptor did not write."""
+    for user_id in UNDECRYPTABLE:
+        server, db = env.physical[user_id % len(env.physical)]
+        server.execute(f"INSERT INTO t_user (user_id, user_name_cipher) VALUES ({user_id}, 'plaintext')", db)
+    try:
+        yield
+    finally:
+        for user_id in UNDECRYPTABLE:
+            server, db = env.physical[user_id % len(env.physical)]
+            server.execute(f"DELETE FROM t_user WHERE user_id = {user_id}", db)
+
+
+@pytest.mark.parametrize(("protocol", "mode"), MODES)
+@pytest.mark.parametrize(("sql", "executes", "fast_in"), EXECUTES)
+def test_encrypted_executes_answer_alike_on_either_path(
+    env: Env,
+    undecryptable: None,
+    protocol: str,
+    mode: str,
+    sql: str,
+    executes: list[tuple[Any, ...]],
+    fast_in: frozenset[tuple[str, str]],
+) -> None:
+    fast = (protocol, env.proxy_kind) in fast_in
+    server, db = env.oracle
+    oconn = _prepared(server.host, server.port, server.password, db)
+    session = None if mode == "fresh" else _Session(env, sql, protocol)
+    try:
+        if mode == "transaction":
+            assert session is not None
+            session.conn.start_transaction()
+        if mode == "elsewhere":
+            assert session is not None
+            session.execute(executes[0])  # (prepared in encfast, and run there once)
+            session.conn.cmd_query("USE encfast_other")
+        for params in executes:
+            want = _prepared_answer(oconn, sql, params)
+            if any(p in UNDECRYPTABLE for p in params):
+                want = ("error", 1105, "the value of column user_name cannot be decrypted by its encryptor (AES): "
+                        "it was not written by it (another key, or plaintext)")
+            if mode == "fresh":
+                fresh = _Session(env, sql, protocol)
+                try:
+                    assert fresh.execute(params)[0] == want
+                finally:
+                    fresh.close()
+                continue
+            assert session is not None
+            first, _ = session.execute(params)
+            again, taken = session.execute(params)  # (its node's connection holds the statement now)
+            assert first == want
+            assert again == want
+            assert taken == (1 if fast and mode != "elsewhere" else 0)
+        if mode == "transaction":
+            assert session is not None
+            session.conn.commit()
+    finally:
+        if session is not None:
+            session.close()
+        oconn.close()
+
+
+class _RawPrepared:
+    """COM_STMT_PREPARE and COM_STMT_EXECUTE over PyMySQL's connection, each answer as the packets it came in (the
+    bytes a client reads, whichever path of the proxy wrote them)."""
+
+    def __init__(self, env: Env) -> None:
+        self.conn = env.proxy.connect("encfast")
+
+    def prepare(self, sql: str) -> int:
+        self.conn._execute_command(0x16, sql)
+        ok = self.conn._read_packet().get_all_data()
+        stmt_id, ncols, nparams = struct.unpack_from("<IHH", ok, 1)
+        for _ in range(bool(nparams) + bool(ncols)):  # (parameter and column definitions, each list up to its EOF)
+            while not self.conn._read_packet().is_eof_packet():
+                pass
+        return int(stmt_id)
+
+    def execute(self, stmt_id: int, params: tuple[int, ...]) -> list[bytes]:
+        body = struct.pack("<IBI", stmt_id, 0, 1) + bytes((len(params) + 7) // 8) + b"\x01"
+        body += b"\x08\x00" * len(params) + b"".join(struct.pack("<q", v) for v in params)
+        self.conn._execute_command(0x17, body)
+        try:
+            first = self.conn._read_packet()
+        except pymysql.MySQLError as exc:  # (PyMySQL reads an ERR as this)
+            return [repr(exc.args).encode()]
+        answer = [first.get_all_data()]
+        if first.is_ok_packet():
+            return answer
+        for _ in range(2):  # the column definitions, then the rows, each up to its EOF
+            while True:
+                packet = self.conn._read_packet()
+                answer.append(packet.get_all_data())
+                if packet.is_eof_packet():
+                    break
+        return answer
+
+    def query(self, sql: str) -> None:
+        with self.conn.cursor() as cur:
+            cur.execute(sql)
+
+
+# (prepared statement, parameters): on a sharded database, each answers the same bytes from the session's coroutine
+# (the session holds no connection of the node) and from the fast path (its next executes, on the connection the
+# coroutine left with the statement prepared)
+SAME_BYTES = [
+    ("SELECT user_name FROM t_user WHERE user_id = ?", (11,)),
+    ("SELECT user_id, user_name, password, status FROM t_user WHERE user_id = ?", (12,)),
+    ("SELECT user_id, password, user_name FROM t_user WHERE user_id IN (?, ?, ?)", (11, 13, 15)),
+    ("SELECT user_name FROM t_user WHERE user_id = ?", (21,)),  # the lone ERR
+]
+
+
+@pytest.mark.parametrize(("sql", "params"), SAME_BYTES)
+def test_a_prepared_encrypted_select_answers_the_same_bytes_on_either_path(
+    env: Env, undecryptable: None, sql: str, params: tuple[int, ...]
+) -> None:
+    client = _RawPrepared(env)
+    try:
+        stmt_id = client.prepare(sql)
+        client.query("USE encfast_other")  # (and back: the session holds no connection of encfast's now)
+        client.query("USE encfast")
+        answers, taken = [], []
+        for _ in range(3):
+            before = STATS.taken
+            answers.append(client.execute(stmt_id, params))
+            taken.append(STATS.taken - before)
+    finally:
+        client.conn.close()
+    assert taken == [0, 1, 1]  # the coroutine's, then the fast path's (the node's connection holds the statement)
+    assert answers[0] == answers[1] == answers[2]
