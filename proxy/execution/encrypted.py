@@ -73,6 +73,7 @@ __all__ = [
     "fast_encrypted_execute",
     "fast_encrypted_select",
     "mapped_execute",
+    "physical_binding",
     "prepared_encrypted",
     "prepared_rewrite",
     "relay_prepared_encrypted",
@@ -191,9 +192,9 @@ def prepared_encrypted(
 ) -> PreparedEncrypted | None:
     """What is kept of a statement prepared on a database with an `!ENCRYPT` rule (`encrypted`: its rewrite,
     `num_params` the client's placeholders, `physical` the rewrite's) to run it prepared as its rewrite: on a
-    pass-through database prepared on the backend, its parameters mapped and encrypted when some are bound to an
-    encrypted column; on a sharded one a SELECT whose parameters are not encrypted, its rewrite routed and prepared on
-    the node's connection at each execute. None when its executes run as text: `!MASK` to apply after decryption, a
+    pass-through database prepared on the backend; on a sharded one a SELECT, its rewrite routed and prepared on the
+    node's connection at each execute; either way its parameters mapped and encrypted when some are bound to an
+    encrypted column (`physical_binding`). None when its executes run as text: `!MASK` to apply after decryption, a
     read/write splitting group (each execute classified), no SELECT / INSERT / UPDATE / DELETE / REPLACE, a rewrite
     that read a table's columns (a `*`), a text the fast relay does not take, placeholders the rewrite cannot map."""
     source = db.pass_through_source
@@ -201,7 +202,7 @@ def prepared_encrypted(
     if (
         encrypted is None
         or (source is not None and not source.fast_relay)
-        or (source is None and (db.kernel is None or encrypted.encrypts_params or first != "SELECT"))
+        or (source is None and (db.kernel is None or first != "SELECT"))
         or db.rules.mask is not None
         or first not in _PREPARED_STATEMENTS
         or encrypted.reads_columns
@@ -232,14 +233,25 @@ def mapped_execute(
     `types`: each `?` of the rewrite takes its client parameter, as it came or encrypted (sent as a string); NULL
     stays NULL. No cursor (a cursor's rows are the proxy's). Raises what the encryptors raise (ServerError: a LIKE
     encryptor's character without its dictionary) and ValueError / TypeError for a value its type does not hold."""
-    params = kept.params
-    if params is None:
+    if kept.params is None:
         return encode_execute(statement_id, values, types)
+    physical, bound, block = physical_binding(kept, values, types)
+    return encode_execute(statement_id, physical, bound, block)
+
+
+def physical_binding(
+    kept: PreparedEncrypted, values: Sequence[object], types: Sequence[ParamType]
+) -> tuple[tuple[object, ...], tuple[ParamType, ...], bytes]:
+    """The values of the rewrite's parameters (`kept.params`, not None) for the client's `values` of `types`, as it
+    came or encrypted, their types (an encrypted value a string) and the encoding of those types. Raises what the
+    encryptors raise (ServerError: a LIKE encryptor's character without its dictionary)."""
+    params = kept.params
+    assert params is not None
     if types is not kept.types:  # (the fast path's decoder gives back the types it was given when none are bound)
         kept.physical_types = tuple(types[i] if encryptor is None else _CIPHERTEXT for i, encryptor in params)
         kept.type_block = b"".join(t.encode() for t in kept.physical_types)
         kept.types = types
-    return encode_execute(statement_id, physical_params(params, values), kept.physical_types, kept.type_block)
+    return tuple(physical_params(params, values)), kept.physical_types, kept.type_block
 
 
 #: what answers a statement that is no data statement (SHOW, DESCRIBE ...): (session, database, text, the session's

@@ -20,8 +20,10 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from protocol.binary import ParamType, encode_execute
 from protocol.constants import ErrorCode
 from protocol.framing import encode_packet
 from protocol.packets import ERRPacket
@@ -40,6 +42,7 @@ from proxy.execution.encrypted import (
     fast_encrypted_select,
     kept_encrypted_select,
     mapped_execute,
+    physical_binding,
 )
 from proxy.execution.errors import error_packet
 from proxy.execution.fastcommit import CommitFan
@@ -581,9 +584,16 @@ def _sharded(session: Session, db: LogicalDatabase, packet: bytes
             else:
                 layout = stmt.layout = execute_layout(stmt.types)
         num_params, types, kept = stmt.num_params, stmt.types or (), layout
+        if rewrite is not None and rewrite.params is not None:  # parameters bound to encrypted columns
+            try:
+                values, bound, block = physical_binding(rewrite, values, types)
+            except Exception:  # a value an encryptor refuses: the coroutine answers it
+                return None
+            retarget = partial(_mapped_execute, values, bound, block)
+        else:
 
-        def retarget(statement_id: int) -> bytes | None:  # the client's parameter bytes, re-addressed
-            return retarget_execute(packet, statement_id, num_params, types, kept)
+            def retarget(statement_id: int) -> bytes | None:  # the client's parameter bytes, re-addressed
+                return retarget_execute(packet, statement_id, num_params, types, kept)
 
         sql = stmt.sql if rewrite is None else rewrite.sql
         params = values
@@ -715,6 +725,14 @@ def _forward_single(session: Session, db: LogicalDatabase, packet: bytes, sql: s
     command_frame = framed or encode_packet(data, 0)[0]
     return Forward(conn, join + command_frame if join else command_frame, renamer, False, bool(join),
                    relayed_columns(db), decrypt, binary)
+
+
+def _mapped_execute(values: tuple[object, ...], types: tuple[ParamType, ...], block: bytes,
+                    statement_id: int) -> bytes | None:
+    """The framed execute of a sharded encrypted SELECT's rewrite (proxy.execution.encrypted.physical_binding: its
+    parameters mapped and encrypted, bound with the types the session's coroutine binds them with)."""
+    payload = encode_execute(statement_id, values, types, block)
+    return encode_packet(payload, 0)[0] if len(payload) < _MAX_FRAME else None
 
 
 def _query_packet(sql: str) -> bytes:

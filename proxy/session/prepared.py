@@ -57,6 +57,7 @@ from proxy.execution.encrypted import (
     encrypted_statement,
     fast_encrypted_execute,
     mapped_execute,
+    physical_binding,
     prepared_encrypted,
     prepared_rewrite,
     relay_prepared_encrypted,
@@ -571,12 +572,19 @@ async def _execute_encrypted(session: Session, db: LogicalDatabase, stmt: Client
 
 async def _execute_rewrite(session: Session, db: LogicalDatabase, kept: PreparedEncrypted,
                            request: ComStmtExecute) -> None:
-    """A prepared SELECT on an encrypted table of a sharded database whose parameters are not encrypted: its rewrite
-    executed as a prepared statement with the client's parameters, binary rows decrypted
+    """A prepared SELECT on an encrypted table of a sharded database: its rewrite executed as a prepared statement
+    with the client's parameters (those bound to encrypted columns mapped and encrypted), binary rows decrypted
     (proxy.execution.encrypted.run_encrypted_prepared). (Its own function: `_execute_sharded`'s other statements
     build no closure cells.)"""
-    codec = BoundTypes(request.values, request.types) if request.values else BINARY
-    values = list(request.values)
+    values, types = request.values, request.types
+    if kept.params is not None:  # parameters bound to encrypted columns: the rewrite's, encrypted
+        try:
+            values, types, _block = physical_binding(kept, values, types)
+        except ServerError as exc:  # a LIKE encryptor's character without its dictionary: as the text path refuses it
+            session.error(exc.errno, exc.message, exc.sqlstate)
+            return
+    codec = BoundTypes(values, types) if values else BINARY
+    values = list(values)
     token = BINARY_ROWS.set(True)
     try:
         await run_encrypted_prepared(session, kept, lambda text: route_and_execute(session, db, text, values, codec))

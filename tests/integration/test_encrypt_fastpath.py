@@ -163,9 +163,8 @@ def test_a_value_its_encryptor_did_not_write_is_the_same_lone_err(env: Env) -> N
 
 # (prepared statement, its parameters, answered on the fast path on a pass-through database, on a sharded one):
 # executed through the binary protocol, each answers what the unencrypted oracle answers; a parameter bound to an
-# encrypted column is encrypted into the backend's execute on a pass-through database
-# (proxy.execution.encrypted.mapped_execute), by the session's coroutine on a sharded one, which also runs a
-# statement over both shards (it merges it)
+# encrypted column is encrypted into the backend's execute (proxy.execution.encrypted.physical_binding); a sharded
+# statement over both shards is the session's coroutine's (it merges it)
 PREPARED = [
     ("SELECT user_name FROM t_user WHERE user_id = ?", (10,), True, True),
     ("SELECT user_name FROM t_user WHERE user_id = ?", (11,), True, True),  # (the other shard)
@@ -177,7 +176,7 @@ PREPARED = [
     ("SELECT user_id, password FROM t_user WHERE user_id IN (?, ?, ?)", (10, 12, 14), True, True),  # rows of a shard
     ("SELECT password, user_name FROM t_user WHERE user_id = ? OR user_id = ?", (10, 11), True, False),  # both shards
     ("SELECT user_id FROM t_user WHERE password = ?", ("222222",), True, False),  # an encrypted parameter
-    ("SELECT user_id, user_name FROM t_user WHERE user_name = ? AND user_id = ?", ("lisi", 11), True, False),
+    ("SELECT user_id, user_name FROM t_user WHERE user_name = ? AND user_id = ?", ("lisi", 11), True, True),
     ("SELECT * FROM t_user WHERE user_id = ?", (10,), False, False),  # (its table's columns when executed)
 ]
 
@@ -270,6 +269,8 @@ EXECUTES = [
     ("SELECT user_name FROM t_user WHERE user_id = ?", [(21,), (11,), (20,)], EVERYWHERE),  # undecryptable
     ("SELECT user_name, password FROM t_user WHERE user_id = ? OR user_id = ?", [(10, 11), (12, 13)],
      {("prepared", "passthrough"), ("text", "passthrough")}),  # a row on each shard: the coroutine merges them
+    ("SELECT user_id, password FROM t_user WHERE user_name = ? AND user_id = ?",
+     [("lisi", 11), ("zhangsan", 10), ("nobody", 10), (None, 13)], EVERYWHERE),  # an encrypted parameter, one node
     ("SELECT user_id FROM t_user WHERE password = ?", [("111111",), ("5",)],
      {("prepared", "passthrough"), ("text", "passthrough")}),  # encrypted (pass-through: mapped_execute, the text's
     # rewrite; sharded: both shards)
