@@ -147,11 +147,14 @@ def _long_hash(v: int) -> int:
 def java_hash_code(value: Any) -> int:
     """``value.hashCode()`` for the Java object ShardingSphere would hold for ``value``.
 
-    str → String, int → Integer/Long/BigInteger by magnitude (JavaLong → Long), Decimal → BigDecimal,
-    float → Double, bool → Boolean. Other types (and None) raise ``TypeError``.
+    str (and bytes, a string parameter of the binary protocol, read as UTF-8) → String, int →
+    Integer/Long/BigInteger by magnitude (JavaLong → Long), Decimal → BigDecimal, float → Double, bool → Boolean.
+    Other types (and None) raise ``TypeError``.
     """
     if isinstance(value, str):
         return java_string_hash(value)
+    if isinstance(value, bytes):  # a string parameter of the binary protocol: the String ShardingSphere decodes
+        return java_string_hash(value.decode("utf-8", "surrogateescape"))
     if isinstance(value, bool):
         return 1231 if value else 1237
     if isinstance(value, int):

@@ -330,7 +330,8 @@ def literal_value(text: str, kind: str) -> Any:
         ch = body[i]
         if ch == "\\" and escapes and i + 1 < len(body):
             nxt = body[i + 1]
-            out.append(_ESCAPES.get(nxt, nxt))
+            # (\% and \_ keep their backslash: MySQL reads them so outside LIKE too, and LIKE reads them as % and _)
+            out.append("\\" + nxt if nxt in "%_" else _ESCAPES.get(nxt, nxt))
             i += 2
         elif ch == quote and i + 1 < len(body) and body[i + 1] == quote:
             out.append(quote)

@@ -24,7 +24,8 @@ from proxy.frontend.wire import ClientGone
 from proxy.observe.audit import audit_statement, session_fields
 from proxy.session import admin, commands, prepared, processlist, query
 from proxy.session.distsql import handler as distsql
-from proxy.session.statements import KINDS, ProxyStatement, like_to_regex
+from proxy.session.statements import KINDS, ProxyStatement
+from routing.like import like_to_regex
 
 if TYPE_CHECKING:
     from proxy.session.handle import SessionHandle as Session

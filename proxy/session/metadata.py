@@ -36,9 +36,10 @@ from proxy.session.processlist import (
     reads_processlist,
 )
 from proxy.session.schema_scope import _SCHEMA_TABLE, Scope, restore_names, restore_reshaped, scope_to_schema
-from proxy.session.statements import like_to_regex, unquote_ident
+from proxy.session.statements import unquote_ident
 from routing.encrypt.metadata import logical_schema_columns, logical_schema_select, table_metadata
 from routing.encrypt.rule import EncryptTable
+from routing.like import like_to_regex
 from routing.logical_names import LogicalNames
 from routing.session_functions import has_call, substitute_session_functions
 from routing.split import _TOKEN

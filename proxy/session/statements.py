@@ -122,17 +122,3 @@ def classify(sql: str) -> ProxyStatement | None:
         if name is not None:
             return ProxyStatement("distsql_unsupported", name)
     return None
-
-
-def like_to_regex(pattern: str) -> re.Pattern[str]:
-    out = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
-        i += 1
-    return re.compile("^" + "".join(out) + "$", re.I | re.S)

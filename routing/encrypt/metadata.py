@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from routing.encrypt.rule import EncryptRule, EncryptTable
-from routing.parse import Token, tokenize
+from routing.like import like_to_regex
+from routing.parse import Token, literal_value, tokenize
 
 __all__ = [
     "TableMetadata",
@@ -62,26 +63,6 @@ def _ident(token: Token) -> str | None:
     return None
 
 
-def _string(text: str) -> str:
-    """A quoted string literal's value as MariaDB reads it in a LIKE: ``\\%`` and ``\\_`` stay escaped."""
-    quote, body = text[0], text[1:-1]
-    out: list[str] = []
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if ch == "\\" and i + 1 < len(body):
-            nxt = body[i + 1]
-            out.append("\\" + nxt if nxt in "%_" else {"0": "\0", "n": "\n", "r": "\r", "t": "\t"}.get(nxt, nxt))
-            i += 2
-        elif ch == quote and i + 1 < len(body) and body[i + 1] == quote:
-            out.append(quote)
-            i += 2
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
-
-
 def _table_ref(tokens: list[Token], i: int) -> tuple[str | None, str, int] | None:
     """``[db.]table`` at ``tokens[i]``: (database or None, table, index after it)."""
     if i >= len(tokens) or _ident(tokens[i]) is None:
@@ -119,7 +100,7 @@ def table_metadata(sql: str, rule: EncryptRule, database: str) -> TableMetadata 
                 return None
             column = tokens[i]
             if column.kind == "s" and column.text[0] == "'":
-                like = _string(column.text)
+                like = literal_value(column.text, "s")
             else:
                 name = _ident(column)
                 if name is None:
@@ -155,7 +136,7 @@ def table_metadata(sql: str, rule: EncryptRule, database: str) -> TableMetadata 
                 word = tokens[i].upper
                 if word == "LIKE" and i + 2 == len(tokens) and tokens[i + 1].kind == "s" \
                         and tokens[i + 1].text[0] == "'":
-                    like = _string(tokens[i + 1].text)
+                    like = literal_value(tokens[i + 1].text, "s")
                 elif word == "WHERE" and i + 1 < len(tokens):
                     where = sql[tokens[i].end : tokens[-1].end].strip()
                 else:
@@ -174,23 +155,9 @@ def table_metadata(sql: str, rule: EncryptRule, database: str) -> TableMetadata 
     return TableMetadata("columns", f"SHOW {'FULL ' if full else ''}COLUMNS FROM {name}", encrypted, like, where)
 
 
-def _like_regex(pattern: str) -> re.Pattern[str]:
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
-        i += 1
-    return re.compile("".join(out) + r"\Z", re.I | re.S)
-
-
 def like_matches(pattern: str, name: str) -> bool:
     """Whether a column's name matches a SHOW COLUMNS LIKE pattern (case-insensitive, as MariaDB matches them)."""
-    return _like_regex(pattern).match(name) is not None
+    return like_to_regex(pattern).match(name) is not None
 
 
 def _text(value: bytes | None) -> str:
@@ -201,7 +168,7 @@ def logical_columns(rows: Sequence[Row], table: EncryptTable, like: str | None =
     """DESCRIBE / SHOW [FULL] COLUMNS rows (the column's name first) of `table`'s physical table in its logical
     shape: the cipher column's row under the logical name, the assisted and LIKE query columns' rows left out;
     with `like`, only the rows whose logical name matches it."""
-    rx = None if like is None else _like_regex(like)
+    rx = None if like is None else like_to_regex(like)
     out: list[Row] = []
     for row in rows:
         name = _text(row[0]).lower()

@@ -178,6 +178,8 @@ def test_expand_with_unbound_variable_is_a_config_error() -> None:
         ("中文", 646394),
         ("😀", 1772899),  # UTF-16 surrogate pair
         ("U0000000001", -997165034),
+        (b"U0000000001", -997165034),  # a string parameter of the binary protocol: its String's
+        ("王五".encode(), java_string_hash("王五")),
         (-5, -5),  # Integer
         (-1, -1),
         (JavaLong(-1), 0),  # Long

@@ -25,8 +25,8 @@ from proxy.session.distsql import encrypt_rules, export, feature_rules, grammar,
 from proxy.session.distsql.errors import DistSQLError, not_supported
 from proxy.session.distsql.targets import tables_by_source, target
 from proxy.session.metadata import existing_tables
-from proxy.session.statements import like_to_regex
 from proxy.version import version
+from routing.like import like_to_regex
 
 if TYPE_CHECKING:
     from proxy.backends.runtime import LogicalDatabase
