@@ -206,7 +206,7 @@ def prepared_encrypted(
         or db.rules.mask is not None
         or first not in _PREPARED_STATEMENTS
         or encrypted.reads_columns
-        or _PREFIX_UNSAFE.search(sql) is not None
+        or _COMMENT.search(sql) is not None
     ):
         return None
     params = encrypted.param_map if encrypted.encrypts_params else None
@@ -487,6 +487,10 @@ def _trailing_number(sql: str) -> int:
 
 
 _PREFIX_UNSAFE = re.compile(r"\*|\b(?:ORDER|GROUP)\b|/\*|--|#", re.I)
+#: a prepared statement's text is rewritten once, at PREPARE, for every execute (its values are parameters): only a
+#: comment keeps it on the text path (what a comment holds the rewrite does not read); a `*` that the rewrite expanded
+#: into the table's columns is `Encrypted.reads_columns`
+_COMMENT = re.compile(r"/\*|--|#")
 _BY_PREFIX: dict[tuple[object, int, str], tuple[str, tuple[Encryptor | None, ...] | None]] = {}
 _BY_PREFIX_MAX = 256
 

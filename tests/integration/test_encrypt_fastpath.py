@@ -178,6 +178,12 @@ PREPARED = [
     ("SELECT user_id FROM t_user WHERE password = ?", ("222222",), True, False),  # an encrypted parameter
     ("SELECT user_id, user_name FROM t_user WHERE user_name = ? AND user_id = ?", ("lisi", 11), True, True),
     ("SELECT * FROM t_user WHERE user_id = ?", (10,), False, False),  # (its table's columns when executed)
+    # rewritten once at PREPARE for every execute: ORDER BY, GROUP BY and a `*` in COUNT(*) are the fast path's too
+    ("SELECT user_id, user_name FROM t_user WHERE user_id IN (?, ?) ORDER BY user_id DESC", (10, 12), True, True),
+    ("SELECT status, COUNT(*) FROM t_user WHERE user_id IN (?, ?) GROUP BY status ORDER BY status", (10, 12), True,
+     True),
+    ("SELECT COUNT(*), MAX(user_id) FROM t_user WHERE user_name = ?", ("lisi",), True, False),  # (sharded: both)
+    ("SELECT user_name FROM t_user WHERE user_id = ? /* a comment */", (10,), False, False),  # (not read)
 ]
 
 
@@ -233,6 +239,36 @@ def test_prepared_encrypted_selects_answer_what_an_unencrypted_server_answers(
         oconn.close()
     assert (sorted(got[0], key=repr), got[1]) == want
     assert taken >= 1 if fast else taken == 0
+
+
+# prepared statements whose rows come in an order: the same order as the unencrypted oracle's
+ORDERED = [
+    ("SELECT user_id, user_name FROM t_user WHERE user_id IN (?, ?, ?) ORDER BY user_id DESC", (10, 12, 14)),
+    ("SELECT user_name, user_id FROM t_user WHERE user_id IN (?, ?) ORDER BY user_id LIMIT 1", (12, 14)),
+    ("SELECT status, COUNT(*) FROM t_user WHERE user_id IN (?, ?, ?) GROUP BY status ORDER BY status DESC",
+     (10, 12, 14)),
+]
+
+
+@pytest.mark.parametrize(("sql", "params"), ORDERED)
+def test_prepared_encrypted_selects_in_order(env: Env, sql: str, params: tuple[Any, ...]) -> None:
+    server, db = env.oracle
+    conn = _prepared(env.proxy.host, env.proxy.port, "root", "encfast")
+    oconn = _prepared(server.host, server.port, server.password, db)
+    try:
+        answers = []
+        for c in (conn, oconn):
+            cur = c.cursor(prepared=True)
+            rows = []
+            for _ in range(2):  # (the second execute: the fast path's)
+                cur.execute(sql, params)
+                rows.append([tuple(r) for r in cur.fetchall()])
+            cur.close()
+            answers.append(rows)
+    finally:
+        conn.close()
+        oconn.close()
+    assert answers[0] == answers[1]
 
 
 def test_a_prepared_select_of_a_value_its_encryptor_did_not_write_is_the_same_lone_err(env: Env) -> None:

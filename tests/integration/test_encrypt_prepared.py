@@ -75,7 +75,9 @@ READS = [
     ("SELECT user_name, status FROM t_user WHERE status = ? AND password = ?", ("a", "111111"), True),  # mixed
     ("SELECT user_id FROM t_user WHERE user_id = ? AND password IN (?, ?)", (11, "222222", "x"), True),
     ("SELECT user_id, password FROM t_user WHERE password = ? LIMIT ?", (222222, 5), True),  # a number, encrypted
-    ("SELECT COUNT(*) FROM t_user WHERE user_name = ?", ("zhangsan",), False),  # (a `*`: run as text)
+    ("SELECT COUNT(*) FROM t_user WHERE user_name = ?", ("zhangsan",), True),  # (a `*` the rewrite did not expand)
+    ("SELECT user_id, user_name FROM t_user WHERE user_name LIKE ? ORDER BY user_id DESC", ("%", ), True),
+    ("SELECT * FROM t_user WHERE user_name = ?", ("lisi",), False),  # (the table's columns, read when executed)
 ]
 
 # (id, prepared write, the parameters of each of its executes): affected rows, LAST_INSERT_ID, warnings and the
