@@ -83,7 +83,7 @@ from routing.parse import reading, scan_shape
 from routing.session_functions import has_call
 
 if TYPE_CHECKING:
-    from proxy.backends.runtime import LogicalDatabase
+    from proxy.backends.runtime import ColumnSchema, LogicalDatabase
     from proxy.execution.context import SessionContext as Session
 
 # MariaDB's and MySQL's definition of a `?` parameter in a PREPARE answer
@@ -307,11 +307,7 @@ async def _describe_routed(session: Session, sql: str, num_params: int) -> tuple
             raise RoutingError(answer.message, errno=answer.errno, sqlstate=answer.sqlstate)
         renames = {actual.lower(): logic for ru in routed.route_units for logic, actual in ru.table_map.items()}
         visible = routed.merge_spec.visible_columns if routed.merge_spec else len(answer.columns)
-        return tuple(
-            replace(c, table=renames.get(c.table.lower(), c.table), org_table=renames.get(c.org_table.lower(),
-                    c.org_table), schema=db.name if c.schema else "")
-            for c in answer.columns[:visible]
-        )
+        return tuple(_logic_column(c, renames, db.column_schema) for c in answer.columns[:visible])
     return ()
 
 
@@ -334,12 +330,14 @@ async def _describe_query(session: Session, sql: str) -> tuple[ColumnDefinition4
     answer = await conn.prepared(found.sql)
     if isinstance(answer, ERRPacket):
         return None
-    return tuple(_logic_column(c, found.renames, db.name) for c in answer.columns)
+    return tuple(_logic_column(c, found.renames, db.column_schema) for c in answer.columns)
 
 
-def _logic_column(c: ColumnDefinition41, renames: Mapping[str, str], db_name: str) -> ColumnDefinition41:
+def _logic_column(c: ColumnDefinition41, renames: Mapping[str, str], schema: ColumnSchema) -> ColumnDefinition41:
+    """A data source's definition in logical names: its actual tables as logic tables, its physical database as the
+    logical one (`information_schema`, `mysql` or another database stay)."""
     return replace(c, table=renames.get(c.table.lower(), c.table),
-                   org_table=renames.get(c.org_table.lower(), c.org_table), schema=db_name if c.schema else "")
+                   org_table=renames.get(c.org_table.lower(), c.org_table), schema=schema.shown(c.schema))
 
 
 async def _prepare_encrypted(session: Session, db: LogicalDatabase, sql: str) -> None:
