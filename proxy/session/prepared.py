@@ -253,6 +253,9 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
         return ()  # XA: refused at EXECUTE
     if split_explain(sql) is not None:
         return await _describe_explain(session, sql, num_params)
+    spelled = metadata.routed_spelling(db, sql)  # DESC t col, SHOW FIELDS, SHOW KEYS ...: as EXECUTE runs them
+    if spelled is not None:
+        return await _describe_routed(session, spelled, num_params)
     # A long text (an IN list of thousands of values) is described from its routed variant first: the kernel
     # reads its lists without sqlglot, whose parse of the whole text would hold the event loop (issue 35)
     long = len(sql) >= OFF_LOOP_TEXT
@@ -307,8 +310,18 @@ async def _describe_routed(session: Session, sql: str, num_params: int) -> tuple
             raise RoutingError(answer.message, errno=answer.errno, sqlstate=answer.sqlstate)
         renames = {actual.lower(): logic for ru in routed.route_units for logic, actual in ru.table_map.items()}
         visible = routed.merge_spec.visible_columns if routed.merge_spec else len(answer.columns)
-        return tuple(_logic_column(c, renames, db.column_schema) for c in answer.columns[:visible])
+        physical = getattr(db.sources[unit.data_source].config, "database", None)
+        return tuple(_tables_in(_logic_column(c, renames, db.column_schema), physical, db.name)
+                     for c in answer.columns[:visible])
     return ()
+
+
+def _tables_in(c: ColumnDefinition41, physical: str | None, logical: str) -> ColumnDefinition41:
+    """SHOW TABLES' column `Tables_in_<physical database>` as `Tables_in_<logical database>`."""
+    prefix = f"Tables_in_{physical}"
+    if physical is None or not c.name.startswith(prefix):
+        return c
+    return replace(c, name=f"Tables_in_{logical}{c.name[len(prefix):]}")
 
 
 async def _describe_query(session: Session, sql: str) -> tuple[ColumnDefinition41, ...] | None:
