@@ -68,6 +68,7 @@ from proxy.execution.resultset import BINARY_ROWS
 from proxy.execution.routed import decide_fairly, route_and_execute
 from proxy.execution.state import ClientStatement
 from proxy.execution.txn_control import classify_session_statement
+from proxy.execution.units import _logical_message
 from proxy.frontend.wire import CapturedWriter
 from proxy.session import metadata, processlist, system_schema
 from proxy.session.bound_types import BoundTypes
@@ -306,8 +307,9 @@ async def _describe_routed(session: Session, sql: str, num_params: int) -> tuple
         unit = routed.execution_units[0]
         conn = await session.backend(unit.data_source, record_write=False)  # describing is no write
         answer = await conn.prepared(unit.sql)
-        if isinstance(answer, ERRPacket):
-            raise RoutingError(answer.message, errno=answer.errno, sqlstate=answer.sqlstate)
+        if isinstance(answer, ERRPacket):  # in logical names, as EXECUTE's would be (`Table 'sharding_db.t' ...`)
+            raise RoutingError(_logical_message(db, routed, answer.message), errno=answer.errno,
+                               sqlstate=answer.sqlstate)
         renames = {actual.lower(): logic for ru in routed.route_units for logic, actual in ru.table_map.items()}
         visible = routed.merge_spec.visible_columns if routed.merge_spec else len(answer.columns)
         physical = getattr(db.sources[unit.data_source].config, "database", None)
