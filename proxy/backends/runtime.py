@@ -145,6 +145,28 @@ def _kernel(config: DatabaseConfig, metadata: SchemaSnapshot) -> ShardingKernel 
     return ShardingKernel(config.rules, metadata, plan_cache_size=size)
 
 
+@dataclass(frozen=True, eq=False)
+class ColumnSchema:
+    """The database a column definition of a sharded database's answer names (its `schema` field). MariaDB names the
+    database of the column's table there: a data node names its physical database, shown as the logical one (`name`);
+    `information_schema` (SHOW COLUMNS, SHOW INDEX, SHOW TABLE STATUS read it), `mysql` or another database stay as
+    named. Compared by identity (a new one when the data sources change): the answers' column memos key on it."""
+
+    name: str
+    physical: frozenset[str]
+
+    def shown(self, schema: str) -> str:
+        return self.name if schema in self.physical else schema
+
+
+NO_COLUMN_SCHEMA = ColumnSchema("", frozenset())
+
+
+def _column_schema(name: str, sources: dict[str, DataSource]) -> ColumnSchema:
+    physical = (getattr(src.config, "database", None) for src in sources.values())
+    return ColumnSchema(name, frozenset(db for db in physical if db))
+
+
 def _renaming(name: str, source: DataSource | None) -> Renaming | None:
     """A pass-through database whose physical database has another name: what the statements and answers need."""
     return renaming_of(name, source.config.database) if source is not None else None
@@ -163,6 +185,7 @@ class LogicalDatabase:
             next(iter(sources.values())) if self.kernel is None else None
         )
         self.renaming = _renaming(self.name, self.pass_through_source)
+        self.column_schema = _column_schema(self.name, sources)
         self._reload_lock = asyncio.Lock()
         self._twin: tuple[ShardingKernel, ShardingKernel] | None = None
         # statements decided off the event loop take the twin one at a time (its caches and per-call state are
@@ -194,6 +217,7 @@ class LogicalDatabase:
         self.config, self.rules, self.sources = config, config.rules, sources
         self.metadata, self.kernel, self.pass_through_source = metadata, kernel, pass_through
         self.renaming = _renaming(self.name, pass_through)
+        self.column_schema = _column_schema(self.name, sources)
 
     async def reload_metadata(self) -> None:
         if self.kernel is None:

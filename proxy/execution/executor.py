@@ -37,6 +37,7 @@ from protocol.packets import (
 from protocol.rowframes import RowFrames
 from proxy.backends.backend import BackendConnection
 from proxy.backends.codec import TEXT, StatementCodec, StatementFailed
+from proxy.backends.runtime import NO_COLUMN_SCHEMA, ColumnSchema
 from proxy.clusterport import port
 from proxy.execution import budget, diagnostics, lastid, txn_control
 from proxy.execution.decide import NO_FEDERATION, decide
@@ -178,20 +179,23 @@ async def _after_relayed_select(session: Session, conn: BackendConnection, unit:
 # --- reads ------------------------------------------------------------------------------------------------
 
 
-def _logic_column(col: ColumnDefinition41, renames: dict[str, str], schema: str) -> ColumnDefinition41:
+def _logic_column(col: ColumnDefinition41, renames: dict[str, str], schema: ColumnSchema) -> ColumnDefinition41:
+    """A node's column definition in logical names: an actual table as its logic table, the node's physical database
+    as the logical one (information_schema's columns of SHOW COLUMNS / SHOW INDEX keep `information_schema`)."""
     table = renames.get(col.table.lower(), col.table)
     org_table = renames.get(col.org_table.lower(), col.org_table)
-    if table == col.table and org_table == col.org_table and not col.schema:
+    shown = schema.shown(col.schema)
+    if table == col.table and org_table == col.org_table and shown == col.schema:
         return col
-    return replace(col, table=table, org_table=org_table, schema=schema if col.schema else col.schema)
+    return replace(col, table=table, org_table=org_table, schema=shown)
 
 
 # A node's column definition (decoded once per distinct payload, so the same object comes back
 # statement after statement) -> its logic form and that form's payload, for the names it was renamed to
-_LOGIC_COLUMNS: IdentityMemo[tuple[str, str, str, ColumnDefinition41, bytes]] = IdentityMemo(4096)
+_LOGIC_COLUMNS: IdentityMemo[tuple[str, str, ColumnSchema, ColumnDefinition41, bytes]] = IdentityMemo(4096)
 
 
-def _logic_columns(columns: Sequence[ColumnDefinition41], renames: dict[str, str], schema: str
+def _logic_columns(columns: Sequence[ColumnDefinition41], renames: dict[str, str], schema: ColumnSchema
                    ) -> tuple[list[ColumnDefinition41], list[bytes]]:
     """`_logic_column` of each column, and each one's encoded payload: the `dataclasses.replace` and the
     encoding are done once per node column and name mapping, not at every statement."""
@@ -202,7 +206,7 @@ def _logic_columns(columns: Sequence[ColumnDefinition41], renames: dict[str, str
         table = renames.get(col.table.lower(), col.table)
         org_table = renames.get(col.org_table.lower(), col.org_table)
         hit = cache.get(col)
-        if hit is not None and hit[0] == table and hit[1] == org_table and hit[2] == schema:
+        if hit is not None and hit[0] == table and hit[1] == org_table and hit[2] is schema:
             logic.append(hit[3])
             payloads.append(hit[4])
             continue
@@ -293,7 +297,7 @@ async def _select_concatenated(session: Session, routed: RoutedStatement, codec:
             session.ok()
             return
         renames = _renames(routed)
-        schema = session.database.name if session.database else ""
+        schema = session.database.column_schema if session.database else NO_COLUMN_SCHEMA
         _send_header(session, *_logic_columns(header.columns, renames, schema))
         status = warnings = sent = 0
         for first, (ds, units) in zip(firsts, groups.items(), strict=True):
@@ -328,7 +332,7 @@ async def _answer_merged(
         return
     spec = routed.merge_spec
     renames = _renames(routed)
-    schema = session.database.name if session.database else ""
+    schema = session.database.column_schema if session.database else NO_COLUMN_SCHEMA
     ncols = len(header.columns)
     visible = spec.visible_columns if spec is not None else ncols
     columns, payloads = _logic_columns(header.columns[:visible], renames, schema)

@@ -28,6 +28,7 @@ from proxy.execution.readers import _FedStream
 from proxy.execution.units import UnitFailed
 
 if TYPE_CHECKING:
+    from proxy.backends.runtime import ColumnSchema
     from proxy.backends.tap import BackendTap
 
 __all__ = ["LEG_BUFFER_LIMIT", "AnswerLike", "Chain", "Leg", "framed_head", "node_rows"]
@@ -130,15 +131,15 @@ class Leg(_FedStream):
 
 # The framed column count and definitions of a multi-node answer (from sequence id 1), by the node header
 # the parser hands out again (`protocol.results`), for the renames and schema they were made for
-_HEADS: IdentityMemo[tuple[dict[str, str], str, int, bytes]] = IdentityMemo(1024)
+_HEADS: IdentityMemo[tuple[dict[str, str], ColumnSchema, int, bytes]] = IdentityMemo(1024)
 
 
-def framed_head(node_columns: tuple[ColumnDefinition41, ...], renames: dict[str, str], schema: str,
+def framed_head(node_columns: tuple[ColumnDefinition41, ...], renames: dict[str, str], schema: ColumnSchema,
                 visible: int) -> bytes:
     """`executor._send_header`'s packets before the EOF, framed from sequence id 1, for the logic form of the
     first `visible` node columns (made once per header, renames and schema: `_logic_columns`, then framed)."""
     known = _HEADS.get(node_columns)
-    if known is not None and known[0] is renames and known[1] == schema and known[2] == visible:
+    if known is not None and known[0] is renames and known[1] is schema and known[2] == visible:
         return known[3]
     payloads = _logic_columns(node_columns[:visible], renames, schema)[1]
     parts: list[bytes] = []

@@ -35,6 +35,7 @@ from protocol.packets import ERRPacket
 from protocol.rowframes import RowFrames, renumber
 from proxy.backends.backend import BackendConnection, BackendError
 from proxy.backends.codec import BINARY, TEXT, StatementCodec, execute_payload, query_payload
+from proxy.backends.runtime import NO_COLUMN_SCHEMA
 from proxy.execution.errors import answer_error, error_packet
 from proxy.execution.executor import (
     _answer_merged,
@@ -345,7 +346,7 @@ class MultiAnswer:
         node_columns = readers[0].columns
         ncols = len(node_columns)
         visible = spec.visible_columns if spec is not None else ncols
-        schema = session.database.name if session.database else ""
+        schema = session.database.column_schema if session.database else NO_COLUMN_SCHEMA
         renames = _renames(routed)
         runs: Sequence[RowFrames] | None = None  # the rows as the nodes framed them
         rows: list[bytes] = []  # else the merged rows' payloads

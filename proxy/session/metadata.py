@@ -16,7 +16,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from protocol import text as ptext
-from protocol.constants import ColumnFlag, ColumnType
 from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row
 from protocol.results import ResultHeader
 from proxy.backends.codec import BINARY
@@ -65,6 +64,13 @@ _SHOW_INDEX = re.compile(
     r"^\s*SHOW\s+(?P<extended>EXTENDED\s+)?(?P<word>INDEX|INDEXES|KEYS)\s+(?P<prep>FROM|IN)\s+"
     r"(?P<table>(?:(?:`[^`]+`|\w+)\.)?(?:`[^`]+`|\w+))(?:\s+(?:FROM|IN)\s+(?P<db>`[^`]+`|\w+))?"
     r"(?P<where>\s+WHERE\s+.+?)?\s*;?\s*$",
+    re.I | re.S,
+)
+# the spellings of SHOW COLUMNS the kernel does not parse: FIELDS, IN
+_SHOW_COLUMNS = re.compile(
+    r"^\s*SHOW\s+(?P<full>FULL\s+)?(?P<word>COLUMNS|FIELDS)\s+(?P<prep>FROM|IN)\s+"
+    r"(?P<table>(?:(?:`[^`]+`|\w+)\.)?(?:`[^`]+`|\w+))(?:\s+(?P<dbprep>FROM|IN)\s+(?P<db>`[^`]+`|\w+))?"
+    r"(?P<rest>\s+(?:LIKE|WHERE)\s+.+?)?\s*;?\s*$",
     re.I | re.S,
 )
 # DESCRIBE t col / DESC t 'pattern': the kernel parses only the form without a column
@@ -163,19 +169,15 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
             if m:
                 await _show_table_status(session, db, m)
                 return True
-            m = _SHOW_INDEX.match(sql)
-            if m and (m.group("extended") or m.group("word").upper() != "INDEX" or m.group("prep").upper() != "FROM"):
-                return await _show_index(session, db, m)
+            spelled = routed_spelling(db, sql)
+            if spelled is not None:
+                await _route(session, db, spelled)
+                return True
         return False
     if head.startswith("DESC") and db is not None and db.kernel is not None:
-        m = _DESCRIBE_COLUMN.match(sql)
-        encrypt = db.config.encrypt
-        if m and encrypt is not None and table_metadata(sql, encrypt, db.name) is not None:
-            return False  # an encrypted table: in its logical shape (proxy.session.encrypt_metadata)
-        if m:
-            column = m.group("column")
-            pattern = column[1:-1] if column[0] == "'" else unquote_ident(column).replace("'", "''")
-            await _route(session, db, f"SHOW COLUMNS FROM {m.group('table')} LIKE '{pattern}'")
+        spelled = routed_spelling(db, sql)
+        if spelled is not None:
+            await _route(session, db, spelled)
             return True
         return False
     if head.startswith(("SELECT", "WITH", "(")) and system_schema.reads_system_schema(sql):
@@ -192,6 +194,45 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
             await _information_schema(session, db, sql)
             return True
     return False
+
+
+def routed_spelling(db: LogicalDatabase, sql: str) -> str | None:
+    """`sql` in the spelling the kernel routes, when it is a SHOW / DESCRIBE of a table that the kernel does not parse
+    as written: `DESC t col` (SHOW COLUMNS ... LIKE), SHOW FIELDS / SHOW COLUMNS IN, SHOW INDEXES / KEYS / IN /
+    EXTENDED (MySQL's). None otherwise, and for an encrypted table's columns (answered in their logical shape by
+    proxy.session.encrypt_metadata)."""
+    head = sql.lstrip()[:4].upper()
+    if head == "DESC":
+        m = _DESCRIBE_COLUMN.match(sql)
+        if m is None or _encrypted_columns(db, sql):
+            return None
+        column = m.group("column")
+        pattern = column[1:-1] if column[0] == "'" else unquote_ident(column).replace("'", "''")
+        return f"SHOW COLUMNS FROM {m.group('table')} LIKE '{pattern}'"
+    if head != "SHOW":
+        return None
+    m = _SHOW_COLUMNS.match(sql)
+    if m is not None:
+        if (m.group("word").upper(), m.group("prep").upper(), (m.group("dbprep") or "FROM").upper()) == (
+            "COLUMNS", "FROM", "FROM"
+        ) or _encrypted_columns(db, sql):
+            return None  # the kernel's own spelling; an encrypted table
+        named = f" FROM {m.group('db')}" if m.group("db") else ""
+        return f"SHOW {'FULL ' if m.group('full') else ''}COLUMNS FROM {m.group('table')}{named}{m.group('rest') or ''}"
+    m = _SHOW_INDEX.match(sql)
+    if m is None:
+        return None
+    if not m.group("extended") and (m.group("word").upper(), m.group("prep").upper()) == ("INDEX", "FROM"):
+        return None  # the kernel's own spelling
+    other = m.group("db")
+    if other is not None and unquote_ident(other).lower() != db.name.lower():
+        return None
+    return f"SHOW INDEX FROM {m.group('table')}{m.group('where') or ''}"
+
+
+def _encrypted_columns(db: LogicalDatabase, sql: str) -> bool:
+    encrypt = db.config.encrypt
+    return encrypt is not None and table_metadata(sql, encrypt, db.name) is not None
 
 
 async def _show_status(session: Session, db: LogicalDatabase | None, sql: str) -> bool:
@@ -271,14 +312,35 @@ async def _show_tables(session: Session, db: LogicalDatabase, m: re.Match[str]) 
         names = [n for n in names if rx.match(n)]
     # MariaDB writes a byte of the pattern that is not UTF-8 as '?' in the column name
     column = f"Tables_in_{target.name}" + (f" ({ptext.shown(m.group('like'))})" if m.group("like") is not None else "")
-    columns = [column, "Table_type"] if m.group("full") else [column]
+    labels = [column, "Table_type"] if m.group("full") else [column]
     rows: list[tuple[object, ...]] = [(n, "BASE TABLE") if m.group("full") else (n,) for n in names]
+    # MariaDB's definitions (information_schema.TABLE_NAMES'), from a data source: listing nothing
+    defined = await _definitions(session, db, "SHOW FULL TABLES LIKE ''")
+    if defined is None:
+        return
     if m.group("where"):
-        filtered = await filter_where(session, db, columns, rows, m.group("where"))
+        filtered = await filter_where(session, db, labels, rows, m.group("where"))
         if filtered is None:
             return
         rows = list(filtered)
-    session.rows(list(columns), rows)
+    columns: list[str | ColumnDefinition41] = [
+        replace(defined[i], name=label) if i < len(defined) else label for i, label in enumerate(labels)
+    ]
+    session.rows(columns, rows)
+
+
+async def _definitions(session: Session, db: LogicalDatabase, sql: str) -> tuple[ColumnDefinition41, ...] | None:
+    """The column definitions of `sql`'s answer on the session's connection to `db`'s first data source (its rows
+    read and dropped): MariaDB's own, in the session's character set. None after an error was sent to the client."""
+    conn = await session.backend(next(iter(db.sources)), record_write=False)  # a read of metadata
+    columns: tuple[ColumnDefinition41, ...] = ()
+    async for ev in conn.events(ComQuery(sql.encode()).encode()):
+        if isinstance(ev, ResultHeader):
+            columns = ev.columns
+        elif isinstance(ev, ERRPacket):
+            session.error(ev.errno, ev.message, ev.sqlstate)
+            return None
+    return columns
 
 
 def existing_tables(db: LogicalDatabase) -> list[str]:
@@ -338,40 +400,24 @@ async def filter_where(
     return res if isinstance(res, list) else []
 
 
-_TABLE_STATUS_COLUMNS = (
-    ("Name", None),
-    ("Engine", None),
-    ("Version", ColumnType.LONGLONG),
-    ("Row_format", None),
-    ("Rows", ColumnType.LONGLONG),
-    ("Avg_row_length", ColumnType.LONGLONG),
-    ("Data_length", ColumnType.LONGLONG),
-    ("Max_data_length", ColumnType.LONGLONG),
-    ("Index_length", ColumnType.LONGLONG),
-    ("Data_free", ColumnType.LONGLONG),
-    ("Auto_increment", ColumnType.LONGLONG),
-    ("Create_time", ColumnType.DATETIME),
-    ("Update_time", ColumnType.DATETIME),
-    ("Check_time", ColumnType.DATETIME),
-    ("Collation", None),
-    ("Checksum", ColumnType.LONGLONG),
-    ("Create_options", None),
-    ("Comment", None),
-    ("Max_index_length", ColumnType.LONGLONG),
-    ("Temporary", None),
-)
 _SUMMED = {"Rows", "Data_length", "Index_length", "Data_free"}
 
 
 async def _show_table_status(session: Session, db: LogicalDatabase, m: re.Match[str]) -> None:
-    """SHOW TABLE STATUS of logical tables: one row per logic table, its sizes summed over its actual tables."""
+    """SHOW TABLE STATUS of logical tables: one row per logic table, its sizes summed over its actual tables; the
+    column definitions MariaDB sends (information_schema.TABLES'), from a data source of the current database."""
     target = _target(session, db, m.group("db"))
     if target is None:
         return
+    defined = await _definitions(session, db, "SHOW TABLE STATUS LIKE ''")
+    if defined is None:
+        return
+    labels = [c.name for c in defined]
+    summed = [i for i, label in enumerate(labels) if label in _SUMMED]
+    at = {label: i for i, label in enumerate(labels)}
     names = logical_names(target)
     logic_of = _actual_to_logic(target)
     merged: dict[str, list[bytes | None]] = {}
-    width = 0
     for ds, source in target.sources.items():
         physical = source.config.database
         res = await source.admin_execute(f"SHOW TABLE STATUS FROM `{physical.replace('`', '``')}`")
@@ -382,8 +428,7 @@ async def _show_table_status(session: Session, db: LogicalDatabase, m: re.Match[
             session.error(2013, f"data source {ds} cannot be reached", "HY000")
             return
         for raw in res:
-            row = list(raw)
-            width = max(width, len(row))
+            row = [*raw[: len(labels)], *[None] * (len(labels) - len(raw))]  # (a server of another version)
             actual = (row[0] or b"").decode("utf-8", "surrogateescape")
             logic = logic_of.get((ds, actual.lower()))
             if logic is None:
@@ -396,44 +441,24 @@ async def _show_table_status(session: Session, db: LogicalDatabase, m: re.Match[
             if have is None:
                 merged[logic.lower()] = row
                 continue
-            for i, (label, _type) in enumerate(_TABLE_STATUS_COLUMNS[: len(row)]):
-                if label in _SUMMED and row[i] is not None:
+            for i in summed:
+                if row[i] is not None:
                     have[i] = str(int(have[i] or 0) + int(row[i] or 0)).encode()
     rows: list[tuple[object, ...]] = []
+    count, average, size = at.get("Rows"), at.get("Avg_row_length"), at.get("Data_length")
     for row in sorted(merged.values(), key=lambda r: (r[0] or b"").lower()):
-        if row[4] and row[6] is not None:
-            row[5] = str(int(row[6]) // max(1, int(row[4]))).encode()  # Avg_row_length over the summed rows
+        if count is not None and average is not None and size is not None and row[count] and row[size] is not None:
+            row[average] = str(int(row[size]) // max(1, int(row[count] or 0))).encode()  # over the summed rows
         rows.append(tuple(row))
     if m.group("like") is not None:
         rx = like_to_regex(m.group("like"))
         rows = [r for r in rows if rx.match(ptext.decode(r[0] or b"") if isinstance(r[0], bytes) else str(r[0]))]
-    labels = [label for label, _t in _TABLE_STATUS_COLUMNS[: width or 18]]
     if m.group("where"):
         filtered = await filter_where(session, target if target is db else db, labels, rows, m.group("where"))
         if filtered is None:
             return
         rows = list(filtered)
-    columns: list[str | ColumnDefinition41] = [
-        label
-        if kind is None
-        else ColumnDefinition41(
-            label,
-            kind,
-            column_length=21 if kind != ColumnType.DATETIME else 19,
-            flags=ColumnFlag.NUM if kind != ColumnType.DATETIME else ColumnFlag(0),
-        )
-        for label, kind in _TABLE_STATUS_COLUMNS[: width or 18]
-    ]
-    session.rows(columns, rows)
-
-
-async def _show_index(session: Session, db: LogicalDatabase, m: re.Match[str]) -> bool:
-    """SHOW INDEXES / KEYS / IN / EXTENDED: the same statement in the spelling the kernel routes."""
-    other = m.group("db")
-    if other is not None and unquote_ident(other).lower() != db.name.lower():
-        return False
-    await _route(session, db, f"SHOW INDEX FROM {m.group('table')}{m.group('where') or ''}")
-    return True
+    session.rows(list(defined), rows)
 
 
 async def _route(session: Session, db: LogicalDatabase, sql: str) -> None:

@@ -70,6 +70,7 @@ from proxy.execution.resultset import BINARY_ROWS
 from proxy.execution.routed import decide_fairly, route_and_execute
 from proxy.execution.state import ClientStatement
 from proxy.execution.txn_control import classify_session_statement
+from proxy.execution.units import _logical_message
 from proxy.frontend.wire import CapturedWriter
 from proxy.session import metadata, processlist, system_schema
 from proxy.session.bound_types import BoundTypes
@@ -85,7 +86,7 @@ from routing.parse import reading, scan_shape
 from routing.session_functions import has_call
 
 if TYPE_CHECKING:
-    from proxy.backends.runtime import LogicalDatabase
+    from proxy.backends.runtime import ColumnSchema, LogicalDatabase
     from proxy.execution.context import SessionContext as Session
 
 # MariaDB's and MySQL's definition of a `?` parameter in a PREPARE answer
@@ -255,6 +256,9 @@ async def _describe(session: Session, sql: str, num_params: int) -> tuple[Column
         return ()  # XA: refused at EXECUTE
     if split_explain(sql) is not None:
         return await _describe_explain(session, sql, num_params)
+    spelled = metadata.routed_spelling(db, sql)  # DESC t col, SHOW FIELDS, SHOW KEYS ...: as EXECUTE runs them
+    if spelled is not None:
+        return await _describe_routed(session, spelled, num_params)
     # A long text (an IN list of thousands of values) is described from its routed variant first: the kernel
     # reads its lists without sqlglot, whose parse of the whole text would hold the event loop (issue 35)
     long = len(sql) >= OFF_LOOP_TEXT
@@ -305,16 +309,23 @@ async def _describe_routed(session: Session, sql: str, num_params: int) -> tuple
         unit = routed.execution_units[0]
         conn = await session.backend(unit.data_source, record_write=False)  # describing is no write
         answer = await conn.prepared(unit.sql)
-        if isinstance(answer, ERRPacket):
-            raise RoutingError(answer.message, errno=answer.errno, sqlstate=answer.sqlstate)
+        if isinstance(answer, ERRPacket):  # in logical names, as EXECUTE's would be (`Table 'sharding_db.t' ...`)
+            raise RoutingError(_logical_message(db, routed, answer.message), errno=answer.errno,
+                               sqlstate=answer.sqlstate)
         renames = {actual.lower(): logic for ru in routed.route_units for logic, actual in ru.table_map.items()}
         visible = routed.merge_spec.visible_columns if routed.merge_spec else len(answer.columns)
-        return tuple(
-            replace(c, table=renames.get(c.table.lower(), c.table), org_table=renames.get(c.org_table.lower(),
-                    c.org_table), schema=db.name if c.schema else "")
-            for c in answer.columns[:visible]
-        )
+        physical = getattr(db.sources[unit.data_source].config, "database", None)
+        return tuple(_tables_in(_logic_column(c, renames, db.column_schema), physical, db.name)
+                     for c in answer.columns[:visible])
     return ()
+
+
+def _tables_in(c: ColumnDefinition41, physical: str | None, logical: str) -> ColumnDefinition41:
+    """SHOW TABLES' column `Tables_in_<physical database>` as `Tables_in_<logical database>`."""
+    prefix = f"Tables_in_{physical}"
+    if physical is None or not c.name.startswith(prefix):
+        return c
+    return replace(c, name=f"Tables_in_{logical}{c.name[len(prefix):]}")
 
 
 async def _describe_query(session: Session, sql: str) -> tuple[ColumnDefinition41, ...] | None:
@@ -336,12 +347,14 @@ async def _describe_query(session: Session, sql: str) -> tuple[ColumnDefinition4
     answer = await conn.prepared(found.sql)
     if isinstance(answer, ERRPacket):
         return None
-    return tuple(_logic_column(c, found.renames, db.name) for c in answer.columns)
+    return tuple(_logic_column(c, found.renames, db.column_schema) for c in answer.columns)
 
 
-def _logic_column(c: ColumnDefinition41, renames: Mapping[str, str], db_name: str) -> ColumnDefinition41:
+def _logic_column(c: ColumnDefinition41, renames: Mapping[str, str], schema: ColumnSchema) -> ColumnDefinition41:
+    """A data source's definition in logical names: its actual tables as logic tables, its physical database as the
+    logical one (`information_schema`, `mysql` or another database stay)."""
     return replace(c, table=renames.get(c.table.lower(), c.table),
-                   org_table=renames.get(c.org_table.lower(), c.org_table), schema=db_name if c.schema else "")
+                   org_table=renames.get(c.org_table.lower(), c.org_table), schema=schema.shown(c.schema))
 
 
 async def _prepare_encrypted(session: Session, db: LogicalDatabase, sql: str) -> None:

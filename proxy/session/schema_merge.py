@@ -9,6 +9,11 @@ view instead: each information_schema table it reads that lists schema objects i
 names, into a TEMPORARY table of the same columns on that connection (`CREATE ... AS SELECT ... WHERE FALSE`
 keeps MariaDB's column types), the statement runs there with those tables in their place, and the column
 definitions name the information_schema table again. The scratch tables are always dropped.
+
+A copy's LONGTEXT columns are not quite information_schema's: MariaDB declares those with a length of their own
+(COLUMNS.COLUMN_TYPE is 196605 characters, which no column type of a created table has), so a column the statement
+selects as is gets the length information_schema's definition has (`_as_information_schema`). An expression over
+one (`MAX(COLUMN_TYPE)`, `CONCAT(...)`) has the same definition either way.
 """
 
 from __future__ import annotations
@@ -113,8 +118,13 @@ async def answer(
     scratch = {table: f"{SCRATCH_PREFIX}{i}" for i, table in enumerate(read_tables(sql))}
     created: list[str] = []
     writes = ""  # what the scratch tables' writes are prefixed with
+    originals: dict[str, dict[str, ColumnDefinition41]] = {}  # scratch table -> column -> information_schema's
     try:
         for table, name in scratch.items():
+            defined = await _definitions(session, host, table)
+            if defined is None:
+                return
+            originals[name] = defined
             create = f"CREATE TEMPORARY TABLE `{name}` AS SELECT * FROM information_schema.{table} WHERE FALSE"
             res = await host.execute(writes + create)
             if isinstance(res, ERRPacket) and res.errno == _READ_ONLY_TRANSACTION and not writes:
@@ -145,7 +155,7 @@ async def answer(
                     writes,
                 ):
                     return
-        await _run(session, host, _spliced(sql, scratch), {v: k for k, v in scratch.items()})
+        await _run(session, host, _spliced(sql, scratch), {v: k for k, v in scratch.items()}, originals)
     finally:
         if created:
             await _drop(session, host, created, writes)
@@ -195,18 +205,50 @@ async def _copy(
     return True
 
 
-async def _run(session: Session, host: BackendConnection, sql: str, tables: Mapping[str, str]) -> None:
-    """The statement over the scratch tables; its columns name the information_schema tables they stand for."""
+async def _definitions(
+    session: Session, host: BackendConnection, table: str
+) -> dict[str, ColumnDefinition41] | None:
+    """information_schema's own definitions of `table`'s columns (upper case name -> definition), as the session's
+    connection has them sent (lengths in its character set); None after an error was sent to the client."""
+    out: dict[str, ColumnDefinition41] = {}
+    async for ev in host.events(ComQuery(f"SELECT * FROM information_schema.{table} WHERE FALSE".encode()).encode()):
+        if isinstance(ev, ResultHeader):
+            out = {(c.org_name or c.name).upper(): c for c in ev.columns}
+        elif isinstance(ev, ERRPacket):
+            session.error(ev.errno, ev.message, ev.sqlstate)
+            return None
+    return out
+
+
+def _as_information_schema(
+    col: ColumnDefinition41, tables: Mapping[str, str], originals: Mapping[str, Mapping[str, ColumnDefinition41]]
+) -> ColumnDefinition41:
+    """A column of the answer over the scratch tables as it is over information_schema: a column of a scratch table
+    names the information_schema table, with information_schema's length (its LONGTEXT columns' own)."""
+    table = tables.get(col.org_table)
+    if table is None:
+        return col
+    original = originals.get(col.org_table, {}).get(col.org_name.upper())
+    length = original.column_length if original is not None and original.type == col.type else col.column_length
+    return replace(col, schema="information_schema", org_table=table, column_length=length)
+
+
+async def _run(
+    session: Session,
+    host: BackendConnection,
+    sql: str,
+    tables: Mapping[str, str],
+    originals: Mapping[str, Mapping[str, ColumnDefinition41]],
+) -> None:
+    """The statement over the scratch tables; its columns name the information_schema tables they stand for.
+    `originals`: scratch table -> its columns' definitions in information_schema."""
     columns: tuple[ColumnDefinition41, ...] = ()
     rows: list[Row] = []
     header: list[ColumnDefinition41] | None = None
     async for ev in host.events(ComQuery(sql.encode("utf-8", "surrogateescape")).encode()):
         if isinstance(ev, ResultHeader):
             columns = ev.columns
-            header = [
-                replace(c, schema="information_schema", org_table=tables[c.org_table]) if c.org_table in tables else c
-                for c in columns
-            ]
+            header = [_as_information_schema(c, tables, originals) for c in columns]
         elif isinstance(ev, bytes):
             rows.append(decode_text_row(ev, len(columns)))
         elif isinstance(ev, ERRPacket):
