@@ -34,9 +34,9 @@ from protocol.wire import MalformedPacket
 from proxy.backends.backend import BACKEND_DEPRECATE_EOF, BackendError
 from proxy.backends.codec import execute_payload
 from proxy.execution.decide import NO_FEDERATION, OFF_LOOP_TEXT, decide, prepared_point, route_point
+from proxy.execution.decrypting import DecryptingRelay
 from proxy.execution.diagnostics import ran_on, reads_diagnostics
 from proxy.execution.encrypted import (
-    DecryptingRelay,
     encrypted_statement,
     fast_encrypted_execute,
     fast_encrypted_select,

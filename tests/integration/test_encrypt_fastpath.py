@@ -1,5 +1,5 @@
 """SELECTs on an `!ENCRYPT` table answered by the socket callbacks' relay (proxy.execution.fastpath with
-proxy.execution.encrypted's DecryptingRelay): rewritten there, their cipher columns decrypted as the rows pass. They
+proxy.execution.decrypting's DecryptingRelay): rewritten there, their cipher columns decrypted as the rows pass. They
 answer what one unencrypted MariaDB holding the same rows answers, a value its encryptor did not write answers the
 same lone ERR as the session's coroutine, and the kept rewrite of a text before its trailing number serves only the
 texts it fits — on a pass-through database and on a sharded one. A prepared SELECT whose parameters are not

@@ -1,4 +1,4 @@
-"""The fast path's DecryptingRelay (proxy.execution.encrypted): an encrypted SELECT's answer, text or binary rows,
+"""The fast path's DecryptingRelay (proxy.execution.decrypting): an encrypted SELECT's answer, text or binary rows,
 relayed with its cipher values decrypted. The first answer of a shape is walked frame by frame and its head kept;
 the answers after it that come whole are decrypted without the walk (`_whole`). Every answer, walked or not, must be
 the bytes the unencrypted answer would be: each case feeds the same encrypted answer three times, whole and split
@@ -16,7 +16,7 @@ from protocol.constants import ColumnType
 from protocol.framing import encode_packet
 from protocol.packets import ColumnDefinition41, encode_text_row, end_of_result
 from protocol.verbatim import VerbatimRelay
-from proxy.execution.encrypted import DecryptingRelay
+from proxy.execution.decrypting import DecryptingRelay
 from routing.encrypt.algorithms import create_encryptor
 
 AES = create_encryptor("AES", {"aes-key-value": "123456abc", "digest-algorithm-name": "SHA-1"}, key="t")

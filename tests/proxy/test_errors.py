@@ -217,7 +217,7 @@ INTERNAL = {
     "SandboxUnavailableError": "the CLI's sandbox installer: no client connection",
     "_LockTimeout": "a migration's own retry signal (proxy.migration.job)",
     "_TooMany": "proxy.execution.dualread raises MergeError for it",
-    "_Undecryptable": "proxy.execution.encrypted answers its ERR 1105 (or DecryptingRelay raises ServerError for it)",
+    "_Undecryptable": "proxy.execution.decrypting answers its ERR 1105 (or DecryptingRelay raises ServerError for it)",
 }
 
 
