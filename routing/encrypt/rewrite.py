@@ -33,7 +33,7 @@ from typing import Any
 from sqlglot import exp
 
 from protocol.binary import value_to_sql_literal
-from routing.encrypt.algorithms import Encryptor
+from routing.encrypt.algorithms import Encryptor, like_pattern
 from routing.encrypt.rule import EncryptColumn, EncryptRule, EncryptTable
 from routing.errors import RoutingError
 from routing.hints import has_hint_comment, parse_hint_comments
@@ -1211,9 +1211,10 @@ class _Rewriter:
             raise _refuse(col, f"LIKE {parent.expression.sql(dialect='mysql')}", "match it with a pattern value")
         start, end = _ident_span(column)
         self.text.edit(start, end, _name(col.like))
-        for value in values:  # (the LIKE encryptors digest character by character: each part on its own)
+        for k, value in enumerate(values):  # (the LIKE encryptors digest character by character: each part on its own)
             if value[0] != "null":
-                self.text.edit(value[1], value[2], self.text.put(value, [col.like_encryptor]))
+                pattern = like_pattern(col.like_encryptor, k < len(values) - 1, f"{col.table}.{col.name}")
+                self.text.edit(value[1], value[2], self.text.put(value, [pattern]))
 
     def _pattern(self, node: exp.Expression) -> list[tuple[str, int, int, int, bool]] | None:
         """A LIKE pattern's values: the value itself, or every value of a CONCAT of values (nested too)."""
