@@ -272,6 +272,15 @@ CASES = [
      "SELECT 40, a.cipher_certificate_number, a.assisted_query_certificate_number, a.like_query_certificate_number, "
      "cipher_password, assisted_query_password, like_query_password, cipher_amount FROM t_account a WHERE "
      "a.assisted_query_certificate_number = 'assisted_query_cert1'", None),
+    # ON DUPLICATE KEY UPDATE col = VALUES(other): each physical column from the one of `other` encrypted alike
+    ("insert_on_duplicate_key_update_values_of_another_column",
+     "INSERT INTO t_account (account_id, certificate_number) VALUES (1, 'c') ON DUPLICATE KEY UPDATE password = "
+     "VALUES(certificate_number), amount = VALUES(certificate_number)", None,
+     "INSERT INTO t_account (account_id, cipher_certificate_number, assisted_query_certificate_number, "
+     "like_query_certificate_number) VALUES (1, 'encrypt_c', 'assisted_query_c', 'like_query_c') ON DUPLICATE KEY "
+     "UPDATE cipher_password = VALUES(cipher_certificate_number), assisted_query_password = "
+     "VALUES(assisted_query_certificate_number), like_query_password = VALUES(like_query_certificate_number), "
+     "cipher_amount = VALUES(cipher_certificate_number)", None),
     ("e2e_aes_and_like",
      "SELECT user_id, user_name FROM t_user WHERE user_name = 'zhangsan' OR user_name LIKE 'zhang%'", None,
      "SELECT user_id, user_name_cipher AS user_name FROM t_user WHERE user_name_cipher = 'sVq8Lmm+j6bZE5EKSilJEQ==' "
@@ -381,6 +390,12 @@ def test_statements_without_encrypted_tables_are_left_alone(sql: str) -> None:
     ("INSERT INTO t_account (account_id, password) SELECT user_id, password FROM t_user", "INSERT ... SELECT"),
     ("INSERT INTO t_account (account_id, password) VALUES (1, CONCAT('a', 'b'))", "expression"),
     ("UPDATE t_account SET amount = amount + 1", "SET amount"),
+    ("INSERT INTO t_account (account_id, amount) VALUES (1, 2) ON DUPLICATE KEY UPDATE password = VALUES(amount)",
+     "t_account.password cannot be used in SET password = VALUES(amount)"),  # (no assisted or LIKE query column)
+    ("INSERT INTO t_account (account_id, amount) VALUES (1, 2) ON DUPLICATE KEY UPDATE amount = VALUES(status)",
+     "t_account.amount cannot be used in SET amount = VALUES(status)"),  # (a plaintext)
+    ("INSERT INTO t_account (account_id, amount) VALUES (1, 2) ON DUPLICATE KEY UPDATE status = VALUES(amount)",
+     "t_account.amount cannot be used in VALUES(amount) assigned to another column"),
     ("SELECT * FROM (SELECT account_id, password, amount + 1 FROM t_account) d", "cannot all name"),
     ("SELECT * FROM (SELECT amount + 1 AS a FROM t_account) d", "the expression"),
     ("SELECT * FROM t_account WHERE password = (SELECT password FROM t_user)", "comparison with a subquery"),
