@@ -501,7 +501,7 @@ def _compile(
     """The recipe of ``text``'s shape (read with sqlglot), and whether it may be kept for other texts of the shape
     (not when an ORDER BY or GROUP BY holds a position: its value decides what is refused)."""
     tree = parse_statement(shape)
-    if tree is None:
+    if not isinstance(tree, exp.Query | exp.Insert | exp.Update | exp.Delete):  # (None, or sqlglot's Command)
         raise RoutingError(
             "a statement on an encrypted table that shardproxy cannot read: it cannot tell which values to "
             "encrypt; write it in plain SELECT / INSERT / UPDATE / DELETE"
