@@ -49,6 +49,12 @@ class AutoIncrement:
     generator: Any = None  # the table's key generator for this column, if it has one
     sharding: bool = False  # the column is a sharding column of the table
 
+    @property
+    def routes(self) -> bool:
+        """The values decide the rows' nodes or keys (a sharding column, or one the key generator fills); else they
+        only tell which rows the node generates an id for."""
+        return self.sharding or self.generator is not None
+
     def generates(self, row: int, values: Sequence[Any]) -> bool:
         """Does MariaDB generate this row's id (NULL, or 0 outside NO_AUTO_VALUE_ON_ZERO)? An expression the proxy
         does not evaluate: no (a sharding column given one is refused by the caller as any such value is)."""

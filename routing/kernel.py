@@ -1417,7 +1417,7 @@ class _Compiler:
         base = self.base(StatementKind.INSERT, True, [target.name])
         head, row_templates, tail = self.insert_templates(
             target, edits, len(tuples), key_column, default_list[0] if default_list is not None else None,
-            columns.index(auto.column) if auto is not None else None)
+            columns.index(auto.column) if auto is not None and auto.routes else None)
         mode = ("replace" if is_replace(self.sql) else "update" if conflict is not None
                 else "ignore" if ast.args.get("ignore") else None)
         upsert = None
@@ -1442,15 +1442,16 @@ class _Compiler:
 
     def auto_increment(self, rule: TableRule, columns: Sequence[str], tuples: Sequence[exp.Expression]
                        ) -> AutoIncrement | None:
-        """The rows' values for the table's AUTO_INCREMENT column (routing.autoinc), when the INSERT names it and it
-        matters to the proxy: it is a sharding column, or the table's key generator makes its ids."""
+        """The rows' values for the table's AUTO_INCREMENT column (routing.autoinc), when the INSERT names it: they
+        route the rows when it is a sharding column or the table's key generator makes its ids (`routes`), and say
+        which ids a row generates (the OK's last insert id, proxy.execution.lastid) in any case."""
         column_info = getattr(self.metadata, "column_info", None)
         if column_info is None:
             return None
         column = next((c for c in columns if (info := column_info(rule.logic_table, c)) is not None
                        and info.auto_increment), None)
         generate = rule.key_generate is not None and rule.key_generate.column.lower() == column
-        if column is None or not (generate or column in rule.sharding_columns):
+        if column is None:
             return None
         at = columns.index(column)
         values: list[Any] = []

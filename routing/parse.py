@@ -404,7 +404,8 @@ def tokenize(sql: str) -> list[Token]:
 
 # --- sqlglot -----------------------------------------------------------------------------------------
 
-_REPLACE_RE = re.compile(r"\A(\s*(?:/\*.*?\*/\s*)*)(REPLACE)\b", re.I | re.S)
+#: a leading REPLACE, after any comments (MariaDB's `-- ` needs a space or control character after it)
+_REPLACE_RE = re.compile(r"\A((?:\s+|/\*.*?\*/|(?:--(?=[\x00-\x20])|\#)[^\n]*(?:\n|\Z))*)(REPLACE)\b", re.I | re.S)
 
 
 def is_replace(sql: str) -> bool:

@@ -927,7 +927,7 @@ class InsertPlan(Plan):
     row_separator: str = ", "
     upsert: Any = None  # routing.upsert.UpsertSpec: unique keys without the sharding columns to check
     mode: str | None = None  # "replace" | "update" | "ignore" (RoutedStatement.insert_mode)
-    auto: Any = None  # routing.autoinc.AutoIncrement: the rows' values for the AUTO_INCREMENT column, when they matter
+    auto: Any = None  # routing.autoinc.AutoIncrement: the rows' values for the AUTO_INCREMENT column, when named
 
     def execute(self, shape: Shape, params: Sequence[Any] | None, hints: SessionHints | None) -> RoutedStatement:
         rule = self.rule
@@ -964,6 +964,11 @@ class InsertPlan(Plan):
                     )
                 row_values[column] = value
             given.append(dict(row_values))
+            if auto is not None and not auto.routes and auto.values[i] is not None:
+                # (the AUTO_INCREMENT column's value as written: the OK's id when the row gives one, else generated)
+                value = resolve_value(auto.values[i], values)
+                if value is not UNKNOWN:
+                    given[-1][auto.column] = value
             if self.key_column is not None:
                 key = rule.key_generate.generator.generate() if rule.key_generate else None
                 keys.append(key)

@@ -252,7 +252,7 @@ async def _fill(session: Session, db: LogicalDatabase, plan: FederationPlan, rea
 
     assert routed is not None
     for unit in routed.execution_units:
-        sql = interpolate(unit.sql, unit.params) if unit.params else unit.sql
+        sql = interpolate(unit.sql, unit.params, session.txn.mode_flags) if unit.params else unit.sql
         if unit.data_source == plan.host:
             answer = await _must(host, plan.host, f"INSERT INTO `{name}` {sql}")
             budget[0] -= answer.affected_rows

@@ -106,7 +106,7 @@ async def execute_stepwise(session: Session, db: LogicalDatabase, routed: Routed
     executor's execute_plan (handed down: this module sits below the executor)."""
     _RUN_PLAN.set(run_plan)
     step: StepwiseWrite = routed.stepwise
-    sql = interpolate(step.sql, step.params) if step.params else step.sql
+    sql = interpolate(step.sql, step.params, session.txn.mode_flags) if step.params else step.sql
     implicit = not session.txn.active
     if implicit:
         own_txn.begin(session)  # (under LOCK TABLES not BEGIN, which releases them)

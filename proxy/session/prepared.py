@@ -499,7 +499,7 @@ def _answered_by_proxy(sql: str) -> bool:
 async def _execute_proxy_answered(session: Session, stmt: ClientStatement, request: ComStmtExecute) -> None:
     """A statement the proxy answers itself, prepared on a pass-through database: answered in binary rows."""
 
-    sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
+    sql = interpolate(stmt.sql, request.values, session.txn.mode_flags) if stmt.num_params else stmt.sql
     token = BINARY_ROWS.set(True)
     try:
         # (read before the session functions are substituted: `SELECT DATABASE()` is itself the proxy's statement)
@@ -528,7 +528,7 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
             if await _execute_encrypted(session, db, stmt, kept, request):
                 return
         # its parameters encrypted in the text
-        sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
+        sql = interpolate(stmt.sql, request.values, session.txn.mode_flags) if stmt.num_params else stmt.sql
         await encrypted_query(session, db, sql, binary=True)
         return
     assert db is not None and db.kernel is not None
@@ -536,7 +536,7 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
     if session_stmt is not None:
         # a prepared BEGIN / COMMIT / ROLLBACK / SET (sysbench --db-ps-mode=auto prepares BEGIN and COMMIT):
         # the proxy's LOCAL transaction and SET fan-out, exactly as for the text form
-        sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
+        sql = interpolate(stmt.sql, request.values, session.txn.mode_flags) if stmt.num_params else stmt.sql
         await txn_control.session_statement(session, session_stmt, sql)
         return
 
@@ -545,7 +545,7 @@ async def _execute_sharded(session: Session, stmt: ClientStatement, request: Com
     try:
         if stmt.metadata_statement:
             # SHOW ... / DESCRIBE / information_schema: the proxy's logical answer (proxy.session.metadata)
-            sql = interpolate(stmt.sql, request.values) if stmt.num_params else stmt.sql
+            sql = interpolate(stmt.sql, request.values, session.txn.mode_flags) if stmt.num_params else stmt.sql
             if await metadata.answer(session, db, metadata.substitute(session, sql) or sql):
                 return
         # DATABASE(), CONNECTION_ID(), LAST_INSERT_ID() ... are the session's, as in the text protocol

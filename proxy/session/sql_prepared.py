@@ -29,6 +29,7 @@ from proxy.session import metadata
 from proxy.session.stmt_database import in_database
 from routing.errors import RoutingError
 from routing.interpolate import interpolate as _interpolate_values
+from routing.parse import NO_BACKSLASH_ESCAPES
 from routing.session_functions import label_placeholders
 
 if TYPE_CHECKING:
@@ -109,16 +110,18 @@ class _Binary(bytes):
     __slots__ = ()
 
 
-def interpolate(sql: str, params: Sequence[object]) -> str:
+def interpolate(sql: str, params: Sequence[object], mode: int = 0) -> str:
     """`routing.interpolate.interpolate`, binary strings written as hexadecimal literals (a binary string, as
     the server binds them), not as quoted text in the connection's character set."""
     if not any(isinstance(v, _Binary) for v in params):
-        return _interpolate_values(sql, params)
+        return _interpolate_values(sql, params, mode)
     marks = [f"\0shardproxy-binary-{i}\0" for i in range(len(params))]
-    text = _interpolate_values(sql, [m if isinstance(v, _Binary) else v for m, v in zip(marks, params, strict=True)])
+    text = _interpolate_values(sql, [m if isinstance(v, _Binary) else v for m, v in zip(marks, params, strict=True)],
+                               mode)
     for mark, value in zip(marks, params, strict=True):
         if isinstance(value, _Binary):
-            text = text.replace(value_to_sql_literal(mark), f"X'{value.hex()}'", 1)
+            literal = value_to_sql_literal(mark, no_backslash_escapes=bool(mode & NO_BACKSLASH_ESCAPES))
+            text = text.replace(literal, f"X'{value.hex()}'", 1)
     return text
 
 
@@ -205,7 +208,7 @@ async def _execute(session: Session, text: str, m: re.Match[str]) -> None:
     if isinstance(plan, FederatedExplain):
         raise plan.refusal
     if isinstance(plan, Federated):  # federation answers it, run as text with its values in (proxy.federation)
-        as_text = interpolate(text, values)
+        as_text = interpolate(text, values, session.txn.mode_flags)
         found = federation_plan(db.kernel, as_text)
         if found is None:
             raise plan.refusal
@@ -216,14 +219,15 @@ async def _execute(session: Session, text: str, m: re.Match[str]) -> None:
         return
     run = plan.run if isinstance(plan, Explained) else plan
     routed = run.routed
-    units = tuple(replace(u, sql=interpolate(u.sql, u.params or ()), params=None) for u in routed.execution_units)
+    mode = session.txn.mode_flags
+    units = tuple(replace(u, sql=interpolate(u.sql, u.params or (), mode), params=None) for u in routed.execution_units)
     routed = replace(routed, execution_units=units)
     if routed.upsert is not None:  # its row-by-row statements run as text too
         render_row = routed.upsert.render_row
 
         def interpolated(i: int, node: object) -> object:
             unit = render_row(i, node)
-            return replace(unit, sql=interpolate(unit.sql, unit.params or ()), params=None)
+            return replace(unit, sql=interpolate(unit.sql, unit.params or (), mode), params=None)
 
         routed = replace(routed, upsert=replace(routed.upsert, render_row=interpolated))
     log_statement(session, text, routed, values)

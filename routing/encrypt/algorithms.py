@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,9 +37,11 @@ __all__ = [
     "AESEncryptor",
     "CharDigestLikeEncryptor",
     "Encryptor",
+    "LikePattern",
     "MD5Encryptor",
     "bytes_decryptor",
     "create_encryptor",
+    "like_pattern",
     "plain_text",
 ]
 
@@ -249,9 +252,86 @@ class CharDigestLikeEncryptor:
     def decrypt(self, value: str) -> str:
         raise ValueError("CHAR_DIGEST_LIKE cannot decrypt")
 
+    def encrypt_pattern(self, value: object) -> str | None:
+        """A LIKE pattern digested to match the digest of every value the plaintext pattern matches: its wildcards
+        kept, a character it escapes (``\\%``, ``\\_``, ``\\\\``, ``\\x``: MariaDB's default LIKE
+        escape) digested as the character it stands for, and every ``%``, ``_`` or backslash of the digests escaped
+        (a stored ``%`` digests to itself, ``[`` to a backslash). ShardingSphere digests the pattern as one value:
+        its escapes would be digested as characters, and a pattern holding ``[`` would escape what follows."""
+        text = plain_text(value)
+        if text is None:
+            return None
+        if "\\" not in text:
+            whole = self.encrypt(text)
+            if whole is None or "\\" not in whole:
+                return whole  # (no escape on either side: the value's digest)
+        out: list[str] = []
+        i, end = 0, len(text)
+        while i < end:
+            ch = text[i]
+            if ch in "%_":
+                out.append(ch)
+                i += 1
+                continue
+            if ch == "\\":
+                ch = text[i + 1] if i + 1 < end else "\\"  # (a backslash last in the pattern stands for itself)
+                i += 1
+            i += 1
+            digest = self.encrypt(ch) or ""
+            out.append("".join("\\" + d if d in "%_\\" else d for d in digest))
+        return "".join(out)
+
+
+@dataclass(frozen=True, eq=False)
+class LikePattern:
+    """A LIKE query column's encryptor as the rewrite applies it to a LIKE pattern: its ``encrypt_pattern`` (the
+    pattern's escapes read), else its ``encrypt``. ``part``: a part of a ``CONCAT`` pattern other than its last,
+    refused when it ends with a backslash that escapes the next part's first character."""
+
+    encryptor: Encryptor
+    part: bool = False
+    column: str = ""  # (the encrypted column, for the refusal)
+    type: str = field(init=False)  # the encryptor's (a LIKE pattern is digested by it)
+    props: Mapping[str, str] = field(init=False)
+    decrypts: bool = False
+    equality: bool = False
+    like: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "type", self.encryptor.type)
+        object.__setattr__(self, "props", self.encryptor.props)
+
+    def encrypt(self, value: object) -> str | None:
+        if self.part:
+            text = plain_text(value) or ""
+            if (len(text) - len(text.rstrip("\\"))) % 2:
+                raise UnsupportedPattern(
+                    f"encrypted column {self.column} cannot be matched by a LIKE CONCAT(...) pattern a part of which "
+                    "ends with a backslash that escapes the next part's first character: the parts are digested one "
+                    "by one; escape the character in the part that holds it"
+                )
+        encrypt_pattern = getattr(self.encryptor, "encrypt_pattern", None)
+        return encrypt_pattern(value) if encrypt_pattern is not None else self.encryptor.encrypt(value)
+
+    def decrypt(self, value: str) -> str:
+        raise ValueError("a LIKE pattern cannot be decrypted")
+
+
+@functools.lru_cache(maxsize=64)
+def like_pattern(encryptor: Encryptor, part: bool = False, column: str = "") -> LikePattern:
+    """The one `LikePattern` of an encryptor (of its patterns' parts but the last, with ``part``) for a column."""
+    return LikePattern(encryptor, part, column)
+
 
 class NoDictionary(ServerError):
     """A character CHAR_DIGEST_LIKE needs its dictionary for, and none is configured."""
+
+    errno = 1235  # ER_NOT_SUPPORTED_YET
+    sqlstate = "42000"
+
+
+class UnsupportedPattern(ServerError):
+    """A LIKE pattern over an encrypted column whose digest cannot match what the plaintext pattern matches."""
 
     errno = 1235  # ER_NOT_SUPPORTED_YET
     sqlstate = "42000"

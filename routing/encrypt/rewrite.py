@@ -33,7 +33,7 @@ from typing import Any
 from sqlglot import exp
 
 from protocol.binary import value_to_sql_literal
-from routing.encrypt.algorithms import Encryptor
+from routing.encrypt.algorithms import Encryptor, like_pattern
 from routing.encrypt.rule import EncryptColumn, EncryptRule, EncryptTable
 from routing.errors import RoutingError
 from routing.hints import has_hint_comment, parse_hint_comments
@@ -501,7 +501,7 @@ def _compile(
     """The recipe of ``text``'s shape (read with sqlglot), and whether it may be kept for other texts of the shape
     (not when an ORDER BY or GROUP BY holds a position: its value decides what is refused)."""
     tree = parse_statement(shape)
-    if tree is None:
+    if not isinstance(tree, exp.Query | exp.Insert | exp.Update | exp.Delete):  # (None, or sqlglot's Command)
         raise RoutingError(
             "a statement on an encrypted table that shardproxy cannot read: it cannot tell which values to "
             "encrypt; write it in plain SELECT / INSERT / UPDATE / DELETE"
@@ -1037,6 +1037,7 @@ class _Rewriter:
                 continue
             hit = self.resolver.resolve(eq.this)
             if hit is None:
+                self._plain_values(eq.expression, scope)
                 continue
             _src, col = hit
             start, ident_end = _ident_span(eq.this)
@@ -1051,7 +1052,9 @@ class _Rewriter:
                 and value_node.name.upper() == "VALUES"
                 and isinstance(scope, exp.Insert)
             ):
-                parts = [f"{qualifier}{_name(p)} = VALUES({_name(p)})" for p in col.physical()]
+                sources = self._values_of(col, value_node)
+                parts = [f"{qualifier}{_name(p)} = VALUES({_name(q)})" for p, q in zip(col.physical(), sources,
+                                                                                      strict=True)]
                 self.text.edit(lead, end, ", ".join(parts))
                 for n in value_node.walk():
                     if isinstance(n, exp.Column):
@@ -1064,6 +1067,53 @@ class _Rewriter:
             for physical, enc in zip(col.physical(), col.encryptors(), strict=True):
                 pieces.append(f"{qualifier}{_name(physical)} = {self.text.put(value, [enc])}")
             self.text.edit(lead, end, ", ".join(pieces))
+
+    def _plain_values(self, value: exp.Expression, scope: exp.Expression) -> None:
+        """A plain column's ON DUPLICATE KEY UPDATE value naming ``VALUES(col)`` of an encrypted column: refused
+        (the plaintext is nowhere; the physical table has no such column)."""
+        target = scope.this.this if isinstance(scope, exp.Insert) and isinstance(scope.this, exp.Schema) else None
+        table = self.rule.table(target.name) if isinstance(target, exp.Table) else None
+        if table is None:
+            return
+        for call in value.find_all(exp.Anonymous):
+            if call.name.upper() != "VALUES":
+                continue
+            for arg in call.expressions:
+                col = table.columns.get(arg.name.lower()) if isinstance(arg, exp.Identifier | exp.Column) else None
+                if col is not None:
+                    raise _refuse(col, f"{call.sql(dialect='mysql')} assigned to another column",
+                                  "assign VALUES() of an encrypted column to a column encrypted the same way")
+
+    def _values_of(self, col: EncryptColumn, call: exp.Anonymous) -> tuple[str, ...]:
+        """``col = VALUES(other)`` in ON DUPLICATE KEY UPDATE: the physical columns of ``other`` each of ``col``'s
+        takes its value from (``other`` is ``col`` itself, or a column encrypted the same way for each of ``col``'s
+        physical columns); refused for anything else (a plain column's plaintext, another encryption)."""
+        arg = call.expressions[0] if len(call.expressions) == 1 else None
+        other = None
+        table = self.rule.table(col.table)
+        if isinstance(arg, exp.Identifier) and table is not None:  # (sqlglot's VALUES(col)): of the INSERT's table
+            other = table.columns.get(arg.name.lower())
+        elif isinstance(arg, exp.Column) and not isinstance(arg.this, exp.Star):
+            hit = self.resolver.resolve(arg)
+            other = hit[1] if hit is not None else None
+        if other is col:
+            return col.physical()
+        pairs = (
+            ((col.cipher, col.cipher_encryptor), (other.cipher, other.cipher_encryptor)),
+            ((col.assisted, col.assisted_encryptor), (other.assisted, other.assisted_encryptor)),
+            ((col.like, col.like_encryptor), (other.like, other.like_encryptor)),
+        ) if other is not None else ()
+        out = [theirs for (mine, enc), (theirs, their_enc) in pairs if mine is not None]
+        if other is None or any(
+            mine is not None and (theirs is None or enc is None or their_enc is None or not _same(enc, their_enc))
+            for (mine, enc), (theirs, their_enc) in pairs
+        ):
+            raise _refuse(
+                col,
+                f"SET {col.name} = {call.sql(dialect='mysql')}",
+                "set it to a value, or to VALUES() of a column encrypted the same way",
+            )
+        return tuple(name for name in out if name is not None)
 
     # -- conditions and every other column --
 
@@ -1211,9 +1261,10 @@ class _Rewriter:
             raise _refuse(col, f"LIKE {parent.expression.sql(dialect='mysql')}", "match it with a pattern value")
         start, end = _ident_span(column)
         self.text.edit(start, end, _name(col.like))
-        for value in values:  # (the LIKE encryptors digest character by character: each part on its own)
+        for k, value in enumerate(values):  # (the LIKE encryptors digest character by character: each part on its own)
             if value[0] != "null":
-                self.text.edit(value[1], value[2], self.text.put(value, [col.like_encryptor]))
+                pattern = like_pattern(col.like_encryptor, k < len(values) - 1, f"{col.table}.{col.name}")
+                self.text.edit(value[1], value[2], self.text.put(value, [pattern]))
 
     def _pattern(self, node: exp.Expression) -> list[tuple[str, int, int, int, bool]] | None:
         """A LIKE pattern's values: the value itself, or every value of a CONCAT of values (nested too)."""

@@ -291,6 +291,40 @@ def test_a_prepared_write_does_what_it_does_on_the_plaintext_server(
         assert not secret & set(physical[1:7])  # (no plaintext in any physical column)
 
 
+# (prepared statement, the parameters of each of its executes), run in sessions whose sql_mode has NO_BACKSLASH_ESCAPES
+NO_BACKSLASH_ESCAPES = [
+    ("SELECT user_id, password FROM t_user WHERE password = ?", [("o'brien\\x",), ("o'brien\\x",)]),
+    ("SELECT user_id FROM t_user WHERE user_name = ? OR telephone LIKE ?", [("张三丰", "no'%"), ("x", "\\%")]),
+    ("SELECT * FROM t_user WHERE password IN (?, ?)", [("o'brien\\x", "pw"), ("'", "\\")]),  # (a *: as text)
+    ("INSERT INTO t_user VALUES (?, ?, ?, ?, ?)", [(52, "a\\'b", "'", "\\\\", "x'"), (53, None, "\\", "", "")]),
+    ("SELECT user_id FROM t_user WHERE telephone LIKE ?", [("%\\%",), ("9%",)]),
+    ("INSERT INTO t_user (user_id, user_name, password) VALUES (?, ?, ?)", [(50, "a\\'b", "new\nline"),
+                                                                         (51, "\\", "'")]),
+    ("UPDATE t_user SET password = ?, status = ? WHERE user_name = ?", [("x\\y'z", "q'", "zhangsan"),
+                                                                       ("\\'", "\\", "lisi")]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("sql", "runs"), NO_BACKSLASH_ESCAPES)
+@pytest.mark.parametrize("path", ["fast", "slow"])
+def test_prepared_statements_under_no_backslash_escapes(
+    env: Env, path: str, sql: str, runs: list[tuple[Any, ...]]
+) -> None:
+    """Executes the proxy runs as text (such a session leaves the fast path): the parameters are written into the
+    rewrite as the session reads its strings, backslashes and quotes as the values hold them."""
+    answers = []
+    for target in ("oracle", path):
+        conn = _connect(env, target)
+        try:
+            _text(conn, "SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_BACKSLASH_ESCAPES')")
+            cur = conn.cursor(prepared=True)
+            got = [_execute(cur, sql, params) for params in runs]
+            answers.append((got, _text(conn, f"SELECT {COLUMNS} FROM t_user ORDER BY user_id")))
+        finally:
+            conn.close()
+    assert answers[1] == answers[0]
+
+
 @pytest.mark.parametrize(("sql", "params"), [
     ("SELECT user_id, user_name FROM t_user WHERE user_name = ?", ("zhangsan",)),
     ("SELECT user_id FROM t_user WHERE user_name LIKE ? AND user_id > ?", ("%三%", 1)),

@@ -649,6 +649,42 @@ def test_generated_ids_are_the_first_rows(
             cur.execute(f"DROP TABLE IF EXISTS {table}")
 
 
+# g: sharded by u, its AUTO_INCREMENT id given by the statements (not a sharding column); each statement's OK (its
+# last insert id: the statement's last row's id) and LAST_INSERT_ID() (unchanged by given ids) as one server's
+GIVEN_IDS = [
+    ("last row on the second node", "INSERT INTO g (id, u, v) VALUES (58, 2, 'a'), (59, 1, 'b'), (60, 1, 'c')"),
+    ("last row on the first node", "INSERT INTO g (id, u, v) VALUES (61, 1, 'a'), (62, 2, 'b')"),
+    ("rows in another order", "INSERT INTO g (v, u, id) VALUES ('a', 2, 64), ('b', 1, 63), ('c', 2, 65)"),
+    ("ignore", "INSERT IGNORE INTO g (id, u, v) VALUES (58, 2, 'dup'), (80, 1, 'new'), (59, 1, 'dup')"),
+    ("upsert", "INSERT INTO g (id, u, v) VALUES (81, 1, 'x'), (58, 2, 'y') ON DUPLICATE KEY UPDATE v = 'u'"),
+    ("replace", "REPLACE INTO g (id, u, v) VALUES (59, 1, 'r'), (90, 2, 's')"),
+    ("one node", "INSERT INTO g (id, u, v) VALUES (91, 1, 'a'), (93, 1, 'b')"),
+]
+
+
+@pytest.mark.parametrize(("name", "sql"), GIVEN_IDS, ids=[g[0] for g in GIVEN_IDS])
+def test_given_auto_increment_ids_of_a_table_sharded_by_another_column(
+    single_proxy: RunningProxy, mariadb: MariaDBServer, name: str, sql: str
+) -> None:
+    create = "CREATE TABLE g (id BIGINT AUTO_INCREMENT PRIMARY KEY, u INT, v VARCHAR(10))"
+    seed = "INSERT INTO g (id, u, v) VALUES (58, 2, 'a'), (59, 1, 'b'), (5, 1, 'x')"
+    mariadb.execute("DROP TABLE IF EXISTS g", SHARDED)
+    mariadb.execute(create, SHARDED)
+    with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS g")
+        cur.execute(create)
+    proxied, direct = _pair(single_proxy, mariadb, 0, SHARDED)
+    try:
+        script = [] if name.startswith(("last", "rows", "one")) else [seed]
+        _compare(proxied, direct, [*script, "SELECT LAST_INSERT_ID(5)", sql, "SELECT LAST_INSERT_ID()"])
+    finally:
+        proxied.close()
+        direct.close()
+        mariadb.execute("DROP TABLE IF EXISTS g", SHARDED)
+        with single_proxy.connect(SHARDED) as conn, conn.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS g")
+
+
 AUTO_ZERO = (  # (table, statement, its values, rows written or None: refused): NULL or 0 in the AUTO_INCREMENT id
     ("a", "INSERT INTO a (id, v) VALUES (%s, 'x')", (None,), 1),
     ("a", "INSERT INTO a (id, v) VALUES (%s, 'x')", (0,), 1),

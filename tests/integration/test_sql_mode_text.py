@@ -175,6 +175,20 @@ def test_no_backslash_escapes_prepared(rows: ShardedEnv, pair_of: Any, sql: str,
     assert pair.same(sql, params, prepared=True)  # again: the statement's kept plan
 
 
+@pytest.mark.parametrize("value", [
+    "'it''s\\'",  # it's\ : a quote and a backslash, written into the statement's text by the proxy
+    "'a\\'",
+    "CONCAT('c', CHAR(92), 'nd')",  # c\nd, not a newline
+])  # fmt: skip
+def test_no_backslash_escapes_sql_level_execute(rows: ShardedEnv, pair_of: Any, value: str) -> None:
+    """EXECUTE ... USING @v: the proxy writes the variable's value into the statement, as the session reads it."""
+    pair = pair_of(NBE)
+    pair.same(f"SET @v = {value}")
+    pair.same("PREPARE s FROM 'SELECT order_id, status FROM t_order WHERE status = ? AND order_id DIV 1000 = 934 "
+              "ORDER BY order_id'")
+    assert pair.same("EXECUTE s USING @v")
+
+
 ISSUE = 'SELECT "user_id", COUNT(*) AS "n" FROM "t_order" GROUP BY "user_id" ORDER BY "n" DESC'
 
 

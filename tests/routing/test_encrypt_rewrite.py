@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pytest
+from sqlglot import exp
 
 from routing.config import load_yaml
 from routing.encrypt.algorithms import ENCRYPTOR_TYPES
@@ -272,6 +273,20 @@ CASES = [
      "SELECT 40, a.cipher_certificate_number, a.assisted_query_certificate_number, a.like_query_certificate_number, "
      "cipher_password, assisted_query_password, like_query_password, cipher_amount FROM t_account a WHERE "
      "a.assisted_query_certificate_number = 'assisted_query_cert1'", None),
+    # ON DUPLICATE KEY UPDATE col = VALUES(other): each physical column from the one of `other` encrypted alike
+    ("insert_on_duplicate_key_update_values_of_another_column",
+     "INSERT INTO t_account (account_id, certificate_number) VALUES (1, 'c') ON DUPLICATE KEY UPDATE password = "
+     "VALUES(certificate_number), amount = VALUES(certificate_number)", None,
+     "INSERT INTO t_account (account_id, cipher_certificate_number, assisted_query_certificate_number, "
+     "like_query_certificate_number) VALUES (1, 'encrypt_c', 'assisted_query_c', 'like_query_c') ON DUPLICATE KEY "
+     "UPDATE cipher_password = VALUES(cipher_certificate_number), assisted_query_password = "
+     "VALUES(assisted_query_certificate_number), like_query_password = VALUES(like_query_certificate_number), "
+     "cipher_amount = VALUES(cipher_certificate_number)", None),
+    # a REPLACE after a line comment is read as one (sqlglot alone reads it as a command: it went out unrewritten)
+    ("replace_after_a_line_comment", "-- note\nREPLACE INTO t_account (account_id, amount) VALUES (1, 5)", None,
+     "-- note\nREPLACE INTO t_account (account_id, cipher_amount) VALUES (1, 'encrypt_5')", None),
+    ("replace_after_a_hash_comment", "# note\n/* and */ REPLACE t_account SET account_id = 1, amount = ?", [5],
+     "# note\n/* and */ REPLACE t_account SET account_id = 1, cipher_amount = ?", ["encrypt_5"]),
     ("e2e_aes_and_like",
      "SELECT user_id, user_name FROM t_user WHERE user_name = 'zhangsan' OR user_name LIKE 'zhang%'", None,
      "SELECT user_id, user_name_cipher AS user_name FROM t_user WHERE user_name_cipher = 'sVq8Lmm+j6bZE5EKSilJEQ==' "
@@ -381,6 +396,12 @@ def test_statements_without_encrypted_tables_are_left_alone(sql: str) -> None:
     ("INSERT INTO t_account (account_id, password) SELECT user_id, password FROM t_user", "INSERT ... SELECT"),
     ("INSERT INTO t_account (account_id, password) VALUES (1, CONCAT('a', 'b'))", "expression"),
     ("UPDATE t_account SET amount = amount + 1", "SET amount"),
+    ("INSERT INTO t_account (account_id, amount) VALUES (1, 2) ON DUPLICATE KEY UPDATE password = VALUES(amount)",
+     "t_account.password cannot be used in SET password = VALUES(amount)"),  # (no assisted or LIKE query column)
+    ("INSERT INTO t_account (account_id, amount) VALUES (1, 2) ON DUPLICATE KEY UPDATE amount = VALUES(status)",
+     "t_account.amount cannot be used in SET amount = VALUES(status)"),  # (a plaintext)
+    ("INSERT INTO t_account (account_id, amount) VALUES (1, 2) ON DUPLICATE KEY UPDATE status = VALUES(amount)",
+     "t_account.amount cannot be used in VALUES(amount) assigned to another column"),
     ("SELECT * FROM (SELECT account_id, password, amount + 1 FROM t_account) d", "cannot all name"),
     ("SELECT * FROM (SELECT amount + 1 AS a FROM t_account) d", "the expression"),
     ("SELECT * FROM t_account WHERE password = (SELECT password FROM t_user)", "comparison with a subquery"),
@@ -392,6 +413,18 @@ def test_what_cannot_be_rewritten_is_refused_naming_the_column(sql: str, words: 
     with pytest.raises(RoutingError) as info:
         _rewrite(sql)
     assert info.value.errno == 1235 and words in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("tree", [exp.Command(this="REPLACE", expression=exp.Literal.string("INTO t_account ...")),
+                                  exp.Anonymous(this="VALUES")])
+def test_a_statement_read_as_no_query_or_write_is_refused_not_sent_as_written(monkeypatch, tree) -> None:
+    """sqlglot reads what it does not know as a command (a REPLACE after a line comment was one): nothing of it would
+    be rewritten, its plaintext sent on."""
+    _RECIPES.clear()
+    monkeypatch.setattr("routing.encrypt.rewrite.parse_statement", lambda shape: tree)
+    with pytest.raises(RoutingError) as info:
+        _rewrite("REPLACE INTO t_account (account_id, amount) VALUES (1, 5)")
+    assert info.value.errno == 1235 and "cannot read" in str(info.value)
 
 
 def test_a_star_over_a_table_of_unknown_columns_asks_for_them() -> None:
