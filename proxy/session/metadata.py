@@ -25,7 +25,7 @@ from proxy.execution.executor import execute_plan
 from proxy.execution.plans import Refused, Run
 from proxy.execution.resultset import BINARY_ROWS, result_packets
 from proxy.execution.units import log_statement
-from proxy.session import schema_merge, system_schema
+from proxy.session import definitions, schema_merge, system_schema
 from proxy.session.processlist import (
     _hides_proxy_statement,
     _masked,
@@ -83,6 +83,11 @@ _DESCRIBE_COLUMN = re.compile(
 _SHOW_CREATE_DATABASE = re.compile(
     r"^\s*SHOW\s+CREATE\s+(?:DATABASE|SCHEMA)\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?(?P<db>`[^`]+`|\w+)\s*;?\s*$",
     re.I,
+)
+_SHOW_OPEN_TABLES = re.compile(
+    r"^\s*SHOW\s+OPEN\s+TABLES(?:\s+(?:FROM|IN)\s+(?P<db>`[^`]+`|\w+))?"
+    r"(?:\s+LIKE\s+'(?P<like>[^'\\]*(?:(?:\\.|'')[^'\\]*)*)'|\s+WHERE\s+(?P<where>.+?))?\s*;?\s*$",
+    re.I | re.S,
 )
 _SYSTEM_SCHEMAS = {"information_schema", "performance_schema", "mysql", "sys"}
 _SHOW_STATUS = re.compile(r"^\s*SHOW\s+(?:(?:GLOBAL|SESSION|LOCAL)\s+)?STATUS\b", re.I)
@@ -160,6 +165,10 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
         if m:
             await _show_create_database(session, m)
             return True
+        m = _SHOW_OPEN_TABLES.match(sql)
+        if m:
+            await _show_open_tables(session, db, m)
+            return True
         if db is not None and db.kernel is not None:
             m = _SHOW_TABLES.match(sql)
             if m:
@@ -188,7 +197,7 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
         others = await port(session.server).other_sessions(session, True) if reads else []
         rewritten = _processlist_table(session, sql, others, await backend_states(session) if reads else None)
         if rewritten is not None:
-            await _select_on_default(session, db, rewritten)
+            await _select_on_default(session, db, rewritten, original=sql)
             return True
         if db is not None:
             await _information_schema(session, db, sql)
@@ -376,7 +385,7 @@ def _actual_to_logic(db: LogicalDatabase) -> dict[tuple[str, str], str]:
 
 
 async def filter_where(
-    session: Session, db: LogicalDatabase, columns: list[str], rows: list[tuple[object, ...]], where: str
+    session: Session, db: LogicalDatabase | None, columns: list[str], rows: list[tuple[object, ...]], where: str
 ) -> list[tuple[bytes | None, ...]] | None:
     """Evaluate a SHOW statement's WHERE over rows the proxy built, by MySQL itself: the rows go to a
     backend as a derived table (values as text, so that `Rows > 0` compares as MySQL would). None after
@@ -392,7 +401,10 @@ async def filter_where(
     selects = " UNION ALL ".join([head, *("SELECT " + ", ".join(lit(v) for v in r) for r in rows[1:])])
     empty = "" if rows else " AND FALSE"
     sql = f"SELECT * FROM ({selects}) AS t WHERE ({where}){empty}"
-    conn = await session.backend(next(iter(db.sources)), record_write=False)
+    conn = await definitions.metadata_connection(session, db)
+    if conn is None:
+        session.error(1046, "No database selected", "3D000")
+        return None
     res = await conn.execute(sql)
     if isinstance(res, ERRPacket):
         session.error(res.errno, res.message, res.sqlstate)
@@ -496,7 +508,125 @@ async def _show_create_database(session: Session, m: re.Match[str]) -> None:
         return
     text = (res[0][1] or b"").decode("utf-8", "surrogateescape")
     text = text.replace(f"`{physical.replace('`', '``')}`", f"`{target.name.replace('`', '``')}`", 1)
-    session.rows(["Database", "Create Database"], [(target.name, text)])
+    # MariaDB's definitions (the statement's own, in the session's character set): of a database every server has
+    defined = await definitions.server_definitions(session, "SHOW CREATE DATABASE information_schema")
+    session.rows(definitions.named(defined, ["Database", "Create Database"]), [(target.name, text)])
+
+
+def answered_here(sql: str) -> bool:
+    """A statement `answer` answers itself whatever the session's database (also when it chose none) that a data
+    source would answer otherwise, prepared or not: SHOW CREATE DATABASE (of a logical database, whatever the
+    current one is), SHOW OPEN TABLES (the logical databases' tables, also on a pass-through database: its server
+    would list the others' actual tables), information_schema.PROCESSLIST."""
+    if sql.lstrip()[:4].upper() == "SHOW":
+        if _SHOW_CREATE_DATABASE.match(sql) is not None:
+            return True
+        return _SHOW_OPEN_TABLES.match(sql) is not None
+    return reads_processlist(sql)
+
+
+
+
+async def _show_open_tables(session: Session, db: LogicalDatabase | None, m: re.Match[str]) -> None:
+    """SHOW OPEN TABLES as one server holding the logical databases answers it, whatever the current database: a
+    logical table is open when one of its actual tables (a copy of a broadcast table) is open on its data source,
+    listed once under its logical name and database (`In_use` and `Name_locked` the largest of its actual tables':
+    a lock taken through the proxy counts once); a table no statement opened is not listed, and neither are the
+    actual tables nor the other databases of the data sources. Without FROM: every logical database the user may
+    see, and the server's own schemas (mysql, performance_schema ...) as the first data source of the current
+    (else the default) database has them open; FROM a server schema, that data source's answer; FROM another name,
+    no rows (as MariaDB answers for a database it does not have). The column definitions are MariaDB's
+    (information_schema.OPEN_TABLES'), read from that data source."""
+    named = unquote_ident(m.group("db")) if m.group("db") else None
+    if named is not None and _invalid_name(session, named):
+        return
+    if named is not None and named.lower() in _SYSTEM_SCHEMAS:
+        await _relay_on_metadata_connection(session, db, m.string)
+        return
+    served = await definitions.backend_answer(session, "SHOW OPEN TABLES" if named is None else
+                                              "SHOW OPEN TABLES FROM information_schema LIKE ''", db)
+    if isinstance(served, ERRPacket):
+        session.error(served.errno, served.message, served.sqlstate)
+        return
+    if served is None:
+        session.error(1046, "No database selected", "3D000")  # (no data source at all)
+        return
+    defined, server_rows = served
+    rows: list[tuple[object, ...]] = []
+    if named is None:
+        rows.extend(r for r in server_rows if (r[0] or b"").decode("utf-8", "surrogateescape").lower()
+                    in _SYSTEM_SCHEMAS)
+        targets = [session.server.database(n) for n in session.visible_databases()]
+    else:
+        targets = [session.database_access(named)[0]]
+    for target in targets:
+        if target is not None:
+            opened = await _open_tables_of(session, target)
+            if opened is None:
+                return
+            rows.extend(opened)
+    if m.group("like") is not None:
+        rx = like_to_regex(m.group("like"))
+        rows = [r for r in rows if rx.match(ptext.decode(r[1]) if isinstance(r[1], bytes) else str(r[1]))]
+    labels = [c.name for c in defined]
+    if m.group("where"):
+        filtered = await filter_where(session, db, labels, rows, m.group("where"))
+        if filtered is None:
+            return
+        rows = list(filtered)
+    session.rows(list(defined), rows)
+
+
+async def _open_tables_of(session: Session, target: LogicalDatabase) -> list[tuple[object, ...]] | None:
+    """The open tables of one logical database (`_show_open_tables`), read from each of its data sources; None after
+    an error was sent."""
+    sharded = target.kernel is not None
+    names = logical_names(target) if sharded else None
+    logic_of = _actual_to_logic(target) if sharded else {}
+    merged: dict[str, list[object]] = {}
+    for ds, source in target.sources.items():
+        physical = source.config.database
+        res = await source.admin_execute(f"SHOW OPEN TABLES FROM `{physical.replace('`', '``')}`")
+        if isinstance(res, ERRPacket):
+            session.error(res.errno, res.message, res.sqlstate)
+            return None
+        if not isinstance(res, list):
+            session.error(2013, f"data source {ds} cannot be reached", "HY000")
+            return None
+        for row in res:
+            actual = (row[1] or b"").decode("utf-8", "surrogateescape")
+            if names is None:
+                logic: str | None = actual
+            elif (ds, actual.lower()) in logic_of:
+                logic = logic_of[(ds, actual.lower())]
+            elif actual in target.rules.broadcast:
+                logic = actual  # a copy of a broadcast table: open on one data source, open
+            else:
+                logic = names.view(ds, actual)
+            if logic is None:
+                continue
+            in_use, locked = int(row[2] or 0), int(row[3] or 0)
+            have = merged.get(logic.lower())
+            if have is None:
+                merged[logic.lower()] = [target.name, logic, in_use, locked]
+            else:
+                have[2], have[3] = max(int(str(have[2])), in_use), max(int(str(have[3])), locked)
+        if not sharded:
+            break  # a pass-through database: its one data source
+    return [tuple(r) for r in merged.values()]
+
+
+async def _relay_on_metadata_connection(session: Session, db: LogicalDatabase | None, sql: str) -> None:
+    """`sql`, about the server itself, answered as the first data source of the current (else the default) database
+    answers it."""
+    served = await definitions.backend_answer(session, sql, db)
+    if isinstance(served, ERRPacket):
+        session.error(served.errno, served.message, served.sqlstate)
+        return
+    if served is None:
+        session.error(1046, "No database selected", "3D000")
+        return
+    session.rows(list(served[0]), list(served[1]))
 
 
 def _rewrite_literals(sql: str, mapping: dict[str, str]) -> str:
