@@ -131,15 +131,40 @@ def _typed(name: str, value: str) -> str:
     SELECT USER()` a VARCHAR(14)), and IF(0, f(), value) has f()'s type and value's value (f() is not called).
     The kernel of a sharded database reads plain literals (a sharding value may come from one)."""
     if value == "NULL":
-        return value
-    literal = f"CAST({value} AS UNSIGNED)" if value.isdigit() else value
+        return value  # DATABASE() without a database: NULL in an expression (a whole item: routing.session_functions)
+    # (BIGINT UNSIGNED: CONNECTION_ID(), LAST_INSERT_ID(); ROW_COUNT() and FOUND_ROWS() are signed, and a signed
+    # and an unsigned BIGINT make a DECIMAL)
+    literal = f"CAST({value} AS UNSIGNED)" if value.isdigit() and name in _UNSIGNED_CALLS else value
     return f"IF(0, {_TYPED_AS.get(name, name.upper())}(), {literal})"
+
+
+_UNSIGNED_CALLS = frozenset({"connection_id", "last_insert_id"})
+
+
+def substitution_values(session: Session) -> tuple[dict[str, str], dict[str, str] | None]:
+    """The literals standing for the session's functions (`function_values`), and on a sharded database those for a
+    call in the statement's own select list: typed as the function there (`_typed`), where no value routes, so that
+    the column has the function's definition (`SELECT USER()`: VARCHAR(384) NULL, not the literal's VARCHAR(14) NOT
+    NULL)."""
+    values = function_values(session)
+    db = session.database
+    if db is None or db.kernel is None:
+        return values, None  # (already typed)
+    return values, {name: _typed(name, value) for name, value in values.items()}
 
 
 def substitute(session: Session, sql: str) -> str | None:
     if "(" not in sql or not has_call(sql):
         return None  # the common case, decided before building the session's values
-    return substitute_session_functions(sql, function_values(session))
+    if _ACCOUNT_STATEMENT.match(sql):
+        return None  # CURRENT_USER() names an account there (SHOW GRANTS FOR CURRENT_USER()), no value
+    return substitute_session_functions(sql, *substitution_values(session))
+
+
+_ACCOUNT_STATEMENT = re.compile(
+    r"^\s*(?:SHOW\s+GRANTS|GRANT|REVOKE|(?:ALTER|CREATE|DROP|RENAME)\s+USER|SET\s+(?:PASSWORD|DEFAULT\s+ROLE))\b",
+    re.I,
+)
 
 
 def logical_names(db: LogicalDatabase) -> LogicalNames:

@@ -242,10 +242,19 @@ async def _prepare_without_database(session: Session, sql: str) -> None:
         conn = await session.backend(next(iter(default.sources)), record_write=False)
     finally:
         session.database = None
-    answer = await conn.prepare(metadata.substitute(session, sql) or sql)  # DATABASE() is NULL, as on MariaDB
+    sent = metadata.substitute(session, sql)
+    answer = await conn.prepare(sent or sql)  # DATABASE() is NULL, as on MariaDB
     if isinstance(answer, ERRPacket):
         session.wire.send(answer.encode(session.capabilities))
         return
+    if sent is not None:
+        # described as the text itself: MariaDB's PREPARE types DATABASE() as a name even without a database (its
+        # EXECUTE as the NULL it is: `CONCAT(USER(), DATABASE())` is 1796 bytes long at PREPARE, 1540 at EXECUTE)
+        described = await conn.prepare(sql)
+        if isinstance(described, PrepareResponse):
+            conn.send_only(ComStmtClose(described.ok.statement_id).encode())
+            if len(described.columns) == len(answer.columns):
+                answer = replace(answer, columns=described.columns)
     stmt = ClientStatement(session.statements.new_id(), sql, answer.ok.num_params, answer.columns, backend=conn,
                            backend_id=answer.ok.statement_id)
     session.statements.add(stmt)

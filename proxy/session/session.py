@@ -140,7 +140,7 @@ class Session(SessionConnections, StatementStopping):
         self.end_warnings = 0  # the warnings of the COMMIT / ROLLBACK that just ended a transaction (txn_end)
         # the statement's text before session functions were substituted, and their values: its errors print
         # the calls, not the literals (routing.session_functions.printed_back)
-        self.substituted: tuple[str, dict[str, str]] | None = None
+        self.substituted: tuple[str, dict[str, str], dict[str, str] | None] | None = None
         # where the last statement's warnings are, on a kernel-routed database (proxy.execution.diagnostics)
         self.diagnostics: Diagnostics | None = None
         self.connecting: list[str] = []  # data sources this command waits on for a connection
@@ -507,7 +507,7 @@ def _carried(was: TransactionState) -> list[str]:
 
 
 def _calls_printed(
-    rewriter: Callable[[bytes], bytes] | None, substituted: tuple[str, dict[str, str]]
+    rewriter: Callable[[bytes], bytes] | None, substituted: tuple[str, dict[str, str], dict[str, str] | None]
 ) -> Callable[[bytes], bytes]:
     """A relayed ERR's rewriting, then its message with the substituted session functions printed as calls."""
 
