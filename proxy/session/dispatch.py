@@ -86,6 +86,7 @@ async def _stmt_execute(session: Session, payload: bytes) -> None:
         if stmt is not None:
             session.stmt_kind = statement_kind(stmt.sql)
             session.sql = stmt.sql
+            session.info = stmt.sql[:100]  # (the processlist's Info, as MariaDB shows an Execute)
     if session.server.statement_timeout > 0:
         await session._with_timeout(prepared.execute(session, payload))
     else:
