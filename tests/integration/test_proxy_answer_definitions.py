@@ -267,3 +267,38 @@ def test_open_tables_are_the_logical_ones(pad: Env, before: str | None, sql: str
             opener.close()
             asking.close()
     assert answers[0] == answers[1]
+
+
+# a session's KILL of itself: (id, how it is sent: a statement with {me} for its own id, or COM_PROCESS_KILL)
+SELF_KILLS: list[tuple[str, str | None]] = [
+    ("kill-query", "KILL QUERY {me}"),  # the KILL is the statement it interrupts: ERR 1317, the session goes on
+    ("kill-query-soft", "KILL SOFT QUERY {me}"),
+    ("kill-connection", "KILL CONNECTION {me}"),  # ERR 1927, the connection closed
+    ("kill", "KILL {me}"),
+    ("kill-hard-parenthesised", "KILL HARD (  {me} )"),
+    ("com-process-kill", None),
+]
+
+
+@pytest.mark.parametrize("where", WHERE)
+@pytest.mark.parametrize("sent", [c[1] for c in SELF_KILLS], ids=[c[0] for c in SELF_KILLS])
+def test_a_session_killing_itself_gets_mariadb_answer(pad: Env, sent: str | None, where: str) -> None:
+    """ERR 1317 for KILL QUERY of itself (the session goes on), ERR 1927 `Connection was killed` for KILL [CONNECTION]
+    and COM_PROCESS_KILL of itself (the connection closes), as MariaDB answers."""
+    answers = []
+    for oracle in (False, True):
+        c = _client(pad, oracle=oracle, database=_DATABASE[where], charset="utf8mb4")
+        me = c.greeting.connection_id
+        try:
+            if sent is None:
+                c.send(b"\x0c" + me.to_bytes(4, "little"))
+                first = c.read()[1]
+            else:
+                first = c.command(ComQuery(sent.format(me=me).encode()).encode())[0][1]
+            if "QUERY" in (sent or ""):
+                answers.append((first, _text(c, "SELECT 1")))  # the session goes on
+            else:
+                answers.append((first, c.closed(2)))
+        finally:
+            c.close()
+    assert answers[0] == answers[1]
