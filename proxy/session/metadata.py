@@ -36,6 +36,7 @@ from proxy.session.processlist import (
 )
 from proxy.session.schema_scope import _SCHEMA_TABLE, Scope, restore_names, restore_reshaped, scope_to_schema
 from proxy.session.statements import unquote_ident
+from proxy.session.stmt_database import in_database
 from routing.encrypt.metadata import logical_schema_columns, logical_schema_select, table_metadata
 from routing.encrypt.rule import EncryptTable
 from routing.like import like_to_regex
@@ -337,7 +338,21 @@ async def _show_tables(session: Session, db: LogicalDatabase, m: re.Match[str]) 
             if m.group("db")
             else m.string
         )
-        await session.relay(next(iter(target.sources)), ComQuery(text.encode("utf-8", "surrogateescape")).encode())
+        # on that database's own connection (its data source names are its own: `ds_0` may be ours too)
+        async with in_database(session, target, f"SHOW TABLES FROM {target.name}"):
+            if not BINARY_ROWS.get():
+                await session.relay(next(iter(target.sources)),
+                                    ComQuery(text.encode("utf-8", "surrogateescape")).encode())
+                return
+            served = await definitions.backend_answer(session, text, target)  # an EXECUTE: binary rows
+        if isinstance(served, ERRPacket):
+            session.error(served.errno, served.message, served.sqlstate)
+        elif served is None:
+            session.error(2013, f"data source {next(iter(target.sources))} cannot be reached", "HY000")
+        else:
+            renaming = target.renaming
+            columns = [renaming.definition(c) if renaming is not None else c for c in served[0]]
+            session.rows(list(columns), list(served[1]))
         return
     await target.reload_metadata()  # tables may have been created behind the proxy's back
     names = existing_tables(target)

@@ -123,6 +123,8 @@ CASES: list[tuple[str, str, str]] = [
                            "LEFT(INFO, 100) FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()", ALL),
     ("is-processlist-expressions", "SELECT ID + 1, TIME / 2, LOWER(COMMAND) AS c, COUNT(*) "
                                    "FROM information_schema.processlist WHERE ID = CONNECTION_ID() GROUP BY ID", DEFS),
+    ("show-tables", "SHOW TABLES", ALL),
+    ("show-full-tables-like", "SHOW FULL TABLES LIKE 't%'", ALL),
     ("show-open-tables", "SHOW OPEN TABLES", DEFS),  # (rows: test_open_tables_are_the_logical_ones)
     ("show-open-tables-from", "SHOW OPEN TABLES FROM pad_db", DEFS),
     ("show-open-tables-in-like", "SHOW OPEN TABLES IN pad_db LIKE 't%'", DEFS),
@@ -167,6 +169,25 @@ CASES: list[tuple[str, str, str]] = [
 WHERE = ["sharded", "pass-through", "no-database"]
 _DATABASE = {"sharded": SHARDED, "pass-through": PASS_THROUGH, "no-database": None}
 CHARSETS = ["utf8mb4", "latin1"]
+
+
+# statements naming another database than the session's: (id, statement, compared), in a session on the sharded
+# database and in one without a database (a pass-through session's server does not know the other databases, nor
+# does the kernel of a sharded one route a table of another database: docs/limits.md)
+NAMING: list[tuple[str, str, str]] = [
+    ("show-tables-from", "SHOW TABLES FROM pad_db", ALL),
+    ("show-full-tables-in", "SHOW FULL TABLES IN `pad_db` LIKE 't\\_%'", ALL),
+    ("show-tables-from-pass-through", "SHOW TABLES FROM pad_pt", ALL),
+    ("show-table-status-from", "SHOW TABLE STATUS FROM pad_db WHERE Name = 't_s'", DEFS),  # (sizes, times)
+    ("show-columns-qualified", "SHOW COLUMNS FROM pad_db.t_s LIKE 'i%'", ALL),
+    ("show-full-fields-in-in", "SHOW FULL FIELDS IN t_s IN pad_db", ALL),
+    ("show-index-from-from", "SHOW INDEX FROM t_b FROM pad_db", ALL),
+    ("show-create-table-qualified", "SHOW CREATE TABLE pad_db.t_b", ALL),
+]
+NAMING_NO_DATABASE: list[tuple[str, str, str]] = [
+    ("show-create-table-pass-through", "SHOW CREATE TABLE pad_pt.t_p", ALL),
+    ("show-columns-pass-through", "SHOW COLUMNS FROM t_p FROM pad_pt", ALL),
+]
 
 
 def _comparable(answer: Answer, compared: str) -> Answer:
@@ -228,6 +249,27 @@ def test_connector_prepared_cursor_equals_mariadb(pad: Env, sql: str, compared: 
         finally:
             conn.close()
     assert seen[0] == seen[1]
+
+
+@pytest.mark.parametrize(("sql", "compared", "where"), [
+    *((sql, compared, where) for _id, sql, compared in NAMING for where in ("sharded", "no-database")),
+    *((sql, compared, "no-database") for _id, sql, compared in NAMING_NO_DATABASE),
+], ids=[*(f"{i}-{where}" for i, _s, _c in NAMING for where in ("sharded", "no-database")),
+        *(f"{i}-no-database" for i, _s, _c in NAMING_NO_DATABASE)])
+def test_statements_naming_a_database_equal_mariadb(pad: Env, sql: str, compared: str, where: str) -> None:
+    """Without a database, a SHOW that names one runs there, as MariaDB runs it (it answered 1046); from a sharded
+    database's session, SHOW TABLES FROM a pass-through database lists that one's tables."""
+    database = _DATABASE[where]
+    proxy = _client(pad, oracle=False, database=database, charset="utf8mb4")
+    oracle = _client(pad, oracle=True, database=database, charset="utf8mb4")
+    try:
+        got = (_text(proxy, sql), *_prepared(proxy, sql))
+        want = (_text(oracle, sql), *_prepared(oracle, sql))
+    finally:
+        proxy.close()
+        oracle.close()
+    assert (_comparable(got[0], compared), _comparable(got[1], compared), got[2]) == (
+        _comparable(want[0], compared), _comparable(want[1], compared), want[2])
 
 
 # SHOW OPEN TABLES after the servers closed every table and one statement opened t_s (on the proxy: the actual tables
