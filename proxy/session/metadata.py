@@ -565,8 +565,6 @@ def answered_here(sql: str) -> bool:
     return reads_processlist(sql)
 
 
-
-
 async def _show_open_tables(session: Session, db: LogicalDatabase | None, m: re.Match[str]) -> None:
     """SHOW OPEN TABLES as one server holding the logical databases answers it, whatever the current database: a
     logical table is open when one of its actual tables (a copy of a broadcast table) is open on its data source,
@@ -623,7 +621,7 @@ async def _open_tables_of(session: Session, target: LogicalDatabase) -> list[tup
     sharded = target.kernel is not None
     names = logical_names(target) if sharded else None
     logic_of = _actual_to_logic(target) if sharded else {}
-    merged: dict[str, list[object]] = {}
+    merged: dict[str, tuple[str, str, int, int]] = {}  # logic table (lower case) -> its row
     for ds, source in target.sources.items():
         physical = source.config.database
         res = await source.admin_execute(f"SHOW OPEN TABLES FROM `{physical.replace('`', '``')}`")
@@ -647,13 +645,12 @@ async def _open_tables_of(session: Session, target: LogicalDatabase) -> list[tup
                 continue
             in_use, locked = int(row[2] or 0), int(row[3] or 0)
             have = merged.get(logic.lower())
-            if have is None:
-                merged[logic.lower()] = [target.name, logic, in_use, locked]
-            else:
-                have[2], have[3] = max(int(str(have[2])), in_use), max(int(str(have[3])), locked)
+            if have is not None:
+                in_use, locked = max(have[2], in_use), max(have[3], locked)
+            merged[logic.lower()] = (target.name, have[1] if have is not None else logic, in_use, locked)
         if not sharded:
             break  # a pass-through database: its one data source
-    return [tuple(r) for r in merged.values()]
+    return list(merged.values())
 
 
 async def _relay_on_metadata_connection(session: Session, db: LogicalDatabase | None, sql: str) -> None:
