@@ -36,7 +36,6 @@ from proxy.session.processlist import (
 )
 from proxy.session.schema_scope import _SCHEMA_TABLE, Scope, restore_names, restore_reshaped, scope_to_schema
 from proxy.session.statements import unquote_ident
-from proxy.session.stmt_database import in_database
 from routing.encrypt.metadata import logical_schema_columns, logical_schema_select, table_metadata
 from routing.encrypt.rule import EncryptTable
 from routing.like import like_to_regex
@@ -338,13 +337,8 @@ async def _show_tables(session: Session, db: LogicalDatabase, m: re.Match[str]) 
             if m.group("db")
             else m.string
         )
-        # on that database's own connection (its data source names are its own: `ds_0` may be ours too)
-        async with in_database(session, target, f"SHOW TABLES FROM {target.name}"):
-            if not BINARY_ROWS.get():
-                await session.relay(next(iter(target.sources)),
-                                    ComQuery(text.encode("utf-8", "surrogateescape")).encode())
-                return
-            served = await definitions.backend_answer(session, text, target)  # an EXECUTE: binary rows
+        # from that database's own data source (its data source names are its own: `ds_0` may be ours too)
+        served = await definitions.backend_answer(session, text, target)
         if isinstance(served, ERRPacket):
             session.error(served.errno, served.message, served.sqlstate)
         elif served is None:

@@ -16,6 +16,7 @@ oracle has).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -344,3 +345,59 @@ def test_a_session_killing_itself_gets_mariadb_answer(pad: Env, sent: str | None
         finally:
             c.close()
     assert answers[0] == answers[1]
+
+
+# what the proxy answers from its own state with the server's definitions, while every pooled connection is taken
+WITH_POOLS_TAKEN = [
+    "SHOW PROCESSLIST",
+    "SHOW FULL PROCESSLIST",
+    "SHOW DATABASES",
+    "SELECT DATABASE()",
+    "SHOW CREATE DATABASE pad_db",
+    "SHOW OPEN TABLES FROM pad_db",
+]
+
+
+@pytest.mark.parametrize("sql", WITH_POOLS_TAKEN)
+def test_answered_while_every_pooled_connection_is_taken(
+    pad: Env, tmp_path: Path, sql: str
+) -> None:
+    """The definitions are read over the data sources' admin connections: SHOW PROCESSLIST answers when a
+    transaction holds each pool's only connection (the tool to see who holds them), as it did before it carried the
+    server's definitions."""
+    _proxy, _server, shards = pad
+    conf = write_conf(tmp_path, {SHARDED: {f"ds_{i}": (s, f"pad_ds_{i}") for i, s in enumerate(shards)}},
+                      rules_yaml={SHARDED: RULES}, max_pool_size=1,
+                      data_source_props={"connectionTimeoutMilliseconds": 20000})
+    small = start_proxy(conf)
+    try:
+        holder = small.connect(SHARDED)
+        with holder.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("SELECT COUNT(*) FROM t_s")  # both data sources' only connection, held by the transaction
+        asking = small.connect(SHARDED, read_timeout=10)
+        with asking.cursor() as cur:
+            cur.execute(sql)
+            assert cur.fetchall() is not None
+            assert cur.description
+        holder.rollback()
+        holder.close()
+        asking.close()
+    finally:
+        small.stop()
+
+
+def test_the_admin_connection_keeps_its_character_sets(pad: Env) -> None:
+    """A latin1 session's definitions are read with SET NAMES latin1 on the admin connection, for that statement only:
+    the proxy's own reads there (metadata, KILL QUERY) go on in utf8mb4."""
+    proxy, _server, _shards = pad
+    c = _client(pad, oracle=False, database=SHARDED, charset="latin1")
+    try:
+        columns = _text(c, "SHOW DATABASES LIKE 'pad\\_admin\\_check%'")[0]
+    finally:
+        c.close()
+    assert not isinstance(columns, int) and columns[0]["charset"] == 8  # latin1_swedish_ci, as MariaDB's
+    source = proxy.server.database(SHARDED).sources["ds_0"]
+    read = source.admin_execute("SELECT @@character_set_client, @@character_set_results, @@collation_connection")
+    assert asyncio.run_coroutine_threadsafe(read, proxy._loop).result(10) == [
+        (b"utf8mb4", b"utf8mb4", b"utf8mb4_general_ci")]
