@@ -289,14 +289,27 @@ def _children(node: exp.Expression) -> Iterator[exp.Expression]:
 
 
 def _walk(root: exp.Expression) -> Iterator[exp.Expression]:
-    """Every node of the tree except the contents of optimizer hints (per-node advice, never a value)."""
+    """Every node of the tree except the contents of optimizer hints (per-node advice, never a value) and the
+    branch of `IF(0, x, y)` that is never evaluated (`x`: the proxy types a session function's value so,
+    `IF(0, USER(), 'u@h')`, which calls no USER() on any data node)."""
     stack = [root]
     while stack:
         node = stack.pop()
         yield node
         if isinstance(node, exp.Hint):
             continue
+        if isinstance(node, exp.If) and _never_true(node.this):
+            never = node.args.get("true")
+            stack.extend(reversed([c for c in _children(node) if c is not never]))
+            continue
         stack.extend(reversed(list(_children(node))))
+
+
+def _never_true(condition: object) -> bool:
+    """A condition written as the number 0 (or FALSE)."""
+    if isinstance(condition, exp.Boolean):
+        return condition.this is False
+    return isinstance(condition, exp.Literal) and not condition.is_string and condition.this == "0"
 
 
 def scope_of(node: exp.Expression) -> exp.Expression | None:

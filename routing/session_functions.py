@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from routing.computed import AGGREGATE_NAMES
 from routing.parse import tokenize
 from routing.split import _TOKEN
 
@@ -51,18 +52,26 @@ _PARENS = re.compile(r"[()]")
 _SUBQUERY = re.compile(r"\s*(?:SELECT|WITH)\b", re.I)
 
 
-def substitute_session_functions(sql: str, values: Mapping[str, str]) -> str | None:
+def substitute_session_functions(
+    sql: str, values: Mapping[str, str], select_values: Mapping[str, str] | None = None
+) -> str | None:
     """`values`: lower-case function name -> SQL literal. None when nothing was replaced. A call that is a whole
     select-list item keeps its column name with an alias; one inside parentheses that are no subquery's (a function's
     arguments, a VALUES row) is an expression there, where an alias would not be valid SQL: the top-level select-list
     item holding it, when it has no alias, gets one with its own text (`@a - connection_id()` stays its label).
-    CONNECTION_ID() and LAST_INSERT_ID() are BIGINT UNSIGNED on the server, and so is their literal here."""
+    CONNECTION_ID() and LAST_INSERT_ID() are BIGINT UNSIGNED on the server, and so is their literal here.
+    `select_values`: the literals for a call in the statement's own select list, where no value routes anything
+    (there a sharded database's literal may be typed as the function: `IF(0, USER(), 'u@h')`); `values` elsewhere."""
     if "(" not in sql or not has_call(sql):
         return None
     text = sql
     edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in the text, in order
     labelled: set[int] = set()  # the select-list items given an alias (by their start)
     items = _select_items(text)
+    # the select list's items where a typed literal may stand (none holding an aggregate: the merge computes such
+    # an expression itself from its text, which must hold no function it does not evaluate)
+    typed = [] if select_values is None else [(a, b) for a, b in _item_spans(text)
+                                              if _AGGREGATE_CALL.search(text, a, b) is None]
     opened: list[bool] = []  # the parentheses open at this point of the text: True for a subquery's
 
     def walk(start: int, end: int) -> None:
@@ -83,7 +92,8 @@ def substitute_session_functions(sql: str, values: Mapping[str, str]) -> str | N
             walk(walked, start)
             walked = end  # (the call's own parentheses close where they open)
             name = call.group(1).lower()
-            literal = values.get(name)
+            in_list = any(a <= start < b for a, b in typed)
+            literal = (select_values if in_list and select_values is not None else values).get(name)
             if literal is None:
                 continue
             if name in _UNSIGNED and literal.isdigit():
@@ -92,6 +102,8 @@ def substitute_session_functions(sql: str, values: Mapping[str, str]) -> str | N
             after = text[end:]
             if (not opened or opened[-1]) and _BEFORE_ITEM.search(before) and _AFTER_ITEM.match(after):
                 alias = call.group().replace("`", "``")
+                if literal == "NULL":  # DATABASE() without a database: a column of the function's type, no value
+                    literal = f"IF(0, {call.group(1)}(), NULL)"
                 edits.append((start, end, f"{literal} AS `{alias}`"))
                 continue
             edits.append((start, end, literal))
@@ -114,12 +126,15 @@ def substitute_session_functions(sql: str, values: Mapping[str, str]) -> str | N
     return "".join(result)
 
 
-def printed_back(message: str, sql: str, values: Mapping[str, str]) -> str:
-    """An error `message` of the substituted text of `sql` (`substitute_session_functions(sql, values)`), with
-    the server's printing of each substituted call's literal (`cast(4 as unsigned)`, `'app'`, `-1`) written as it
-    prints the call (`last_insert_id()`, `database()`, `row_count()`), as one server's message says it. A literal
-    that two called functions share, or that the user's own text holds too, is left as it is: it cannot be told
-    which it was."""
+def printed_back(message: str, sql: str, values: Mapping[str, str],
+                 select_values: Mapping[str, str] | None = None) -> str:
+    """An error `message` of the substituted text of `sql` (`substitute_session_functions(sql, values,
+    select_values)`), with the server's printing of each substituted call's literal (`cast(4 as unsigned)`, `'app'`,
+    `-1`) written as it prints the call (`last_insert_id()`, `database()`, `row_count()`), as one server's message
+    says it. A literal that two called functions share, or that the user's own text holds too, is left as it is: it
+    cannot be told which it was."""
+    if select_values is not None:  # the select list's typed literals first: each holds the plain one's printing
+        message = printed_back(message, sql, select_values)
     called = {m.group(1).lower() for m in CALL.finditer(sql)}
     printed: dict[tuple[str, str], set[str]] = {}  # (the server's printing, the literal) -> the calls
     for name in called:
@@ -192,6 +207,7 @@ def label_placeholders(sql: str) -> str:
 
 
 _UNSIGNED = frozenset({"connection_id", "last_insert_id"})
+_AGGREGATE_CALL = re.compile(r"\b(?:" + "|".join(sorted(AGGREGATE_NAMES)) + r")\s*\(", re.I)
 _SELECT_HEAD = re.compile(
     r"\s*SELECT\b(?:\s+(?:ALL|DISTINCT|DISTINCTROW|HIGH_PRIORITY|STRAIGHT_JOIN|SQL_SMALL_RESULT|SQL_BIG_RESULT|"
     r"SQL_BUFFER_RESULT|SQL_CACHE|SQL_NO_CACHE|SQL_CALC_FOUND_ROWS)\b)*",
@@ -208,6 +224,12 @@ _ALIASED = re.compile(
 
 def _select_items(text: str) -> list[tuple[int, int]]:
     """The spans of the unaliased items of the statement's own select list (a text starting with SELECT)."""
+    spans = _item_spans(text)
+    return _unaliased(text, spans) if spans else []
+
+
+def _item_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of the items of the statement's own select list (none when the text does not start with SELECT)."""
     head = _SELECT_HEAD.match(text)
     if head is None:
         return []
@@ -228,10 +250,10 @@ def _select_items(text: str) -> list[tuple[int, int]]:
             elif depth == 0:
                 spans.append((start, at))
                 if token != ",":
-                    return _unaliased(text, spans)
+                    return spans
                 start = at + 1
     spans.append((start, len(text)))
-    return _unaliased(text, spans)
+    return spans
 
 
 def _unaliased(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

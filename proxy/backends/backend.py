@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import aiomysql
 import pymysql
@@ -20,7 +21,7 @@ from protocol.binary import ComStmtClose, ComStmtPrepare, PrepareResponse, StmtP
 from protocol.constants import Capability
 from protocol.errors import ServerError
 from protocol.framing import encode_packet
-from protocol.packets import ComQuery, ERRPacket, OKPacket
+from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, OKPacket
 from protocol.results import ResultEnd, ResultHeader, ResultParser, ResultSummary
 from protocol.verbatim import relay_for
 from proxy.backends.pool import ConnectionPool, Holder, Lease, PoolClosed, PoolTimeout
@@ -429,6 +430,28 @@ class BackendConnection:
             return result
         return rows if ncols else (result or OKPacket())
 
+    async def answer(
+        self, sql: str
+    ) -> tuple[tuple[ColumnDefinition41, ...], list[tuple[bytes | None, ...]]] | ERRPacket:
+        """Run one statement to completion: its column definitions (none for an OK) and text rows, or its ERR."""
+        from protocol.packets import decode_text_row
+
+        columns: tuple[ColumnDefinition41, ...] = ()
+        rows: list[tuple[bytes | None, ...]] = []
+        error: ERRPacket | None = None
+        async for ev in self.events(ComQuery(text.encode(sql)).encode()):
+            if isinstance(ev, ResultHeader):
+                columns = ev.columns
+            elif isinstance(ev, bytes):
+                rows.append(decode_text_row(ev, len(columns)))
+            elif isinstance(ev, ERRPacket):
+                error = ev
+        return error if error is not None else (columns, rows)
+
+
+# the character sets the admin connection speaks (aiomysql's handshake) and goes back to after `admin_answer`
+_ADMIN_NAMES = "utf8mb4"
+
 
 class DataSource:
     """One configured data source: its connection pool (proxy.backends.pool, the single owner of its connections)
@@ -530,6 +553,34 @@ class DataSource:
         """Run a statement over the data source's own admin connection, outside the pool: KILL QUERY and
         metadata reloads must work even when every pooled connection is taken (possibly by the very
         session that needs them). None when the data source cannot be reached."""
+        return await self._on_admin(lambda admin: admin.execute(sql))
+
+    async def admin_answer(
+        self, sql: str, names: str = _ADMIN_NAMES
+    ) -> tuple[tuple[ColumnDefinition41, ...], list[tuple[bytes | None, ...]]] | ERRPacket | None:
+        """`sql`'s column definitions and text rows (or its ERR) over the admin connection, in the character sets
+        `SET NAMES <names>` gives (a session's: proxy.backends.charset), set for this statement only: what the proxy
+        reads of the server for a session's answer without waiting for a pooled connection (SHOW PROCESSLIST must
+        answer when every one is taken). None when the data source cannot be reached."""
+
+        async def run(admin: BackendConnection) -> Any:
+            if names != _ADMIN_NAMES:
+                changed = await admin.execute(f"SET NAMES {names}")
+                if isinstance(changed, ERRPacket):
+                    return changed
+            try:
+                return await admin.answer(sql)
+            finally:
+                if names != _ADMIN_NAMES:
+                    back = await admin.execute(f"SET NAMES {_ADMIN_NAMES}")
+                    if isinstance(back, ERRPacket):
+                        admin.broken = True  # (reopened, in utf8mb4, at the next use)
+
+        return await self._on_admin(run)
+
+    async def _on_admin(self, work: Callable[[BackendConnection], Awaitable[Any]]) -> Any:
+        """`work` on the admin connection (opened, or opened again once when it broke), one at a time; None when the
+        data source cannot be reached."""
         async with self._admin_lock:
             for _attempt in (1, 2):
                 admin = self._admin
@@ -546,7 +597,7 @@ class DataSource:
                         return None
                     admin = self._admin = BackendConnection(self, raw, False)
                 try:
-                    return await asyncio.wait_for(admin.execute(sql), timeout=ADMIN_TIMEOUT)
+                    return await asyncio.wait_for(work(admin), timeout=ADMIN_TIMEOUT)
                 except (BackendError, TimeoutError):
                     admin.broken = True
                     admin.raw.close()

@@ -42,7 +42,7 @@ import aiomysql
 import pymysql
 import structlog
 
-from protocol.packets import ERRPacket, OKPacket
+from protocol.packets import ColumnDefinition41, ERRPacket, OKPacket
 from proxy.backends.backend import BackendConnection, BackendError, DataSource, Holder
 
 if TYPE_CHECKING:
@@ -264,6 +264,11 @@ class ReadWriteGroup(DataSource):
 
     async def admin_execute(self, sql: str) -> OKPacket | ERRPacket | list[tuple[bytes | None, ...]] | None:
         return await self.primary.admin_execute(sql)
+
+    async def admin_answer(
+        self, sql: str, names: str = "utf8mb4"
+    ) -> tuple[tuple[ColumnDefinition41, ...], list[tuple[bytes | None, ...]]] | ERRPacket | None:
+        return await self.primary.admin_answer(sql, names)
 
     def release(self, conn: BackendConnection, *, owner: object, reset: bool = True) -> None:
         if conn.source is self:

@@ -242,6 +242,12 @@ class Renaming:
             col = ColumnDefinition41.decode(payload)
         except (MalformedPacket, ValueError, IndexError):
             return payload
+        renamed = self.definition(col)
+        return payload if renamed is col else renamed.encode()
+
+    def definition(self, col: ColumnDefinition41) -> ColumnDefinition41:
+        """`column` for a decoded definition (also COM_STMT_PREPARE's answer): the schema, and the label
+        `Tables_in_<physical>` of SHOW TABLES; `col` itself when neither names the physical database."""
         physical = self.physical
         schema = self.logical if col.schema == physical else col.schema
         prefix = f"Tables_in_{physical}"
@@ -252,12 +258,8 @@ class Renaming:
             else col.org_name
         )
         if (schema, name, org_name) == (col.schema, col.name, col.org_name):
-            return payload
-        return replace(col, schema=schema, name=name, org_name=org_name).encode()
-
-    def definition(self, col: ColumnDefinition41) -> ColumnDefinition41:
-        """`column` for a decoded definition (COM_STMT_PREPARE's answer)."""
-        return replace(col, schema=self.logical) if col.schema == self.physical else col
+            return col
+        return replace(col, schema=schema, name=name, org_name=org_name)
 
     def row(self, payload: bytes) -> bytes:
         """A text row of a statement of `rows_for`: each value with the physical name shown as the logical one."""

@@ -181,7 +181,7 @@ class ClusterHooks(Standalone):
         for row in rows:
             if admin or row[1] == session.user:
                 info = row[7] if full or row[7] is None else str(row[7])[:100]
-                out.append((*row[:7], info, 0.0))
+                out.append((*row[:7], info, "0.000"))  # Progress, as MariaDB prints it
         return out
 
     async def claim_job(self, job_id: str) -> bool:

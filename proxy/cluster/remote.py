@@ -35,7 +35,8 @@ _POLL = 0.02
 
 
 def session_row(s: Session, now: float) -> list[Any]:
-    return [s.id, s.user, str(s.client_host), s.database.name if s.database else None, s.command,
+    host = f"{s.client_host}:{s.client_port}" if s.client_port else str(s.client_host)  # as MariaDB shows a client
+    return [s.id, s.user, host, s.database.name if s.database else None, s.command,
             int(now - s.command_started), "", s.info]
 
 

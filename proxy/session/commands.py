@@ -116,6 +116,9 @@ async def statistics(session: Session) -> None:
     session.wire.send(text.encode())
 
 
+ER_CONNECTION_KILLED = 1927  # MariaDB's
+
+
 async def kill(session: Session, target_id: int, scope: str) -> None:
     target = session.server.sessions.get(target_id)
     if target is None:
@@ -127,13 +130,16 @@ async def kill(session: Session, target_id: int, scope: str) -> None:
         session.error(ErrorCode.KILL_DENIED_ERROR, f"You are not owner of thread {target_id}", "HY000")
         return
     if scope == "QUERY":
+        if target is session:  # the KILL QUERY itself is the statement it interrupts, as on MariaDB
+            session.error(ErrorCode.QUERY_INTERRUPTED, "Query execution was interrupted", "70100")
+            return
         target.interrupt()  # a command queued on a pool stops too, not only what runs on a backend
         await session.server.kill_backend_queries(target)
         session.ok()
         return
     if target is session:
-        # MySQL answers a session-KILL with ER_QUERY_INTERRUPTED and closes the connection
-        session.error(ErrorCode.QUERY_INTERRUPTED, "Query execution was interrupted", "70100")
+        # MariaDB answers a session's KILL of itself with ER_CONNECTION_KILLED and closes the connection
+        session.error(ER_CONNECTION_KILLED, "Connection was killed", "70100")
         await session.wire.flush()
         raise ClientGone("killed itself")
     await session.server.kill_backend_queries(target)

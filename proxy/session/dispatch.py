@@ -22,7 +22,7 @@ from proxy.backends.backend import BackendError
 from proxy.execution.plain import statement_kind
 from proxy.frontend.wire import ClientGone
 from proxy.observe.audit import audit_statement, session_fields
-from proxy.session import admin, commands, prepared, processlist, query
+from proxy.session import admin, commands, definitions, prepared, processlist, query
 from proxy.session.distsql import handler as distsql
 from proxy.session.statements import KINDS, ProxyStatement
 from routing.like import like_to_regex
@@ -86,6 +86,7 @@ async def _stmt_execute(session: Session, payload: bytes) -> None:
         if stmt is not None:
             session.stmt_kind = statement_kind(stmt.sql)
             session.sql = stmt.sql
+            session.info = stmt.sql[:100]  # (the processlist's Info, as MariaDB shows an Execute)
     if session.server.statement_timeout > 0:
         await session._with_timeout(prepared.execute(session, payload))
     else:
@@ -151,17 +152,23 @@ async def _use(session: Session, stmt: ProxyStatement, sql: str) -> None:
 
 
 async def _show_databases(session: Session, stmt: ProxyStatement, sql: str) -> None:
+    """The logical databases the user may see, under the definition MariaDB sends for the same statement
+    (information_schema.SCHEMATA's SCHEMA_NAME, its heading naming the pattern), read from a data source."""
     names = session.visible_databases()
     header = "Database"
     if stmt.arg is not None:
         rx = like_to_regex(stmt.arg)
         names = [n for n in names if rx.match(n)]
         header = f"Database ({stmt.arg.replace(chr(39) * 2, chr(39))})"  # MySQL's heading names the pattern
-    session.rows([header], [(n,) for n in names])
+    defined = await definitions.server_definitions(session, sql)
+    session.rows(list(defined) if defined is not None and len(defined) == 1 else [header], [(n,) for n in names])
 
 
 async def _select_database(session: Session, stmt: ProxyStatement, sql: str) -> None:
-    session.rows([stmt.arg or "DATABASE()"], [(session.database.name if session.database else None,)])
+    """The logical database, under the definition MariaDB sends for the same SELECT (its label as typed)."""
+    defined = await definitions.server_definitions(session, sql)
+    columns = list(defined) if defined is not None and len(defined) == 1 else [stmt.arg or "DATABASE()"]
+    session.rows(columns, [(session.database.name if session.database else None,)])
 
 
 async def _processlist(session: Session, stmt: ProxyStatement, sql: str) -> None:

@@ -25,7 +25,7 @@ from proxy.execution.executor import execute_plan
 from proxy.execution.plans import Refused, Run
 from proxy.execution.resultset import BINARY_ROWS, result_packets
 from proxy.execution.units import log_statement
-from proxy.session import schema_merge, system_schema
+from proxy.session import definitions, schema_merge, system_schema
 from proxy.session.processlist import (
     _hides_proxy_statement,
     _masked,
@@ -84,6 +84,11 @@ _SHOW_CREATE_DATABASE = re.compile(
     r"^\s*SHOW\s+CREATE\s+(?:DATABASE|SCHEMA)\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?(?P<db>`[^`]+`|\w+)\s*;?\s*$",
     re.I,
 )
+_SHOW_OPEN_TABLES = re.compile(
+    r"^\s*SHOW\s+OPEN\s+TABLES(?:\s+(?:FROM|IN)\s+(?P<db>`[^`]+`|\w+))?"
+    r"(?:\s+LIKE\s+'(?P<like>[^'\\]*(?:(?:\\.|'')[^'\\]*)*)'|\s+WHERE\s+(?P<where>.+?))?\s*;?\s*$",
+    re.I | re.S,
+)
 _SYSTEM_SCHEMAS = {"information_schema", "performance_schema", "mysql", "sys"}
 _SHOW_STATUS = re.compile(r"^\s*SHOW\s+(?:(?:GLOBAL|SESSION|LOCAL)\s+)?STATUS\b", re.I)
 # status variables that count the server's clients: the proxy's sessions, not its pooled connections
@@ -126,15 +131,40 @@ def _typed(name: str, value: str) -> str:
     SELECT USER()` a VARCHAR(14)), and IF(0, f(), value) has f()'s type and value's value (f() is not called).
     The kernel of a sharded database reads plain literals (a sharding value may come from one)."""
     if value == "NULL":
-        return value
-    literal = f"CAST({value} AS UNSIGNED)" if value.isdigit() else value
+        return value  # DATABASE() without a database: NULL in an expression (a whole item: routing.session_functions)
+    # (BIGINT UNSIGNED: CONNECTION_ID(), LAST_INSERT_ID(); ROW_COUNT() and FOUND_ROWS() are signed, and a signed
+    # and an unsigned BIGINT make a DECIMAL)
+    literal = f"CAST({value} AS UNSIGNED)" if value.isdigit() and name in _UNSIGNED_CALLS else value
     return f"IF(0, {_TYPED_AS.get(name, name.upper())}(), {literal})"
+
+
+_UNSIGNED_CALLS = frozenset({"connection_id", "last_insert_id"})
+
+
+def substitution_values(session: Session) -> tuple[dict[str, str], dict[str, str] | None]:
+    """The literals standing for the session's functions (`function_values`), and on a sharded database those for a
+    call in the statement's own select list: typed as the function there (`_typed`), where no value routes, so that
+    the column has the function's definition (`SELECT USER()`: VARCHAR(384) NULL, not the literal's VARCHAR(14) NOT
+    NULL)."""
+    values = function_values(session)
+    db = session.database
+    if db is None or db.kernel is None:
+        return values, None  # (already typed)
+    return values, {name: _typed(name, value) for name, value in values.items()}
 
 
 def substitute(session: Session, sql: str) -> str | None:
     if "(" not in sql or not has_call(sql):
         return None  # the common case, decided before building the session's values
-    return substitute_session_functions(sql, function_values(session))
+    if _ACCOUNT_STATEMENT.match(sql):
+        return None  # CURRENT_USER() names an account there (SHOW GRANTS FOR CURRENT_USER()), no value
+    return substitute_session_functions(sql, *substitution_values(session))
+
+
+_ACCOUNT_STATEMENT = re.compile(
+    r"^\s*(?:SHOW\s+GRANTS|GRANT|REVOKE|(?:ALTER|CREATE|DROP|RENAME)\s+USER|SET\s+(?:PASSWORD|DEFAULT\s+ROLE))\b",
+    re.I,
+)
 
 
 def logical_names(db: LogicalDatabase) -> LogicalNames:
@@ -159,6 +189,10 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
         m = _SHOW_CREATE_DATABASE.match(sql)
         if m:
             await _show_create_database(session, m)
+            return True
+        m = _SHOW_OPEN_TABLES.match(sql)
+        if m:
+            await _show_open_tables(session, db, m)
             return True
         if db is not None and db.kernel is not None:
             m = _SHOW_TABLES.match(sql)
@@ -188,7 +222,7 @@ async def answer(session: Session, db: LogicalDatabase | None, sql: str) -> bool
         others = await port(session.server).other_sessions(session, True) if reads else []
         rewritten = _processlist_table(session, sql, others, await backend_states(session) if reads else None)
         if rewritten is not None:
-            await _select_on_default(session, db, rewritten)
+            await _select_on_default(session, db, rewritten, original=sql)
             return True
         if db is not None:
             await _information_schema(session, db, sql)
@@ -303,7 +337,16 @@ async def _show_tables(session: Session, db: LogicalDatabase, m: re.Match[str]) 
             if m.group("db")
             else m.string
         )
-        await session.relay(next(iter(target.sources)), ComQuery(text.encode("utf-8", "surrogateescape")).encode())
+        # from that database's own data source (its data source names are its own: `ds_0` may be ours too)
+        served = await definitions.backend_answer(session, text, target)
+        if isinstance(served, ERRPacket):
+            session.error(served.errno, served.message, served.sqlstate)
+        elif served is None:
+            session.error(2013, f"data source {next(iter(target.sources))} cannot be reached", "HY000")
+        else:
+            renaming = target.renaming
+            columns = [renaming.definition(c) if renaming is not None else c for c in served[0]]
+            session.rows(list(columns), list(served[1]))
         return
     await target.reload_metadata()  # tables may have been created behind the proxy's back
     names = existing_tables(target)
@@ -376,7 +419,7 @@ def _actual_to_logic(db: LogicalDatabase) -> dict[tuple[str, str], str]:
 
 
 async def filter_where(
-    session: Session, db: LogicalDatabase, columns: list[str], rows: list[tuple[object, ...]], where: str
+    session: Session, db: LogicalDatabase | None, columns: list[str], rows: list[tuple[object, ...]], where: str
 ) -> list[tuple[bytes | None, ...]] | None:
     """Evaluate a SHOW statement's WHERE over rows the proxy built, by MySQL itself: the rows go to a
     backend as a derived table (values as text, so that `Rows > 0` compares as MySQL would). None after
@@ -392,7 +435,10 @@ async def filter_where(
     selects = " UNION ALL ".join([head, *("SELECT " + ", ".join(lit(v) for v in r) for r in rows[1:])])
     empty = "" if rows else " AND FALSE"
     sql = f"SELECT * FROM ({selects}) AS t WHERE ({where}){empty}"
-    conn = await session.backend(next(iter(db.sources)), record_write=False)
+    conn = await definitions.metadata_connection(session, db)
+    if conn is None:
+        session.error(1046, "No database selected", "3D000")
+        return None
     res = await conn.execute(sql)
     if isinstance(res, ERRPacket):
         session.error(res.errno, res.message, res.sqlstate)
@@ -496,7 +542,122 @@ async def _show_create_database(session: Session, m: re.Match[str]) -> None:
         return
     text = (res[0][1] or b"").decode("utf-8", "surrogateescape")
     text = text.replace(f"`{physical.replace('`', '``')}`", f"`{target.name.replace('`', '``')}`", 1)
-    session.rows(["Database", "Create Database"], [(target.name, text)])
+    # MariaDB's definitions (the statement's own, in the session's character set): of a database every server has
+    defined = await definitions.server_definitions(session, "SHOW CREATE DATABASE information_schema")
+    session.rows(definitions.named(defined, ["Database", "Create Database"]), [(target.name, text)])
+
+
+def answered_here(sql: str) -> bool:
+    """A statement `answer` answers itself whatever the session's database (also when it chose none) that a data
+    source would answer otherwise, prepared or not: SHOW CREATE DATABASE (of a logical database, whatever the
+    current one is), SHOW OPEN TABLES (the logical databases' tables, also on a pass-through database: its server
+    would list the others' actual tables), information_schema.PROCESSLIST."""
+    if sql.lstrip()[:4].upper() == "SHOW":
+        if _SHOW_CREATE_DATABASE.match(sql) is not None:
+            return True
+        return _SHOW_OPEN_TABLES.match(sql) is not None
+    return reads_processlist(sql)
+
+
+async def _show_open_tables(session: Session, db: LogicalDatabase | None, m: re.Match[str]) -> None:
+    """SHOW OPEN TABLES as one server holding the logical databases answers it, whatever the current database: a
+    logical table is open when one of its actual tables (a copy of a broadcast table) is open on its data source,
+    listed once under its logical name and database (`In_use` and `Name_locked` the largest of its actual tables':
+    a lock taken through the proxy counts once); a table no statement opened is not listed, and neither are the
+    actual tables nor the other databases of the data sources. Without FROM: every logical database the user may
+    see, and the server's own schemas (mysql, performance_schema ...) as the first data source of the current
+    (else the default) database has them open; FROM a server schema, that data source's answer; FROM another name,
+    no rows (as MariaDB answers for a database it does not have). The column definitions are MariaDB's
+    (information_schema.OPEN_TABLES'), read from that data source."""
+    named = unquote_ident(m.group("db")) if m.group("db") else None
+    if named is not None and _invalid_name(session, named):
+        return
+    if named is not None and named.lower() in _SYSTEM_SCHEMAS:
+        await _relay_on_metadata_connection(session, db, m.string)
+        return
+    served = await definitions.backend_answer(session, "SHOW OPEN TABLES" if named is None else
+                                              "SHOW OPEN TABLES FROM information_schema LIKE ''", db)
+    if isinstance(served, ERRPacket):
+        session.error(served.errno, served.message, served.sqlstate)
+        return
+    if served is None:
+        session.error(1046, "No database selected", "3D000")  # (no data source at all)
+        return
+    defined, server_rows = served
+    rows: list[tuple[object, ...]] = []
+    if named is None:
+        rows.extend(r for r in server_rows if (r[0] or b"").decode("utf-8", "surrogateescape").lower()
+                    in _SYSTEM_SCHEMAS)
+        targets = [session.server.database(n) for n in session.visible_databases()]
+    else:
+        targets = [session.database_access(named)[0]]
+    for target in targets:
+        if target is not None:
+            opened = await _open_tables_of(session, target)
+            if opened is None:
+                return
+            rows.extend(opened)
+    if m.group("like") is not None:
+        rx = like_to_regex(m.group("like"))
+        rows = [r for r in rows if rx.match(ptext.decode(r[1]) if isinstance(r[1], bytes) else str(r[1]))]
+    labels = [c.name for c in defined]
+    if m.group("where"):
+        filtered = await filter_where(session, db, labels, rows, m.group("where"))
+        if filtered is None:
+            return
+        rows = list(filtered)
+    session.rows(list(defined), rows)
+
+
+async def _open_tables_of(session: Session, target: LogicalDatabase) -> list[tuple[object, ...]] | None:
+    """The open tables of one logical database (`_show_open_tables`), read from each of its data sources; None after
+    an error was sent."""
+    sharded = target.kernel is not None
+    names = logical_names(target) if sharded else None
+    logic_of = _actual_to_logic(target) if sharded else {}
+    merged: dict[str, tuple[str, str, int, int]] = {}  # logic table (lower case) -> its row
+    for ds, source in target.sources.items():
+        physical = source.config.database
+        res = await source.admin_execute(f"SHOW OPEN TABLES FROM `{physical.replace('`', '``')}`")
+        if isinstance(res, ERRPacket):
+            session.error(res.errno, res.message, res.sqlstate)
+            return None
+        if not isinstance(res, list):
+            session.error(2013, f"data source {ds} cannot be reached", "HY000")
+            return None
+        for row in res:
+            actual = (row[1] or b"").decode("utf-8", "surrogateescape")
+            if names is None:
+                logic: str | None = actual
+            elif (ds, actual.lower()) in logic_of:
+                logic = logic_of[(ds, actual.lower())]
+            elif actual in target.rules.broadcast:
+                logic = actual  # a copy of a broadcast table: open on one data source, open
+            else:
+                logic = names.view(ds, actual)
+            if logic is None:
+                continue
+            in_use, locked = int(row[2] or 0), int(row[3] or 0)
+            have = merged.get(logic.lower())
+            if have is not None:
+                in_use, locked = max(have[2], in_use), max(have[3], locked)
+            merged[logic.lower()] = (target.name, have[1] if have is not None else logic, in_use, locked)
+        if not sharded:
+            break  # a pass-through database: its one data source
+    return list(merged.values())
+
+
+async def _relay_on_metadata_connection(session: Session, db: LogicalDatabase | None, sql: str) -> None:
+    """`sql`, about the server itself, answered as the first data source of the current (else the default) database
+    answers it."""
+    served = await definitions.backend_answer(session, sql, db)
+    if isinstance(served, ERRPacket):
+        session.error(served.errno, served.message, served.sqlstate)
+        return
+    if served is None:
+        session.error(1046, "No database selected", "3D000")
+        return
+    session.rows(list(served[0]), list(served[1]))
 
 
 def _rewrite_literals(sql: str, mapping: dict[str, str]) -> str:

@@ -50,9 +50,30 @@ _EXPLAINED = re.compile(
 )
 
 
+_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+# SHOW statements that name their database: SHOW TABLES FROM db, SHOW COLUMNS FROM t FROM db / FROM db.t,
+# SHOW CREATE TABLE db.t ...
+_SHOW_IN_DATABASE = re.compile(
+    rf"^\s*SHOW\s+(?:FULL\s+)?(?:TABLES|TABLE\s+STATUS|TRIGGERS|EVENTS)\s+(?:FROM|IN)\s+(?P<db>{_NAME})"
+    rf"|^\s*SHOW\s+(?:FULL\s+|EXTENDED\s+)*(?:COLUMNS|FIELDS|INDEX|INDEXES|KEYS)\s+(?:FROM|IN)\s+"
+    rf"(?:(?P<qualifier>{_NAME})\s*\.\s*)?{_NAME}(?:\s+(?:FROM|IN)\s+(?P<named>{_NAME}))?"
+    rf"|^\s*SHOW\s+CREATE\s+(?:TABLE|VIEW|TRIGGER|EVENT|SEQUENCE)\s+(?P<owner>{_NAME})\s*\.",
+    re.I,
+)
+
+
+def _unquoted(name: str) -> str:
+    return name[1:-1].replace("``", "`") if name[:1] == "`" else name
+
+
 def qualified_database(sql: str) -> str | None:
-    """The database every table of the statement is qualified with (`SELECT * FROM app.t`, `EXPLAIN ...`), which
-    MariaDB runs without a current database; None when a table is unqualified or the names differ."""
+    """The database every table of the statement is qualified with (`SELECT * FROM app.t`, `EXPLAIN ...`), or a
+    SHOW names (`SHOW TABLES FROM app`, `SHOW COLUMNS FROM app.t`), which MariaDB runs without a current database;
+    None when a table is unqualified or the names differ."""
+    if sql.lstrip()[:4].upper() == "SHOW":
+        m = _SHOW_IN_DATABASE.match(sql)
+        found = m and (m.group("db") or m.group("named") or m.group("qualifier") or m.group("owner"))
+        return _unquoted(found) if found else None
     try:
         import sqlglot
         from sqlglot import exp

@@ -72,7 +72,7 @@ from proxy.execution.state import ClientStatement
 from proxy.execution.txn_control import classify_session_statement
 from proxy.execution.units import _logical_message
 from proxy.frontend.wire import CapturedWriter
-from proxy.session import metadata, processlist, system_schema
+from proxy.session import definitions, metadata, processlist, system_schema
 from proxy.session.bound_types import BoundTypes
 from proxy.session.describe import describing_text
 from proxy.session.nodatabase import needs_database, qualified_database, unwrapped
@@ -111,14 +111,16 @@ async def prepare(session: Session, payload: bytes) -> None:
     req = ComStmtPrepare.decode(payload)
     sql = req.sql.decode("utf-8", errors="surrogateescape")
     db = session.database
-    if db is None and classify(sql) is None:
+    own_metadata = metadata.answered_here(sql)  # SHOW CREATE DATABASE, SHOW OPEN TABLES ...: the proxy's
+    if db is None and classify(sql) is None and not own_metadata:
         await _prepare_without_database(session, sql)
         return
     source = db.pass_through_source if db is not None else None
-    if _answered_by_proxy(sql) or metadata.reads_encrypted_columns(db, sql):
+    if _answered_by_proxy(sql) or metadata.reads_encrypted_columns(db, sql) or own_metadata:
         # KILL, SHOW PROCESSLIST, information_schema.PROCESSLIST ... are the proxy's, prepared or not: a backend
         # would answer (or kill) its own threads. Kept here, answered at EXECUTE as the text statement is (so is
-        # information_schema.COLUMNS of a database with encrypted tables: their columns in the logical shape).
+        # information_schema.COLUMNS of a database with encrypted tables: their columns in the logical shape, and
+        # SHOW CREATE DATABASE of a logical database, whatever the current one is).
         num_params = await _placeholders(sql, session.txn.mode_flags)
         stmt = ClientStatement(session.statements.new_id(), sql, num_params, (), metadata_statement=True,
                                session_functions=has_call(sql), proxy_answered=True, database=db)
@@ -166,8 +168,9 @@ async def prepare(session: Session, payload: bytes) -> None:
     _prepare_answer(session, stmt)
 
 
-# what the proxy answers itself and only reads: described at PREPARE by building the answer (nothing changes)
-_READ_KINDS = frozenset({"show_databases", "select_database", "processlist", "preview", "show_rules", "show_nodes",
+# what the proxy answers itself and only reads: described at PREPARE by building the answer (nothing changes);
+# not SHOW PROCESSLIST, which MariaDB describes only when it executes it (its PREPARE has no columns)
+_READ_KINDS = frozenset({"show_databases", "select_database", "preview", "show_rules", "show_nodes",
                          "units", "show_rw_rules", "show_txn_rule", "show_in_doubt"})
 
 
@@ -192,10 +195,30 @@ async def _proxy_columns(session: Session, stmt: ClientStatement) -> tuple[Colum
         (session.writer, session.wire.writer, session.wire.seq, session.row_count, session.errored,
          session.last_errno) = saved
     answer = [p for _f, _l, p in capture.frames.packets()]
+    if answer and answer[0][:1] == b"\xff" and proxy_stmt is None:
+        # refused when executed now (SHOW CREATE DATABASE of a database that does not exist): MariaDB describes the
+        # text at PREPARE without running it, and so does a data source
+        return await _server_prepared_columns(session, stmt.sql)
     if not answer or answer[0][:1] in (b"\x00", b"\xff"):
         return ()
     count = Reader(answer[0]).lenenc_int() or 0
     return tuple(ColumnDefinition41.decode(p) for p in answer[1 : 1 + count])
+
+
+async def _server_prepared_columns(session: Session, sql: str) -> tuple[ColumnDefinition41, ...]:
+    """The columns a data source describes `sql` with at PREPARE (prepared on the session's connection for metadata,
+    then closed); none when it refuses it."""
+    try:
+        conn = await definitions.metadata_connection(session)
+        if conn is None:
+            return ()
+        answer = await conn.prepare(sql)
+    except BackendError:
+        return ()
+    if isinstance(answer, ERRPacket):
+        return ()
+    conn.send_only(ComStmtClose(answer.ok.statement_id).encode())
+    return answer.columns
 
 
 async def _prepare_without_database(session: Session, sql: str) -> None:
@@ -219,10 +242,19 @@ async def _prepare_without_database(session: Session, sql: str) -> None:
         conn = await session.backend(next(iter(default.sources)), record_write=False)
     finally:
         session.database = None
-    answer = await conn.prepare(metadata.substitute(session, sql) or sql)  # DATABASE() is NULL, as on MariaDB
+    sent = metadata.substitute(session, sql)
+    answer = await conn.prepare(sent or sql)  # DATABASE() is NULL, as on MariaDB
     if isinstance(answer, ERRPacket):
         session.wire.send(answer.encode(session.capabilities))
         return
+    if sent is not None:
+        # described as the text itself: MariaDB's PREPARE types DATABASE() as a name even without a database (its
+        # EXECUTE as the NULL it is: `CONCAT(USER(), DATABASE())` is 1796 bytes long at PREPARE, 1540 at EXECUTE)
+        described = await conn.prepare(sql)
+        if isinstance(described, PrepareResponse):
+            conn.send_only(ComStmtClose(described.ok.statement_id).encode())
+            if len(described.columns) == len(answer.columns):
+                answer = replace(answer, columns=described.columns)
     stmt = ClientStatement(session.statements.new_id(), sql, answer.ok.num_params, answer.columns, backend=conn,
                            backend_id=answer.ok.statement_id)
     session.statements.add(stmt)

@@ -11,7 +11,6 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from protocol import text as ptext
@@ -20,10 +19,12 @@ from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_tex
 from protocol.results import ResultHeader
 from proxy.clusterport import port
 from proxy.execution.resultset import result_packets
+from proxy.session.definitions import server_definitions
 from proxy.session.statements import classify
 from routing.split import _TOKEN, split_statements
 
 if TYPE_CHECKING:
+    from proxy.backends.backend import BackendConnection
     from proxy.backends.runtime import LogicalDatabase
     from proxy.execution.context import SessionContext as Session
 
@@ -152,7 +153,7 @@ def _processlist_rows_sql(
     for s in visible_sessions(session):
         extra_values = ", 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0" if extra else ""
         selects.append(
-            f"SELECT {s.id}, {_text_literal(s.user)}, {_text_literal(s.client_host)}, "
+            f"SELECT {s.id}, {_text_literal(s.user)}, {_text_literal(host_shown(s))}, "
             f"{_text_literal(s.database.name if s.database else None)}, {_text_literal(s.command)}, "
             f"{int(now - s.command_started)}, {_text_literal(_state(session, s, 'Filling schema table', states))}, "
             f"{_text_literal(_info(s.info))}{extra_values}")
@@ -189,9 +190,18 @@ def _processlist_table(
     return "".join(out)
 
 
-async def _select_on_default(session: Session, db: LogicalDatabase | None, sql: str) -> None:
+_INTO = re.compile(r"\bINTO\b", re.I)
+
+
+async def _select_on_default(session: Session, db: LogicalDatabase | None, sql: str, original: str | None = None
+                             ) -> None:
     """Run a SELECT that reads no table of a logical database on one backend connection of the session
-    (of the default database's when none is chosen) and answer its result (text or binary rows)."""
+    (of the default database's when none is chosen) and answer its result (text or binary rows).
+
+    `original`: the user's statement that `sql` rewrites (information_schema.PROCESSLIST as a derived table of the
+    proxy's sessions): its answer carries the column definitions MariaDB sends for it (the table's, with its
+    schema, flags and lengths), read by running it there first, its rows dropped. Not for a statement that writes
+    somewhere (`INTO`), nor when it fails there or has another shape: then the rewrite's own definitions."""
 
     target = db or session.server.default_database()
     if target is None:
@@ -203,6 +213,9 @@ async def _select_on_default(session: Session, db: LogicalDatabase | None, sql: 
         conn = await session.backend(next(iter(target.sources)), record_write=False)
     finally:
         session.database = saved
+    defined: tuple[ColumnDefinition41, ...] | None = None
+    if original is not None and not _INTO.search(_masked(original)):
+        defined = await _definitions_on(conn, original)
     columns: tuple[ColumnDefinition41, ...] = ()
     rows: list[tuple[bytes | None, ...]] = []
     async for ev in conn.events(ComQuery(ptext.encode(sql)).encode()):
@@ -216,27 +229,58 @@ async def _select_on_default(session: Session, db: LogicalDatabase | None, sql: 
     if not columns:
         session.ok()
         return
+    if defined is not None and len(defined) == len(columns):
+        columns = defined
     session.wire.send_many(result_packets(list(columns), rows, capabilities=session.capabilities,
                                           status=session.status))
 
 
+async def _definitions_on(conn: BackendConnection, sql: str) -> tuple[ColumnDefinition41, ...] | None:
+    """The column definitions of `sql`'s answer on `conn` (its rows read and dropped); None for an error or no
+    result set."""
+    columns: tuple[ColumnDefinition41, ...] = ()
+    failed = False
+    async for ev in conn.events(ComQuery(ptext.encode(sql)).encode()):
+        if isinstance(ev, ResultHeader):
+            columns = ev.columns
+        elif isinstance(ev, ERRPacket):
+            failed = True
+    return None if failed or not columns else columns
+
+
+def host_shown(s: Session) -> str:
+    """A client's Host as MariaDB's processlist shows it: `address:port` for a TCP client."""
+    port_number = getattr(s, "client_port", 0)
+    return f"{s.client_host}:{port_number}" if port_number else s.client_host
+
+
 async def processlist(session: Session, full: bool) -> None:
+    """SHOW [FULL] PROCESSLIST: the proxy's sessions under the definitions MariaDB sends for the statement (read from
+    a data source: its own threads' rows are dropped)."""
     states = await backend_states(session)
     now = time.monotonic()
     rows = []
     for s in visible_sessions(session):
         text = _info(s.info)
         info = text if full else text[:100] if text else None
-        rows.append((s.id, s.user, f"{s.client_host}", s.database.name if s.database else None, s.command,
-                     int(now - s.command_started), _state(session, s, "starting", states), info, Decimal("0.000")))
+        rows.append((s.id, s.user, host_shown(s), s.database.name if s.database else None, s.command,
+                     int(now - s.command_started), _state(session, s, "starting", states), info, "0.000"))
     # Cluster mode: the other proxies' sessions too
     rows = sorted([*rows, *await port(session.server).other_sessions(session, full)], key=lambda r: int(r[0]))
+    defined = await server_definitions(session, "SHOW FULL PROCESSLIST" if full else "SHOW PROCESSLIST")
+    if defined is not None and len(defined) == len(_PROCESSLIST_COLUMNS):
+        session.rows(list(defined), rows)
+        return
     number = ColumnDefinition41("", ColumnType.LONGLONG, column_length=21, flags=ColumnFlag.NOT_NULL | ColumnFlag.NUM)
     columns: list[str | ColumnDefinition41] = [
         replace(number, name="Id"), "User", "Host", "db", "Command", replace(number, name="Time", type=ColumnType.LONG),
         "State", "Info", replace(number, name="Progress", type=ColumnType.NEWDECIMAL, decimals=3),
     ]
     session.rows(columns, rows)
+
+
+# SHOW PROCESSLIST's columns (MariaDB's: MySQL's have no Progress)
+_PROCESSLIST_COLUMNS = ("Id", "User", "Host", "db", "Command", "Time", "State", "Info", "Progress")
 
 
 __all__ = ["backend_states", "may_see", "processlist", "reads_processlist", "visible_sessions"]

@@ -51,7 +51,7 @@ async def query(session: Session, payload: bytes) -> None:
         return
     rewritten = metadata.substitute(session, sql)
     if rewritten is not None:
-        session.substituted = (sql, metadata.function_values(session))
+        session.substituted = (sql, *metadata.substitution_values(session))
         sql = rewritten
         payload = ComQuery(sql.encode("utf-8", errors="surrogateescape")).encode()
     db = session.database
@@ -174,7 +174,7 @@ async def multi(session: Session, db: LogicalDatabase, statements: list[str]) ->
                 await session._proxy_statement(stmt, statement)
                 continue
             rewritten = metadata.substitute(session, statement)
-            session.substituted = None if rewritten is None else (statement, metadata.function_values(session))
+            session.substituted = None if rewritten is None else (statement, *metadata.substitution_values(session))
             statement = rewritten or statement
             if not await metadata.answer(session, session.database or db, statement):
                 await routed_query(session, session.database or db, statement)

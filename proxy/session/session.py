@@ -62,7 +62,12 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("shardproxy.session")
 
-_COMMAND_NAMES = {int(c): c.name.title() for c in Command}
+# the Command column of SHOW PROCESSLIST: MariaDB's names of the commands (its command_name[])
+_COMMAND_NAMES = {int(c): name for c, name in zip(Command, (
+    "Sleep", "Quit", "Init DB", "Query", "Field List", "Create DB", "Drop DB", "Refresh", "Shutdown", "Statistics",
+    "Processlist", "Connect", "Kill", "Debug", "Ping", "Time", "Delayed insert", "Change user", "Binlog Dump",
+    "Table Dump", "Connect Out", "Register Slave", "Prepare", "Execute", "Long Data", "Close stmt", "Reset stmt",
+    "Set option", "Fetch", "Daemon", "Unimpl get tid", "Reset connection"), strict=True)}
 _IN_TRANS = int(ServerStatus.IN_TRANS)
 _AUTOCOMMIT = int(ServerStatus.AUTOCOMMIT)
 _MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
@@ -118,7 +123,7 @@ class Session(SessionConnections, StatementStopping):
         self.rows_sent = 0  # rows the current command sent to the client
         self.last_digest: tuple[Any, ...] | None = None  # proxy.observe.statement's shortcut for repeated texts
         self.last_insert_id = 0  # sharded databases: the session's, across data sources
-        self.row_count = -1
+        self.row_count = 0  # ROW_COUNT() before any statement, as MariaDB's new connection says
         # sharded databases, FOUND_ROWS(): the value the proxy knows (after a merged SELECT), or else the
         # data source whose connection ran the last SELECT (proxy.execution.routed.routing_hints)
         self.found_rows_value: int | None = None
@@ -140,7 +145,7 @@ class Session(SessionConnections, StatementStopping):
         self.end_warnings = 0  # the warnings of the COMMIT / ROLLBACK that just ended a transaction (txn_end)
         # the statement's text before session functions were substituted, and their values: its errors print
         # the calls, not the literals (routing.session_functions.printed_back)
-        self.substituted: tuple[str, dict[str, str]] | None = None
+        self.substituted: tuple[str, dict[str, str], dict[str, str] | None] | None = None
         # where the last statement's warnings are, on a kernel-routed database (proxy.execution.diagnostics)
         self.diagnostics: Diagnostics | None = None
         self.connecting: list[str] = []  # data sources this command waits on for a connection
@@ -367,14 +372,16 @@ class Session(SessionConnections, StatementStopping):
     ) -> ResultSummary:
         """Send a command on `conn` and relay its answer to the client (or to `writer`, standing in for it).
         A `replica`'s status flags say nothing of the session's transaction, which lives on the primary."""
-        if self.substituted is not None:
-            error_rewriter = _calls_printed(error_rewriter, self.substituted)
         db = self.database
         renaming = db.renaming if db is not None and db.kernel is None else None
+        if renaming is not None and error_rewriter is None:
+            error_rewriter = renaming.error  # (then the session functions' calls printed back, below)
+        if self.substituted is not None:
+            error_rewriter = _calls_printed(error_rewriter, self.substituted)
         if renaming is not None:  # a pass-through database whose physical database has another name
             summary = await conn.relay(
                 payload, writer or self.writer, first_seq=self.wire.seq, client_deprecate_eof=self.deprecate_eof,
-                more_results=self.more_results, error_rewriter=error_rewriter or renaming.error,
+                more_results=self.more_results, error_rewriter=error_rewriter,
                 column_rewriter=renaming.column, row_rewriter=renaming.row if self.rename_rows else None,
             )
         else:
@@ -507,7 +514,7 @@ def _carried(was: TransactionState) -> list[str]:
 
 
 def _calls_printed(
-    rewriter: Callable[[bytes], bytes] | None, substituted: tuple[str, dict[str, str]]
+    rewriter: Callable[[bytes], bytes] | None, substituted: tuple[str, dict[str, str], dict[str, str] | None]
 ) -> Callable[[bytes], bytes]:
     """A relayed ERR's rewriting, then its message with the substituted session functions printed as calls."""
 

@@ -72,6 +72,18 @@ def test_error_and_column_definitions() -> None:
     assert R.column(other) is other
 
 
+@pytest.mark.parametrize(("name", "schema", "shown"), [
+    # COM_STMT_PREPARE's definitions, decoded: SHOW TABLES' label and the schema (it kept `Tables_in_app_phys`)
+    ("Tables_in_app_phys", "information_schema", ("Tables_in_app", "information_schema")),
+    ("Tables_in_app_phys (t%)", "information_schema", ("Tables_in_app (t%)", "information_schema")),
+    ("a", "app_phys", ("a", "app")),
+    ("Tables_in_other", "other", ("Tables_in_other", "other")),
+])
+def test_prepared_definition(name: str, schema: str, shown: tuple[str, str]) -> None:
+    got = R.definition(ColumnDefinition41(name, schema=schema, org_name=name))
+    assert (got.name, got.schema) == shown
+
+
 @pytest.mark.parametrize(
     ("sql", "renamed"),
     [

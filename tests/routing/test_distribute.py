@@ -121,6 +121,10 @@ REFUSED_OVER_SEVERAL = [
     # functions the kernel does not know, or that are not row-local
     ("SELECT my_udf(order_id) FROM t_order", "MY_UDF()"),
     ("SELECT GET_LOCK('x', 1), order_id FROM t_order", "GET_LOCK"),
+    ("SELECT USER(), order_id FROM t_order", "USER()"),
+    ("SELECT IF(1, USER(), 'u@h'), order_id FROM t_order", "USER()"),  # evaluated: a node's value
+    ("SELECT IF(0, 'u@h', USER()), order_id FROM t_order", "USER()"),
+    ("SELECT IF(order_id, CONNECTION_ID(), 0) FROM t_order", "CONNECTION_ID()"),
     ("SELECT @n := @n + 1, order_id FROM t_order", "@n := @n + 1"),
     ("SELECT order_id FROM t_order ORDER BY RAND(7)", "RAND(seed)"),
     ("SELECT order_id FROM t_order WHERE MATCH (status) AGAINST ('paid')", "full-text"),
@@ -227,6 +231,11 @@ ANSWERED_OVER_SEVERAL = [
     "SELECT DISTINCT a.address_name FROM t_address a LEFT JOIN t_order o ON o.user_id = a.address_id",
     # item 13: LIMIT o, 18446744073709551615 (to the end)
     "SELECT order_id FROM t_order ORDER BY order_id LIMIT 5, 18446744073709551615",
+    # IF(0, f(), v) never calls f(): the proxy's session functions typed as the call (proxy.session.metadata)
+    "SELECT IF(0, USER(), 'u@h') AS `USER()`, order_id FROM t_order ORDER BY order_id",
+    "SELECT user_id, COUNT(*), IF(0, LAST_INSERT_ID(), CAST(4 AS UNSIGNED)) AS `LAST_INSERT_ID()` FROM t_order "
+    "GROUP BY user_id",
+    "SELECT CONCAT(IF(FALSE, CONNECTION_ID(), CAST(7 AS UNSIGNED)), status) FROM t_order",
 ]
 
 

@@ -70,6 +70,55 @@ def test_substitute_session_functions(sql: str, expected: str | None) -> None:
     assert substitute_session_functions(sql, VALUES) == expected
 
 
+TYPED = {name: f"IF(0, {name.upper()}(), {value})" for name, value in VALUES.items()}
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        # the select list's calls typed (`select_values`), the others' plain: a value routes only outside it
+        ("SELECT USER()", "SELECT IF(0, USER(), 'root@127.0.0.1') AS `USER()`"),
+        (
+            "SELECT USER(), id FROM t WHERE u = USER()",
+            "SELECT IF(0, USER(), 'root@127.0.0.1') AS `USER()`, id FROM t WHERE u = 'root@127.0.0.1'",
+        ),
+        (
+            "SELECT CONCAT(USER(), 'x') FROM t WHERE k = CONNECTION_ID()",
+            "SELECT CONCAT(IF(0, USER(), 'root@127.0.0.1'), 'x') AS `CONCAT(USER(), 'x')` FROM t "
+            "WHERE k = CAST(7 AS UNSIGNED)",
+        ),
+        (
+            "SELECT k, COUNT(*), LAST_INSERT_ID() AS l FROM t GROUP BY k",
+            "SELECT k, COUNT(*), IF(0, LAST_INSERT_ID(), 42) AS l FROM t GROUP BY k",
+        ),
+        # an item holding an aggregate: the merge computes it from its text, plain literals only
+        ("SELECT COUNT(*) + CONNECTION_ID() AS n FROM t", "SELECT COUNT(*) + CAST(7 AS UNSIGNED) AS n FROM t"),
+        (
+            "SELECT CONCAT(DATABASE(), SUM(v)), DATABASE() FROM t",
+            "SELECT CONCAT('sharding_db', SUM(v)) AS `CONCAT(DATABASE(), SUM(v))`, "
+            "IF(0, DATABASE(), 'sharding_db') AS `DATABASE()` FROM t",
+        ),
+        ("INSERT INTO t VALUES (USER())", "INSERT INTO t VALUES ('root@127.0.0.1')"),
+        ("UPDATE t SET u = USER() WHERE id = 1", "UPDATE t SET u = 'root@127.0.0.1' WHERE id = 1"),
+    ],
+)
+def test_select_list_values(sql: str, expected: str) -> None:
+    assert substitute_session_functions(sql, VALUES, TYPED) == expected
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        # DATABASE() without a database: a whole item is a column of the function's type; in an expression, NULL
+        ("SELECT DATABASE(), 1", "SELECT IF(0, DATABASE(), NULL) AS `DATABASE()`, 1"),
+        ("SELECT schema()", "SELECT IF(0, schema(), NULL) AS `schema()`"),
+        ("SELECT CONCAT(DATABASE(), 'x')", "SELECT CONCAT(NULL, 'x') AS `CONCAT(DATABASE(), 'x')`"),
+    ],
+)
+def test_no_database(sql: str, expected: str) -> None:
+    assert substitute_session_functions(sql, {"database": "NULL", "schema": "NULL"}) == expected
+
+
 def test_functions_without_a_value_are_left_to_the_backend() -> None:
     assert substitute_session_functions("SELECT LAST_INSERT_ID()", {"database": "'x'"}) is None
 
@@ -138,3 +187,14 @@ def test_printed_back(message: str, sql: str, values: dict[str, str], expected: 
 ])
 def test_label_placeholders(sql: str, labelled: str) -> None:
     assert label_placeholders(sql) == labelled
+
+
+@pytest.mark.parametrize(("message", "sql", "expected"), [
+    # a select item's typed literal, then a plain one elsewhere (a sharded database's substitution)
+    ("in 'if(0,last_insert_id(),cast(4 as unsigned)) - 5'", "SELECT LAST_INSERT_ID() - 5", "in 'last_insert_id() - 5'"),
+    ("in 'cast(4 as unsigned) - 5'", "SELECT 1 FROM t WHERE id > LAST_INSERT_ID() - 5", "in 'last_insert_id() - 5'"),
+])
+def test_printed_back_with_select_values(message: str, sql: str, expected: str) -> None:
+    values = {"last_insert_id": "4"}
+    typed = {"last_insert_id": "IF(0, LAST_INSERT_ID(), CAST(4 AS UNSIGNED))"}
+    assert printed_back(message, sql, values, typed) == expected
