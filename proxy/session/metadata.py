@@ -764,16 +764,11 @@ async def _reshaped_columns(
         f"AND TABLE_NAME IN ({', '.join(map(_quote, actuals))})"
     )
     conn = await session.backend(ds, record_write=False)
-    columns: tuple[ColumnDefinition41, ...] = ()
-    rows: list[Row] = []
-    async for ev in conn.events(ComQuery(read.encode("utf-8", "surrogateescape")).encode()):
-        if isinstance(ev, ResultHeader):
-            columns = ev.columns
-        elif isinstance(ev, bytes):
-            rows.append(decode_text_row(ev, len(columns)))
-        elif isinstance(ev, ERRPacket):
-            session.error(ev.errno, ev.message, ev.sqlstate)
-            return False
+    answer = await conn.answer(read)
+    if isinstance(answer, ERRPacket):
+        session.error(answer.errno, answer.message, answer.sqlstate)
+        return False
+    columns, rows = answer
     labels = [c.org_name or c.name for c in columns]
     originals.update({label.upper(): c for label, c in zip(labels, columns, strict=True)})
     return logical_schema_select(labels, rows, shown, physical)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol import text as ptext
 from protocol.constants import ColumnFlag, ColumnType
-from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket, decode_text_row
+from protocol.packets import ColumnDefinition41, ComQuery, ERRPacket
 from protocol.results import ResultHeader
 from proxy.clusterport import port
 from proxy.execution.resultset import result_packets
@@ -216,16 +216,11 @@ async def _select_on_default(session: Session, db: LogicalDatabase | None, sql: 
     defined: tuple[ColumnDefinition41, ...] | None = None
     if original is not None and not _INTO.search(_masked(original)):
         defined = await _definitions_on(conn, original)
-    columns: tuple[ColumnDefinition41, ...] = ()
-    rows: list[tuple[bytes | None, ...]] = []
-    async for ev in conn.events(ComQuery(ptext.encode(sql)).encode()):
-        if isinstance(ev, ResultHeader):
-            columns = ev.columns
-        elif isinstance(ev, bytes):
-            rows.append(decode_text_row(ev, len(columns)))
-        elif isinstance(ev, ERRPacket):
-            session.error(ev.errno, ev.message, ev.sqlstate)
-            return
+    answer = await conn.answer(sql)
+    if isinstance(answer, ERRPacket):
+        session.error(answer.errno, answer.message, answer.sqlstate)
+        return
+    columns, rows = answer
     if not columns:
         session.ok()
         return
