@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -151,12 +152,20 @@ def main() -> int:
     ap.add_argument("--tree", type=Path, action="append", help="a checkout whose proxy to run (default: this one)")
     ap.add_argument("--only", nargs="+", default=[], help="classes whose name contains one of these words")
     ap.add_argument("--table-size", type=int, default=10000)
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the work folder (the callgrind dumps, for callgrind_annotate) instead of removing it")
     args = ap.parse_args()
     trees = [t.resolve() for t in (args.tree or [REPO])]
     classes = [c for c in CLASSES if not args.only or any(w in ":".join(c) for w in args.only)]
     work = Path(tempfile.mkdtemp(prefix="shardproxy-instr-"))
-    with sc.bench_layout(work, args.table_size, 1000) as conf:
-        results = {tree: measure(tree, conf, work, classes, args.count, args.table_size) for tree in trees}
+    try:
+        with sc.bench_layout(work, args.table_size, 1000) as conf:
+            results = {tree: measure(tree, conf, work, classes, args.count, args.table_size) for tree in trees}
+    finally:
+        if args.keep:
+            print(f"callgrind dumps kept in {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     head = " | ".join(f"{t.name} k instr." for t in trees)
     change = " | change" if len(trees) == 2 else ""
     rule = "---|" * (len(trees) + bool(change))
