@@ -22,7 +22,7 @@ from typing import Any
 
 from proxy.session.distsql.definitions import Assign, Atom, Call, Item, _error, _literal, _names, _show, parse_items
 from proxy.session.distsql.errors import DistSQLError
-from proxy.session.distsql.rules import RULE_KEY, Row, as_mapping, props_text, rules_of
+from proxy.session.distsql.rules import RULE_KEY, Row, as_mapping, drop_unused, find_name, props_text, rules_of
 
 __all__ = ["ENCRYPT_COLUMNS", "ENCRYPT_KINDS", "encrypt_change", "encrypt_count_rows", "encrypt_rule_rows"]
 
@@ -150,10 +150,6 @@ def _used(rule: Mapping[str, Any]) -> set[str]:
             for i in _mapping(c).values() if isinstance(i, Mapping)}  # fmt: skip
 
 
-def _find(tables: Mapping[str, Any], name: str) -> str | None:
-    return next((k for k in tables if str(k).lower() == name.lower()), None)
-
-
 def encrypt_change(kind: str, body: str, doc: dict[str, Any], quiet: bool, database: str) -> tuple[dict[str, Any], str]:
     """The document after CREATE / ALTER / DROP ENCRYPT RULE, and what changed."""
     doc = copy.deepcopy(doc)
@@ -164,12 +160,12 @@ def encrypt_change(kind: str, body: str, doc: dict[str, Any], quiet: bool, datab
     if kind == "drop_encrypt_rule":
         names = _names(body, "table")
         tables = _mapping(rule.get("tables")) if rule else {}
-        missing = [n for n in names if _find(tables, n) is None]
+        missing = [n for n in names if find_name(tables, n) is None]
         if missing and not quiet:
             raise _error(f"Encrypt rule `{', '.join(missing)}` does not exist in database `{database}`")
         if rule is not None:
             for n in names:
-                key = _find(rule["tables"], n) if isinstance(rule.get("tables"), dict) else None
+                key = find_name(rule["tables"], n) if isinstance(rule.get("tables"), dict) else None
                 if key is not None:
                     del rule["tables"][key]
                     changed.append(n)
@@ -181,7 +177,7 @@ def encrypt_change(kind: str, body: str, doc: dict[str, Any], quiet: bool, datab
         tables = rule.setdefault("tables", {})
         encryptors = rule.setdefault("encryptors", {})
         for table, conf, used in definitions:
-            existing = _find(tables, table)
+            existing = find_name(tables, table)
             if kind == "create_encrypt_rule" and existing is not None:
                 if quiet:
                     continue
@@ -194,7 +190,5 @@ def encrypt_change(kind: str, body: str, doc: dict[str, Any], quiet: bool, datab
             encryptors.update(used)
             changed.append(table)
     if rule is not None:
-        used_now = _used(rule)
-        for name in [n for n in _mapping(rule.get("encryptors")) if n not in used_now]:
-            del rule["encryptors"][name]
+        drop_unused(rule, "encryptors", _used(rule))
     return doc, ", ".join(changed)

@@ -31,7 +31,7 @@ from proxy.session.distsql.definitions import (
     typed_algorithm,
 )
 from proxy.session.distsql.errors import DistSQLError
-from proxy.session.distsql.rules import RULE_KEY, as_mapping
+from proxy.session.distsql.rules import RULE_KEY, as_mapping, drop_unused, find_name
 
 __all__ = ["MASK_KINDS", "mask_change"]
 
@@ -81,10 +81,6 @@ def _definitions(body: str) -> list[tuple[str, dict[str, Any], dict[str, dict[st
     return out
 
 
-def _find(tables: Mapping[str, Any], name: str) -> str | None:
-    return next((k for k in tables if str(k).lower() == name.lower()), None)
-
-
 def _used(rule: Mapping[str, Any]) -> set[str]:
     return {str(_mapping(c).get("maskAlgorithm")) for t in _mapping(rule.get("tables")).values()
             for c in _mapping(_mapping(t).get("columns")).values()}  # fmt: skip
@@ -99,11 +95,11 @@ def mask_change(kind: str, body: str, doc: dict[str, Any], quiet: bool, database
     if kind == "drop_mask_rule":
         names = _names(body, "table")
         tables = _mapping(rule.get("tables")) if rule else {}
-        missing = [n for n in names if _find(tables, n) is None]
+        missing = [n for n in names if find_name(tables, n) is None]
         if missing and not quiet:
             raise _error(f"Mask rule `{', '.join(missing)}` does not exist in database `{database}`")
         for n in names:
-            key = _find(tables, n)
+            key = find_name(tables, n)
             if rule is not None and key is not None:
                 del rule["tables"][key]
                 changed.append(n)
@@ -118,11 +114,11 @@ def mask_change(kind: str, body: str, doc: dict[str, Any], quiet: bool, database
         rule["tables"] = tables
         algorithms = rule.get("maskAlgorithms") if isinstance(rule.get("maskAlgorithms"), dict) else {}
         rule["maskAlgorithms"] = algorithms
-        missing = [t for t, _c, _a in definitions if _find(tables, t) is None]
+        missing = [t for t, _c, _a in definitions if find_name(tables, t) is None]
         if kind == "alter_mask_rule" and missing:
             raise _error(f"Mask rule `{', '.join(missing)}` does not exist in database `{database}`")
         for table, conf, used in definitions:
-            existing = _find(tables, table)
+            existing = find_name(tables, table)
             if kind == "create_mask_rule" and existing is not None:
                 if quiet:
                     continue
@@ -133,7 +129,5 @@ def mask_change(kind: str, body: str, doc: dict[str, Any], quiet: bool, database
             algorithms.update(used)
             changed.append(table)
     if rule is not None:
-        used_now = _used(rule)
-        for name in [n for n in _mapping(rule.get("maskAlgorithms")) if n not in used_now]:
-            del rule["maskAlgorithms"][name]
+        drop_unused(rule, "maskAlgorithms", _used(rule))
     return doc, ", ".join(changed)

@@ -54,6 +54,21 @@ def as_mapping(value: Any) -> Mapping[str, Any]:
 _mapping = as_mapping
 
 
+def find_name(section: Mapping[str, Any], name: str) -> str | None:
+    """The key of `section` that is `name` compared case-insensitively, as a rule's tables are named (None: none)."""
+    lowered = name.lower()
+    return next((k for k in section if str(k).lower() == lowered), None)
+
+
+def drop_unused(rule: Mapping[str, Any], key: str, used: set[str]) -> None:
+    """Remove from the rule's `key` section (its algorithms or encryptors) the entries no table uses any more: an
+    RDL change leaves no definition behind that nothing names."""
+    section = rule.get(key)
+    if isinstance(section, dict):
+        for name in [n for n in section if n not in used]:
+            del section[name]
+
+
 def names(value: Any) -> list[str]:
     """A YAML list of names, or one comma-separated string (as routing.config reads them)."""
     if value is None:

@@ -37,7 +37,7 @@ from proxy.session.distsql.definitions import (
     typed_algorithm,
 )
 from proxy.session.distsql.errors import DistSQLError
-from proxy.session.distsql.rules import RULE_KEY, names, rules_of
+from proxy.session.distsql.rules import RULE_KEY, drop_unused, names, rules_of
 
 __all__ = ["DEFAULT_ALGORITHM", "SHADOW_KINDS", "shadow_change"]
 
@@ -120,9 +120,8 @@ def _used(rule: Mapping[str, Any]) -> set[str]:
 
 
 def _drop_unused(rule: dict[str, Any]) -> None:
-    algorithms = _section(rule, "shadowAlgorithms")
-    for name in [n for n in algorithms if n not in _used(rule)]:
-        del algorithms[name]
+    _section(rule, "shadowAlgorithms")
+    drop_unused(rule, "shadowAlgorithms", _used(rule))
 
 
 def _add(rule: dict[str, Any], definition: _Definition) -> None:
