@@ -108,3 +108,90 @@ def test_the_server_dying_under_an_encrypted_select(
         conn.close()
     finally:
         proxy.stop()
+
+
+SHARDING = """- !SHARDING
+  tables:
+    t_user:
+      actualDataNodes: ds_${0..1}.t_user
+      databaseStrategy:
+        standard: {shardingColumn: user_id, shardingAlgorithmName: by_user}
+  shardingAlgorithms:
+    by_user: {type: INLINE, props: {algorithm-expression: 'ds_${user_id % 2}'}}
+"""
+CLIENTS = 24
+ROUNDS = 30
+USERS = 40
+
+
+def _client(proxy: Any, database: str, k: int, errors: list[str]) -> None:
+    """Point selects of random users, text and prepared, each answer checked to be its own user's decrypted name;
+    every fifth client drops its connection in the middle of an answer now and then (an abort)."""
+    import random
+
+    import pymysql
+    from pymysql.constants import COMMAND
+
+    rng = random.Random(k)
+    try:
+        conn = _connect_to(proxy, database)
+        for r in range(ROUNDS):
+            user = rng.randint(1, USERS)
+            run = _prepared if rng.random() < 0.5 else _text
+            got = run(conn, POINT, id=user)
+            if got != [(user, f"name-{user}")]:
+                errors.append(f"client {k} round {r}: user {user} answered {got}")
+            if k % 5 == 0 and r % 10 == 5:  # an abort: an encrypted SELECT sent, the socket closed before its answer
+                raw = pymysql.connect(host=proxy.host, port=proxy.port, user="root", password="root",
+                                      database=database, autocommit=True)
+                raw._execute_command(COMMAND.COM_QUERY, SLOW.format(id=user, sleep=0.2))
+                raw._sock.close()
+        conn.close()
+    except Exception as exc:
+        errors.append(f"client {k}: {exc!r}")
+
+
+def _connect_to(proxy: Any, database: str) -> Any:
+    return mysql.connector.connect(host=proxy.host, port=proxy.port, user="root", password="root",
+                                   database=database, use_pure=True, ssl_disabled=True, autocommit=True)
+
+
+def test_many_clients_on_a_pool_of_two_each_get_their_own_decrypted_rows(
+    mariadb_factory: ServerFactory, tmp_path: Path
+) -> None:
+    """24 clients on encrypted pass-through and sharded databases whose data sources have pools of two: every
+    answer (text and prepared, on the fast path and off it while waiting for a connection) is the client's own."""
+    servers = mariadb_factory.many(2)
+    layout = {"encpass": {"ds_0": (servers[0], "cc_pass")},
+              "encshard": {f"ds_{i}": (servers[i], f"cc_shard_{i}") for i in range(2)}}
+    for dbs in layout.values():
+        for server, physical in dbs.values():
+            server.execute(f"CREATE DATABASE {physical}")
+            server.execute("CREATE TABLE t_user (user_id INT PRIMARY KEY, user_name_cipher VARCHAR(200))", physical)
+    conf = write_conf(tmp_path / "conf", layout, rules_yaml={"encpass": ENCRYPT, "encshard": SHARDING + ENCRYPT},
+                      max_pool_size=2)
+    proxy = start_proxy(conf)
+    try:
+        for database in layout:
+            conn = _connect_to(proxy, database)
+            cur = conn.cursor()
+            cur.execute("INSERT INTO t_user (user_id, user_name) VALUES "
+                        + ", ".join(f"({u}, 'name-{u}')" for u in range(1, USERS + 1)))
+            cur.close()
+            conn.close()
+        errors: list[str] = []
+        before = STATS.taken
+        threads = [threading.Thread(target=_client, args=(proxy, list(layout)[k % 2], k, errors))
+                   for k in range(CLIENTS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not any(t.is_alive() for t in threads), "a client did not finish"
+        assert not errors, errors[:5]
+        assert STATS.taken - before > CLIENTS * ROUNDS // 4  # (most answers were the fast path's)
+        check = _connect_to(proxy, "encshard")  # the proxy still answers
+        assert _text(check, POINT, id=7) == [(7, "name-7")]
+        check.close()
+    finally:
+        proxy.stop()
