@@ -996,6 +996,8 @@ class InlineExpression:
         Raises :class:`InlineEvaluationError` (a ``RoutingError``) when evaluation fails.
         """
         env = bindings if bindings is not None else {}
+        if any(type(v) is bytes for v in env.values()):  # a string parameter of the binary protocol: the String
+            env = {k: v.decode("utf-8", "surrogateescape") if type(v) is bytes else v for k, v in env.items()}
         try:
             out = []
             for seg in self._segments:

@@ -87,8 +87,6 @@ class InlineShardingAlgorithm(_ExpressionAlgorithm):
             # Groovy's % on an integer keeps the dividend's sign; the remainder fits any width
             prefix, _, n, suffix = modulo
             return f"{prefix}{value % n if value >= 0 else -(-value % n)}{suffix}"
-        if type(value) is bytes:  # a string parameter of the binary protocol: the String ShardingSphere decodes
-            value = value.decode("utf-8", "surrogateescape")
         try:
             return self.expression.evaluate(dict.fromkeys(names, value))
         except RoutingError:

@@ -102,6 +102,11 @@ def test_expand(text: str, expected: list[str]) -> None:
         ("${0x10 + 1}", {}, "17"),
         ("${(a + b) * 2 - c}", {"a": 1, "b": 2, "c": 3}, "3"),
         ("t_${[1, 2]}", {}, "t_[1, 2]"),  # Groovy prints a list inside a GString
+        # a string parameter of the binary protocol (bytes): the String ShardingSphere decodes, in every binding
+        ("${x.length()}", {"x": "中文".encode()}, "2"),
+        ("t_${x.substring(0, 1)}", {"x": b"abc"}, "t_a"),
+        ("ds_${Math.abs(a.hashCode()) % 3}_${b}", {"a": b"a\\_b", "b": b"z"},
+         f"ds_{abs(java_string_hash('a' + chr(92) + '_b')) % 3}_z"),
     ],
 )
 def test_evaluate(text: str, bindings: dict[str, Any], expected: str) -> None:
